@@ -1,0 +1,95 @@
+# tadocfs build. `make` builds the library, `tadoc` and `tadocfs`; `make test` builds a normal
+# and a sanitizer (ASan+UBSan) tree and runs the whole suite under the sanitizer build;
+# `make demo` runs the main job on the bundled sample; `make bench` runs the benchmarks.
+# GPU=0 skips CUDA; otherwise kernels/*.cu are built when nvcc is found.
+
+CC      ?= cc
+SAN     ?= 0
+GPU     ?= auto
+NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+ifeq ($(SAN),1)
+BUILD   ?= build/san
+SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT      = -O1
+else
+BUILD   ?= build/rel
+SANFLAGS =
+OPT      = -O2
+endif
+
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g -Wall -Wextra -Werror \
+             -pthread $(SANFLAGS) $(shell pkg-config --cflags fuse3 2>/dev/null) $(CFLAGS)
+LDLIBS_ALL = -lzstd -lxxhash -pthread $(SANFLAGS) $(LDFLAGS)
+
+ENGINE_SRC = $(wildcard engine/*.c) $(wildcard index/*.c)
+ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+
+ifneq ($(GPU),0)
+ifneq ($(NVCC),)
+CU_SRC   = $(wildcard kernels/*.cu)
+CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+CFLAGS_ALL += -DTDC_HAVE_CUDA
+LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
+NVFLAGS  = -O2 -g -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+           -Xcompiler -Wall,-Wextra,-Werror
+endif
+endif
+
+LIB   = $(BUILD)/libtadoc.a
+TOOLS = $(BUILD)/tadoc
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HELPERS  = $(BUILD)/tests/mkbad $(BUILD)/tests/extractcheck
+
+.PHONY: all clean test test-unit demo bench deps format
+all: $(TOOLS) $(HELPERS) $(UNIT_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	@$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(ENGINE_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(LIB)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -lcmocka $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+deps:
+	@tools/deps.sh build test
+
+test: deps
+	$(MAKE) all
+	$(MAKE) SAN=1 all
+	@BUILD=build/san tests/run.sh
+
+demo: deps
+	$(MAKE) all
+	@tools/demo.sh build/rel
+
+bench: deps
+	$(MAKE) all
+	@bench/run.sh build/rel
+
+format:
+	clang-format -i $(shell git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf build tests/tmp
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,585 @@
+#include "arc.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "err.h"
+
+#define HDR_SIZE 40
+#define SECENT_SIZE 40
+#define CODEC_RAW 0
+#define CODEC_ZSTD 1
+#define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
+
+static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
+
+const char *arc_section_name(uint32_t type)
+{
+    switch (type) {
+    case ARC_SEC_DICT: return "dictionary";
+    case ARC_SEC_RULES: return "rules";
+    case ARC_SEC_ROOT: return "root";
+    case ARC_SEC_FILES: return "file table";
+    }
+    return "unknown";
+}
+
+int arc_path_cmp(const char *a, const char *b)
+{
+    const unsigned char *p = (const unsigned char *)a, *q = (const unsigned char *)b;
+    while (*p && *p == *q) p++, q++;
+    unsigned x = *p == '/' ? 1 : *p ? (unsigned)*p + 1 : 0;
+    unsigned y = *q == '/' ? 1 : *q ? (unsigned)*q + 1 : 0;
+    return (x > y) - (x < y);
+}
+
+int arc_path_check(const char *path)
+{
+    if (path[0] == '/') return tdc_error(-EINVAL, "absolute path '%s'", path);
+    const char *c = path;
+    for (;;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == 0) return tdc_error(-EINVAL, "empty component in path '%s'", path);
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return tdc_error(-EINVAL, "'%.*s' component in path '%s'", (int)n, c, path);
+        if (!e) return 0;
+        c = e + 1;
+    }
+}
+
+/* Binary search among the first n entries. */
+static int64_t lookup_n(const arc_entry *ents, uint32_t n, const char *path)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = arc_path_cmp(ents[mid].path, path);
+        if (c == 0) return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -ENOENT;
+}
+
+int64_t arc_lookup(const arc *a, const char *path)
+{
+    return lookup_n(a->ents, a->nents, path);
+}
+
+/* ---------------- encoding ---------------- */
+
+static int enc_syms(buf *b, const uint32_t *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf_put_varint(b, s[i])) return -ENOMEM;
+    return 0;
+}
+
+static int enc_rules(const gram *g, buf *b)
+{
+    if (buf_put_varint(b, g->nrules)) return -ENOMEM;
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        if (buf_put_varint(b, g->rule_start.p[r] - g->rule_start.p[r - 1])) return -ENOMEM;
+    return enc_syms(b, g->syms.p, g->syms.n);
+}
+
+static int enc_root(const gram *g, buf *b)
+{
+    if (buf_put_varint(b, g->root.n)) return -ENOMEM;
+    return enc_syms(b, g->root.p, g->root.n);
+}
+
+static int enc_str(buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (buf_put_varint(b, n)) return -ENOMEM;
+    return buf_put(b, s, n);
+}
+
+static int enc_files(const arc *a, buf *b)
+{
+    if (buf_put_varint(b, a->nents)) return -ENOMEM;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        int64_t t = e->mtime_sec;
+        uint64_t zz = (uint64_t)t << 1 ^ (uint64_t)(t >> 63);
+        if (enc_str(b, e->path) || buf_put(b, &e->type, 1) || buf_put_varint(b, e->mode) ||
+            buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
+            buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
+            buf_put_varint(b, e->root_start) || buf_put_varint(b, e->root_len) ||
+            buf_put_u64(b, e->hash) || enc_str(b, e->link))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *p, size_t n, const char *path)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return tdc_error(-errno, "%s: write: %s", path, strerror(errno));
+        }
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Compress `raw` with zstd and append it as a section at file offset *off. */
+static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw,
+                       int level, uint64_t *off)
+{
+    size_t cap = ZSTD_compressBound(raw->n);
+    void *z = malloc(cap ? cap : 1);
+    if (!z) return tdc_error(-ENOMEM, "out of memory compressing %s", arc_section_name(type));
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    size_t zn = 0;
+    if (cc) {
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, 2); /* ignored where zstd lacks threads */
+        if (level >= 10) {
+            /* Symbol streams repeat far apart: long-distance matching over a 128 MiB window. */
+            ZSTD_CCtx_setParameter(cc, ZSTD_c_enableLongDistanceMatching, 1);
+            ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
+        }
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
+        zn = ZSTD_compress2(cc, z, cap, raw->p, raw->n);
+        ZSTD_freeCCtx(cc);
+    }
+    if (!cc || ZSTD_isError(zn)) {
+        free(z);
+        return tdc_error(-EIO, "zstd failed on section %s", arc_section_name(type));
+    }
+    /* Keep the section raw when compression does not help. */
+    int useraw = zn >= raw->n;
+    const void *data = useraw ? raw->p : z;
+    size_t n = useraw ? raw->n : zn;
+    arc_secinfo *s = &a->secs[a->nsecs++];
+    s->type = type;
+    s->codec = useraw ? CODEC_RAW : CODEC_ZSTD;
+    s->offset = *off;
+    s->stored = n;
+    s->raw = raw->n;
+    s->hash = XXH3_64bits(data, n);
+    int rc = write_all(fd, data, n, path);
+    free(z);
+    *off += n;
+    return rc;
+}
+
+int arc_write(const char *path, arc *a, int level)
+{
+    char *tmp = malloc(strlen(path) + 16);
+    buf b = {0};
+    int fd = -1, rc;
+    if (!tmp) return -ENOMEM;
+    sprintf(tmp, "%s.tmpXXXXXX", path);
+    if ((fd = mkstemp(tmp)) < 0) {
+        rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    unsigned char hdr[HDR_SIZE] = {0};
+    uint64_t off = HDR_SIZE;
+    a->nsecs = 0;
+    if ((rc = write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
+
+    for (uint32_t type = ARC_SEC_DICT; type <= ARC_SEC_FILES; type++) {
+        b.n = 0;
+        switch (type) {
+        case ARC_SEC_DICT: rc = dict_encode(a->dict, &b); break;
+        case ARC_SEC_RULES: rc = enc_rules(&a->g, &b); break;
+        case ARC_SEC_ROOT: rc = enc_root(&a->g, &b); break;
+        default: rc = enc_files(a, &b);
+        }
+        if (rc) {
+            rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
+            goto fail;
+        }
+        if ((rc = put_section(fd, tmp, a, type, &b, level, &off))) goto fail;
+    }
+    /* Section table, then its checksum. */
+    b.n = 0;
+    for (uint32_t i = 0; i < a->nsecs; i++) {
+        const arc_secinfo *s = &a->secs[i];
+        if (buf_put_u32(&b, s->type) || buf_put_u32(&b, s->codec) || buf_put_u64(&b, s->offset) ||
+            buf_put_u64(&b, s->stored) || buf_put_u64(&b, s->raw) || buf_put_u64(&b, s->hash)) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+    }
+    if (buf_put_u64(&b, XXH3_64bits(b.p, b.n))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = write_all(fd, b.p, b.n, tmp))) goto fail;
+    memcpy(hdr, MAGIC, 8);
+    st32(hdr + 8, ARC_VERSION);
+    st32(hdr + 12, 0);
+    st64(hdr + 16, off);
+    st32(hdr + 24, a->nsecs);
+    st32(hdr + 28, 0);
+    st64(hdr + 32, XXH3_64bits(hdr, 32));
+    if (pwrite(fd, hdr, HDR_SIZE, 0) != HDR_SIZE) {
+        rc = tdc_error(-errno, "%s: write header: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    a->file_size = off + b.n;
+    if (fsync(fd) < 0) {
+        rc = tdc_error(-errno, "%s: fsync: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
+        fd = -1;
+        rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0) {
+        rc = tdc_error(-errno, "rename %s to %s: %s", tmp, path, strerror(errno));
+        goto fail;
+    }
+    /* Make the rename itself durable. */
+    char *dcopy = strdup(path);
+    if (dcopy) {
+        int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(dcopy);
+    }
+    buf_free(&b);
+    free(tmp);
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    buf_free(&b);
+    free(tmp);
+    return rc;
+}
+
+/* ---------------- decoding ---------------- */
+
+static int dec_syms(rd *r, uint64_t n, vec32 *v, const char *what)
+{
+    if (n > (uint64_t)(r->end - r->p)) return tdc_error(-EBADMSG, "%s: symbol count too large", what);
+    if (vec32_reserve(v, n)) return tdc_error(-ENOMEM, "%s: out of memory", what);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t s;
+        if (rd_varint(r, &s) || s > 0xffffffffu)
+            return tdc_error(-EBADMSG, "%s: malformed symbol %llu", what, (unsigned long long)i);
+        v->p[v->n++] = (uint32_t)s;
+    }
+    return 0;
+}
+
+static int dec_rules(arc *a, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    gram *g = &a->g;
+    uint64_t nr;
+    if (rd_varint(&r, &nr) || nr > n || nr + g->ntokens + 1 > 0xffffffffu)
+        return tdc_error(-EBADMSG, "rules: bad rule count");
+    g->nrules = (uint32_t)nr;
+    if (vec64_reserve(&g->rule_start, nr + 1)) return tdc_error(-ENOMEM, "rules: out of memory");
+    g->rule_start.p[g->rule_start.n++] = 0;
+    for (uint64_t i = 0; i < nr; i++) {
+        uint64_t len;
+        if (rd_varint(&r, &len) || len == 0 || len > n)
+            return tdc_error(-EBADMSG, "rules: bad length of rule %llu", (unsigned long long)i + 1);
+        g->rule_start.p[g->rule_start.n] = g->rule_start.p[g->rule_start.n - 1] + len;
+        g->rule_start.n++;
+    }
+    int rc = dec_syms(&r, g->rule_start.p[nr], &g->syms, "rules");
+    if (rc) return rc;
+    if (r.p != r.end) return tdc_error(-EBADMSG, "rules: trailing bytes");
+    /* Children first: rule k may use tokens and rules 1..k-1 only; this rules out cycles. */
+    for (uint32_t k = 1; k <= g->nrules; k++) {
+        for (uint64_t i = g->rule_start.p[k - 1]; i < g->rule_start.p[k]; i++) {
+            uint32_t s = g->syms.p[i];
+            if (s >= g->ntokens && (s - g->ntokens == 0 || s - g->ntokens >= k))
+                return tdc_error(-EBADMSG, "rules: rule %u refers to rule %u (out of order or range)",
+                                 k, s - g->ntokens);
+        }
+    }
+    return 0;
+}
+
+static int dec_root(arc *a, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    gram *g = &a->g;
+    uint64_t cnt;
+    if (rd_varint(&r, &cnt)) return tdc_error(-EBADMSG, "root: bad symbol count");
+    int rc = dec_syms(&r, cnt, &g->root, "root");
+    if (rc) return rc;
+    if (r.p != r.end) return tdc_error(-EBADMSG, "root: trailing bytes");
+    for (uint64_t i = 0; i < cnt; i++) {
+        uint32_t s = g->root.p[i];
+        if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
+            return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
+                             (unsigned long long)i, s - g->ntokens);
+    }
+    return 0;
+}
+
+static int dec_str(rd *r, char **out, int allow_empty_null)
+{
+    uint64_t n;
+    const unsigned char *p;
+    if (rd_varint(r, &n) || rd_bytes(r, n, &p)) return -EBADMSG;
+    if (n == 0 && allow_empty_null) {
+        *out = NULL;
+        return 0;
+    }
+    if (memchr(p, 0, n)) return -EBADMSG;
+    if (!(*out = malloc(n + 1))) return -ENOMEM;
+    memcpy(*out, p, n);
+    (*out)[n] = 0;
+    return 0;
+}
+
+static int dec_files(arc *a, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    uint64_t cnt;
+    if (rd_varint(&r, &cnt) || cnt == 0 || cnt > n)
+        return tdc_error(-EBADMSG, "file table: bad entry count");
+    if (!(a->ents = calloc(cnt, sizeof *a->ents)))
+        return tdc_error(-ENOMEM, "file table: out of memory");
+    for (uint64_t i = 0; i < cnt; i++) {
+        arc_entry *e = &a->ents[i];
+        uint64_t mode, uid, gid, zz, nsec;
+        a->nents = (uint32_t)i + 1;
+        if (dec_str(&r, &e->path, 0) || rd_bytes(&r, 1, (const unsigned char **)&p) ||
+            (e->type = *p, 0) || rd_varint(&r, &mode) || rd_varint(&r, &uid) ||
+            rd_varint(&r, &gid) || rd_varint(&r, &zz) || rd_varint(&r, &nsec) ||
+            rd_varint(&r, &e->size) || rd_varint(&r, &e->root_start) ||
+            rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1))
+            return tdc_error(-EBADMSG, "file table: entry %llu is truncated or malformed",
+                             (unsigned long long)i);
+        if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
+            return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
+        e->mode = (uint32_t)mode;
+        e->uid = (uint32_t)uid;
+        e->gid = (uint32_t)gid;
+        e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+        e->mtime_nsec = (uint32_t)nsec;
+        if (e->type != ARC_REG && e->type != ARC_DIR && e->type != ARC_LNK)
+            return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
+        if (i == 0) {
+            if (e->path[0] || e->type != ARC_DIR)
+                return tdc_error(-EBADMSG, "file table: first entry is not the root directory");
+            continue;
+        }
+        if (arc_path_check(e->path)) return tdc_error_ctx(-EBADMSG, "file table: unsafe path");
+        if (arc_path_cmp(a->ents[i - 1].path, e->path) >= 0)
+            return tdc_error(-EBADMSG, "file table: '%s' is duplicated or out of order", e->path);
+        if ((e->type == ARC_LNK) != (e->link != NULL))
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink target", e->path);
+        if (e->type == ARC_REG
+                ? (e->root_start > a->g.root.n || e->root_len > a->g.root.n - e->root_start)
+                : (e->root_len || (e->type == ARC_DIR && e->size)))
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+        if (e->type == ARC_LNK && e->size != strlen(e->link))
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink size", e->path);
+        /* The parent must be an earlier directory entry. */
+        char *slash = strrchr(e->path, '/');
+        int64_t parent = 0;
+        if (slash) {
+            *slash = 0;
+            parent = lookup_n(a->ents, (uint32_t)i, e->path);
+            *slash = '/';
+        }
+        if (parent < 0 || a->ents[parent].type != ARC_DIR)
+            return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
+    }
+    if (r.p != r.end) return tdc_error(-EBADMSG, "file table: trailing bytes");
+    return 0;
+}
+
+static int read_at(int fd, void *p, size_t n, uint64_t off, const char *path)
+{
+    unsigned char *q = p;
+    while (n) {
+        ssize_t k = pread(fd, q, n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return tdc_error(-errno, "%s: read: %s", path, strerror(errno));
+        }
+        if (k == 0) return tdc_error(-EBADMSG, "%s: archive is truncated", path);
+        q += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Read, verify and expand one section into a fresh buffer. */
+static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
+{
+    const char *name = arc_section_name(s->type);
+    unsigned char *st = NULL, *raw = NULL;
+    int rc;
+    if (s->raw > RAW_MAX || (s->codec == CODEC_RAW && s->raw != s->stored))
+        return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
+                         (unsigned long long)s->raw);
+    if (!(st = malloc(s->stored ? s->stored : 1)))
+        return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
+                         (unsigned long long)s->stored);
+    if ((rc = read_at(fd, st, s->stored, s->offset, path))) goto fail;
+    if (XXH3_64bits(st, s->stored) != s->hash) {
+        rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
+        goto fail;
+    }
+    if (s->codec == CODEC_RAW) {
+        *out = st;
+        return 0;
+    }
+    unsigned long long fcs = ZSTD_getFrameContentSize(st, s->stored);
+    if (fcs != s->raw) {
+        rc = tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size", name);
+        goto fail;
+    }
+    if (!(raw = malloc(s->raw ? s->raw : 1))) {
+        rc = tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
+                       (unsigned long long)s->raw);
+        goto fail;
+    }
+    size_t got = ZSTD_decompress(raw, s->raw, st, s->stored);
+    if (ZSTD_isError(got) || got != s->raw) {
+        rc = tdc_error(-EBADMSG, "section %s: decompression failed", name);
+        goto fail;
+    }
+    free(st);
+    *out = raw;
+    return 0;
+fail:
+    free(st);
+    free(raw);
+    return rc;
+}
+
+int arc_open(const char *path, arc **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tdc_error(-errno, "%s: %s", path, strerror(errno));
+    arc *a = calloc(1, sizeof *a);
+    unsigned char hdr[HDR_SIZE], *tab = NULL, *sec[8] = {0};
+    struct stat st;
+    int rc;
+    if (!a) {
+        close(fd);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    if (fstat(fd, &st) < 0) {
+        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = tdc_error(-EINVAL, "%s: not a regular file", path);
+        goto fail;
+    }
+    a->file_size = (uint64_t)st.st_size;
+    if (a->file_size < HDR_SIZE) {
+        rc = tdc_error(-EBADMSG, "%s: too short to be an archive (%llu bytes)", path,
+                       (unsigned long long)a->file_size);
+        goto fail;
+    }
+    if ((rc = read_at(fd, hdr, HDR_SIZE, 0, path))) goto fail;
+    if (memcmp(hdr, MAGIC, 8)) {
+        rc = tdc_error(-EBADMSG, "%s: not a tadocfs archive (bad magic)", path);
+        goto fail;
+    }
+    if (XXH3_64bits(hdr, 32) != le64(hdr + 32)) {
+        rc = tdc_error(-EBADMSG, "%s: header checksum mismatch", path);
+        goto fail;
+    }
+    if (le32(hdr + 8) != ARC_VERSION) {
+        rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, le32(hdr + 8));
+        goto fail;
+    }
+    uint64_t toff = le64(hdr + 16);
+    uint32_t nsec = le32(hdr + 24);
+    uint64_t tlen = (uint64_t)nsec * SECENT_SIZE + 8;
+    if (nsec < 4 || nsec > 8 || toff < HDR_SIZE || toff > a->file_size ||
+        tlen > a->file_size - toff) {
+        rc = tdc_error(-EBADMSG, "%s: section table lies outside the file (truncated archive?)",
+                       path);
+        goto fail;
+    }
+    if (!(tab = malloc(tlen))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = read_at(fd, tab, tlen, toff, path))) goto fail;
+    if (XXH3_64bits(tab, tlen - 8) != le64(tab + tlen - 8)) {
+        rc = tdc_error(-EBADMSG, "%s: section table checksum mismatch", path);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < nsec; i++) {
+        arc_secinfo *s = &a->secs[i];
+        const unsigned char *e = tab + i * SECENT_SIZE;
+        s->type = le32(e);
+        s->codec = le32(e + 4);
+        s->offset = le64(e + 8);
+        s->stored = le64(e + 16);
+        s->raw = le64(e + 24);
+        s->hash = le64(e + 32);
+        if (s->type != i + 1 || s->codec > CODEC_ZSTD || s->offset < HDR_SIZE ||
+            s->offset > toff || s->stored > toff - s->offset) {
+            rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
+                           arc_section_name(s->type));
+            goto fail;
+        }
+    }
+    a->nsecs = nsec;
+    for (uint32_t i = 0; i < 4; i++)
+        if ((rc = load_section(fd, path, &a->secs[i], &sec[i]))) goto fail;
+    if ((rc = dict_decode(sec[0], a->secs[0].raw, &a->dict))) goto fail;
+    a->g.ntokens = dict_count(a->dict);
+    if ((rc = dec_rules(a, sec[1], a->secs[1].raw)) || (rc = dec_root(a, sec[2], a->secs[2].raw)) ||
+        (rc = dec_files(a, sec[3], a->secs[3].raw)))
+        goto fail;
+    for (int i = 0; i < 8; i++) free(sec[i]);
+    free(tab);
+    close(fd);
+    *out = a;
+    return 0;
+fail:
+    for (int i = 0; i < 8; i++) free(sec[i]);
+    free(tab);
+    close(fd);
+    arc_free(a);
+    /* Messages from the section decoders do not name the file yet. */
+    if (strncmp(tdc_errmsg(), path, strlen(path))) tdc_error_ctx(rc, "%s", path);
+    return rc;
+}
+
+void arc_free(arc *a)
+{
+    if (!a) return;
+    dict_free(a->dict);
+    gram_free(&a->g);
+    for (uint32_t i = 0; i < a->nents; i++) {
+        free(a->ents[i].path);
+        free(a->ents[i].link);
+    }
+    free(a->ents);
+    free(a);
+}

@@ -1,0 +1,81 @@
+/* arc: the .tdc archive file.
+ *
+ * Layout: a 40-byte header (magic "TADOCFS\0", version, flags, section-table offset, section
+ * count, header checksum), the sections, then the section table (40 bytes per section and an
+ * XXH3-64 of the table). Each section records its type, codec (raw or zstd), offset, stored
+ * and raw lengths and the XXH3-64 of its stored bytes, checked before it is decoded.
+ *
+ * An opened archive is read-only and may be shared by any number of threads. */
+#ifndef TDC_ARC_H
+#define TDC_ARC_H
+
+#include <stdint.h>
+
+#include "dict.h"
+#include "gram.h"
+
+#define ARC_VERSION 1
+
+enum arc_type { ARC_REG = 1, ARC_DIR = 2, ARC_LNK = 3 };
+
+enum arc_section {
+    ARC_SEC_DICT = 1,
+    ARC_SEC_RULES = 2,
+    ARC_SEC_ROOT = 3,
+    ARC_SEC_FILES = 4,
+};
+
+/* One file-table entry. Entry 0 is the root directory with path "". Paths are relative,
+ * '/'-separated, with no empty, "." or ".." components, and sorted by arc_path_cmp. */
+typedef struct arc_entry {
+    char *path;
+    char *link; /* symlink target, or NULL */
+    uint8_t type;
+    uint32_t mode; /* permission bits only (07777) */
+    uint32_t uid, gid;
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    uint64_t size;                  /* bytes of content (regular files) */
+    uint64_t root_start, root_len;  /* the file's run of root symbols */
+    uint64_t hash;                  /* XXH3-64 of the content */
+} arc_entry;
+
+typedef struct arc_secinfo {
+    uint32_t type, codec;
+    uint64_t offset, stored, raw, hash;
+} arc_secinfo;
+
+typedef struct arc {
+    dict *dict;
+    gram g;
+    arc_entry *ents;
+    uint32_t nents;
+    arc_secinfo secs[8];
+    uint32_t nsecs;
+    uint64_t file_size;
+} arc;
+
+/* Human name of a section type ("dictionary", "rules", ...). */
+const char *arc_section_name(uint32_t type);
+
+/* Compare paths so that a directory's descendants follow it directly ('/' sorts first). */
+int arc_path_cmp(const char *a, const char *b);
+
+/* 0 if `path` is a valid relative archive path, else -EINVAL with a message. */
+int arc_path_check(const char *path);
+
+/* Write the archive atomically: a temporary file beside `path`, fsync, rename, fsync of the
+ * directory. `level` is the zstd level of the sections. Fills a->secs and a->file_size. */
+int arc_write(const char *path, arc *a, int level);
+
+/* Open, verify every checksum, decode and validate an archive. On failure returns -EBADMSG
+ * (corrupt), -ENOENT/-EACCES/-EIO (cannot read) or -ENOMEM, with a message naming the part. */
+int arc_open(const char *path, arc **out);
+
+/* Free an archive from arc_open, or one assembled by a writer (frees dict, gram, entries). */
+void arc_free(arc *a);
+
+/* Index of the entry with this path, or -ENOENT. */
+int64_t arc_lookup(const arc *a, const char *path);
+
+#endif

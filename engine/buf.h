@@ -1,0 +1,81 @@
+/* buf: growable byte buffers and typed vectors, plus LEB128 varints.
+ *
+ * All growth functions return 0 or -ENOMEM and leave the buffer intact on failure.
+ * Buffers own their memory; buf_free() releases it and resets the buffer. Not thread-safe. */
+#ifndef TDC_BUF_H
+#define TDC_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct buf {
+    unsigned char *p;
+    size_t n, cap;
+} buf;
+
+typedef struct vec32 {
+    uint32_t *p;
+    size_t n, cap;
+} vec32;
+
+typedef struct vec64 {
+    uint64_t *p;
+    size_t n, cap;
+} vec64;
+
+/* Make room for at least `extra` more bytes (elements) beyond n. */
+int buf_reserve(buf *b, size_t extra);
+int vec32_reserve(vec32 *v, size_t extra);
+int vec64_reserve(vec64 *v, size_t extra);
+
+int buf_put(buf *b, const void *p, size_t n);
+int buf_put_u32(buf *b, uint32_t x); /* little-endian */
+int buf_put_u64(buf *b, uint64_t x); /* little-endian */
+int buf_put_varint(buf *b, uint64_t x);
+
+static inline int vec32_push(vec32 *v, uint32_t x)
+{
+    if (v->n == v->cap && vec32_reserve(v, 1)) return -12; /* -ENOMEM */
+    v->p[v->n++] = x;
+    return 0;
+}
+static inline int vec64_push(vec64 *v, uint64_t x)
+{
+    if (v->n == v->cap && vec64_reserve(v, 1)) return -12;
+    v->p[v->n++] = x;
+    return 0;
+}
+
+void buf_free(buf *b);
+void vec32_free(vec32 *v);
+void vec64_free(vec64 *v);
+
+/* A bounds-checked reader over a byte range; every get returns 0 or -EBADMSG when the
+ * range is exhausted or a varint is malformed. */
+typedef struct rd {
+    const unsigned char *p, *end;
+} rd;
+
+int rd_u32(rd *r, uint32_t *x);
+int rd_u64(rd *r, uint64_t *x);
+int rd_varint(rd *r, uint64_t *x);
+int rd_bytes(rd *r, size_t n, const unsigned char **p);
+
+static inline uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t le64(const unsigned char *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+static inline void st32(unsigned char *p, uint32_t x)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+static inline void st64(unsigned char *p, uint64_t x)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+
+#endif

@@ -1,0 +1,161 @@
+#include "dict.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "err.h"
+#include "tok.h"
+
+dict *dict_new(void)
+{
+    dict *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    if (vec64_push(&d->offs, 0)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void dict_free(dict *d)
+{
+    if (!d) return;
+    vec64_free(&d->offs);
+    buf_free(&d->blob);
+    free(d->table);
+    free(d);
+}
+
+uint32_t dict_count(const dict *d)
+{
+    return (uint32_t)(d->offs.n - 1);
+}
+
+uint64_t dict_blob_size(const dict *d)
+{
+    return d->blob.n;
+}
+
+int dict_is_word(const dict *d, uint32_t id)
+{
+    return tok_is_word_byte(d->blob.p[d->offs.p[id]]);
+}
+
+static int eq(const dict *d, uint32_t id, const unsigned char *p, size_t n)
+{
+    size_t len;
+    const unsigned char *q = dict_bytes(d, id, &len);
+    return len == n && memcmp(q, p, n) == 0;
+}
+
+/* (Re)build the hash table with room for at least `need` entries at load <= 1/2. */
+static int rehash(dict *d, size_t need)
+{
+    size_t cap = 1024;
+    while (cap < need * 2) cap *= 2;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) return -ENOMEM;
+    for (uint32_t id = 0; id < dict_count(d); id++) {
+        size_t len;
+        const unsigned char *q = dict_bytes(d, id, &len);
+        size_t h = (size_t)XXH3_64bits(q, len) & (cap - 1);
+        while (t[h]) h = (h + 1) & (cap - 1);
+        t[h] = id + 1;
+    }
+    free(d->table);
+    d->table = t;
+    d->tcap = cap;
+    return 0;
+}
+
+/* Slot holding (p, n), or the empty slot where it would go. */
+static size_t probe(const dict *d, const unsigned char *p, size_t n)
+{
+    size_t h = (size_t)XXH3_64bits(p, n) & (d->tcap - 1);
+    while (d->table[h] && !eq(d, d->table[h] - 1, p, n)) h = (h + 1) & (d->tcap - 1);
+    return h;
+}
+
+int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id)
+{
+    if (!d->table) {
+        /* Read-only lookups on a decoded dict build the table once, lazily. */
+        if (rehash((dict *)d, dict_count(d) + 1)) return -ENOMEM;
+    }
+    size_t h = probe(d, p, n);
+    if (!d->table[h]) return -ENOENT;
+    *id = d->table[h] - 1;
+    return 0;
+}
+
+int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
+{
+    if (!d->table || (size_t)dict_count(d) * 2 + 2 > d->tcap) {
+        if (rehash(d, (size_t)dict_count(d) * 2 + 2)) return -ENOMEM;
+    }
+    size_t h = probe(d, p, n);
+    if (d->table[h]) {
+        *id = d->table[h] - 1;
+        return 0;
+    }
+    if (dict_count(d) >= 0x7fffffffu) return tdc_error(-EOVERFLOW, "too many distinct tokens");
+    if (buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n)) return -ENOMEM;
+    *id = dict_count(d) - 1;
+    d->table[h] = *id + 1;
+    return 0;
+}
+
+int dict_encode(const dict *d, buf *out)
+{
+    uint32_t n = dict_count(d);
+    if (buf_put_varint(out, n)) return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        if (buf_put_varint(out, d->offs.p[i + 1] - d->offs.p[i])) return -ENOMEM;
+    return buf_put(out, d->blob.p, d->blob.n);
+}
+
+int dict_decode(const unsigned char *p, size_t n, dict **out)
+{
+    rd r = {p, p + n};
+    uint64_t count;
+    dict *d = NULL;
+    if (rd_varint(&r, &count) || count > 0x7fffffffu || count > n)
+        return tdc_error(-EBADMSG, "dictionary: bad token count");
+    if (!(d = dict_new()) || vec64_reserve(&d->offs, count)) goto nomem;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t len;
+        if (rd_varint(&r, &len) || len == 0 || len > TOK_CAP) {
+            dict_free(d);
+            return tdc_error(-EBADMSG, "dictionary: bad length of token %llu",
+                             (unsigned long long)i);
+        }
+        d->offs.p[d->offs.n] = d->offs.p[d->offs.n - 1] + len;
+        d->offs.n++;
+    }
+    uint64_t blob = d->offs.p[count];
+    if ((uint64_t)(r.end - r.p) != blob) {
+        dict_free(d);
+        return tdc_error(-EBADMSG, "dictionary: blob is %llu bytes, lengths add up to %llu",
+                         (unsigned long long)(r.end - r.p), (unsigned long long)blob);
+    }
+    if (buf_put(&d->blob, r.p, blob)) goto nomem;
+    /* A token must be all word bytes or all separator bytes, else extraction and analytics
+     * would disagree with the tokenizer. */
+    for (uint64_t i = 0; i < count; i++) {
+        size_t len;
+        const unsigned char *q = dict_bytes(d, (uint32_t)i, &len);
+        int w = tok_is_word_byte(q[0]);
+        for (size_t k = 1; k < len; k++)
+            if (tok_is_word_byte(q[k]) != w) {
+                dict_free(d);
+                return tdc_error(-EBADMSG, "dictionary: token %llu mixes word and separator bytes",
+                                 (unsigned long long)i);
+            }
+    }
+    *out = d;
+    return 0;
+nomem:
+    dict_free(d);
+    return tdc_error(-ENOMEM, "dictionary: out of memory");
+}

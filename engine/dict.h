@@ -1,0 +1,59 @@
+/* dict: the token dictionary. Every distinct token gets a dense id (0, 1, 2, ...) in the
+ * order first interned; bytes are stored once (offsets + one blob). Words and separators share
+ * the id space; dict_is_word tells them apart by the first byte.
+ *
+ * A dict is not thread-safe for interning; concurrent read-only lookups (dict_bytes) are safe
+ * once no thread interns. */
+#ifndef TDC_DICT_H
+#define TDC_DICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+typedef struct dict dict;
+
+/* A new, empty dictionary, or NULL when out of memory. */
+dict *dict_new(void);
+void dict_free(dict *d);
+
+/* Id of token (p, n), adding it if new. n must be 1..TOK_CAP. Returns 0 or -ENOMEM. */
+int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id);
+
+/* Id of token (p, n) if present: 0 and *id set, or -ENOENT. */
+int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id);
+
+uint32_t dict_count(const dict *d);
+
+/* Total bytes of all tokens. */
+uint64_t dict_blob_size(const dict *d);
+
+/* Bytes of token `id` (id < dict_count); the pointer stays valid until the dict is freed
+ * or interns again. */
+static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len);
+
+/* 1 if token `id` is a word, 0 if a separator. */
+int dict_is_word(const dict *d, uint32_t id);
+
+/* Serialize: varint count, varint lengths, then the blob. */
+int dict_encode(const dict *d, buf *out);
+
+/* Parse what dict_encode wrote; -EBADMSG (with a message) on malformed input. */
+int dict_decode(const unsigned char *p, size_t n, dict **out);
+
+/* Implementation detail exposed for the inline accessor; treat as opaque. */
+struct dict {
+    vec64 offs; /* count + 1 offsets into blob */
+    buf blob;
+    uint32_t *table; /* open addressing: id + 1, 0 = empty; NULL until first intern/find */
+    size_t tcap;
+};
+
+static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len)
+{
+    *len = (size_t)(d->offs.p[id + 1] - d->offs.p[id]);
+    return d->blob.p + d->offs.p[id];
+}
+
+#endif

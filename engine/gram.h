@@ -1,0 +1,55 @@
+/* gram: a grammar over token ids, in CSR form.
+ *
+ * Symbols are 32-bit: s < ntokens is a token id, otherwise rule (s - ntokens). Rule 0 is the
+ * root and is never referenced; rules 1..nrules refer only to tokens and to rules with smaller
+ * numbers (children first), which makes index order a topological order of the DAG. */
+#ifndef TDC_GRAM_H
+#define TDC_GRAM_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "seq.h"
+
+typedef struct gram {
+    uint32_t ntokens;
+    uint32_t nrules;  /* rules 1..nrules (the root is extra) */
+    vec32 root;       /* root symbols: every file's run, concatenated */
+    vec64 rule_start; /* nrules + 1 entries; rule r is syms[rule_start[r-1] .. rule_start[r]) */
+    vec32 syms;
+} gram;
+
+/* Body of rule r (0 = root): a pointer to its symbols and their count. */
+static inline const uint32_t *gram_body(const gram *g, uint32_t r, uint64_t *n)
+{
+    if (r == 0) {
+        *n = g->root.n;
+        return g->root.p;
+    }
+    *n = g->rule_start.p[r] - g->rule_start.p[r - 1];
+    return g->syms.p + g->rule_start.p[r - 1];
+}
+
+static inline int gram_is_rule(const gram *g, uint32_t sym)
+{
+    return sym >= g->ntokens;
+}
+
+void gram_free(gram *g);
+
+/* gbuild: joins the grammars of consecutive segments into one gram. Segment rules are
+ * renumbered after the rules already present; barriers close files. Not thread-safe. */
+typedef struct gbuild {
+    gram g;         /* symbols tagged with SEQ_RULE until gbuild_finish */
+    vec64 file_end; /* root length at each barrier seen so far, in order */
+} gbuild;
+
+/* Append a segment's grammar. Returns 0, -ENOMEM or -EOVERFLOW. */
+int gbuild_add(gbuild *b, const seq_out *seg);
+
+/* Rewrite tagged rule references as ntokens + rule and hand over the gram (the builder is
+ * left empty except for file_end, which the caller frees with gbuild_free). */
+int gbuild_finish(gbuild *b, uint32_t ntokens, gram *out);
+void gbuild_free(gbuild *b);
+
+#endif

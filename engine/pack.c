@@ -1,0 +1,365 @@
+#include "pack.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "arc.h"
+#include "err.h"
+#include "seq.h"
+#include "tok.h"
+
+/* A segment being compressed on the worker thread. */
+typedef struct worker {
+    vec32 toks; /* token ids, SEQ_BARRIER after each file */
+    seq_out out;
+    int rc;
+    char err[256];
+    pthread_t th;
+    int running;
+} worker;
+
+typedef struct packer {
+    const pack_opts *o;
+    pack_stats *st;
+    dict *d;
+    gbuild gb;
+    vec32 cur; /* the segment being tokenized */
+    worker w;
+    uint64_t seg;
+    uint64_t done, total;
+    /* entries, in archive order */
+    arc_entry *ents;
+    size_t nents, cap;
+} packer;
+
+static void *work(void *p)
+{
+    worker *w = p;
+    seq *s = seq_new(w->toks.n);
+    w->rc = -ENOMEM;
+    if (s) {
+        w->rc = 0;
+        for (size_t i = 0; i < w->toks.n && !w->rc; i++)
+            w->rc = w->toks.p[i] == SEQ_BARRIER ? seq_barrier(s) : seq_push(s, w->toks.p[i]);
+        if (!w->rc) w->rc = seq_finish(s, &w->out);
+        seq_free(s);
+    }
+    if (w->rc) snprintf(w->err, sizeof w->err, "%s", tdc_errmsg());
+    return NULL;
+}
+
+/* Wait for the worker and merge its segment into the grammar. */
+static int collect(packer *p)
+{
+    if (!p->w.running) return 0;
+    pthread_join(p->w.th, NULL);
+    p->w.running = 0;
+    int rc = p->w.rc;
+    if (rc) return tdc_error(rc, "compressing segment: %s", p->w.err);
+    rc = gbuild_add(&p->gb, &p->w.out);
+    seq_out_free(&p->w.out);
+    p->st->segments++;
+    return rc;
+}
+
+/* Hand the current segment to the worker (after merging the previous one). */
+static int flush(packer *p)
+{
+    int rc = collect(p);
+    if (rc || !p->cur.n) return rc;
+    vec32 t = p->w.toks;
+    p->w.toks = p->cur;
+    p->cur = t;
+    p->cur.n = 0;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
+    rc = pthread_create(&p->w.th, &at, work, &p->w);
+    pthread_attr_destroy(&at);
+    if (rc) return tdc_error(-rc, "cannot start worker thread");
+    p->w.running = 1;
+    return 0;
+}
+
+static int emit(void *ctx, const unsigned char *t, size_t n)
+{
+    packer *p = ctx;
+    uint32_t id;
+    int rc = dict_intern(p->d, t, n, &id);
+    if (rc) return rc;
+    if (vec32_push(&p->cur, id)) return -ENOMEM;
+    p->st->tokens++;
+    if (p->cur.n >= p->seg) return flush(p);
+    return 0;
+}
+
+static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t type)
+{
+    if (p->nents == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        arc_entry *e = realloc(p->ents, cap * sizeof *e);
+        if (!e) return -ENOMEM;
+        p->ents = e;
+        p->cap = cap;
+    }
+    arc_entry *e = &p->ents[p->nents];
+    memset(e, 0, sizeof *e);
+    if (!(e->path = strdup(path))) return -ENOMEM;
+    p->nents++;
+    e->type = type;
+    e->mode = sb->st_mode & 07777;
+    e->uid = sb->st_uid;
+    e->gid = sb->st_gid;
+    e->mtime_sec = sb->st_mtim.tv_sec;
+    e->mtime_nsec = (uint32_t)sb->st_mtim.tv_nsec;
+    e->size = type == ARC_REG ? (uint64_t)sb->st_size : 0;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Depth-first walk with sorted siblings, which is arc_path_cmp order. `rel` is the path
+ * inside the archive ("" for the top), `abs` the path on disk. */
+static int walk(packer *p, const char *abs, const char *rel)
+{
+    DIR *dir = opendir(abs);
+    if (!dir) return tdc_error(-errno, "%s: %s", abs, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) {
+                rc = -ENOMEM;
+                break;
+            }
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(dir);
+    if (!rc) qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n && !rc; i++) {
+        size_t la = strlen(abs), lr = strlen(rel), ln = strlen(names[i]);
+        char *a = malloc(la + ln + 2), *r = malloc(lr + ln + 2);
+        if (!a || !r) {
+            free(a);
+            free(r);
+            rc = -ENOMEM;
+            break;
+        }
+        sprintf(a, "%s/%s", abs, names[i]);
+        sprintf(r, "%s%s%s", rel, lr ? "/" : "", names[i]);
+        struct stat sb;
+        if (lstat(a, &sb) < 0) {
+            rc = tdc_error(-errno, "%s: %s", a, strerror(errno));
+        } else if (S_ISDIR(sb.st_mode)) {
+            p->st->dirs++;
+            if (!(rc = add_entry(p, r, &sb, ARC_DIR))) rc = walk(p, a, r);
+        } else if (S_ISREG(sb.st_mode)) {
+            p->st->files++;
+            p->total += (uint64_t)sb.st_size;
+            rc = add_entry(p, r, &sb, ARC_REG);
+        } else if (S_ISLNK(sb.st_mode)) {
+            p->st->links++;
+            char *t = malloc((size_t)sb.st_size + 1);
+            ssize_t k = t ? readlink(a, t, (size_t)sb.st_size + 1) : -1;
+            if (k < 0 || k > sb.st_size) {
+                rc = tdc_error(t ? -errno : -ENOMEM, "%s: cannot read link", a);
+                free(t);
+            } else {
+                t[k] = 0;
+                rc = add_entry(p, r, &sb, ARC_LNK);
+                if (!rc) {
+                    p->ents[p->nents - 1].link = t;
+                    p->ents[p->nents - 1].size = (uint64_t)k;
+                } else {
+                    free(t);
+                }
+            }
+        } else {
+            p->st->skipped++;
+            if (p->o->warn) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "skipping %s: not a regular file, directory or symlink",
+                         a);
+                p->o->warn(p->o->ctx, msg);
+            }
+        }
+        free(a);
+        free(r);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* Tokenize one file into the current segment; records its size and hash. */
+static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *blk, size_t blksz)
+{
+    char *path = malloc(strlen(top) + strlen(e->path) + 2);
+    if (!path) return -ENOMEM;
+    sprintf(path, "%s/%s", top, e->path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    XXH3_state_t *hs = XXH3_createState();
+    tok_state ts = {.npend = 0};
+    uint64_t size = 0;
+    int rc = hs ? 0 : -ENOMEM;
+    if (hs) XXH3_64bits_reset(hs);
+    while (!rc) {
+        ssize_t k = read(fd, blk, blksz);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            rc = tdc_error(-errno, "%s: read: %s", path, strerror(errno));
+            break;
+        }
+        if (k == 0) break;
+        XXH3_64bits_update(hs, blk, (size_t)k);
+        size += (uint64_t)k;
+        rc = tok_feed(&ts, blk, (size_t)k, emit, p);
+        p->done += (uint64_t)k;
+        if (p->o->progress) p->o->progress(p->o->ctx, p->done, p->total);
+    }
+    if (!rc) rc = tok_finish(&ts, emit, p);
+    if (!rc && vec32_push(&p->cur, SEQ_BARRIER)) rc = -ENOMEM;
+    if (!rc) {
+        e->size = size;
+        e->hash = XXH3_64bits_digest(hs);
+    }
+    XXH3_freeState(hs);
+    close(fd);
+    free(path);
+    return rc;
+}
+
+static const uint64_t *sort_cnt;
+static int by_count(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (sort_cnt[x] != sort_cnt[y]) return sort_cnt[x] < sort_cnt[y] ? 1 : -1;
+    return (x > y) - (x < y);
+}
+
+/* Renumber tokens by how often the grammar uses them, most used first, so the common ones
+ * get one-byte varints on disk. Replaces *d with the reordered dictionary. */
+static int renumber_tokens(gram *g, dict **d)
+{
+    uint32_t n = g->ntokens;
+    uint64_t *cnt = calloc(n ? n : 1, sizeof *cnt);
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order), *pos = malloc((n ? n : 1) * sizeof *pos);
+    dict *nd = dict_new();
+    int rc = -ENOMEM;
+    if (!cnt || !order || !pos || !nd) goto out;
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] < n) cnt[g->syms.p[i]]++;
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] < n) cnt[g->root.p[i]]++;
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    sort_cnt = cnt; /* qsort has no context argument; pack runs this on one thread */
+    qsort(order, n, sizeof *order, by_count);
+    for (uint32_t i = 0; i < n; i++) {
+        size_t len;
+        const unsigned char *b = dict_bytes(*d, order[i], &len);
+        uint32_t id;
+        if ((rc = dict_intern(nd, b, len, &id))) goto out;
+        pos[order[i]] = id;
+    }
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] < n) g->syms.p[i] = pos[g->syms.p[i]];
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] < n) g->root.p[i] = pos[g->root.p[i]];
+    dict_free(*d);
+    *d = nd;
+    nd = NULL;
+    rc = 0;
+out:
+    dict_free(nd);
+    free(cnt);
+    free(order);
+    free(pos);
+    return rc;
+}
+
+int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
+{
+    static const pack_opts none = {0};
+    packer p = {.o = opts ? opts : &none, .st = stats};
+    arc a = {0};
+    struct stat sb;
+    unsigned char *blk = NULL;
+    const size_t blksz = 1 << 20;
+    int rc;
+    memset(stats, 0, sizeof *stats);
+    p.seg = p.o->seg_tokens ? p.o->seg_tokens : PACK_SEG_DEFAULT;
+    if (stat(dir, &sb) < 0) return tdc_error(-errno, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return tdc_error(-ENOTDIR, "%s: not a directory", dir);
+    if (!(p.d = dict_new()) || !(blk = malloc(blksz))) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = walk(&p, dir, ""))) goto done;
+    for (size_t i = 0; i < p.nents; i++) {
+        if (p.ents[i].type != ARC_REG) continue;
+        if ((rc = pack_file(&p, dir, &p.ents[i], blk, blksz))) goto done;
+        stats->bytes_in += p.ents[i].size;
+    }
+    if ((rc = flush(&p)) || (rc = collect(&p))) goto done;
+    /* Files closed in order: the k-th barrier ends the k-th regular file. */
+    uint64_t k = 0, start = 0;
+    for (size_t i = 0; i < p.nents; i++) {
+        if (p.ents[i].type != ARC_REG) continue;
+        p.ents[i].root_start = start;
+        p.ents[i].root_len = p.gb.file_end.p[k] - start;
+        start = p.gb.file_end.p[k++];
+    }
+    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) || (rc = renumber_tokens(&a.g, &p.d)))
+        goto done;
+    a.dict = p.d;
+    a.ents = p.ents;
+    a.nents = (uint32_t)p.nents;
+    rc = arc_write(out, &a, p.o->level ? p.o->level : PACK_LEVEL_DEFAULT);
+    stats->bytes_out = a.file_size;
+    stats->dict_tokens = dict_count(p.d);
+    stats->rules = a.g.nrules;
+    gram_free(&a.g);
+done:
+    if (p.w.running) {
+        pthread_join(p.w.th, NULL);
+        seq_out_free(&p.w.out);
+    }
+    vec32_free(&p.w.toks);
+    vec32_free(&p.cur);
+    gbuild_free(&p.gb);
+    dict_free(p.d);
+    for (size_t i = 0; i < p.nents; i++) {
+        free(p.ents[i].path);
+        free(p.ents[i].link);
+    }
+    free(p.ents);
+    free(blk);
+    if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+    return rc;
+}

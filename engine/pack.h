@@ -1,0 +1,32 @@
+/* pack: turn a directory tree into an archive.
+ *
+ * Walks the tree (regular files, directories, symlinks; other types are skipped with a
+ * warning), tokenizes every file into one shared dictionary, compresses the token stream with
+ * Sequitur in segments of a bounded size (one segment is compressed on a worker thread while
+ * the next is tokenized), and writes the archive atomically. */
+#ifndef TDC_PACK_H
+#define TDC_PACK_H
+
+#include <stdint.h>
+
+typedef struct pack_opts {
+    uint64_t seg_tokens; /* tokens per Sequitur segment (bounds memory); 0 = default */
+    int level;           /* zstd level for sections; 0 = default */
+    /* Optional progress report, called from the packing thread now and then. */
+    void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
+    void (*warn)(void *ctx, const char *msg);
+    void *ctx;
+} pack_opts;
+
+typedef struct pack_stats {
+    uint64_t files, dirs, links, skipped;
+    uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments;
+} pack_stats;
+
+#define PACK_SEG_DEFAULT (24u << 20)
+#define PACK_LEVEL_DEFAULT 19
+
+/* Pack `dir` into archive `out`. Returns 0 or a negative errno with a message. */
+int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats);
+
+#endif

@@ -1,0 +1,283 @@
+#include "idx.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/err.h"
+
+struct idx {
+    const arc *a;
+    uint64_t *len;      /* nrules + 1: expanded bytes of each rule, len[0] = root */
+    uint32_t *samp_at;  /* nrules + 1: first sample of the rule in samp, UINT32_MAX if none */
+    uint64_t *samp;     /* prefix offsets at symbols 0, K, 2K, ... of long bodies */
+    uint64_t nsamp;
+    uint64_t *file_off; /* per entry: offset of its first byte in the root's expansion */
+    uint32_t depth;
+};
+
+static inline uint64_t sym_len(const idx *x, uint32_t s)
+{
+    const gram *g = &x->a->g;
+    if (s < g->ntokens) return x->a->dict->offs.p[s + 1] - x->a->dict->offs.p[s];
+    return x->len[s - g->ntokens];
+}
+
+uint64_t idx_rule_len(const idx *x, uint32_t r)
+{
+    return x->len[r];
+}
+uint32_t idx_depth(const idx *x)
+{
+    return x->depth;
+}
+uint64_t idx_mem(const idx *x)
+{
+    uint64_t nr = x->a->g.nrules + 1;
+    return nr * (8 + 4) + x->nsamp * 8 + (uint64_t)x->a->nents * 8;
+}
+
+void idx_free(idx *x)
+{
+    if (!x) return;
+    free(x->len);
+    free(x->samp_at);
+    free(x->samp);
+    free(x->file_off);
+    free(x);
+}
+
+int idx_build(const arc *a, idx **out)
+{
+    const gram *g = &a->g;
+    uint64_t nr = (uint64_t)g->nrules + 1;
+    idx *x = calloc(1, sizeof *x);
+    uint32_t *dep = NULL;
+    int rc = -ENOMEM;
+    if (!x) return tdc_error(-ENOMEM, "index: out of memory");
+    x->a = a;
+    x->len = malloc(nr * sizeof *x->len);
+    x->samp_at = malloc(nr * sizeof *x->samp_at);
+    x->file_off = malloc(((size_t)a->nents + 1) * sizeof *x->file_off);
+    dep = calloc(nr, sizeof *dep);
+    if (!x->len || !x->samp_at || !x->file_off || !dep) goto fail;
+
+    /* Rules come children first, the root last: one pass computes lengths and depths. */
+    uint64_t need = 0;
+    for (uint64_t k = 0; k < nr; k++) {
+        uint32_t r = (uint32_t)((k + 1) % nr); /* 1, 2, ..., nrules, then 0 */
+        uint64_t n, total = 0;
+        uint32_t d = 0;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t l = sym_len(x, b[i]);
+            if (total + l < total || total + l > ((uint64_t)1 << 62)) {
+                rc = tdc_error(-EBADMSG, "rules: expansion of rule %u overflows", r);
+                goto fail;
+            }
+            total += l;
+            if (b[i] >= g->ntokens && dep[b[i] - g->ntokens] > d) d = dep[b[i] - g->ntokens];
+        }
+        x->len[r] = total;
+        dep[r] = d + 1;
+        x->samp_at[r] = UINT32_MAX;
+        if (n > IDX_SAMPLE) {
+            if (need + (n + IDX_SAMPLE - 1) / IDX_SAMPLE >= UINT32_MAX) {
+                rc = tdc_error(-EOVERFLOW, "index: too many samples");
+                goto fail;
+            }
+            x->samp_at[r] = (uint32_t)need;
+            need += (n + IDX_SAMPLE - 1) / IDX_SAMPLE;
+        }
+    }
+    x->depth = dep[0];
+    free(dep);
+    dep = NULL;
+    x->nsamp = need;
+    if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
+    for (uint32_t r = 0; r < nr; r++) {
+        if (x->samp_at[r] == UINT32_MAX) continue;
+        uint64_t n, acc = 0, *s = x->samp + x->samp_at[r];
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++) {
+            if (i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = acc;
+            acc += sym_len(x, b[i]);
+        }
+    }
+    /* File offsets, and the check that each run expands to the recorded size. */
+    for (uint32_t e = 0; e < a->nents; e++) {
+        const arc_entry *f = &a->ents[e];
+        x->file_off[e] = 0;
+        if (f->type != ARC_REG) continue;
+        uint64_t i = f->root_start, acc;
+        acc = x->samp_at[0] != UINT32_MAX ? x->samp[x->samp_at[0] + i / IDX_SAMPLE] : 0;
+        for (uint64_t j = x->samp_at[0] != UINT32_MAX ? i / IDX_SAMPLE * IDX_SAMPLE : 0; j < i; j++)
+            acc += sym_len(x, g->root.p[j]);
+        x->file_off[e] = acc;
+        uint64_t size = 0;
+        for (uint64_t j = i; j < i + f->root_len; j++) size += sym_len(x, g->root.p[j]);
+        if (size != f->size) {
+            rc = tdc_error(-EBADMSG, "file table: '%s' records %llu bytes but its data has %llu",
+                           f->path, (unsigned long long)f->size, (unsigned long long)size);
+            goto fail;
+        }
+    }
+    *out = x;
+    return 0;
+fail:
+    if (rc == -ENOMEM) tdc_error(rc, "index: out of memory");
+    free(dep);
+    idx_free(x);
+    return rc;
+}
+
+void idx_cursor_init(idx_cursor *c)
+{
+    memset(c, 0, sizeof *c);
+    c->ent = UINT32_MAX;
+}
+
+void idx_cursor_free(idx_cursor *c)
+{
+    free(c->rule);
+    free(c->at);
+    idx_cursor_init(c);
+}
+
+/* Index of the symbol of rule r that holds byte o (o < len[r]); *rem gets o's offset in it. */
+static uint64_t locate(const idx *x, uint32_t r, uint64_t o, uint64_t *rem)
+{
+    uint64_t n, i = 0, acc = 0;
+    const uint32_t *b = gram_body(&x->a->g, r, &n);
+    if (x->samp_at[r] != UINT32_MAX) {
+        const uint64_t *s = x->samp + x->samp_at[r];
+        uint64_t lo = 0, hi = (n + IDX_SAMPLE - 1) / IDX_SAMPLE; /* last sample <= o */
+        while (hi - lo > 1) {
+            uint64_t mid = (lo + hi) / 2;
+            if (s[mid] <= o)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        i = lo * IDX_SAMPLE;
+        acc = s[lo];
+    }
+    for (;;) {
+        uint64_t l = sym_len(x, b[i]);
+        if (acc + l > o) break;
+        acc += l;
+        i++;
+    }
+    *rem = o - acc;
+    return i;
+}
+
+static int push(idx_cursor *c, uint32_t r, uint64_t at)
+{
+    if (c->depth == c->cap) {
+        uint32_t cap = c->cap ? c->cap * 2 : 32;
+        uint32_t *nr = realloc(c->rule, cap * sizeof *nr);
+        if (!nr) return -ENOMEM;
+        c->rule = nr;
+        uint64_t *na = realloc(c->at, cap * sizeof *na);
+        if (!na) return -ENOMEM;
+        c->at = na;
+        c->cap = cap;
+    }
+    c->rule[c->depth] = r;
+    c->at[c->depth] = at;
+    c->depth++;
+    return 0;
+}
+
+/* Position the cursor on the token that holds byte `off` of entry `ent` (off < size). */
+static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
+{
+    const gram *g = &x->a->g;
+    uint64_t o = x->file_off[ent] + off, rem;
+    c->depth = 0;
+    c->ent = ent;
+    c->pos = off;
+    uint32_t r = 0;
+    for (;;) {
+        uint64_t i = locate(x, r, o, &rem), n;
+        if (push(c, r, i)) return -ENOMEM;
+        uint32_t s = gram_body(g, r, &n)[i];
+        if (s < g->ntokens) break;
+        r = s - g->ntokens;
+        o = rem;
+    }
+    c->tokoff = (uint32_t)rem;
+    return 0;
+}
+
+/* Step to the next token after the current one (the caller knows one exists). */
+static int advance(const idx *x, idx_cursor *c)
+{
+    const gram *g = &x->a->g;
+    uint64_t n;
+    c->tokoff = 0;
+    for (;;) {
+        uint32_t k = c->depth - 1;
+        gram_body(g, c->rule[k], &n);
+        if (++c->at[k] < n) break;
+        c->depth--;
+    }
+    for (;;) {
+        uint32_t k = c->depth - 1;
+        uint32_t s = gram_body(g, c->rule[k], &n)[c->at[k]];
+        if (s < g->ntokens) return 0;
+        if (push(c, s - g->ntokens, 0)) return -ENOMEM;
+    }
+}
+
+ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    const arc *a = x->a;
+    if (ent >= a->nents || a->ents[ent].type != ARC_REG)
+        return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    uint64_t size = a->ents[ent].size;
+    if (off >= size || n == 0) return 0;
+    if (n > size - off) n = (size_t)(size - off);
+    if (n > SSIZE_MAX) n = SSIZE_MAX;
+    if (c->ent != ent || c->pos != off || c->depth == 0) {
+        if (seek(x, c, ent, off)) return tdc_error(-ENOMEM, "out of memory");
+    }
+    const dict *d = a->dict;
+    const gram *g = &a->g;
+    unsigned char *out = dst;
+    size_t done = 0;
+    for (;;) {
+        uint64_t bn;
+        uint32_t s = gram_body(g, c->rule[c->depth - 1], &bn)[c->at[c->depth - 1]];
+        size_t tl;
+        const unsigned char *tp = dict_bytes(d, s, &tl);
+        size_t k = tl - c->tokoff;
+        if (k > n - done) k = n - done;
+        memcpy(out + done, tp + c->tokoff, k);
+        done += k;
+        c->tokoff += (uint32_t)k;
+        if (done == n) break;
+        if (advance(x, c)) return tdc_error(-ENOMEM, "out of memory");
+    }
+    c->pos = off + done;
+    /* Keep the cursor on a token that still has bytes, unless the file is finished. */
+    if (c->pos < size) {
+        size_t tl;
+        uint32_t s = gram_body(g, c->rule[c->depth - 1], &(uint64_t){0})[c->at[c->depth - 1]];
+        dict_bytes(d, s, &tl);
+        if (c->tokoff == tl && advance(x, c)) return tdc_error(-ENOMEM, "out of memory");
+    } else {
+        c->depth = 0;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    idx_cursor c;
+    idx_cursor_init(&c);
+    ssize_t r = idx_read(x, &c, ent, off, dst, n);
+    idx_cursor_free(&c);
+    return r;
+}

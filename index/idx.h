@@ -1,0 +1,61 @@
+/* idx: random access into an archive's files without expanding them.
+ *
+ * Built once per opened archive: the expanded byte length of every rule (children first, so
+ * one pass), each file's byte offset within the root's expansion, and for every body longer
+ * than IDX_SAMPLE symbols the prefix offset of every IDX_SAMPLE-th symbol, so a descent scans
+ * at most IDX_SAMPLE symbols per level. extract costs O(depth * IDX_SAMPLE + length).
+ *
+ * An idx borrows its archive (which must outlive it) and is read-only after idx_build: any
+ * number of threads may extract concurrently, each with its own cursor. */
+#ifndef TDC_IDX_H
+#define TDC_IDX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../engine/arc.h"
+
+#define IDX_SAMPLE 16
+
+typedef struct idx idx;
+
+/* Build the index; checks that every file's run expands to exactly its recorded size
+ * (-EBADMSG naming the file if not). */
+int idx_build(const arc *a, idx **out);
+void idx_free(idx *x);
+
+/* Expanded length of rule r (0 = root). */
+uint64_t idx_rule_len(const idx *x, uint32_t r);
+
+/* Longest root-to-token path, counting the root. */
+uint32_t idx_depth(const idx *x);
+
+/* Bytes the index itself occupies. */
+uint64_t idx_mem(const idx *x);
+
+/* A position inside one file. A cursor continues where the previous read stopped, so
+ * sequential reads do not descend from the root again. One thread at a time per cursor. */
+typedef struct idx_cursor {
+    uint32_t ent;
+    uint64_t pos;     /* file offset of the next byte */
+    uint32_t tokoff;  /* bytes of the current token already emitted */
+    uint32_t depth;   /* frames in use */
+    uint32_t cap;
+    uint32_t *rule;   /* frame k: rule and symbol index; frame 0 is the root */
+    uint64_t *at;
+} idx_cursor;
+
+/* Initialise an empty cursor (no allocation). */
+void idx_cursor_init(idx_cursor *c);
+void idx_cursor_free(idx_cursor *c);
+
+/* Read up to n bytes of entry `ent` at `off` into dst, reusing the cursor when it already
+ * stands at (ent, off). Returns the byte count (0 at or past EOF), or -EINVAL for an entry
+ * that is not a regular file, or -ENOMEM. */
+ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+/* One-shot read with a temporary cursor. */
+ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+#endif

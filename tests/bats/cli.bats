@@ -1,0 +1,179 @@
+#!/usr/bin/env bats
+# The tadoc command line: round trips on real corpora and odd trees, extract vs dd, bad input.
+
+load helpers
+
+setup() { scratch; }
+teardown() { rm -rf "$S"; }
+
+@test "--help works for every subcommand and bad usage exits 2" {
+    run "$TADOC" --help
+    [ "$status" -eq 0 ] && [[ "$output" == *"exit status"* ]]
+    for c in pack unpack ls cat extract stat verify; do
+        run "$TADOC" "$c" --help
+        [ "$status" -eq 0 ] && [[ "$output" == "usage: tadoc $c"* ]]
+    done
+    run "$TADOC" frobnicate
+    [ "$status" -eq 2 ]
+    run "$TADOC" pack "$S"
+    [ "$status" -eq 2 ]
+    run "$TADOC" extract a b c
+    [ "$status" -eq 2 ]
+    run "$TADOC" extract a b -1 5
+    [ "$status" -eq 2 ]
+}
+
+make_odd_tree() {
+    local t=$1
+    mkdir -p "$t/empty-dir" "$t/private" "$t/deep/a/b/c" "$t/with space" "$t/sgid"
+    chmod 0700 "$t/private"
+    chmod 2755 "$t/sgid"
+    : >"$t/zero"
+    printf 'no trailing newline' >"$t/no-newline"
+    printf 'caf\xe9 \xff\xfe\x80 na\xefve\n\x00\x01\x02 tail' >"$t/latin1-and-nul"
+    head -c 300000 /dev/urandom >"$t/random.bin"
+    head -c 1048576 /dev/zero | tr '\0' 'a' >"$t/one-token-1MB"
+    printf 'x%.0s' $(seq 1 5000) >"$t/deep/a/b/c/xs"
+    printf 'line\n%.0s' $(seq 1 2000) >"$t/with space/lines.txt"
+    printf 'odd name\n' >"$t/with space/tab	and
+newline"
+    cp "$CORPORA/brown/ca01" "$t/private/ca01"
+    chmod 0444 "$t/private/ca01"
+    chmod 0755 "$t/no-newline"
+    ln -s ../zero "$t/deep/rel-link"
+    ln -s /nonexistent/target "$t/dangling"
+    ln -s "with space" "$t/dirlink"
+    touch -h -d '2001-02-03 04:05:06.789' "$t/dangling"
+    touch -d '1999-12-31 23:59:59.123456789' "$t/zero" "$t/empty-dir"
+}
+
+@test "pack then unpack reproduces an odd tree: modes, empty files and dirs, symlinks, binary, 1 MB token" {
+    make_odd_tree "$S/in"
+    run "$TADOC" pack "$S/in" -o "$S/a.tdc"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ratio"* ]] && [[ "$output" == *"peak RSS"* ]]
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    diff -r --no-dereference "$S/in" "$S/out"
+    diff <(tree_meta "$S/in") <(tree_meta "$S/out")
+    "$TADOC" verify "$S/a.tdc"
+    "$TESTBIN/extractcheck" "$S/a.tdc" "$S/in" 3000 "$RANDOM"
+    cmp <("$TADOC" cat "$S/a.tdc" one-token-1MB) "$S/in/one-token-1MB"
+}
+
+@test "round trip of a slice of the Linux 6.1 tree, random extracts agree" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    "$TADOC" unpack "$S/l.tdc" "$S/out"
+    diff -r --no-dereference "$CORPORA/linux-slice" "$S/out"
+    diff <(tree_meta "$CORPORA/linux-slice") <(tree_meta "$S/out")
+    run "$TADOC" verify "$S/l.tdc"
+    [ "$status" -eq 0 ] && [[ "$output" == "ok: "* ]]
+    "$TESTBIN/extractcheck" "$S/l.tdc" "$CORPORA/linux-slice" 5000 "$RANDOM"
+}
+
+@test "round trip of the Brown corpus with small segments (files span segments)" {
+    "$TADOC" pack -q --segment 200000 "$CORPORA/brown" -o "$S/b.tdc"
+    "$TADOC" unpack "$S/b.tdc" "$S/out"
+    diff -r "$CORPORA/brown" "$S/out"
+    diff <(tree_meta "$CORPORA/brown") <(tree_meta "$S/out")
+    "$TESTBIN/extractcheck" "$S/b.tdc" "$CORPORA/brown" 5000 "$RANDOM"
+}
+
+@test "tadoc extract agrees with dd at random offsets, zero lengths, last byte and past EOF" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    mapfile -t files < <(cd "$CORPORA/linux-slice" && find . -type f -printf '%P\n' | sort)
+    for i in $(seq 1 60); do
+        f=${files[$((RANDOM % ${#files[@]}))]}
+        size=$(stat -c %s "$CORPORA/linux-slice/$f")
+        case $((i % 5)) in
+        0) off=$((size - 1)); len=1 ;;
+        1) off=$((size + RANDOM % 50)); len=10 ;;
+        2) off=$((RANDOM % (size + 1))); len=0 ;;
+        *) off=$(((RANDOM * 32768 + RANDOM) % (size + 1))); len=$((RANDOM % 5000)) ;;
+        esac
+        cmp <("$TADOC" extract "$S/l.tdc" "$f" "$off" "$len") \
+            <(dd if="$CORPORA/linux-slice/$f" bs=1 skip="$off" count="$len" status=none)
+    done
+    run "$TADOC" extract "$S/l.tdc" no/such/file 0 1
+    [ "$status" -eq 1 ] && [[ "$output" == *"no such file"* ]]
+}
+
+@test "ls and stat describe the archive" {
+    make_odd_tree "$S/in"
+    "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    diff <("$TADOC" ls "$S/a.tdc" | LC_ALL=C sort) <(cd "$S/in" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort)
+    run "$TADOC" ls -l "$S/a.tdc"
+    [[ "$output" == *"l0777"*"dangling -> /nonexistent/target"* ]]
+    run "$TADOC" stat "$S/a.tdc"
+    [ "$status" -eq 0 ]
+    for w in dictionary rules root "file table" "dag depth" ratio; do [[ "$output" == *"$w"* ]]; done
+}
+
+@test "a truncated archive fails with a clear message at every section boundary" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    size=$(stat -c %s "$S/l.tdc")
+    cuts=(0 7 39 40 $((size / 2)) $((size - 9)) $((size - 1)))
+    while read -r name off stored; do cuts+=("$off" $((off + stored / 2))); done < <(sections "$S/l.tdc")
+    for n in "${cuts[@]}"; do
+        head -c "$n" "$S/l.tdc" >"$S/t.tdc"
+        run "$TADOC" cat "$S/t.tdc" kernel/sched/core.c
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"truncated"* || "$output" == *"too short"* || "$output" == *"checksum"* ]]
+    done
+}
+
+@test "a flipped byte in each section is caught by that section's checksum" {
+    "$TADOC" pack -q "$CORPORA/brown" -o "$S/b.tdc"
+    while read -r name off stored; do
+        cp "$S/b.tdc" "$S/f.tdc"
+        flip_byte "$S/f.tdc" $((off + stored / 3))
+        run "$TADOC" verify "$S/f.tdc"
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"section ${name/files/file table}: checksum mismatch"* ]]
+    done < <(sections "$S/b.tdc")
+    cp "$S/b.tdc" "$S/f.tdc"
+    flip_byte "$S/f.tdc" 20   # the header
+    run "$TADOC" ls "$S/f.tdc"
+    [ "$status" -eq 3 ] && [[ "$output" == *"header checksum"* ]]
+}
+
+@test "wrong magic, not an archive, missing file" {
+    printf 'NOTADOC!%.0s' $(seq 1 10) >"$S/x.tdc"
+    run "$TADOC" ls "$S/x.tdc"
+    [ "$status" -eq 3 ] && [[ "$output" == *"bad magic"* ]]
+    run "$TADOC" ls "$S/missing.tdc"
+    [ "$status" -eq 1 ] && [[ "$output" == *"No such file"* ]]
+    run "$TADOC" ls "$S"
+    [ "$status" -eq 1 ] && [[ "$output" == *"not a regular file"* ]]
+}
+
+@test "archives with valid checksums but bad content are rejected with a message naming the problem" {
+    declare -A want=(
+        [dotdot]="'..' component" [absolute]="absolute path" [dup]="duplicated"
+        [order]="out of order" [cycle]="rule 1 refers to rule 2" [range]="out of range"
+        [root0]="refers to rule 0" [size]="records 24 bytes" [noparent]="no parent directory"
+        [rootrange]="bad root range" [linktarget]="bad symlink target"
+        [hugelen]="declared size 549755813888"
+    )
+    for k in "${!want[@]}"; do
+        "$TESTBIN/mkbad" "$k" "$S/$k.tdc"
+        run "$TADOC" unpack "$S/$k.tdc" "$S/out-$k"
+        [ "$status" -eq 3 ] || { echo "$k: status $status"; false; }
+        [[ "$output" == *"${want[$k]}"* ]] || { echo "$k: $output"; false; }
+        [ ! -e "$S/out-$k" ]
+    done
+    "$TESTBIN/mkbad" good "$S/good.tdc"
+    "$TADOC" verify "$S/good.tdc"
+    [ "$("$TADOC" cat "$S/good.tdc" a.txt)" = $'hello world\nhello world' ]
+}
+
+@test "pack refuses a missing directory; unpack refuses a non-empty target" {
+    run "$TADOC" pack "$S/nope" -o "$S/a.tdc"
+    [ "$status" -eq 1 ] && [[ "$output" == *"No such file"* ]]
+    [ ! -e "$S/a.tdc" ]
+    mkdir -p "$S/in" && echo hi >"$S/in/f"
+    "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    mkdir -p "$S/busy" && echo x >"$S/busy/keep"
+    run "$TADOC" unpack "$S/a.tdc" "$S/busy"
+    [ "$status" -eq 1 ] && [[ "$output" == *"not empty"* ]]
+    [ "$(cat "$S/busy/keep")" = x ]
+}

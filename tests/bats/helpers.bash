@@ -1,0 +1,25 @@
+# Shared setup for the BATS suites: paths of the binaries under test and scratch space.
+: "${TADOC:?set TADOC (tests/run.sh does)}"
+: "${TESTBIN:?set TESTBIN}"
+: "${CORPORA:?set CORPORA}"
+
+scratch() {
+    S=$(mktemp -d "${BATS_TMPDIR:-/tmp}/tadoc.XXXXXX")
+}
+
+# Metadata listing used to compare trees: path, type, mode, size, mtime, link target.
+tree_meta() {
+    (cd "$1" && find . -printf '%P\t%y\t%m\t%s\t%T@\t%l\t%U\t%G\n' | LC_ALL=C sort)
+}
+
+# Byte offsets of each section, as "name offset stored" lines from `tadoc stat`.
+sections() {
+    "$TADOC" stat "$1" | awk '/^ +(dictionary|rules|root|file table) /{
+        if ($1 == "file") print "files", $4, $5; else print $1, $3, $4 }'
+}
+
+flip_byte() { # FILE OFFSET
+    local b
+    b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+    printf "$(printf '\\%03o' $(((b + 1) % 256)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}

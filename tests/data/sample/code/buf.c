@@ -1,0 +1,127 @@
+#include "buf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Grow an array of `elem`-byte elements so that n + extra fit; doubles to keep pushes O(1). */
+static int grow(void **p, size_t *cap, size_t n, size_t extra, size_t elem)
+{
+    if (n + extra <= *cap) return 0;
+    if (n + extra < n) return -ENOMEM;
+    size_t c = *cap ? *cap : 16;
+    while (c < n + extra) {
+        if (c > SIZE_MAX / 2 / elem) return -ENOMEM;
+        c *= 2;
+    }
+    void *q = realloc(*p, c * elem);
+    if (!q) return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int buf_reserve(buf *b, size_t extra)
+{
+    return grow((void **)&b->p, &b->cap, b->n, extra, 1);
+}
+int vec32_reserve(vec32 *v, size_t extra)
+{
+    return grow((void **)&v->p, &v->cap, v->n, extra, 4);
+}
+int vec64_reserve(vec64 *v, size_t extra)
+{
+    return grow((void **)&v->p, &v->cap, v->n, extra, 8);
+}
+
+int buf_put(buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n)) return -ENOMEM;
+    if (n) memcpy(b->p + b->n, p, n);
+    b->n += n;
+    return 0;
+}
+
+int buf_put_u32(buf *b, uint32_t x)
+{
+    unsigned char t[4];
+    st32(t, x);
+    return buf_put(b, t, 4);
+}
+
+int buf_put_u64(buf *b, uint64_t x)
+{
+    unsigned char t[8];
+    st64(t, x);
+    return buf_put(b, t, 8);
+}
+
+int buf_put_varint(buf *b, uint64_t x)
+{
+    if (buf_reserve(b, 10)) return -ENOMEM;
+    while (x >= 0x80) {
+        b->p[b->n++] = (unsigned char)(x | 0x80);
+        x >>= 7;
+    }
+    b->p[b->n++] = (unsigned char)x;
+    return 0;
+}
+
+void buf_free(buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->n = b->cap = 0;
+}
+void vec32_free(vec32 *v)
+{
+    free(v->p);
+    v->p = NULL;
+    v->n = v->cap = 0;
+}
+void vec64_free(vec64 *v)
+{
+    free(v->p);
+    v->p = NULL;
+    v->n = v->cap = 0;
+}
+
+int rd_bytes(rd *r, size_t n, const unsigned char **p)
+{
+    if ((size_t)(r->end - r->p) < n) return -EBADMSG;
+    *p = r->p;
+    r->p += n;
+    return 0;
+}
+
+int rd_u32(rd *r, uint32_t *x)
+{
+    const unsigned char *p;
+    if (rd_bytes(r, 4, &p)) return -EBADMSG;
+    *x = le32(p);
+    return 0;
+}
+
+int rd_u64(rd *r, uint64_t *x)
+{
+    const unsigned char *p;
+    if (rd_bytes(r, 8, &p)) return -EBADMSG;
+    *x = le64(p);
+    return 0;
+}
+
+int rd_varint(rd *r, uint64_t *x)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end) return -EBADMSG;
+        unsigned char c = *r->p++;
+        if (shift == 63 && c > 1) return -EBADMSG;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *x = v;
+            return 0;
+        }
+    }
+    return -EBADMSG;
+}

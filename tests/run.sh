@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run the whole suite against one build tree and end with "N passed, N failed".
+#   BUILD=build/san tests/run.sh      (what `make test` does)
+# Unit tests (cmocka) and BATS tests both report TAP; this script counts their results.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+BUILD=${BUILD:-build/rel}
+export TADOC="$top/$BUILD/tadoc" TADOCFS="$top/$BUILD/tadocfs" TESTBIN="$top/$BUILD/tests"
+export CORPORA="$top/tests/tmp/corpora"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
+export CMOCKA_MESSAGE_OUTPUT=TAP
+
+tests/corpus.sh || { echo "0 passed, 1 failed"; exit 1; }
+log=$(mktemp)
+for t in "$BUILD"/tests/test_*; do
+    echo "# unit: $(basename "$t")"
+    "$t" 2>&1 || echo "not ok - $(basename "$t") exited with status $?"
+done | tee -a "$log"
+bats --tap tests/bats 2>&1 | tee -a "$log"
+if [ -x tests/gpu/run.sh ] && ! nvidia-smi >/dev/null 2>&1; then
+    echo "# tests/gpu/run.sh skipped: no NVIDIA GPU on this machine (run it on a GPU host)"
+fi
+pass=$(grep -c '^ok ' "$log")
+fail=$(grep -c '^not ok ' "$log")
+rm -f "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -1,0 +1,102 @@
+/* mkbad: write small archives whose checksums are valid but whose content is wrong in one
+ * way, to test that the reader rejects each with a clear message.
+ * usage: mkbad KIND OUT   (KIND: good dotdot absolute dup order cycle range root0 size
+ *                           noparent rootrange linktarget hugelen) */
+#include <stdio.h>
+#include <xxhash.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/arc.h"
+#include "../../engine/err.h"
+
+static void tok(dict *d, const char *s)
+{
+    uint32_t id;
+    if (dict_intern(d, (const unsigned char *)s, strlen(s), &id)) exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: mkbad KIND OUT\n");
+        return 2;
+    }
+    const char *k = argv[1];
+    arc a = {0};
+    a.dict = dict_new();
+    tok(a.dict, "hello"); /* 0 */
+    tok(a.dict, " ");     /* 1 */
+    tok(a.dict, "world"); /* 2 */
+    tok(a.dict, "\n");    /* 3 */
+    gram *g = &a.g;
+    g->ntokens = 4;
+    /* rule 1 = hello ' ', rule 2 = R1 world, root = R2 \n R2 */
+    uint32_t syms[] = {0, 1, 4 + 1, 2};
+    for (int i = 0; i < 4; i++) vec32_push(&g->syms, syms[i]);
+    vec64_push(&g->rule_start, 0);
+    vec64_push(&g->rule_start, 2);
+    vec64_push(&g->rule_start, 4);
+    g->nrules = 2;
+    uint32_t root[] = {4 + 2, 3, 4 + 2};
+    for (int i = 0; i < 3; i++) vec32_push(&g->root, root[i]);
+    static arc_entry ents[4];
+    ents[0] = (arc_entry){.path = "", .type = ARC_DIR, .mode = 0755};
+    ents[1] = (arc_entry){.path = "a.txt", .type = ARC_REG, .mode = 0644, .size = 23,
+                          .root_start = 0, .root_len = 3,
+                          .hash = XXH3_64bits("hello world\nhello world", 23)};
+    ents[2] = (arc_entry){.path = "d", .type = ARC_DIR, .mode = 0755};
+    ents[3] = (arc_entry){.path = "d/l", .type = ARC_LNK, .mode = 0777, .size = 5,
+                          .link = "a.txt"};
+    a.ents = ents;
+    a.nents = 4;
+    if (!strcmp(k, "good") || !strcmp(k, "hugelen")) {
+    } else if (!strcmp(k, "dotdot")) {
+        ents[3].path = "d/../../etc";
+    } else if (!strcmp(k, "absolute")) {
+        ents[1].path = "/etc/passwd";
+    } else if (!strcmp(k, "dup")) {
+        ents[2].path = "a.txt";
+        ents[2].type = ARC_REG;
+        ents[3].path = "a.txt";
+    } else if (!strcmp(k, "order")) {
+        ents[1].path = "z.txt";
+    } else if (!strcmp(k, "cycle")) {
+        g->syms.p[0] = 4 + 2; /* rule 1 uses rule 2, which uses rule 1 */
+    } else if (!strcmp(k, "range")) {
+        g->root.p[1] = 4 + 99;
+    } else if (!strcmp(k, "root0")) {
+        g->root.p[1] = 4; /* a reference to the root itself */
+    } else if (!strcmp(k, "size")) {
+        ents[1].size = 24;
+    } else if (!strcmp(k, "noparent")) {
+        ents[3].path = "e/l";
+    } else if (!strcmp(k, "rootrange")) {
+        ents[1].root_len = 1000;
+    } else if (!strcmp(k, "linktarget")) {
+        ents[3].link = NULL;
+    } else {
+        fprintf(stderr, "mkbad: unknown kind %s\n", k);
+        return 2;
+    }
+    int rc = arc_write(argv[2], &a, 3);
+    if (rc) fprintf(stderr, "mkbad: %s\n", tdc_errmsg());
+    if (!rc && !strcmp(k, "hugelen")) {
+        /* Declare a 2^39-byte rules section and re-seal the section table, so only the size
+         * check can catch it. */
+        FILE *f = fopen(argv[2], "r+b");
+        unsigned char hdr[40], tab[4 * 40 + 8];
+        if (!f || fread(hdr, 1, 40, f) != 40) return 1;
+        uint64_t toff = le64(hdr + 16);
+        fseek(f, (long)toff, SEEK_SET);
+        if (fread(tab, 1, sizeof tab, f) != sizeof tab) return 1;
+        st64(tab + 40 + 24, (uint64_t)1 << 39);
+        st64(tab + 160, XXH3_64bits(tab, 160));
+        fseek(f, (long)toff, SEEK_SET);
+        fwrite(tab, 1, sizeof tab, f);
+        fclose(f);
+    }
+    dict_free(a.dict);
+    gram_free(g);
+    return rc ? 1 : 0;
+}

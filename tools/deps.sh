@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install the Debian packages a task needs when they are missing (as root), else say which.
+# usage: tools/deps.sh [build] [test] [bench] [corpus]
+set -euo pipefail
+pkgs=()
+for what in "$@"; do
+    case "$what" in
+    build) pkgs+=(gcc make pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev) ;;
+    test) pkgs+=(libcmocka-dev bats attr xxhash linux-source-6.1 npm xz-utils) ;;
+    bench) pkgs+=(linux-source-6.1 npm zstd xz-utils gzip squashfs-tools squashfuse fio time) ;;
+    *) echo "deps.sh: unknown group $what" >&2; exit 2 ;;
+    esac
+done
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps.sh: missing packages: ${missing[*]} (run as root or install them)" >&2
+    exit 1
+fi
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

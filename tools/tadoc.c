@@ -1,0 +1,543 @@
+/* tadoc: the command-line tool over the tadocfs engine (no FUSE needed).
+ *
+ * Exit codes (also in `tadoc --help`):
+ *   0  success
+ *   1  operation failed (I/O error, missing file or path, out of memory)
+ *   2  usage error
+ *   3  the archive is corrupt, or verify found a mismatch */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "../engine/arc.h"
+#include "../engine/backend.h"
+#include "../engine/err.h"
+#include "../engine/pack.h"
+#include "../index/idx.h"
+
+#define TADOC_VERSION "0.1.0"
+#define CHUNK (1u << 20)
+
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
+
+static const char *prog = "tadoc";
+
+static const char usage_main[] =
+    "usage: tadoc COMMAND [OPTIONS] ARGS...\n"
+    "\n"
+    "Grammar-compressed archives of text trees (tadocfs).\n"
+    "\n"
+    "commands:\n"
+    "  pack DIR -o ARCHIVE          compress a directory tree into an archive\n"
+    "  unpack ARCHIVE DIR           recreate the tree (DIR must be new or empty)\n"
+    "  ls [-l] ARCHIVE              list the paths in the archive\n"
+    "  cat ARCHIVE PATH             write one file to standard output\n"
+    "  extract ARCHIVE PATH OFF LEN write LEN bytes of PATH from byte OFF\n"
+    "  stat ARCHIVE                 section sizes, rules, DAG depth, dictionary\n"
+    "  verify ARCHIVE               check every checksum and every file's content hash\n"
+    "\n"
+    "Run 'tadoc COMMAND --help' for a command's options.\n"
+    "\n"
+    "exit status: 0 success, 1 operation failed, 2 usage error,\n"
+    "             3 archive corrupt or verification mismatch\n";
+
+static int fail(int rc)
+{
+    fprintf(stderr, "%s: %s\n", prog, tdc_errmsg());
+    return rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
+}
+
+static int usage_err(const char *usage, const char *msg)
+{
+    if (msg) fprintf(stderr, "%s: %s\n", prog, msg);
+    fputs(usage, stderr);
+    return EX_USAGE;
+}
+
+/* Parse options common to every subcommand: --help prints `usage` to stdout. Returns -1 to
+ * continue, or an exit code. */
+static int want_help(int argc, char **argv, const char *usage)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return EX_OK;
+        }
+    }
+    return -1;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int open_all(const char *path, arc **a, idx **x)
+{
+    int rc = arc_open(path, a);
+    if (rc) return rc;
+    if (x && (rc = idx_build(*a, x))) {
+        arc_free(*a);
+        *a = NULL;
+        return tdc_error_ctx(rc, "%s", path);
+    }
+    return 0;
+}
+
+static void close_all(arc *a, idx *x)
+{
+    idx_free(x);
+    arc_free(a);
+}
+
+static int write_full(int fd, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Stream entry `e` into fd (and into a hash state when hs is not NULL). */
+static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, XXH3_state_t *hs,
+                    const char *name)
+{
+    static unsigned char blk[CHUNK];
+    idx_cursor c;
+    idx_cursor_init(&c);
+    int rc = 0;
+    while (len) {
+        ssize_t k = idx_read(x, &c, e, off, blk, len < CHUNK ? (size_t)len : CHUNK);
+        if (k < 0) {
+            rc = (int)k;
+            break;
+        }
+        if (k == 0) break;
+        if (hs) XXH3_64bits_update(hs, blk, (size_t)k);
+        if (fd >= 0 && (rc = write_full(fd, blk, (size_t)k))) {
+            rc = tdc_error(rc, "%s: write: %s", name, strerror(-rc));
+            break;
+        }
+        off += (uint64_t)k;
+        len -= (uint64_t)k;
+    }
+    idx_cursor_free(&c);
+    return rc;
+}
+
+/* ---------------- pack ---------------- */
+
+static const char usage_pack[] =
+    "usage: tadoc pack DIR -o ARCHIVE [--level N] [--segment TOKENS] [-q]\n"
+    "\n"
+    "Compress the tree under DIR (regular files, directories, symlinks; modes, owners and\n"
+    "times are kept) into ARCHIVE, written atomically.\n"
+    "\n"
+    "  -o, --output ARCHIVE   the archive to write (required)\n"
+    "  -l, --level N          zstd level of the sections, 1..22 (default 19)\n"
+    "  -s, --segment TOKENS   tokens per Sequitur segment; bounds memory at about\n"
+    "                         40 bytes per token (default 25165824)\n"
+    "  -q, --quiet            no progress bar and no summary\n";
+
+typedef struct progress {
+    int tty;
+    double start, last;
+} progress;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    progress *p = ctx;
+    double t = now();
+    if (!p->tty || (t - p->last < 0.1 && done < total)) return;
+    p->last = t;
+    int pct = total ? (int)(done * 100 / total) : 100;
+    if (pct > 100) pct = 100;
+    char bar[31];
+    for (int i = 0; i < 30; i++) bar[i] = i < pct * 30 / 100 ? '#' : ' ';
+    bar[30] = 0;
+    double rate = t > p->start ? (double)done / (t - p->start) / 1e6 : 0;
+    fprintf(stderr, "\r[%s] %3d%%  %.1f/%.1f MB  %.1f MB/s ", bar, pct, (double)done / 1e6,
+            (double)total / 1e6, rate);
+}
+
+static void on_warn(void *ctx, const char *msg)
+{
+    progress *p = ctx;
+    fprintf(stderr, "%s%s: warning: %s\n", p->tty ? "\r\033[K" : "", prog, msg);
+}
+
+static int cmd_pack(int argc, char **argv)
+{
+    static const struct option lo[] = {{"output", 1, 0, 'o'}, {"level", 1, 0, 'l'},
+                                       {"segment", 1, 0, 's'}, {"quiet", 0, 0, 'q'},
+                                       {0, 0, 0, 0}};
+    const char *out = NULL;
+    int quiet = 0, c;
+    pack_opts o = {0};
+    progress pr = {0};
+    while ((c = getopt_long(argc, argv, "o:l:s:q", lo, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'l':
+            o.level = (int)strtol(optarg, &end, 10);
+            if (*end || o.level < 1 || o.level > 22)
+                return usage_err(usage_pack, "--level must be 1..22");
+            break;
+        case 's':
+            o.seg_tokens = strtoull(optarg, &end, 10);
+            if (*end || o.seg_tokens < 1024 || o.seg_tokens > ((uint64_t)1 << 31))
+                return usage_err(usage_pack, "--segment must be 1024..2^31");
+            break;
+        case 'q': quiet = 1; break;
+        default: return usage_err(usage_pack, NULL);
+        }
+    }
+    if (optind + 1 != argc || !out) return usage_err(usage_pack, "need DIR and -o ARCHIVE");
+    pr.tty = !quiet && isatty(2);
+    pr.start = pr.last = now();
+    o.progress = on_progress;
+    o.warn = on_warn;
+    o.ctx = &pr;
+    pack_stats st;
+    int rc = pack_dir(argv[optind], out, &o, &st);
+    if (pr.tty) fputs("\r\033[K", stderr);
+    if (rc) return fail(rc);
+    if (!quiet) {
+        double secs = now() - pr.start;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(stderr,
+                "packed %llu files, %llu dirs, %llu symlinks%s\n"
+                "  bytes in   %llu\n  bytes out  %llu\n  ratio      %.2f\n"
+                "  tokens     %llu (%llu distinct)\n  rules      %llu in %llu segment(s)\n"
+                "  time       %.2f s (%.1f MB/s)\n  peak RSS   %.1f MB\n",
+                (unsigned long long)st.files, (unsigned long long)st.dirs,
+                (unsigned long long)st.links, st.skipped ? " (some special files skipped)" : "",
+                (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
+                st.bytes_out ? (double)st.bytes_in / (double)st.bytes_out : 0.0,
+                (unsigned long long)st.tokens, (unsigned long long)st.dict_tokens,
+                (unsigned long long)st.rules, (unsigned long long)st.segments, secs,
+                secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
+    }
+    return EX_OK;
+}
+
+/* ---------------- unpack ---------------- */
+
+static const char usage_unpack[] =
+    "usage: tadoc unpack ARCHIVE DIR\n"
+    "\n"
+    "Recreate the archived tree under DIR, which must not exist or be empty. Modes and times\n"
+    "are restored; owners too when run as root.\n";
+
+static int restore_meta(const char *path, const arc_entry *e)
+{
+    struct timespec ts[2] = {{e->mtime_sec, e->mtime_nsec}, {e->mtime_sec, e->mtime_nsec}};
+    if (geteuid() == 0 && lchown(path, e->uid, e->gid) < 0)
+        return tdc_error(-errno, "%s: chown: %s", path, strerror(errno));
+    if (e->type != ARC_LNK && chmod(path, e->mode) < 0)
+        return tdc_error(-errno, "%s: chmod: %s", path, strerror(errno));
+    if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) < 0)
+        return tdc_error(-errno, "%s: set times: %s", path, strerror(errno));
+    return 0;
+}
+
+static int cmd_unpack(int argc, char **argv)
+{
+    if (argc != 3) return usage_err(usage_unpack, "need ARCHIVE and DIR");
+    const char *dir = argv[2];
+    arc *a;
+    idx *x;
+    int rc = open_all(argv[1], &a, &x);
+    if (rc) return fail(rc);
+    if (mkdir(dir, 0700) < 0) {
+        DIR *d = errno == EEXIST ? opendir(dir) : NULL;
+        struct dirent *de;
+        int empty = d != NULL;
+        while (d && (de = readdir(d)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) empty = 0;
+        if (d) closedir(d);
+        if (!empty) {
+            rc = tdc_error(errno == EEXIST || d ? -EEXIST : -errno, "%s: %s", dir,
+                           d ? "directory is not empty" : strerror(errno));
+            goto out;
+        }
+    }
+    char *path = NULL;
+    for (uint32_t i = 0; i < a->nents && !rc; i++) {
+        const arc_entry *e = &a->ents[i];
+        free(path);
+        if (!(path = malloc(strlen(dir) + strlen(e->path) + 2))) {
+            rc = -ENOMEM;
+            break;
+        }
+        sprintf(path, "%s%s%s", dir, i ? "/" : "", e->path);
+        if (i == 0) continue;
+        if (e->type == ARC_DIR) {
+            if (mkdir(path, 0700) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        } else if (e->type == ARC_LNK) {
+            if (symlink(e->link, path) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+            else rc = restore_meta(path, e);
+        } else {
+            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            if (fd < 0) {
+                rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+                break;
+            }
+            rc = copy_out(x, i, 0, e->size, fd, NULL, path);
+            if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+            if (!rc) rc = restore_meta(path, e);
+        }
+    }
+    /* Directories last and deepest first, so their modes and times stick. */
+    for (uint32_t i = a->nents; i-- > 0 && !rc;) {
+        const arc_entry *e = &a->ents[i];
+        if (e->type != ARC_DIR) continue;
+        free(path);
+        if (!(path = malloc(strlen(dir) + strlen(e->path) + 2))) {
+            rc = -ENOMEM;
+            break;
+        }
+        sprintf(path, "%s%s%s", dir, i ? "/" : "", e->path);
+        rc = restore_meta(path, e);
+    }
+    free(path);
+out:
+    close_all(a, x);
+    if (rc == -ENOMEM) tdc_error(rc, "out of memory");
+    return rc ? fail(rc) : EX_OK;
+}
+
+/* ---------------- ls / cat / extract ---------------- */
+
+static const char usage_ls[] =
+    "usage: tadoc ls [-l] ARCHIVE\n"
+    "\n"
+    "List the archived paths, one per line, directories first in each subtree.\n"
+    "  -l   also type, mode, owner, size and modification time\n";
+
+static int cmd_ls(int argc, char **argv)
+{
+    int lng = 0, c;
+    while ((c = getopt(argc, argv, "l")) != -1) {
+        if (c == 'l') lng = 1;
+        else return usage_err(usage_ls, NULL);
+    }
+    if (optind + 1 != argc) return usage_err(usage_ls, "need ARCHIVE");
+    arc *a;
+    int rc = open_all(argv[optind], &a, NULL);
+    if (rc) return fail(rc);
+    for (uint32_t i = 1; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (lng) {
+            char tb[32];
+            time_t t = (time_t)e->mtime_sec;
+            struct tm tm;
+            strftime(tb, sizeof tb, "%Y-%m-%d %H:%M", gmtime_r(&t, &tm));
+            printf("%c%04o %5u %5u %12llu %s %s", "?-dl"[e->type], e->mode, e->uid, e->gid,
+                   (unsigned long long)e->size, tb, e->path);
+            if (e->type == ARC_LNK) printf(" -> %s", e->link);
+            putchar('\n');
+        } else {
+            puts(e->path);
+        }
+    }
+    arc_free(a);
+    return EX_OK;
+}
+
+static int find_file(const arc *a, const char *path, uint32_t *ent)
+{
+    while (path[0] == '/') path++;
+    int64_t i = arc_lookup(a, path);
+    if (i < 0) return tdc_error(-ENOENT, "%s: no such file in the archive", path);
+    if (a->ents[i].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
+    *ent = (uint32_t)i;
+    return 0;
+}
+
+static const char usage_cat[] =
+    "usage: tadoc cat ARCHIVE PATH\n"
+    "\n"
+    "Write the archived file PATH to standard output, extracted from the grammar.\n";
+
+static int cmd_cat(int argc, char **argv)
+{
+    if (argc != 3) return usage_err(usage_cat, "need ARCHIVE and PATH");
+    arc *a;
+    idx *x;
+    uint32_t e;
+    int rc = open_all(argv[1], &a, &x);
+    if (rc) return fail(rc);
+    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, 0, a->ents[e].size, 1, NULL, "stdout");
+    close_all(a, x);
+    return rc ? fail(rc) : EX_OK;
+}
+
+static const char usage_extract[] =
+    "usage: tadoc extract ARCHIVE PATH OFFSET LENGTH\n"
+    "\n"
+    "Write LENGTH bytes of PATH starting at byte OFFSET (fewer at end of file, none past it).\n"
+    "Only the rules on the way to OFFSET are visited: the file is never expanded whole.\n";
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-') return -1;
+    *v = strtoull(s, &end, 0);
+    return *end || errno ? -1 : 0;
+}
+
+static int cmd_extract(int argc, char **argv)
+{
+    uint64_t off, len;
+    if (argc != 5) return usage_err(usage_extract, "need ARCHIVE PATH OFFSET LENGTH");
+    if (parse_u64(argv[3], &off) || parse_u64(argv[4], &len))
+        return usage_err(usage_extract, "OFFSET and LENGTH must be non-negative integers");
+    arc *a;
+    idx *x;
+    uint32_t e;
+    int rc = open_all(argv[1], &a, &x);
+    if (rc) return fail(rc);
+    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, NULL, "stdout");
+    close_all(a, x);
+    return rc ? fail(rc) : EX_OK;
+}
+
+/* ---------------- stat / verify ---------------- */
+
+static const char usage_stat[] =
+    "usage: tadoc stat ARCHIVE\n"
+    "\n"
+    "Print the archive's sections (offset, stored and expanded sizes, codec), the number of\n"
+    "files, tokens and rules, the grammar's symbol counts and the DAG depth.\n";
+
+static int cmd_stat(int argc, char **argv)
+{
+    if (argc != 2) return usage_err(usage_stat, "need ARCHIVE");
+    arc *a;
+    idx *x;
+    int rc = open_all(argv[1], &a, &x);
+    if (rc) return fail(rc);
+    uint64_t nf = 0, nd = 0, nl = 0, bytes = 0;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        nf += a->ents[i].type == ARC_REG;
+        nd += a->ents[i].type == ARC_DIR;
+        nl += a->ents[i].type == ARC_LNK;
+        if (a->ents[i].type == ARC_REG) bytes += a->ents[i].size;
+    }
+    printf("archive      %s\n", argv[1]);
+    printf("size         %llu bytes\n", (unsigned long long)a->file_size);
+    printf("content      %llu bytes in %llu files, %llu directories, %llu symlinks\n",
+           (unsigned long long)bytes, (unsigned long long)nf, (unsigned long long)nd,
+           (unsigned long long)nl);
+    printf("ratio        %.3f\n", a->file_size ? (double)bytes / (double)a->file_size : 0.0);
+    printf("dictionary   %u tokens, %llu bytes\n", dict_count(a->dict),
+           (unsigned long long)dict_blob_size(a->dict));
+    printf("rules        %u (plus the root)\n", a->g.nrules);
+    printf("symbols      %llu in rules, %llu in the root\n", (unsigned long long)a->g.syms.n,
+           (unsigned long long)a->g.root.n);
+    printf("dag depth    %u\n", idx_depth(x));
+    printf("index        %llu bytes in memory\n", (unsigned long long)idx_mem(x));
+    printf("sections     %-11s %-5s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
+    for (uint32_t i = 0; i < a->nsecs; i++) {
+        const arc_secinfo *s = &a->secs[i];
+        printf("             %-11s %-5s %12llu %12llu %12llu\n", arc_section_name(s->type),
+               s->codec ? "zstd" : "raw", (unsigned long long)s->offset,
+               (unsigned long long)s->stored, (unsigned long long)s->raw);
+    }
+    close_all(a, x);
+    return EX_OK;
+}
+
+static const char usage_verify[] =
+    "usage: tadoc verify ARCHIVE\n"
+    "\n"
+    "Check the header, section table and section checksums, the grammar's structure, then\n"
+    "extract every file and compare its XXH3-64 with the one recorded at pack time.\n"
+    "Exit status 3 on any mismatch.\n";
+
+static int cmd_verify(int argc, char **argv)
+{
+    if (argc != 2) return usage_err(usage_verify, "need ARCHIVE");
+    arc *a;
+    idx *x;
+    int rc = open_all(argv[1], &a, &x);
+    if (rc) return fail(rc);
+    XXH3_state_t *hs = XXH3_createState();
+    uint64_t files = 0, bytes = 0, bad = 0;
+    for (uint32_t i = 0; i < a->nents && hs; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (e->type != ARC_REG) continue;
+        XXH3_64bits_reset(hs);
+        if ((rc = copy_out(x, i, 0, e->size, -1, hs, e->path))) break;
+        if (XXH3_64bits_digest(hs) != e->hash) {
+            fprintf(stderr, "%s: %s: content hash mismatch\n", prog, e->path);
+            bad++;
+        }
+        files++;
+        bytes += e->size;
+    }
+    XXH3_freeState(hs);
+    close_all(a, x);
+    if (rc) return fail(rc);
+    if (bad) {
+        fprintf(stderr, "%s: %llu of %llu files damaged\n", prog, (unsigned long long)bad,
+                (unsigned long long)files);
+        return EX_CORRUPT;
+    }
+    printf("ok: %llu files, %llu bytes verified\n", (unsigned long long)files,
+           (unsigned long long)bytes);
+    return EX_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+        const char *usage;
+    } cmds[] = {{"pack", cmd_pack, usage_pack},       {"unpack", cmd_unpack, usage_unpack},
+                {"ls", cmd_ls, usage_ls},             {"cat", cmd_cat, usage_cat},
+                {"extract", cmd_extract, usage_extract}, {"stat", cmd_stat, usage_stat},
+                {"verify", cmd_verify, usage_verify}};
+    if (argc < 2) return usage_err(usage_main, "missing command");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage_main, stdout);
+        return EX_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tadoc %s (%s)\n", TADOC_VERSION, backend_describe());
+        return EX_OK;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name)) continue;
+        int h = want_help(argc - 1, argv + 1, cmds[i].usage);
+        if (h >= 0) return h;
+        return cmds[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
+    fputs(usage_main, stderr);
+    return EX_USAGE;
+}
