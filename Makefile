@@ -38,12 +38,15 @@ endif
 endif
 
 LIB   = $(BUILD)/libtadoc.a
-TOOLS = $(BUILD)/tadoc
+TOOLS = $(BUILD)/tadoc $(BUILD)/tadocfs
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-HELPERS  = $(BUILD)/tests/mkbad $(BUILD)/tests/extractcheck
+HELPERS  = $(BUILD)/tests/mkbad $(BUILD)/tests/extractcheck $(BUILD)/tests/preadcheck \
+           $(BUILD)/bench/extractlat $(BUILD)/bench/fuseceil
+FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
-.PHONY: all clean test test-unit demo bench deps format
+.PHONY: all clean test demo bench deps format
+.SECONDARY:
 all: $(TOOLS) $(HELPERS) $(UNIT_BIN)
 
 $(BUILD)/%.o: %.c
@@ -62,12 +65,22 @@ $(LIB): $(ENGINE_OBJ) $(CU_OBJ)
 $(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
+FS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/*.c))
+$(BUILD)/tadocfs: $(FS_OBJ) $(LIB)
+	$(CC) -o $@ $^ $(FUSE_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/bench/fuseceil: $(BUILD)/bench/fuseceil.o
+	$(CC) -o $@ $^ $(FUSE_LIBS) $(LDLIBS_ALL)
+
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lcmocka $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 deps:

@@ -23,10 +23,14 @@ static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
 const char *arc_section_name(uint32_t type)
 {
     switch (type) {
-    case ARC_SEC_DICT: return "dictionary";
-    case ARC_SEC_RULES: return "rules";
-    case ARC_SEC_ROOT: return "root";
-    case ARC_SEC_FILES: return "file table";
+    case ARC_SEC_DICT:
+        return "dictionary";
+    case ARC_SEC_RULES:
+        return "rules";
+    case ARC_SEC_ROOT:
+        return "root";
+    case ARC_SEC_FILES:
+        return "file table";
     }
     return "unknown";
 }
@@ -34,7 +38,8 @@ const char *arc_section_name(uint32_t type)
 int arc_path_cmp(const char *a, const char *b)
 {
     const unsigned char *p = (const unsigned char *)a, *q = (const unsigned char *)b;
-    while (*p && *p == *q) p++, q++;
+    while (*p && *p == *q)
+        p++, q++;
     unsigned x = *p == '/' ? 1 : *p ? (unsigned)*p + 1 : 0;
     unsigned y = *q == '/' ? 1 : *q ? (unsigned)*q + 1 : 0;
     return (x > y) - (x < y);
@@ -139,8 +144,8 @@ static int write_all(int fd, const void *p, size_t n, const char *path)
 }
 
 /* Compress `raw` with zstd and append it as a section at file offset *off. */
-static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw,
-                       int level, uint64_t *off)
+static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw, int level,
+                       uint64_t *off)
 {
     size_t cap = ZSTD_compressBound(raw->n);
     void *z = malloc(cap ? cap : 1);
@@ -200,10 +205,17 @@ int arc_write(const char *path, arc *a, int level)
     for (uint32_t type = ARC_SEC_DICT; type <= ARC_SEC_FILES; type++) {
         b.n = 0;
         switch (type) {
-        case ARC_SEC_DICT: rc = dict_encode(a->dict, &b); break;
-        case ARC_SEC_RULES: rc = enc_rules(&a->g, &b); break;
-        case ARC_SEC_ROOT: rc = enc_root(&a->g, &b); break;
-        default: rc = enc_files(a, &b);
+        case ARC_SEC_DICT:
+            rc = dict_encode(a->dict, &b);
+            break;
+        case ARC_SEC_RULES:
+            rc = enc_rules(&a->g, &b);
+            break;
+        case ARC_SEC_ROOT:
+            rc = enc_root(&a->g, &b);
+            break;
+        default:
+            rc = enc_files(a, &b);
         }
         if (rc) {
             rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
@@ -277,7 +289,8 @@ fail:
 
 static int dec_syms(rd *r, uint64_t n, vec32 *v, const char *what)
 {
-    if (n > (uint64_t)(r->end - r->p)) return tdc_error(-EBADMSG, "%s: symbol count too large", what);
+    if (n > (uint64_t)(r->end - r->p))
+        return tdc_error(-EBADMSG, "%s: symbol count too large", what);
     if (vec32_reserve(v, n)) return tdc_error(-ENOMEM, "%s: out of memory", what);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t s;
@@ -313,8 +326,9 @@ static int dec_rules(arc *a, const unsigned char *p, size_t n)
         for (uint64_t i = g->rule_start.p[k - 1]; i < g->rule_start.p[k]; i++) {
             uint32_t s = g->syms.p[i];
             if (s >= g->ntokens && (s - g->ntokens == 0 || s - g->ntokens >= k))
-                return tdc_error(-EBADMSG, "rules: rule %u refers to rule %u (out of order or range)",
-                                 k, s - g->ntokens);
+                return tdc_error(-EBADMSG,
+                                 "rules: rule %u refers to rule %u (out of order or range)", k,
+                                 s - g->ntokens);
         }
     }
     return 0;
@@ -394,7 +408,7 @@ static int dec_files(arc *a, const unsigned char *p, size_t n)
             return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink target", e->path);
         if (e->type == ARC_REG
                 ? (e->root_start > a->g.root.n || e->root_len > a->g.root.n - e->root_start)
-                : (e->root_len || (e->type == ARC_DIR && e->size)))
+                : e->root_len != 0)
             return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
         if (e->type == ARC_LNK && e->size != strlen(e->link))
             return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink size", e->path);
@@ -541,8 +555,8 @@ int arc_open(const char *path, arc **out)
         s->stored = le64(e + 16);
         s->raw = le64(e + 24);
         s->hash = le64(e + 32);
-        if (s->type != i + 1 || s->codec > CODEC_ZSTD || s->offset < HDR_SIZE ||
-            s->offset > toff || s->stored > toff - s->offset) {
+        if (s->type != i + 1 || s->codec > CODEC_ZSTD || s->offset < HDR_SIZE || s->offset > toff ||
+            s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));
             goto fail;
@@ -556,13 +570,15 @@ int arc_open(const char *path, arc **out)
     if ((rc = dec_rules(a, sec[1], a->secs[1].raw)) || (rc = dec_root(a, sec[2], a->secs[2].raw)) ||
         (rc = dec_files(a, sec[3], a->secs[3].raw)))
         goto fail;
-    for (int i = 0; i < 8; i++) free(sec[i]);
+    for (int i = 0; i < 8; i++)
+        free(sec[i]);
     free(tab);
     close(fd);
     *out = a;
     return 0;
 fail:
-    for (int i = 0; i < 8; i++) free(sec[i]);
+    for (int i = 0; i < 8; i++)
+        free(sec[i]);
     free(tab);
     close(fd);
     arc_free(a);

@@ -35,9 +35,9 @@ typedef struct arc_entry {
     uint32_t uid, gid;
     int64_t mtime_sec;
     uint32_t mtime_nsec;
-    uint64_t size;                  /* bytes of content (regular files) */
-    uint64_t root_start, root_len;  /* the file's run of root symbols */
-    uint64_t hash;                  /* XXH3-64 of the content */
+    uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length */
+    uint64_t root_start, root_len; /* the file's run of root symbols */
+    uint64_t hash;                 /* XXH3-64 of the content */
 } arc_entry;
 
 typedef struct arc_secinfo {

@@ -71,11 +71,13 @@ static inline uint64_t le64(const unsigned char *p)
 }
 static inline void st32(unsigned char *p, uint32_t x)
 {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(x >> (8 * i));
 }
 static inline void st64(unsigned char *p, uint64_t x)
 {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(x >> (8 * i));
 }
 
 #endif

@@ -53,14 +53,16 @@ static int eq(const dict *d, uint32_t id, const unsigned char *p, size_t n)
 static int rehash(dict *d, size_t need)
 {
     size_t cap = 1024;
-    while (cap < need * 2) cap *= 2;
+    while (cap < need * 2)
+        cap *= 2;
     uint32_t *t = calloc(cap, sizeof *t);
     if (!t) return -ENOMEM;
     for (uint32_t id = 0; id < dict_count(d); id++) {
         size_t len;
         const unsigned char *q = dict_bytes(d, id, &len);
         size_t h = (size_t)XXH3_64bits(q, len) & (cap - 1);
-        while (t[h]) h = (h + 1) & (cap - 1);
+        while (t[h])
+            h = (h + 1) & (cap - 1);
         t[h] = id + 1;
     }
     free(d->table);
@@ -73,7 +75,8 @@ static int rehash(dict *d, size_t need)
 static size_t probe(const dict *d, const unsigned char *p, size_t n)
 {
     size_t h = (size_t)XXH3_64bits(p, n) & (d->tcap - 1);
-    while (d->table[h] && !eq(d, d->table[h] - 1, p, n)) h = (h + 1) & (d->tcap - 1);
+    while (d->table[h] && !eq(d, d->table[h] - 1, p, n))
+        h = (h + 1) & (d->tcap - 1);
     return h;
 }
 

@@ -23,9 +23,8 @@ int tdc_error_ctx(int code, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, tdc_msg, sizeof old);
-    if (old[0] == '\0')
-        snprintf(old, sizeof old, "%s", strerror(code < 0 ? -code : code));
-    snprintf(tdc_msg, sizeof tdc_msg, "%s: %s", prefix, old);
+    if (old[0] == '\0') snprintf(old, sizeof old, "%s", strerror(code < 0 ? -code : code));
+    snprintf(tdc_msg, sizeof tdc_msg, "%.500s: %.500s", prefix, old);
     return code;
 }
 

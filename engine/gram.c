@@ -27,7 +27,8 @@ int gbuild_add(gbuild *b, const seq_out *seg)
     if (vec32_reserve(&g->syms, seg->syms.n) || vec64_reserve(&g->rule_start, seg->nrules) ||
         vec32_reserve(&g->root, seg->root.n))
         return -ENOMEM;
-    for (size_t i = 0; i < seg->syms.n; i++) g->syms.p[g->syms.n++] = remap(seg->syms.p[i], base);
+    for (size_t i = 0; i < seg->syms.n; i++)
+        g->syms.p[g->syms.n++] = remap(seg->syms.p[i], base);
     uint64_t off = g->rule_start.p[g->rule_start.n - 1];
     for (uint32_t r = 1; r <= seg->nrules; r++)
         g->rule_start.p[g->rule_start.n++] = off + seg->rule_start.p[r];

@@ -119,7 +119,8 @@ static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t
     e->gid = sb->st_gid;
     e->mtime_sec = sb->st_mtim.tv_sec;
     e->mtime_nsec = (uint32_t)sb->st_mtim.tv_nsec;
-    e->size = type == ARC_REG ? (uint64_t)sb->st_size : 0;
+    /* Directories keep their on-disk size so a mount shows the same st_size. */
+    e->size = type == ARC_LNK ? 0 : (uint64_t)sb->st_size;
     return 0;
 }
 
@@ -207,7 +208,8 @@ static int walk(packer *p, const char *abs, const char *rel)
         free(a);
         free(r);
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
     free(names);
     return rc;
 }
@@ -277,7 +279,8 @@ static int renumber_tokens(gram *g, dict **d)
         if (g->syms.p[i] < n) cnt[g->syms.p[i]]++;
     for (size_t i = 0; i < g->root.n; i++)
         if (g->root.p[i] < n) cnt[g->root.p[i]]++;
-    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
     sort_cnt = cnt; /* qsort has no context argument; pack runs this on one thread */
     qsort(order, n, sizeof *order, by_count);
     for (uint32_t i = 0; i < n; i++) {

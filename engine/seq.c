@@ -25,11 +25,11 @@ struct slot {
 struct seq {
     uint32_t *nx, *pv, *val;
     size_t nnodes, ncap;
-    uint32_t freenode; /* free list through nx */
+    uint32_t freenode;     /* free list through nx */
     uint32_t *guard, *cnt; /* per rule */
     size_t nrules, rcap;
     uint32_t freerule; /* free list through cnt, 0 = none (rule 0 is the root, never freed) */
-    struct slot *tab; /* key and node side by side: one cache miss per probe */
+    struct slot *tab;  /* key and node side by side: one cache miss per probe */
     size_t tcap, tused;
     int tshift;
     int err; /* sticky -ENOMEM / -EOVERFLOW from deep inside the recursion */
@@ -74,7 +74,8 @@ static int table_grow(seq *s)
     for (size_t i = 0; i < s->tcap; i++) {
         if (!s->tab[i].node) continue;
         size_t h = dhash(s->tab[i].key, shift);
-        while (t[h].node) h = (h + 1) & (cap - 1);
+        while (t[h].node)
+            h = (h + 1) & (cap - 1);
         t[h] = s->tab[i];
     }
     free(s->tab);
@@ -88,7 +89,8 @@ static int table_grow(seq *s)
 static inline size_t tfind(const seq *s, uint64_t k)
 {
     size_t h = dhash(k, s->tshift);
-    while (s->tab[h].node && s->tab[h].key != k) h = (h + 1) & (s->tcap - 1);
+    while (s->tab[h].node && s->tab[h].key != k)
+        h = (h + 1) & (s->tcap - 1);
     return h;
 }
 
@@ -312,7 +314,8 @@ seq *seq_new(uint64_t hint)
     s->guard = malloc(s->rcap * 4);
     s->cnt = malloc(s->rcap * 4);
     s->nnodes = 1;
-    if (!s->nx || !s->pv || !s->val || !s->guard || !s->cnt || table_grow(s) || (rule_new(s), s->err)) {
+    if (!s->nx || !s->pv || !s->val || !s->guard || !s->cnt || table_grow(s) ||
+        (rule_new(s), s->err)) {
         seq_free(s);
         return NULL;
     }

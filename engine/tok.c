@@ -6,7 +6,8 @@
 static size_t run_len(const unsigned char *p, size_t max, int word)
 {
     size_t i = 0;
-    while (i < max && tok_is_word_byte(p[i]) == word) i++;
+    while (i < max && tok_is_word_byte(p[i]) == word)
+        i++;
     return i;
 }
 

@@ -14,8 +14,8 @@
 /* 1 for a word byte, 0 for a separator byte. */
 static inline int tok_is_word_byte(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c >= 0x80;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c >= 0x80;
 }
 
 /* Called once per token; a non-zero return stops tokenizing and is passed back. */

@@ -8,9 +8,9 @@
 
 struct idx {
     const arc *a;
-    uint64_t *len;      /* nrules + 1: expanded bytes of each rule, len[0] = root */
-    uint32_t *samp_at;  /* nrules + 1: first sample of the rule in samp, UINT32_MAX if none */
-    uint64_t *samp;     /* prefix offsets at symbols 0, K, 2K, ... of long bodies */
+    uint64_t *len;     /* nrules + 1: expanded bytes of each rule, len[0] = root */
+    uint32_t *samp_at; /* nrules + 1: first sample of the rule in samp, UINT32_MAX if none */
+    uint64_t *samp;    /* prefix offsets at symbols 0, K, 2K, ... of long bodies */
     uint64_t nsamp;
     uint64_t *file_off; /* per entry: offset of its first byte in the root's expansion */
     uint32_t depth;
@@ -115,7 +115,8 @@ int idx_build(const arc *a, idx **out)
             acc += sym_len(x, g->root.p[j]);
         x->file_off[e] = acc;
         uint64_t size = 0;
-        for (uint64_t j = i; j < i + f->root_len; j++) size += sym_len(x, g->root.p[j]);
+        for (uint64_t j = i; j < i + f->root_len; j++)
+            size += sym_len(x, g->root.p[j]);
         if (size != f->size) {
             rc = tdc_error(-EBADMSG, "file table: '%s' records %llu bytes but its data has %llu",
                            f->path, (unsigned long long)f->size, (unsigned long long)size);
@@ -280,4 +281,38 @@ ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t 
     ssize_t r = idx_read(x, &c, ent, off, dst, n);
     idx_cursor_free(&c);
     return r;
+}
+
+int idx_file_footprint(const idx *x, uint32_t ent, uint64_t *rules, uint64_t *symbols)
+{
+    const arc *a = x->a;
+    const gram *g = &a->g;
+    if (ent >= a->nents || a->ents[ent].type != ARC_REG)
+        return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    uint64_t *seen = calloc(g->nrules / 64 + 1, sizeof *seen);
+    vec32 stack = {0};
+    int rc = seen ? 0 : -ENOMEM;
+    uint64_t nr = 0, ns = a->ents[ent].root_len;
+    const uint32_t *run = g->root.p + a->ents[ent].root_start;
+    for (uint64_t i = 0; i < a->ents[ent].root_len && !rc; i++) {
+        if (run[i] < g->ntokens) continue;
+        rc = vec32_push(&stack, run[i] - g->ntokens);
+        while (!rc && stack.n) {
+            uint32_t r = stack.p[--stack.n];
+            if (seen[r / 64] >> (r % 64) & 1) continue;
+            seen[r / 64] |= (uint64_t)1 << (r % 64);
+            uint64_t n;
+            const uint32_t *b = gram_body(g, r, &n);
+            nr++;
+            ns += n;
+            for (uint64_t k = 0; k < n && !rc; k++)
+                if (b[k] >= g->ntokens) rc = vec32_push(&stack, b[k] - g->ntokens);
+        }
+    }
+    free(seen);
+    vec32_free(&stack);
+    if (rc) return tdc_error(rc, "out of memory");
+    *rules = nr;
+    *symbols = ns;
+    return 0;
 }

@@ -38,11 +38,11 @@ uint64_t idx_mem(const idx *x);
  * sequential reads do not descend from the root again. One thread at a time per cursor. */
 typedef struct idx_cursor {
     uint32_t ent;
-    uint64_t pos;     /* file offset of the next byte */
-    uint32_t tokoff;  /* bytes of the current token already emitted */
-    uint32_t depth;   /* frames in use */
+    uint64_t pos;    /* file offset of the next byte */
+    uint32_t tokoff; /* bytes of the current token already emitted */
+    uint32_t depth;  /* frames in use */
     uint32_t cap;
-    uint32_t *rule;   /* frame k: rule and symbol index; frame 0 is the root */
+    uint32_t *rule; /* frame k: rule and symbol index; frame 0 is the root */
     uint64_t *at;
 } idx_cursor;
 
@@ -57,5 +57,10 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
 
 /* One-shot read with a temporary cursor. */
 ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+/* Distinct rules the data of regular entry `ent` uses, and the grammar symbols they and the
+ * file's root run hold (the file's footprint in the grammar). O(rules used) time plus one
+ * bitmap of nrules bits. 0, -EINVAL for a non-file, or -ENOMEM. */
+int idx_file_footprint(const idx *x, uint32_t ent, uint64_t *rules, uint64_t *symbols);
 
 #endif

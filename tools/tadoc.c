@@ -172,7 +172,8 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
     int pct = total ? (int)(done * 100 / total) : 100;
     if (pct > 100) pct = 100;
     char bar[31];
-    for (int i = 0; i < 30; i++) bar[i] = i < pct * 30 / 100 ? '#' : ' ';
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < pct * 30 / 100 ? '#' : ' ';
     bar[30] = 0;
     double rate = t > p->start ? (double)done / (t - p->start) / 1e6 : 0;
     fprintf(stderr, "\r[%s] %3d%%  %.1f/%.1f MB  %.1f MB/s ", bar, pct, (double)done / 1e6,
@@ -187,8 +188,10 @@ static void on_warn(void *ctx, const char *msg)
 
 static int cmd_pack(int argc, char **argv)
 {
-    static const struct option lo[] = {{"output", 1, 0, 'o'}, {"level", 1, 0, 'l'},
-                                       {"segment", 1, 0, 's'}, {"quiet", 0, 0, 'q'},
+    static const struct option lo[] = {{"output", 1, 0, 'o'},
+                                       {"level", 1, 0, 'l'},
+                                       {"segment", 1, 0, 's'},
+                                       {"quiet", 0, 0, 'q'},
                                        {0, 0, 0, 0}};
     const char *out = NULL;
     int quiet = 0, c;
@@ -197,7 +200,9 @@ static int cmd_pack(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:l:s:q", lo, NULL)) != -1) {
         char *end;
         switch (c) {
-        case 'o': out = optarg; break;
+        case 'o':
+            out = optarg;
+            break;
         case 'l':
             o.level = (int)strtol(optarg, &end, 10);
             if (*end || o.level < 1 || o.level > 22)
@@ -208,8 +213,11 @@ static int cmd_pack(int argc, char **argv)
             if (*end || o.seg_tokens < 1024 || o.seg_tokens > ((uint64_t)1 << 31))
                 return usage_err(usage_pack, "--segment must be 1024..2^31");
             break;
-        case 'q': quiet = 1; break;
-        default: return usage_err(usage_pack, NULL);
+        case 'q':
+            quiet = 1;
+            break;
+        default:
+            return usage_err(usage_pack, NULL);
         }
     }
     if (optind + 1 != argc || !out) return usage_err(usage_pack, "need DIR and -o ARCHIVE");
@@ -296,8 +304,10 @@ static int cmd_unpack(int argc, char **argv)
         if (e->type == ARC_DIR) {
             if (mkdir(path, 0700) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         } else if (e->type == ARC_LNK) {
-            if (symlink(e->link, path) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-            else rc = restore_meta(path, e);
+            if (symlink(e->link, path) < 0)
+                rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+            else
+                rc = restore_meta(path, e);
         } else {
             int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
             if (fd < 0) {
@@ -340,8 +350,10 @@ static int cmd_ls(int argc, char **argv)
 {
     int lng = 0, c;
     while ((c = getopt(argc, argv, "l")) != -1) {
-        if (c == 'l') lng = 1;
-        else return usage_err(usage_ls, NULL);
+        if (c == 'l')
+            lng = 1;
+        else
+            return usage_err(usage_ls, NULL);
     }
     if (optind + 1 != argc) return usage_err(usage_ls, "need ARCHIVE");
     arc *a;
@@ -354,8 +366,8 @@ static int cmd_ls(int argc, char **argv)
             time_t t = (time_t)e->mtime_sec;
             struct tm tm;
             strftime(tb, sizeof tb, "%Y-%m-%d %H:%M", gmtime_r(&t, &tm));
-            printf("%c%04o %5u %5u %12llu %s %s", "?-dl"[e->type], e->mode, e->uid, e->gid,
-                   (unsigned long long)e->size, tb, e->path);
+            printf("%c%04o %5u %5u %12llu %s %s", "?-dl"[e->type], e -> mode, e -> uid, e -> gid,
+                   (unsigned long long)e -> size, tb, e -> path);
             if (e->type == ARC_LNK) printf(" -> %s", e->link);
             putchar('\n');
         } else {
@@ -368,7 +380,8 @@ static int cmd_ls(int argc, char **argv)
 
 static int find_file(const arc *a, const char *path, uint32_t *ent)
 {
-    while (path[0] == '/') path++;
+    while (path[0] == '/')
+        path++;
     int64_t i = arc_lookup(a, path);
     if (i < 0) return tdc_error(-ENOENT, "%s: no such file in the archive", path);
     if (a->ents[i].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
@@ -389,7 +402,8 @@ static int cmd_cat(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, 0, a->ents[e].size, 1, NULL, "stdout");
+    if (!(rc = find_file(a, argv[2], &e)))
+        rc = copy_out(x, e, 0, a->ents[e].size, 1, NULL, "stdout");
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
@@ -518,9 +532,12 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-    } cmds[] = {{"pack", cmd_pack, usage_pack},       {"unpack", cmd_unpack, usage_unpack},
-                {"ls", cmd_ls, usage_ls},             {"cat", cmd_cat, usage_cat},
-                {"extract", cmd_extract, usage_extract}, {"stat", cmd_stat, usage_stat},
+    } cmds[] = {{"pack", cmd_pack, usage_pack},
+                {"unpack", cmd_unpack, usage_unpack},
+                {"ls", cmd_ls, usage_ls},
+                {"cat", cmd_cat, usage_cat},
+                {"extract", cmd_extract, usage_extract},
+                {"stat", cmd_stat, usage_stat},
                 {"verify", cmd_verify, usage_verify}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -45,10 +45,22 @@ int main(int argc, char **argv)
         uint32_t e = files[rnd(&seed) % nf];
         uint64_t size = a->ents[e].size, off, len;
         switch (rnd(&seed) % 8) {
-        case 0: off = size ? size - 1 : 0; len = 1 + rnd(&seed) % 8; break;     /* last byte */
-        case 1: off = size + rnd(&seed) % 100; len = 1 + rnd(&seed) % 100; break; /* past EOF */
-        case 2: off = size ? rnd(&seed) % size : 0; len = 0; break;
-        case 3: off = 0; len = size < cap ? size : cap; break;                     /* whole */
+        case 0:
+            off = size ? size - 1 : 0;
+            len = 1 + rnd(&seed) % 8;
+            break; /* last byte */
+        case 1:
+            off = size + rnd(&seed) % 100;
+            len = 1 + rnd(&seed) % 100;
+            break; /* past EOF */
+        case 2:
+            off = size ? rnd(&seed) % size : 0;
+            len = 0;
+            break;
+        case 3:
+            off = 0;
+            len = size < cap ? size : cap;
+            break; /* whole */
         default:
             off = size ? rnd(&seed) % size : 0;
             len = rnd(&seed) % (rnd(&seed) % 2 ? 64 : 70000);

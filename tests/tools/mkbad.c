@@ -1,7 +1,7 @@
 /* mkbad: write small archives whose checksums are valid but whose content is wrong in one
  * way, to test that the reader rejects each with a clear message.
  * usage: mkbad KIND OUT   (KIND: good dotdot absolute dup order cycle range root0 size
- *                           noparent rootrange linktarget hugelen) */
+ *                           noparent rootrange linktarget hugelen badhash) */
 #include <stdio.h>
 #include <xxhash.h>
 #include <stdlib.h>
@@ -33,24 +33,31 @@ int main(int argc, char **argv)
     g->ntokens = 4;
     /* rule 1 = hello ' ', rule 2 = R1 world, root = R2 \n R2 */
     uint32_t syms[] = {0, 1, 4 + 1, 2};
-    for (int i = 0; i < 4; i++) vec32_push(&g->syms, syms[i]);
+    for (int i = 0; i < 4; i++)
+        vec32_push(&g->syms, syms[i]);
     vec64_push(&g->rule_start, 0);
     vec64_push(&g->rule_start, 2);
     vec64_push(&g->rule_start, 4);
     g->nrules = 2;
     uint32_t root[] = {4 + 2, 3, 4 + 2};
-    for (int i = 0; i < 3; i++) vec32_push(&g->root, root[i]);
+    for (int i = 0; i < 3; i++)
+        vec32_push(&g->root, root[i]);
     static arc_entry ents[4];
     ents[0] = (arc_entry){.path = "", .type = ARC_DIR, .mode = 0755};
-    ents[1] = (arc_entry){.path = "a.txt", .type = ARC_REG, .mode = 0644, .size = 23,
-                          .root_start = 0, .root_len = 3,
+    ents[1] = (arc_entry){.path = "a.txt",
+                          .type = ARC_REG,
+                          .mode = 0644,
+                          .size = 23,
+                          .root_start = 0,
+                          .root_len = 3,
                           .hash = XXH3_64bits("hello world\nhello world", 23)};
     ents[2] = (arc_entry){.path = "d", .type = ARC_DIR, .mode = 0755};
-    ents[3] = (arc_entry){.path = "d/l", .type = ARC_LNK, .mode = 0777, .size = 5,
-                          .link = "a.txt"};
+    ents[3] = (arc_entry){.path = "d/l", .type = ARC_LNK, .mode = 0777, .size = 5, .link = "a.txt"};
     a.ents = ents;
     a.nents = 4;
     if (!strcmp(k, "good") || !strcmp(k, "hugelen")) {
+    } else if (!strcmp(k, "badhash")) {
+        ents[1].hash ^= 1; /* sections intact, content hash wrong: caught only when read */
     } else if (!strcmp(k, "dotdot")) {
         ents[3].path = "d/../../etc";
     } else if (!strcmp(k, "absolute")) {

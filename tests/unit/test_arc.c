@@ -148,8 +148,10 @@ static void test_paths(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_open_entries),   cmocka_unit_test(test_every_flip),
-        cmocka_unit_test(test_every_truncation), cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_open_entries),
+        cmocka_unit_test(test_every_flip),
+        cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_messages),
         cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests_name("arc", tests, setup, teardown);

@@ -25,14 +25,18 @@ static void make(uint64_t *seed)
     size[2] = 5000;
     size[3] = 60000;
     size[4] = 50000;
-    for (int f = 0; f < NF; f++) content[f] = malloc(size[f] + 1);
-    for (size_t i = 0; i < size[0]; i++) content[0][i] = (unsigned char)tu_rand(seed);
+    for (int f = 0; f < NF; f++)
+        content[f] = malloc(size[f] + 1);
+    for (size_t i = 0; i < size[0]; i++)
+        content[0][i] = (unsigned char)tu_rand(seed);
     memset(content[2], 'x', size[2]);
-    for (size_t i = 0; i < size[3]; i++) content[3][i] = "abcab cab\n"[i % 10];
+    for (size_t i = 0; i < size[3]; i++)
+        content[3][i] = "abcab cab\n"[i % 10];
     const char *w[] = {"alpha", "beta", " ", "\n", "gamma", ", ", "delta"};
     for (size_t i = 0; i < size[4];) {
         const char *s = w[tu_rand(seed) % 7];
-        for (size_t k = 0; s[k] && i < size[4]; k++) content[4][i++] = (unsigned char)s[k];
+        for (size_t k = 0; s[k] && i < size[4]; k++)
+            content[4][i++] = (unsigned char)s[k];
     }
 }
 
@@ -69,7 +73,8 @@ static void test_extract_all(void **state)
         if (size[f]) assert_memory_equal(buf, content[f], size[f]);
         for (size_t off = 0; off <= size[f] + 2; off += 1 + off / 64) {
             size_t len = off % 7;
-            ssize_t want = off >= size[f] ? 0 : (ssize_t)(size[f] - off < len ? size[f] - off : len);
+            ssize_t want =
+                off >= size[f] ? 0 : (ssize_t)(size[f] - off < len ? size[f] - off : len);
             assert_int_equal(idx_extract(x, (uint32_t)e, off, buf, len), want);
             if (want > 0) assert_memory_equal(buf, content[f] + off, (size_t)want);
         }
@@ -92,7 +97,8 @@ static void test_extract_all(void **state)
     arc_free(a);
     snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
     assert_int_equal(system(path), 0);
-    for (int f = 0; f < NF; f++) free(content[f]);
+    for (int f = 0; f < NF; f++)
+        free(content[f]);
     free(dir);
     free(ar);
 }

@@ -44,12 +44,14 @@ static void roundtrip(const uint32_t *in, size_t n)
     }
     for (size_t i = 0; i < o.root.n; i++)
         if (o.root.p[i] != SEQ_BARRIER && (o.root.p[i] & SEQ_RULE)) uses[o.root.p[i] & ~SEQ_RULE]++;
-    for (uint32_t r = 1; r <= o.nrules; r++) assert_true(uses[r] >= 2);
+    for (uint32_t r = 1; r <= o.nrules; r++)
+        assert_true(uses[r] >= 2);
     free(uses);
 
     /* expansion, barrier by barrier */
     vec32 out = {0};
-    for (size_t i = 0; i < o.root.n; i++) expand(&o, o.root.p[i], &out);
+    for (size_t i = 0; i < o.root.n; i++)
+        expand(&o, o.root.p[i], &out);
     assert_int_equal(out.n, n);
     if (n) assert_memory_equal(out.p, in, n * 4);
     vec32_free(&out);
@@ -62,7 +64,8 @@ static void test_small(void **state)
     uint32_t abc[] = {1, 2, 3, 1, 2, 3, 1, 2, 3, 4};
     roundtrip(abc, 10);
     uint32_t runs[64];
-    for (int i = 0; i < 64; i++) runs[i] = 7; /* aaaa...: overlapping digrams */
+    for (int i = 0; i < 64; i++)
+        runs[i] = 7; /* aaaa...: overlapping digrams */
     roundtrip(runs, 64);
     roundtrip(runs, 3);
     roundtrip(runs, 0);
@@ -89,11 +92,13 @@ static void test_random(void **state)
             /* Zipf-like: small ids much more common; copy earlier stretches to make repeats. */
             if (i > 50 && r % 4 == 0) {
                 size_t from = tu_rand(&seed) % (i - 20), len = 1 + tu_rand(&seed) % 20;
-                for (size_t k = 0; k < len && i < n; k++, i++) in[i] = in[from + k];
+                for (size_t k = 0; k < len && i < n; k++, i++)
+                    in[i] = in[from + k];
                 i--;
                 continue;
             }
-            in[i] = r % 97 == 0 ? SEQ_BARRIER : (uint32_t)((r >> 8) % alpha % (1 + (r >> 40) % alpha));
+            in[i] =
+                r % 97 == 0 ? SEQ_BARRIER : (uint32_t)((r >> 8) % alpha % (1 + (r >> 40) % alpha));
         }
         roundtrip(in, n);
         free(in);

@@ -16,7 +16,8 @@ static int collect(void *ctx, const unsigned char *p, size_t n)
 {
     sink *s = ctx;
     assert_true(n >= 1 && n <= TOK_CAP);
-    for (size_t i = 1; i < n; i++) assert_int_equal(tok_is_word_byte(p[i]), tok_is_word_byte(p[0]));
+    for (size_t i = 1; i < n; i++)
+        assert_int_equal(tok_is_word_byte(p[i]), tok_is_word_byte(p[0]));
     buf_put(&s->all, p, n);
     vec64_push(&s->len, n);
     return 0;
@@ -76,7 +77,9 @@ static void test_random_chunking(void **state)
         int bias = (int)(tu_rand(&seed) % 3);
         for (size_t i = 0; i < n; i++) {
             uint64_t r = tu_rand(&seed);
-            in[i] = bias == 0 ? (unsigned char)r : bias == 1 ? "ab \n\xff"[r % 5] : (r % 50 ? 'z' : ' ');
+            in[i] = bias == 0   ? (unsigned char)r
+                    : bias == 1 ? "ab \n\xff"[r % 5]
+                                : (r % 50 ? 'z' : ' ');
         }
         sink a, b;
         run(in, n, n + 1, &a);

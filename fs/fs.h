@@ -1,0 +1,31 @@
+/* fs: the FUSE low-level operations of tadocfs over one opened archive.
+ *
+ * The handlers only read the archive, its index and its tree, which are immutable while
+ * mounted, so any number of loop threads may run them at once; per-open state (a read
+ * cursor and a running content hash) is guarded by its own mutex. */
+#ifndef TDC_FS_H
+#define TDC_FS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+
+#include "../engine/arc.h"
+#include "../index/idx.h"
+#include "tree.h"
+
+typedef struct fs_ctx {
+    arc *a;
+    idx *x;
+    fs_tree *t;
+    uint32_t uid, gid; /* (uint32_t)-1: show the archived owners */
+    double timeout;    /* entry and attribute cache timeout, seconds */
+    uint64_t content_bytes;
+    uint64_t files;
+    _Atomic unsigned char *damaged; /* per entry: content hash mismatch seen; reads fail */
+} fs_ctx;
+
+/* The operation table; every handler replies exactly once. */
+extern const struct fuse_lowlevel_ops fs_ops;
+
+#endif

@@ -1,0 +1,234 @@
+/* tadocfs: mount a tadocfs archive with FUSE (read-only in this version).
+ *
+ * usage: tadocfs ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+ * Exit status: 0 clean unmount, 1 mount or I/O failure, 2 usage error, 3 corrupt archive. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+
+#include "../engine/backend.h"
+#include "../engine/err.h"
+#include "fs.h"
+
+#define TADOCFS_VERSION "0.1.0"
+
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
+
+typedef struct options {
+    char *archive;
+    char *mountpoint;
+    char *gpu;
+    char *cache_size;
+    unsigned uid, gid;
+    int uid_set, gid_set;
+    int help, version;
+} options;
+
+enum { KEY_HELP, KEY_VERSION, KEY_UID, KEY_GID };
+
+static const struct fuse_opt spec[] = {{"gpu=%s", offsetof(options, gpu), 0},
+                                       {"cache_size=%s", offsetof(options, cache_size), 0},
+                                       {"uid=%u", offsetof(options, uid), 0},
+                                       {"uid=", offsetof(options, uid_set), 1},
+                                       {"gid=%u", offsetof(options, gid), 0},
+                                       {"gid=", offsetof(options, gid_set), 1},
+                                       FUSE_OPT_KEY("-h", KEY_HELP),
+                                       FUSE_OPT_KEY("--help", KEY_HELP),
+                                       FUSE_OPT_KEY("-V", KEY_VERSION),
+                                       FUSE_OPT_KEY("--version", KEY_VERSION),
+                                       FUSE_OPT_END};
+
+static const char usage[] =
+    "usage: tadocfs ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTION[,OPTION...]]\n"
+    "\n"
+    "Mount a tadocfs archive (made by `tadoc pack`). Files are read straight from the\n"
+    "grammar; the mount is read-only in this version.\n"
+    "\n"
+    "  -f                     stay in the foreground\n"
+    "  -d                     debug output (implies -f)\n"
+    "  -s                     single-threaded loop\n"
+    "  -o ro                  read-only (the default and, for now, the only mode)\n"
+    "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
+    "  -o default_permissions let the kernel check modes instead of tadocfs\n"
+    "  -o uid=N,gid=N         show every file as owned by N instead of the archived owner\n"
+    "  -o gpu=off|auto|on     compute backend (auto: GPU when usable; on: fail without one)\n"
+    "  -o cache_size=BYTES    accepted for compatibility; has no effect in this version\n"
+    "  -h, --help             this help;  -V, --version  version and backend\n"
+    "\n"
+    "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs ro 0 0\n"
+    "Unmount with `fusermount3 -u MOUNTPOINT` or by sending the daemon SIGTERM.\n"
+    "\n"
+    "exit status: 0 unmounted cleanly, 1 mount or I/O failure, 2 usage error,\n"
+    "             3 the archive is corrupt\n";
+
+static int proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+    (void)out;
+    options *o = data;
+    switch (key) {
+    case KEY_HELP:
+        o->help = 1;
+        return 0;
+    case KEY_VERSION:
+        o->version = 1;
+        return 0;
+    case FUSE_OPT_KEY_NONOPT:
+        if (!o->archive) {
+            o->archive = strdup(arg);
+            return 0;
+        }
+        if (!o->mountpoint) {
+            o->mountpoint = strdup(arg);
+            return 1; /* fuse_parse_cmdline takes it from here */
+        }
+        fprintf(stderr, "tadocfs: unexpected argument '%s'\n", arg);
+        return -1;
+    }
+    return 1;
+}
+
+/* Refuse a mountpoint left behind by a daemon that died, with the command that clears it. */
+static int check_mountpoint(const char *mp)
+{
+    struct stat st;
+    if (stat(mp, &st) < 0) {
+        if (errno == ENOTCONN)
+            fprintf(stderr,
+                    "tadocfs: %s: stale mount (its daemon died); run 'fusermount3 -u %s' first\n",
+                    mp, mp);
+        else
+            fprintf(stderr, "tadocfs: %s: %s\n", mp, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tadocfs: %s: not a directory\n", mp);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_cmdline_opts co = {0};
+    struct fuse_session *se = NULL;
+    struct fuse_loop_config *lc = NULL;
+    options o = {0};
+    fs_ctx c = {0};
+    int ret = EX_FAIL, rc;
+
+    if (fuse_opt_parse(&args, &o, spec, proc) < 0) {
+        fputs(usage, stderr);
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    if (o.help) {
+        fputs(usage, stdout);
+        ret = EX_OK;
+        goto out_args;
+    }
+    if (o.version) {
+        printf("tadocfs %s (%s; libfuse %s)\n", TADOCFS_VERSION, backend_describe(),
+               fuse_pkgversion());
+        ret = EX_OK;
+        goto out_args;
+    }
+    if (!o.archive || !o.mountpoint) {
+        fprintf(stderr, "tadocfs: need ARCHIVE and MOUNTPOINT\n%s", usage);
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    if (o.gpu && strcmp(o.gpu, "off") && strcmp(o.gpu, "auto") && strcmp(o.gpu, "on")) {
+        fprintf(stderr, "tadocfs: gpu= must be off, auto or on\n");
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    if (o.cache_size) {
+        char *end;
+        strtoull(o.cache_size, &end, 10);
+        if (*end && strcmp(end, "K") && strcmp(end, "M") && strcmp(end, "G")) {
+            fprintf(stderr, "tadocfs: cache_size= must be a number of bytes (K, M, G allowed)\n");
+            ret = EX_USAGE;
+            goto out_args;
+        }
+    }
+    if (o.gpu && !strcmp(o.gpu, "on") && !backend_gpu_available()) {
+        fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
+        goto out_args;
+    }
+    if (check_mountpoint(o.mountpoint)) goto out_args;
+
+    /* Open and check the whole archive before mounting, so errors reach the terminal. */
+    if ((rc = arc_open(o.archive, &c.a)) || (rc = idx_build(c.a, &c.x)) ||
+        (rc = tree_build(c.a, &c.t))) {
+        if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
+        fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
+        ret = rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
+        goto out_arc;
+    }
+    if (!(c.damaged = calloc(c.a->nents, 1))) goto out_arc;
+    c.uid = o.uid_set ? o.uid : (uint32_t)-1;
+    c.gid = o.gid_set ? o.gid : (uint32_t)-1;
+    c.timeout = 86400; /* nothing changes under a read-only mount */
+    for (uint32_t i = 0; i < c.a->nents; i++)
+        if (c.a->ents[i].type == ARC_REG) {
+            c.files++;
+            c.content_bytes += c.a->ents[i].size;
+        }
+
+    char *fsname = malloc(strlen(o.archive) + 64);
+    if (!fsname) goto out_arc;
+    /* fsname is shown by mount(8) and df; commas would split the option list. */
+    sprintf(fsname, "-ofsname=%s,subtype=tadocfs,ro",
+            strchr(o.archive, ',') ? "tadocfs" : o.archive);
+    rc = fuse_opt_add_arg(&args, fsname);
+    free(fsname);
+    if (rc || fuse_parse_cmdline(&args, &co) != 0) {
+        ret = EX_USAGE;
+        goto out_arc;
+    }
+    se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &c);
+    if (!se) {
+        ret = EX_USAGE;
+        goto out_opts;
+    }
+    if (fuse_set_signal_handlers(se) != 0) goto out_session;
+    if (fuse_session_mount(se, co.mountpoint) != 0) goto out_signals;
+    openlog("tadocfs", LOG_PID, LOG_DAEMON);
+    fuse_daemonize(co.foreground);
+    if (co.singlethread) {
+        rc = fuse_session_loop(se);
+    } else {
+        if (!(lc = fuse_loop_cfg_create())) goto out_unmount;
+        fuse_loop_cfg_set_clone_fd(lc, co.clone_fd);
+        fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
+        fuse_loop_cfg_set_max_threads(lc, co.max_threads);
+        rc = fuse_session_loop_mt(se, lc);
+    }
+    ret = rc == 0 ? EX_OK : EX_FAIL;
+out_unmount:
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out_session:
+    fuse_session_destroy(se);
+out_opts:
+    fuse_loop_cfg_destroy(lc);
+    free(co.mountpoint);
+out_arc:
+    free((void *)c.damaged);
+    tree_free(c.t);
+    idx_free(c.x);
+    arc_free(c.a);
+out_args:
+    free(o.archive);
+    free(o.mountpoint);
+    free(o.gpu);
+    free(o.cache_size);
+    fuse_opt_free_args(&args);
+    return ret;
+}
