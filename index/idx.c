@@ -14,6 +14,10 @@ struct idx {
     uint64_t nsamp;
     uint64_t *file_off; /* per entry: offset of its first byte in the root's expansion */
     uint32_t depth;
+    uint32_t flat_max;   /* rules expanding to at most this many bytes are flat */
+    uint32_t *flat_at;   /* nrules + 1: offset of the rule's bytes in flat, or UINT32_MAX */
+    unsigned char *flat; /* expanded bytes of the flat rules */
+    uint64_t flat_bytes;
 };
 
 static inline uint64_t sym_len(const idx *x, uint32_t s)
@@ -31,10 +35,15 @@ uint32_t idx_depth(const idx *x)
 {
     return x->depth;
 }
+uint32_t idx_flat_max(const idx *x)
+{
+    return x->flat_max;
+}
+
 uint64_t idx_mem(const idx *x)
 {
     uint64_t nr = x->a->g.nrules + 1;
-    return nr * (8 + 4) + x->nsamp * 8 + (uint64_t)x->a->nents * 8;
+    return nr * (8 + 4 + 4) + x->nsamp * 8 + (uint64_t)x->a->nents * 8 + x->flat_bytes;
 }
 
 void idx_free(idx *x)
@@ -44,10 +53,63 @@ void idx_free(idx *x)
     free(x->samp_at);
     free(x->samp);
     free(x->file_off);
+    free(x->flat_at);
+    free(x->flat);
     free(x);
 }
 
+/* Bytes of leaf symbol s (a token or a flat rule), or NULL when s is a rule to descend into. */
+static inline const unsigned char *leaf(const idx *x, uint32_t s, size_t *len)
+{
+    const gram *g = &x->a->g;
+    if (s < g->ntokens) return dict_bytes(x->a->dict, s, len);
+    uint32_t r = s - g->ntokens;
+    if (x->flat_at[r] == UINT32_MAX) return NULL;
+    *len = (size_t)x->len[r];
+    return x->flat + x->flat_at[r];
+}
+
+/* Choose the flat length bound for the budget and expand those rules, children first. */
+static int build_flat(idx *x, uint64_t budget)
+{
+    const gram *g = &x->a->g;
+    uint64_t hist[257] = {0}, sum = 0;
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        if (x->len[r] <= 256) hist[x->len[r]] += x->len[r];
+    x->flat_max = 0;
+    for (uint32_t l = 1; l <= 256; l++) {
+        if (sum + hist[l] > budget || sum + hist[l] >= UINT32_MAX) break;
+        sum += hist[l];
+        x->flat_max = l;
+    }
+    if (!(x->flat_at = malloc(((size_t)g->nrules + 1) * sizeof *x->flat_at)) ||
+        !(x->flat = malloc(sum ? sum : 1)))
+        return -ENOMEM;
+    x->flat_at[0] = UINT32_MAX;
+    uint64_t at = 0;
+    for (uint32_t r = 1; r <= g->nrules; r++) {
+        x->flat_at[r] = UINT32_MAX;
+        if (x->len[r] > x->flat_max) continue;
+        uint64_t n, start = at;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++) {
+            size_t l = 0;
+            const unsigned char *p = leaf(x, b[i], &l); /* children are flat already */
+            memcpy(x->flat + at, p, l);
+            at += l;
+        }
+        x->flat_at[r] = (uint32_t)start;
+    }
+    x->flat_bytes = at;
+    return 0;
+}
+
 int idx_build(const arc *a, idx **out)
+{
+    return idx_build_cached(a, IDX_CACHE_DEFAULT, out);
+}
+
+int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
 {
     const gram *g = &a->g;
     uint64_t nr = (uint64_t)g->nrules + 1;
@@ -104,6 +166,7 @@ int idx_build(const arc *a, idx **out)
             acc += sym_len(x, b[i]);
         }
     }
+    if (build_flat(x, cache_bytes)) goto fail;
     /* File offsets, and the check that each run expands to the recorded size. */
     for (uint32_t e = 0; e < a->nents; e++) {
         const arc_entry *f = &a->ents[e];
@@ -140,8 +203,7 @@ void idx_cursor_init(idx_cursor *c)
 
 void idx_cursor_free(idx_cursor *c)
 {
-    free(c->rule);
-    free(c->at);
+    free(c->f);
     idx_cursor_init(c);
 }
 
@@ -173,21 +235,18 @@ static uint64_t locate(const idx *x, uint32_t r, uint64_t o, uint64_t *rem)
     return i;
 }
 
-static int push(idx_cursor *c, uint32_t r, uint64_t at)
+static int push(idx_cursor *c, const gram *g, uint32_t r, uint64_t i)
 {
     if (c->depth == c->cap) {
         uint32_t cap = c->cap ? c->cap * 2 : 32;
-        uint32_t *nr = realloc(c->rule, cap * sizeof *nr);
-        if (!nr) return -ENOMEM;
-        c->rule = nr;
-        uint64_t *na = realloc(c->at, cap * sizeof *na);
-        if (!na) return -ENOMEM;
-        c->at = na;
+        idx_frame *f = realloc(c->f, cap * sizeof *f);
+        if (!f) return -ENOMEM;
+        c->f = f;
         c->cap = cap;
     }
-    c->rule[c->depth] = r;
-    c->at[c->depth] = at;
-    c->depth++;
+    idx_frame *f = &c->f[c->depth++];
+    f->body = gram_body(g, r, &f->n);
+    f->i = i;
     return 0;
 }
 
@@ -201,10 +260,11 @@ static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
     c->pos = off;
     uint32_t r = 0;
     for (;;) {
-        uint64_t i = locate(x, r, o, &rem), n;
-        if (push(c, r, i)) return -ENOMEM;
-        uint32_t s = gram_body(g, r, &n)[i];
-        if (s < g->ntokens) break;
+        uint64_t i = locate(x, r, o, &rem);
+        if (push(c, g, r, i)) return -ENOMEM;
+        uint32_t s = c->f[c->depth - 1].body[i];
+        size_t l;
+        if (leaf(x, s, &l)) break;
         r = s - g->ntokens;
         o = rem;
     }
@@ -213,23 +273,20 @@ static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
 }
 
 /* Step to the next token after the current one (the caller knows one exists). */
-static int advance(const idx *x, idx_cursor *c)
+static inline int advance(const idx *x, idx_cursor *c)
 {
-    const gram *g = &x->a->g;
-    uint64_t n;
+    const uint32_t nt = x->a->g.ntokens;
     c->tokoff = 0;
-    for (;;) {
-        uint32_t k = c->depth - 1;
-        gram_body(g, c->rule[k], &n);
-        if (++c->at[k] < n) break;
-        c->depth--;
+    idx_frame *f = &c->f[c->depth - 1];
+    while (++f->i == f->n)
+        f = &c->f[--c->depth - 1];
+    uint32_t s;
+    size_t l;
+    while ((s = f->body[f->i]) >= nt && !leaf(x, s, &l)) {
+        if (push(c, &x->a->g, s - nt, 0)) return -ENOMEM;
+        f = &c->f[c->depth - 1];
     }
-    for (;;) {
-        uint32_t k = c->depth - 1;
-        uint32_t s = gram_body(g, c->rule[k], &n)[c->at[k]];
-        if (s < g->ntokens) return 0;
-        if (push(c, s - g->ntokens, 0)) return -ENOMEM;
-    }
+    return 0;
 }
 
 ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n)
@@ -244,15 +301,11 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
     if (c->ent != ent || c->pos != off || c->depth == 0) {
         if (seek(x, c, ent, off)) return tdc_error(-ENOMEM, "out of memory");
     }
-    const dict *d = a->dict;
-    const gram *g = &a->g;
     unsigned char *out = dst;
-    size_t done = 0;
+    size_t done = 0, tl = 0;
     for (;;) {
-        uint64_t bn;
-        uint32_t s = gram_body(g, c->rule[c->depth - 1], &bn)[c->at[c->depth - 1]];
-        size_t tl;
-        const unsigned char *tp = dict_bytes(d, s, &tl);
+        const idx_frame *f = &c->f[c->depth - 1];
+        const unsigned char *tp = leaf(x, f->body[f->i], &tl);
         size_t k = tl - c->tokoff;
         if (k > n - done) k = n - done;
         memcpy(out + done, tp + c->tokoff, k);
@@ -264,9 +317,8 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
     c->pos = off + done;
     /* Keep the cursor on a token that still has bytes, unless the file is finished. */
     if (c->pos < size) {
-        size_t tl;
-        uint32_t s = gram_body(g, c->rule[c->depth - 1], &(uint64_t){0})[c->at[c->depth - 1]];
-        dict_bytes(d, s, &tl);
+        const idx_frame *f = &c->f[c->depth - 1];
+        leaf(x, f->body[f->i], &tl);
         if (c->tokoff == tl && advance(x, c)) return tdc_error(-ENOMEM, "out of memory");
     } else {
         c->depth = 0;

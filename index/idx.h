@@ -21,8 +21,15 @@
 typedef struct idx idx;
 
 /* Build the index; checks that every file's run expands to exactly its recorded size
- * (-EBADMSG naming the file if not). */
+ * (-EBADMSG naming the file if not). Uses IDX_CACHE_DEFAULT bytes of expansion cache. */
 int idx_build(const arc *a, idx **out);
+
+#define IDX_CACHE_DEFAULT ((uint64_t)64 << 20)
+
+/* As idx_build, with up to `cache_bytes` spent on the expanded bytes of short rules: every
+ * rule whose expansion is at most L bytes is kept flat, with L the largest length (up to 256)
+ * that fits the budget, so reads copy such a rule in one go instead of descending into it. */
+int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out);
 void idx_free(idx *x);
 
 /* Expanded length of rule r (0 = root). */
@@ -31,19 +38,26 @@ uint64_t idx_rule_len(const idx *x, uint32_t r);
 /* Longest root-to-token path, counting the root. */
 uint32_t idx_depth(const idx *x);
 
+/* Longest rule expansion kept flat (0 if none). */
+uint32_t idx_flat_max(const idx *x);
+
 /* Bytes the index itself occupies. */
 uint64_t idx_mem(const idx *x);
 
 /* A position inside one file. A cursor continues where the previous read stopped, so
  * sequential reads do not descend from the root again. One thread at a time per cursor. */
+typedef struct idx_frame {
+    const uint32_t *body; /* symbols of the rule being walked */
+    uint64_t n, i;        /* its length and the current symbol */
+} idx_frame;
+
 typedef struct idx_cursor {
     uint32_t ent;
     uint64_t pos;    /* file offset of the next byte */
     uint32_t tokoff; /* bytes of the current token already emitted */
-    uint32_t depth;  /* frames in use */
+    uint32_t depth;  /* frames in use; frame 0 is the root */
     uint32_t cap;
-    uint32_t *rule; /* frame k: rule and symbol index; frame 0 is the root */
-    uint64_t *at;
+    idx_frame *f;
 } idx_cursor;
 
 /* Initialise an empty cursor (no allocation). */

@@ -473,7 +473,8 @@ static int cmd_stat(int argc, char **argv)
     printf("symbols      %llu in rules, %llu in the root\n", (unsigned long long)a->g.syms.n,
            (unsigned long long)a->g.root.n);
     printf("dag depth    %u\n", idx_depth(x));
-    printf("index        %llu bytes in memory\n", (unsigned long long)idx_mem(x));
+    printf("index        %llu bytes in memory (rules up to %u bytes kept flat)\n",
+           (unsigned long long)idx_mem(x), idx_flat_max(x));
     printf("sections     %-11s %-5s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
     for (uint32_t i = 0; i < a->nsecs; i++) {
         const arc_secinfo *s = &a->secs[i];

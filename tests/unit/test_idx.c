@@ -60,40 +60,46 @@ static void test_extract_all(void **state)
     arc *a;
     idx *x;
     assert_int_equal(arc_open(ar, &a), 0);
-    assert_int_equal(idx_build(a, &x), 0);
     unsigned char *buf = malloc(80000);
-    idx_cursor c;
-    idx_cursor_init(&c);
-    for (int f = 0; f < NF; f++) {
-        int64_t e = arc_lookup(a, names[f]);
-        assert_true(e > 0);
-        assert_int_equal(a->ents[e].size, size[f]);
-        /* whole file, then every offset with short lengths, then random spans */
-        assert_int_equal(idx_extract(x, (uint32_t)e, 0, buf, 80000), size[f]);
-        if (size[f]) assert_memory_equal(buf, content[f], size[f]);
-        for (size_t off = 0; off <= size[f] + 2; off += 1 + off / 64) {
-            size_t len = off % 7;
-            ssize_t want =
-                off >= size[f] ? 0 : (ssize_t)(size[f] - off < len ? size[f] - off : len);
-            assert_int_equal(idx_extract(x, (uint32_t)e, off, buf, len), want);
-            if (want > 0) assert_memory_equal(buf, content[f] + off, (size_t)want);
+    /* No flat rules (every read descends to tokens), a tiny budget, and the default. */
+    const uint64_t budgets[] = {0, 300, IDX_CACHE_DEFAULT};
+    for (int bi = 0; bi < 3; bi++) {
+        assert_int_equal(idx_build_cached(a, budgets[bi], &x), 0);
+        idx_cursor c;
+        idx_cursor_init(&c);
+        for (int f = 0; f < NF; f++) {
+            int64_t e = arc_lookup(a, names[f]);
+            assert_true(e > 0);
+            assert_int_equal(a->ents[e].size, size[f]);
+            /* whole file, then every offset with short lengths, then random spans */
+            assert_int_equal(idx_extract(x, (uint32_t)e, 0, buf, 80000), size[f]);
+            if (size[f]) assert_memory_equal(buf, content[f], size[f]);
+            for (size_t off = 0; off <= size[f] + 2; off += 1 + off / 64) {
+                size_t len = off % 7;
+                ssize_t want =
+                    off >= size[f] ? 0 : (ssize_t)(size[f] - off < len ? size[f] - off : len);
+                assert_int_equal(idx_extract(x, (uint32_t)e, off, buf, len), want);
+                if (want > 0) assert_memory_equal(buf, content[f] + off, (size_t)want);
+            }
+            /* sequential reads through one cursor in odd-sized steps */
+            size_t pos = 0;
+            while (pos < size[f]) {
+                size_t step = 1 + tu_rand(&seed) % 3000;
+                ssize_t k = idx_read(x, &c, (uint32_t)e, pos, buf, step);
+                assert_true(k > 0);
+                assert_memory_equal(buf, content[f] + pos, (size_t)k);
+                pos += (size_t)k;
+            }
+            assert_int_equal(idx_read(x, &c, (uint32_t)e, pos, buf, 10), 0);
         }
-        /* sequential reads through one cursor in odd-sized steps */
-        size_t pos = 0;
-        while (pos < size[f]) {
-            size_t step = 1 + tu_rand(&seed) % 3000;
-            ssize_t k = idx_read(x, &c, (uint32_t)e, pos, buf, step);
-            assert_true(k > 0);
-            assert_memory_equal(buf, content[f] + pos, (size_t)k);
-            pos += (size_t)k;
-        }
-        assert_int_equal(idx_read(x, &c, (uint32_t)e, pos, buf, 10), 0);
+        /* a directory is not readable as a file */
+        assert_int_equal(idx_extract(x, 0, 0, buf, 10), -EINVAL);
+        idx_cursor_free(&c);
+        if (bi == 0) assert_int_equal(idx_flat_max(x), 0);
+        if (bi == 2) assert_true(idx_flat_max(x) > 0);
+        idx_free(x);
     }
-    /* a directory is not readable as a file */
-    assert_int_equal(idx_extract(x, 0, 0, buf, 10), -EINVAL);
-    idx_cursor_free(&c);
     free(buf);
-    idx_free(x);
     arc_free(a);
     snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
     assert_int_equal(system(path), 0);
