@@ -80,7 +80,7 @@ static int build_flat(idx *x, uint64_t budget)
     for (uint32_t l = 1; l <= 256; l++) {
         if (sum + hist[l] > budget || sum + hist[l] >= UINT32_MAX) break;
         sum += hist[l];
-        x->flat_max = l;
+        if (hist[l]) x->flat_max = l;
     }
     if (!(x->flat_at = malloc(((size_t)g->nrules + 1) * sizeof *x->flat_at)) ||
         !(x->flat = malloc(sum ? sum : 1)))
