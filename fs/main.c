@@ -56,7 +56,8 @@ static const char usage[] =
     "  -o default_permissions let the kernel check modes instead of tadocfs\n"
     "  -o uid=N,gid=N         show every file as owned by N instead of the archived owner\n"
     "  -o gpu=off|auto|on     compute backend (auto: GPU when usable; on: fail without one)\n"
-    "  -o cache_size=BYTES    accepted for compatibility; has no effect in this version\n"
+    "  -o cache_size=BYTES    memory for pre-expanded short rules, which reads copy whole\n"
+    "                         instead of descending (K, M, G suffixes; default 64M; 0 = none)\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
     "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs ro 0 0\n"
@@ -147,14 +148,18 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    uint64_t cache = IDX_CACHE_DEFAULT;
     if (o.cache_size) {
         char *end;
-        strtoull(o.cache_size, &end, 10);
-        if (*end && strcmp(end, "K") && strcmp(end, "M") && strcmp(end, "G")) {
+        errno = 0;
+        cache = strtoull(o.cache_size, &end, 10);
+        int shift = !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : 0;
+        if (errno || o.cache_size[0] == '-' || (*end && !shift) || cache > (UINT64_MAX >> shift)) {
             fprintf(stderr, "tadocfs: cache_size= must be a number of bytes (K, M, G allowed)\n");
             ret = EX_USAGE;
             goto out_args;
         }
+        cache <<= shift;
     }
     if (o.gpu && !strcmp(o.gpu, "on") && !backend_gpu_available()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
@@ -163,7 +168,7 @@ int main(int argc, char **argv)
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
     /* Open and check the whole archive before mounting, so errors reach the terminal. */
-    if ((rc = arc_open(o.archive, &c.a)) || (rc = idx_build(c.a, &c.x)) ||
+    if ((rc = arc_open(o.archive, &c.a)) || (rc = idx_build_cached(c.a, cache, &c.x)) ||
         (rc = tree_build(c.a, &c.t))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
