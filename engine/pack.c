@@ -157,7 +157,7 @@ static int walk(packer *p, const char *abs, const char *rel)
         n++;
     }
     closedir(dir);
-    if (!rc) qsort(names, n, sizeof *names, by_name);
+    if (!rc && n) qsort(names, n, sizeof *names, by_name);
     for (size_t i = 0; i < n && !rc; i++) {
         size_t la = strlen(abs), lr = strlen(rel), ln = strlen(names[i]);
         char *a = malloc(la + ln + 2), *r = malloc(lr + ln + 2);
