@@ -1,5 +1,6 @@
 #include "gram.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
@@ -9,6 +10,7 @@ void gram_free(gram *g)
     vec32_free(&g->root);
     vec64_free(&g->rule_start);
     vec32_free(&g->syms);
+    vec32_free(&g->topo);
     memset(g, 0, sizeof *g);
 }
 
@@ -64,4 +66,113 @@ void gbuild_free(gbuild *b)
 {
     gram_free(&b->g);
     vec64_free(&b->file_end);
+}
+
+int gram_topo(gram *g)
+{
+    uint32_t nt = g->ntokens;
+    for (uint32_t r = 1; r <= g->nrules; r++) {
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++)
+            if (b[i] >= nt && (b[i] - nt == 0 || b[i] - nt > g->nrules))
+                return tdc_error(-EBADMSG, "rules: rule %u refers to rule %u (out of range)", r,
+                                 b[i] - nt);
+    }
+    /* Iterative DFS; a rule is emitted after all its children. state: 0 new, 1 open, 2 done. */
+    unsigned char *state = calloc((size_t)g->nrules + 1, 1);
+    vec32 st = {0};
+    vec64 pos = {0};
+    int rc = 0;
+    g->topo.n = 0;
+    if (!state || vec32_reserve(&g->topo, g->nrules)) rc = -ENOMEM;
+    for (uint32_t top = 1; top <= g->nrules && !rc; top++) {
+        if (state[top]) continue;
+        state[top] = 1;
+        if (vec32_push(&st, top) || vec64_push(&pos, 0)) rc = -ENOMEM;
+        while (!rc && st.n) {
+            uint32_t r = st.p[st.n - 1];
+            uint64_t n;
+            const uint32_t *b = gram_body(g, r, &n);
+            uint64_t i = pos.p[pos.n - 1];
+            while (i < n && (b[i] < nt || state[b[i] - nt] == 2))
+                i++;
+            if (i == n) {
+                state[r] = 2;
+                g->topo.p[g->topo.n++] = r;
+                st.n--;
+                pos.n--;
+                continue;
+            }
+            pos.p[pos.n - 1] = i + 1;
+            uint32_t c = b[i] - nt;
+            if (state[c] == 1) {
+                rc = tdc_error(-EBADMSG, "rules: cycle through rule %u and rule %u", r, c);
+                break;
+            }
+            state[c] = 1;
+            if (vec32_push(&st, c) || vec64_push(&pos, 0)) rc = -ENOMEM;
+        }
+    }
+    free(state);
+    vec32_free(&st);
+    vec64_free(&pos);
+    if (rc == -ENOMEM) tdc_error(rc, "rules: out of memory");
+    return rc;
+}
+
+static const uint64_t *use_cnt;
+static int by_use(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (use_cnt[x] != use_cnt[y]) return use_cnt[x] < use_cnt[y] ? 1 : -1;
+    return (x > y) - (x < y);
+}
+
+int gram_renumber_rules(gram *g)
+{
+    uint32_t nr = g->nrules, nt = g->ntokens;
+    uint64_t *cnt = calloc((size_t)nr + 1, sizeof *cnt);
+    uint32_t *order = malloc(((size_t)nr + 1) * sizeof *order);
+    uint32_t *pos = malloc(((size_t)nr + 1) * sizeof *pos);
+    vec32 syms = {0};
+    vec64 start = {0};
+    int rc = -ENOMEM;
+    if (!cnt || !order || !pos || vec32_reserve(&syms, g->syms.n) ||
+        vec64_reserve(&start, (size_t)nr + 1))
+        goto out;
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] >= nt) cnt[g->syms.p[i] - nt]++;
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] >= nt) cnt[g->root.p[i] - nt]++;
+    for (uint32_t r = 0; r < nr; r++)
+        order[r] = r + 1;
+    use_cnt = cnt; /* qsort has no context argument; packing renumbers on one thread */
+    qsort(order, nr, sizeof *order, by_use);
+    for (uint32_t k = 0; k < nr; k++)
+        pos[order[k]] = k + 1;
+    start.p[start.n++] = 0;
+    for (uint32_t k = 0; k < nr; k++) {
+        uint64_t n;
+        const uint32_t *b = gram_body(g, order[k], &n);
+        for (uint64_t i = 0; i < n; i++)
+            syms.p[syms.n++] = b[i] < nt ? b[i] : nt + pos[b[i] - nt];
+        start.p[start.n++] = syms.n;
+    }
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] >= nt) g->root.p[i] = nt + pos[g->root.p[i] - nt];
+    vec32_free(&g->syms);
+    vec64_free(&g->rule_start);
+    g->syms = syms;
+    g->rule_start = start;
+    syms = (vec32){0};
+    start = (vec64){0};
+    rc = 0;
+out:
+    free(cnt);
+    free(order);
+    free(pos);
+    vec32_free(&syms);
+    vec64_free(&start);
+    return rc;
 }

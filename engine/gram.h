@@ -1,8 +1,9 @@
 /* gram: a grammar over token ids, in CSR form.
  *
  * Symbols are 32-bit: s < ntokens is a token id, otherwise rule (s - ntokens). Rule 0 is the
- * root and is never referenced; rules 1..nrules refer only to tokens and to rules with smaller
- * numbers (children first), which makes index order a topological order of the DAG. */
+ * root and is never referenced. Rules are numbered by how often they are used (most used
+ * first: small numbers compress best), so a rule may refer to any other; gram_topo checks the
+ * rules form a DAG and records a children-first order for the passes that need one. */
 #ifndef TDC_GRAM_H
 #define TDC_GRAM_H
 
@@ -17,6 +18,7 @@ typedef struct gram {
     vec32 root;       /* root symbols: every file's run, concatenated */
     vec64 rule_start; /* nrules + 1 entries; rule r is syms[rule_start[r-1] .. rule_start[r]) */
     vec32 syms;
+    vec32 topo; /* rules 1..nrules, each after every rule it uses (from gram_topo) */
 } gram;
 
 /* Body of rule r (0 = root): a pointer to its symbols and their count. */
@@ -36,6 +38,14 @@ static inline int gram_is_rule(const gram *g, uint32_t sym)
 }
 
 void gram_free(gram *g);
+
+/* Check that rules 1..nrules use only tokens and rules 1..nrules and contain no cycle, and
+ * fill g->topo. -EBADMSG with a message naming a bad rule, or -ENOMEM. */
+int gram_topo(gram *g);
+
+/* Renumber rules by use count, most used first (ties keep their order), rewriting every
+ * reference. Needs a finished gram (after gbuild_finish). 0 or -ENOMEM. */
+int gram_renumber_rules(gram *g);
 
 /* gbuild: joins the grammars of consecutive segments into one gram. Segment rules are
  * renumbered after the rules already present; barriers close files. Not thread-safe. */

@@ -30,8 +30,9 @@ typedef struct packer {
     pack_stats *st;
     dict *d;
     gbuild gb;
-    vec32 cur; /* the segment being tokenized */
-    worker w;
+    vec32 cur;              /* the segment being tokenized */
+    worker w[PACK_WORKERS]; /* a ring: w[head] is the oldest segment in flight */
+    unsigned head, inflight;
     uint64_t seg;
     uint64_t done, total;
     /* entries, in archive order */
@@ -55,36 +56,42 @@ static void *work(void *p)
     return NULL;
 }
 
-/* Wait for the worker and merge its segment into the grammar. */
+/* Wait for the oldest segment in flight and merge it into the grammar (segments must be
+ * merged in stream order). */
 static int collect(packer *p)
 {
-    if (!p->w.running) return 0;
-    pthread_join(p->w.th, NULL);
-    p->w.running = 0;
-    int rc = p->w.rc;
-    if (rc) return tdc_error(rc, "compressing segment: %s", p->w.err);
-    rc = gbuild_add(&p->gb, &p->w.out);
-    seq_out_free(&p->w.out);
+    if (!p->inflight) return 0;
+    worker *w = &p->w[p->head];
+    pthread_join(w->th, NULL);
+    w->running = 0;
+    p->head = (p->head + 1) % PACK_WORKERS;
+    p->inflight--;
+    int rc = w->rc;
+    if (rc) return tdc_error(rc, "compressing segment: %s", w->err);
+    rc = gbuild_add(&p->gb, &w->out);
+    seq_out_free(&w->out);
     p->st->segments++;
     return rc;
 }
 
-/* Hand the current segment to the worker (after merging the previous one). */
+/* Hand the current segment to a free worker, merging the oldest one first if all are busy. */
 static int flush(packer *p)
 {
-    int rc = collect(p);
+    int rc = p->inflight == PACK_WORKERS ? collect(p) : 0;
     if (rc || !p->cur.n) return rc;
-    vec32 t = p->w.toks;
-    p->w.toks = p->cur;
+    worker *w = &p->w[(p->head + p->inflight) % PACK_WORKERS];
+    vec32 t = w->toks;
+    w->toks = p->cur;
     p->cur = t;
     p->cur.n = 0;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
-    rc = pthread_create(&p->w.th, &at, work, &p->w);
+    rc = pthread_create(&w->th, &at, work, w);
     pthread_attr_destroy(&at);
     if (rc) return tdc_error(-rc, "cannot start worker thread");
-    p->w.running = 1;
+    w->running = 1;
+    p->inflight++;
     return 0;
 }
 
@@ -329,7 +336,9 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
         if ((rc = pack_file(&p, dir, &p.ents[i], blk, blksz))) goto done;
         stats->bytes_in += p.ents[i].size;
     }
-    if ((rc = flush(&p)) || (rc = collect(&p))) goto done;
+    if ((rc = flush(&p))) goto done;
+    while (p.inflight)
+        if ((rc = collect(&p))) goto done;
     /* Files closed in order: the k-th barrier ends the k-th regular file. */
     uint64_t k = 0, start = 0;
     for (size_t i = 0; i < p.nents; i++) {
@@ -338,7 +347,8 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
         p.ents[i].root_len = p.gb.file_end.p[k] - start;
         start = p.gb.file_end.p[k++];
     }
-    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) || (rc = renumber_tokens(&a.g, &p.d)))
+    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) || (rc = renumber_tokens(&a.g, &p.d)) ||
+        (rc = gram_renumber_rules(&a.g)))
         goto done;
     a.dict = p.d;
     a.ents = p.ents;
@@ -349,11 +359,11 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
     stats->rules = a.g.nrules;
     gram_free(&a.g);
 done:
-    if (p.w.running) {
-        pthread_join(p.w.th, NULL);
-        seq_out_free(&p.w.out);
+    for (int i = 0; i < PACK_WORKERS; i++) {
+        if (p.w[i].running) pthread_join(p.w[i].th, NULL);
+        seq_out_free(&p.w[i].out);
+        vec32_free(&p.w[i].toks);
     }
-    vec32_free(&p.w.toks);
     vec32_free(&p.cur);
     gbuild_free(&p.gb);
     dict_free(p.d);

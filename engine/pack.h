@@ -2,8 +2,8 @@
  *
  * Walks the tree (regular files, directories, symlinks; other types are skipped with a
  * warning), tokenizes every file into one shared dictionary, compresses the token stream with
- * Sequitur in segments of a bounded size (one segment is compressed on a worker thread while
- * the next is tokenized), and writes the archive atomically. */
+ * Sequitur in segments of a bounded size (PACK_WORKERS segments are compressed on worker
+ * threads while the next is tokenized), and writes the archive atomically. */
 #ifndef TDC_PACK_H
 #define TDC_PACK_H
 
@@ -24,6 +24,7 @@ typedef struct pack_stats {
 } pack_stats;
 
 #define PACK_SEG_DEFAULT (24u << 20)
+#define PACK_WORKERS 2 /* segments compressed at once, each on its own thread */
 #define PACK_LEVEL_DEFAULT 19
 
 /* Pack `dir` into archive `out`. Returns 0 or a negative errno with a message. */

@@ -87,8 +87,10 @@ static int build_flat(idx *x, uint64_t budget)
         return -ENOMEM;
     x->flat_at[0] = UINT32_MAX;
     uint64_t at = 0;
-    for (uint32_t r = 1; r <= g->nrules; r++) {
+    for (uint32_t r = 1; r <= g->nrules; r++)
         x->flat_at[r] = UINT32_MAX;
+    for (uint32_t k = 0; k < g->nrules; k++) {
+        uint32_t r = g->topo.p[k];
         if (x->len[r] > x->flat_max) continue;
         uint64_t n, start = at;
         const uint32_t *b = gram_body(g, r, &n);
@@ -124,10 +126,10 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
     dep = calloc(nr, sizeof *dep);
     if (!x->len || !x->samp_at || !x->file_off || !dep) goto fail;
 
-    /* Rules come children first, the root last: one pass computes lengths and depths. */
+    /* Children first (g->topo), the root last: one pass computes lengths and depths. */
     uint64_t need = 0;
     for (uint64_t k = 0; k < nr; k++) {
-        uint32_t r = (uint32_t)((k + 1) % nr); /* 1, 2, ..., nrules, then 0 */
+        uint32_t r = k + 1 < nr ? g->topo.p[k] : 0;
         uint64_t n, total = 0;
         uint32_t d = 0;
         const uint32_t *b = gram_body(g, r, &n);

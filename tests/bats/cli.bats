@@ -149,7 +149,7 @@ newline"
 @test "archives with valid checksums but bad content are rejected with a message naming the problem" {
     declare -A want=(
         [dotdot]="'..' component" [absolute]="absolute path" [dup]="duplicated"
-        [order]="out of order" [cycle]="rule 1 refers to rule 2" [range]="out of range"
+        [order]="out of order" [cycle]="cycle through rule" [range]="out of range"
         [root0]="refers to rule 0" [size]="records 24 bytes" [noparent]="no parent directory"
         [rootrange]="bad root range" [linktarget]="bad symlink target"
         [hugelen]="declared size 549755813888"
