@@ -45,7 +45,9 @@ HELPERS  = $(BUILD)/tests/mkbad $(BUILD)/tests/extractcheck $(BUILD)/tests/pread
            $(BUILD)/bench/extractlat $(BUILD)/bench/fuseceil
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
-.PHONY: all clean test demo bench deps format
+PREFIX ?= /usr/local
+
+.PHONY: all clean test demo bench deps format install
 .SECONDARY:
 all: $(TOOLS) $(HELPERS) $(UNIT_BIN)
 
@@ -98,6 +100,12 @@ demo: deps
 bench: deps
 	$(MAKE) all
 	@bench/run.sh build/rel
+
+# tadocfs in $(PREFIX)/bin is what `mount -t fuse.tadocfs` (and /etc/fstab) runs through
+# mount.fuse3, since mount(8) searches only the system PATH.
+install: $(TOOLS)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 
 format:
 	clang-format -i $(shell git ls-files '*.c' '*.h' '*.cu')

@@ -14,6 +14,9 @@
 #include "../index/idx.h"
 #include "tree.h"
 
+/* Virtual files per directory that inode numbers leave room for. */
+#define FS_VKINDS 8
+
 typedef struct fs_ctx {
     arc *a;
     idx *x;
@@ -23,6 +26,7 @@ typedef struct fs_ctx {
     uint64_t content_bytes;
     uint64_t files;
     _Atomic unsigned char *damaged; /* per entry: content hash mismatch seen; reads fail */
+    _Atomic uint64_t *vsize;        /* per directory and virtual file: size last computed */
 } fs_ctx;
 
 /* The operation table; every handler replies exactly once. */

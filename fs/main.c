@@ -175,7 +175,9 @@ int main(int argc, char **argv)
         ret = rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
         goto out_arc;
     }
-    if (!(c.damaged = calloc(c.a->nents, 1))) goto out_arc;
+    if (!(c.damaged = calloc(c.a->nents, 1)) ||
+        !(c.vsize = calloc(c.a->nents, FS_VKINDS * sizeof *c.vsize)))
+        goto out_arc;
     c.uid = o.uid_set ? o.uid : (uint32_t)-1;
     c.gid = o.gid_set ? o.gid : (uint32_t)-1;
     c.timeout = 86400; /* nothing changes under a read-only mount */
@@ -226,6 +228,7 @@ out_opts:
     free(co.mountpoint);
 out_arc:
     free((void *)c.damaged);
+    free((void *)c.vsize);
     tree_free(c.t);
     idx_free(c.x);
     arc_free(c.a);

@@ -9,13 +9,25 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "../engine/ana.h"
 #include "../engine/err.h"
 
 #define XATTR_PREFIX "user.tadoc."
 
-/* Per-open state of a regular file. */
+/* Virtual analytics files: resolved by name in every directory, never listed. Inode numbers
+ * follow the real ones: nents + 1 + dir * FS_VKINDS + kind. */
+
+static const struct {
+    const char *name;
+    int (*fn)(const arc *, uint32_t, uint32_t, buf *);
+} vfiles[] = {{".wordcount", ana_wordcount}, {".sort", ana_sort}};
+#define NVFILES (sizeof vfiles / sizeof vfiles[0])
+
+/* Per-open state: a regular file (cursor and running hash) or a computed virtual file. */
 typedef struct fs_file {
     pthread_mutex_t lock;
+    int virt;
+    buf vout; /* the virtual file's text */
     uint32_t ent;
     idx_cursor cur;
     XXH3_state_t *hs; /* content hash of bytes [0, hashed), while reads are sequential */
@@ -31,6 +43,29 @@ static fs_ctx *ctx_of(fuse_req_t req)
 static int64_t ent_of(const fs_ctx *c, fuse_ino_t ino)
 {
     return ino >= 1 && ino <= c->a->nents ? (int64_t)ino - 1 : -1;
+}
+
+/* Decode a virtual inode into its directory entry and kind; 0 on success. */
+static int vino_of(const fs_ctx *c, fuse_ino_t ino, uint32_t *dir, uint32_t *kind)
+{
+    if (ino <= c->a->nents) return -1;
+    uint64_t v = ino - c->a->nents - 1;
+    if (v / FS_VKINDS >= c->a->nents || v % FS_VKINDS >= NVFILES) return -1;
+    *dir = (uint32_t)(v / FS_VKINDS);
+    *kind = (uint32_t)(v % FS_VKINDS);
+    return c->a->ents[*dir].type == ARC_DIR ? 0 : -1;
+}
+
+/* Attributes of a virtual file: read-only, the directory's times, the size of its last
+ * computed text (0 until first opened; reads use direct_io, so the size is only a hint). */
+static void vstat(const fs_ctx *c, uint32_t dir, uint32_t kind, struct stat *st)
+{
+    tree_stat(c->t, dir, c->uid, c->gid, st);
+    st->st_ino = (ino_t)(c->a->nents + 1 + (uint64_t)dir * FS_VKINDS + kind);
+    st->st_mode = S_IFREG | 0444;
+    st->st_nlink = 1;
+    st->st_size = (off_t)c->vsize[(uint64_t)dir * FS_VKINDS + kind];
+    st->st_blocks = (st->st_size + 511) / 512;
 }
 
 static void fill_entry(const fs_ctx *c, uint32_t ent, struct fuse_entry_param *e)
@@ -59,6 +94,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, p < 0 ? ESTALE : ENOTDIR);
         return;
     }
+    for (uint32_t k = 0; k < NVFILES; k++) {
+        if (strcmp(name, vfiles[k].name)) continue;
+        struct fuse_entry_param ve = {.generation = 1};
+        vstat(c, (uint32_t)p, k, &ve.attr);
+        ve.ino = ve.attr.st_ino;
+        fuse_reply_entry(req, &ve); /* no caching: the size changes once computed */
+        return;
+    }
     int64_t e = tree_lookup(c->t, (uint32_t)p, name);
     if (e < 0) {
         /* A negative entry the kernel may cache as long as positive ones. */
@@ -76,11 +119,17 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)fi;
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
+    uint32_t dir, kind;
+    struct stat st;
+    if (e < 0 && !vino_of(c, ino, &dir, &kind)) {
+        vstat(c, dir, kind, &st);
+        fuse_reply_attr(req, &st, 0);
+        return;
+    }
     if (e < 0) {
         fuse_reply_err(req, ESTALE);
         return;
     }
-    struct stat st;
     tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
     fuse_reply_attr(req, &st, c->timeout);
 }
@@ -162,10 +211,44 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, 1);
 }
 
+/* Compute a virtual file's text when it is opened; it is then read from memory. */
+static void open_virtual(fuse_req_t req, fs_ctx *c, uint32_t dir, uint32_t kind,
+                         struct fuse_file_info *fi)
+{
+    if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    fs_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    int rc = vfiles[kind].fn(c->a, dir, ana_subtree_end(c->a, dir), &f->vout);
+    if (rc) {
+        syslog(LOG_ERR, "%s/%s: %s", c->a->ents[dir].path, vfiles[kind].name, tdc_errmsg());
+        buf_free(&f->vout);
+        free(f);
+        fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+        return;
+    }
+    pthread_mutex_init(&f->lock, NULL);
+    f->virt = 1;
+    c->vsize[(uint64_t)dir * FS_VKINDS + kind] = f->vout.n;
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->direct_io = 1;
+    fuse_reply_open(req, fi);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
+    uint32_t dir, kind;
+    if (e < 0 && !vino_of(c, ino, &dir, &kind)) {
+        open_virtual(req, c, dir, kind, fi);
+        return;
+    }
     if (e < 0 || c->a->ents[e].type != ARC_REG) {
         fuse_reply_err(req, e < 0 ? ESTALE : EISDIR);
         return;
@@ -198,6 +281,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     (void)ino;
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    if (f->virt) {
+        size_t o = (uint64_t)off < f->vout.n ? (size_t)off : f->vout.n;
+        fuse_reply_buf(req, (const char *)f->vout.p + o,
+                       size < f->vout.n - o ? size : f->vout.n - o);
+        return;
+    }
     if (size > rcap) {
         unsigned char *b = realloc(rbuf, size);
         if (!b) {
@@ -245,6 +334,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     (void)ino;
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    buf_free(&f->vout);
     idx_cursor_free(&f->cur);
     XXH3_freeState(f->hs);
     pthread_mutex_destroy(&f->lock);
@@ -308,7 +398,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     int64_t e = ent_of(c, ino);
     char v[64];
     if (e < 0) {
-        fuse_reply_err(req, ESTALE);
+        fuse_reply_err(req, ino > c->a->nents ? ENODATA : ESTALE);
         return;
     }
     if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX))) {
@@ -332,6 +422,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     int64_t e = ent_of(c, ino);
     char list[256];
     size_t used = 0;
+    if (e < 0 && ino > c->a->nents) {
+        fuse_reply_xattr(req, 0); /* virtual files have no attributes */
+        return;
+    }
     if (e < 0) {
         fuse_reply_err(req, ESTALE);
         return;
@@ -354,7 +448,8 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
-    if (e < 0) {
+    uint32_t vd, vk;
+    if (e < 0 && vino_of(c, ino, &vd, &vk)) {
         fuse_reply_err(req, ESTALE);
         return;
     }
@@ -364,7 +459,11 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
     }
     const struct fuse_ctx *who = fuse_req_ctx(req);
     struct stat st;
-    tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
+    uint32_t dir, kind;
+    if (e < 0 && !vino_of(c, ino, &dir, &kind))
+        vstat(c, dir, kind, &st);
+    else
+        tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
     if (who->uid == 0) {
         /* root may read anything, and execute what anyone may execute */
         int ok = !(mask & X_OK) || S_ISDIR(st.st_mode) || (st.st_mode & 0111);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "../engine/ana.h"
 #include "../engine/arc.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
@@ -44,6 +45,8 @@ static const char usage_main[] =
     "  extract ARCHIVE PATH OFF LEN write LEN bytes of PATH from byte OFF\n"
     "  stat ARCHIVE                 section sizes, rules, DAG depth, dictionary\n"
     "  verify ARCHIVE               check every checksum and every file's content hash\n"
+    "  wordcount ARCHIVE [SCOPE]    count<TAB>word, most frequent first, from the grammar\n"
+    "  sort ARCHIVE [SCOPE]         word<TAB>count, by word\n"
     "\n"
     "Run 'tadoc COMMAND --help' for a command's options.\n"
     "\n"
@@ -527,6 +530,58 @@ static int cmd_verify(int argc, char **argv)
     return EX_OK;
 }
 
+/* ---------------- analytics ---------------- */
+
+static const char usage_wordcount[] =
+    "usage: tadoc wordcount ARCHIVE [SCOPE]\n"
+    "\n"
+    "Count the words of SCOPE (a directory or file path in the archive; the whole archive\n"
+    "by default) by traversing the grammar, without expanding the text. Prints\n"
+    "count<TAB>word lines, count descending, then word in byte order. Words are maximal runs\n"
+    "of ASCII letters, digits, '_' and bytes >= 0x80.\n";
+
+static const char usage_sort[] =
+    "usage: tadoc sort ARCHIVE [SCOPE]\n"
+    "\n"
+    "Like wordcount, but prints word<TAB>count lines sorted by word (byte order).\n";
+
+static int run_analytic(int argc, char **argv, const char *usage,
+                        int (*fn)(const arc *, uint32_t, uint32_t, buf *))
+{
+    if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
+    arc *a;
+    int rc = open_all(argv[1], &a, NULL);
+    if (rc) return fail(rc);
+    int64_t first = 0;
+    if (argc == 3) {
+        const char *p = argv[2];
+        while (*p == '/')
+            p++;
+        first = arc_lookup(a, p);
+        if (first < 0) {
+            arc_free(a);
+            tdc_error(-ENOENT, "%s: no such path in the archive", argv[2]);
+            return fail(-ENOENT);
+        }
+    }
+    buf out = {0};
+    rc = fn(a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first), &out);
+    if (!rc && (rc = write_full(1, out.p, out.n))) tdc_error(rc, "stdout: %s", strerror(-rc));
+    buf_free(&out);
+    arc_free(a);
+    return rc ? fail(rc) : EX_OK;
+}
+
+static int cmd_wordcount(int argc, char **argv)
+{
+    return run_analytic(argc, argv, usage_wordcount, ana_wordcount);
+}
+
+static int cmd_sort(int argc, char **argv)
+{
+    return run_analytic(argc, argv, usage_sort, ana_sort);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -539,7 +594,9 @@ int main(int argc, char **argv)
                 {"cat", cmd_cat, usage_cat},
                 {"extract", cmd_extract, usage_extract},
                 {"stat", cmd_stat, usage_stat},
-                {"verify", cmd_verify, usage_verify}};
+                {"verify", cmd_verify, usage_verify},
+                {"wordcount", cmd_wordcount, usage_wordcount},
+                {"sort", cmd_sort, usage_sort}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);

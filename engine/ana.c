@@ -1,0 +1,305 @@
+/* Word counting by top-down weight propagation (G-TADOC IV-B): every rule's weight is the
+ * number of times it occurs in the scope; walking rules parents-first pushes weights down and
+ * adds weight x occurrences for every word token in a body. Cost: one pass over the grammar,
+ * independent of the text size.
+ *
+ * Words longer than TOK_CAP bytes are stored as several adjacent word tokens. Only files that
+ * contain such a cut (a TOK_CAP-byte word token) are counted by walking their token stream, so
+ * the pieces are joined exactly; all other files go through the grammar. */
+#include "ana.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "tok.h"
+
+uint32_t ana_subtree_end(const arc *a, uint32_t dir)
+{
+    if (a->ents[dir].type != ARC_DIR) return dir + 1;
+    if (dir == 0) return a->nents;
+    const char *p = a->ents[dir].path;
+    size_t n = strlen(p);
+    uint32_t e = dir + 1;
+    while (e < a->nents && !strncmp(a->ents[e].path, p, n) && a->ents[e].path[n] == '/')
+        e++;
+    return e;
+}
+
+/* Counts of dictionary words plus the few joined long words. */
+typedef struct counts {
+    uint64_t *tok; /* per token id */
+    char **lw;     /* joined words longer than TOK_CAP, NUL-free since they are word bytes */
+    size_t *lwlen;
+    uint64_t *lwcnt;
+    size_t nlw, caplw;
+} counts;
+
+static int add_long(counts *c, const unsigned char *w, size_t n)
+{
+    for (size_t i = 0; i < c->nlw; i++)
+        if (c->lwlen[i] == n && !memcmp(c->lw[i], w, n)) {
+            c->lwcnt[i]++;
+            return 0;
+        }
+    if (c->nlw == c->caplw) {
+        size_t cap = c->caplw ? c->caplw * 2 : 8;
+        char **a = realloc(c->lw, cap * sizeof *a);
+        if (a) c->lw = a;
+        size_t *b = a ? realloc(c->lwlen, cap * sizeof *b) : NULL;
+        if (b) c->lwlen = b;
+        uint64_t *d = b ? realloc(c->lwcnt, cap * sizeof *d) : NULL;
+        if (d) c->lwcnt = d;
+        if (!d) return -ENOMEM;
+        c->caplw = cap;
+    }
+    if (!(c->lw[c->nlw] = malloc(n))) return -ENOMEM;
+    memcpy(c->lw[c->nlw], w, n);
+    c->lwlen[c->nlw] = n;
+    c->lwcnt[c->nlw++] = 1;
+    return 0;
+}
+
+/* 1 for rules whose expansion holds a TOK_CAP-byte word token (a cut long word). */
+static int find_cuts(const arc *a, unsigned char **out)
+{
+    const gram *g = &a->g;
+    unsigned char *cut = calloc((size_t)g->nrules + 1, 1);
+    if (!cut) return -ENOMEM;
+    for (uint32_t k = 0; k < g->nrules; k++) {
+        uint32_t r = g->topo.p[k];
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n && !cut[r]; i++) {
+            uint32_t s = b[i];
+            if (s >= g->ntokens) {
+                cut[r] = cut[s - g->ntokens];
+            } else {
+                size_t l;
+                dict_bytes(a->dict, s, &l);
+                cut[r] = l == TOK_CAP && dict_is_word(a->dict, s);
+            }
+        }
+    }
+    *out = cut;
+    return 0;
+}
+
+static int file_has_cut(const arc *a, const unsigned char *cut, uint32_t e)
+{
+    const gram *g = &a->g;
+    const uint32_t *run = g->root.p + a->ents[e].root_start;
+    for (uint64_t i = 0; i < a->ents[e].root_len; i++) {
+        uint32_t s = run[i];
+        if (s >= g->ntokens ? cut[s - g->ntokens] : 0) return 1;
+        if (s < g->ntokens) {
+            size_t l;
+            dict_bytes(a->dict, s, &l);
+            if (l == TOK_CAP && dict_is_word(a->dict, s)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Exact count of one file by walking its tokens in order, joining cut words. */
+static int count_stream(const arc *a, uint32_t e, counts *c)
+{
+    const gram *g = &a->g;
+    vec32 rs = {0};
+    vec64 is = {0};
+    buf word = {0};
+    uint32_t pending = UINT32_MAX; /* a single word token not yet known to be complete */
+    int rc = 0;
+    if (vec32_push(&rs, 0) || vec64_push(&is, a->ents[e].root_start)) rc = -ENOMEM;
+    uint64_t end0 = a->ents[e].root_start + a->ents[e].root_len;
+    while (!rc && rs.n) {
+        uint32_t r = rs.p[rs.n - 1];
+        uint64_t n, i = is.p[is.n - 1];
+        const uint32_t *b = gram_body(g, r, &n);
+        if (rs.n == 1) n = end0;
+        if (i == n) {
+            rs.n--;
+            is.n--;
+            continue;
+        }
+        is.p[is.n - 1] = i + 1;
+        uint32_t s = b[i];
+        if (s >= g->ntokens) {
+            if (vec32_push(&rs, s - g->ntokens) || vec64_push(&is, 0)) rc = -ENOMEM;
+            continue;
+        }
+        size_t l;
+        const unsigned char *t = dict_bytes(a->dict, s, &l);
+        if (!dict_is_word(a->dict, s)) {
+            /* A separator ends any word in progress. */
+            if (pending != UINT32_MAX)
+                c->tok[pending]++;
+            else if (word.n)
+                rc = add_long(c, word.p, word.n);
+            pending = UINT32_MAX;
+            word.n = 0;
+            continue;
+        }
+        if (pending == UINT32_MAX && !word.n) {
+            pending = s;
+        } else {
+            if (pending != UINT32_MAX) {
+                size_t pl;
+                const unsigned char *pt = dict_bytes(a->dict, pending, &pl);
+                rc = buf_put(&word, pt, pl);
+                pending = UINT32_MAX;
+            }
+            if (!rc) rc = buf_put(&word, t, l);
+        }
+    }
+    if (!rc) {
+        if (pending != UINT32_MAX)
+            c->tok[pending]++;
+        else if (word.n)
+            rc = add_long(c, word.p, word.n);
+    }
+    vec32_free(&rs);
+    vec64_free(&is);
+    buf_free(&word);
+    return rc;
+}
+
+static int count_scope(const arc *a, uint32_t first, uint32_t end, counts *c)
+{
+    const gram *g = &a->g;
+    const dict *d = a->dict;
+    uint64_t *w = calloc((size_t)g->nrules + 1, sizeof *w);
+    unsigned char *cut = NULL;
+    int rc = -ENOMEM;
+    memset(c, 0, sizeof *c);
+    if (!w || !(c->tok = calloc((size_t)g->ntokens + 1, sizeof *c->tok))) goto out;
+    if ((rc = find_cuts(a, &cut))) goto out;
+    /* Root level: the scope's files seed the weights. */
+    for (uint32_t e = first; e < end && !rc; e++) {
+        if (a->ents[e].type != ARC_REG) continue;
+        if (file_has_cut(a, cut, e)) {
+            rc = count_stream(a, e, c);
+            continue;
+        }
+        const uint32_t *run = g->root.p + a->ents[e].root_start;
+        for (uint64_t i = 0; i < a->ents[e].root_len; i++) {
+            uint32_t s = run[i];
+            if (s >= g->ntokens)
+                w[s - g->ntokens]++;
+            else if (dict_is_word(d, s))
+                c->tok[s]++;
+        }
+    }
+    /* Parents before children: reverse topological order. */
+    for (uint32_t k = g->nrules; k-- > 0 && !rc;) {
+        uint32_t r = g->topo.p[k];
+        if (!w[r]) continue;
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t s = b[i];
+            if (s >= g->ntokens)
+                w[s - g->ntokens] += w[r];
+            else if (dict_is_word(d, s))
+                c->tok[s] += w[r];
+        }
+    }
+out:
+    free(w);
+    free(cut);
+    if (rc == -ENOMEM) tdc_error(rc, "analytics: out of memory");
+    return rc;
+}
+
+static void counts_free(counts *c)
+{
+    for (size_t i = 0; i < c->nlw; i++)
+        free(c->lw[i]);
+    free(c->lw);
+    free(c->lwlen);
+    free(c->lwcnt);
+    free(c->tok);
+}
+
+/* One output record: a word and its count, with the bytes borrowed from dict or counts. */
+typedef struct rec {
+    const unsigned char *w;
+    size_t n;
+    uint64_t cnt;
+} rec;
+
+static int by_word(const void *x, const void *y)
+{
+    const rec *a = x, *b = y;
+    int c = memcmp(a->w, b->w, a->n < b->n ? a->n : b->n);
+    return c ? c : (a->n > b->n) - (a->n < b->n);
+}
+
+static int by_count(const void *x, const void *y)
+{
+    const rec *a = x, *b = y;
+    if (a->cnt != b->cnt) return a->cnt < b->cnt ? 1 : -1;
+    return by_word(x, y);
+}
+
+/* Collect non-zero counts as records sorted by `cmp`. */
+static int records(const arc *a, const counts *c, int (*cmp)(const void *, const void *), rec **out,
+                   size_t *nout)
+{
+    size_t n = c->nlw;
+    for (uint32_t t = 0; t < a->g.ntokens; t++)
+        n += c->tok[t] != 0;
+    rec *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r) return tdc_error(-ENOMEM, "analytics: out of memory");
+    size_t k = 0;
+    for (uint32_t t = 0; t < a->g.ntokens; t++)
+        if (c->tok[t]) {
+            r[k].w = dict_bytes(a->dict, t, &r[k].n);
+            r[k++].cnt = c->tok[t];
+        }
+    for (size_t i = 0; i < c->nlw; i++)
+        r[k++] = (rec){(const unsigned char *)c->lw[i], c->lwlen[i], c->lwcnt[i]};
+    qsort(r, n, sizeof *r, cmp);
+    *out = r;
+    *nout = n;
+    return 0;
+}
+
+static int put_u64(buf *b, uint64_t v)
+{
+    char t[24];
+    int n = snprintf(t, sizeof t, "%llu", (unsigned long long)v);
+    return buf_put(b, t, (size_t)n);
+}
+
+static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_first)
+{
+    counts c;
+    rec *r = NULL;
+    size_t n = 0;
+    int rc = count_scope(a, first, end, &c);
+    if (!rc) rc = records(a, &c, count_first ? by_count : by_word, &r, &n);
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (count_first)
+            rc = put_u64(out, r[i].cnt) || buf_put(out, "\t", 1) || buf_put(out, r[i].w, r[i].n) ||
+                 buf_put(out, "\n", 1);
+        else
+            rc = buf_put(out, r[i].w, r[i].n) || buf_put(out, "\t", 1) || put_u64(out, r[i].cnt) ||
+                 buf_put(out, "\n", 1);
+        if (rc) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    }
+    free(r);
+    counts_free(&c);
+    return rc;
+}
+
+int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out)
+{
+    return emit(a, first, end, out, 1);
+}
+
+int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out)
+{
+    return emit(a, first, end, out, 0);
+}
