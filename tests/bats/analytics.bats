@@ -1,0 +1,75 @@
+#!/usr/bin/env bats
+# Word count and sort on the grammar against plain pipelines over the original files
+# (DESIGN.md section 5), through the CLI and through the mounted virtual files.
+
+load helpers
+
+setup() { scratch; }
+teardown() {
+    mountpoint -q "$S/mnt" 2>/dev/null && fusermount3 -u "$S/mnt"
+    rm -rf "$S"
+}
+
+# The words of each file (files never share a word), one per line.
+words_of() { # DIR
+    find "$1" -type f -print0 | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
+        LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | grep -av '^$' || true
+    done
+}
+oracle_wordcount() {
+    words_of "$1" | LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk '{print $1 "\t" $2}' |
+        LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
+}
+oracle_sort() {
+    oracle_wordcount "$1" | LC_ALL=C awk -F'\t' '{print $2 "\t" $1}' | LC_ALL=C sort -t$'\t' -k1,1
+}
+
+@test "wordcount and sort of the Linux slice, whole and per subtree, match the pipeline" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    cmp <("$TADOC" wordcount "$S/l.tdc") <(oracle_wordcount "$CORPORA/linux-slice")
+    cmp <("$TADOC" sort "$S/l.tdc") <(oracle_sort "$CORPORA/linux-slice")
+    for scope in kernel/sched fs/fuse lib/zstd/compress include/linux/mm.h; do
+        cmp <("$TADOC" wordcount "$S/l.tdc" "$scope") <(oracle_wordcount "$CORPORA/linux-slice/$scope")
+    done
+}
+
+@test "wordcount of the Brown corpus (many segments) matches the pipeline" {
+    "$TADOC" pack -q --segment 300000 "$CORPORA/brown" -o "$S/b.tdc"
+    cmp <("$TADOC" wordcount "$S/b.tdc") <(oracle_wordcount "$CORPORA/brown")
+    cmp <("$TADOC" sort "$S/b.tdc" ca01) <(oracle_sort "$CORPORA/brown/ca01")
+}
+
+@test "files with no words, one word, cut long words and binary data count exactly" {
+    mkdir -p "$S/in/sub"
+    printf ' ,;\n\t' >"$S/in/no-words"
+    printf 'lonely' >"$S/in/one-word"
+    : >"$S/in/empty"
+    { head -c 5000 /dev/zero | tr '\0' 'q'; printf ' q qq\n'; } >"$S/in/long-word"
+    { head -c 1048576 /dev/zero | tr '\0' 'a'; printf 'Z tail'; } >"$S/in/sub/megaword"
+    head -c 300000 /dev/urandom >"$S/in/sub/random.bin"
+    printf 'caf\xe9 na\xefve caf\xe9\n' >"$S/in/latin1"
+    "$TADOC" pack -q "$S/in" -o "$S/o.tdc"
+    cmp <("$TADOC" wordcount "$S/o.tdc") <(oracle_wordcount "$S/in")
+    cmp <("$TADOC" sort "$S/o.tdc") <(oracle_sort "$S/in")
+    [ -z "$("$TADOC" wordcount "$S/o.tdc" no-words)" ]
+    [ "$("$TADOC" wordcount "$S/o.tdc" one-word)" = $'1\tlonely' ]
+    run "$TADOC" wordcount "$S/o.tdc" nope
+    [ "$status" -eq 1 ] && [[ "$output" == *"no such path"* ]]
+}
+
+@test "mounted .wordcount and .sort equal the pipeline and stay out of listings" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    mkdir "$S/mnt"
+    "$TADOCFS" "$S/l.tdc" "$S/mnt"
+    cmp "$S/mnt/.wordcount" <(oracle_wordcount "$CORPORA/linux-slice")
+    cmp "$S/mnt/kernel/sched/.wordcount" <(oracle_wordcount "$CORPORA/linux-slice/kernel/sched")
+    cmp "$S/mnt/fs/.sort" <(oracle_sort "$CORPORA/linux-slice/fs")
+    # after open the size is right
+    [ "$(stat -c %s "$S/mnt/.wordcount")" -eq "$(oracle_wordcount "$CORPORA/linux-slice" | wc -c)" ]
+    ! ls -a "$S/mnt" | grep -q wordcount
+    [ -z "$(find "$S/mnt" -name '.wordcount' -o -name '.sort')" ]
+    run grep -rl 'sched_class' "$S/mnt/kernel/sched"
+    [[ "$output" != *".wordcount"* ]]
+    run sh -c "echo x > '$S/mnt/.wordcount'"
+    [ "$status" -ne 0 ]
+}
