@@ -3,6 +3,7 @@
  * usage: tadocfs ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
  * Exit status: 0 clean unmount, 1 mount or I/O failure, 2 usage error, 3 corrupt archive. */
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,10 +214,11 @@ int main(int argc, char **argv)
         if (!(lc = fuse_loop_cfg_create())) goto out_unmount;
         fuse_loop_cfg_set_clone_fd(lc, co.clone_fd);
         fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
-        fuse_loop_cfg_set_max_threads(lc, co.max_threads);
+        if (co.max_threads <= 100000) fuse_loop_cfg_set_max_threads(lc, co.max_threads);
         rc = fuse_session_loop_mt(se, lc);
     }
-    ret = rc == 0 ? EX_OK : EX_FAIL;
+    /* The loop reports the signal that ended it; SIGTERM, SIGINT and SIGHUP are clean exits. */
+    ret = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? EX_OK : EX_FAIL;
 out_unmount:
     fuse_session_unmount(se);
 out_signals:

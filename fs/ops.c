@@ -383,12 +383,13 @@ static int attr_value(const fs_ctx *c, uint32_t e, const char *name, char *v, si
         return 0;
     }
     if (strcmp(name, "share") && strcmp(name, "rules")) return -ENODATA;
-    uint64_t rules, syms;
-    if (idx_file_footprint(c->x, e, &rules, &syms)) return -ENOMEM;
+    uint64_t rules;
+    double share;
+    if (idx_file_footprint(c->x, e, &rules, &share)) return -ENOMEM;
     if (!strcmp(name, "rules"))
         snprintf(v, n, "%" PRIu64, rules);
     else
-        snprintf(v, n, "%.6f", (double)syms / (double)(c->a->g.syms.n + c->a->g.root.n + 1));
+        snprintf(v, n, "%.9f", share);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "idx.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,9 @@ struct idx {
     uint32_t *flat_at;   /* nrules + 1: offset of the rule's bytes in flat, or UINT32_MAX */
     unsigned char *flat; /* expanded bytes of the flat rules */
     uint64_t flat_bytes;
+    pthread_mutex_t occ_lock; /* guards the lazy occ/topo_pos below */
+    uint64_t *occ;            /* nrules + 1: occurrences of each rule in the whole archive */
+    uint32_t *topo_pos;       /* nrules + 1: position of each rule in g->topo */
 };
 
 static inline uint64_t sym_len(const idx *x, uint32_t s)
@@ -55,6 +59,9 @@ void idx_free(idx *x)
     free(x->file_off);
     free(x->flat_at);
     free(x->flat);
+    free(x->occ);
+    free(x->topo_pos);
+    pthread_mutex_destroy(&x->occ_lock);
     free(x);
 }
 
@@ -119,6 +126,7 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
     uint32_t *dep = NULL;
     int rc = -ENOMEM;
     if (!x) return tdc_error(-ENOMEM, "index: out of memory");
+    pthread_mutex_init(&x->occ_lock, NULL);
     x->a = a;
     x->len = malloc(nr * sizeof *x->len);
     x->samp_at = malloc(nr * sizeof *x->samp_at);
@@ -337,18 +345,81 @@ ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t 
     return r;
 }
 
-int idx_file_footprint(const idx *x, uint32_t ent, uint64_t *rules, uint64_t *symbols)
+/* Total occurrences of every rule (top-down from the root) and each rule's topological
+ * position, computed on first use. */
+static int need_occ(idx *x)
 {
+    const gram *g = &x->a->g;
+    int rc = 0;
+    pthread_mutex_lock(&x->occ_lock);
+    if (!x->occ) {
+        uint64_t *occ = calloc((size_t)g->nrules + 1, sizeof *occ);
+        uint32_t *pos = malloc(((size_t)g->nrules + 1) * sizeof *pos);
+        if (occ && pos) {
+            for (uint64_t i = 0; i < g->root.n; i++)
+                if (g->root.p[i] >= g->ntokens) occ[g->root.p[i] - g->ntokens]++;
+            for (uint32_t k = g->nrules; k-- > 0;) {
+                uint32_t r = g->topo.p[k];
+                uint64_t n;
+                const uint32_t *b = gram_body(g, r, &n);
+                pos[r] = k;
+                for (uint64_t i = 0; i < n; i++)
+                    if (b[i] >= g->ntokens) occ[b[i] - g->ntokens] += occ[r];
+            }
+            x->occ = occ;
+            x->topo_pos = pos;
+        } else {
+            free(occ);
+            free(pos);
+            rc = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&x->occ_lock);
+    return rc;
+}
+
+static __thread const uint32_t *tl_pos;
+static int by_pos_desc(const void *a, const void *b)
+{
+    uint32_t x = tl_pos[*(const uint32_t *)a], y = tl_pos[*(const uint32_t *)b];
+    return (x < y) - (x > y);
+}
+static int by_id(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Index of rule r in the sorted array ids[0..n). */
+static size_t find_id(const uint32_t *ids, size_t n, uint32_t r)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ids[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *share)
+{
+    idx *x = (idx *)cx; /* only the lazily computed, mutex-guarded fields change */
     const arc *a = x->a;
     const gram *g = &a->g;
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
-    uint64_t *seen = calloc(g->nrules / 64 + 1, sizeof *seen);
-    vec32 stack = {0};
+    if (need_occ(x)) return tdc_error(-ENOMEM, "out of memory");
+    uint64_t *seen = calloc(g->nrules / 64 + 1, sizeof *seen), *w = NULL;
+    uint32_t *ids = NULL;
+    vec32 stack = {0}, used = {0};
     int rc = seen ? 0 : -ENOMEM;
-    uint64_t nr = 0, ns = a->ents[ent].root_len;
     const uint32_t *run = g->root.p + a->ents[ent].root_start;
-    for (uint64_t i = 0; i < a->ents[ent].root_len && !rc; i++) {
+    uint64_t rl = a->ents[ent].root_len;
+    /* The rules this file uses. */
+    for (uint64_t i = 0; i < rl && !rc; i++) {
         if (run[i] < g->ntokens) continue;
         rc = vec32_push(&stack, run[i] - g->ntokens);
         while (!rc && stack.n) {
@@ -357,16 +428,40 @@ int idx_file_footprint(const idx *x, uint32_t ent, uint64_t *rules, uint64_t *sy
             seen[r / 64] |= (uint64_t)1 << (r % 64);
             uint64_t n;
             const uint32_t *b = gram_body(g, r, &n);
-            nr++;
-            ns += n;
+            rc = vec32_push(&used, r);
             for (uint64_t k = 0; k < n && !rc; k++)
                 if (b[k] >= g->ntokens) rc = vec32_push(&stack, b[k] - g->ntokens);
         }
     }
+    size_t nu = used.n;
+    if (!rc &&
+        (!(ids = malloc((nu ? nu : 1) * sizeof *ids)) || !(w = calloc(nu ? nu : 1, sizeof *w))))
+        rc = -ENOMEM;
+    if (!rc) {
+        /* Occurrences inside this file, pushed down parents first. */
+        memcpy(ids, used.p, nu * sizeof *ids);
+        qsort(ids, nu, sizeof *ids, by_id);
+        for (uint64_t i = 0; i < rl; i++)
+            if (run[i] >= g->ntokens) w[find_id(ids, nu, run[i] - g->ntokens)]++;
+        tl_pos = x->topo_pos;
+        qsort(used.p, nu, sizeof *used.p, by_pos_desc);
+        double part = (double)rl;
+        for (size_t k = 0; k < nu; k++) {
+            uint32_t r = used.p[k];
+            uint64_t n, wr = w[find_id(ids, nu, r)];
+            const uint32_t *b = gram_body(g, r, &n);
+            part += (double)n * (double)wr / (double)x->occ[r];
+            for (uint64_t i = 0; i < n; i++)
+                if (b[i] >= g->ntokens) w[find_id(ids, nu, b[i] - g->ntokens)] += wr;
+        }
+        *rules = nu;
+        *share = part / (double)(g->root.n + g->syms.n ? g->root.n + g->syms.n : 1);
+    }
     free(seen);
+    free(ids);
+    free(w);
     vec32_free(&stack);
+    vec32_free(&used);
     if (rc) return tdc_error(rc, "out of memory");
-    *rules = nr;
-    *symbols = ns;
     return 0;
 }
