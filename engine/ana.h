@@ -1,4 +1,6 @@
 /* ana: text analytics computed on the grammar, never on expanded text (DESIGN.md section 5).
+ * Paths in outputs are relative to the scope's directory (a file scope: its parent) and
+ * written with C escapes for tab, newline and backslash.
  *
  * A scope is a range of file-table entries [first, end): the whole archive, one directory's
  * subtree (ana_subtree_end) or one file; entries other than regular files are ignored.
@@ -23,5 +25,20 @@ int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out);
 
 /* Sort: "word<TAB>count\n" lines by word. Appends to out. */
 int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out);
+
+/* Inverted index: "word<TAB>path<TAB>path...\n", words by word, paths by path. */
+int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out);
+
+/* Term vector: "path<TAB>count<TAB>word\n" for every word of every file: files by path, then
+ * count descending, then word. */
+int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out);
+
+/* Sequence count: "count<TAB>w1 w2 w3\n" for every run of three consecutive words inside one
+ * file (separators between them do not matter), count descending, then sequence. */
+int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out);
+
+/* Ranked inverted index: "w1 w2 w3<TAB>path:count<TAB>...\n", sequences by sequence, files
+ * by count descending, then path. */
+int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out);
 
 #endif

@@ -20,7 +20,9 @@
 static const struct {
     const char *name;
     int (*fn)(const arc *, uint32_t, uint32_t, buf *);
-} vfiles[] = {{".wordcount", ana_wordcount}, {".sort", ana_sort}};
+} vfiles[] = {{".wordcount", ana_wordcount}, {".sort", ana_sort},
+              {".invindex", ana_invindex},   {".termvector", ana_termvector},
+              {".seqcount", ana_seqcount},   {".rankedinvindex", ana_rankedinvindex}};
 #define NVFILES (sizeof vfiles / sizeof vfiles[0])
 
 /* Per-open state: a regular file (cursor and running hash) or a computed virtual file. */

@@ -47,6 +47,10 @@ static const char usage_main[] =
     "  verify ARCHIVE               check every checksum and every file's content hash\n"
     "  wordcount ARCHIVE [SCOPE]    count<TAB>word, most frequent first, from the grammar\n"
     "  sort ARCHIVE [SCOPE]         word<TAB>count, by word\n"
+    "  invindex ARCHIVE [SCOPE]     word<TAB>path<TAB>path..., by word\n"
+    "  termvector ARCHIVE [SCOPE]   path<TAB>count<TAB>word for every file\n"
+    "  seqcount ARCHIVE [SCOPE]     count<TAB>w1 w2 w3 for every three-word sequence\n"
+    "  rankedinvindex ARCHIVE [SCOPE]  w1 w2 w3<TAB>path:count..., files by count\n"
     "\n"
     "Run 'tadoc COMMAND --help' for a command's options.\n"
     "\n"
@@ -572,6 +576,52 @@ static int run_analytic(int argc, char **argv, const char *usage,
     return rc ? fail(rc) : EX_OK;
 }
 
+static const char usage_invindex[] =
+    "usage: tadoc invindex ARCHIVE [SCOPE]\n"
+    "\n"
+    "Inverted index of SCOPE from the grammar: word<TAB>path<TAB>path... lines, words in\n"
+    "byte order, paths in byte order (tab, newline and backslash in paths C-escaped).\n";
+
+static const char usage_termvector[] =
+    "usage: tadoc termvector ARCHIVE [SCOPE]\n"
+    "\n"
+    "Term vectors from the grammar: path<TAB>count<TAB>word for every word of every file,\n"
+    "files by path, then count descending, then word.\n";
+
+static const char usage_seqcount[] =
+    "usage: tadoc seqcount ARCHIVE [SCOPE]\n"
+    "\n"
+    "Counts of every run of three consecutive words inside one file (separators between\n"
+    "them do not matter), from the grammar: count<TAB>w1 w2 w3, count descending, then\n"
+    "sequence.\n";
+
+static const char usage_rankedinvindex[] =
+    "usage: tadoc rankedinvindex ARCHIVE [SCOPE]\n"
+    "\n"
+    "Ranked inverted index of three-word sequences from the grammar:\n"
+    "w1 w2 w3<TAB>path:count<TAB>..., sequences in byte order, files by count descending,\n"
+    "then path.\n";
+
+static int cmd_invindex(int argc, char **argv)
+{
+    return run_analytic(argc, argv, usage_invindex, ana_invindex);
+}
+
+static int cmd_termvector(int argc, char **argv)
+{
+    return run_analytic(argc, argv, usage_termvector, ana_termvector);
+}
+
+static int cmd_seqcount(int argc, char **argv)
+{
+    return run_analytic(argc, argv, usage_seqcount, ana_seqcount);
+}
+
+static int cmd_rankedinvindex(int argc, char **argv)
+{
+    return run_analytic(argc, argv, usage_rankedinvindex, ana_rankedinvindex);
+}
+
 static int cmd_wordcount(int argc, char **argv)
 {
     return run_analytic(argc, argv, usage_wordcount, ana_wordcount);
@@ -596,7 +646,11 @@ int main(int argc, char **argv)
                 {"stat", cmd_stat, usage_stat},
                 {"verify", cmd_verify, usage_verify},
                 {"wordcount", cmd_wordcount, usage_wordcount},
-                {"sort", cmd_sort, usage_sort}};
+                {"sort", cmd_sort, usage_sort},
+                {"invindex", cmd_invindex, usage_invindex},
+                {"termvector", cmd_termvector, usage_termvector},
+                {"seqcount", cmd_seqcount, usage_seqcount},
+                {"rankedinvindex", cmd_rankedinvindex, usage_rankedinvindex}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);

@@ -20,6 +20,32 @@ oracle_wordcount() {
     words_of "$1" | LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk '{print $1 "\t" $2}' |
         LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
 }
+# Per file, in path order: FUNCTION PATH reads the file's words on stdin.
+each_file() { # DIR FUNCTION
+    (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
+        LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | { grep -av '^$' || true; } | "$2" "$f"
+    done)
+}
+trigrams() { awk 'NR > 2 { print a " " b " " $0 } { a = b; b = $0 }'; }
+tv_file() { LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk -v p="$1" '{ print p "\t" $1 "\t" $2 }' |
+    LC_ALL=C sort -t$'\t' -k2,2nr -k3,3; }
+ii_file() { LC_ALL=C sort -u | LC_ALL=C awk -v p="$1" '{ print $0 "\t" p }'; }
+ri_file() { trigrams | LC_ALL=C sort | LC_ALL=C uniq -c |
+    LC_ALL=C awk -v p="$1" '{ print $2 " " $3 " " $4 "\t" $1 "\t" p }'; }
+sq_file() { trigrams; }
+# Join "key<TAB>value" lines (sorted by key) into "key<TAB>value<TAB>value...".
+group() { LC_ALL=C awk -F'\t' 'NR == 1 || $1 "" != k { if (NR > 1) print line; k = $1 ""; line = $1 }
+    { line = line "\t" $2 } END { if (NR) print line }'; }
+oracle_termvector() { each_file "$1" tv_file; }
+oracle_invindex() { each_file "$1" ii_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2 | group; }
+oracle_seqcount() {
+    each_file "$1" sq_file | LC_ALL=C sort | LC_ALL=C uniq -c |
+        LC_ALL=C awk '{ print $1 "\t" $2 " " $3 " " $4 }' | LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
+}
+oracle_rankedinvindex() {
+    each_file "$1" ri_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2nr -k3,3 |
+        LC_ALL=C awk -F'\t' '{ print $1 "\t" $3 ":" $2 }' | group
+}
 oracle_sort() {
     oracle_wordcount "$1" | LC_ALL=C awk -F'\t' '{print $2 "\t" $1}' | LC_ALL=C sort -t$'\t' -k1,1
 }
@@ -30,6 +56,22 @@ oracle_sort() {
     cmp <("$TADOC" sort "$S/l.tdc") <(oracle_sort "$CORPORA/linux-slice")
     for scope in kernel/sched fs/fuse lib/zstd/compress include/linux/mm.h; do
         cmp <("$TADOC" wordcount "$S/l.tdc" "$scope") <(oracle_wordcount "$CORPORA/linux-slice/$scope")
+    done
+}
+
+@test "invindex, termvector, seqcount and rankedinvindex of the Linux slice match the pipelines" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    for a in invindex termvector seqcount rankedinvindex; do
+        cmp <("$TADOC" "$a" "$S/l.tdc") <("oracle_$a" "$CORPORA/linux-slice") || { echo "$a differs"; false; }
+        cmp <("$TADOC" "$a" "$S/l.tdc" kernel/sched) <("oracle_$a" "$CORPORA/linux-slice/kernel/sched") ||
+            { echo "$a kernel/sched differs"; false; }
+    done
+}
+
+@test "all six analytics of the Brown corpus match the pipelines" {
+    "$TADOC" pack -q --segment 400000 "$CORPORA/brown" -o "$S/b.tdc"
+    for a in wordcount sort invindex termvector seqcount rankedinvindex; do
+        cmp <("$TADOC" "$a" "$S/b.tdc") <("oracle_$a" "$CORPORA/brown") || { echo "$a differs"; false; }
     done
 }
 
@@ -49,25 +91,30 @@ oracle_sort() {
     head -c 300000 /dev/urandom >"$S/in/sub/random.bin"
     printf 'caf\xe9 na\xefve caf\xe9\n' >"$S/in/latin1"
     "$TADOC" pack -q "$S/in" -o "$S/o.tdc"
-    cmp <("$TADOC" wordcount "$S/o.tdc") <(oracle_wordcount "$S/in")
-    cmp <("$TADOC" sort "$S/o.tdc") <(oracle_sort "$S/in")
+    for a in wordcount sort invindex termvector seqcount rankedinvindex; do
+        cmp <("$TADOC" "$a" "$S/o.tdc") <("oracle_$a" "$S/in") || { echo "$a differs"; false; }
+    done
     [ -z "$("$TADOC" wordcount "$S/o.tdc" no-words)" ]
     [ "$("$TADOC" wordcount "$S/o.tdc" one-word)" = $'1\tlonely' ]
     run "$TADOC" wordcount "$S/o.tdc" nope
     [ "$status" -eq 1 ] && [[ "$output" == *"no such path"* ]]
 }
 
-@test "mounted .wordcount and .sort equal the pipeline and stay out of listings" {
+@test "mounted analytics files equal the pipelines and stay out of listings" {
     "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
     mkdir "$S/mnt"
     "$TADOCFS" "$S/l.tdc" "$S/mnt"
     cmp "$S/mnt/.wordcount" <(oracle_wordcount "$CORPORA/linux-slice")
     cmp "$S/mnt/kernel/sched/.wordcount" <(oracle_wordcount "$CORPORA/linux-slice/kernel/sched")
     cmp "$S/mnt/fs/.sort" <(oracle_sort "$CORPORA/linux-slice/fs")
+    cmp "$S/mnt/fs/fuse/.seqcount" <(oracle_seqcount "$CORPORA/linux-slice/fs/fuse")
+    cmp "$S/mnt/lib/.invindex" <(oracle_invindex "$CORPORA/linux-slice/lib")
+    cmp "$S/mnt/lib/zstd/.termvector" <(oracle_termvector "$CORPORA/linux-slice/lib/zstd")
+    cmp "$S/mnt/kernel/.rankedinvindex" <(oracle_rankedinvindex "$CORPORA/linux-slice/kernel")
     # after open the size is right
     [ "$(stat -c %s "$S/mnt/.wordcount")" -eq "$(oracle_wordcount "$CORPORA/linux-slice" | wc -c)" ]
     ! ls -a "$S/mnt" | grep -q wordcount
-    [ -z "$(find "$S/mnt" -name '.wordcount' -o -name '.sort')" ]
+    [ -z "$(find "$S/mnt" -name '.wordcount' -o -name '.sort' -o -name '.seqcount')" ]
     run grep -rl 'sched_class' "$S/mnt/kernel/sched"
     [[ "$output" != *".wordcount"* ]]
     run sh -c "echo x > '$S/mnt/.wordcount'"
