@@ -260,7 +260,7 @@ static int records(const arc *a, const counts *c, int (*cmp)(const void *, const
         }
     for (size_t i = 0; i < c->nlw; i++)
         r[k++] = (rec){(const unsigned char *)c->lw[i], c->lwlen[i], c->lwcnt[i]};
-    qsort(r, n, sizeof *r, cmp);
+    sort_n(r, n, sizeof *r, cmp);
     *out = r;
     *nout = n;
     return 0;
@@ -273,13 +273,12 @@ static int put_u64(buf *b, uint64_t v)
     return buf_put(b, t, (size_t)n);
 }
 
-static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_first)
+/* Print counts as word count (count_first) or sort records. */
+static int print(const arc *a, const counts *c, buf *out, int count_first)
 {
-    counts c;
     rec *r = NULL;
     size_t n = 0;
-    int rc = count_scope(a, first, end, &c);
-    if (!rc) rc = records(a, &c, count_first ? by_count : by_word, &r, &n);
+    int rc = records(a, c, count_first ? by_count : by_word, &r, &n);
     for (size_t i = 0; i < n && !rc; i++) {
         if (count_first)
             rc = put_u64(out, r[i].cnt) || buf_put(out, "\t", 1) || buf_put(out, r[i].w, r[i].n) ||
@@ -290,6 +289,14 @@ static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_
         if (rc) rc = tdc_error(-ENOMEM, "analytics: out of memory");
     }
     free(r);
+    return rc;
+}
+
+static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_first)
+{
+    counts c;
+    int rc = count_scope(a, first, end, &c);
+    if (!rc) rc = print(a, &c, out, count_first);
     counts_free(&c);
     return rc;
 }
@@ -297,6 +304,12 @@ static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_
 int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out)
 {
     return emit(a, first, end, out, 1);
+}
+
+int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out)
+{
+    counts c = {.tok = (uint64_t *)tok}; /* only read: print never writes counts */
+    return print(a, &c, out, 1);
 }
 
 int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out)

@@ -23,6 +23,10 @@ uint32_t ana_subtree_end(const arc *a, uint32_t dir);
 /* Word count: "count<TAB>word\n" lines, count descending, then word. Appends to out. */
 int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out);
 
+/* Word count records for per-token counts computed elsewhere (the GPU backend): tok has one
+ * count per token id, separators 0; the output is what ana_wordcount prints for them. */
+int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out);
+
 /* Sort: "word<TAB>count\n" lines by word. Appends to out. */
 int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out);
 

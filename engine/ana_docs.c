@@ -312,7 +312,7 @@ static int walk_file(docs *d, sink *k, uint32_t e)
         }
     }
     tl_pos = d->pos;
-    qsort(d->used.p, d->used.n, sizeof *d->used.p, by_pos_desc);
+    sort_n(d->used.p, d->used.n, sizeof *d->used.p, by_pos_desc);
     for (uint64_t i = 0; i < f->root_len; i++)
         if (run[i] >= g->ntokens) d->w[run[i] - g->ntokens]++;
     int rc = walk_body(d, k, run, f->root_len, 1);
@@ -471,7 +471,7 @@ static int scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out)
     for (uint32_t e = first; e < end; e++)
         if (a->ents[e].type == ARC_REG && vec32_push(out, e)) return -ENOMEM;
     tl_arc = a;
-    qsort(out->p, out->n, sizeof *out->p, by_path);
+    sort_n(out->p, out->n, sizeof *out->p, by_path);
     return 0;
 }
 
@@ -502,7 +502,7 @@ int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
         if ((rc = walk_file(&d, &k.s, e))) break;
         tl_docs = &d;
         tl_cnt = k.cnt.p;
-        qsort(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word);
+        sort_n(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word);
         for (size_t j = 0; j < k.touched.n && !rc; j++) {
             uint32_t w = k.touched.p[j];
             rc = put_path(out, a->ents[e].path + plen) || buf_put(out, "\t", 1) ||
@@ -547,7 +547,7 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     }
     if (!rc) {
         tl_pd = &d;
-        qsort(pairs.p, pairs.n / 2, 2 * sizeof *pairs.p, by_word_then_file);
+        sort_n(pairs.p, pairs.n / 2, 2 * sizeof *pairs.p, by_word_then_file);
     }
     for (size_t j = 0; j < pairs.n && !rc; j += 2) {
         if (j == 0 || pairs.p[j] != pairs.p[j - 2]) {
@@ -635,7 +635,7 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
         }
     if (!rc) {
         tl_docs = &d;
-        qsort(recs, nr, sizeof *recs, by_seq_count);
+        sort_n(recs, nr, sizeof *recs, by_seq_count);
     }
     for (size_t i = 0; i < nr && !rc; i++)
         rc = put_num(out, recs[i].n) || buf_put(out, "\t", 1) || put_seq(out, &d, recs[i].q) ||
@@ -692,7 +692,7 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     }
     if (!rc) {
         tl_docs = &d;
-        qsort(recs, nr, sizeof *recs, by_seq_then_rank);
+        sort_n(recs, nr, sizeof *recs, by_seq_then_rank);
     }
     for (size_t i = 0; i < nr && !rc; i++) {
         if (i == 0 || seq_cmp(&d, recs[i].q, recs[i - 1].q)) {

@@ -2,6 +2,10 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "ana.h"
+#include "err.h"
 
 #ifdef TDC_HAVE_CUDA
 #include "../kernels/gpu.h"
@@ -35,4 +39,21 @@ const char *backend_describe(void)
 {
     pthread_once(&once, probe);
     return desc;
+}
+
+int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, buf *out)
+{
+#ifdef TDC_HAVE_CUDA
+    if (g) {
+        uint64_t *cnt = malloc(((size_t)a->g.ntokens + 1) * sizeof *cnt);
+        if (!cnt) return tdc_error(-ENOMEM, "analytics: out of memory");
+        int rc = gpu_wordcount(g, first, end, cnt);
+        if (!rc) rc = ana_wordcount_counts(a, cnt, out);
+        free(cnt);
+        if (rc != -ENOTSUP) return rc;
+    }
+#else
+    (void)g;
+#endif
+    return ana_wordcount(a, first, end, out);
 }

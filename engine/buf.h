@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef struct buf {
     unsigned char *p;
@@ -78,6 +79,12 @@ static inline void st64(unsigned char *p, uint64_t x)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (unsigned char)(x >> (8 * i));
+}
+
+/* qsort that accepts an empty (possibly NULL) array, which plain qsort does not. */
+static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1) qsort(base, n, size, cmp);
 }
 
 #endif

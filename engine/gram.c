@@ -148,7 +148,7 @@ int gram_renumber_rules(gram *g)
     for (uint32_t r = 0; r < nr; r++)
         order[r] = r + 1;
     use_cnt = cnt; /* qsort has no context argument; packing renumbers on one thread */
-    qsort(order, nr, sizeof *order, by_use);
+    sort_n(order, nr, sizeof *order, by_use);
     for (uint32_t k = 0; k < nr; k++)
         pos[order[k]] = k + 1;
     start.p[start.n++] = 0;

@@ -164,7 +164,7 @@ static int walk(packer *p, const char *abs, const char *rel)
         n++;
     }
     closedir(dir);
-    if (!rc && n) qsort(names, n, sizeof *names, by_name);
+    if (!rc) sort_n(names, n, sizeof *names, by_name);
     for (size_t i = 0; i < n && !rc; i++) {
         size_t la = strlen(abs), lr = strlen(rel), ln = strlen(names[i]);
         char *a = malloc(la + ln + 2), *r = malloc(lr + ln + 2);
@@ -289,7 +289,7 @@ static int renumber_tokens(gram *g, dict **d)
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
     sort_cnt = cnt; /* qsort has no context argument; pack runs this on one thread */
-    qsort(order, n, sizeof *order, by_count);
+    sort_n(order, n, sizeof *order, by_count);
     for (uint32_t i = 0; i < n; i++) {
         size_t len;
         const unsigned char *b = dict_bytes(*d, order[i], &len);

@@ -213,7 +213,8 @@ int main(int argc, char **argv)
     } else {
         if (!(lc = fuse_loop_cfg_create())) goto out_unmount;
         fuse_loop_cfg_set_clone_fd(lc, co.clone_fd);
-        fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
+        /* Unset counts arrive as UINT_MAX, which libfuse warns about: keep its defaults. */
+        if (co.max_idle_threads <= 100000) fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
         if (co.max_threads <= 100000) fuse_loop_cfg_set_max_threads(lc, co.max_threads);
         rc = fuse_session_loop_mt(se, lc);
     }

@@ -439,12 +439,12 @@ int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *sha
         rc = -ENOMEM;
     if (!rc) {
         /* Occurrences inside this file, pushed down parents first. */
-        memcpy(ids, used.p, nu * sizeof *ids);
-        qsort(ids, nu, sizeof *ids, by_id);
+        if (nu) memcpy(ids, used.p, nu * sizeof *ids);
+        sort_n(ids, nu, sizeof *ids, by_id);
         for (uint64_t i = 0; i < rl; i++)
             if (run[i] >= g->ntokens) w[find_id(ids, nu, run[i] - g->ntokens)]++;
         tl_pos = x->topo_pos;
-        qsort(used.p, nu, sizeof *used.p, by_pos_desc);
+        sort_n(used.p, nu, sizeof *used.p, by_pos_desc);
         double part = (double)rl;
         for (size_t k = 0; k < nu; k++) {
             uint32_t r = used.p[k];

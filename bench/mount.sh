@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Mounted reads: tadocfs next to squashfs (mksquashfs zstd -19, 1 MiB blocks, read through
+# squashfuse_ll) and the raw tree, all in this one run, plus the FUSE ceiling of this machine
+# (bench/fuseceil: one file served from memory with direct_io) and each mounted read speed as
+# a share of it. usage: bench/mount.sh BUILD_DIR TREE NAME   (markdown on stdout; needs root)
+set -euo pipefail
+build=$(cd "$1" && pwd) tree=$(cd "$2" && pwd) name=$3
+[ "$(id -u)" -eq 0 ] || { echo "bench/mount.sh: needs root (drop_caches, mounts)" >&2; exit 1; }
+for t in fio mksquashfs squashfuse_ll fusermount3 python3; do
+    command -v "$t" >/dev/null || { echo "bench/mount.sh: $t is not installed" >&2; exit 1; }
+done
+w=$(mktemp -d "${BENCH_TMP:-/tmp}/mountbench.XXXXXX")
+mounts=()
+cleanup() {
+    for m in "${mounts[@]}"; do
+        fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
+    done
+    rm -rf "$w"
+}
+trap cleanup EXIT
+CEIL_MB=256 RUNTIME=${FIO_RUNTIME:-5}
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? b / 1e6 / s : 0) }'; }
+pct() { awk -v x="$1" -v c="$2" 'BEGIN { if (c > 0) printf "%.0f%%", 100 * x / c; else print "-" }'; }
+
+# Mount kind tadocfs|squashfs on $w/m-KIND, timed from the command to a usable mount (both
+# daemons return only once mounted). Sets mnt, mount_s and pid (the daemon).
+mount_fs() {
+    mnt=$w/m-$1
+    mkdir -p "$mnt"
+    local t0
+    t0=$(now)
+    case $1 in
+    tadocfs) "$build/tadocfs" "$w/a.tdc" "$mnt" ;;
+    squashfs) squashfuse_ll "$w/img.sqfs" "$mnt" ;;
+    esac
+    mount_s=$(since "$t0")
+    mounts+=("$mnt")
+    pid=$(pgrep -f -- "$mnt\$")
+    [ "$(wc -w <<<"$pid")" -eq 1 ] || { echo "bench/mount.sh: daemon of $mnt not found" >&2; exit 1; }
+}
+
+umount_fs() { fusermount3 -u "$mnt"; }
+
+# Seconds and bytes of `tar cf - . | wc -c` in $1.
+tar_read() {
+    local t0
+    t0=$(now)
+    tar_bytes=$(cd "$1" && tar cf - . | wc -c)
+    tar_s=$(since "$t0")
+}
+
+# Read every regular file under DIR with read(2) of BS bytes into one buffer; prints MB/s.
+seq_read() {
+    python3 - "$1" "$2" <<'EOF'
+import os, sys, time
+top, bs = sys.argv[1], int(sys.argv[2])
+buf = memoryview(bytearray(bs))
+total, t0 = 0, time.perf_counter()
+for d, dirs, files in os.walk(top):
+    dirs.sort()
+    for f in sorted(files):
+        p = os.path.join(d, f)
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        with open(p, "rb", buffering=0) as fh:
+            while n := fh.readinto(buf):
+                total += n
+print(f"{total / 1e6 / (time.perf_counter() - t0):.0f}")
+EOF
+}
+
+# fio random reads with O_DIRECT (every read reaches the file system, as with fuseceil's
+# direct_io; a page cache would soon hold a small tree whole) in DIR over the file list LIST
+# (relative, colon-separated): prints "IOPS MB/s p50_us p99_us".
+fio_run() { # DIR LIST BS JOBS
+    (cd "$1" && fio --name=r --rw=randread --bs="$3" --filename="$2" --numjobs="$4" \
+        --file_service_type=random --readonly --ioengine=psync --direct=1 --norandommap \
+        --randrepeat=0 --time_based --runtime="$RUNTIME" --group_reporting \
+        --output-format=json --output="$w/fio.json" >/dev/null)
+    python3 - "$w/fio.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+p = r["clat_ns"]["percentile"]
+print(f'{r["iops"]:.0f} {r["bw_bytes"] / 1e6:.1f} {p["50.000000"] / 1e3:.0f} {p["99.000000"] / 1e3:.0f}')
+EOF
+}
+
+# fio's files for block size BS: the largest files of the tree (up to 256) that hold at least
+# one block, one a line; none when no file is that large.
+fio_files() {
+    (cd "$tree" && find . -type f -size +$(($1 - 1))c -printf '%s %P\n') | sort -rn | awk 'NR <= 256' |
+        cut -d' ' -f2-
+}
+
+# Before each cold measurement: unmount, drop the page cache, mount again (sets dir).
+fresh() {
+    [ "$k" = raw ] || umount_fs
+    drop_caches
+    [ "$k" = raw ] || { mount_fs "$k"; dir=$mnt; }
+}
+
+files=$(find "$tree" -type f | wc -l)
+bytes=$(find "$tree" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+t0=$(now)
+"$build/tadoc" pack -q "$tree" -o "$w/a.tdc"
+pack_s=$(since "$t0")
+t0=$(now)
+mksquashfs "$tree" "$w/img.sqfs" -comp zstd -Xcompression-level 19 -b 1M -quiet -no-progress \
+    -noappend >/dev/null
+sq_s=$(since "$t0")
+
+declare -A R nfio fiolist # results, keyed "metric,kind"; fio's file count and list by size
+for bs in 4096 65536; do
+    nfio[$bs]=$(fio_files "$bs" | wc -l)
+    fiolist[$bs]=$(fio_files "$bs" | sed 's/:/\\:/g' | paste -sd:)
+done
+kinds=(tadocfs squashfs raw)
+for k in "${kinds[@]}"; do
+    drop_caches
+    if [ "$k" = raw ]; then
+        dir=$tree R[mount,$k]="-" R[rss,$k]="-"
+    else
+        mount_fs "$k"
+        dir=$mnt R[mount,$k]=$mount_s
+    fi
+    tar_read "$dir"
+    [ "$tar_bytes" -gt "$bytes" ] || { echo "bench/mount.sh: $k: tar read too little" >&2; exit 1; }
+    R[tarcold,$k]="$tar_s s, $(rate "$tar_bytes" "$tar_s") MB/s" R[tarcold_mbs,$k]=$(rate "$tar_bytes" "$tar_s")
+    tar_read "$dir"
+    R[tarwarm,$k]="$tar_s s, $(rate "$tar_bytes" "$tar_s") MB/s"
+    [ "$k" = raw ] || R[rss,$k]=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
+
+    fresh
+    t0=$(now)
+    (cd "$dir" && { grep -r -c static . >"$w/grep.$k" || true; })
+    R[grep,$k]="$(since "$t0") s"
+    for bs in 4096 131072 1048576; do
+        fresh
+        R[seq$bs,$k]=$(seq_read "$dir" "$bs")
+    done
+    for bs in 4096 65536; do
+        for jobs in 1 8; do
+            if [ "${nfio[$bs]}" -eq 0 ]; then
+                R[fio$bs.$jobs,$k]="- - - -"
+                continue
+            fi
+            fresh
+            R[fio$bs.$jobs,$k]=$(fio_run "$dir" "${fiolist[$bs]}" "$bs" "$jobs")
+        done
+    done
+    [ "$k" = raw ] || umount_fs
+done
+# Both mounts must have found what grep finds in the tree (readdir orders differ).
+for k in tadocfs squashfs; do
+    cmp -s <(sort "$w/grep.raw") <(sort "$w/grep.$k") ||
+        { echo "bench/mount.sh: $k: grep results differ from the tree" >&2; exit 1; }
+done
+
+# The FUSE ceiling: the same sequential reader and fio runs on fuseceil's one file.
+mkdir -p "$w/ceil"
+"$build/bench/fuseceil" "$w/ceil" "$CEIL_MB"
+mounts+=("$w/ceil")
+for bs in 4096 131072 1048576; do R[seq$bs,ceil]=$(seq_read "$w/ceil" "$bs"); done
+for bs in 4096 65536; do
+    for jobs in 1 8; do R[fio$bs.$jobs,ceil]=$(fio_run "$w/ceil" data "$bs" "$jobs"); done
+done
+fusermount3 -u "$w/ceil"
+
+machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo),"
+machine+=" $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+asize=$(stat -c %s "$w/a.tdc") qsize=$(stat -c %s "$w/img.sqfs")
+echo "### $name: $files files, $(mb "$bytes") MB"
+echo
+echo "Machine: $machine; kernel $(uname -r); $(fusermount3 --version 2>&1 | head -1)."
+ratio() { awk -v b="$bytes" -v z="$1" 'BEGIN { printf "%.2f", b / z }'; }
+echo "tadocfs archive $(mb "$asize") MB (ratio $(ratio "$asize"), \`tadoc pack\` $pack_s s);"
+echo "squashfs image $(mb "$qsize") MB (ratio $(ratio "$qsize"),"
+echo "\`mksquashfs -comp zstd -Xcompression-level 19 -b 1M\` $sq_s s,"
+echo "read with squashfuse_ll $(dpkg-query -W -f '${Version}' squashfuse 2>/dev/null || echo '?'))."
+echo "Cold runs follow \`echo 3 > /proc/sys/vm/drop_caches\` and a fresh mount."
+echo
+echo "| | tadocfs | squashfuse_ll | raw tree |"
+echo "|---|---|---|---|"
+row() { echo "| $1 | ${R[$2,tadocfs]} | ${R[$2,squashfs]} | ${R[$2,raw]} |"; }
+row "mount (s)" mount
+row "\`tar cf - . \\| wc -c\`, cold" tarcold
+row "\`tar cf - . \\| wc -c\`, warm" tarwarm
+row "\`grep -r -c static .\`, cold" grep
+row "daemon RSS after the tars (MB)" rss
+echo
+echo "Sequential reads of every file, read(2) of the given size, cold; the FUSE ceiling reads"
+echo "one ${CEIL_MB} MiB file served from memory with direct_io. MB/s, and the share of the ceiling:"
+echo
+echo "| read size | FUSE ceiling | tadocfs | squashfuse_ll | raw tree |"
+echo "|---|---|---|---|---|"
+for bs in 4096 131072 1048576; do
+    c=${R[seq$bs,ceil]}
+    printf '| %s KiB | %s | %s (%s) | %s (%s) | %s (%s) |\n' $((bs / 1024)) "$c" \
+        "${R[seq$bs,tadocfs]}" "$(pct "${R[seq$bs,tadocfs]}" "$c")" \
+        "${R[seq$bs,squashfs]}" "$(pct "${R[seq$bs,squashfs]}" "$c")" \
+        "${R[seq$bs,raw]}" "$(pct "${R[seq$bs,raw]}" "$c")"
+done
+echo
+echo "Cold \`tar\` as a share of the 128 KiB ceiling: tadocfs $(pct "${R[tarcold_mbs,tadocfs]}" "${R[seq131072,ceil]}"),"
+echo "squashfuse_ll $(pct "${R[tarcold_mbs,squashfs]}" "${R[seq131072,ceil]}")."
+echo
+echo "fio random reads (psync, O_DIRECT so that no page cache answers, ${RUNTIME} s each) over the"
+echo "largest files holding at least one block: ${nfio[4096]} files for 4 KiB, ${nfio[65536]} for 64 KiB ('-': none);"
+echo "the ceiling reads fuseceil's file. The raw tree's O_DIRECT reads go to the disk."
+echo
+echo "| block, jobs | | IOPS | MB/s | clat p50 µs | clat p99 µs | MB/s share of ceiling |"
+echo "|---|---|---|---|---|---|---|"
+for bs in 4096 65536; do
+    for jobs in 1 8; do
+        read -r _ cmbs _ _ <<<"${R[fio$bs.$jobs,ceil]}"
+        for k in ceil "${kinds[@]}"; do
+            read -r iops mbs p50 p99 <<<"${R[fio$bs.$jobs,$k]}"
+            label=$k
+            [ "$k" = ceil ] && label="FUSE ceiling"
+            [ "$k" = squashfs ] && label=squashfuse_ll
+            [ "$k" = raw ] && label="raw tree"
+            share=$(pct "$mbs" "$cmbs")
+            [ "$mbs" = - ] && share=-
+            echo "| $((bs / 1024)) KiB, $jobs | $label | $iops | $mbs | $p50 | $p99 | $share |"
+        done
+    done
+done

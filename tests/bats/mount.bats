@@ -1,0 +1,376 @@
+#!/usr/bin/env bats
+# The FUSE daemon: real read-only mounts of packed trees, read back with ordinary tools and
+# compared with the originals; corrupt archives, stale mounts, signals, mount(8), options.
+
+load helpers
+: "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
+
+# A small tree with what the corpora lack: symlinks of every kind, odd modes and owners,
+# empty files and directories, binary data, nanosecond mtimes.
+make_link_tree() {
+    local t=$1
+    mkdir -p "$t/sub/deeper" "$t/empty-dir" "$t/private" "$t/with space"
+    chmod 0700 "$t/private"
+    chmod 2755 "$t/sub"
+    printf 'hello world\n' >"$t/hello.txt"
+    : >"$t/zero"
+    head -c 200000 /dev/urandom >"$t/random.bin"
+    printf 'caf\xe9 \x00\x01 tail' >"$t/with space/latin1"
+    cp "$CORPORA/brown/ca01" "$t/sub/deeper/ca01"
+    printf '#!/bin/sh\necho hi\n' >"$t/private/prog"
+    chmod 4755 "$t/private/prog"
+    chmod 0444 "$t/sub/deeper/ca01"
+    chown 1234:5678 "$t/sub/deeper/ca01"
+    ln -s hello.txt "$t/link-rel"
+    ln -s ../hello.txt "$t/sub/link-up"
+    ln -s sub/deeper "$t/dirlink"
+    ln -s /nonexistent/target "$t/dangling"
+    ln -s /etc/os-release "$t/abs-link"
+    touch -h -d '2001-02-03 04:05:06.789' "$t/dangling"
+    touch -d '1999-12-31 23:59:59.123456789' "$t/zero" "$t/empty-dir"
+}
+
+# Archives are packed once per file: packing takes seconds, mounting milliseconds.
+setup_file() {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$BATS_FILE_TMPDIR/l.tdc"
+    "$TADOC" pack -q "$CORPORA/brown" -o "$BATS_FILE_TMPDIR/b.tdc"
+    make_link_tree "$BATS_FILE_TMPDIR/links"
+    "$TADOC" pack -q "$BATS_FILE_TMPDIR/links" -o "$BATS_FILE_TMPDIR/k.tdc"
+}
+
+setup() {
+    scratch
+    A=$BATS_FILE_TMPDIR L=$CORPORA/linux-slice B=$CORPORA/brown K=$BATS_FILE_TMPDIR/links
+    M=$S/m
+    mkdir "$M"
+}
+
+teardown() {
+    fusermount3 -u "$M" 2>/dev/null || true
+    # A mount that would not go away (stale, busy): detach it so rm cannot walk into it.
+    if is_mounted "$M"; then fusermount3 -uz "$M" 2>/dev/null || umount -l "$M" || true; fi
+    rm -rf "$S"
+}
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+not_mounted() { ! is_mounted "$1"; }
+
+# The process has exited (a zombie waiting for init to reap it counts as gone).
+gone() {
+    local st
+    st=$(ps -o stat= -p "$1") || return 0
+    [[ $st == Z* ]]
+}
+
+wait_mounted() {
+    for _ in $(seq 50); do is_mounted "$1" && return 0; sleep 0.1; done
+    return 1
+}
+
+wait_unmounted() {
+    for _ in $(seq 50); do is_mounted "$1" || return 0; sleep 0.1; done
+    return 1
+}
+
+# Mount; the daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
+mnt() { "$TADOCFS" "$@" 3>&-; }
+
+# tree_meta without directory sizes (the archive does not keep them: they belong to the host
+# filesystem) and with link counts (a directory has 2 + its subdirectories).
+mount_meta() {
+    tree_meta "$1" | awk -F'\t' 'BEGIN { OFS = "\t" } $2 == "d" { $4 = "-" } 1'
+    (cd "$1" && find . -printf '%P\t%n\n' | LC_ALL=C sort)
+}
+
+@test "the Linux slice reads back through the mount: diff -r and metadata agree" {
+    mnt "$A/l.tdc" "$M"
+    diff -r --no-dereference "$L" "$M"
+    diff <(mount_meta "$L") <(mount_meta "$M")
+}
+
+@test "the Brown corpus (505 files in one directory) reads back through the mount" {
+    mnt "$A/b.tdc" "$M"
+    diff -r "$B" "$M"
+    diff <(mount_meta "$B") <(mount_meta "$M")
+}
+
+@test "symlinks, modes, owners, empty files and binary data read back through the mount" {
+    mnt "$A/k.tdc" "$M"
+    diff -r --no-dereference "$K" "$M"
+    diff <(mount_meta "$K") <(mount_meta "$M")
+    [ "$(readlink "$M/link-rel")" = hello.txt ]
+    [ "$(readlink "$M/sub/link-up")" = ../hello.txt ]
+    [ "$(readlink "$M/dangling")" = /nonexistent/target ]
+    [ "$(cat "$M/link-rel")" = "hello world" ]
+    [ "$(cat "$M/sub/link-up")" = "hello world" ]
+    cmp "$M/dirlink/ca01" "$B/ca01"
+    cmp "$M/abs-link" /etc/os-release
+    [ "$(stat -c '%u:%g %a' "$M/sub/deeper/ca01")" = "1234:5678 444" ]
+    [ "$(stat -c %a "$M/private/prog")" = 4755 ]
+    run cat "$M/dangling"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"No such file"* ]]
+    run cat "$M/no-such-file"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"No such file"* ]]
+}
+
+@test "tar of the mount is byte-identical to tar of the original (contents, modes, owners, mtimes)" {
+    for pair in "$L l.tdc" "$K k.tdc"; do
+        set -- $pair
+        mnt "$A/$2" "$M"
+        diff <(cd "$1" && tar --sort=name -cf - . | tar tvf -) \
+            <(cd "$M" && tar --sort=name -cf - . | tar tvf -)
+        cmp <(cd "$1" && tar --sort=name -cf - .) <(cd "$M" && tar --sort=name -cf - .)
+        fusermount3 -u "$M"
+    done
+}
+
+@test "grep -r and find give the same results on the mount as on the original" {
+    mnt "$A/l.tdc" "$M"
+    diff <(cd "$L" && grep -rn static . | LC_ALL=C sort) <(cd "$M" && grep -rn static . | LC_ALL=C sort)
+    diff <(cd "$L" && grep -rc -w int . | LC_ALL=C sort) <(cd "$M" && grep -rc -w int . | LC_ALL=C sort)
+    diff <(cd "$L" && find . -type f -printf '%P %y %m %s %T@ %l\n' | LC_ALL=C sort) \
+        <(cd "$M" && find . -type f -printf '%P %y %m %s %T@ %l\n' | LC_ALL=C sort)
+    diff <(cd "$L" && find . -name '*.h' -size +2k | LC_ALL=C sort) \
+        <(cd "$M" && find . -name '*.h' -size +2k | LC_ALL=C sort)
+}
+
+@test "concurrent random preads agree with the original (8 threads, shared and private files)" {
+    mnt "$A/l.tdc" "$M"
+    run "$TESTBIN/preadcheck" "$L" "$M" 3000 "$RANDOM" 8
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "24000 preads agree (8 threads)" ]]
+    fusermount3 -u "$M"
+    mnt "$A/b.tdc" "$M"
+    "$TESTBIN/preadcheck" "$B" "$M" 500 "$RANDOM" 4 4096
+    "$TESTBIN/preadcheck" "$B" "$M" 200 "$RANDOM" 2 131072
+}
+
+@test "stat -f works and the mount is listed read-only as fuse.tadocfs" {
+    mnt "$A/l.tdc" "$M"
+    run stat -f -c %T "$M"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *fuse* ]]
+    run awk -v m="$M" '$2 == m { print $3, $4 }' /proc/mounts
+    [[ "$output" == "fuse.tadocfs ro,"* ]]
+}
+
+@test "cp -a out of the mount reproduces the tree" {
+    mnt "$A/k.tdc" "$M"
+    cp -a "$M" "$S/copy"
+    diff -r --no-dereference "$K" "$S/copy"
+    diff <(mount_meta "$K") <(mount_meta "$S/copy")
+    fusermount3 -u "$M"
+    mnt "$A/l.tdc" "$M"
+    cp -a "$M" "$S/copy2"
+    diff -r --no-dereference "$L" "$S/copy2"
+    diff <(mount_meta "$L") <(mount_meta "$S/copy2")
+}
+
+# "path size share rules" for every file carrying user.tadoc.* attributes (the root is ".").
+tadoc_xattrs() {
+    getfattr -R -d -e text -m '^user\.tadoc\.' --absolute-names "$1" 2>/dev/null |
+        awk -v m="$1" '
+            function flush() { if (f != "") print f, a["size"], a["share"], a["rules"] }
+            /^# file: / { flush(); f = substr($0, 9); delete a
+                          f = f == m ? "." : substr(f, length(m) + 2) }
+            /^user\.tadoc\./ { k = substr($0, 12, index($0, "=") - 12)
+                               v = substr($0, index($0, "=") + 1); gsub(/"/, "", v); a[k] = v }
+            END { flush() }' | LC_ALL=C sort
+}
+
+@test "user.tadoc.* extended attributes describe every file and the archive" {
+    mnt "$A/l.tdc" "$M"
+    # Every regular file has size (equal to st_size), share and rules; nothing else has size.
+    diff <(tadoc_xattrs "$M" | awk '$1 != "." { print $1, $2 }') \
+        <(cd "$M" && find . -type f -printf '%P %s\n' | LC_ALL=C sort)
+    nrules=$("$TADOC" stat "$A/l.tdc" | awk '/^rules / { print $2 }')
+    tadoc_xattrs "$M" | awk -v n="$nrules" '
+        $1 == "." { next }
+        $3 !~ /^(0|1)(\.[0-9]+)?([eE]-?[0-9]+)?$/ || $3 > 1 { print "bad share:", $0; bad = 1 }
+        $4 !~ /^[0-9]+$/ || $4 + 0 > n + 0 { print "bad rules:", $0; bad = 1 }
+        $2 > 5000 && $4 == 0 { print "a large file uses no rules:", $0; bad = 1 }
+        { sum += $3 }
+        END { if (sum < 0.5 || sum > 1.02) { print "shares sum to", sum; bad = 1 }; exit bad }'
+    big=$(cd "$M" && find . -type f -printf '%s %P\n' | sort -n | tail -1 | cut -d' ' -f2)
+    [ "$(getfattr -n user.tadoc.size --only-values --absolute-names "$M/$big")" = "$(stat -c %s "$L/$big")" ]
+    run getfattr -d -m - --absolute-names "$M/$big"
+    for k in size share rules; do [[ "$output" == *"user.tadoc.$k="* ]]; done
+
+    # The root describes the archive.
+    root() { getfattr -n "user.tadoc.$1" --only-values --absolute-names "$M"; }
+    [ "$(root archive_size)" = "$(stat -c %s "$A/l.tdc")" ]
+    [ "$(root files)" = "$(find "$L" -type f | wc -l)" ]
+    [ "$(root rules)" = "$nrules" ]
+    bytes=$(find "$L" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+    awk -v r="$(root ratio)" -v b="$bytes" -v z="$(stat -c %s "$A/l.tdc")" \
+        'BEGIN { e = b / z; exit !(r ~ /^[0-9.]+$/ && r > e * 0.99 && r < e * 1.01) }'
+
+    run getfattr -n user.tadoc.nope --absolute-names "$M/$big"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"No such attribute"* ]]
+    run setfattr -n user.x -v 1 "$M/$big"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"Read-only file system"* ]]
+
+    # An empty file uses no rules and has no share; a tiny one still has sane values.
+    fusermount3 -u "$M"
+    mnt "$A/k.tdc" "$M"
+    attr() { getfattr -n "user.tadoc.$1" --only-values --absolute-names "$M/$2"; }
+    [ "$(attr size zero)" = 0 ]
+    [ "$(attr rules zero)" = 0 ]
+    awk -v s="$(attr share zero)" 'BEGIN { exit !(s ~ /^[0-9.eE-]+$/ && s == 0) }'
+    [ "$(attr size hello.txt)" = 12 ]
+    [[ "$(attr rules hello.txt)" =~ ^[0-9]+$ ]]
+    awk -v s="$(attr share hello.txt)" 'BEGIN { exit !(s ~ /^[0-9.eE-]+$/ && s >= 0 && s < 0.01) }'
+}
+
+@test "every kind of write fails with EROFS and changes nothing" {
+    mnt "$A/k.tdc" "$M"
+    for c in "touch '$M/new'" "touch '$M/hello.txt'" "echo x >'$M/hello.txt'" \
+        "echo x >>'$M/hello.txt'" "echo x >'$M/new'" "mkdir '$M/d'" "rm '$M/hello.txt'" \
+        "rmdir '$M/empty-dir'" "mv '$M/hello.txt' '$M/h2'" "ln -s x '$M/l2'" \
+        "ln '$M/hello.txt' '$M/h3'" "chmod 600 '$M/hello.txt'" "truncate -s 0 '$M/hello.txt'" \
+        "rm '$M/link-rel'" "mkfifo '$M/fifo'"; do
+        run bash -c "$c"
+        [ "$status" -ne 0 ] || { echo "succeeded: $c"; false; }
+        [[ "$output" == *"Read-only file system"* ]] || { echo "$c: $output"; false; }
+    done
+    diff -r --no-dereference "$K" "$M"
+    diff <(mount_meta "$K") <(mount_meta "$M")
+}
+
+@test "a corrupt archive fails at mount time with exit 3, a clear message and no mount" {
+    size=$(stat -c %s "$A/b.tdc")
+    head -c $((size / 2)) "$A/b.tdc" >"$S/trunc.tdc"
+    printf 'NOTADOC!%.0s' $(seq 1 10) >"$S/magic.tdc"
+    cp "$A/b.tdc" "$S/header.tdc"
+    flip_byte "$S/header.tdc" 20
+    declare -A want=([magic]="bad magic" [header]="header checksum")
+    while read -r name off stored; do
+        cp "$A/b.tdc" "$S/$name.tdc"
+        flip_byte "$S/$name.tdc" $((off + stored / 3))
+        want[$name]="section ${name/files/file table}: checksum mismatch"
+    done < <(sections "$A/b.tdc")
+    # Bad content behind valid checksums: the daemon names the problem as tadoc does.
+    for k in cycle dotdot; do
+        "$TESTBIN/mkbad" "$k" "$S/$k.tdc"
+        run "$TADOC" ls "$S/$k.tdc"
+        [ "$status" -eq 3 ]
+        want[$k]=${output#*"$k.tdc: "}
+    done
+    [ "${#want[@]}" -eq 8 ]
+    for k in trunc "${!want[@]}"; do
+        run mnt "$S/$k.tdc" "$M"
+        [ "$status" -eq 3 ] || { echo "$k: status $status: $output"; false; }
+        if [ "$k" = trunc ]; then
+            [[ "$output" =~ truncated|too\ short|checksum ]] || { echo "$k: $output"; false; }
+        else
+            [[ "$output" == *"${want[$k]}"* ]] || { echo "$k: $output"; false; }
+        fi
+        not_mounted "$M"
+        [ -z "$(pgrep -f -- "$S/$k.tdc")" ]
+    done
+}
+
+@test "a file whose bytes do not match its content hash fails with EIO, others still read" {
+    "$TESTBIN/mkbad" badhash "$S/bad.tdc"
+    mnt "$S/bad.tdc" "$M"
+    run cat "$M/a.txt"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"Input/output error"* ]]
+    [ "$(readlink "$M/d/l")" = a.txt ]
+    fusermount3 -u "$M"
+    "$TESTBIN/mkbad" good "$S/good.tdc"
+    mnt "$S/good.tdc" "$M"
+    [ "$(cat "$M/a.txt")" = $'hello world\nhello world' ]
+    [ "$(stat -c %s "$M/a.txt")" -eq 23 ]
+    [ -d "$M/d" ]
+    [ "$(readlink "$M/d/l")" = a.txt ]
+}
+
+@test "a stale mount left by a killed daemon is refused with exit 1 and a hint, then cleans up" {
+    "$TADOCFS" -f "$A/l.tdc" "$M" 3>&- 2>"$S/fg.log" &
+    pid=$!
+    wait_mounted "$M"
+    cmp "$M/kernel/sched/core.c" "$L/kernel/sched/core.c"
+    kill -9 "$pid"
+    wait "$pid" || true
+    is_mounted "$M"
+    run mnt "$A/l.tdc" "$M"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *stale* ]]
+    [[ "$output" == *"fusermount3 -u"* ]]
+    fusermount3 -u "$M"
+    not_mounted "$M"
+    mnt "$A/l.tdc" "$M"
+    cmp "$M/kernel/sched/core.c" "$L/kernel/sched/core.c"
+}
+
+@test "SIGTERM to the background daemon and SIGINT to a foreground one unmount cleanly" {
+    mnt "$A/l.tdc" "$M"
+    pids=$(pgrep -f -- "$A/l.tdc $M")
+    [ "$(wc -w <<<"$pids")" -eq 1 ]
+    kill -TERM "$pids"
+    wait_unmounted "$M"
+    for _ in $(seq 50); do gone "$pids" && break; sleep 0.1; done
+    gone "$pids"
+    # Background jobs of a script start with SIGINT ignored; give the daemon the default back.
+    env --default-signal=INT "$TADOCFS" -f "$A/l.tdc" "$M" 3>&- &
+    pid=$!
+    wait_mounted "$M"
+    kill -INT "$pid"
+    for _ in $(seq 50); do gone "$pid" && break; sleep 0.1; done
+    gone "$pid"
+    wait "$pid"
+    not_mounted "$M"
+}
+
+@test "fstab-style mounts through mount(8) and mount.fuse3, and umount unmounts" {
+    # mount(8) runs its helper without PATH, so a daemon outside the standard directories is
+    # named by path in the `PROG#SOURCE` form of type fuse; mount.fuse3 itself is then run with
+    # PATH to check the `fuse.tadocfs` type form that /etc/fstab lines use once it is installed.
+    mount -t fuse "$TADOCFS#$A/l.tdc" "$M" -o ro 3>&-
+    cmp "$M/kernel/sched/core.c" "$L/kernel/sched/core.c"
+    run awk -v m="$M" '$2 == m { print $3, $4 }' /proc/mounts
+    [[ "$output" == "fuse.tadocfs ro,"* ]]
+    umount "$M"
+    wait_unmounted "$M"
+    PATH="$(dirname "$TADOCFS"):$PATH" mount.fuse3 "$A/l.tdc" "$M" -t fuse.tadocfs -o ro 3>&-
+    cmp "$M/kernel/sched/core.c" "$L/kernel/sched/core.c"
+    umount "$M"
+    wait_unmounted "$M"
+}
+
+@test "options: uid, gid, gpu, cache_size, allow_other, default_permissions" {
+    mnt "$A/k.tdc" "$M" -o uid=4242,gid=4343,gpu=off,cache_size=1048576,allow_other,default_permissions
+    [ "$(cd "$M" && find . -printf '%U:%G\n' | sort -u)" = 4242:4343 ]
+    diff -r --no-dereference "$K" "$M"
+    fusermount3 -u "$M"
+    mnt "$A/l.tdc" "$M" -o gpu=auto,cache_size=4096
+    diff -r "$L" "$M"
+}
+
+@test "--help and --version exit 0; bad usage exits 2, a bad mountpoint or archive 1" {
+    run "$TADOCFS" --help
+    [ "$status" -eq 0 ]
+    [[ "${output,,}" == *usage* ]]
+    [[ "$output" == *cache_size* ]]
+    run "$TADOCFS" --version
+    [ "$status" -eq 0 ]
+    [[ "$output" == *tadocfs* ]]
+    for args in "" "$A/l.tdc" "$A/l.tdc $M --frobnicate" "$A/l.tdc $M -o gpu=sometimes" \
+        "$A/l.tdc $M -o cache_size=lots" "$A/l.tdc $M -o nosuchoption" "$A/l.tdc $M extra"; do
+        run mnt $args
+        [ "$status" -eq 2 ] || { echo "'$args': status $status: $output"; false; }
+        not_mounted "$M"
+    done
+    run mnt "$A/l.tdc" "$S/nodir"
+    [ "$status" -eq 1 ]
+    run mnt "$S/missing.tdc" "$M"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"No such file"* ]]
+    not_mounted "$M"
+}
