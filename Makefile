@@ -32,6 +32,7 @@ CU_SRC   = $(wildcard kernels/*.cu)
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 CFLAGS_ALL += -DTDC_HAVE_CUDA
 LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
+GPU_BIN  = $(BUILD)/tests/gpucheck
 NVFLAGS  = -O2 -g -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
            -Xcompiler -Wall,-Wextra,-Werror
 endif
@@ -49,7 +50,7 @@ PREFIX ?= /usr/local
 
 .PHONY: all clean test demo bench deps format install
 .SECONDARY:
-all: $(TOOLS) $(HELPERS) $(UNIT_BIN)
+all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -58,7 +59,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(ENGINE_OBJ) $(CU_OBJ)
 	@rm -f $@
@@ -77,6 +78,10 @@ $(BUILD)/bench/fuseceil: $(BUILD)/bench/fuseceil.o
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lcmocka $(LDLIBS_ALL)
+
+$(BUILD)/tests/gpucheck: $(BUILD)/tests/gpu/gpucheck.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)

@@ -152,7 +152,7 @@ typedef struct sink {
 static int cross(sink *k, uint32_t win[2], uint32_t *wl, const uint32_t *h, uint32_t tok,
                  uint64_t weight)
 {
-    uint32_t head[2], nh;
+    uint32_t head[2] = {NONE, NONE}, nh;
     if (h) {
         nh = h[4] < 2 ? h[4] : 2;
         head[0] = h[0];
@@ -177,9 +177,9 @@ static int cross(sink *k, uint32_t win[2], uint32_t *wl, const uint32_t *h, uint
     }
     uint32_t total = h ? h[4] : 1;
     if (total >= 2) {
-        win[0] = h ? h[2] : 0;
-        win[1] = h ? h[3] : 0;
-        if (total == 2) win[0] = head[0], win[1] = head[1];
+        /* the child's last two words (for two words, its tail is its head) */
+        win[0] = h[2];
+        win[1] = h[3];
         *wl = 2;
     } else if (total == 1) {
         if (*wl == 2) win[0] = win[1];

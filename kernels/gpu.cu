@@ -1,7 +1,8 @@
-#include "gpu.h"
-
+/* Device probe, residency (upload and free) and the helpers every kernel file uses. */
 #include <cstdio>
-#include <cuda_runtime.h>
+#include <cstdlib>
+
+#include "gpu_dev.h"
 
 extern "C" int gpu_probe(char *name, size_t n)
 {
@@ -18,4 +19,126 @@ extern "C" int gpu_probe(char *name, size_t n)
     }
     snprintf(name, n, "%s (sm_%d%d)", p.name, p.major, p.minor);
     return 0;
+}
+
+int gpu_fail(cudaError_t e, const char *what)
+{
+    cudaGetLastError(); /* clear a non-sticky error so the handle stays usable */
+    return tdc_error(e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO, "gpu: %s: %s", what,
+                     cudaGetErrorString(e));
+}
+
+int gpu_time_begin(gpu_gram *g)
+{
+    CK(cudaEventRecord(g->ev0, g->st));
+    return 0;
+}
+
+int gpu_time_end(gpu_gram *g)
+{
+    CK(cudaEventRecord(g->ev1, g->st));
+    CK(cudaStreamSynchronize(g->st));
+    CK(cudaEventElapsedTime(&g->kms, g->ev0, g->ev1));
+    return 0;
+}
+
+extern "C" double gpu_kernel_ms(const gpu_gram *g)
+{
+    return g->kms;
+}
+
+/* Device copy of n elements at h. */
+template <class T> static int put(gpu_gram *g, T **d, const void *h, size_t n)
+{
+    if (int rc = dalloc(d, n)) return rc;
+    if (n) CK(cudaMemcpyAsync(*d, h, n * sizeof(T), cudaMemcpyHostToDevice, g->st));
+    return 0;
+}
+
+static int upload(gpu_gram *g, const arc *a)
+{
+    const gram *gr = &a->g;
+    g->a = a;
+    g->ntokens = gr->ntokens;
+    g->nrules = gr->nrules;
+    g->nents = a->nents;
+    g->nroot = gr->root.n;
+    g->nsyms = gr->syms.n;
+    CK(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&g->ev0));
+    CK(cudaEventCreate(&g->ev1));
+    uint8_t *tf = (uint8_t *)malloc(g->ntokens + 1);
+    u64 *ent = (u64 *)malloc(2 * ((size_t)g->nents + 1) * sizeof *ent);
+    if (!tf || !ent) {
+        free(tf);
+        free(ent);
+        return tdc_error(-ENOMEM, "gpu: out of memory");
+    }
+    for (uint32_t t = 0; t < g->ntokens; t++) {
+        size_t l;
+        dict_bytes(a->dict, t, &l);
+        int word = dict_is_word(a->dict, t);
+        tf[t] = (uint8_t)(word ? TF_WORD : 0) | (uint8_t)(word && l == TOK_CAP ? TF_CUT : 0);
+    }
+    for (uint32_t e = 0; e < g->nents; e++) {
+        ent[e] = a->ents[e].root_start;
+        ent[g->nents + e] = a->ents[e].root_len;
+    }
+    int rc = put(g, &g->root, gr->root.p, g->nroot);
+    if (!rc) rc = put(g, &g->syms, gr->syms.p, g->nsyms);
+    if (!rc) rc = put(g, &g->rule_start, gr->rule_start.p, (size_t)g->nrules + 1);
+    if (!rc) rc = put(g, &g->toff, a->dict->offs.p, (size_t)g->ntokens + 1);
+    if (!rc) rc = put(g, &g->blob, a->dict->blob.p, a->dict->offs.p[g->ntokens]);
+    if (!rc) rc = put(g, &g->tflag, tf, g->ntokens);
+    if (!rc) rc = put(g, &g->ent_rs, ent, g->nents);
+    if (!rc) rc = put(g, &g->ent_rl, ent + g->nents, g->nents);
+    /* What the index and word count fill, allocated once here. */
+    size_t nr = (size_t)g->nrules + 1;
+    if (!rc && !(g->lvl_off = (uint32_t *)malloc((nr + 1) * sizeof *g->lvl_off)))
+        rc = tdc_error(-ENOMEM, "gpu: out of memory");
+    if (!rc && !(rc = dalloc(&g->level, nr)) && !(rc = dalloc(&g->len, nr)) &&
+        !(rc = dalloc(&g->cut, nr)) && !(rc = dalloc(&g->lvl_rules, nr)) &&
+        !(rc = dalloc(&g->ctr, 4)) && !(rc = dalloc(&g->root_pre, g->nroot + 1)) &&
+        !(rc = dalloc(&g->syms_pre, g->nsyms + 1)) && !(rc = dalloc(&g->w, nr)) &&
+        !(rc = dalloc(&g->cnt, (size_t)g->ntokens + 1))) {
+        cudaError_t he = cudaHostAlloc((void **)&g->ctr_h, 4 * sizeof *g->ctr_h, 0);
+        if (he != cudaSuccess) rc = gpu_fail(he, "cudaHostAlloc");
+    }
+    /* The pageable sources must stay alive until the copies finish. */
+    cudaError_t e = cudaStreamSynchronize(g->st);
+    if (!rc && e != cudaSuccess) rc = gpu_fail(e, "upload");
+    free(tf);
+    free(ent);
+    return rc;
+}
+
+extern "C" int gpu_upload(const arc *a, gpu_gram **out)
+{
+    gpu_gram *g = (gpu_gram *)calloc(1, sizeof *g);
+    if (!g) return tdc_error(-ENOMEM, "gpu: out of memory");
+    int rc = upload(g, a);
+    if (rc) {
+        gpu_free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+extern "C" void gpu_free(gpu_gram *g)
+{
+    if (!g) return;
+    void *dev[] = {g->root,  g->syms,      g->rule_start, g->toff,     g->blob,
+                   g->tflag, g->ent_rs,    g->ent_rl,     g->level,    g->len,
+                   g->cut,   g->lvl_rules, g->root_pre,   g->syms_pre, g->ctr,
+                   g->w,     g->cnt,       g->sl_d,       g->out_d};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        cudaFree(dev[i]); /* cudaFree(NULL) is a no-op */
+    cudaFreeHost(g->ctr_h);
+    cudaFreeHost(g->sl_h);
+    if (g->ev0) cudaEventDestroy(g->ev0);
+    if (g->ev1) cudaEventDestroy(g->ev1);
+    if (g->st) cudaStreamDestroy(g->st);
+    free(g->lvl_off);
+    free(g);
 }

@@ -1,0 +1,93 @@
+/* gpu_dev: what the CUDA sources of kernels/ share (CUDA C++ only; the engine sees gpu.h). */
+#ifndef TDC_GPU_DEV_H
+#define TDC_GPU_DEV_H
+
+#include <cuda_runtime.h>
+
+#include "gpu.h"
+
+extern "C" {
+#include "../engine/arc.h"
+#include "../engine/err.h"
+#include "../engine/tok.h"
+}
+
+typedef unsigned long long u64; /* the type CUDA's 64-bit atomics take */
+
+/* Token flags, computed on the host with the engine's own definitions. */
+enum { TF_WORD = 1, TF_CUT = 2 /* a TOK_CAP-byte word token: a piece of a longer word */ };
+
+struct gpu_gram {
+    const arc *a;
+    cudaStream_t st;
+    cudaEvent_t ev0, ev1;
+    float kms;
+    uint32_t ntokens, nrules, nents;
+    uint64_t nroot, nsyms;
+    /* uploaded */
+    uint32_t *root, *syms;
+    u64 *rule_start; /* nrules + 1, as gram.rule_start */
+    u64 *toff;       /* ntokens + 1 token offsets into blob */
+    unsigned char *blob;
+    uint8_t *tflag;       /* per token, TF_* */
+    u64 *ent_rs, *ent_rl; /* per entry: root run start and length */
+    /* built by gpu_index_build */
+    int built;
+    uint32_t *level; /* nrules + 1; 0 = not yet known */
+    u64 *len;        /* nrules + 1 expanded lengths; [0] is filled by gpu_rule_lens */
+    uint8_t *cut;    /* nrules + 1: the rule's expansion holds a TF_CUT token */
+    uint32_t
+        *lvl_rules;    /* rules sorted by level: level k is lvl_rules[lvl_off[k-1] .. lvl_off[k]) */
+    uint32_t *lvl_off; /* host, nlevels + 1 */
+    uint32_t nlevels, depth;
+    u64 *root_pre, *syms_pre; /* exclusive prefix byte offsets, nroot + 1 and nsyms + 1 */
+    uint32_t *ctr;            /* device counters: [0] rules settled, [1] highest level in the root,
+                                 [2] word count met a cut word */
+    uint32_t *ctr_h;          /* pinned copy of ctr */
+    /* wordcount */
+    u64 *w, *cnt;
+    /* extract: slices staged in pinned memory, output on the device; both grow as needed */
+    void *sl_h, *sl_d;
+    size_t sl_cap;
+    unsigned char *out_d;
+    size_t out_cap;
+};
+
+/* Record a CUDA failure as a tdc_error: -ENOMEM for out-of-memory, else -EIO. */
+int gpu_fail(cudaError_t e, const char *what);
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) return gpu_fail(e_, #call);                                         \
+    } while (0)
+/* After a launch: configuration errors show now, execution errors at the next sync. */
+#define CK_LAUNCH(name)                                                                            \
+    do {                                                                                           \
+        cudaError_t e_ = cudaGetLastError();                                                       \
+        if (e_ != cudaSuccess) return gpu_fail(e_, "kernel " name);                                \
+    } while (0)
+
+/* Events around one call's kernels; gpu_time_end syncs the stream and stores the time. */
+int gpu_time_begin(gpu_gram *g);
+int gpu_time_end(gpu_gram *g);
+
+/* cudaMalloc n elements, at least one so that every pointer is valid. */
+template <class T> static inline int dalloc(T **p, size_t n)
+{
+    CK(cudaMalloc((void **)p, (n ? n : 1) * sizeof(T)));
+    return 0;
+}
+
+static __device__ __forceinline__ u64 sym_len(uint32_t s, uint32_t nt, const u64 *toff,
+                                              const u64 *len)
+{
+    return s < nt ? toff[s + 1] - toff[s] : len[s - nt];
+}
+
+static inline unsigned blocks(u64 n, unsigned threads)
+{
+    u64 b = (n + threads - 1) / threads;
+    return (unsigned)(b ? (b < 65536 * 16 ? b : 65536 * 16) : 1); /* kernels stride past this */
+}
+
+#endif
