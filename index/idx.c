@@ -31,6 +31,11 @@ static inline uint64_t sym_len(const idx *x, uint32_t s)
     return x->len[s - g->ntokens];
 }
 
+const arc *idx_arc(const idx *x)
+{
+    return x->a;
+}
+
 uint64_t idx_rule_len(const idx *x, uint32_t r)
 {
     return x->len[r];

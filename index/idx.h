@@ -32,6 +32,9 @@ int idx_build(const arc *a, idx **out);
 int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out);
 void idx_free(idx *x);
 
+/* The archive the index was built on. */
+const arc *idx_arc(const idx *x);
+
 /* Expanded length of rule r (0 = root). */
 uint64_t idx_rule_len(const idx *x, uint32_t r);
 

@@ -24,6 +24,7 @@
 #include "../engine/err.h"
 #include "../engine/pack.h"
 #include "../index/idx.h"
+#include "../index/words.h"
 
 #define TADOC_VERSION "0.1.0"
 #define CHUNK (1u << 20)
@@ -51,6 +52,8 @@ static const char usage_main[] =
     "  termvector ARCHIVE [SCOPE]   path<TAB>count<TAB>word for every file\n"
     "  seqcount ARCHIVE [SCOPE]     count<TAB>w1 w2 w3 for every three-word sequence\n"
     "  rankedinvindex ARCHIVE [SCOPE]  w1 w2 w3<TAB>path:count..., files by count\n"
+    "  count ARCHIVE PATH WORD      occurrences of WORD in PATH, from the grammar\n"
+    "  search ARCHIVE PATH WORD     byte offset of every occurrence of WORD in PATH\n"
     "\n"
     "Run 'tadoc COMMAND --help' for a command's options.\n"
     "\n"
@@ -632,6 +635,57 @@ static int cmd_sort(int argc, char **argv)
     return run_analytic(argc, argv, usage_sort, ana_sort);
 }
 
+/* ---------------- word queries ---------------- */
+
+static const char usage_count[] =
+    "usage: tadoc count ARCHIVE PATH WORD\n"
+    "\n"
+    "Print how many times WORD occurs as a whole word in the file PATH, using the word index\n"
+    "(word2rule and the DAG's reverse edges), without expanding the file.\n";
+
+static const char usage_search[] =
+    "usage: tadoc search ARCHIVE PATH WORD\n"
+    "\n"
+    "Print the byte offset of every whole-word occurrence of WORD in the file PATH, one per\n"
+    "line, ascending; only the rules that hold WORD are visited.\n";
+
+static int run_query(int argc, char **argv, const char *usage, int search)
+{
+    if (argc != 4) return usage_err(usage, "need ARCHIVE PATH WORD");
+    arc *a;
+    idx *x;
+    idx_words *w = NULL;
+    uint32_t e;
+    vec64 offs = {0};
+    uint64_t n = 0;
+    int rc = open_all(argv[1], &a, &x);
+    if (rc) return fail(rc);
+    if (!(rc = find_file(a, argv[2], &e)) && !(rc = idx_words_build(x, &w))) {
+        if (search)
+            rc = idx_search(w, e, argv[3], strlen(argv[3]), &offs);
+        else
+            rc = idx_count(w, e, argv[3], strlen(argv[3]), &n);
+    }
+    if (!rc && search)
+        for (size_t i = 0; i < offs.n; i++)
+            printf("%llu\n", (unsigned long long)offs.p[i]);
+    if (!rc && !search) printf("%llu\n", (unsigned long long)n);
+    vec64_free(&offs);
+    idx_words_free(w);
+    close_all(a, x);
+    return rc ? fail(rc) : EX_OK;
+}
+
+static int cmd_count(int argc, char **argv)
+{
+    return run_query(argc, argv, usage_count, 0);
+}
+
+static int cmd_search(int argc, char **argv)
+{
+    return run_query(argc, argv, usage_search, 1);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -650,7 +704,9 @@ int main(int argc, char **argv)
                 {"invindex", cmd_invindex, usage_invindex},
                 {"termvector", cmd_termvector, usage_termvector},
                 {"seqcount", cmd_seqcount, usage_seqcount},
-                {"rankedinvindex", cmd_rankedinvindex, usage_rankedinvindex}};
+                {"rankedinvindex", cmd_rankedinvindex, usage_rankedinvindex},
+                {"count", cmd_count, usage_count},
+                {"search", cmd_search, usage_search}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
