@@ -27,6 +27,13 @@ typedef struct fs_ctx {
     uint64_t files;
     _Atomic unsigned char *damaged; /* per entry: content hash mismatch seen; reads fail */
     _Atomic uint64_t *vsize;        /* per directory and virtual file: size last computed */
+    pthread_mutex_t slock;          /* guards words and the search registry */
+    struct idx_words *words;        /* word index, built on the first .search lookup */
+    struct {
+        uint32_t dir;
+        char *word;
+    } * search; /* .search/WORD files looked up so far; index = inode - search base */
+    size_t nsearch, capsearch;
 } fs_ctx;
 
 /* The operation table; every handler replies exactly once. */

@@ -13,6 +13,7 @@
 
 #include "../engine/backend.h"
 #include "../engine/err.h"
+#include "../index/words.h"
 #include "fs.h"
 
 #define TADOCFS_VERSION "0.1.0"
@@ -123,6 +124,7 @@ int main(int argc, char **argv)
     fs_ctx c = {0};
     int ret = EX_FAIL, rc;
 
+    pthread_mutex_init(&c.slock, NULL);
     if (fuse_opt_parse(&args, &o, spec, proc) < 0) {
         fputs(usage, stderr);
         ret = EX_USAGE;
@@ -230,6 +232,11 @@ out_opts:
     fuse_loop_cfg_destroy(lc);
     free(co.mountpoint);
 out_arc:
+    for (size_t i = 0; i < c.nsearch; i++)
+        free(c.search[i].word);
+    free(c.search);
+    idx_words_free(c.words);
+    pthread_mutex_destroy(&c.slock);
     free((void *)c.damaged);
     free((void *)c.vsize);
     tree_free(c.t);

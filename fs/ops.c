@@ -11,6 +11,7 @@
 
 #include "../engine/ana.h"
 #include "../engine/err.h"
+#include "../index/words.h"
 
 #define XATTR_PREFIX "user.tadoc."
 
@@ -47,12 +48,22 @@ static int64_t ent_of(const fs_ctx *c, fuse_ino_t ino)
     return ino >= 1 && ino <= c->a->nents ? (int64_t)ino - 1 : -1;
 }
 
-/* Decode a virtual inode into its directory entry and kind; 0 on success. */
+/* Kind of the `.search` directory, after the analytics files; the files inside it are
+ * numbered from search_base() in the order they are first looked up. */
+#define SEARCH_DIR NVFILES
+
+static uint64_t search_base(const fs_ctx *c)
+{
+    return (uint64_t)c->a->nents + 1 + (uint64_t)c->a->nents * FS_VKINDS;
+}
+
+/* Decode a virtual inode into its directory entry and kind (an analytics file, or
+ * SEARCH_DIR); 0 on success. */
 static int vino_of(const fs_ctx *c, fuse_ino_t ino, uint32_t *dir, uint32_t *kind)
 {
-    if (ino <= c->a->nents) return -1;
+    if (ino <= c->a->nents || ino >= search_base(c)) return -1;
     uint64_t v = ino - c->a->nents - 1;
-    if (v / FS_VKINDS >= c->a->nents || v % FS_VKINDS >= NVFILES) return -1;
+    if (v % FS_VKINDS > SEARCH_DIR) return -1;
     *dir = (uint32_t)(v / FS_VKINDS);
     *kind = (uint32_t)(v % FS_VKINDS);
     return c->a->ents[*dir].type == ARC_DIR ? 0 : -1;
@@ -64,10 +75,73 @@ static void vstat(const fs_ctx *c, uint32_t dir, uint32_t kind, struct stat *st)
 {
     tree_stat(c->t, dir, c->uid, c->gid, st);
     st->st_ino = (ino_t)(c->a->nents + 1 + (uint64_t)dir * FS_VKINDS + kind);
-    st->st_mode = S_IFREG | 0444;
-    st->st_nlink = 1;
+    st->st_mode = kind == SEARCH_DIR ? S_IFDIR | 0555 : S_IFREG | 0444;
+    st->st_nlink = kind == SEARCH_DIR ? 2 : 1;
     st->st_size = (off_t)c->vsize[(uint64_t)dir * FS_VKINDS + kind];
     st->st_blocks = (st->st_size + 511) / 512;
+}
+
+/* Registry index of search file inode `ino`, or -1. */
+static int64_t sfile_of(fs_ctx *c, fuse_ino_t ino)
+{
+    if (ino < search_base(c)) return -1;
+    pthread_mutex_lock(&c->slock);
+    int64_t k = ino - search_base(c) < c->nsearch ? (int64_t)(ino - search_base(c)) : -1;
+    pthread_mutex_unlock(&c->slock);
+    return k;
+}
+
+/* Attributes of any virtual inode; 0 if `ino` is one. */
+static int vattr(fs_ctx *c, fuse_ino_t ino, struct stat *st)
+{
+    uint32_t dir, kind;
+    if (!vino_of(c, ino, &dir, &kind)) {
+        vstat(c, dir, kind, st);
+        return 0;
+    }
+    int64_t k = sfile_of(c, ino);
+    if (k < 0) return -1;
+    pthread_mutex_lock(&c->slock);
+    dir = c->search[k].dir;
+    pthread_mutex_unlock(&c->slock);
+    tree_stat(c->t, dir, c->uid, c->gid, st);
+    st->st_ino = (ino_t)ino;
+    st->st_mode = S_IFREG | 0444;
+    st->st_nlink = 1;
+    st->st_size = 0; /* computed on open and read with direct_io */
+    st->st_blocks = 0;
+    return 0;
+}
+
+/* The inode of `.search/word` under directory `dir`, registering it on first use. */
+static int search_register(fs_ctx *c, uint32_t dir, const char *word, fuse_ino_t *ino)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->slock);
+    size_t k = 0;
+    while (k < c->nsearch && (c->search[k].dir != dir || strcmp(c->search[k].word, word)))
+        k++;
+    if (k == c->nsearch) {
+        if (c->nsearch == c->capsearch) {
+            size_t cap = c->capsearch ? c->capsearch * 2 : 64;
+            void *n = realloc(c->search, cap * sizeof *c->search);
+            if (n) {
+                c->search = n;
+                c->capsearch = cap;
+            }
+        }
+        char *w = c->nsearch < c->capsearch ? strdup(word) : NULL;
+        if (w) {
+            c->search[k].dir = dir;
+            c->search[k].word = w;
+            c->nsearch++;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&c->slock);
+    *ino = (fuse_ino_t)(search_base(c) + k);
+    return rc;
 }
 
 static void fill_entry(const fs_ctx *c, uint32_t ent, struct fuse_entry_param *e)
@@ -92,12 +166,26 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fs_ctx *c = ctx_of(req);
     int64_t p = ent_of(c, parent);
+    uint32_t sdir, skind;
+    if (p < 0 && !vino_of(c, parent, &sdir, &skind) && skind == SEARCH_DIR) {
+        /* Any name inside .search is a word to look for. */
+        struct fuse_entry_param se = {.generation = 1};
+        fuse_ino_t ino;
+        if (search_register(c, sdir, name, &ino)) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        vattr(c, ino, &se.attr);
+        se.ino = ino;
+        fuse_reply_entry(req, &se);
+        return;
+    }
     if (p < 0 || c->a->ents[p].type != ARC_DIR) {
         fuse_reply_err(req, p < 0 ? ESTALE : ENOTDIR);
         return;
     }
-    for (uint32_t k = 0; k < NVFILES; k++) {
-        if (strcmp(name, vfiles[k].name)) continue;
+    for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
+        if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
         struct fuse_entry_param ve = {.generation = 1};
         vstat(c, (uint32_t)p, k, &ve.attr);
         ve.ino = ve.attr.st_ino;
@@ -121,10 +209,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)fi;
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
-    uint32_t dir, kind;
     struct stat st;
-    if (e < 0 && !vino_of(c, ino, &dir, &kind)) {
-        vstat(c, dir, kind, &st);
+    if (e < 0 && !vattr(c, ino, &st)) {
         fuse_reply_attr(req, &st, 0);
         return;
     }
@@ -150,6 +236,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
+    uint32_t dir, kind;
+    if (e < 0 && !vino_of(c, ino, &dir, &kind) && kind == SEARCH_DIR) {
+        fuse_reply_open(req, fi); /* lists nothing: every word is there */
+        return;
+    }
     if (e < 0 || c->a->ents[e].type != ARC_DIR) {
         fuse_reply_err(req, e < 0 ? ESTALE : ENOTDIR);
         return;
@@ -164,11 +255,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 {
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
+    uint32_t n, dir, kind;
+    if (e < 0 && !vino_of(c, ino, &dir, &kind) && kind == SEARCH_DIR) {
+        fuse_reply_buf(req, NULL, 0); /* no entries, not even . and .. */
+        return;
+    }
     if (e < 0) {
         fuse_reply_err(req, ESTALE);
         return;
     }
-    uint32_t n;
     const uint32_t *kids = tree_children(c->t, (uint32_t)e, &n);
     char *buf = malloc(size);
     size_t used = 0;
@@ -213,6 +308,13 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, 1);
 }
 
+static const arc *tl_search_arc;
+static int by_path(const void *x, const void *y)
+{
+    return strcmp(tl_search_arc->ents[*(const uint32_t *)x].path,
+                  tl_search_arc->ents[*(const uint32_t *)y].path);
+}
+
 /* Compute a virtual file's text when it is opened; it is then read from memory. */
 static void open_virtual(fuse_req_t req, fs_ctx *c, uint32_t dir, uint32_t kind,
                          struct fuse_file_info *fi)
@@ -242,13 +344,71 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, uint32_t dir, uint32_t kind,
     fuse_reply_open(req, fi);
 }
 
+/* "path:offset" for every occurrence of the word in the subtree, paths relative to it, in
+ * path order; found through the word index without reading the files. */
+static int search_text(fs_ctx *c, uint32_t dir, const char *word, buf *out)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->slock);
+    if (!c->words) rc = idx_words_build(c->x, &c->words);
+    pthread_mutex_unlock(&c->slock);
+    if (rc) return rc;
+    uint32_t end = ana_subtree_end(c->a, dir);
+    size_t plen = dir ? strlen(c->a->ents[dir].path) + 1 : 0;
+    vec32 files = {0};
+    vec64 offs = {0};
+    for (uint32_t e = dir; e < end && !rc; e++)
+        if (c->a->ents[e].type == ARC_REG) rc = vec32_push(&files, e);
+    tl_search_arc = c->a;
+    sort_n(files.p, files.n, sizeof *files.p, by_path);
+    for (size_t i = 0; i < files.n && !rc; i++) {
+        offs.n = 0;
+        rc = idx_search(c->words, files.p[i], word, strlen(word), &offs);
+        for (size_t j = 0; j < offs.n && !rc; j++) {
+            char num[32];
+            int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs.p[j]);
+            rc = buf_put(out, c->a->ents[files.p[i]].path + plen,
+                         strlen(c->a->ents[files.p[i]].path + plen)) ||
+                 buf_put(out, num, (size_t)n);
+        }
+    }
+    vec32_free(&files);
+    vec64_free(&offs);
+    return rc ? -ENOMEM : 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
     uint32_t dir, kind;
     if (e < 0 && !vino_of(c, ino, &dir, &kind)) {
-        open_virtual(req, c, dir, kind, fi);
+        if (kind == SEARCH_DIR)
+            fuse_reply_err(req, EISDIR);
+        else
+            open_virtual(req, c, dir, kind, fi);
+        return;
+    }
+    int64_t sk = e < 0 ? sfile_of(c, ino) : -1;
+    if (sk >= 0) {
+        fs_file *f = calloc(1, sizeof *f);
+        pthread_mutex_lock(&c->slock);
+        uint32_t sdir = c->search[sk].dir;
+        char *word = strdup(c->search[sk].word);
+        pthread_mutex_unlock(&c->slock);
+        int rc = f && word ? search_text(c, sdir, word, &f->vout) : -ENOMEM;
+        free(word);
+        if (rc) {
+            if (f) buf_free(&f->vout);
+            free(f);
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        pthread_mutex_init(&f->lock, NULL);
+        f->virt = 1;
+        fi->fh = (uint64_t)(uintptr_t)f;
+        fi->direct_io = 1;
+        fuse_reply_open(req, fi);
         return;
     }
     if (e < 0 || c->a->ents[e].type != ARC_REG) {
@@ -451,8 +611,8 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     fs_ctx *c = ctx_of(req);
     int64_t e = ent_of(c, ino);
-    uint32_t vd, vk;
-    if (e < 0 && vino_of(c, ino, &vd, &vk)) {
+    struct stat st;
+    if (e < 0 && vattr(c, ino, &st)) {
         fuse_reply_err(req, ESTALE);
         return;
     }
@@ -461,12 +621,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
         return;
     }
     const struct fuse_ctx *who = fuse_req_ctx(req);
-    struct stat st;
-    uint32_t dir, kind;
-    if (e < 0 && !vino_of(c, ino, &dir, &kind))
-        vstat(c, dir, kind, &st);
-    else
-        tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
+    if (e >= 0) tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
     if (who->uid == 0) {
         /* root may read anything, and execute what anyone may execute */
         int ok = !(mask & X_OK) || S_ISDIR(st.st_mode) || (st.st_mode & 0111);
