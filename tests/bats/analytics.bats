@@ -3,51 +3,12 @@
 # (DESIGN.md section 5), through the CLI and through the mounted virtual files.
 
 load helpers
+load ../oracles
 
 setup() { scratch; }
 teardown() {
     mountpoint -q "$S/mnt" 2>/dev/null && fusermount3 -u "$S/mnt"
     rm -rf "$S"
-}
-
-# The words of each file (files never share a word), one per line.
-words_of() { # DIR
-    find "$1" -type f -print0 | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
-        LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | grep -av '^$' || true
-    done
-}
-oracle_wordcount() {
-    words_of "$1" | LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk '{print $1 "\t" $2}' |
-        LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
-}
-# Per file, in path order: FUNCTION PATH reads the file's words on stdin.
-each_file() { # DIR FUNCTION
-    (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
-        LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | { grep -av '^$' || true; } | "$2" "$f"
-    done)
-}
-trigrams() { awk 'NR > 2 { print a " " b " " $0 } { a = b; b = $0 }'; }
-tv_file() { LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk -v p="$1" '{ print p "\t" $1 "\t" $2 }' |
-    LC_ALL=C sort -t$'\t' -k2,2nr -k3,3; }
-ii_file() { LC_ALL=C sort -u | LC_ALL=C awk -v p="$1" '{ print $0 "\t" p }'; }
-ri_file() { trigrams | LC_ALL=C sort | LC_ALL=C uniq -c |
-    LC_ALL=C awk -v p="$1" '{ print $2 " " $3 " " $4 "\t" $1 "\t" p }'; }
-sq_file() { trigrams; }
-# Join "key<TAB>value" lines (sorted by key) into "key<TAB>value<TAB>value...".
-group() { LC_ALL=C awk -F'\t' 'NR == 1 || $1 "" != k { if (NR > 1) print line; k = $1 ""; line = $1 }
-    { line = line "\t" $2 } END { if (NR) print line }'; }
-oracle_termvector() { each_file "$1" tv_file; }
-oracle_invindex() { each_file "$1" ii_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2 | group; }
-oracle_seqcount() {
-    each_file "$1" sq_file | LC_ALL=C sort | LC_ALL=C uniq -c |
-        LC_ALL=C awk '{ print $1 "\t" $2 " " $3 " " $4 }' | LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
-}
-oracle_rankedinvindex() {
-    each_file "$1" ri_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2nr -k3,3 |
-        LC_ALL=C awk -F'\t' '{ print $1 "\t" $3 ":" $2 }' | group
-}
-oracle_sort() {
-    oracle_wordcount "$1" | LC_ALL=C awk -F'\t' '{print $2 "\t" $1}' | LC_ALL=C sort -t$'\t' -k1,1
 }
 
 @test "wordcount and sort of the Linux slice, whole and per subtree, match the pipeline" {
@@ -119,4 +80,36 @@ oracle_sort() {
     [[ "$output" != *".wordcount"* ]]
     run sh -c "echo x > '$S/mnt/.wordcount'"
     [ "$status" -ne 0 ]
+}
+
+@test "count and search agree with a whole-word oracle on random words, absent words too" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    mapfile -t files < <(cd "$CORPORA/linux-slice" && find . -type f -size +1k -printf '%P\n' | LC_ALL=C sort)
+    for i in $(seq 1 25); do
+        f=${files[$((RANDOM % ${#files[@]}))]}
+        mapfile -t ws < <(LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$CORPORA/linux-slice/$f" | grep -av '^$' | shuf -n 3 --random-source=<(yes $i))
+        for w in "${ws[@]}" zz_not_a_word_$i; do
+            cmp <("$TADOC" search "$S/l.tdc" "$f" "$w") <(oracle_search "$CORPORA/linux-slice/$f" "$w") ||
+                { echo "search $f $w"; false; }
+            [ "$("$TADOC" count "$S/l.tdc" "$f" "$w")" -eq "$(oracle_search "$CORPORA/linux-slice/$f" "$w" | wc -l)" ] ||
+                { echo "count $f $w"; false; }
+        done
+    done
+    run "$TADOC" count "$S/l.tdc" kernel "static"
+    [ "$status" -eq 1 ] && [[ "$output" == *"not a regular file"* ]]
+}
+
+@test "mounted .search/WORD lists path:offset of every occurrence in the subtree" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    mkdir "$S/mnt"
+    "$TADOCFS" "$S/l.tdc" "$S/mnt"
+    for d in . kernel/sched lib; do
+        for w in static sched_class u32 zz_absent; do
+            want=$(cd "$CORPORA/linux-slice/$d" && find . -type f -printf '%P\n' | LC_ALL=C sort |
+                while IFS= read -r f; do oracle_search "$f" "$w" | sed "s|^|$f:|"; done)
+            [ "$(cat "$S/mnt/$d/.search/$w")" = "$want" ] || { echo "$d $w"; false; }
+        done
+    done
+    [ -d "$S/mnt/.search" ] && [ -z "$(ls -A "$S/mnt/.search")" ]
+    ! ls -a "$S/mnt" | grep -q search
 }
