@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ana_int.h"
 #include "err.h"
 #include "tok.h"
 
@@ -102,67 +103,74 @@ static int file_has_cut(const arc *a, const unsigned char *cut, uint32_t e)
     return 0;
 }
 
-/* Exact count of one file by walking its tokens in order, joining cut words. */
-static int count_stream(const arc *a, uint32_t e, counts *c)
+int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx)
 {
     const gram *g = &a->g;
     vec32 rs = {0};
     vec64 is = {0};
     buf word = {0};
     uint32_t pending = UINT32_MAX; /* a single word token not yet known to be complete */
-    int rc = 0;
-    if (vec32_push(&rs, 0) || vec64_push(&is, a->ents[e].root_start)) rc = -ENOMEM;
     uint64_t end0 = a->ents[e].root_start + a->ents[e].root_len;
-    while (!rc && rs.n) {
-        uint32_t r = rs.p[rs.n - 1];
-        uint64_t n, i = is.p[is.n - 1];
-        const uint32_t *b = gram_body(g, r, &n);
-        if (rs.n == 1) n = end0;
-        if (i == n) {
-            rs.n--;
-            is.n--;
-            continue;
+    int rc = vec32_push(&rs, 0) || vec64_push(&is, a->ents[e].root_start) ? -ENOMEM : 0;
+    for (;;) {
+        /* Next token of the file, depth first; UINT32_MAX at the end. */
+        uint32_t s = UINT32_MAX;
+        while (!rc && rs.n) {
+            uint64_t n, i = is.p[is.n - 1];
+            const uint32_t *b = gram_body(g, rs.p[rs.n - 1], &n);
+            if (rs.n == 1) n = end0;
+            if (i == n) {
+                rs.n--;
+                is.n--;
+                continue;
+            }
+            is.p[is.n - 1] = i + 1;
+            if (b[i] < g->ntokens) {
+                s = b[i];
+                break;
+            }
+            if (vec32_push(&rs, b[i] - g->ntokens) || vec64_push(&is, 0)) rc = -ENOMEM;
         }
-        is.p[is.n - 1] = i + 1;
-        uint32_t s = b[i];
-        if (s >= g->ntokens) {
-            if (vec32_push(&rs, s - g->ntokens) || vec64_push(&is, 0)) rc = -ENOMEM;
-            continue;
-        }
-        size_t l;
-        const unsigned char *t = dict_bytes(a->dict, s, &l);
-        if (!dict_is_word(a->dict, s)) {
-            /* A separator ends any word in progress. */
-            if (pending != UINT32_MAX)
-                c->tok[pending]++;
-            else if (word.n)
-                rc = add_long(c, word.p, word.n);
-            pending = UINT32_MAX;
-            word.n = 0;
-            continue;
-        }
-        if (pending == UINT32_MAX && !word.n) {
-            pending = s;
-        } else {
+        if (rc) break;
+        if (s != UINT32_MAX && dict_is_word(a->dict, s)) {
+            if (pending == UINT32_MAX && !word.n) {
+                pending = s;
+                continue;
+            }
+            size_t l;
+            const unsigned char *t;
             if (pending != UINT32_MAX) {
-                size_t pl;
-                const unsigned char *pt = dict_bytes(a->dict, pending, &pl);
-                rc = buf_put(&word, pt, pl);
+                t = dict_bytes(a->dict, pending, &l);
+                rc = buf_put(&word, t, l);
                 pending = UINT32_MAX;
             }
+            t = dict_bytes(a->dict, s, &l);
             if (!rc) rc = buf_put(&word, t, l);
+            continue;
         }
-    }
-    if (!rc) {
+        /* A separator or the end completes the word in progress. */
         if (pending != UINT32_MAX)
-            c->tok[pending]++;
+            rc = fn(ctx, pending, NULL, 0);
         else if (word.n)
-            rc = add_long(c, word.p, word.n);
+            rc = fn(ctx, UINT32_MAX, word.p, word.n);
+        pending = UINT32_MAX;
+        word.n = 0;
+        if (rc || s == UINT32_MAX) break;
     }
     vec32_free(&rs);
     vec64_free(&is);
     buf_free(&word);
     return rc;
+}
+
+static int count_word(void *ctx, uint32_t tok, const unsigned char *w, size_t n)
+{
+    counts *c = ctx;
+    if (tok != UINT32_MAX) {
+        c->tok[tok]++;
+        return 0;
+    }
+    return add_long(c, w, n);
 }
 
 static int count_scope(const arc *a, uint32_t first, uint32_t end, counts *c)
@@ -179,7 +187,7 @@ static int count_scope(const arc *a, uint32_t first, uint32_t end, counts *c)
     for (uint32_t e = first; e < end && !rc; e++) {
         if (a->ents[e].type != ARC_REG) continue;
         if (file_has_cut(a, cut, e)) {
-            rc = count_stream(a, e, c);
+            rc = ana_file_words(a, e, count_word, c);
             continue;
         }
         const uint32_t *run = g->root.p + a->ents[e].root_start;

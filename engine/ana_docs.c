@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ana.h"
+#include "ana_int.h"
 #include "err.h"
 #include "tok.h"
 
@@ -208,70 +209,29 @@ static int walk_body(const docs *d, sink *k, const uint32_t *b, uint64_t n, uint
 }
 
 /* A file with cut words: its words in order from the token stream, long words joined. */
+typedef struct stream_ctx {
+    docs *d;
+    sink *k;
+    uint32_t win[2], wl;
+} stream_ctx;
+
+static int stream_word(void *ctx, uint32_t tok, const unsigned char *w, size_t n)
+{
+    stream_ctx *c = ctx;
+    int rc = 0;
+    if (tok == UINT32_MAX) {
+        uint32_t id;
+        if ((rc = dict_intern(c->d->longw, w, n, &id))) return rc;
+        tok = c->d->g->ntokens + id;
+    }
+    if (c->k->word) rc = c->k->word(c->k, tok, 1);
+    return rc ? rc : cross(c->k, c->win, &c->wl, NULL, tok, 1);
+}
+
 static int walk_stream(docs *d, sink *k, uint32_t e)
 {
-    const gram *g = d->g;
-    vec32 rs = {0};
-    vec64 is = {0};
-    buf word = {0};
-    uint32_t win[2] = {0}, wl = 0, single = NONE;
-    uint64_t end0 = d->a->ents[e].root_start + d->a->ents[e].root_len;
-    int rc = vec32_push(&rs, 0) || vec64_push(&is, d->a->ents[e].root_start) ? -ENOMEM : 0;
-    for (;;) {
-        uint32_t s = NONE;
-        while (!rc && rs.n) {
-            uint64_t n, i = is.p[is.n - 1];
-            const uint32_t *b = gram_body(g, rs.p[rs.n - 1], &n);
-            if (rs.n == 1) n = end0;
-            if (i == n) {
-                rs.n--;
-                is.n--;
-                continue;
-            }
-            is.p[is.n - 1] = i + 1;
-            if (b[i] < g->ntokens) {
-                s = b[i];
-                break;
-            }
-            if (vec32_push(&rs, b[i] - g->ntokens) || vec64_push(&is, 0)) rc = -ENOMEM;
-        }
-        if (rc) break;
-        int wordtok = s != NONE && is_word(d, s);
-        if (wordtok && single == NONE && !word.n) {
-            single = s;
-            continue;
-        }
-        if (wordtok) {
-            size_t l;
-            const unsigned char *t;
-            if (single != NONE) {
-                t = dict_bytes(d->a->dict, single, &l);
-                rc = buf_put(&word, t, l);
-                single = NONE;
-            }
-            t = dict_bytes(d->a->dict, s, &l);
-            if (!rc) rc = buf_put(&word, t, l);
-            continue;
-        }
-        /* A separator or the end: the word in progress is complete. */
-        uint32_t w = single;
-        if (word.n) {
-            uint32_t id;
-            rc = dict_intern(d->longw, word.p, word.n, &id);
-            w = g->ntokens + id;
-        }
-        single = NONE;
-        word.n = 0;
-        if (!rc && w != NONE) {
-            if (k->word) rc = k->word(k, w, 1);
-            if (!rc) rc = cross(k, win, &wl, NULL, w, 1);
-        }
-        if (s == NONE) break;
-    }
-    vec32_free(&rs);
-    vec64_free(&is);
-    buf_free(&word);
-    return rc;
+    stream_ctx c = {.d = d, .k = k};
+    return ana_file_words(d->a, e, stream_word, &c);
 }
 
 static const uint32_t *tl_pos;

@@ -174,24 +174,31 @@ static int word_token(const idx_words *w, const char *word, size_t n, uint32_t *
     return dict_find(w->a->dict, (const unsigned char *)word, n, t);
 }
 
-static int check_file(const idx_words *w, uint32_t ent)
+/* Start a query: check the entry, find the word's token, take the lock and mark the rules
+ * holding it. Returns 1 with the lock held when there is something to look for, 0 when the
+ * word is not in the dictionary (no occurrences), or a negative error. */
+static int begin(idx_words *w, uint32_t ent, const char *word, size_t n, uint32_t *t)
 {
     if (ent >= w->a->nents || w->a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
-    return 0;
+    if (word_token(w, word, n, t)) return 0;
+    pthread_mutex_lock(&w->lock);
+    if (mark(w, *t)) {
+        pthread_mutex_unlock(&w->lock);
+        return tdc_error(-ENOMEM, "word index: out of memory");
+    }
+    return 1;
 }
 
 int idx_count(idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *count)
 {
     const gram *g = &w->a->g;
     uint32_t t;
-    int rc = check_file(w, ent);
     *count = 0;
-    if (rc || word_token(w, word, n, &t)) return rc;
-    pthread_mutex_lock(&w->lock);
-    rc = mark(w, t);
+    int rc = begin(w, ent, word, n, &t);
+    if (rc <= 0) return rc;
     const arc_entry *f = &w->a->ents[ent];
-    for (uint64_t i = f->root_start; i < f->root_start + f->root_len && !rc; i++) {
+    for (uint64_t i = f->root_start; i < f->root_start + f->root_len; i++) {
         uint32_t s = g->root.p[i];
         if (s == t)
             (*count)++;
@@ -199,23 +206,22 @@ int idx_count(idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *
             *count += w->cnt[s - g->ntokens];
     }
     pthread_mutex_unlock(&w->lock);
-    return rc ? tdc_error(rc, "word index: out of memory") : 0;
+    return 0;
 }
 
 int idx_search(idx_words *w, uint32_t ent, const char *word, size_t n, vec64 *out)
 {
     const gram *g = &w->a->g;
     uint32_t t;
-    int rc = check_file(w, ent);
-    if (rc || word_token(w, word, n, &t)) return rc;
-    pthread_mutex_lock(&w->lock);
-    rc = mark(w, t);
+    int rc = begin(w, ent, word, n, &t);
+    if (rc <= 0) return rc;
+    rc = 0;
     /* Depth-first over the file, descending only into rules that hold the word. */
     const arc_entry *f = &w->a->ents[ent];
     vec32 rs = {0};
     vec64 is = {0};
     uint64_t off = 0;
-    if (!rc && (vec32_push(&rs, 0) || vec64_push(&is, f->root_start))) rc = -ENOMEM;
+    if (vec32_push(&rs, 0) || vec64_push(&is, f->root_start)) rc = -ENOMEM;
     while (!rc && rs.n) {
         uint64_t nb, i = is.p[is.n - 1];
         const uint32_t *b = gram_body(g, rs.p[rs.n - 1], &nb);
