@@ -2,7 +2,8 @@
 # Mounted reads: tadocfs next to squashfs (mksquashfs zstd -19, 1 MiB blocks, read through
 # squashfuse_ll) and the raw tree, all in this one run, plus the FUSE ceiling of this machine
 # (bench/fuseceil: one file served from memory with direct_io) and each mounted read speed as
-# a share of it. usage: bench/mount.sh BUILD_DIR TREE NAME   (markdown on stdout; needs root)
+# a share of it. usage: [ARCHIVE=prebuilt.tdc] bench/mount.sh BUILD_DIR TREE NAME
+# (markdown on stdout; needs root)
 set -euo pipefail
 build=$(cd "$1" && pwd) tree=$(cd "$2" && pwd) name=$3
 [ "$(id -u)" -eq 0 ] || { echo "bench/mount.sh: needs root (drop_caches, mounts)" >&2; exit 1; }
@@ -107,8 +108,14 @@ fresh() {
 files=$(find "$tree" -type f | wc -l)
 bytes=$(find "$tree" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
 t0=$(now)
-"$build/tadoc" pack -q "$tree" -o "$w/a.tdc"
-pack_s=$(since "$t0")
+if [ -n "${ARCHIVE:-}" ]; then
+    # A prebuilt archive of the same tree (packing Linux takes minutes; bench/pack.sh times it).
+    ln -s "$(cd "$(dirname "$ARCHIVE")" && pwd)/$(basename "$ARCHIVE")" "$w/a.tdc"
+    pack_s="(prebuilt)"
+else
+    "$build/tadoc" pack -q "$tree" -o "$w/a.tdc"
+    pack_s=$(since "$t0")
+fi
 t0=$(now)
 mksquashfs "$tree" "$w/img.sqfs" -comp zstd -Xcompression-level 19 -b 1M -quiet -no-progress \
     -noappend >/dev/null
