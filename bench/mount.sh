@@ -180,7 +180,7 @@ fusermount3 -u "$w/ceil"
 
 machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo),"
 machine+=" $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-asize=$(stat -c %s "$w/a.tdc") qsize=$(stat -c %s "$w/img.sqfs")
+asize=$(stat -L -c %s "$w/a.tdc") qsize=$(stat -c %s "$w/img.sqfs")
 echo "### $name: $files files, $(mb "$bytes") MB"
 echo
 echo "Machine: $machine; kernel $(uname -r); $(fusermount3 --version 2>&1 | head -1)."

@@ -3,7 +3,8 @@
 # markdown tables under bench/results/. usage: bench/run.sh BUILD_DIR
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build="$top/${1:-build/rel}"
+build=${1:-build/rel}
+case $build in /*) ;; *) build="$top/$build" ;; esac
 data="${BENCH_DATA:-$top/bench/tmp}"
 mkdir -p "$data" "$top/bench/results"
 if [ ! -d "$data/linux-source-6.1" ]; then
