@@ -232,14 +232,24 @@ static void counts_free(counts *c)
 
 /* One output record: a word and its count, with the bytes borrowed from dict or counts. */
 typedef struct rec {
+    uint64_t key; /* the first 8 bytes, big-endian and zero-padded: most comparisons end here */
     const unsigned char *w;
     size_t n;
     uint64_t cnt;
 } rec;
 
+static uint64_t prefix_key(const unsigned char *w, size_t n)
+{
+    uint64_t k = 0;
+    for (size_t i = 0; i < 8; i++)
+        k = k << 8 | (i < n ? w[i] : 0);
+    return k;
+}
+
 static int by_word(const void *x, const void *y)
 {
     const rec *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
     int c = memcmp(a->w, b->w, a->n < b->n ? a->n : b->n);
     return c ? c : (a->n > b->n) - (a->n < b->n);
 }
@@ -264,10 +274,13 @@ static int records(const arc *a, const counts *c, int (*cmp)(const void *, const
     for (uint32_t t = 0; t < a->g.ntokens; t++)
         if (c->tok[t]) {
             r[k].w = dict_bytes(a->dict, t, &r[k].n);
+            r[k].key = prefix_key(r[k].w, r[k].n);
             r[k++].cnt = c->tok[t];
         }
-    for (size_t i = 0; i < c->nlw; i++)
-        r[k++] = (rec){(const unsigned char *)c->lw[i], c->lwlen[i], c->lwcnt[i]};
+    for (size_t i = 0; i < c->nlw; i++) {
+        const unsigned char *w = (const unsigned char *)c->lw[i];
+        r[k++] = (rec){prefix_key(w, c->lwlen[i]), w, c->lwlen[i], c->lwcnt[i]};
+    }
     sort_n(r, n, sizeof *r, cmp);
     *out = r;
     *nout = n;

@@ -23,6 +23,7 @@ void dict_free(dict *d)
     if (!d) return;
     vec64_free(&d->offs);
     buf_free(&d->blob);
+    buf_free(&d->word);
     free(d->table);
     free(d);
 }
@@ -35,11 +36,6 @@ uint32_t dict_count(const dict *d)
 uint64_t dict_blob_size(const dict *d)
 {
     return d->blob.n;
-}
-
-int dict_is_word(const dict *d, uint32_t id)
-{
-    return tok_is_word_byte(d->blob.p[d->offs.p[id]]);
 }
 
 static int eq(const dict *d, uint32_t id, const unsigned char *p, size_t n)
@@ -103,7 +99,10 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
         return 0;
     }
     if (dict_count(d) >= 0x7fffffffu) return tdc_error(-EOVERFLOW, "too many distinct tokens");
-    if (buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n)) return -ENOMEM;
+    unsigned char w = (unsigned char)tok_is_word_byte(p[0]);
+    if (buf_reserve(&d->word, 1) || buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n))
+        return -ENOMEM;
+    d->word.p[d->word.n++] = w;
     *id = dict_count(d) - 1;
     d->table[h] = *id + 1;
     return 0;
@@ -142,13 +141,14 @@ int dict_decode(const unsigned char *p, size_t n, dict **out)
         return tdc_error(-EBADMSG, "dictionary: blob is %llu bytes, lengths add up to %llu",
                          (unsigned long long)(r.end - r.p), (unsigned long long)blob);
     }
-    if (buf_put(&d->blob, r.p, blob)) goto nomem;
+    if (buf_put(&d->blob, r.p, blob) || buf_reserve(&d->word, count ? count : 1)) goto nomem;
     /* A token must be all word bytes or all separator bytes, else extraction and analytics
      * would disagree with the tokenizer. */
     for (uint64_t i = 0; i < count; i++) {
         size_t len;
         const unsigned char *q = dict_bytes(d, (uint32_t)i, &len);
         int w = tok_is_word_byte(q[0]);
+        d->word.p[d->word.n++] = (unsigned char)w;
         for (size_t k = 1; k < len; k++)
             if (tok_is_word_byte(q[k]) != w) {
                 dict_free(d);

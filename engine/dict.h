@@ -34,7 +34,7 @@ uint64_t dict_blob_size(const dict *d);
 static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len);
 
 /* 1 if token `id` is a word, 0 if a separator. */
-int dict_is_word(const dict *d, uint32_t id);
+static inline int dict_is_word(const dict *d, uint32_t id);
 
 /* Serialize: varint count, varint lengths, then the blob. */
 int dict_encode(const dict *d, buf *out);
@@ -48,7 +48,13 @@ struct dict {
     buf blob;
     uint32_t *table; /* open addressing: id + 1, 0 = empty; NULL until first intern/find */
     size_t tcap;
+    buf word; /* one byte per token: 1 for a word (kept so hot loops avoid the blob) */
 };
+
+static inline int dict_is_word(const dict *d, uint32_t id)
+{
+    return d->word.p[id];
+}
 
 static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len)
 {
