@@ -184,7 +184,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, p < 0 ? ESTALE : ENOTDIR);
         return;
     }
-    for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
+    int64_t e = tree_lookup(c->t, (uint32_t)p, name);
+    /* A real entry of the same name wins over a virtual file. */
+    for (uint32_t k = 0; k <= SEARCH_DIR && e < 0; k++) {
         if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
         struct fuse_entry_param ve = {.generation = 1};
         vstat(c, (uint32_t)p, k, &ve.attr);
@@ -192,7 +194,6 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_entry(req, &ve); /* no caching: the size changes once computed */
         return;
     }
-    int64_t e = tree_lookup(c->t, (uint32_t)p, name);
     if (e < 0) {
         /* A negative entry the kernel may cache as long as positive ones. */
         struct fuse_entry_param ne = {.ino = 0, .entry_timeout = c->timeout};
