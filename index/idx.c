@@ -223,13 +223,18 @@ void idx_cursor_free(idx_cursor *c)
 }
 
 /* Index of the symbol of rule r that holds byte o (o < len[r]); *rem gets o's offset in it. */
-static uint64_t locate(const idx *x, uint32_t r, uint64_t o, uint64_t *rem)
+/* Index of the symbol of rule r that holds byte o (o < len[r]); *rem gets o's offset in it.
+ * The answer is known to lie in symbols [from, to), which for the root is the file's run:
+ * searching only its samples keeps a lookup inside a few cache lines of a huge root. */
+static uint64_t locate(const idx *x, uint32_t r, uint64_t o, uint64_t from, uint64_t to,
+                       uint64_t *rem)
 {
     uint64_t n, i = 0, acc = 0;
     const uint32_t *b = gram_body(&x->a->g, r, &n);
     if (x->samp_at[r] != UINT32_MAX) {
         const uint64_t *s = x->samp + x->samp_at[r];
-        uint64_t lo = 0, hi = (n + IDX_SAMPLE - 1) / IDX_SAMPLE; /* last sample <= o */
+        /* the last sample <= o among those covering [from, to) */
+        uint64_t lo = from / IDX_SAMPLE, hi = (to + IDX_SAMPLE - 1) / IDX_SAMPLE;
         while (hi - lo > 1) {
             uint64_t mid = (lo + hi) / 2;
             if (s[mid] <= o)
@@ -274,14 +279,17 @@ static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
     c->ent = ent;
     c->pos = off;
     uint32_t r = 0;
+    uint64_t from = x->a->ents[ent].root_start, to = from + x->a->ents[ent].root_len;
     for (;;) {
-        uint64_t i = locate(x, r, o, &rem);
+        uint64_t i = locate(x, r, o, from, to, &rem);
         if (push(c, g, r, i)) return -ENOMEM;
         uint32_t s = c->f[c->depth - 1].body[i];
         size_t l;
         if (leaf(x, s, &l)) break;
         r = s - g->ntokens;
         o = rem;
+        from = 0;
+        gram_body(g, r, &to);
     }
     c->tokoff = (uint32_t)rem;
     return 0;
