@@ -2,7 +2,7 @@
 # Mounted reads: tadocfs next to squashfs (mksquashfs zstd -19, 1 MiB blocks, read through
 # squashfuse_ll) and the raw tree, all in this one run, plus the FUSE ceiling of this machine
 # (bench/fuseceil: one file served from memory with direct_io) and each mounted read speed as
-# a share of it. usage: [ARCHIVE=prebuilt.tdc] bench/mount.sh BUILD_DIR TREE NAME
+# a share of it. usage: [ARCHIVE=a.tdc] [SQFS=img.sqfs] bench/mount.sh BUILD_DIR TREE NAME
 # (markdown on stdout; needs root)
 set -euo pipefail
 build=$(cd "$1" && pwd) tree=$(cd "$2" && pwd) name=$3
@@ -76,12 +76,20 @@ EOF
 }
 
 # fio random reads with O_DIRECT (every read reaches the file system, as with fuseceil's
-# direct_io; a page cache would soon hold a small tree whole) in DIR over the file list LIST
-# (relative, colon-separated): prints "IOPS MB/s p50_us p99_us".
+# direct_io; a page cache would soon hold a small tree whole) over the files named in LIST
+# (paths relative to DIR, one a line): prints "IOPS MB/s p50_us p99_us". fio gets short
+# symlinks to the files, since its filename option is limited to 4096 bytes.
 fio_run() { # DIR LIST BS JOBS
-    (cd "$1" && fio --name=r --rw=randread --bs="$3" --filename="$2" --numjobs="$4" \
-        --file_service_type=random --readonly --ioengine=psync --direct=1 --norandommap \
-        --randrepeat=0 --time_based --runtime="$RUNTIME" --group_reporting \
+    local links="$w/links" i=0 names=()
+    rm -rf "$links" && mkdir "$links"
+    while IFS= read -r f; do
+        ln -s "$1/$f" "$links/f$i"
+        names+=("f$i")
+        i=$((i + 1))
+    done <"$2"
+    (cd "$links" && fio --name=r --rw=randread --bs="$3" --filename="$(IFS=:; echo "${names[*]}")" \
+        --numjobs="$4" --file_service_type=random --readonly --ioengine=psync --direct=1 \
+        --norandommap --randrepeat=0 --time_based --runtime="$RUNTIME" --group_reporting \
         --output-format=json --output="$w/fio.json" >/dev/null)
     python3 - "$w/fio.json" <<'EOF'
 import json, sys
@@ -117,14 +125,21 @@ else
     pack_s=$(since "$t0")
 fi
 t0=$(now)
-mksquashfs "$tree" "$w/img.sqfs" -comp zstd -Xcompression-level 19 -b 1M -quiet -no-progress \
-    -noappend >/dev/null
-sq_s=$(since "$t0")
+if [ -n "${SQFS:-}" ]; then
+    # A prebuilt image of the same tree, made with the options below.
+    ln -s "$(cd "$(dirname "$SQFS")" && pwd)/$(basename "$SQFS")" "$w/img.sqfs"
+    sq_s="(prebuilt)"
+else
+    mksquashfs "$tree" "$w/img.sqfs" -comp zstd -Xcompression-level 19 -b 1M -quiet -no-progress \
+        -noappend >/dev/null
+    sq_s=$(since "$t0")
+fi
 
 declare -A R nfio fiolist # results, keyed "metric,kind"; fio's file count and list by size
 for bs in 4096 65536; do
-    nfio[$bs]=$(fio_files "$bs" | wc -l)
-    fiolist[$bs]=$(fio_files "$bs" | sed 's/:/\\:/g' | paste -sd:)
+    fio_files "$bs" >"$w/fio.$bs"
+    nfio[$bs]=$(wc -l <"$w/fio.$bs")
+    fiolist[$bs]="$w/fio.$bs"
 done
 kinds=(tadocfs squashfs raw)
 for k in "${kinds[@]}"; do
@@ -174,13 +189,14 @@ mkdir -p "$w/ceil"
 mounts+=("$w/ceil")
 for bs in 4096 131072 1048576; do R[seq$bs,ceil]=$(seq_read "$w/ceil" "$bs"); done
 for bs in 4096 65536; do
-    for jobs in 1 8; do R[fio$bs.$jobs,ceil]=$(fio_run "$w/ceil" data "$bs" "$jobs"); done
+    echo data >"$w/fio.ceil"
+    for jobs in 1 8; do R[fio$bs.$jobs,ceil]=$(fio_run "$w/ceil" "$w/fio.ceil" "$bs" "$jobs"); done
 done
 fusermount3 -u "$w/ceil"
 
 machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo),"
 machine+=" $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-asize=$(stat -L -c %s "$w/a.tdc") qsize=$(stat -c %s "$w/img.sqfs")
+asize=$(stat -L -c %s "$w/a.tdc") qsize=$(stat -L -c %s "$w/img.sqfs")
 echo "### $name: $files files, $(mb "$bytes") MB"
 echo
 echo "Machine: $machine; kernel $(uname -r); $(fusermount3 --version 2>&1 | head -1)."
