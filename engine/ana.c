@@ -62,8 +62,15 @@ static int add_long(counts *c, const unsigned char *w, size_t n)
     return 0;
 }
 
-/* 1 for rules whose expansion holds a TOK_CAP-byte word token (a cut long word). */
-static int find_cuts(const arc *a, unsigned char **out)
+/* A TOK_CAP-byte word token: a piece of a cut long word. */
+static int is_cut_token(const arc *a, uint32_t t)
+{
+    size_t l;
+    dict_bytes(a->dict, t, &l);
+    return l == TOK_CAP && dict_is_word(a->dict, t);
+}
+
+int ana_find_cuts(const arc *a, unsigned char **out)
 {
     const gram *g = &a->g;
     unsigned char *cut = calloc((size_t)g->nrules + 1, 1);
@@ -72,34 +79,19 @@ static int find_cuts(const arc *a, unsigned char **out)
         uint32_t r = g->topo.p[k];
         uint64_t n;
         const uint32_t *b = gram_body(g, r, &n);
-        for (uint64_t i = 0; i < n && !cut[r]; i++) {
-            uint32_t s = b[i];
-            if (s >= g->ntokens) {
-                cut[r] = cut[s - g->ntokens];
-            } else {
-                size_t l;
-                dict_bytes(a->dict, s, &l);
-                cut[r] = l == TOK_CAP && dict_is_word(a->dict, s);
-            }
-        }
+        for (uint64_t i = 0; i < n && !cut[r]; i++)
+            cut[r] = b[i] >= g->ntokens ? cut[b[i] - g->ntokens] : is_cut_token(a, b[i]);
     }
     *out = cut;
     return 0;
 }
 
-static int file_has_cut(const arc *a, const unsigned char *cut, uint32_t e)
+int ana_file_has_cut(const arc *a, const unsigned char *cut, uint32_t e)
 {
     const gram *g = &a->g;
     const uint32_t *run = g->root.p + a->ents[e].root_start;
-    for (uint64_t i = 0; i < a->ents[e].root_len; i++) {
-        uint32_t s = run[i];
-        if (s >= g->ntokens ? cut[s - g->ntokens] : 0) return 1;
-        if (s < g->ntokens) {
-            size_t l;
-            dict_bytes(a->dict, s, &l);
-            if (l == TOK_CAP && dict_is_word(a->dict, s)) return 1;
-        }
-    }
+    for (uint64_t i = 0; i < a->ents[e].root_len; i++)
+        if (run[i] >= g->ntokens ? cut[run[i] - g->ntokens] : is_cut_token(a, run[i])) return 1;
     return 0;
 }
 
@@ -182,11 +174,11 @@ static int count_scope(const arc *a, uint32_t first, uint32_t end, counts *c)
     int rc = -ENOMEM;
     memset(c, 0, sizeof *c);
     if (!w || !(c->tok = calloc((size_t)g->ntokens + 1, sizeof *c->tok))) goto out;
-    if ((rc = find_cuts(a, &cut))) goto out;
+    if ((rc = ana_find_cuts(a, &cut))) goto out;
     /* Root level: the scope's files seed the weights. */
     for (uint32_t e = first; e < end && !rc; e++) {
         if (a->ents[e].type != ARC_REG) continue;
-        if (file_has_cut(a, cut, e)) {
+        if (ana_file_has_cut(a, cut, e)) {
             rc = ana_file_words(a, e, count_word, c);
             continue;
         }

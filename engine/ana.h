@@ -20,6 +20,13 @@
  * directory's descendants right after it). For a file, ent + 1. */
 uint32_t ana_subtree_end(const arc *a, uint32_t dir);
 
+/* The regular files of [first, end), appended to out in byte order of their paths. */
+int ana_scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out);
+
+/* Bytes to strip from archive paths so they are relative to the scope starting at `first`:
+ * its directory, or for a single file its parent directory. */
+size_t ana_scope_prefix(const arc *a, uint32_t first);
+
 /* Word count: "count<TAB>word\n" lines, count descending, then word. Appends to out. */
 int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out);
 

@@ -36,13 +36,6 @@ static int is_word(const docs *d, uint32_t t)
     return dict_is_word(d->a->dict, t);
 }
 
-static int is_cut_token(const docs *d, uint32_t t)
-{
-    size_t l;
-    dict_bytes(d->a->dict, t, &l);
-    return l == TOK_CAP && is_word(d, t);
-}
-
 /* Bytes of word id w. */
 static const unsigned char *word_bytes(const docs *d, uint32_t w, size_t *n)
 {
@@ -76,13 +69,12 @@ static int docs_init(docs *d, const arc *a)
     d->a = a;
     d->g = &a->g;
     size_t nr = (size_t)d->g->nrules + 1;
-    d->cut = calloc(nr, 1);
-    d->pos = malloc(nr * sizeof *d->pos);
     d->stamp = calloc(nr, sizeof *d->stamp);
     d->w = calloc(nr, sizeof *d->w);
     d->ht = malloc(nr * sizeof *d->ht);
     d->longw = dict_new();
-    if (!d->cut || !d->pos || !d->stamp || !d->w || !d->ht || !d->longw) {
+    if (!d->stamp || !d->w || !d->ht || !d->longw || gram_topo_positions(d->g, &d->pos) ||
+        ana_find_cuts(a, &d->cut)) {
         docs_free(d);
         return tdc_error(-ENOMEM, "analytics: out of memory");
     }
@@ -93,12 +85,10 @@ static int docs_init(docs *d, const arc *a)
         uint32_t *h = d->ht[r];
         h[0] = h[1] = h[2] = h[3] = NONE;
         h[4] = 0;
-        d->pos[r] = k;
         for (uint64_t i = 0; i < n; i++) {
             uint32_t s = b[i], words[3], nw = 0;
             if (s >= d->g->ntokens) {
                 const uint32_t *c = d->ht[s - d->g->ntokens];
-                d->cut[r] |= d->cut[s - d->g->ntokens];
                 /* the child's words as far as head/tail need: first two and last two */
                 if (c[4] >= 1) words[nw++] = c[0];
                 if (c[4] >= 2) words[nw++] = c[1];
@@ -115,7 +105,6 @@ static int docs_init(docs *d, const arc *a)
                 }
             } else {
                 if (!is_word(d, s)) continue;
-                d->cut[r] |= is_cut_token(d, s);
                 words[nw++] = s;
             }
             for (uint32_t j = 0; j < nw; j++) {
@@ -126,16 +115,6 @@ static int docs_init(docs *d, const arc *a)
             }
         }
         if (h[4] == 1) h[2] = NONE; /* tail[0] is undefined with one word */
-    }
-    return 0;
-}
-
-static int file_has_cut(const docs *d, uint32_t e)
-{
-    const uint32_t *run = d->g->root.p + d->a->ents[e].root_start;
-    for (uint64_t i = 0; i < d->a->ents[e].root_len; i++) {
-        uint32_t s = run[i];
-        if (s >= d->g->ntokens ? d->cut[s - d->g->ntokens] : is_cut_token(d, s)) return 1;
     }
     return 0;
 }
@@ -234,19 +213,12 @@ static int walk_stream(docs *d, sink *k, uint32_t e)
     return ana_file_words(d->a, e, stream_word, &c);
 }
 
-static const uint32_t *tl_pos;
-static int by_pos_desc(const void *x, const void *y)
-{
-    uint32_t a = tl_pos[*(const uint32_t *)x], b = tl_pos[*(const uint32_t *)y];
-    return (a < b) - (a > b);
-}
-
 /* Everything of file e into the sink: restricted top-down over the rules it uses. */
 static int walk_file(docs *d, sink *k, uint32_t e)
 {
     const gram *g = d->g;
     const arc_entry *f = &d->a->ents[e];
-    if (file_has_cut(d, e)) return walk_stream(d, k, e);
+    if (ana_file_has_cut(d->a, d->cut, e)) return walk_stream(d, k, e);
     const uint32_t *run = g->root.p + f->root_start;
     d->gen++;
     d->used.n = 0;
@@ -271,8 +243,7 @@ static int walk_file(docs *d, sink *k, uint32_t e)
             if (vec32_push(&d->used, r)) return -ENOMEM;
         }
     }
-    tl_pos = d->pos;
-    sort_n(d->used.p, d->used.n, sizeof *d->used.p, by_pos_desc);
+    gram_sort_topo(d->pos, d->used.p, d->used.n, 1);
     for (uint64_t i = 0; i < f->root_len; i++)
         if (run[i] >= g->ntokens) d->w[run[i] - g->ntokens]++;
     int rc = walk_body(d, k, run, f->root_len, 1);
@@ -409,15 +380,13 @@ static int put_word(buf *b, const docs *d, uint32_t w)
     return buf_put(b, p, n);
 }
 
-static const arc *tl_arc;
-static int by_path(const void *x, const void *y)
+static int by_path(const void *x, const void *y, void *ctx)
 {
-    return strcmp(tl_arc->ents[*(const uint32_t *)x].path, tl_arc->ents[*(const uint32_t *)y].path);
+    const arc *a = ctx;
+    return strcmp(a->ents[*(const uint32_t *)x].path, a->ents[*(const uint32_t *)y].path);
 }
 
-/* Bytes to strip from archive paths so output paths are relative to the scope: its
- * directory, or a single file's parent directory. */
-static size_t scope_prefix(const arc *a, uint32_t first)
+size_t ana_scope_prefix(const arc *a, uint32_t first)
 {
     const char *p = a->ents[first].path;
     if (a->ents[first].type == ARC_DIR) return first ? strlen(p) + 1 : 0;
@@ -425,23 +394,21 @@ static size_t scope_prefix(const arc *a, uint32_t first)
     return slash ? (size_t)(slash - p) + 1 : 0;
 }
 
-/* The regular files of [first, end) in byte order of their paths. */
-static int scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out)
+int ana_scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out)
 {
     for (uint32_t e = first; e < end; e++)
         if (a->ents[e].type == ARC_REG && vec32_push(out, e)) return -ENOMEM;
-    tl_arc = a;
-    sort_n(out->p, out->n, sizeof *out->p, by_path);
+    sort_r(out->p, out->n, sizeof *out->p, by_path, (void *)a);
     return 0;
 }
 
-static const docs *tl_docs;
-static const uint64_t *tl_cnt;
-static int by_count_word(const void *x, const void *y)
+/* Word ids by their count in k (descending), then by word. */
+static int by_count_word(const void *x, const void *y, void *ctx)
 {
+    const wsink *k = ctx;
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    if (tl_cnt[a] != tl_cnt[b]) return tl_cnt[a] < tl_cnt[b] ? 1 : -1;
-    return word_cmp(tl_docs, a, b);
+    if (k->cnt.p[a] != k->cnt.p[b]) return k->cnt.p[a] < k->cnt.p[b] ? 1 : -1;
+    return word_cmp(k->d, a, b);
 }
 
 /* ---- the analytics ---- */
@@ -451,18 +418,16 @@ int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
     docs d;
     wsink k = {.s = {.word = ws_word}};
     vec32 files = {0};
-    size_t plen = scope_prefix(a, first);
+    size_t plen = ana_scope_prefix(a, first);
     int rc = docs_init(&d, a);
     if (rc) return rc;
     k.d = &d;
-    rc = scope_files(a, first, end, &files);
+    rc = ana_scope_files(a, first, end, &files);
     for (size_t i = 0; i < files.n && !rc; i++) {
         uint32_t e = files.p[i];
         k.touched.n = 0;
         if ((rc = walk_file(&d, &k.s, e))) break;
-        tl_docs = &d;
-        tl_cnt = k.cnt.p;
-        sort_n(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word);
+        sort_r(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word, &k);
         for (size_t j = 0; j < k.touched.n && !rc; j++) {
             uint32_t w = k.touched.p[j];
             rc = put_path(out, a->ents[e].path + plen) || buf_put(out, "\t", 1) ||
@@ -479,11 +444,10 @@ int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
 }
 
 /* (word, file rank) pairs sorted by word, then file rank. */
-static const docs *tl_pd;
-static int by_word_then_file(const void *x, const void *y)
+static int by_word_then_file(const void *x, const void *y, void *ctx)
 {
     const uint32_t *a = x, *b = y;
-    int c = a[0] == b[0] ? 0 : word_cmp(tl_pd, a[0], b[0]);
+    int c = a[0] == b[0] ? 0 : word_cmp(ctx, a[0], b[0]);
     return c ? c : (a[1] > b[1]) - (a[1] < b[1]);
 }
 
@@ -492,11 +456,11 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     docs d;
     wsink k = {.s = {.word = ws_word}};
     vec32 files = {0}, pairs = {0};
-    size_t plen = scope_prefix(a, first);
+    size_t plen = ana_scope_prefix(a, first);
     int rc = docs_init(&d, a);
     if (rc) return rc;
     k.d = &d;
-    rc = scope_files(a, first, end, &files);
+    rc = ana_scope_files(a, first, end, &files);
     for (size_t i = 0; i < files.n && !rc; i++) {
         k.touched.n = 0;
         if ((rc = walk_file(&d, &k.s, files.p[i]))) break;
@@ -506,8 +470,7 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
         }
     }
     if (!rc) {
-        tl_pd = &d;
-        sort_n(pairs.p, pairs.n / 2, 2 * sizeof *pairs.p, by_word_then_file);
+        sort_r(pairs.p, pairs.n / 2, 2 * sizeof *pairs.p, by_word_then_file, &d);
     }
     for (size_t j = 0; j < pairs.n && !rc; j += 2) {
         if (j == 0 || pairs.p[j] != pairs.p[j - 2]) {
@@ -549,11 +512,11 @@ typedef struct seqrec {
     uint32_t q[3];
     uint64_t n;
 } seqrec;
-static int by_seq_count(const void *x, const void *y)
+static int by_seq_count(const void *x, const void *y, void *ctx)
 {
     const seqrec *a = x, *b = y;
     if (a->n != b->n) return a->n < b->n ? 1 : -1;
-    return seq_cmp(tl_docs, a->q, b->q);
+    return seq_cmp(ctx, a->q, b->q);
 }
 
 int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
@@ -567,7 +530,7 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
     for (uint32_t e = first; e < end && !rc; e++) {
         const arc_entry *f = &a->ents[e];
         if (f->type != ARC_REG) continue;
-        if (file_has_cut(&d, e)) {
+        if (ana_file_has_cut(a, d.cut, e)) {
             rc = walk_stream(&d, &k.s, e);
             continue;
         }
@@ -594,8 +557,7 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
             recs[nr++].n = k.t.v[i];
         }
     if (!rc) {
-        tl_docs = &d;
-        sort_n(recs, nr, sizeof *recs, by_seq_count);
+        sort_r(recs, nr, sizeof *recs, by_seq_count, &d);
     }
     for (size_t i = 0; i < nr && !rc; i++)
         rc = put_num(out, recs[i].n) || buf_put(out, "\t", 1) || put_seq(out, &d, recs[i].q) ||
@@ -612,10 +574,10 @@ typedef struct rankrec {
     uint32_t file;
     uint64_t n;
 } rankrec;
-static int by_seq_then_rank(const void *x, const void *y)
+static int by_seq_then_rank(const void *x, const void *y, void *ctx)
 {
     const rankrec *a = x, *b = y;
-    int c = seq_cmp(tl_docs, a->q, b->q);
+    int c = seq_cmp(ctx, a->q, b->q);
     if (c) return c;
     if (a->n != b->n) return a->n < b->n ? 1 : -1;
     return (a->file > b->file) - (a->file < b->file); /* file ranks follow path order */
@@ -627,10 +589,10 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     ssink k = {.s = {.seq = ss_seq}};
     vec32 files = {0};
     rankrec *recs = NULL;
-    size_t nr = 0, cap = 0, plen = scope_prefix(a, first);
+    size_t nr = 0, cap = 0, plen = ana_scope_prefix(a, first);
     int rc = docs_init(&d, a);
     if (rc) return rc;
-    rc = scope_files(a, first, end, &files);
+    rc = ana_scope_files(a, first, end, &files);
     for (size_t i = 0; i < files.n && !rc; i++) {
         seq_clear(&k.t);
         if ((rc = walk_file(&d, &k.s, files.p[i]))) break;
@@ -651,8 +613,7 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
         }
     }
     if (!rc) {
-        tl_docs = &d;
-        sort_n(recs, nr, sizeof *recs, by_seq_then_rank);
+        sort_r(recs, nr, sizeof *recs, by_seq_then_rank, &d);
     }
     for (size_t i = 0; i < nr && !rc; i++) {
         if (i == 0 || seq_cmp(&d, recs[i].q, recs[i - 1].q)) {

@@ -87,4 +87,12 @@ static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const vo
     if (n > 1) qsort(base, n, size, cmp);
 }
 
+/* sort_n with a context pointer handed to the comparator (glibc qsort_r), so comparators
+ * need no globals and sorts on different threads cannot disturb each other. */
+static inline void sort_r(void *base, size_t n, size_t size,
+                          int (*cmp)(const void *, const void *, void *), void *ctx)
+{
+    if (n > 1) qsort_r(base, n, size, cmp, ctx);
+}
+
 #endif

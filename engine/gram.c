@@ -121,12 +121,45 @@ int gram_topo(gram *g)
     return rc;
 }
 
-static const uint64_t *use_cnt;
-static int by_use(const void *a, const void *b)
+static int by_count_r(const void *a, const void *b, void *ctx)
 {
+    const uint64_t *cnt = ctx;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (use_cnt[x] != use_cnt[y]) return use_cnt[x] < use_cnt[y] ? 1 : -1;
+    if (cnt[x] != cnt[y]) return cnt[x] < cnt[y] ? 1 : -1;
     return (x > y) - (x < y);
+}
+
+void gram_by_count(uint32_t *ids, size_t n, const uint64_t *cnt)
+{
+    sort_r(ids, n, sizeof *ids, by_count_r, (void *)cnt);
+}
+
+int gram_topo_positions(const gram *g, uint32_t **pos)
+{
+    uint32_t *p = malloc(((size_t)g->nrules + 1) * sizeof *p);
+    if (!p) return -ENOMEM;
+    p[0] = 0;
+    for (uint32_t k = 0; k < g->nrules; k++)
+        p[g->topo.p[k]] = k;
+    *pos = p;
+    return 0;
+}
+
+static int by_pos_r(const void *a, const void *b, void *ctx)
+{
+    const uint32_t *pos = ctx;
+    uint32_t x = pos[*(const uint32_t *)a], y = pos[*(const uint32_t *)b];
+    return (x > y) - (x < y);
+}
+
+static int by_pos_desc_r(const void *a, const void *b, void *ctx)
+{
+    return by_pos_r(b, a, ctx);
+}
+
+void gram_sort_topo(const uint32_t *pos, uint32_t *rules, size_t n, int parents_first)
+{
+    sort_r(rules, n, sizeof *rules, parents_first ? by_pos_desc_r : by_pos_r, (void *)pos);
 }
 
 int gram_renumber_rules(gram *g)
@@ -147,8 +180,7 @@ int gram_renumber_rules(gram *g)
         if (g->root.p[i] >= nt) cnt[g->root.p[i] - nt]++;
     for (uint32_t r = 0; r < nr; r++)
         order[r] = r + 1;
-    use_cnt = cnt; /* qsort has no context argument; packing renumbers on one thread */
-    sort_n(order, nr, sizeof *order, by_use);
+    gram_by_count(order, nr, cnt);
     for (uint32_t k = 0; k < nr; k++)
         pos[order[k]] = k + 1;
     start.p[start.n++] = 0;

@@ -43,6 +43,15 @@ void gram_free(gram *g);
  * fill g->topo. -EBADMSG with a message naming a bad rule, or -ENOMEM. */
 int gram_topo(gram *g);
 
+/* Order ids so the most counted come first (cnt[id]), ties by id. */
+void gram_by_count(uint32_t *ids, size_t n, const uint64_t *cnt);
+
+/* pos[r] = position of rule r in g->topo, for rules 1..nrules (malloc'ed; caller frees). */
+int gram_topo_positions(const gram *g, uint32_t **pos);
+
+/* Sort rule numbers by topological position: parents first (1) or children first (0). */
+void gram_sort_topo(const uint32_t *pos, uint32_t *rules, size_t n, int parents_first);
+
 /* Renumber rules by use count, most used first (ties keep their order), rewriting every
  * reference. Needs a finished gram (after gbuild_finish). 0 or -ENOMEM. */
 int gram_renumber_rules(gram *g);

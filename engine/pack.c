@@ -264,14 +264,6 @@ static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *bl
     return rc;
 }
 
-static const uint64_t *sort_cnt;
-static int by_count(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (sort_cnt[x] != sort_cnt[y]) return sort_cnt[x] < sort_cnt[y] ? 1 : -1;
-    return (x > y) - (x < y);
-}
-
 /* Renumber tokens by how often the grammar uses them, most used first, so the common ones
  * get one-byte varints on disk. Replaces *d with the reordered dictionary. */
 static int renumber_tokens(gram *g, dict **d)
@@ -288,8 +280,7 @@ static int renumber_tokens(gram *g, dict **d)
         if (g->root.p[i] < n) cnt[g->root.p[i]]++;
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
-    sort_cnt = cnt; /* qsort has no context argument; pack runs this on one thread */
-    sort_n(order, n, sizeof *order, by_count);
+    gram_by_count(order, n, cnt);
     for (uint32_t i = 0; i < n; i++) {
         size_t len;
         const unsigned char *b = dict_bytes(*d, order[i], &len);

@@ -309,13 +309,6 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, 1);
 }
 
-static const arc *tl_search_arc;
-static int by_path(const void *x, const void *y)
-{
-    return strcmp(tl_search_arc->ents[*(const uint32_t *)x].path,
-                  tl_search_arc->ents[*(const uint32_t *)y].path);
-}
-
 /* Compute a virtual file's text when it is opened; it is then read from memory. */
 static void open_virtual(fuse_req_t req, fs_ctx *c, uint32_t dir, uint32_t kind,
                          struct fuse_file_info *fi)
@@ -354,14 +347,10 @@ static int search_text(fs_ctx *c, uint32_t dir, const char *word, buf *out)
     if (!c->words) rc = idx_words_build(c->x, &c->words);
     pthread_mutex_unlock(&c->slock);
     if (rc) return rc;
-    uint32_t end = ana_subtree_end(c->a, dir);
-    size_t plen = dir ? strlen(c->a->ents[dir].path) + 1 : 0;
+    size_t plen = ana_scope_prefix(c->a, dir);
     vec32 files = {0};
     vec64 offs = {0};
-    for (uint32_t e = dir; e < end && !rc; e++)
-        if (c->a->ents[e].type == ARC_REG) rc = vec32_push(&files, e);
-    tl_search_arc = c->a;
-    sort_n(files.p, files.n, sizeof *files.p, by_path);
+    rc = ana_scope_files(c->a, dir, ana_subtree_end(c->a, dir), &files);
     for (size_t i = 0; i < files.n && !rc; i++) {
         offs.n = 0;
         rc = idx_search(c->words, files.p[i], word, strlen(word), &offs);

@@ -367,15 +367,14 @@ static int need_occ(idx *x)
     pthread_mutex_lock(&x->occ_lock);
     if (!x->occ) {
         uint64_t *occ = calloc((size_t)g->nrules + 1, sizeof *occ);
-        uint32_t *pos = malloc(((size_t)g->nrules + 1) * sizeof *pos);
-        if (occ && pos) {
+        uint32_t *pos = NULL;
+        if (occ && !gram_topo_positions(g, &pos)) {
             for (uint64_t i = 0; i < g->root.n; i++)
                 if (g->root.p[i] >= g->ntokens) occ[g->root.p[i] - g->ntokens]++;
             for (uint32_t k = g->nrules; k-- > 0;) {
                 uint32_t r = g->topo.p[k];
                 uint64_t n;
                 const uint32_t *b = gram_body(g, r, &n);
-                pos[r] = k;
                 for (uint64_t i = 0; i < n; i++)
                     if (b[i] >= g->ntokens) occ[b[i] - g->ntokens] += occ[r];
             }
@@ -391,12 +390,6 @@ static int need_occ(idx *x)
     return rc;
 }
 
-static __thread const uint32_t *tl_pos;
-static int by_pos_desc(const void *a, const void *b)
-{
-    uint32_t x = tl_pos[*(const uint32_t *)a], y = tl_pos[*(const uint32_t *)b];
-    return (x < y) - (x > y);
-}
 static int by_id(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -456,8 +449,7 @@ int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *sha
         sort_n(ids, nu, sizeof *ids, by_id);
         for (uint64_t i = 0; i < rl; i++)
             if (run[i] >= g->ntokens) w[find_id(ids, nu, run[i] - g->ntokens)]++;
-        tl_pos = x->topo_pos;
-        sort_n(used.p, nu, sizeof *used.p, by_pos_desc);
+        gram_sort_topo(x->topo_pos, used.p, nu, 1);
         double part = (double)rl;
         for (size_t k = 0; k < nu; k++) {
             uint32_t r = used.p[k];

@@ -50,10 +50,10 @@ int idx_words_build(const idx *x, idx_words **out)
     w->a = a;
     w->w2r_at = calloc(nt + 1, sizeof *w->w2r_at);
     w->par_at = calloc(nr + 1, sizeof *w->par_at);
-    w->pos = malloc(nr * sizeof *w->pos);
     w->stamp = calloc(nr, sizeof *w->stamp);
     w->cnt = malloc(nr * sizeof *w->cnt);
-    if (!w->w2r_at || !w->par_at || !w->pos || !w->stamp || !w->cnt) goto nomem;
+    if (!w->w2r_at || !w->par_at || !w->stamp || !w->cnt || gram_topo_positions(g, &w->pos))
+        goto nomem;
     /* Counting pass: one word2rule entry per (token, rule) pair, so count distinct pairs by
      * noting the last rule seen for each token. */
     uint32_t *last = malloc((nt ? nt : 1) * sizeof *last);
@@ -107,20 +107,11 @@ int idx_words_build(const idx *x, idx_words **out)
     free(last);
     free(wf);
     free(pf);
-    for (uint32_t k = 0; k < g->nrules; k++)
-        w->pos[g->topo.p[k]] = k;
     *out = w;
     return 0;
 nomem:
     idx_words_free(w);
     return tdc_error(-ENOMEM, "word index: out of memory");
-}
-
-static const uint32_t *tl_pos;
-static int by_pos(const void *p, const void *q)
-{
-    uint32_t x = tl_pos[*(const uint32_t *)p], y = tl_pos[*(const uint32_t *)q];
-    return (x > y) - (x < y);
 }
 
 /* Mark every rule whose expansion holds token t and compute its occurrence count there,
@@ -147,8 +138,7 @@ static int mark(idx_words *w, uint32_t t)
             if (vec32_push(&w->marked, p)) return -ENOMEM;
         }
     }
-    tl_pos = w->pos;
-    sort_n(w->marked.p, w->marked.n, sizeof *w->marked.p, by_pos);
+    gram_sort_topo(w->pos, w->marked.p, w->marked.n, 0);
     for (size_t j = 0; j < w->marked.n; j++) {
         uint32_t r = w->marked.p[j];
         uint64_t n, c = 0;

@@ -605,36 +605,6 @@ static const char usage_rankedinvindex[] =
     "w1 w2 w3<TAB>path:count<TAB>..., sequences in byte order, files by count descending,\n"
     "then path.\n";
 
-static int cmd_invindex(int argc, char **argv)
-{
-    return run_analytic(argc, argv, usage_invindex, ana_invindex);
-}
-
-static int cmd_termvector(int argc, char **argv)
-{
-    return run_analytic(argc, argv, usage_termvector, ana_termvector);
-}
-
-static int cmd_seqcount(int argc, char **argv)
-{
-    return run_analytic(argc, argv, usage_seqcount, ana_seqcount);
-}
-
-static int cmd_rankedinvindex(int argc, char **argv)
-{
-    return run_analytic(argc, argv, usage_rankedinvindex, ana_rankedinvindex);
-}
-
-static int cmd_wordcount(int argc, char **argv)
-{
-    return run_analytic(argc, argv, usage_wordcount, ana_wordcount);
-}
-
-static int cmd_sort(int argc, char **argv)
-{
-    return run_analytic(argc, argv, usage_sort, ana_sort);
-}
-
 /* ---------------- word queries ---------------- */
 
 static const char usage_count[] =
@@ -688,25 +658,27 @@ static int cmd_search(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* A command runs either its own function or, for an analytic, run_analytic with it. */
     static const struct {
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-    } cmds[] = {{"pack", cmd_pack, usage_pack},
-                {"unpack", cmd_unpack, usage_unpack},
-                {"ls", cmd_ls, usage_ls},
-                {"cat", cmd_cat, usage_cat},
-                {"extract", cmd_extract, usage_extract},
-                {"stat", cmd_stat, usage_stat},
-                {"verify", cmd_verify, usage_verify},
-                {"wordcount", cmd_wordcount, usage_wordcount},
-                {"sort", cmd_sort, usage_sort},
-                {"invindex", cmd_invindex, usage_invindex},
-                {"termvector", cmd_termvector, usage_termvector},
-                {"seqcount", cmd_seqcount, usage_seqcount},
-                {"rankedinvindex", cmd_rankedinvindex, usage_rankedinvindex},
-                {"count", cmd_count, usage_count},
-                {"search", cmd_search, usage_search}};
+        int (*ana)(const arc *, uint32_t, uint32_t, buf *);
+    } cmds[] = {{"pack", cmd_pack, usage_pack, NULL},
+                {"unpack", cmd_unpack, usage_unpack, NULL},
+                {"ls", cmd_ls, usage_ls, NULL},
+                {"cat", cmd_cat, usage_cat, NULL},
+                {"extract", cmd_extract, usage_extract, NULL},
+                {"stat", cmd_stat, usage_stat, NULL},
+                {"verify", cmd_verify, usage_verify, NULL},
+                {"wordcount", NULL, usage_wordcount, ana_wordcount},
+                {"sort", NULL, usage_sort, ana_sort},
+                {"invindex", NULL, usage_invindex, ana_invindex},
+                {"termvector", NULL, usage_termvector, ana_termvector},
+                {"seqcount", NULL, usage_seqcount, ana_seqcount},
+                {"rankedinvindex", NULL, usage_rankedinvindex, ana_rankedinvindex},
+                {"count", cmd_count, usage_count, NULL},
+                {"search", cmd_search, usage_search, NULL}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
@@ -720,6 +692,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
+        if (cmds[i].ana) return run_analytic(argc - 1, argv + 1, cmds[i].usage, cmds[i].ana);
         return cmds[i].fn(argc - 1, argv + 1);
     }
     fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
