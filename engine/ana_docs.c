@@ -15,7 +15,6 @@
 #include "ana.h"
 #include "ana_int.h"
 #include "err.h"
-#include "tok.h"
 
 #define NONE UINT32_MAX
 
