@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -118,7 +119,9 @@ static int enc_str(buf *b, const char *s)
 
 static int enc_files(const arc *a, buf *b)
 {
-    if (buf_put_varint(b, a->nents)) return -ENOMEM;
+    if (buf_put_u64(b, a->id) || buf_put_u64(b, a->prev_id) || buf_put_varint(b, a->next_ino) ||
+        buf_put_varint(b, a->nents))
+        return -ENOMEM;
     for (uint32_t i = 0; i < a->nents; i++) {
         const arc_entry *e = &a->ents[i];
         int64_t t = e->mtime_sec;
@@ -127,10 +130,31 @@ static int enc_files(const arc *a, buf *b)
             buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
             buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
             buf_put_varint(b, e->root_start) || buf_put_varint(b, e->root_len) ||
-            buf_put_u64(b, e->hash) || enc_str(b, e->link))
+            buf_put_u64(b, e->hash) || enc_str(b, e->link) || buf_put_varint(b, e->ino) ||
+            buf_put_varint(b, e->nxattrs))
             return -ENOMEM;
+        for (uint32_t k = 0; k < e->nxattrs; k++)
+            if (enc_str(b, e->xattrs[k].name) || buf_put_varint(b, e->xattrs[k].len) ||
+                buf_put(b, e->xattrs[k].val, e->xattrs[k].len))
+                return -ENOMEM;
     }
     return 0;
+}
+
+uint64_t arc_new_id(void)
+{
+    uint64_t id = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &id, sizeof id) != (ssize_t)sizeof id) id = 0;
+        close(fd);
+    }
+    if (!id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = XXH3_64bits_withSeed(&ts, sizeof ts, (uint64_t)getpid());
+    }
+    return id ? id : 1;
 }
 
 static int write_all(int fd, const void *p, size_t n, const char *path)
@@ -205,6 +229,12 @@ int arc_write(const char *path, arc *a, int level)
     unsigned char hdr[HDR_SIZE] = {0};
     uint64_t off = HDR_SIZE;
     a->nsecs = 0;
+    if (!a->id) a->id = arc_new_id();
+    a->next_ino = 2;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
+        if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
+    }
     if ((rc = write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
 
     for (uint32_t type = ARC_SEC_DICT; type <= ARC_SEC_FILES; type++) {
@@ -362,23 +392,97 @@ static int dec_str(rd *r, char **out, int allow_empty_null)
     return 0;
 }
 
-static int dec_files(arc *a, const unsigned char *p, size_t n)
+static int dec_xattrs(rd *r, arc_entry *e)
+{
+    uint64_t cnt;
+    if (rd_varint(r, &cnt) || cnt > (uint64_t)(r->end - r->p)) return -EBADMSG;
+    if (!cnt) return 0;
+    if (!(e->xattrs = calloc(cnt, sizeof *e->xattrs))) return -ENOMEM;
+    for (uint64_t k = 0; k < cnt; k++) {
+        arc_xattr *x = &e->xattrs[k];
+        uint64_t len;
+        const unsigned char *v;
+        e->nxattrs = (uint32_t)k + 1;
+        int rc = dec_str(r, &x->name, 0);
+        if (rc) return rc;
+        if (rd_varint(r, &len) || len > UINT32_MAX || rd_bytes(r, len, &v)) return -EBADMSG;
+        if (!(x->val = malloc(len ? len : 1))) return -ENOMEM;
+        memcpy(x->val, v, len);
+        x->len = (uint32_t)len;
+        if (!x->name[0] || (k && strcmp(e->xattrs[k - 1].name, x->name) >= 0)) return -EBADMSG;
+    }
+    return 0;
+}
+
+static int by_ino(const void *x, const void *y, void *ctx)
+{
+    const arc_entry *e = ctx;
+    uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+    if (e[i].ino != e[j].ino) return e[i].ino < e[j].ino ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* Order entries by inode and check hard links: only regular files share an inode, and the
+ * entries after the first carry no content of their own and agree with it. */
+static int index_inodes(arc *a)
+{
+    if (!(a->byino = malloc(a->nents * sizeof *a->byino)))
+        return tdc_error(-ENOMEM, "file table: out of memory");
+    for (uint32_t i = 0; i < a->nents; i++)
+        a->byino[i] = i;
+    sort_r(a->byino, a->nents, sizeof *a->byino, by_ino, a->ents);
+    if (a->ents[0].ino != 1) return tdc_error(-EBADMSG, "file table: root is not inode 1");
+    for (uint32_t k = 0; k < a->nents; k++) {
+        const arc_entry *e = &a->ents[a->byino[k]];
+        if (!e->ino || e->ino >= a->next_ino)
+            return tdc_error(-EBADMSG, "file table: '%s' has bad inode number %llu", e->path,
+                             (unsigned long long)e->ino);
+        if (!k || a->ents[a->byino[k - 1]].ino != e->ino) continue;
+        const arc_entry *f = &a->ents[a->byino[k - 1]];
+        if (e->type != ARC_REG || f->type != ARC_REG || e->root_len || e->size != f->size ||
+            e->hash != f->hash || e->mode != f->mode || e->uid != f->uid || e->gid != f->gid)
+            return tdc_error(-EBADMSG, "file table: '%s' shares inode %llu with '%s' but differs",
+                             e->path, (unsigned long long)e->ino, f->path);
+    }
+    return 0;
+}
+
+int64_t arc_ino_entry(const arc *a, uint64_t ino)
+{
+    uint32_t lo = 0, hi = a->nents;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a->ents[a->byino[mid]].ino < ino)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->nents && a->ents[a->byino[lo]].ino == ino ? (int64_t)a->byino[lo] : -ENOENT;
+}
+
+static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
 {
     rd r = {p, p + n};
     uint64_t cnt;
+    if (version >= 2 && (rd_u64(&r, &a->id) || rd_u64(&r, &a->prev_id) ||
+                         rd_varint(&r, &a->next_ino) || a->next_ino > ARC_INO_MAX))
+        return tdc_error(-EBADMSG, "file table: bad header");
     if (rd_varint(&r, &cnt) || cnt == 0 || cnt > n)
         return tdc_error(-EBADMSG, "file table: bad entry count");
+    if (version < 2) a->next_ino = cnt + 1;
     if (!(a->ents = calloc(cnt, sizeof *a->ents)))
         return tdc_error(-ENOMEM, "file table: out of memory");
     for (uint64_t i = 0; i < cnt; i++) {
         arc_entry *e = &a->ents[i];
         uint64_t mode, uid, gid, zz, nsec;
         a->nents = (uint32_t)i + 1;
+        e->ino = i + 1;
         if (dec_str(&r, &e->path, 0) || rd_bytes(&r, 1, (const unsigned char **)&p) ||
             (e->type = *p, 0) || rd_varint(&r, &mode) || rd_varint(&r, &uid) ||
             rd_varint(&r, &gid) || rd_varint(&r, &zz) || rd_varint(&r, &nsec) ||
             rd_varint(&r, &e->size) || rd_varint(&r, &e->root_start) ||
-            rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1))
+            rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1) ||
+            (version >= 2 && (rd_varint(&r, &e->ino) || dec_xattrs(&r, e))))
             return tdc_error(-EBADMSG, "file table: entry %llu is truncated or malformed",
                              (unsigned long long)i);
         if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
@@ -418,7 +522,7 @@ static int dec_files(arc *a, const unsigned char *p, size_t n)
             return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
     }
     if (r.p != r.end) return tdc_error(-EBADMSG, "file table: trailing bytes");
-    return 0;
+    return index_inodes(a);
 }
 
 static int read_at(int fd, void *p, size_t n, uint64_t off, const char *path)
@@ -518,7 +622,8 @@ int arc_open(const char *path, arc **out)
         rc = tdc_error(-EBADMSG, "%s: header checksum mismatch", path);
         goto fail;
     }
-    if (le32(hdr + 8) != ARC_VERSION) {
+    uint32_t version = le32(hdr + 8);
+    if (version < 1 || version > ARC_VERSION) {
         rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, le32(hdr + 8));
         goto fail;
     }
@@ -540,6 +645,7 @@ int arc_open(const char *path, arc **out)
         rc = tdc_error(-EBADMSG, "%s: section table checksum mismatch", path);
         goto fail;
     }
+    if (version < 2) a->id = le64(tab + tlen - 8) | 1; /* stable, as v1 has no stored identity */
     for (uint32_t i = 0; i < nsec; i++) {
         arc_secinfo *s = &a->secs[i];
         const unsigned char *e = tab + i * SECENT_SIZE;
@@ -562,7 +668,7 @@ int arc_open(const char *path, arc **out)
     if ((rc = dict_decode(sec[0], a->secs[0].raw, &a->dict))) goto fail;
     a->g.ntokens = dict_count(a->dict);
     if ((rc = dec_rules(a, sec[1], a->secs[1].raw)) || (rc = dec_root(a, sec[2], a->secs[2].raw)) ||
-        (rc = dec_files(a, sec[3], a->secs[3].raw)))
+        (rc = dec_files(a, sec[3], a->secs[3].raw, version)))
         goto fail;
     for (int i = 0; i < 8; i++)
         free(sec[i]);
@@ -581,15 +687,26 @@ fail:
     return rc;
 }
 
+void arc_entry_clear(arc_entry *e)
+{
+    free(e->path);
+    free(e->link);
+    for (uint32_t k = 0; k < e->nxattrs; k++) {
+        free(e->xattrs[k].name);
+        free(e->xattrs[k].val);
+    }
+    free(e->xattrs);
+    memset(e, 0, sizeof *e);
+}
+
 void arc_free(arc *a)
 {
     if (!a) return;
     dict_free(a->dict);
     gram_free(&a->g);
-    for (uint32_t i = 0; i < a->nents; i++) {
-        free(a->ents[i].path);
-        free(a->ents[i].link);
-    }
+    for (uint32_t i = 0; i < a->nents; i++)
+        arc_entry_clear(&a->ents[i]);
     free(a->ents);
+    free(a->byino);
     free(a);
 }

@@ -14,7 +14,9 @@
 #include "dict.h"
 #include "gram.h"
 
-#define ARC_VERSION 1
+/* Version 2 added inode numbers (shared by hard links), user xattrs and the archive ids the
+ * journal binds to; version 1 archives are still read (inode = entry index + 1). */
+#define ARC_VERSION 2
 
 enum arc_type { ARC_REG = 1, ARC_DIR = 2, ARC_LNK = 3 };
 
@@ -25,8 +27,18 @@ enum arc_section {
     ARC_SEC_FILES = 4,
 };
 
+/* One extended attribute (name without the "user." prefix, value of any bytes). */
+typedef struct arc_xattr {
+    char *name;
+    unsigned char *val;
+    uint32_t len;
+} arc_xattr;
+
 /* One file-table entry. Entry 0 is the root directory with path "". Paths are relative,
- * '/'-separated, with no empty, "." or ".." components, and sorted by arc_path_cmp. */
+ * '/'-separated, with no empty, "." or ".." components, and sorted by arc_path_cmp.
+ * Hard links are entries that share `ino`: only the first of them (in path order) holds the
+ * content (root run); the others are regular files with root_len 0 and the same size, hash,
+ * mode, owner and time. Inode 1 is the root directory. */
 typedef struct arc_entry {
     char *path;
     char *link; /* symlink target, or NULL */
@@ -38,7 +50,12 @@ typedef struct arc_entry {
     uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length */
     uint64_t root_start, root_len; /* the file's run of root symbols */
     uint64_t hash;                 /* XXH3-64 of the content */
+    uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
+    arc_xattr *xattrs;             /* user.* attributes, sorted by name */
+    uint32_t nxattrs;
 } arc_entry;
+
+#define ARC_INO_MAX ((uint64_t)1 << 60)
 
 typedef struct arc_secinfo {
     uint32_t type, codec;
@@ -53,7 +70,18 @@ typedef struct arc {
     arc_secinfo secs[8];
     uint32_t nsecs;
     uint64_t file_size;
+    uint64_t id;       /* random identity of this archive (journals name the one they extend) */
+    uint64_t prev_id;  /* identity of the archive this one was compacted from, or 0 */
+    uint64_t next_ino; /* above every inode number in use */
+    uint32_t *byino;   /* entry indices ordered by (ino, index), from arc_open */
 } arc;
+
+/* A fresh random archive identity (never 0). */
+uint64_t arc_new_id(void);
+
+/* Index of the entry that holds the content of inode `ino` (the first with that number),
+ * or -ENOENT. Built on open; O(log n). */
+int64_t arc_ino_entry(const arc *a, uint64_t ino);
 
 /* Human name of a section type ("dictionary", "rules", ...). */
 const char *arc_section_name(uint32_t type);
@@ -65,12 +93,16 @@ int arc_path_cmp(const char *a, const char *b);
 int arc_path_check(const char *path);
 
 /* Write the archive atomically: a temporary file beside `path`, fsync, rename, fsync of the
- * directory. `level` is the zstd level of the sections. Fills a->secs and a->file_size. */
+ * directory. `level` is the zstd level of the sections. Fills a->secs and a->file_size.
+ * Entries with ino 0 get entry index + 1; a->id 0 gets a new identity; next_ino is computed. */
 int arc_write(const char *path, arc *a, int level);
 
 /* Open, verify every checksum, decode and validate an archive. On failure returns -EBADMSG
  * (corrupt), -ENOENT/-EACCES/-EIO (cannot read) or -ENOMEM, with a message naming the part. */
 int arc_open(const char *path, arc **out);
+
+/* Free what an entry owns (path, link, xattrs) and zero it. */
+void arc_entry_clear(arc_entry *e);
 
 /* Free an archive from arc_open, or one assembled by a writer (frees dict, gram, entries). */
 void arc_free(arc *a);

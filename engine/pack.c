@@ -358,10 +358,8 @@ done:
     vec32_free(&p.cur);
     gbuild_free(&p.gb);
     dict_free(p.d);
-    for (size_t i = 0; i < p.nents; i++) {
-        free(p.ents[i].path);
-        free(p.ents[i].link);
-    }
+    for (size_t i = 0; i < p.nents; i++)
+        arc_entry_clear(&p.ents[i]);
     free(p.ents);
     free(blk);
     if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
