@@ -65,7 +65,7 @@ $(LIB): $(ENGINE_OBJ) $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(LIB)
+$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 FS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/*.c))

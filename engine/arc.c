@@ -1,7 +1,6 @@
 #include "arc.h"
 
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <zstd.h>
 
 #include "err.h"
+#include "fio.h"
 
 #define HDR_SIZE 40
 #define SECENT_SIZE 40
@@ -157,21 +157,6 @@ uint64_t arc_new_id(void)
     return id ? id : 1;
 }
 
-static int write_all(int fd, const void *p, size_t n, const char *path)
-{
-    const unsigned char *q = p;
-    while (n) {
-        ssize_t w = write(fd, q, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return tdc_error(-errno, "%s: write: %s", path, strerror(errno));
-        }
-        q += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Compress `raw` with zstd and append it as a section at file offset *off. */
 static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw, int level,
                        uint64_t *off)
@@ -208,7 +193,7 @@ static int put_section(int fd, const char *path, arc *a, uint32_t type, const bu
     s->stored = n;
     s->raw = raw->n;
     s->hash = XXH3_64bits(data, n);
-    int rc = write_all(fd, data, n, path);
+    int rc = fio_write_all(fd, data, n, path);
     free(z);
     *off += n;
     return rc;
@@ -235,7 +220,7 @@ int arc_write(const char *path, arc *a, int level)
         if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
-    if ((rc = write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
+    if ((rc = fio_write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
 
     for (uint32_t type = ARC_SEC_DICT; type <= ARC_SEC_FILES; type++) {
         b.n = 0;
@@ -272,7 +257,7 @@ int arc_write(const char *path, arc *a, int level)
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = write_all(fd, b.p, b.n, tmp))) goto fail;
+    if ((rc = fio_write_all(fd, b.p, b.n, tmp))) goto fail;
     memcpy(hdr, MAGIC, 8);
     st32(hdr + 8, ARC_VERSION);
     st32(hdr + 12, 0);
@@ -300,18 +285,10 @@ int arc_write(const char *path, arc *a, int level)
         goto fail;
     }
     /* Make the rename itself durable. */
-    char *dcopy = strdup(path);
-    if (dcopy) {
-        int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(dcopy);
-    }
+    rc = fio_sync_dir(path);
     buf_free(&b);
     free(tmp);
-    return 0;
+    return rc;
 fail:
     if (fd >= 0) close(fd);
     unlink(tmp);
@@ -447,6 +424,17 @@ static int index_inodes(arc *a)
     return 0;
 }
 
+int arc_finish(arc *a)
+{
+    a->next_ino = 2;
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
+    free(a->byino);
+    a->byino = NULL;
+    int rc = gram_topo(&a->g);
+    return rc ? rc : index_inodes(a);
+}
+
 int64_t arc_ino_entry(const arc *a, uint64_t ino)
 {
     uint32_t lo = 0, hi = a->nents;
@@ -525,23 +513,6 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
     return index_inodes(a);
 }
 
-static int read_at(int fd, void *p, size_t n, uint64_t off, const char *path)
-{
-    unsigned char *q = p;
-    while (n) {
-        ssize_t k = pread(fd, q, n, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return tdc_error(-errno, "%s: read: %s", path, strerror(errno));
-        }
-        if (k == 0) return tdc_error(-EBADMSG, "%s: archive is truncated", path);
-        q += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* Read, verify and expand one section into a fresh buffer. */
 static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
 {
@@ -554,7 +525,7 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
     if (!(st = malloc(s->stored ? s->stored : 1)))
         return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
                          (unsigned long long)s->stored);
-    if ((rc = read_at(fd, st, s->stored, s->offset, path))) goto fail;
+    if ((rc = fio_read_at(fd, st, s->stored, s->offset, path))) goto fail;
     if (XXH3_64bits(st, s->stored) != s->hash) {
         rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
         goto fail;
@@ -613,7 +584,7 @@ int arc_open(const char *path, arc **out)
                        (unsigned long long)a->file_size);
         goto fail;
     }
-    if ((rc = read_at(fd, hdr, HDR_SIZE, 0, path))) goto fail;
+    if ((rc = fio_read_at(fd, hdr, HDR_SIZE, 0, path))) goto fail;
     if (memcmp(hdr, MAGIC, 8)) {
         rc = tdc_error(-EBADMSG, "%s: not a tadocfs archive (bad magic)", path);
         goto fail;
@@ -640,7 +611,7 @@ int arc_open(const char *path, arc **out)
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = read_at(fd, tab, tlen, toff, path))) goto fail;
+    if ((rc = fio_read_at(fd, tab, tlen, toff, path))) goto fail;
     if (XXH3_64bits(tab, tlen - 8) != le64(tab + tlen - 8)) {
         rc = tdc_error(-EBADMSG, "%s: section table checksum mismatch", path);
         goto fail;

@@ -79,6 +79,11 @@ typedef struct arc {
 /* A fresh random archive identity (never 0). */
 uint64_t arc_new_id(void);
 
+/* Complete an archive assembled in memory (entries with inode numbers, dictionary, grammar)
+ * as arc_open would: check the grammar and record its topological order, index inodes.
+ * 0, -EBADMSG or -ENOMEM. */
+int arc_finish(arc *a);
+
 /* Index of the entry that holds the content of inode `ino` (the first with that number),
  * or -ENOENT. Built on open; O(log n). */
 int64_t arc_ino_entry(const arc *a, uint64_t ino);

@@ -1,8 +1,9 @@
-/* fs: the FUSE low-level operations of tadocfs over one opened archive.
+/* fs: the FUSE low-level operations of tadocfs over one vol (an archive and its journal).
  *
- * The handlers only read the archive, its index and its tree, which are immutable while
- * mounted, so any number of loop threads may run them at once; per-open state (a read
- * cursor and a running content hash) is guarded by its own mutex. */
+ * The handlers keep no file system state of their own: names, attributes and contents live
+ * in the vol, which is safe to call from every loop thread. Per-open state (a read cursor,
+ * a running content hash, a computed virtual file) is guarded by its own mutex; the
+ * registries of virtual files below by `slock`. */
 #ifndef TDC_FS_H
 #define TDC_FS_H
 
@@ -10,30 +11,30 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 
-#include "../engine/arc.h"
-#include "../index/idx.h"
-#include "tree.h"
+#include "../engine/vol.h"
 
 /* Virtual files per directory that inode numbers leave room for. */
 #define FS_VKINDS 8
 
 typedef struct fs_ctx {
-    arc *a;
-    idx *x;
-    fs_tree *t;
-    uint32_t uid, gid; /* (uint32_t)-1: show the archived owners */
-    double timeout;    /* entry and attribute cache timeout, seconds */
-    uint64_t content_bytes;
-    uint64_t files;
-    _Atomic unsigned char *damaged; /* per entry: content hash mismatch seen; reads fail */
-    _Atomic uint64_t *vsize;        /* per directory and virtual file: size last computed */
-    pthread_mutex_t slock;          /* guards words and the search registry */
-    struct idx_words *words;        /* word index, built on the first .search lookup */
-    struct {
-        uint32_t dir;
+    vol *v;
+    int ro;
+    uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
+    double timeout;          /* entry and attribute cache timeout, seconds */
+    pthread_mutex_t slock;   /* guards everything below */
+    struct idx_words *words; /* word index of `words_arc`, built on the first .search lookup */
+    const arc *words_arc;
+    struct fs_search {
+        uint64_t dir;
         char *word;
-    } * search; /* .search/WORD files looked up so far; index = inode - search base */
+    } * search; /* .search/WORD files looked up so far; index = inode - FS_SEARCH_BASE */
     size_t nsearch, capsearch;
+    struct fs_vsize {
+        uint64_t ino, size;
+    } * vsize; /* sizes of virtual files computed so far */
+    size_t nvsize, capvsize;
+    uint64_t *damaged; /* inodes whose content failed its hash; reads fail */
+    size_t ndamaged;
 } fs_ctx;
 
 /* The operation table; every handler replies exactly once. */

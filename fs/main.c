@@ -1,7 +1,8 @@
-/* tadocfs: mount a tadocfs archive with FUSE (read-only in this version).
+/* tadocfs: mount a tadocfs archive with FUSE, writable through its journal.
  *
  * usage: tadocfs ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
  * Exit status: 0 clean unmount, 1 mount or I/O failure, 2 usage error, 3 corrupt archive. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -25,6 +26,8 @@ typedef struct options {
     char *mountpoint;
     char *gpu;
     char *cache_size;
+    char *compact_threshold;
+    int ro;
     unsigned uid, gid;
     int uid_set, gid_set;
     int help, version;
@@ -32,37 +35,46 @@ typedef struct options {
 
 enum { KEY_HELP, KEY_VERSION, KEY_UID, KEY_GID };
 
-static const struct fuse_opt spec[] = {{"gpu=%s", offsetof(options, gpu), 0},
-                                       {"cache_size=%s", offsetof(options, cache_size), 0},
-                                       {"uid=%u", offsetof(options, uid), 0},
-                                       {"uid=", offsetof(options, uid_set), 1},
-                                       {"gid=%u", offsetof(options, gid), 0},
-                                       {"gid=", offsetof(options, gid_set), 1},
-                                       FUSE_OPT_KEY("-h", KEY_HELP),
-                                       FUSE_OPT_KEY("--help", KEY_HELP),
-                                       FUSE_OPT_KEY("-V", KEY_VERSION),
-                                       FUSE_OPT_KEY("--version", KEY_VERSION),
-                                       FUSE_OPT_END};
+static const struct fuse_opt spec[] = {
+    {"gpu=%s", offsetof(options, gpu), 0},
+    {"cache_size=%s", offsetof(options, cache_size), 0},
+    {"compact_threshold=%s", offsetof(options, compact_threshold), 0},
+    {"ro", offsetof(options, ro), 1},
+    {"rw", offsetof(options, ro), 0},
+    {"uid=%u", offsetof(options, uid), 0},
+    {"uid=", offsetof(options, uid_set), 1},
+    {"gid=%u", offsetof(options, gid), 0},
+    {"gid=", offsetof(options, gid_set), 1},
+    FUSE_OPT_KEY("-h", KEY_HELP),
+    FUSE_OPT_KEY("--help", KEY_HELP),
+    FUSE_OPT_KEY("-V", KEY_VERSION),
+    FUSE_OPT_KEY("--version", KEY_VERSION),
+    FUSE_OPT_END};
 
 static const char usage[] =
     "usage: tadocfs ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTION[,OPTION...]]\n"
     "\n"
     "Mount a tadocfs archive (made by `tadoc pack`). Files are read straight from the\n"
-    "grammar; the mount is read-only in this version.\n"
+    "grammar. Changes are journaled in ARCHIVE.journal and folded into the archive by\n"
+    "`tadoc compact`, by `setfattr -n user.tadoc.compact MOUNTPOINT`, or in the background\n"
+    "once the journal passes compact_threshold.\n"
     "\n"
     "  -f                     stay in the foreground\n"
     "  -d                     debug output (implies -f)\n"
     "  -s                     single-threaded loop\n"
-    "  -o ro                  read-only (the default and, for now, the only mode)\n"
+    "  -o ro                  read-only (the journal is replayed but never written)\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
-    "  -o default_permissions let the kernel check modes instead of tadocfs\n"
+    "                         (permissions are always checked by the kernel against the\n"
+    "                         files' modes: default_permissions is implied)\n"
+    "  -o compact_threshold=BYTES  journal size that starts a background compaction\n"
+    "                         (K, M, G suffixes; default 256M; 0 = never)\n"
     "  -o uid=N,gid=N         show every file as owned by N instead of the archived owner\n"
     "  -o gpu=off|auto|on     compute backend (auto: GPU when usable; on: fail without one)\n"
     "  -o cache_size=BYTES    memory for pre-expanded short rules, which reads copy whole\n"
     "                         instead of descending (K, M, G suffixes; default 64M; 0 = none)\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
-    "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs ro 0 0\n"
+    "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs defaults 0 0\n"
     "Unmount with `fusermount3 -u MOUNTPOINT` or by sending the daemon SIGTERM.\n"
     "\n"
     "exit status: 0 unmounted cleanly, 1 mount or I/O failure, 2 usage error,\n"
@@ -94,6 +106,25 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
     return 1;
 }
 
+/* Parse a byte count with an optional K, M or G suffix; 0 on success. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    uint64_t v = strtoull(s, &end, 10);
+    int shift = !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : 0;
+    if (errno || s[0] == '-' || end == s || (*end && !shift) || v > (UINT64_MAX >> shift))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+static void log_event(void *ctx, const char *msg)
+{
+    (void)ctx;
+    syslog(LOG_INFO, "%s", msg);
+}
+
 /* Refuse a mountpoint left behind by a daemon that died, with the command that clears it. */
 static int check_mountpoint(const char *mp)
 {
@@ -111,6 +142,15 @@ static int check_mountpoint(const char *mp)
         fprintf(stderr, "tadocfs: %s: not a directory\n", mp);
         return -1;
     }
+    /* stat may be answered from the kernel's cache of a dead mount; listing is not. */
+    DIR *d = opendir(mp);
+    if (!d && errno == ENOTCONN) {
+        fprintf(stderr,
+                "tadocfs: %s: stale mount (its daemon died); run 'fusermount3 -u %s' first\n", mp,
+                mp);
+        return -1;
+    }
+    if (d) closedir(d);
     return 0;
 }
 
@@ -151,18 +191,17 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    uint64_t cache = IDX_CACHE_DEFAULT;
-    if (o.cache_size) {
-        char *end;
-        errno = 0;
-        cache = strtoull(o.cache_size, &end, 10);
-        int shift = !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : 0;
-        if (errno || o.cache_size[0] == '-' || (*end && !shift) || cache > (UINT64_MAX >> shift)) {
-            fprintf(stderr, "tadocfs: cache_size= must be a number of bytes (K, M, G allowed)\n");
-            ret = EX_USAGE;
-            goto out_args;
-        }
-        cache <<= shift;
+    uint64_t cache = IDX_CACHE_DEFAULT, threshold = (uint64_t)256 << 20;
+    if (o.cache_size && parse_size(o.cache_size, &cache)) {
+        fprintf(stderr, "tadocfs: cache_size= must be a number of bytes (K, M, G allowed)\n");
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    if (o.compact_threshold && parse_size(o.compact_threshold, &threshold)) {
+        fprintf(stderr,
+                "tadocfs: compact_threshold= must be a number of bytes (K, M, G allowed)\n");
+        ret = EX_USAGE;
+        goto out_args;
     }
     if (o.gpu && !strcmp(o.gpu, "on") && !backend_gpu_available()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
@@ -170,31 +209,34 @@ int main(int argc, char **argv)
     }
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
-    /* Open and check the whole archive before mounting, so errors reach the terminal. */
-    if ((rc = arc_open(o.archive, &c.a)) || (rc = idx_build_cached(c.a, cache, &c.x)) ||
-        (rc = tree_build(c.a, &c.t))) {
+    /* Open and check the whole archive and replay its journal before mounting, so errors
+     * reach the terminal. */
+    vol_opts vo = {
+        .writable = !o.ro, .cache_bytes = cache, .compact_threshold = threshold, .log = log_event};
+    jrnl_stats js;
+    if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
         ret = rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
         goto out_arc;
     }
-    if (!(c.damaged = calloc(c.a->nents, 1)) ||
-        !(c.vsize = calloc(c.a->nents, FS_VKINDS * sizeof *c.vsize)))
-        goto out_arc;
+    if (js.dropped)
+        fprintf(stderr, "tadocfs: %s.journal: dropped %llu bytes (%s)%s\n", o.archive,
+                (unsigned long long)js.dropped, js.why, o.ro ? "" : "; cut off");
+    if (js.stale)
+        fprintf(stderr, "tadocfs: %s.journal: already folded into the archive; discarded\n",
+                o.archive);
+    c.ro = o.ro;
     c.uid = o.uid_set ? o.uid : (uint32_t)-1;
     c.gid = o.gid_set ? o.gid : (uint32_t)-1;
-    c.timeout = 86400; /* nothing changes under a read-only mount */
-    for (uint32_t i = 0; i < c.a->nents; i++)
-        if (c.a->ents[i].type == ARC_REG) {
-            c.files++;
-            c.content_bytes += c.a->ents[i].size;
-        }
+    /* Every change goes through this daemon, which tells the kernel about it. */
+    c.timeout = 86400;
 
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_arc;
     /* fsname is shown by mount(8) and df; commas would split the option list. */
-    sprintf(fsname, "-ofsname=%s,subtype=tadocfs,ro",
-            strchr(o.archive, ',') ? "tadocfs" : o.archive);
+    sprintf(fsname, "-ofsname=%s,subtype=tadocfs,default_permissions%s",
+            strchr(o.archive, ',') ? "tadocfs" : o.archive, o.ro ? ",ro" : "");
     rc = fuse_opt_add_arg(&args, fsname);
     free(fsname);
     if (rc || fuse_parse_cmdline(&args, &co) != 0) {
@@ -210,6 +252,10 @@ int main(int argc, char **argv)
     if (fuse_session_mount(se, co.mountpoint) != 0) goto out_signals;
     openlog("tadocfs", LOG_PID, LOG_DAEMON);
     fuse_daemonize(co.foreground);
+    if (vol_start(c.v)) {
+        syslog(LOG_ERR, "%s", tdc_errmsg());
+        goto out_unmount;
+    }
     if (co.singlethread) {
         rc = fuse_session_loop(se);
     } else {
@@ -232,21 +278,20 @@ out_opts:
     fuse_loop_cfg_destroy(lc);
     free(co.mountpoint);
 out_arc:
+    vol_close(c.v); /* writes out buffered records */
     for (size_t i = 0; i < c.nsearch; i++)
         free(c.search[i].word);
     free(c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
-    free((void *)c.damaged);
-    free((void *)c.vsize);
-    tree_free(c.t);
-    idx_free(c.x);
-    arc_free(c.a);
+    free(c.vsize);
+    free(c.damaged);
 out_args:
     free(o.archive);
     free(o.mountpoint);
     free(o.gpu);
     free(o.cache_size);
+    free(o.compact_threshold);
     fuse_opt_free_args(&args);
     return ret;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <syslog.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -13,10 +14,15 @@
 #include "../engine/err.h"
 #include "../index/words.h"
 
-#define XATTR_PREFIX "user.tadoc."
+#define USER_PREFIX "user."
+#define TADOC_PREFIX "user.tadoc."
 
-/* Virtual analytics files: resolved by name in every directory, never listed. Inode numbers
- * follow the real ones: nents + 1 + dir * FS_VKINDS + kind. */
+/* Virtual files: analytics resolved by name in every directory and never listed, and the
+ * `.search` directory. Their inode numbers lie above every real one (real ones stay below
+ * ARC_INO_MAX = 2^60): VINO_BIT | dir << 3 | kind for the per-directory ones, and
+ * FS_SEARCH_BASE + k for the k-th `.search/WORD` looked up. */
+#define VINO_BIT ((uint64_t)1 << 63)
+#define FS_SEARCH_BASE ((uint64_t)1 << 62)
 
 static const struct {
     const char *name;
@@ -25,96 +31,121 @@ static const struct {
               {".invindex", ana_invindex},   {".termvector", ana_termvector},
               {".seqcount", ana_seqcount},   {".rankedinvindex", ana_rankedinvindex}};
 #define NVFILES (sizeof vfiles / sizeof vfiles[0])
+#define SEARCH_DIR NVFILES /* kind of the .search directory */
 
-/* Per-open state: a regular file (cursor and running hash) or a computed virtual file. */
+/* Per-open state: a regular file (reader and running hash) or a computed virtual file. */
 typedef struct fs_file {
     pthread_mutex_t lock;
     int virt;
     buf vout; /* the virtual file's text */
-    uint32_t ent;
-    idx_cursor cur;
+    uint64_t ino;
+    vol_reader rd;
     XXH3_state_t *hs; /* content hash of bytes [0, hashed), while reads are sequential */
-    uint64_t hashed;
+    uint64_t hashed, want;
 } fs_file;
+
+/* A directory handle: a snapshot of the entries, taken at opendir and at rewinddir. */
+typedef struct fs_dir {
+    vol_dirent *ents;
+    size_t n;
+    uint64_t parent;
+} fs_dir;
 
 static fs_ctx *ctx_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
 }
 
-/* Entry index of inode `ino`, or -1 when it is not ours. */
-static int64_t ent_of(const fs_ctx *c, fuse_ino_t ino)
+static int is_real(fuse_ino_t ino)
 {
-    return ino >= 1 && ino <= c->a->nents ? (int64_t)ino - 1 : -1;
+    return ino < FS_SEARCH_BASE;
 }
 
-/* Kind of the `.search` directory, after the analytics files; the files inside it are
- * numbered from search_base() in the order they are first looked up. */
-#define SEARCH_DIR NVFILES
+/* ---------------- virtual inodes ---------------- */
 
-static uint64_t search_base(const fs_ctx *c)
+static fuse_ino_t vino(uint64_t dir, uint32_t kind)
 {
-    return (uint64_t)c->a->nents + 1 + (uint64_t)c->a->nents * FS_VKINDS;
+    return VINO_BIT | dir << 3 | kind;
 }
 
-/* Decode a virtual inode into its directory entry and kind (an analytics file, or
- * SEARCH_DIR); 0 on success. */
-static int vino_of(const fs_ctx *c, fuse_ino_t ino, uint32_t *dir, uint32_t *kind)
+/* Decode a per-directory virtual inode; 0 on success. */
+static int vino_of(fuse_ino_t ino, uint64_t *dir, uint32_t *kind)
 {
-    if (ino <= c->a->nents || ino >= search_base(c)) return -1;
-    uint64_t v = ino - c->a->nents - 1;
-    if (v % FS_VKINDS > SEARCH_DIR) return -1;
-    *dir = (uint32_t)(v / FS_VKINDS);
-    *kind = (uint32_t)(v % FS_VKINDS);
-    return c->a->ents[*dir].type == ARC_DIR ? 0 : -1;
+    if (!(ino & VINO_BIT)) return -1;
+    *dir = (ino & ~VINO_BIT) >> 3;
+    *kind = (uint32_t)(ino & 7);
+    return *kind <= SEARCH_DIR ? 0 : -1;
 }
 
-/* Attributes of a virtual file: read-only, the directory's times, the size of its last
- * computed text (0 until first opened; reads use direct_io, so the size is only a hint). */
-static void vstat(const fs_ctx *c, uint32_t dir, uint32_t kind, struct stat *st)
+static uint64_t vsize_get(fs_ctx *c, uint64_t ino)
 {
-    tree_stat(c->t, dir, c->uid, c->gid, st);
-    st->st_ino = (ino_t)(c->a->nents + 1 + (uint64_t)dir * FS_VKINDS + kind);
-    st->st_mode = kind == SEARCH_DIR ? S_IFDIR | 0555 : S_IFREG | 0444;
-    st->st_nlink = kind == SEARCH_DIR ? 2 : 1;
-    st->st_size = (off_t)c->vsize[(uint64_t)dir * FS_VKINDS + kind];
-    st->st_blocks = (st->st_size + 511) / 512;
-}
-
-/* Registry index of search file inode `ino`, or -1. */
-static int64_t sfile_of(fs_ctx *c, fuse_ino_t ino)
-{
-    if (ino < search_base(c)) return -1;
+    uint64_t s = 0;
     pthread_mutex_lock(&c->slock);
-    int64_t k = ino - search_base(c) < c->nsearch ? (int64_t)(ino - search_base(c)) : -1;
+    for (size_t i = 0; i < c->nvsize; i++)
+        if (c->vsize[i].ino == ino) s = c->vsize[i].size;
+    pthread_mutex_unlock(&c->slock);
+    return s;
+}
+
+static void vsize_set(fs_ctx *c, uint64_t ino, uint64_t size)
+{
+    pthread_mutex_lock(&c->slock);
+    size_t i = 0;
+    while (i < c->nvsize && c->vsize[i].ino != ino)
+        i++;
+    if (i == c->nvsize && c->nvsize == c->capvsize) {
+        size_t cap = c->capvsize ? c->capvsize * 2 : 32;
+        void *p = realloc(c->vsize, cap * sizeof *c->vsize);
+        if (p) {
+            c->vsize = p;
+            c->capvsize = cap;
+        }
+    }
+    if (i < c->capvsize) {
+        c->vsize[i] = (struct fs_vsize){ino, size};
+        if (i == c->nvsize) c->nvsize++;
+    }
+    pthread_mutex_unlock(&c->slock);
+}
+
+/* Registry index of search file inode `ino`, with its directory and word (copied); -1 if
+ * it is not one. */
+static int64_t sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, char **word)
+{
+    if (ino < FS_SEARCH_BASE || ino & VINO_BIT) return -1;
+    pthread_mutex_lock(&c->slock);
+    int64_t k = ino - FS_SEARCH_BASE < c->nsearch ? (int64_t)(ino - FS_SEARCH_BASE) : -1;
+    if (k >= 0) {
+        *dir = c->search[k].dir;
+        if (word) *word = strdup(c->search[k].word);
+    }
     pthread_mutex_unlock(&c->slock);
     return k;
 }
 
-/* Attributes of any virtual inode; 0 if `ino` is one. */
+/* Attributes of any virtual inode; 0 if `ino` is one whose directory still exists. */
 static int vattr(fs_ctx *c, fuse_ino_t ino, struct stat *st)
 {
-    uint32_t dir, kind;
-    if (!vino_of(c, ino, &dir, &kind)) {
-        vstat(c, dir, kind, st);
-        return 0;
+    uint64_t dir;
+    uint32_t kind;
+    int search = 0;
+    if (vino_of(ino, &dir, &kind)) {
+        if (sfile_of(c, ino, &dir, NULL) < 0) return -1;
+        search = 1;
     }
-    int64_t k = sfile_of(c, ino);
-    if (k < 0) return -1;
-    pthread_mutex_lock(&c->slock);
-    dir = c->search[k].dir;
-    pthread_mutex_unlock(&c->slock);
-    tree_stat(c->t, dir, c->uid, c->gid, st);
+    if (vol_getattr(c->v, dir, st) || !S_ISDIR(st->st_mode)) return -1;
     st->st_ino = (ino_t)ino;
-    st->st_mode = S_IFREG | 0444;
-    st->st_nlink = 1;
-    st->st_size = 0; /* computed on open and read with direct_io */
-    st->st_blocks = 0;
+    st->st_mode = !search && kind == SEARCH_DIR ? S_IFDIR | 0555 : S_IFREG | 0444;
+    st->st_nlink = !search && kind == SEARCH_DIR ? 2 : 1;
+    st->st_size = search ? 0 : (off_t)vsize_get(c, ino);
+    st->st_blocks = (st->st_size + 511) / 512;
+    if (c->uid != (uint32_t)-1) st->st_uid = c->uid;
+    if (c->gid != (uint32_t)-1) st->st_gid = c->gid;
     return 0;
 }
 
 /* The inode of `.search/word` under directory `dir`, registering it on first use. */
-static int search_register(fs_ctx *c, uint32_t dir, const char *word, fuse_ino_t *ino)
+static int search_register(fs_ctx *c, uint64_t dir, const char *word, fuse_ino_t *ino)
 {
     int rc = 0;
     pthread_mutex_lock(&c->slock);
@@ -140,23 +171,70 @@ static int search_register(fs_ctx *c, uint32_t dir, const char *word, fuse_ino_t
         }
     }
     pthread_mutex_unlock(&c->slock);
-    *ino = (fuse_ino_t)(search_base(c) + k);
+    *ino = (fuse_ino_t)(FS_SEARCH_BASE + k);
     return rc;
 }
 
-static void fill_entry(const fs_ctx *c, uint32_t ent, struct fuse_entry_param *e)
+/* ---------------- helpers ---------------- */
+
+static void owners(const fs_ctx *c, struct stat *st)
 {
-    memset(e, 0, sizeof *e);
-    e->ino = (fuse_ino_t)ent + 1;
-    e->generation = 1;
-    e->attr_timeout = e->entry_timeout = c->timeout;
-    tree_stat(c->t, ent, c->uid, c->gid, &e->attr);
+    if (c->uid != (uint32_t)-1) st->st_uid = c->uid;
+    if (c->gid != (uint32_t)-1) st->st_gid = c->gid;
 }
+
+static void reply_entry(fuse_req_t req, fs_ctx *c, const struct stat *st)
+{
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = st->st_ino;
+    e.generation = 1;
+    e.attr = *st;
+    owners(c, &e.attr);
+    e.attr_timeout = e.entry_timeout = c->timeout;
+    fuse_reply_entry(req, &e);
+}
+
+static void reply_rc(fuse_req_t req, int rc)
+{
+    fuse_reply_err(req, rc < 0 ? -rc : rc);
+}
+
+/* Log unexpected failures (not the everyday ENOENT/EEXIST/...). */
+static int logged(int rc, const char *what)
+{
+    if (rc == -EIO || rc == -EBADMSG || rc == -ENOMEM)
+        syslog(LOG_ERR, "%s: %s", what, tdc_errmsg());
+    return rc == -EBADMSG ? -EIO : rc;
+}
+
+static int is_damaged(fs_ctx *c, uint64_t ino)
+{
+    int bad = 0;
+    pthread_mutex_lock(&c->slock);
+    for (size_t i = 0; i < c->ndamaged && !bad; i++)
+        bad = c->damaged[i] == ino;
+    pthread_mutex_unlock(&c->slock);
+    return bad;
+}
+
+static void set_damaged(fs_ctx *c, uint64_t ino)
+{
+    pthread_mutex_lock(&c->slock);
+    uint64_t *p = realloc(c->damaged, (c->ndamaged + 1) * sizeof *p);
+    if (p) {
+        c->damaged = p;
+        c->damaged[c->ndamaged++] = ino;
+    }
+    pthread_mutex_unlock(&c->slock);
+}
+
+/* ---------------- lookup and attributes ---------------- */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
-    /* Large requests: 1 MiB reads and readahead where the kernel allows them. */
+    /* Large requests: 1 MiB reads, writes and readahead where the kernel allows them. */
     conn->max_readahead = 1 << 20;
     conn->max_write = 1 << 20;
     if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
@@ -165,263 +243,478 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t p = ent_of(c, parent);
-    uint32_t sdir, skind;
-    if (p < 0 && !vino_of(c, parent, &sdir, &skind) && skind == SEARCH_DIR) {
+    uint64_t sdir;
+    uint32_t skind;
+    struct stat st;
+    if (!vino_of(parent, &sdir, &skind) && skind == SEARCH_DIR) {
         /* Any name inside .search is a word to look for. */
-        struct fuse_entry_param se = {.generation = 1};
         fuse_ino_t ino;
-        if (search_register(c, sdir, name, &ino)) {
+        if (search_register(c, sdir, name, &ino) || vattr(c, ino, &st)) {
             fuse_reply_err(req, ENOMEM);
             return;
         }
-        vattr(c, ino, &se.attr);
-        se.ino = ino;
+        struct fuse_entry_param se = {.ino = ino, .generation = 1, .attr = st};
         fuse_reply_entry(req, &se);
         return;
     }
-    if (p < 0 || c->a->ents[p].type != ARC_DIR) {
-        fuse_reply_err(req, p < 0 ? ESTALE : ENOTDIR);
+    if (!is_real(parent)) {
+        fuse_reply_err(req, ENOTDIR);
         return;
     }
-    int64_t e = tree_lookup(c->t, (uint32_t)p, name);
-    /* A real entry of the same name wins over a virtual file. */
-    for (uint32_t k = 0; k <= SEARCH_DIR && e < 0; k++) {
-        if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
-        struct fuse_entry_param ve = {.generation = 1};
-        vstat(c, (uint32_t)p, k, &ve.attr);
-        ve.ino = ve.attr.st_ino;
-        fuse_reply_entry(req, &ve); /* no caching: the size changes once computed */
-        return;
-    }
-    if (e < 0) {
-        /* A negative entry the kernel may cache as long as positive ones. */
+    int rc = vol_lookup(c->v, parent, name, &st);
+    if (rc == -ENOENT) {
+        /* A real entry of the same name wins over a virtual file. */
+        for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
+            if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
+            struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
+            if (vattr(c, ve.ino, &ve.attr)) break;
+            fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
+            return;
+        }
+        /* A negative entry the kernel may cache; creations through the mount clear it. */
         struct fuse_entry_param ne = {.ino = 0, .entry_timeout = c->timeout};
         fuse_reply_entry(req, &ne);
         return;
     }
-    struct fuse_entry_param ep;
-    fill_entry(c, (uint32_t)e, &ep);
-    fuse_reply_entry(req, &ep);
+    if (rc) {
+        reply_rc(req, rc);
+        return;
+    }
+    reply_entry(req, c, &st);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fi;
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
     struct stat st;
-    if (e < 0 && !vattr(c, ino, &st)) {
-        fuse_reply_attr(req, &st, 0);
+    if (!is_real(ino)) {
+        if (vattr(c, ino, &st))
+            fuse_reply_err(req, ENOENT);
+        else
+            fuse_reply_attr(req, &st, 0);
         return;
     }
-    if (e < 0) {
-        fuse_reply_err(req, ESTALE);
+    int rc = vol_getattr(c->v, ino, &st);
+    if (rc) {
+        reply_rc(req, rc);
         return;
     }
-    tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
+    owners(c, &st);
     fuse_reply_attr(req, &st, c->timeout);
+}
+
+static struct timespec now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    fs_ctx *c = ctx_of(req);
+    if (!is_real(ino)) {
+        fuse_reply_err(req, EACCES);
+        return;
+    }
+    unsigned valid = 0;
+    struct stat in = *attr, out;
+    if (to_set & FUSE_SET_ATTR_MODE) valid |= VOL_SET_MODE;
+    if (to_set & FUSE_SET_ATTR_UID) valid |= VOL_SET_UID;
+    if (to_set & FUSE_SET_ATTR_GID) valid |= VOL_SET_GID;
+    if (to_set & FUSE_SET_ATTR_SIZE) valid |= VOL_SET_SIZE;
+    if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) valid |= VOL_SET_ATIME;
+    if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) valid |= VOL_SET_MTIME;
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) in.st_atim = now();
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) in.st_mtim = now();
+    if (c->ro) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    /* A bare ctime update (FUSE_SET_ATTR_CTIME alone) is a SETATTR with nothing else. */
+    int rc = vol_setattr(c->v, ino, valid, &in, &out);
+    if (rc) {
+        reply_rc(req, logged(rc, "setattr"));
+        return;
+    }
+    owners(c, &out);
+    fuse_reply_attr(req, &out, c->timeout);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    if (e < 0 || c->a->ents[e].type != ARC_LNK)
-        fuse_reply_err(req, e < 0 ? ESTALE : EINVAL);
+    char *t = NULL;
+    int rc = is_real(ino) ? vol_readlink(c->v, ino, &t) : -EINVAL;
+    if (rc)
+        reply_rc(req, rc);
     else
-        fuse_reply_readlink(req, c->a->ents[e].link);
+        fuse_reply_readlink(req, t);
+    free(t);
 }
+
+/* ---------------- namespace changes ---------------- */
+
+/* Owner of a new inode: the caller, with the group of a setgid parent directory. */
+static void new_owner(fuse_req_t req, fs_ctx *c, fuse_ino_t parent, uint32_t *mode, uint32_t *uid,
+                      uint32_t *gid)
+{
+    const struct fuse_ctx *who = fuse_req_ctx(req);
+    struct stat pst;
+    *uid = who->uid;
+    *gid = who->gid;
+    if (!vol_getattr(c->v, parent, &pst) && (pst.st_mode & S_ISGID)) {
+        *gid = pst.st_gid;
+        if (S_ISDIR(*mode)) *mode |= S_ISGID;
+    }
+}
+
+static int make(fuse_req_t req, fuse_ino_t parent, const char *name, uint32_t mode,
+                const char *target, struct stat *st)
+{
+    fs_ctx *c = ctx_of(req);
+    uint32_t uid, gid;
+    if (!is_real(parent)) return -EACCES;
+    if (c->ro) return -EROFS;
+    new_owner(req, c, parent, &mode, &uid, &gid);
+    return logged(vol_mknode(c->v, parent, name, mode, uid, gid, target, st), "create");
+}
+
+static void reply_made(fuse_req_t req, int rc, const struct stat *st)
+{
+    if (rc)
+        reply_rc(req, rc);
+    else
+        reply_entry(req, ctx_of(req), st);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+    (void)rdev;
+    struct stat st;
+    /* Only regular files: devices, fifos and sockets have no place in a text archive. */
+    reply_made(req, S_ISREG(mode) ? make(req, parent, name, mode, NULL, &st) : -EPERM, &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct stat st;
+    reply_made(req, make(req, parent, name, S_IFDIR | (mode & 07777), NULL, &st), &st);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    struct stat st;
+    reply_made(req, make(req, parent, name, S_IFLNK | 0777, link, &st), &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
+{
+    fs_ctx *c = ctx_of(req);
+    struct stat st;
+    int rc = !is_real(ino) || !is_real(parent) ? -EPERM : c->ro ? -EROFS : 0;
+    if (!rc) rc = logged(vol_link(c->v, ino, parent, name, &st), "link");
+    reply_made(req, rc, &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    fs_ctx *c = ctx_of(req);
+    int rc = !is_real(parent) ? -EACCES : c->ro ? -EROFS : 0;
+    reply_rc(req, rc ? rc : logged(vol_unlink(c->v, parent, name, 0), "unlink"));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    fs_ctx *c = ctx_of(req);
+    int rc = !is_real(parent) ? -EACCES : c->ro ? -EROFS : 0;
+    reply_rc(req, rc ? rc : logged(vol_unlink(c->v, parent, name, 1), "rmdir"));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    fs_ctx *c = ctx_of(req);
+    int rc = !is_real(parent) || !is_real(newparent) ? -EACCES : c->ro ? -EROFS : 0;
+    unsigned vf = (flags & RENAME_NOREPLACE ? VOL_RENAME_NOREPLACE : 0) |
+                  (flags & RENAME_EXCHANGE ? VOL_RENAME_EXCHANGE : 0);
+    if (!rc && (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))) rc = -EINVAL;
+    if (!rc) rc = logged(vol_rename(c->v, parent, name, newparent, newname, vf), "rename");
+    reply_rc(req, rc);
+}
+
+/* ---------------- directories ---------------- */
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    uint32_t dir, kind;
-    if (e < 0 && !vino_of(c, ino, &dir, &kind) && kind == SEARCH_DIR) {
-        fuse_reply_open(req, fi); /* lists nothing: every word is there */
-        return;
-    }
-    if (e < 0 || c->a->ents[e].type != ARC_DIR) {
-        fuse_reply_err(req, e < 0 ? ESTALE : ENOTDIR);
-        return;
-    }
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
-    fuse_reply_open(req, fi);
-}
-
-/* readdir and readdirplus: offsets 1 and 2 are "." and "..", then child k is k + 3. */
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
-{
-    fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    uint32_t n, dir, kind;
-    if (e < 0 && !vino_of(c, ino, &dir, &kind) && kind == SEARCH_DIR) {
-        fuse_reply_buf(req, NULL, 0); /* no entries, not even . and .. */
-        return;
-    }
-    if (e < 0) {
-        fuse_reply_err(req, ESTALE);
-        return;
-    }
-    const uint32_t *kids = tree_children(c->t, (uint32_t)e, &n);
-    char *buf = malloc(size);
-    size_t used = 0;
-    if (!buf) {
+    uint64_t dir;
+    uint32_t kind;
+    fs_dir *d = calloc(1, sizeof *d);
+    if (!d) {
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    for (off_t k = off; k < (off_t)n + 2; k++) {
-        uint32_t ent = k == 0 ? (uint32_t)e : k == 1 ? tree_parent(c->t, (uint32_t)e) : kids[k - 2];
-        const char *name = k == 0 ? "." : k == 1 ? ".." : tree_name(c->t, ent);
+    if (!vino_of(ino, &dir, &kind) && kind == SEARCH_DIR) {
+        fi->fh = (uint64_t)(uintptr_t)d; /* lists nothing: every word is there */
+        fuse_reply_open(req, fi);
+        return;
+    }
+    int rc = is_real(ino) ? vol_list(c->v, ino, &d->ents, &d->n, &d->parent) : -ENOTDIR;
+    if (rc) {
+        free(d);
+        reply_rc(req, rc);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)d;
+    fuse_reply_open(req, fi);
+}
+
+/* readdir and readdirplus: offsets 1 and 2 are "." and "..", then entry k is k + 3. */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, int plus)
+{
+    fs_ctx *c = ctx_of(req);
+    fs_dir *d = (fs_dir *)(uintptr_t)fi->fh;
+    uint64_t vdir;
+    uint32_t kind;
+    if (!vino_of(ino, &vdir, &kind) && kind == SEARCH_DIR) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if (off == 0) {
+        /* rewinddir: see the directory as it is now. */
+        vol_dirent *e;
+        size_t n;
+        uint64_t parent;
+        if (!vol_list(c->v, ino, &e, &n, &parent)) {
+            vol_list_free(d->ents, d->n);
+            d->ents = e;
+            d->n = n;
+            d->parent = parent;
+        }
+    }
+    char *b = malloc(size);
+    size_t used = 0;
+    if (!b) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    for (off_t k = off; k < (off_t)d->n + 2; k++) {
+        uint64_t ent = k == 0 ? ino : k == 1 ? d->parent : d->ents[k - 2].ino;
+        const char *name = k == 0 ? "." : k == 1 ? ".." : d->ents[k - 2].name;
         struct fuse_entry_param ep;
-        fill_entry(c, ent, &ep);
+        memset(&ep, 0, sizeof ep);
         size_t need;
         if (plus) {
+            if (vol_getattr(c->v, ent, &ep.attr)) continue; /* removed since the snapshot */
+            owners(c, &ep.attr);
+            ep.ino = ent;
+            ep.generation = 1;
+            ep.attr_timeout = ep.entry_timeout = c->timeout;
             /* "." and ".." carry no entry, so the kernel takes no lookup reference. */
-            if (k < 2) {
-                ep.ino = 0;
-                ep.attr.st_ino = (ino_t)ent + 1;
-            }
-            need = fuse_add_direntry_plus(req, buf + used, size - used, name, &ep, k + 1);
+            if (k < 2) ep.ino = 0;
+            need = fuse_add_direntry_plus(req, b + used, size - used, name, &ep, k + 1);
         } else {
-            need = fuse_add_direntry(req, buf + used, size - used, name, &ep.attr, k + 1);
+            ep.attr.st_ino = (ino_t)ent;
+            ep.attr.st_mode = k < 2 ? S_IFDIR : d->ents[k - 2].mode;
+            need = fuse_add_direntry(req, b + used, size - used, name, &ep.attr, k + 1);
         }
         if (need > size - used) break;
         used += need;
     }
-    fuse_reply_buf(req, buf, used);
-    free(buf);
+    fuse_reply_buf(req, b, used);
+    free(b);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
-    (void)fi;
-    do_readdir(req, ino, size, off, 0);
+    do_readdir(req, ino, size, off, fi, 0);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                            struct fuse_file_info *fi)
 {
+    do_readdir(req, ino, size, off, fi, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fs_dir *d = (fs_dir *)(uintptr_t)fi->fh;
+    vol_list_free(d->ents, d->n);
+    free(d);
+    fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)datasync;
     (void)fi;
-    do_readdir(req, ino, size, off, 1);
+    reply_rc(req, logged(vol_sync(ctx_of(req)->v), "fsync"));
+}
+
+/* ---------------- virtual files ---------------- */
+
+/* "path:offset" for every occurrence of the word in the subtree, paths relative to it, in
+ * path order; found through the word index without reading the files. */
+static int search_text(fs_ctx *c, const vol_view *w, const char *word, buf *out)
+{
+    int rc = 0;
+    idx_words *words = NULL;
+    pthread_mutex_lock(&c->slock);
+    if (w->own) {
+        rc = idx_words_build(w->x, &words); /* a snapshot: its own index, not kept */
+    } else {
+        if (c->words_arc != w->a) {
+            idx_words_free(c->words);
+            c->words = NULL;
+            c->words_arc = NULL;
+            if (!(rc = idx_words_build(w->x, &c->words))) c->words_arc = w->a;
+        }
+        words = c->words;
+    }
+    pthread_mutex_unlock(&c->slock);
+    if (rc) return rc;
+    uint32_t dir = (uint32_t)w->ent;
+    size_t plen = ana_scope_prefix(w->a, dir);
+    vec32 files = {0};
+    vec64 offs = {0};
+    rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), &files);
+    for (size_t i = 0; i < files.n && !rc; i++) {
+        offs.n = 0;
+        rc = idx_search(words, files.p[i], word, strlen(word), &offs);
+        const char *p = w->a->ents[files.p[i]].path + plen;
+        for (size_t j = 0; j < offs.n && !rc; j++) {
+            char num[32];
+            int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs.p[j]);
+            rc = buf_put(out, p, strlen(p)) || buf_put(out, num, (size_t)n) ? -ENOMEM : 0;
+        }
+    }
+    if (w->own) idx_words_free(words);
+    vec32_free(&files);
+    vec64_free(&offs);
+    return rc;
 }
 
 /* Compute a virtual file's text when it is opened; it is then read from memory. */
-static void open_virtual(fuse_req_t req, fs_ctx *c, uint32_t dir, uint32_t kind,
-                         struct fuse_file_info *fi)
+static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    uint64_t dir;
+    uint32_t kind;
+    char *word = NULL;
+    int search = vino_of(ino, &dir, &kind) != 0;
+    if (search && sfile_of(c, ino, &dir, &word) < 0) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (!search && kind == SEARCH_DIR) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
     if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-        fuse_reply_err(req, EROFS);
+        free(word);
+        fuse_reply_err(req, EACCES);
         return;
     }
     fs_file *f = calloc(1, sizeof *f);
-    if (!f) {
-        fuse_reply_err(req, ENOMEM);
-        return;
+    vol_view w;
+    int rc = !f || (search && !word) ? -ENOMEM : vol_view_open(c->v, dir, search, &w);
+    if (!rc) {
+        if (search)
+            rc = search_text(c, &w, word, &f->vout);
+        else
+            rc = vfiles[kind].fn(w.a, (uint32_t)w.ent, ana_subtree_end(w.a, (uint32_t)w.ent),
+                                 &f->vout);
+        vol_view_close(&w);
     }
-    int rc = vfiles[kind].fn(c->a, dir, ana_subtree_end(c->a, dir), &f->vout);
+    free(word);
     if (rc) {
-        syslog(LOG_ERR, "%s/%s: %s", c->a->ents[dir].path, vfiles[kind].name, tdc_errmsg());
-        buf_free(&f->vout);
+        syslog(LOG_ERR, "virtual file of directory %llu: %s", (unsigned long long)dir,
+               tdc_errmsg());
+        if (f) buf_free(&f->vout);
         free(f);
-        fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+        reply_rc(req, rc == -ENOMEM ? -ENOMEM : rc == -ENOENT ? -ENOENT : -EIO);
         return;
     }
     pthread_mutex_init(&f->lock, NULL);
     f->virt = 1;
-    c->vsize[(uint64_t)dir * FS_VKINDS + kind] = f->vout.n;
+    if (!search) vsize_set(c, ino, f->vout.n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->direct_io = 1;
     fuse_reply_open(req, fi);
 }
 
-/* "path:offset" for every occurrence of the word in the subtree, paths relative to it, in
- * path order; found through the word index without reading the files. */
-static int search_text(fs_ctx *c, uint32_t dir, const char *word, buf *out)
+/* ---------------- files ---------------- */
+
+static fs_file *new_file(fs_ctx *c, uint64_t ino)
 {
-    int rc = 0;
-    pthread_mutex_lock(&c->slock);
-    if (!c->words) rc = idx_words_build(c->x, &c->words);
-    pthread_mutex_unlock(&c->slock);
-    if (rc) return rc;
-    size_t plen = ana_scope_prefix(c->a, dir);
-    vec32 files = {0};
-    vec64 offs = {0};
-    rc = ana_scope_files(c->a, dir, ana_subtree_end(c->a, dir), &files);
-    for (size_t i = 0; i < files.n && !rc; i++) {
-        offs.n = 0;
-        rc = idx_search(c->words, files.p[i], word, strlen(word), &offs);
-        for (size_t j = 0; j < offs.n && !rc; j++) {
-            char num[32];
-            int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs.p[j]);
-            rc = buf_put(out, c->a->ents[files.p[i]].path + plen,
-                         strlen(c->a->ents[files.p[i]].path + plen)) ||
-                 buf_put(out, num, (size_t)n);
-        }
-    }
-    vec32_free(&files);
-    vec64_free(&offs);
-    return rc ? -ENOMEM : 0;
+    fs_file *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    pthread_mutex_init(&f->lock, NULL);
+    f->ino = ino;
+    vol_reader_init(&f->rd);
+    /* Unchanged files carry their archived hash: check it as they are read in order. */
+    if (vol_clean_hash(c->v, ino, &f->want) && (f->hs = XXH3_createState()))
+        XXH3_64bits_reset(f->hs);
+    vol_ref(c->v, ino, 1);
+    return f;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    uint32_t dir, kind;
-    if (e < 0 && !vino_of(c, ino, &dir, &kind)) {
-        if (kind == SEARCH_DIR)
-            fuse_reply_err(req, EISDIR);
-        else
-            open_virtual(req, c, dir, kind, fi);
+    if (!is_real(ino)) {
+        open_virtual(req, c, ino, fi);
         return;
     }
-    int64_t sk = e < 0 ? sfile_of(c, ino) : -1;
-    if (sk >= 0) {
-        fs_file *f = calloc(1, sizeof *f);
-        pthread_mutex_lock(&c->slock);
-        uint32_t sdir = c->search[sk].dir;
-        char *word = strdup(c->search[sk].word);
-        pthread_mutex_unlock(&c->slock);
-        int rc = f && word ? search_text(c, sdir, word, &f->vout) : -ENOMEM;
-        free(word);
-        if (rc) {
-            if (f) buf_free(&f->vout);
-            free(f);
-            fuse_reply_err(req, ENOMEM);
-            return;
-        }
-        pthread_mutex_init(&f->lock, NULL);
-        f->virt = 1;
-        fi->fh = (uint64_t)(uintptr_t)f;
-        fi->direct_io = 1;
-        fuse_reply_open(req, fi);
+    struct stat st;
+    int rc = vol_getattr(c->v, ino, &st);
+    if (!rc && S_ISDIR(st.st_mode)) rc = -EISDIR;
+    if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY && c->ro) rc = -EROFS;
+    if (!rc && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && st.st_size) {
+        struct stat in = {.st_size = 0};
+        rc = logged(vol_setattr(c->v, ino, VOL_SET_SIZE, &in, NULL), "truncate");
+    }
+    fs_file *f = rc ? NULL : new_file(c, ino);
+    if (!rc && !f) rc = -ENOMEM;
+    if (rc) {
+        reply_rc(req, rc);
         return;
     }
-    if (e < 0 || c->a->ents[e].type != ARC_REG) {
-        fuse_reply_err(req, e < 0 ? ESTALE : EISDIR);
-        return;
-    }
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-        fuse_reply_err(req, EROFS);
-        return;
-    }
-    fs_file *f = calloc(1, sizeof *f);
-    if (!f || !(f->hs = XXH3_createState())) {
-        free(f);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    pthread_mutex_init(&f->lock, NULL);
-    f->ent = (uint32_t)e;
-    idx_cursor_init(&f->cur);
-    XXH3_64bits_reset(f->hs);
     fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = 1; /* the archive never changes under a read-only mount */
+    /* The content only changes through this mount, which the kernel's cache follows. */
+    fi->keep_cache = 1;
     fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    fs_ctx *c = ctx_of(req);
+    struct stat st;
+    int rc = make(req, parent, name, S_IFREG | (mode & 07777), NULL, &st);
+    fs_file *f = rc ? NULL : new_file(c, st.st_ino);
+    if (!rc && !f) rc = -ENOMEM;
+    if (rc) {
+        reply_rc(req, rc);
+        return;
+    }
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = st.st_ino;
+    e.generation = 1;
+    e.attr = st;
+    owners(c, &e.attr);
+    e.attr_timeout = e.entry_timeout = c->timeout;
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->keep_cache = 1;
+    fuse_reply_create(req, &e, fi);
 }
 
 static _Thread_local unsigned char *rbuf;
@@ -430,7 +723,6 @@ static _Thread_local size_t rcap;
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    (void)ino;
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
     if (f->virt) {
@@ -448,96 +740,183 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         rbuf = b;
         rcap = size;
     }
-    const arc_entry *e = &c->a->ents[f->ent];
-    if (c->damaged[f->ent]) {
+    if (is_damaged(c, ino)) {
         fuse_reply_err(req, EIO);
         return;
     }
     pthread_mutex_lock(&f->lock);
-    ssize_t n = idx_read(c->x, &f->cur, f->ent, (uint64_t)off, rbuf, size);
+    ssize_t n = vol_read(c->v, &f->rd, ino, (uint64_t)off, rbuf, size);
     int bad = 0;
     if (n > 0 && f->hs && (uint64_t)off == f->hashed) {
         /* Read sequentially from byte 0 so far: extend the content hash, and at EOF compare
-         * it with the one recorded at pack time, so damage checksums missed is never served
-         * silently. */
+         * it with the archived one (if the file is still unchanged), so damage the section
+         * checksums missed is never served silently. */
         XXH3_64bits_update(f->hs, rbuf, (size_t)n);
         f->hashed += (uint64_t)n;
-        if (f->hashed == e->size) {
-            bad = XXH3_64bits_digest(f->hs) != e->hash;
+        struct stat st;
+        if (!vol_getattr(c->v, ino, &st) && f->hashed == (uint64_t)st.st_size) {
+            uint64_t want;
+            bad = vol_clean_hash(c->v, ino, &want) && want == f->want &&
+                  XXH3_64bits_digest(f->hs) != want;
             XXH3_freeState(f->hs);
             f->hs = NULL;
         }
     }
     pthread_mutex_unlock(&f->lock);
     if (n < 0) {
-        syslog(LOG_ERR, "%s: read at %lld: %s", e->path, (long long)off, tdc_errmsg());
+        syslog(LOG_ERR, "inode %llu: read at %lld: %s", (unsigned long long)ino, (long long)off,
+               tdc_errmsg());
         fuse_reply_err(req, n == -ENOMEM ? ENOMEM : EIO);
     } else if (bad) {
-        c->damaged[f->ent] = 1; /* every later read of this file fails too, not only this one */
-        syslog(LOG_ERR, "%s: content hash mismatch: archive data is damaged", e->path);
-        fprintf(stderr, "tadocfs: %s: content hash mismatch: archive data is damaged\n", e->path);
+        set_damaged(c, ino); /* every later read of this file fails too, not only this one */
+        syslog(LOG_ERR, "inode %llu: content hash mismatch: archive data is damaged",
+               (unsigned long long)ino);
+        fprintf(stderr, "tadocfs: inode %llu: content hash mismatch: archive data is damaged\n",
+                (unsigned long long)ino);
         fuse_reply_err(req, EIO);
     } else {
         fuse_reply_buf(req, (const char *)rbuf, (size_t)n);
     }
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    fs_ctx *c = ctx_of(req);
+    fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    if (f->virt || c->ro) {
+        fuse_reply_err(req, f->virt ? EBADF : EROFS);
+        return;
+    }
+    int rc = logged(vol_write(c->v, ino, (uint64_t)off, data, size), "write");
+    if (rc)
+        reply_rc(req, rc);
+    else
+        fuse_reply_write(req, size);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    /* close(2): hand the buffered records to the kernel, so they outlive this process. */
+    reply_rc(req, f->virt ? 0 : logged(vol_flush(ctx_of(req)->v), "flush"));
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    fs_ctx *c = ctx_of(req);
+    fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    if (!f->virt) {
+        vol_reader_free(&f->rd);
+        vol_ref(c->v, ino, -1);
+    }
     buf_free(&f->vout);
-    idx_cursor_free(&f->cur);
     XXH3_freeState(f->hs);
     pthread_mutex_destroy(&f->lock);
     free(f);
     fuse_reply_err(req, 0);
 }
 
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi)
+{
+    (void)fi;
+    fs_ctx *c = ctx_of(req);
+    struct stat st;
+    /* Plain allocation only: the size grows to off + len, with zeros. */
+    int rc = mode & ~FALLOC_FL_KEEP_SIZE ? -EOPNOTSUPP : c->ro ? -EROFS : 0;
+    if (!rc) rc = vol_getattr(c->v, ino, &st);
+    if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > st.st_size) {
+        struct stat in = {.st_size = off + len};
+        rc = logged(vol_setattr(c->v, ino, VOL_SET_SIZE, &in, NULL), "fallocate");
+    }
+    reply_rc(req, rc);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     (void)ino;
     fs_ctx *c = ctx_of(req);
-    struct statvfs sv = {0};
+    vol_info in;
+    struct statvfs sv = {0}, under;
+    vol_get_info(c->v, &in);
     sv.f_bsize = sv.f_frsize = 4096;
-    sv.f_blocks = (c->a->file_size + 4095) / 4096;
-    sv.f_files = c->a->nents;
-    sv.f_namemax = 255;
-    sv.f_flag = ST_RDONLY;
+    /* Used space is the archive plus its journal; free space is the disk's under them. */
+    uint64_t used = (in.archive_bytes + in.journal_bytes + 4095) / 4096;
+    if (!statvfs(vol_path(c->v), &under)) {
+        sv.f_bfree = sv.f_bavail = under.f_bavail * under.f_frsize / 4096;
+        sv.f_ffree = sv.f_favail = under.f_favail;
+    }
+    sv.f_blocks = used + sv.f_bfree;
+    sv.f_files = in.inodes + sv.f_ffree;
+    sv.f_namemax = VOL_NAME_MAX;
+    sv.f_flag = c->ro ? ST_RDONLY : 0;
     fuse_reply_statfs(req, &sv);
 }
 
 /* ---------------- extended attributes ---------------- */
 
-static const char *const file_attrs[] = {"size", "share", "rules"};
-static const char *const root_attrs[] = {"archive_size", "files", "ratio", "rules"};
+static const char *const file_attrs[] = {"size", "share", "rules", "pending"};
+static const char *const root_attrs[] = {"archive_size", "files",         "ratio",
+                                         "rules",        "journal_bytes", "journal_records",
+                                         "dirty_files",  "compactions"};
+#define NFILE_ATTRS 4
+#define NROOT_ATTRS 8
 
-/* Value of attribute `name` (without prefix) of entry e into v; 0, -ENODATA or -ENOMEM. */
-static int attr_value(const fs_ctx *c, uint32_t e, const char *name, char *v, size_t n)
+/* Value of tadoc attribute `name` (without prefix) of inode `ino` into v. */
+static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t n)
 {
-    const arc_entry *f = &c->a->ents[e];
-    if (e == 0) {
+    struct stat st;
+    if (vol_getattr(c->v, ino, &st)) return -ENOENT;
+    if (ino == 1) {
+        vol_info in;
+        vol_get_info(c->v, &in);
+        const idx *x;
+        const arc *a = vol_lock_arc(c->v, &x);
+        uint32_t rules = a->g.nrules;
+        vol_unlock_arc(c->v);
         if (!strcmp(name, "archive_size"))
-            snprintf(v, n, "%" PRIu64, c->a->file_size);
+            snprintf(v, n, "%" PRIu64, in.archive_bytes);
         else if (!strcmp(name, "files"))
-            snprintf(v, n, "%" PRIu64, c->files);
+            snprintf(v, n, "%" PRIu64, in.files);
         else if (!strcmp(name, "ratio"))
-            snprintf(v, n, "%.3f", (double)c->content_bytes / (double)c->a->file_size);
+            snprintf(v, n, "%.3f", (double)in.content_bytes / (double)in.archive_bytes);
         else if (!strcmp(name, "rules"))
-            snprintf(v, n, "%u", c->a->g.nrules);
+            snprintf(v, n, "%u", rules);
+        else if (!strcmp(name, "journal_bytes"))
+            snprintf(v, n, "%" PRIu64, in.journal_bytes);
+        else if (!strcmp(name, "journal_records"))
+            snprintf(v, n, "%" PRIu64, in.journal_records);
+        else if (!strcmp(name, "dirty_files"))
+            snprintf(v, n, "%" PRIu64, in.dirty_files);
+        else if (!strcmp(name, "compactions"))
+            snprintf(v, n, "%" PRIu64, in.compactions);
         else
             return -ENODATA;
         return 0;
     }
-    if (f->type != ARC_REG) return -ENODATA;
+    if (!S_ISREG(st.st_mode)) return -ENODATA;
     if (!strcmp(name, "size")) {
-        snprintf(v, n, "%" PRIu64, f->size);
+        snprintf(v, n, "%lld", (long long)st.st_size);
+        return 0;
+    }
+    uint64_t hash;
+    int clean = vol_clean_hash(c->v, ino, &hash);
+    if (!strcmp(name, "pending")) {
+        snprintf(v, n, "%d", !clean);
         return 0;
     }
     if (strcmp(name, "share") && strcmp(name, "rules")) return -ENODATA;
-    uint64_t rules;
-    double share;
-    if (idx_file_footprint(c->x, e, &rules, &share)) return -ENOMEM;
+    if (!clean) return -ENODATA; /* edited: its grammar share is known after compaction */
+    const idx *x;
+    vol_lock_arc(c->v, &x);
+    int64_t e = vol_clean_entry(c->v, ino);
+    uint64_t rules = 0;
+    double share = 0;
+    int rc = e < 0 ? -ENODATA : idx_file_footprint(x, (uint32_t)e, &rules, &share);
+    vol_unlock_arc(c->v);
+    if (rc) return rc;
     if (!strcmp(name, "rules"))
         snprintf(v, n, "%" PRIu64, rules);
     else
@@ -545,99 +924,133 @@ static int attr_value(const fs_ctx *c, uint32_t e, const char *name, char *v, si
     return 0;
 }
 
+static void reply_value(fuse_req_t req, const void *p, size_t n, size_t size)
+{
+    if (size == 0)
+        fuse_reply_xattr(req, n);
+    else if (size < n)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, p, n);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    char v[64];
-    if (e < 0) {
-        fuse_reply_err(req, ino > c->a->nents ? ENODATA : ESTALE);
-        return;
-    }
-    if (strncmp(name, XATTR_PREFIX, strlen(XATTR_PREFIX))) {
+    if (!is_real(ino) || strncmp(name, USER_PREFIX, strlen(USER_PREFIX))) {
         fuse_reply_err(req, ENODATA);
         return;
     }
-    int rc = attr_value(c, (uint32_t)e, name + strlen(XATTR_PREFIX), v, sizeof v);
+    if (!strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
+        char v[64];
+        int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), v, sizeof v);
+        if (rc)
+            reply_rc(req, rc);
+        else
+            reply_value(req, v, strlen(v), size);
+        return;
+    }
+    buf b = {0};
+    int rc = vol_getxattr(c->v, ino, name + strlen(USER_PREFIX), &b);
     if (rc)
-        fuse_reply_err(req, -rc);
-    else if (size == 0)
-        fuse_reply_xattr(req, strlen(v));
-    else if (size < strlen(v))
-        fuse_reply_err(req, ERANGE);
+        reply_rc(req, rc);
     else
-        fuse_reply_buf(req, v, strlen(v));
+        reply_value(req, b.p, b.n, size);
+    buf_free(&b);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    char list[256];
-    size_t used = 0;
-    if (e < 0 && ino > c->a->nents) {
+    struct stat st;
+    buf names = {0}, out = {0};
+    if (!is_real(ino)) {
         fuse_reply_xattr(req, 0); /* virtual files have no attributes */
         return;
     }
-    if (e < 0) {
-        fuse_reply_err(req, ESTALE);
-        return;
-    }
-    const char *const *names = e == 0 ? root_attrs : file_attrs;
-    size_t count = e == 0 ? 4 : c->a->ents[e].type == ARC_REG ? 3 : 0;
-    for (size_t i = 0; i < count; i++)
-        used +=
-            (size_t)snprintf(list + used, sizeof list - used, "%s%s", XATTR_PREFIX, names[i]) + 1;
-    if (size == 0)
-        fuse_reply_xattr(req, used);
-    else if (size < used)
-        fuse_reply_err(req, ERANGE);
+    int rc = vol_getattr(c->v, ino, &st);
+    if (!rc) rc = vol_listxattr(c->v, ino, &names);
+    for (size_t i = 0; !rc && i < names.n; i += strlen((char *)names.p + i) + 1)
+        rc = buf_put(&out, USER_PREFIX, strlen(USER_PREFIX)) ||
+                     buf_put(&out, names.p + i, strlen((char *)names.p + i) + 1)
+                 ? -ENOMEM
+                 : 0;
+    const char *const *ta = ino == 1 ? root_attrs : file_attrs;
+    size_t nta = ino == 1 ? NROOT_ATTRS : S_ISREG(st.st_mode) ? NFILE_ATTRS : 0;
+    for (size_t i = 0; !rc && i < nta; i++)
+        rc = buf_put(&out, TADOC_PREFIX, strlen(TADOC_PREFIX)) ||
+                     buf_put(&out, ta[i], strlen(ta[i]) + 1)
+                 ? -ENOMEM
+                 : 0;
+    if (rc)
+        reply_rc(req, rc);
     else
-        fuse_reply_buf(req, list, used);
+        reply_value(req, out.p, out.n, size);
+    buf_free(&names);
+    buf_free(&out);
 }
 
-/* Permission check for callers that did not ask for default_permissions. */
-static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
 {
     fs_ctx *c = ctx_of(req);
-    int64_t e = ent_of(c, ino);
-    struct stat st;
-    if (e < 0 && vattr(c, ino, &st)) {
-        fuse_reply_err(req, ESTALE);
-        return;
+    int rc = !is_real(ino) ? -EACCES : c->ro ? -EROFS : 0;
+    if (!rc && strncmp(name, USER_PREFIX, strlen(USER_PREFIX))) rc = -ENOTSUP;
+    if (!rc && !strcmp(name, TADOC_PREFIX "compact")) {
+        /* Recompress now; the call returns when the new archive is in place. */
+        vol_compact_stats st;
+        rc = ino == 1 ? logged(vol_compact(c->v, &st), "compact") : -EINVAL;
+        if (!rc)
+            syslog(LOG_INFO, "compacted %" PRIu64 " dirty files in %.2f s", st.dirty_files,
+                   st.build_s + st.write_s + st.swap_s);
+    } else if (!rc && !strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
+        rc = -EPERM; /* computed attributes */
+    } else if (!rc) {
+        rc = logged(vol_setxattr(c->v, ino, name + strlen(USER_PREFIX), value, size, flags),
+                    "setxattr");
     }
-    if (mask & W_OK) {
-        fuse_reply_err(req, EROFS);
-        return;
-    }
-    const struct fuse_ctx *who = fuse_req_ctx(req);
-    if (e >= 0) tree_stat(c->t, (uint32_t)e, c->uid, c->gid, &st);
-    if (who->uid == 0) {
-        /* root may read anything, and execute what anyone may execute */
-        int ok = !(mask & X_OK) || S_ISDIR(st.st_mode) || (st.st_mode & 0111);
-        fuse_reply_err(req, ok ? 0 : EACCES);
-        return;
-    }
-    mode_t bits = who->uid == st.st_uid   ? (st.st_mode >> 6)
-                  : who->gid == st.st_gid ? (st.st_mode >> 3)
-                                          : st.st_mode;
-    int want = (mask & R_OK ? 4 : 0) | (mask & X_OK ? 1 : 0);
-    fuse_reply_err(req, (int)(bits & 7 & (mode_t)want) == want ? 0 : EACCES);
+    reply_rc(req, rc);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    fs_ctx *c = ctx_of(req);
+    int rc = !is_real(ino) ? -EACCES : c->ro ? -EROFS : 0;
+    if (!rc && strncmp(name, USER_PREFIX, strlen(USER_PREFIX))) rc = -ENOTSUP;
+    if (!rc && !strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) rc = -EPERM;
+    if (!rc) rc = logged(vol_removexattr(c->v, ino, name + strlen(USER_PREFIX)), "removexattr");
+    reply_rc(req, rc);
 }
 
 const struct fuse_lowlevel_ops fs_ops = {
     .init = op_init,
     .lookup = op_lookup,
     .getattr = op_getattr,
+    .setattr = op_setattr,
     .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .link = op_link,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .fsyncdir = op_fsync,
     .open = op_open,
+    .create = op_create,
     .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .fsync = op_fsync,
     .release = op_release,
+    .fallocate = op_fallocate,
     .statfs = op_statfs,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,
-    .access = op_access,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
 };

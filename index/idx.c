@@ -187,6 +187,7 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
         const arc_entry *f = &a->ents[e];
         x->file_off[e] = 0;
         if (f->type != ARC_REG) continue;
+        if (arc_ino_entry(a, f->ino) != e) continue; /* a hard link: the first name holds it */
         uint64_t i = f->root_start, acc;
         acc = x->samp_at[0] != UINT32_MAX ? x->samp[x->samp_at[0] + i / IDX_SAMPLE] : 0;
         for (uint64_t j = x->samp_at[0] != UINT32_MAX ? i / IDX_SAMPLE * IDX_SAMPLE : 0; j < i; j++)
@@ -317,6 +318,7 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
     const arc *a = x->a;
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino); /* hard links: the content holder */
     uint64_t size = a->ents[ent].size;
     if (off >= size || n == 0) return 0;
     if (n > size - off) n = (size_t)(size - off);
@@ -417,6 +419,7 @@ int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *sha
     const gram *g = &a->g;
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino);
     if (need_occ(x)) return tdc_error(-ENOMEM, "out of memory");
     uint64_t *seen = calloc(g->nrules / 64 + 1, sizeof *seen), *w = NULL;
     uint32_t *ids = NULL;

@@ -187,7 +187,7 @@ int idx_count(idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *
     *count = 0;
     int rc = begin(w, ent, word, n, &t);
     if (rc <= 0) return rc;
-    const arc_entry *f = &w->a->ents[ent];
+    const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     for (uint64_t i = f->root_start; i < f->root_start + f->root_len; i++) {
         uint32_t s = g->root.p[i];
         if (s == t)
@@ -207,7 +207,7 @@ int idx_search(idx_words *w, uint32_t ent, const char *word, size_t n, vec64 *ou
     if (rc <= 0) return rc;
     rc = 0;
     /* Depth-first over the file, descending only into rules that hold the word. */
-    const arc_entry *f = &w->a->ents[ent];
+    const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     vec32 rs = {0};
     vec64 is = {0};
     uint64_t off = 0;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -25,13 +26,12 @@
 #include "../engine/pack.h"
 #include "../index/idx.h"
 #include "../index/words.h"
+#include "tadoc.h"
 
 #define TADOC_VERSION "0.1.0"
 #define CHUNK (1u << 20)
 
-enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
-
-static const char *prog = "tadoc";
+const char *prog = "tadoc";
 
 static const char usage_main[] =
     "usage: tadoc COMMAND [OPTIONS] ARGS...\n"
@@ -54,19 +54,21 @@ static const char usage_main[] =
     "  rankedinvindex ARCHIVE [SCOPE]  w1 w2 w3<TAB>path:count..., files by count\n"
     "  count ARCHIVE PATH WORD      occurrences of WORD in PATH, from the grammar\n"
     "  search ARCHIVE PATH WORD     byte offset of every occurrence of WORD in PATH\n"
+    "  apply ARCHIVE OPS_FILE       a batch of insert/append/extract operations, journaled\n"
+    "  compact ARCHIVE              fold the journal (ARCHIVE.journal) into the archive\n"
     "\n"
     "Run 'tadoc COMMAND --help' for a command's options.\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
     "             3 archive corrupt or verification mismatch\n";
 
-static int fail(int rc)
+int fail(int rc)
 {
     fprintf(stderr, "%s: %s\n", prog, tdc_errmsg());
     return rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
 }
 
-static int usage_err(const char *usage, const char *msg)
+int usage_err(const char *usage, const char *msg)
 {
     if (msg) fprintf(stderr, "%s: %s\n", prog, msg);
     fputs(usage, stderr);
@@ -270,6 +272,13 @@ static const char usage_unpack[] =
 
 static int restore_meta(const char *path, const arc_entry *e)
 {
+    for (uint32_t k = 0; k < e->nxattrs; k++) {
+        char name[300];
+        snprintf(name, sizeof name, "user.%s", e->xattrs[k].name);
+        if (lsetxattr(path, name, e->xattrs[k].val, e->xattrs[k].len, 0) < 0 && errno != ENOTSUP &&
+            errno != EPERM)
+            return tdc_error(-errno, "%s: set %s: %s", path, name, strerror(errno));
+    }
     struct timespec ts[2] = {{e->mtime_sec, e->mtime_nsec}, {e->mtime_sec, e->mtime_nsec}};
     if (geteuid() == 0 && lchown(path, e->uid, e->gid) < 0)
         return tdc_error(-errno, "%s: chown: %s", path, strerror(errno));
@@ -318,6 +327,17 @@ static int cmd_unpack(int argc, char **argv)
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             else
                 rc = restore_meta(path, e);
+        } else if (arc_ino_entry(a, e->ino) != (int64_t)i) {
+            /* Another name of a hard-linked file: link it to the first. */
+            const arc_entry *f = &a->ents[arc_ino_entry(a, e->ino)];
+            char *first = malloc(strlen(dir) + strlen(f->path) + 2);
+            if (!first) {
+                rc = -ENOMEM;
+                break;
+            }
+            sprintf(first, "%s/%s", dir, f->path);
+            if (link(first, path) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+            free(first);
         } else {
             int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
             if (fd < 0) {
@@ -678,7 +698,9 @@ int main(int argc, char **argv)
                 {"seqcount", NULL, usage_seqcount, ana_seqcount},
                 {"rankedinvindex", NULL, usage_rankedinvindex, ana_rankedinvindex},
                 {"count", cmd_count, usage_count, NULL},
-                {"search", cmd_search, usage_search, NULL}};
+                {"search", cmd_search, usage_search, NULL},
+                {"apply", cmd_apply, usage_apply, NULL},
+                {"compact", cmd_compact, usage_compact, NULL}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);

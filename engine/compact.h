@@ -1,0 +1,33 @@
+/* compact: the grammar side of recompression.
+ *
+ * Builds a new archive's dictionary and grammar from an old archive and a new file table in
+ * which some files kept their archived content and others have new bytes. Kept files reuse
+ * their root runs (and every rule below them) as they are; new bytes are tokenized against a
+ * copy of the old dictionary (new tokens are added after the old ones) and compressed by
+ * Sequitur into new rules; rules no longer reachable from the root are dropped. The work is
+ * proportional to the new bytes plus one linear pass over the grammar. */
+#ifndef TDC_COMPACT_H
+#define TDC_COMPACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arc.h"
+
+/* Read n bytes of new entry `ent` at `off` into dst: 0 or a negative errno. */
+typedef int (*compact_read_fn)(void *ctx, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+typedef struct compact_stats {
+    uint64_t new_files, new_bytes;
+    uint64_t rules_before, rules_new, rules_after;
+} compact_stats;
+
+/* `nw` has its entries (paths, types, metadata, sizes, ino) and nothing else. For each regular
+ * entry i, src[i] is the old entry whose content it keeps, -1 to read nw->ents[i].size bytes
+ * through `fn`, or -2 for a further name of a hard-linked inode (no content of its own). Fills
+ * nw->dict, nw->g, every entry's root run and the hashes of new content. 0 or a negative errno with
+ * a message. */
+int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
+                  compact_stats *st);
+
+#endif

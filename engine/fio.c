@@ -1,0 +1,69 @@
+#include "fio.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+
+int fio_write_all(int fd, const void *p, size_t n, const char *path)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return tdc_error(-errno, "%s: write: %s", path, strerror(errno));
+        }
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t w = pwrite(fd, q, n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return tdc_error(-errno, "%s: write: %s", path, strerror(errno));
+        }
+        q += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+int fio_read_at(int fd, void *p, size_t n, uint64_t off, const char *path)
+{
+    unsigned char *q = p;
+    while (n) {
+        ssize_t k = pread(fd, q, n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return tdc_error(-errno, "%s: read: %s", path, strerror(errno));
+        }
+        if (k == 0) return tdc_error(-EBADMSG, "%s: file is truncated", path);
+        q += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+int fio_sync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy) return -ENOMEM;
+    int rc = 0, dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) < 0)
+        rc = tdc_error(-errno, "%s: fsync of its directory: %s", path, strerror(errno));
+    if (dfd >= 0) close(dfd);
+    free(copy);
+    return rc;
+}

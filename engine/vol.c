@@ -1,0 +1,1310 @@
+#include "vol.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "piece.h"
+#include "vol_int.h"
+
+/* ---------------- nodes ---------------- */
+
+vnode *vol_node(const vol *v, uint64_t ino)
+{
+    return ino < v->cap ? v->nodes[ino] : NULL;
+}
+
+static int put_node(vol *v, vnode *n)
+{
+    if (n->ino >= ARC_INO_MAX) return tdc_error(-EOVERFLOW, "inode numbers exhausted");
+    if (n->ino >= v->cap) {
+        uint64_t cap = v->cap ? v->cap : 1024;
+        while (cap <= n->ino)
+            cap *= 2;
+        vnode **p = realloc(v->nodes, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        memset(p + v->cap, 0, (cap - v->cap) * sizeof *p);
+        v->nodes = p;
+        v->cap = cap;
+    }
+    v->nodes[n->ino] = n;
+    v->ninodes++;
+    if (n->ino >= v->next_ino) v->next_ino = n->ino + 1;
+    return 0;
+}
+
+static void free_node(vol *v, vnode *n)
+{
+    v->nodes[n->ino] = NULL;
+    v->ninodes--;
+    for (uint32_t k = 0; k < n->nkids; k++)
+        free(n->kids[k].name);
+    free(n->kids);
+    for (uint32_t k = 0; k < n->nxa; k++) {
+        free(n->xa[k].name);
+        free(n->xa[k].val);
+    }
+    free(n->xa);
+    if (n->pt) {
+        pt_free(n->pt);
+        free(n->pt);
+    }
+    free(n->link);
+    free(n);
+}
+
+/* Position of `name` among a directory's children, or where it would go (*found 0). */
+static uint32_t kid_pos(const vnode *d, const char *name, int *found)
+{
+    uint32_t lo = 0, hi = d->nkids;
+    *found = 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(d->kids[mid].name, name);
+        if (!c) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static vnode *kid(const vol *v, const vnode *d, const char *name)
+{
+    int found;
+    uint32_t k = kid_pos(d, name, &found);
+    return found ? vol_node(v, d->kids[k].ino) : NULL;
+}
+
+static int add_kid(vnode *d, const char *name, uint64_t ino)
+{
+    int found;
+    uint32_t k = kid_pos(d, name, &found);
+    if (found) return -EEXIST;
+    if (d->nkids == d->capkids) {
+        uint32_t cap = d->capkids ? d->capkids * 2 : 8;
+        vdent *p = realloc(d->kids, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        d->kids = p;
+        d->capkids = cap;
+    }
+    char *nm = strdup(name);
+    if (!nm) return -ENOMEM;
+    memmove(d->kids + k + 1, d->kids + k, (d->nkids - k) * sizeof *d->kids);
+    d->kids[k] = (vdent){nm, ino};
+    d->nkids++;
+    return 0;
+}
+
+static void del_kid(vnode *d, const char *name)
+{
+    int found;
+    uint32_t k = kid_pos(d, name, &found);
+    if (!found) return;
+    free(d->kids[k].name);
+    memmove(d->kids + k, d->kids + k + 1, (d->nkids - k - 1) * sizeof *d->kids);
+    d->nkids--;
+}
+
+static void fill_stat(const vol *v, const vnode *n, struct stat *st)
+{
+    (void)v;
+    memset(st, 0, sizeof *st);
+    st->st_ino = (ino_t)n->ino;
+    st->st_mode = n->mode;
+    st->st_nlink = S_ISDIR(n->mode) ? 2 + n->nsub : n->nlink;
+    st->st_uid = n->uid;
+    st->st_gid = n->gid;
+    st->st_size = (off_t)n->size;
+    st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+    st->st_blksize = 4096;
+    st->st_atim = n->atime;
+    st->st_mtim = n->mtime;
+    st->st_ctim = n->ctime;
+}
+
+/* ---------------- records ---------------- */
+
+static struct timespec now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
+
+static int put_time(buf *b, struct timespec t)
+{
+    uint64_t zz = (uint64_t)t.tv_sec << 1 ^ (uint64_t)((int64_t)t.tv_sec >> 63);
+    return buf_put_varint(b, zz) || buf_put_varint(b, (uint64_t)t.tv_nsec);
+}
+
+static int put_str(buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    return buf_put_varint(b, n) || buf_put(b, s, n);
+}
+
+static int get_time(rd *r, struct timespec *t)
+{
+    uint64_t zz, ns;
+    if (rd_varint(r, &zz) || rd_varint(r, &ns) || ns >= 1000000000u) return -1;
+    t->tv_sec = (time_t)((int64_t)(zz >> 1) ^ -(int64_t)(zz & 1));
+    t->tv_nsec = (long)ns;
+    return 0;
+}
+
+/* A string field, copied into a NUL-terminated buffer of VOL_NAME_MAX + 1 or PATH_MAX. */
+static int get_str(rd *r, char *out, size_t cap)
+{
+    uint64_t n;
+    const unsigned char *p;
+    if (rd_varint(r, &n) || n >= cap || rd_bytes(r, n, &p) || memchr(p, 0, n)) return -1;
+    memcpy(out, p, n);
+    out[n] = 0;
+    return 0;
+}
+
+static int get_u32(rd *r, uint32_t *x)
+{
+    uint64_t y;
+    if (rd_varint(r, &y) || y > UINT32_MAX) return -1;
+    *x = (uint32_t)y;
+    return 0;
+}
+
+#define BAD(what) tdc_error(-EBADMSG, "journal record does not apply: %s", what)
+
+static vnode *dir_node(vol *v, uint64_t ino)
+{
+    vnode *d = vol_node(v, ino);
+    return d && S_ISDIR(d->mode) ? d : NULL;
+}
+
+/* Content of a regular file becomes editable: a piece table over its archived bytes. */
+static int make_pt(vol *v, vnode *n)
+{
+    if (n->pt) return 0;
+    pt *t = malloc(sizeof *t);
+    if (!t || pt_init(t, n->ent >= 0 ? n->size : 0)) {
+        free(t);
+        return -ENOMEM;
+    }
+    n->pt = t;
+    v->dirty_files++;
+    return 0;
+}
+
+static void touch(vnode *n, struct timespec t, int content)
+{
+    if (content) n->mtime = t;
+    n->ctime = t;
+    n->edited = 1;
+}
+
+static int ap_create(vol *v, rd *r)
+{
+    uint64_t ino, parent;
+    uint32_t mode, uid, gid;
+    struct timespec t;
+    char name[VOL_NAME_MAX + 1], link[PATH_MAX];
+    if (rd_varint(r, &ino) || rd_varint(r, &parent) || get_u32(r, &mode) || get_u32(r, &uid) ||
+        get_u32(r, &gid) || get_time(r, &t) || get_str(r, name, sizeof name) ||
+        get_str(r, link, sizeof link))
+        return BAD("malformed create");
+    vnode *d = dir_node(v, parent);
+    if (!d || vol_node(v, ino) || kid(v, d, name)) return BAD("create");
+    vnode *n = calloc(1, sizeof *n);
+    if (!n) return -ENOMEM;
+    n->ino = ino;
+    n->mode = mode;
+    n->uid = uid;
+    n->gid = gid;
+    n->nlink = 1;
+    n->atime = n->mtime = n->ctime = t;
+    n->ent = -1;
+    n->edited = 1;
+    n->parent = parent;
+    if (S_ISLNK(mode)) {
+        n->size = strlen(link);
+        if (!(n->link = strdup(link))) {
+            free(n);
+            return -ENOMEM;
+        }
+    }
+    if (S_ISDIR(mode)) n->size = 4096;
+    int rc = put_node(v, n);
+    if (!rc && (rc = add_kid(d, name, ino))) v->nodes[ino] = NULL, v->ninodes--;
+    if (rc) {
+        free(n->link);
+        free(n);
+        return rc;
+    }
+    if (S_ISDIR(mode)) d->nsub++;
+    touch(d, t, 1);
+    return 0;
+}
+
+static int ap_link(vol *v, rd *r)
+{
+    uint64_t ino, parent;
+    struct timespec t;
+    char name[VOL_NAME_MAX + 1];
+    if (rd_varint(r, &ino) || rd_varint(r, &parent) || get_time(r, &t) ||
+        get_str(r, name, sizeof name))
+        return BAD("malformed link");
+    vnode *d = dir_node(v, parent), *n = vol_node(v, ino);
+    if (!d || !n || S_ISDIR(n->mode) || kid(v, d, name)) return BAD("link");
+    int rc = add_kid(d, name, ino);
+    if (rc) return rc;
+    n->nlink++;
+    touch(n, t, 0);
+    touch(d, t, 1);
+    return 0;
+}
+
+/* Drop one name of n; frees it when nothing refers to it any more. */
+static void drop_name(vol *v, vnode *n)
+{
+    n->nlink--;
+    if (n->nlink == 0 && n->opens == 0 && !v->replaying) {
+        if (n->pt) v->dirty_files--;
+        free_node(v, n);
+    }
+}
+
+static int ap_unlink(vol *v, rd *r)
+{
+    uint64_t parent;
+    struct timespec t;
+    char name[VOL_NAME_MAX + 1];
+    if (rd_varint(r, &parent) || get_time(r, &t) || get_str(r, name, sizeof name))
+        return BAD("malformed unlink");
+    vnode *d = dir_node(v, parent), *n = d ? kid(v, d, name) : NULL;
+    if (!n || (S_ISDIR(n->mode) && n->nkids)) return BAD("unlink");
+    del_kid(d, name);
+    touch(d, t, 1);
+    if (S_ISDIR(n->mode)) {
+        d->nsub--;
+        n->nlink = 1;
+    }
+    touch(n, t, 0);
+    drop_name(v, n);
+    return 0;
+}
+
+/* 1 if directory `anc` is `ino` or one of its ancestors. */
+static int is_ancestor(const vol *v, uint64_t anc, uint64_t ino)
+{
+    for (;;) {
+        if (ino == anc) return 1;
+        const vnode *n = vol_node(v, ino);
+        if (!n || ino == 1) return 0;
+        ino = n->parent;
+    }
+}
+
+static int ap_rename(vol *v, rd *r)
+{
+    uint64_t p1, p2;
+    uint32_t flags;
+    struct timespec t;
+    char n1[VOL_NAME_MAX + 1], n2[VOL_NAME_MAX + 1];
+    if (rd_varint(r, &p1) || rd_varint(r, &p2) || get_u32(r, &flags) || get_time(r, &t) ||
+        get_str(r, n1, sizeof n1) || get_str(r, n2, sizeof n2))
+        return BAD("malformed rename");
+    vnode *d1 = dir_node(v, p1), *d2 = dir_node(v, p2);
+    vnode *a = d1 ? kid(v, d1, n1) : NULL, *b = d2 ? kid(v, d2, n2) : NULL;
+    if (!a || (flags & VOL_RENAME_EXCHANGE && !b)) return BAD("rename");
+    if (a == b) return 0;
+    int rc;
+    if (flags & VOL_RENAME_EXCHANGE) {
+        int f1, f2;
+        uint32_t k1 = kid_pos(d1, n1, &f1), k2 = kid_pos(d2, n2, &f2);
+        d1->kids[k1].ino = b->ino;
+        d2->kids[k2].ino = a->ino;
+        if (S_ISDIR(a->mode)) a->parent = p2, d1->nsub--, d2->nsub++;
+        if (S_ISDIR(b->mode)) b->parent = p1, d2->nsub--, d1->nsub++;
+        touch(a, t, 0);
+        touch(b, t, 0);
+    } else {
+        if (b) {
+            if (S_ISDIR(b->mode) && b->nkids) return BAD("rename over a non-empty directory");
+            del_kid(d2, n2);
+            if (S_ISDIR(b->mode)) {
+                d2->nsub--;
+                b->nlink = 1;
+            }
+            touch(b, t, 0);
+            drop_name(v, b);
+        }
+        uint64_t ino = a->ino;
+        del_kid(d1, n1);
+        if ((rc = add_kid(d2, n2, ino))) return rc;
+        if (S_ISDIR(a->mode)) a->parent = p2, d1->nsub--, d2->nsub++;
+        touch(a, t, 0);
+    }
+    touch(d1, t, 1);
+    touch(d2, t, 1);
+    return 0;
+}
+
+static int ap_setattr(vol *v, rd *r)
+{
+    uint64_t ino;
+    uint32_t valid, mode, uid, gid;
+    struct timespec at, mt, t;
+    if (rd_varint(r, &ino) || get_u32(r, &valid) || get_u32(r, &mode) || get_u32(r, &uid) ||
+        get_u32(r, &gid) || get_time(r, &at) || get_time(r, &mt) || get_time(r, &t))
+        return BAD("malformed setattr");
+    vnode *n = vol_node(v, ino);
+    if (!n) return BAD("setattr");
+    if (valid & VOL_SET_MODE) n->mode = (n->mode & S_IFMT) | (mode & 07777);
+    if (valid & VOL_SET_UID) n->uid = uid;
+    if (valid & VOL_SET_GID) n->gid = gid;
+    if (valid & VOL_SET_ATIME) n->atime = at;
+    if (valid & VOL_SET_MTIME) n->mtime = mt;
+    touch(n, t, 0);
+    return 0;
+}
+
+static int ap_truncate(vol *v, rd *r)
+{
+    uint64_t ino, size;
+    struct timespec t;
+    if (rd_varint(r, &ino) || rd_varint(r, &size) || get_time(r, &t))
+        return BAD("malformed truncate");
+    vnode *n = vol_node(v, ino);
+    if (!n || !S_ISREG(n->mode)) return BAD("truncate");
+    int rc = make_pt(v, n);
+    if (rc || (rc = pt_truncate(n->pt, size))) return rc;
+    n->size = size;
+    touch(n, t, 1);
+    return 0;
+}
+
+/* WRITE and INSERT: the data follows the fixed fields; `doff` is its journal offset. */
+static int ap_data(vol *v, rd *r, uint64_t len, uint64_t doff, int insert)
+{
+    uint64_t ino, off;
+    struct timespec t;
+    if (rd_varint(r, &ino) || rd_varint(r, &off) || get_time(r, &t)) return BAD("malformed write");
+    vnode *n = vol_node(v, ino);
+    if (!n || !S_ISREG(n->mode) || (insert && off > n->size)) return BAD("write");
+    int rc = make_pt(v, n);
+    if (rc) return rc;
+    rc = insert ? pt_insert(n->pt, off, len, PT_JRNL, doff)
+                : pt_write(n->pt, off, len, PT_JRNL, doff);
+    if (rc) return rc;
+    n->size = pt_size(n->pt);
+    touch(n, t, 1);
+    return 0;
+}
+
+static int ap_xattr(vol *v, rd *r, int set)
+{
+    uint64_t ino;
+    struct timespec t;
+    char name[VOL_NAME_MAX + 1];
+    if (rd_varint(r, &ino) || get_time(r, &t) || get_str(r, name, sizeof name))
+        return BAD("malformed xattr");
+    vnode *n = vol_node(v, ino);
+    if (!n || !name[0]) return BAD("xattr");
+    uint32_t k = 0;
+    while (k < n->nxa && strcmp(n->xa[k].name, name) < 0)
+        k++;
+    int found = k < n->nxa && !strcmp(n->xa[k].name, name);
+    if (!set) {
+        if (!found) return BAD("removexattr of a missing attribute");
+        free(n->xa[k].name);
+        free(n->xa[k].val);
+        memmove(n->xa + k, n->xa + k + 1, (n->nxa - k - 1) * sizeof *n->xa);
+        n->nxa--;
+        touch(n, t, 0);
+        return 0;
+    }
+    size_t len = (size_t)(r->end - r->p);
+    unsigned char *val = malloc(len ? len : 1);
+    if (!val) return -ENOMEM;
+    memcpy(val, r->p, len);
+    if (found) {
+        free(n->xa[k].val);
+    } else {
+        arc_xattr *p = realloc(n->xa, (n->nxa + 1) * sizeof *p);
+        char *nm = strdup(name);
+        if (p) n->xa = p;
+        if (!p || !nm) {
+            free(nm);
+            free(val);
+            return -ENOMEM;
+        }
+        memmove(n->xa + k + 1, n->xa + k, (n->nxa - k) * sizeof *n->xa);
+        n->xa[k].name = nm;
+        n->nxa++;
+    }
+    n->xa[k].val = val;
+    n->xa[k].len = (uint32_t)len;
+    touch(n, t, 0);
+    return 0;
+}
+
+/* Apply one record. `body` holds at least the fixed fields (`have` bytes); the record's body
+ * is `len` bytes long and starts at journal offset `off`. */
+static int apply(vol *v, uint32_t type, const unsigned char *body, size_t have, uint64_t len,
+                 uint64_t off)
+{
+    rd r = {body, body + have};
+    switch (type) {
+    case JR_CREATE:
+        return ap_create(v, &r);
+    case JR_LINK:
+        return ap_link(v, &r);
+    case JR_UNLINK:
+        return ap_unlink(v, &r);
+    case JR_RENAME:
+        return ap_rename(v, &r);
+    case JR_SETATTR:
+        return ap_setattr(v, &r);
+    case JR_TRUNCATE:
+        return ap_truncate(v, &r);
+    case JR_WRITE:
+    case JR_INSERT: {
+        /* The fixed fields come first; everything after them is data. */
+        const unsigned char *start = r.p;
+        rd probe = r;
+        uint64_t x;
+        struct timespec t;
+        if (rd_varint(&probe, &x) || rd_varint(&probe, &x) || get_time(&probe, &t))
+            return BAD("malformed write");
+        uint64_t head = (uint64_t)(probe.p - start);
+        return ap_data(v, &r, len - head, off + head, type == JR_INSERT);
+    }
+    case JR_SETXATTR:
+    case JR_RMXATTR:
+        return ap_xattr(v, &r, type == JR_SETXATTR);
+    }
+    return BAD("unknown type");
+}
+
+static int replay_one(void *ctx, const jrnl_rec *r)
+{
+    vol *v = ctx;
+    int rc = apply(v, r->type, r->body, r->len, r->len, r->off);
+    if (rc == -EBADMSG) return tdc_error_ctx(rc, "journal record %llu", (unsigned long long)r->seq);
+    return rc;
+}
+
+/* Append a record (head + data) and apply it. Caller holds wlock and the write lock. */
+static int commit(vol *v, uint32_t type, const buf *head, const void *data, size_t dn)
+{
+    if (!v->o.writable) return -EROFS;
+    if (v->broken) return tdc_error(-EIO, "the journal could not be restarted after compaction");
+    uint64_t doff;
+    int rc = jrnl_append(v->j, type, head->p, head->n, data, dn, &doff);
+    if (rc) return rc;
+    rc = apply(v, type, head->p, head->n, head->n + dn, doff - head->n);
+    if (rc) {
+        /* The record is logged but could not be applied (out of memory): a restart would
+         * apply it, so stop accepting changes rather than diverge. */
+        v->broken = 1;
+        return rc;
+    }
+    if (v->o.compact_threshold && jrnl_size(v->j) > v->o.compact_threshold) vol_compact_async(v);
+    return 0;
+}
+
+/* ---------------- locking ---------------- */
+
+static void wbegin(vol *v)
+{
+    pthread_mutex_lock(&v->wlock);
+    pthread_rwlock_wrlock(&v->lock);
+}
+
+static void wend(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+    pthread_mutex_unlock(&v->wlock);
+}
+
+static void rbegin(vol *v)
+{
+    pthread_rwlock_rdlock(&v->lock);
+}
+
+static void rend(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+}
+
+void vol_rdlock(vol *v)
+{
+    rbegin(v);
+}
+
+void vol_wrlock(vol *v)
+{
+    pthread_rwlock_wrlock(&v->lock);
+}
+
+void vol_unlock(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+}
+
+/* ---------------- building the model from the archive ---------------- */
+
+/* Build the nodes of the archive's entries. */
+static int load_archive(vol *v)
+{
+    const arc *a = v->a;
+    v->next_ino = a->next_ino;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        vnode *n = vol_node(v, e->ino);
+        uint64_t parent = 1;
+        if (i) {
+            const char *slash = strrchr(e->path, '/');
+            int64_t p = 0;
+            if (slash) {
+                char *dir = strndup(e->path, (size_t)(slash - e->path));
+                if (!dir) return -ENOMEM;
+                p = arc_lookup(a, dir);
+                free(dir);
+            }
+            parent = a->ents[p].ino;
+        }
+        if (n) { /* another name of a hard-linked file */
+            n->nlink++;
+        } else {
+            if (!(n = calloc(1, sizeof *n))) return -ENOMEM;
+            n->ino = e->ino;
+            n->mode = (e->type == ARC_DIR   ? S_IFDIR
+                       : e->type == ARC_LNK ? S_IFLNK
+                                            : S_IFREG) |
+                      e->mode;
+            n->uid = e->uid;
+            n->gid = e->gid;
+            n->nlink = 1;
+            n->atime.tv_sec = n->mtime.tv_sec = n->ctime.tv_sec = (time_t)e->mtime_sec;
+            n->atime.tv_nsec = n->mtime.tv_nsec = n->ctime.tv_nsec = e->mtime_nsec;
+            n->size = e->size;
+            n->ent = i;
+            n->parent = parent;
+            if ((e->link && !(n->link = strdup(e->link))) || put_node(v, n)) {
+                free(n->link);
+                free(n);
+                return -ENOMEM;
+            }
+            if (e->nxattrs && !(n->xa = calloc(e->nxattrs, sizeof *n->xa))) return -ENOMEM;
+            for (uint32_t k = 0; k < e->nxattrs; k++, n->nxa++) {
+                n->xa[k].name = strdup(e->xattrs[k].name);
+                n->xa[k].val = malloc(e->xattrs[k].len ? e->xattrs[k].len : 1);
+                n->xa[k].len = e->xattrs[k].len;
+                if (!n->xa[k].name || !n->xa[k].val) return -ENOMEM;
+                memcpy(n->xa[k].val, e->xattrs[k].val, e->xattrs[k].len);
+            }
+        }
+        if (i) {
+            vnode *d = vol_node(v, parent);
+            int rc =
+                add_kid(d, strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path, e->ino);
+            if (rc) return rc;
+            if (e->type == ARC_DIR) d->nsub++;
+        }
+    }
+    return 0;
+}
+
+static void free_model(vol *v)
+{
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i]) free_node(v, v->nodes[i]);
+    free(v->nodes);
+    v->nodes = NULL;
+    v->cap = v->ninodes = 0;
+}
+
+static void *background(void *p);
+
+int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
+{
+    vol *v = calloc(1, sizeof *v);
+    jrnl_stats st;
+    int rc;
+    if (!v) return -ENOMEM;
+    v->o = *o;
+    if (!v->o.level) v->o.level = VOL_LEVEL_DEFAULT;
+    v->lockfd = -1;
+    pthread_rwlock_init(&v->lock, NULL);
+    pthread_rwlock_init(&v->alock, NULL);
+    pthread_mutex_init(&v->wlock, NULL);
+    pthread_mutex_init(&v->tlock, NULL);
+    pthread_cond_init(&v->tcond, NULL);
+    if (!(v->path = strdup(archive)) || !(v->jpath = malloc(strlen(archive) + 16))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    sprintf(v->jpath, "%s.journal", archive);
+    if (o->writable) {
+        /* One writer per archive: the lock file lives beside it and is never replaced. */
+        char *lp = malloc(strlen(archive) + 8);
+        if (!lp) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        sprintf(lp, "%s.lock", archive);
+        v->lockfd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (v->lockfd < 0 || flock(v->lockfd, LOCK_EX | LOCK_NB) < 0) {
+            rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
+                           errno == EWOULDBLOCK ? "the archive is in use by another writer "
+                                                  "(a mount, compact or apply)"
+                                                : strerror(errno));
+            free(lp);
+            goto fail;
+        }
+        free(lp);
+    }
+    if ((rc = arc_open(archive, &v->a))) goto fail;
+    if ((rc = idx_build_cached(v->a, o->cache_bytes ? o->cache_bytes : IDX_CACHE_DEFAULT, &v->x)))
+        goto fail;
+    if ((rc = load_archive(v))) goto fail;
+    v->replaying = 1;
+    rc = jrnl_open(v->jpath, v->a->id, v->a->prev_id, o->writable, replay_one, v, &st, &v->j);
+    v->replaying = 0;
+    if (rc) goto fail;
+    /* Inodes whose last name went during replay had no opener to wait for. */
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i] && v->nodes[i]->nlink == 0) {
+            if (v->nodes[i]->pt) v->dirty_files--;
+            free_node(v, v->nodes[i]);
+        }
+    if (rs) *rs = st;
+    *out = v;
+    return 0;
+fail:
+    vol_close(v);
+    return rc;
+}
+
+int vol_start(vol *v)
+{
+    if (!v->o.writable || v->th_running) return 0;
+    v->th_running = !pthread_create(&v->th, NULL, background, v);
+    return v->th_running ? 0 : tdc_error(-EAGAIN, "cannot start the journal thread");
+}
+
+void vol_close(vol *v)
+{
+    if (!v) return;
+    if (v->th_running) {
+        pthread_mutex_lock(&v->tlock);
+        v->stop = 1;
+        pthread_cond_signal(&v->tcond);
+        pthread_mutex_unlock(&v->tlock);
+        pthread_join(v->th, NULL);
+    }
+    jrnl_close(v->j);
+    free_model(v);
+    idx_free(v->x);
+    arc_free(v->a);
+    if (v->lockfd >= 0) close(v->lockfd);
+    pthread_rwlock_destroy(&v->lock);
+    pthread_rwlock_destroy(&v->alock);
+    pthread_mutex_destroy(&v->wlock);
+    pthread_mutex_destroy(&v->tlock);
+    pthread_cond_destroy(&v->tcond);
+    free(v->path);
+    free(v->jpath);
+    free(v);
+}
+
+/* ---------------- namespace operations ---------------- */
+
+int vol_getattr(vol *v, uint64_t ino, struct stat *st)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    if (n) fill_stat(v, n, st);
+    rend(v);
+    return n ? 0 : -ENOENT;
+}
+
+int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st)
+{
+    rbegin(v);
+    vnode *d = vol_node(v, dir), *n = NULL;
+    int rc = !d ? -ENOENT : !S_ISDIR(d->mode) ? -ENOTDIR : 0;
+    if (!rc) {
+        if (!strcmp(name, "."))
+            n = d;
+        else if (!strcmp(name, ".."))
+            n = vol_node(v, d->parent);
+        else
+            n = kid(v, d, name);
+        if (n)
+            fill_stat(v, n, st);
+        else
+            rc = -ENOENT;
+    }
+    rend(v);
+    return rc;
+}
+
+int vol_resolve(vol *v, const char *path, uint64_t *ino)
+{
+    uint64_t cur = 1;
+    char name[VOL_NAME_MAX + 1];
+    while (*path) {
+        const char *slash = strchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : strlen(path);
+        if (n > VOL_NAME_MAX) return -ENAMETOOLONG;
+        memcpy(name, path, n);
+        name[n] = 0;
+        path += n + (slash != NULL);
+        if (!n) continue;
+        struct stat st;
+        int rc = vol_lookup(v, cur, name, &st);
+        if (rc) return rc;
+        cur = st.st_ino;
+    }
+    *ino = cur;
+    return 0;
+}
+
+int vol_readlink(vol *v, uint64_t ino, char **target)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = !n ? -ENOENT : !S_ISLNK(n->mode) ? -EINVAL : (*target = strdup(n->link)) ? 0 : -ENOMEM;
+    rend(v);
+    return rc;
+}
+
+int vol_list(vol *v, uint64_t dir, vol_dirent **ents, size_t *count, uint64_t *parent)
+{
+    rbegin(v);
+    vnode *d = vol_node(v, dir);
+    int rc = !d ? -ENOENT : !S_ISDIR(d->mode) ? -ENOTDIR : 0;
+    vol_dirent *e = NULL;
+    size_t k = 0;
+    if (!rc && !(e = calloc(d->nkids + 1, sizeof *e))) rc = -ENOMEM;
+    for (; !rc && k < d->nkids; k++) {
+        vnode *n = vol_node(v, d->kids[k].ino);
+        e[k].ino = n->ino;
+        e[k].mode = n->mode & S_IFMT;
+        if (!(e[k].name = strdup(d->kids[k].name))) rc = -ENOMEM;
+    }
+    if (!rc) {
+        *ents = e;
+        *count = k;
+        *parent = d->parent;
+    }
+    rend(v);
+    if (rc && e) vol_list_free(e, k);
+    return rc;
+}
+
+void vol_list_free(vol_dirent *ents, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(ents[i].name);
+    free(ents);
+}
+
+static int name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > VOL_NAME_MAX) return -ENAMETOOLONG;
+    if (!n || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) return -EINVAL;
+    return 0;
+}
+
+/* The directory `dir` for a change of its entry `name`: 0, or why not. */
+static int dir_for_change(vol *v, uint64_t dir, const char *name, vnode **d)
+{
+    *d = vol_node(v, dir);
+    if (!*d) return -ENOENT;
+    if (!S_ISDIR((*d)->mode)) return -ENOTDIR;
+    return name_ok(name);
+}
+
+int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
+               const char *target, struct stat *st)
+{
+    buf b = {0};
+    vnode *d;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d);
+    if (!rc && kid(v, d, name)) rc = -EEXIST;
+    if (!rc && !S_ISREG(mode) && !S_ISDIR(mode) && !S_ISLNK(mode)) rc = -EPERM;
+    if (!rc && S_ISLNK(mode) && (!target || strlen(target) >= PATH_MAX)) rc = -ENAMETOOLONG;
+    if (!rc && d->nlink == 0) rc = -ENOENT; /* a removed directory still open */
+    uint64_t ino = v->next_ino;
+    if (!rc && (buf_put_varint(&b, ino) || buf_put_varint(&b, dir) || buf_put_varint(&b, mode) ||
+                buf_put_varint(&b, uid) || buf_put_varint(&b, gid) || put_time(&b, now()) ||
+                put_str(&b, name) || put_str(&b, S_ISLNK(mode) ? target : NULL)))
+        rc = -ENOMEM;
+    if (!rc) rc = commit(v, JR_CREATE, &b, NULL, 0);
+    if (!rc) fill_stat(v, vol_node(v, ino), st);
+    wend(v);
+    buf_free(&b);
+    return rc;
+}
+
+int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st)
+{
+    buf b = {0};
+    vnode *d, *n;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d);
+    n = vol_node(v, ino);
+    if (!rc && !n) rc = -ENOENT;
+    if (!rc && S_ISDIR(n->mode)) rc = -EPERM;
+    if (!rc && kid(v, d, name)) rc = -EEXIST;
+    if (!rc && n->nlink >= 65000) rc = -EMLINK;
+    if (!rc && (buf_put_varint(&b, ino) || buf_put_varint(&b, dir) || put_time(&b, now()) ||
+                put_str(&b, name)))
+        rc = -ENOMEM;
+    if (!rc) rc = commit(v, JR_LINK, &b, NULL, 0);
+    if (!rc) fill_stat(v, n, st);
+    wend(v);
+    buf_free(&b);
+    return rc;
+}
+
+int vol_unlink(vol *v, uint64_t dir, const char *name, int isdir)
+{
+    buf b = {0};
+    vnode *d, *n = NULL;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d);
+    if (!rc && !(n = kid(v, d, name))) rc = -ENOENT;
+    if (!rc && isdir && !S_ISDIR(n->mode)) rc = -ENOTDIR;
+    if (!rc && !isdir && S_ISDIR(n->mode)) rc = -EISDIR;
+    if (!rc && isdir && n->nkids) rc = -ENOTEMPTY;
+    if (!rc && (buf_put_varint(&b, dir) || put_time(&b, now()) || put_str(&b, name))) rc = -ENOMEM;
+    if (!rc) rc = commit(v, JR_UNLINK, &b, NULL, 0);
+    wend(v);
+    buf_free(&b);
+    return rc;
+}
+
+int vol_rename(vol *v, uint64_t dir, const char *name, uint64_t ndir, const char *nname,
+               unsigned flags)
+{
+    buf b = {0};
+    vnode *d1, *d2, *a = NULL, *t = NULL;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d1);
+    if (!rc) rc = dir_for_change(v, ndir, nname, &d2);
+    if (!rc && (flags & ~(unsigned)(VOL_RENAME_NOREPLACE | VOL_RENAME_EXCHANGE))) rc = -EINVAL;
+    if (!rc && (flags & VOL_RENAME_NOREPLACE) && (flags & VOL_RENAME_EXCHANGE)) rc = -EINVAL;
+    if (!rc && !(a = kid(v, d1, name))) rc = -ENOENT;
+    if (!rc) t = kid(v, d2, nname);
+    if (!rc && (flags & VOL_RENAME_EXCHANGE) && !t) rc = -ENOENT;
+    if (!rc && (flags & VOL_RENAME_NOREPLACE) && t) rc = -EEXIST;
+    if (!rc && d2->nlink == 0) rc = -ENOENT;
+    /* A directory cannot move below itself. */
+    if (!rc && S_ISDIR(a->mode) && is_ancestor(v, a->ino, ndir)) rc = -EINVAL;
+    if (!rc && t && (flags & VOL_RENAME_EXCHANGE) && S_ISDIR(t->mode) &&
+        is_ancestor(v, t->ino, dir))
+        rc = -EINVAL;
+    if (!rc && t && t != a && !(flags & VOL_RENAME_EXCHANGE)) {
+        if (S_ISDIR(a->mode) && !S_ISDIR(t->mode))
+            rc = -ENOTDIR;
+        else if (!S_ISDIR(a->mode) && S_ISDIR(t->mode))
+            rc = -EISDIR;
+        else if (S_ISDIR(t->mode) && t->nkids)
+            rc = -ENOTEMPTY;
+    }
+    if (!rc && (buf_put_varint(&b, dir) || buf_put_varint(&b, ndir) || buf_put_varint(&b, flags) ||
+                put_time(&b, now()) || put_str(&b, name) || put_str(&b, nname)))
+        rc = -ENOMEM;
+    if (!rc && a != t) rc = commit(v, JR_RENAME, &b, NULL, 0);
+    wend(v);
+    buf_free(&b);
+    return rc;
+}
+
+/* Append a TRUNCATE record for `ino`. */
+static int log_truncate(vol *v, uint64_t ino, uint64_t size)
+{
+    buf b = {0};
+    int rc =
+        buf_put_varint(&b, ino) || buf_put_varint(&b, size) || put_time(&b, now()) ? -ENOMEM : 0;
+    if (!rc) rc = commit(v, JR_TRUNCATE, &b, NULL, 0);
+    buf_free(&b);
+    return rc;
+}
+
+int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, struct stat *out)
+{
+    buf b = {0};
+    wbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? 0 : -ENOENT;
+    if (!rc && (valid & VOL_SET_SIZE)) {
+        if (S_ISDIR(n->mode))
+            rc = -EISDIR;
+        else if (!S_ISREG(n->mode))
+            rc = -EINVAL;
+        else if (in->st_size < 0)
+            rc = -EINVAL;
+        else
+            rc = log_truncate(v, ino, (uint64_t)in->st_size);
+    }
+    unsigned rest = valid & ~(unsigned)VOL_SET_SIZE;
+    if (!rc && rest) {
+        if (buf_put_varint(&b, ino) || buf_put_varint(&b, rest) ||
+            buf_put_varint(&b, in->st_mode & 07777) || buf_put_varint(&b, in->st_uid) ||
+            buf_put_varint(&b, in->st_gid) || put_time(&b, in->st_atim) ||
+            put_time(&b, in->st_mtim) || put_time(&b, now()))
+            rc = -ENOMEM;
+        else
+            rc = commit(v, JR_SETATTR, &b, NULL, 0);
+    }
+    if (!rc && out) fill_stat(v, n, out);
+    wend(v);
+    buf_free(&b);
+    return rc;
+}
+
+/* ---------------- content ---------------- */
+
+static int data_op(vol *v, uint32_t type, uint64_t ino, uint64_t off, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    const size_t chunk = (size_t)16 << 20;
+    int rc = 0;
+    wbegin(v);
+    vnode *f = vol_node(v, ino);
+    if (!f)
+        rc = -ENOENT;
+    else if (S_ISDIR(f->mode))
+        rc = -EISDIR;
+    else if (!S_ISREG(f->mode))
+        rc = -EINVAL;
+    else if (off > (uint64_t)INT64_MAX - n)
+        rc = -EFBIG;
+    else if (type == JR_INSERT && off > f->size)
+        rc = -EINVAL;
+    /* Large writes become several records, each whole on its own. */
+    for (size_t done = 0; !rc && (done < n || n == 0);) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        buf b = {0};
+        if (buf_put_varint(&b, ino) || buf_put_varint(&b, off + done) || put_time(&b, now()))
+            rc = -ENOMEM;
+        else
+            rc = commit(v, type, &b, q + done, k);
+        buf_free(&b);
+        done += k;
+        if (n == 0) break;
+    }
+    wend(v);
+    return rc;
+}
+
+int vol_write(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n)
+{
+    if (!n) return 0;
+    return data_op(v, JR_WRITE, ino, off, p, n);
+}
+
+int vol_insert(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n)
+{
+    if (!n) return 0;
+    return data_op(v, JR_INSERT, ino, off, p, n);
+}
+
+void vol_reader_init(vol_reader *r)
+{
+    idx_cursor_init(&r->cur);
+    r->gen = 0;
+}
+
+void vol_reader_free(vol_reader *r)
+{
+    idx_cursor_free(&r->cur);
+}
+
+/* Read archived bytes of entry `ent`, with a cursor from this archive generation. */
+static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
+{
+    if (r->gen != v->gen) {
+        idx_cursor_free(&r->cur);
+        idx_cursor_init(&r->cur);
+        r->gen = v->gen;
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k =
+            idx_read(v->x, &r->cur, (uint32_t)ent, off + done, (char *)dst + done, n - done);
+        if (k < 0) return k;
+        if (k == 0) return tdc_error(-EIO, "archived content ends early");
+        done += (size_t)k;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n)
+{
+    if (S_ISDIR(f->mode)) return -EISDIR;
+    if (!S_ISREG(f->mode)) return -EINVAL;
+    if (off >= f->size) return 0;
+    if (n > f->size - off) n = (size_t)(f->size - off);
+    if (n > SSIZE_MAX) n = SSIZE_MAX;
+    if (!f->pt) return read_base(v, r, f->ent, off, dst, n);
+    size_t done = 0;
+    for (size_t i = pt_find(f->pt, off); done < n; i++) {
+        const pt_piece *pc = &f->pt->p[i];
+        uint64_t at = off + done - pt_start(f->pt, i);
+        size_t k = pc->end - (off + done) < n - done ? (size_t)(pc->end - (off + done)) : n - done;
+        char *d = (char *)dst + done;
+        ssize_t rc = 0;
+        if (pc->kind == PT_ZERO)
+            memset(d, 0, k);
+        else if (pc->kind == PT_JRNL)
+            rc = jrnl_read(v->j, pc->src + at, d, k);
+        else
+            rc = read_base(v, r, f->ent, pc->src + at, d, k);
+        if (rc < 0) return rc;
+        done += k;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
+{
+    rbegin(v);
+    vnode *f = vol_node(v, ino);
+    ssize_t rc = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
+    rend(v);
+    return rc;
+}
+
+void vol_ref(vol *v, uint64_t ino, int delta)
+{
+    pthread_rwlock_wrlock(&v->lock);
+    vnode *n = vol_node(v, ino);
+    if (n) {
+        n->opens = (uint32_t)((int)n->opens + delta);
+        if (n->opens == 0 && n->nlink == 0) {
+            if (n->pt) v->dirty_files--;
+            free_node(v, n);
+        }
+    }
+    pthread_rwlock_unlock(&v->lock);
+}
+
+int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int clean = n && S_ISREG(n->mode) && !n->pt && n->ent >= 0;
+    if (clean) *hash = v->a->ents[n->ent].hash;
+    rend(v);
+    return clean;
+}
+
+/* ---------------- extended attributes ---------------- */
+
+int vol_getxattr(vol *v, uint64_t ino, const char *name, buf *out)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? -ENODATA : -ENOENT;
+    for (uint32_t k = 0; n && k < n->nxa; k++)
+        if (!strcmp(n->xa[k].name, name)) {
+            rc = buf_put(out, n->xa[k].val, n->xa[k].len) ? -ENOMEM : 0;
+            break;
+        }
+    rend(v);
+    return rc;
+}
+
+int vol_listxattr(vol *v, uint64_t ino, buf *out)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? 0 : -ENOENT;
+    for (uint32_t k = 0; n && k < n->nxa && !rc; k++)
+        rc = buf_put(out, n->xa[k].name, strlen(n->xa[k].name) + 1) ? -ENOMEM : 0;
+    rend(v);
+    return rc;
+}
+
+static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, size_t len, int flags,
+                    int set)
+{
+    buf b = {0};
+    wbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? 0 : -ENOENT, have = 0;
+    if (!rc && (!name[0] || strlen(name) > VOL_NAME_MAX)) rc = name[0] ? -ERANGE : -EINVAL;
+    for (uint32_t k = 0; !rc && k < n->nxa; k++)
+        have |= !strcmp(n->xa[k].name, name);
+    if (!rc && set && (flags & 1) && have) rc = -EEXIST;
+    if (!rc && set && (flags & 2) && !have) rc = -ENODATA;
+    if (!rc && !set && !have) rc = -ENODATA;
+    if (!rc && len > 65536) rc = -E2BIG;
+    if (!rc && (buf_put_varint(&b, ino) || put_time(&b, now()) || put_str(&b, name) ||
+                (set && buf_put(&b, val, len))))
+        rc = -ENOMEM;
+    if (!rc) rc = commit(v, set ? JR_SETXATTR : JR_RMXATTR, &b, NULL, 0);
+    wend(v);
+    buf_free(&b);
+    return rc;
+}
+
+int vol_setxattr(vol *v, uint64_t ino, const char *name, const void *val, size_t n, int flags)
+{
+    return xattr_op(v, ino, name, val, n, flags, 1);
+}
+
+int vol_removexattr(vol *v, uint64_t ino, const char *name)
+{
+    return xattr_op(v, ino, name, NULL, 0, 0, 0);
+}
+
+/* ---------------- durability ---------------- */
+
+int vol_flush(vol *v)
+{
+    if (!v->o.writable) return 0;
+    pthread_rwlock_wrlock(&v->lock);
+    int rc = jrnl_flush(v->j);
+    pthread_rwlock_unlock(&v->lock);
+    return rc;
+}
+
+int vol_sync(vol *v)
+{
+    int rc = vol_flush(v);
+    if (!rc && v->o.writable) {
+        /* jrnl_sync may race a compaction's journal reset: hold the change lock. */
+        pthread_mutex_lock(&v->wlock);
+        rc = jrnl_sync(v->j);
+        pthread_mutex_unlock(&v->wlock);
+    }
+    return rc;
+}
+
+void vol_get_info(vol *v, vol_info *in)
+{
+    rbegin(v);
+    memset(in, 0, sizeof *in);
+    in->journal_bytes = v->j ? jrnl_size(v->j) : 0;
+    in->journal_records = v->j ? jrnl_records(v->j) : 0;
+    in->dirty_files = v->dirty_files;
+    in->inodes = v->ninodes;
+    in->compactions = v->compactions;
+    in->archive_bytes = v->a->file_size;
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i] && S_ISREG(v->nodes[i]->mode) && v->nodes[i]->nlink) {
+            in->files++;
+            in->content_bytes += v->nodes[i]->size;
+        }
+    rend(v);
+}
+
+const char *vol_path(const vol *v)
+{
+    return v->path;
+}
+
+const arc *vol_lock_arc(vol *v, const idx **x)
+{
+    pthread_rwlock_rdlock(&v->alock);
+    *x = v->x;
+    return v->a;
+}
+
+void vol_unlock_arc(vol *v)
+{
+    pthread_rwlock_unlock(&v->alock);
+}
+
+/* 1 if n and everything below it are as archived. */
+static int subtree_clean(const vol *v, const vnode *n)
+{
+    if (n->edited || n->pt || n->ent < 0) return 0;
+    for (uint32_t k = 0; k < n->nkids; k++)
+        if (!subtree_clean(v, vol_node(v, n->kids[k].ino))) return 0;
+    return 1;
+}
+
+int64_t vol_clean_entry(vol *v, uint64_t ino)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int64_t e = -1;
+    if (n && (jrnl_records(v->j) == 0 || subtree_clean(v, n))) e = n->ent;
+    rend(v);
+    return e;
+}
+
+/* ---------------- background: journal flushes and compaction ---------------- */
+
+#define FLUSH_MS 50
+
+static void *background(void *p)
+{
+    vol *v = p;
+    pthread_mutex_lock(&v->tlock);
+    while (!v->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += FLUSH_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&v->tcond, &v->tlock, &ts);
+        if (v->stop) break;
+        int compact = v->want_compact;
+        v->want_compact = 0;
+        pthread_mutex_unlock(&v->tlock);
+        /* Bound what a crash of this process can lose to FLUSH_MS of writes. */
+        rbegin(v);
+        size_t pending = jrnl_pending(v->j);
+        rend(v);
+        if (pending) vol_flush(v);
+        if (compact) {
+            vol_compact_stats st;
+            int rc = vol_compact(v, &st);
+            if (v->o.log) {
+                char msg[512];
+                if (rc)
+                    snprintf(msg, sizeof msg, "compaction failed: %s", tdc_errmsg());
+                else
+                    snprintf(msg, sizeof msg,
+                             "compacted %" PRIu64 " dirty files (%" PRIu64
+                             " bytes): archive %" PRIu64 " -> %" PRIu64 " bytes in %.2f s",
+                             st.dirty_files, st.dirty_bytes, st.archive_before, st.archive_after,
+                             st.build_s + st.write_s + st.swap_s);
+                v->o.log(v->o.log_ctx, msg);
+            }
+        }
+        pthread_mutex_lock(&v->tlock);
+    }
+    pthread_mutex_unlock(&v->tlock);
+    return NULL;
+}
+
+void vol_compact_async(vol *v)
+{
+    if (!v->th_running) return;
+    pthread_mutex_lock(&v->tlock);
+    v->want_compact = 1;
+    pthread_cond_signal(&v->tcond);
+    pthread_mutex_unlock(&v->tlock);
+}

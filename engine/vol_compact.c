@@ -1,0 +1,289 @@
+/* vol_compact: fold a vol's journal into a new archive and switch to it.
+ *
+ * Order of durable steps, so a crash at any point leaves either the old archive with its
+ * journal or the new archive: (1) the new archive is written to a temporary file, fsynced
+ * and renamed over the old one (arc_write); it records the old archive's identity as
+ * prev_id; (2) the journal is replaced by an empty one bound to the new archive. A crash
+ * between the two leaves a journal bound to prev_id, which jrnl_open recognises as already
+ * folded in and discards. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compact.h"
+#include "err.h"
+#include "vol_int.h"
+
+static double secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct cctx {
+    vol *v;
+    arc nw;
+    size_t cap;
+    int64_t *src;
+    uint64_t *ino; /* per new entry */
+    vol_reader rd;
+} cctx;
+
+static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    cctx *c = p;
+    const vnode *f = vol_node(c->v, c->ino[ent]);
+    ssize_t k = vol_read_locked(c->v, &c->rd, f, off, dst, n);
+    if (k < 0) return (int)k;
+    return (size_t)k == n ? 0 : tdc_error(-EIO, "file changed size while compacting");
+}
+
+/* Append the entry for node n at `path` (taken over), then its children, depth first in name
+ * order, which is archive path order. `first` maps inode -> first entry index + 1. */
+static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
+{
+    vol *v = c->v;
+    if (c->nw.nents == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        arc_entry *e = realloc(c->nw.ents, cap * sizeof *e);
+        int64_t *s = realloc(c->src, cap * sizeof *s);
+        uint64_t *in = realloc(c->ino, cap * sizeof *in);
+        if (e) c->nw.ents = e;
+        if (s) c->src = s;
+        if (in) c->ino = in;
+        if (!e || !s || !in) {
+            free(path);
+            return -ENOMEM;
+        }
+        c->cap = cap;
+    }
+    uint32_t i = c->nw.nents++;
+    arc_entry *e = &c->nw.ents[i];
+    memset(e, 0, sizeof *e);
+    e->path = path;
+    e->type = S_ISDIR(n->mode) ? ARC_DIR : S_ISLNK(n->mode) ? ARC_LNK : ARC_REG;
+    e->mode = n->mode & 07777;
+    e->uid = n->uid;
+    e->gid = n->gid;
+    e->mtime_sec = n->mtime.tv_sec;
+    e->mtime_nsec = (uint32_t)n->mtime.tv_nsec;
+    e->size = n->size;
+    e->ino = n->ino;
+    e->link = n->link; /* borrowed: cleared before the entries are freed */
+    e->xattrs = n->xa; /* borrowed */
+    e->nxattrs = n->nxa;
+    c->ino[i] = n->ino;
+    c->src[i] = -1;
+    if (e->type == ARC_REG) {
+        if (first[n->ino]) {
+            c->src[i] = -2; /* its hash is the first name's, set once known */
+        } else {
+            first[n->ino] = i + 1;
+            c->src[i] = !n->pt && n->ent >= 0 ? n->ent : -1;
+        }
+    }
+    for (uint32_t k = 0; k < n->nkids; k++) {
+        size_t lp = strlen(path), ln = strlen(n->kids[k].name);
+        char *p = malloc(lp + ln + 2);
+        if (!p) return -ENOMEM;
+        sprintf(p, "%s%s%s", path, lp ? "/" : "", n->kids[k].name);
+        int rc = add_tree(c, vol_node(v, n->kids[k].ino), p, first);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void free_entries(cctx *c)
+{
+    for (uint32_t i = 0; i < c->nw.nents; i++) {
+        c->nw.ents[i].link = NULL;
+        c->nw.ents[i].xattrs = NULL;
+        c->nw.ents[i].nxattrs = 0;
+        arc_entry_clear(&c->nw.ents[i]);
+    }
+    free(c->nw.ents);
+    c->nw.ents = NULL;
+    c->nw.nents = 0;
+}
+
+/* Build the new archive's entries, dictionary and grammar from the model into c->nw.
+ * Caller holds wlock and the shared model lock. */
+static int build(vol *v, cctx *c, compact_stats *cs)
+{
+    uint32_t *first = calloc(v->cap, sizeof *first);
+    char *root = strdup("");
+    int rc = first && root ? 0 : -ENOMEM;
+    c->v = v;
+    vol_reader_init(&c->rd);
+    if (!rc) {
+        rc = add_tree(c, vol_node(v, 1), root, first);
+        root = NULL;
+    }
+    if (!rc) rc = compact_build(v->a, &c->nw, c->src, read_new, c, cs);
+    for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
+        if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
+    free(root);
+    free(first);
+    return rc;
+}
+
+static void cctx_free(cctx *c)
+{
+    vol_reader_free(&c->rd);
+    dict_free(c->nw.dict);
+    gram_free(&c->nw.g);
+    free(c->nw.byino);
+    free_entries(c);
+    free(c->src);
+    free(c->ino);
+    memset(c, 0, sizeof *c);
+}
+
+int vol_compact(vol *v, vol_compact_stats *st)
+{
+    cctx c = {.v = v};
+    arc *na = NULL;
+    idx *nx = NULL;
+    compact_stats cs;
+    int rc;
+    double t0 = secs();
+    memset(st, 0, sizeof *st);
+    if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
+    pthread_mutex_lock(&v->wlock); /* no changes from here on */
+    if (v->broken) {
+        rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
+        goto unlock;
+    }
+    vol_wrlock(v);
+    rc = jrnl_flush(v->j);
+    vol_unlock(v);
+    if (rc) goto unlock;
+    vol_rdlock(v); /* reads go on */
+    for (uint64_t i = 0; i < v->cap && !rc; i++)
+        if (v->nodes[i] && v->nodes[i]->nlink == 0)
+            rc = tdc_error(-EBUSY, "a removed file is still open; compaction waits for it");
+    if (rc) goto unread;
+    st->archive_before = v->a->file_size;
+    st->rules_before = v->a->g.nrules;
+    if ((rc = build(v, &c, &cs))) goto unread;
+    c.nw.prev_id = v->a->id;
+    st->build_s = secs() - t0;
+    double t1 = secs();
+    rc = arc_write(v->path, &c.nw, v->o.level);
+    st->write_s = secs() - t1;
+    if (rc) goto unread;
+    /* From here the new archive is in place: open it the way a mount would. */
+    if ((rc = arc_open(v->path, &na)) ||
+        (rc = idx_build_cached(na, v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT, &nx))) {
+        tdc_error_ctx(rc, "reopening the compacted archive");
+        v->broken = 1;
+        goto unread;
+    }
+    vol_unlock(v);
+    double t2 = secs();
+    pthread_rwlock_wrlock(&v->alock);
+    vol_wrlock(v);
+    if ((rc = jrnl_reset(v->j, na->id))) {
+        /* The archive holds everything, but new records would go to a journal the next open
+         * discards as folded in: refuse changes instead. */
+        v->broken = 1;
+        tdc_error_ctx(rc, "restarting the journal after compaction");
+    }
+    arc *oa = v->a;
+    idx *ox = v->x;
+    v->a = na;
+    v->x = nx;
+    na = NULL;
+    nx = NULL;
+    v->gen++;
+    for (uint64_t i = 0; i < v->cap; i++) {
+        vnode *n = v->nodes[i];
+        if (!n) continue;
+        n->ent = arc_ino_entry(v->a, n->ino);
+        n->edited = 0;
+        if (n->pt) {
+            pt_free(n->pt);
+            free(n->pt);
+            n->pt = NULL;
+        }
+    }
+    v->dirty_files = 0;
+    v->compactions++;
+    vol_unlock(v);
+    pthread_rwlock_unlock(&v->alock);
+    idx_free(ox);
+    arc_free(oa);
+    st->swap_s = secs() - t2;
+    st->dirty_files = cs.new_files;
+    st->dirty_bytes = cs.new_bytes;
+    st->rules_new = cs.rules_new;
+    st->rules_after = cs.rules_after;
+    st->files = c.nw.nents;
+    st->archive_after = v->a->file_size;
+    goto done;
+unread:
+    vol_unlock(v);
+done:
+    cctx_free(&c);
+    idx_free(nx);
+    arc_free(na);
+unlock:
+    pthread_mutex_unlock(&v->wlock);
+    return rc;
+}
+
+int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
+{
+    memset(w, 0, sizeof *w);
+    w->v = v;
+    const idx *x;
+    const arc *a = vol_lock_arc(v, &x);
+    int64_t e = vol_clean_entry(v, ino);
+    if (e >= 0) {
+        w->a = a;
+        w->x = x;
+        w->ent = e;
+        return 0; /* the archive lock is held until vol_view_close */
+    }
+    vol_unlock_arc(v);
+    /* Pending edits below `ino`: recompress the current state in memory. */
+    cctx c = {.v = v};
+    compact_stats cs;
+    pthread_mutex_lock(&v->wlock);
+    vol_rdlock(v);
+    int rc = vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
+    vol_unlock(v);
+    pthread_mutex_unlock(&v->wlock);
+    arc *own = NULL;
+    if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
+    if (!rc) {
+        *own = c.nw;
+        memset(&c.nw, 0, sizeof c.nw);
+        rc = arc_finish(own);
+    }
+    if (!rc) w->ent = arc_ino_entry(own, ino);
+    if (!rc && w->ent < 0) rc = -ENOENT;
+    if (!rc && need_idx) rc = idx_build_cached(own, 0, &w->ownx);
+    cctx_free(&c);
+    if (rc) {
+        arc_free(own);
+        return rc;
+    }
+    w->own = own;
+    w->a = own;
+    w->x = w->ownx;
+    return 0;
+}
+
+void vol_view_close(vol_view *w)
+{
+    if (w->own) {
+        idx_free(w->ownx);
+        arc_free(w->own);
+    } else if (w->a) {
+        vol_unlock_arc(w->v);
+    }
+    memset(w, 0, sizeof *w);
+}

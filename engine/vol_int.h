@@ -1,0 +1,70 @@
+/* vol_int: the inside of a vol, shared by vol.c (model, records) and vol_compact.c. */
+#ifndef TDC_VOL_INT_H
+#define TDC_VOL_INT_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "piece.h"
+#include "vol.h"
+
+typedef struct vdent {
+    char *name;
+    uint64_t ino;
+} vdent;
+
+typedef struct vnode {
+    uint64_t ino;
+    uint32_t mode; /* type and permission bits */
+    uint32_t uid, gid;
+    uint32_t nlink; /* names (a directory's st_nlink is 2 + nsub) */
+    uint32_t nsub;  /* subdirectories */
+    uint32_t opens; /* open handles (vol_ref) */
+    struct timespec atime, mtime, ctime;
+    uint64_t size;
+    int64_t ent; /* archive entry with the original content or attributes, or -1 if new */
+    int edited;  /* attributes, names or content changed since the archive */
+    pt *pt;      /* piece table once the content is edited; NULL: content is `ent`'s */
+    char *link;
+    vdent *kids; /* directories: children sorted by name */
+    uint32_t nkids, capkids;
+    uint64_t parent; /* directories: the parent (the root is its own) */
+    arc_xattr *xa;   /* sorted by name */
+    uint32_t nxa;
+} vnode;
+
+struct vol {
+    char *path, *jpath;
+    vol_opts o;
+    arc *a;
+    idx *x;
+    jrnl *j;
+    uint64_t gen;           /* archive generation: bumps when compaction swaps the archive */
+    pthread_rwlock_t lock;  /* the model: shared by readers, exclusive for changes */
+    pthread_rwlock_t alock; /* the archive: shared by analytics, exclusive for a swap */
+    pthread_mutex_t wlock;  /* serialises changes, and holds them off during compaction */
+    vnode **nodes;          /* by inode number */
+    uint64_t cap, ninodes, next_ino;
+    uint64_t dirty_files;
+    uint64_t compactions;
+    int replaying;
+    int broken; /* a change could not be applied or the journal not restarted */
+    int lockfd;
+    pthread_t th;
+    pthread_mutex_t tlock;
+    pthread_cond_t tcond;
+    int stop, want_compact, th_running;
+};
+
+/* The node of `ino`, or NULL. Caller holds v->lock. */
+vnode *vol_node(const vol *v, uint64_t ino);
+
+/* vol_read for a node already found; caller holds v->lock (shared is enough). */
+ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n);
+
+/* The lock discipline of vol.c, for vol_compact.c. */
+void vol_rdlock(vol *v);
+void vol_wrlock(vol *v);
+void vol_unlock(vol *v);
+
+#endif

@@ -1,0 +1,380 @@
+/* edit: `tadoc apply` (batches of the papers' insert/append/extract operations, journaled)
+ * and `tadoc compact` (fold the journal into the archive). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/buf.h"
+#include "../engine/err.h"
+#include "../engine/vol.h"
+#include "tadoc.h"
+
+const char usage_apply[] =
+    "usage: tadoc apply [--offsets=sequence|batch] [-q] ARCHIVE OPS_FILE\n"
+    "\n"
+    "Apply a batch of operations to the files of ARCHIVE as journal records (ARCHIVE.journal;\n"
+    "`tadoc compact` folds them in). OPS_FILE ('-' for standard input) has one operation per\n"
+    "line, fields separated by one TAB, PATH and TEXT with C escapes (\\t \\n \\\\ \\xHH):\n"
+    "  insert<TAB>PATH<TAB>OFFSET<TAB>TEXT   insert TEXT at byte OFFSET\n"
+    "  append<TAB>PATH<TAB>TEXT              add TEXT at the end\n"
+    "  extract<TAB>PATH<TAB>OFFSET<TAB>LEN   print LEN bytes from OFFSET (C-escaped, one line)\n"
+    "Empty lines and lines starting with '#' are skipped.\n"
+    "\n"
+    "  --offsets=sequence  each offset sees the earlier operations of the batch (default)\n"
+    "  --offsets=batch     every offset and extract refers to the text before the batch;\n"
+    "                      inserts at one offset keep their batch order\n"
+    "  -q                  no summary on standard error\n"
+    "\n"
+    "The archive must not be mounted writable at the same time (the journal has one writer).\n";
+
+const char usage_compact[] =
+    "usage: tadoc compact [--level N] [--force] ARCHIVE\n"
+    "\n"
+    "Fold ARCHIVE.journal into the archive: edited files are tokenized and compressed into new\n"
+    "rules against the existing dictionary, unreachable rules are dropped, the new archive is\n"
+    "written to a temporary file, fsynced and renamed over the old one, and the journal\n"
+    "restarts empty. Does nothing when the journal is empty, unless --force.\n"
+    "\n"
+    "  -l, --level N   zstd level of the rewritten sections (default 9)\n"
+    "  -f, --force     rewrite the archive even with an empty journal\n";
+
+enum { OP_INSERT, OP_APPEND, OP_EXTRACT };
+
+typedef struct op {
+    int kind;
+    uint64_t ino, off, len;
+    size_t line;
+    buf text;
+    uint64_t order;
+} op;
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Decode C escapes of s[0..n) into out. -1 on a bad escape. */
+static int unescape(const char *s, size_t n, buf *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\\') {
+            if (++i == n) return -1;
+            switch (s[i]) {
+            case 'n':
+                ch = '\n';
+                break;
+            case 't':
+                ch = '\t';
+                break;
+            case 'r':
+                ch = '\r';
+                break;
+            case '\\':
+                ch = '\\';
+                break;
+            case '0':
+                ch = 0;
+                break;
+            case 'x': {
+                int hi = i + 2 < n ? hexval(s[i + 1]) : -1, lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+                if (hi < 0 || lo < 0) return -1;
+                ch = (unsigned char)(hi << 4 | lo);
+                i += 2;
+                break;
+            }
+            default:
+                return -1;
+            }
+        }
+        if (buf_put(out, &ch, 1)) return -1;
+    }
+    return 0;
+}
+
+static void print_escaped(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = p[i];
+        if (ch == '\n')
+            fputs("\\n", stdout);
+        else if (ch == '\t')
+            fputs("\\t", stdout);
+        else if (ch == '\\')
+            fputs("\\\\", stdout);
+        else if (ch < 0x20 || ch == 0x7f)
+            printf("\\x%02x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('\n');
+}
+
+static int parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    char tmp[32];
+    char *end;
+    if (!n || n >= sizeof tmp) return -1;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    errno = 0;
+    *out = strtoull(tmp, &end, 10);
+    return errno || *end || tmp[0] == '-' ? -1 : 0;
+}
+
+/* Parse one line into `o`; 1 for a line to skip, 0 for an op, -1 with a message. */
+static int parse_line(vol *v, char *line, size_t lineno, op *o)
+{
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n') line[--n] = 0;
+    if (!n || line[0] == '#') return 1;
+    char *f[4];
+    size_t nf = 0;
+    for (char *p = line; nf < 4;) {
+        f[nf++] = p;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    buf path = {0};
+    memset(o, 0, sizeof *o);
+    o->line = lineno;
+    int rc = -1;
+    if (!strcmp(f[0], "insert") && nf == 4)
+        o->kind = OP_INSERT;
+    else if (!strcmp(f[0], "append") && nf == 3)
+        o->kind = OP_APPEND;
+    else if (!strcmp(f[0], "extract") && nf == 4)
+        o->kind = OP_EXTRACT;
+    else {
+        fprintf(stderr, "%s: line %zu: expected insert/append/extract with its fields\n", prog,
+                lineno);
+        return -1;
+    }
+    if (unescape(f[1], strlen(f[1]), &path) || buf_put(&path, "", 1)) {
+        fprintf(stderr, "%s: line %zu: bad escape in path\n", prog, lineno);
+        goto out;
+    }
+    int r = vol_resolve(v, (char *)path.p, &o->ino);
+    if (r) {
+        fprintf(stderr, "%s: line %zu: %s: %s\n", prog, lineno, (char *)path.p, strerror(-r));
+        goto out;
+    }
+    if (o->kind != OP_APPEND && parse_u64(f[2], strlen(f[2]), &o->off)) {
+        fprintf(stderr, "%s: line %zu: bad offset\n", prog, lineno);
+        goto out;
+    }
+    if (o->kind == OP_EXTRACT) {
+        if (parse_u64(f[3], strlen(f[3]), &o->len) || o->len > (1u << 30)) {
+            fprintf(stderr, "%s: line %zu: bad length\n", prog, lineno);
+            goto out;
+        }
+    } else {
+        const char *t = o->kind == OP_INSERT ? f[3] : f[2];
+        if (unescape(t, strlen(t), &o->text)) {
+            fprintf(stderr, "%s: line %zu: bad escape in text\n", prog, lineno);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    buf_free(&path);
+    if (rc) buf_free(&o->text);
+    return rc;
+}
+
+static int do_extract(vol *v, vol_reader *r, const op *o)
+{
+    unsigned char *b = malloc(o->len ? o->len : 1);
+    if (!b) return tdc_error(-ENOMEM, "out of memory");
+    ssize_t k = vol_read(v, r, o->ino, o->off, b, o->len);
+    if (k >= 0) print_escaped(b, (size_t)k);
+    free(b);
+    return k < 0 ? (int)k : 0;
+}
+
+static int do_change(vol *v, const op *o)
+{
+    struct stat st;
+    int rc = vol_getattr(v, o->ino, &st);
+    if (rc) return rc;
+    if (o->kind == OP_APPEND)
+        return vol_write(v, o->ino, (uint64_t)st.st_size, o->text.p, o->text.n);
+    if (o->off > (uint64_t)st.st_size)
+        return tdc_error(-EINVAL, "line %zu: offset %" PRIu64 " is past the end (%lld bytes)",
+                         o->line, o->off, (long long)st.st_size);
+    return vol_insert(v, o->ino, o->off, o->text.p, o->text.n);
+}
+
+/* Batch order for inserts: by file, then offset descending, then batch order descending, so
+ * applying them in this order leaves every offset meaning "before the batch" and equal
+ * offsets in batch order. */
+static int by_reverse_offset(const void *x, const void *y)
+{
+    const op *a = *(op *const *)x, *b = *(op *const *)y;
+    if (a->ino != b->ino) return a->ino < b->ino ? -1 : 1;
+    if (a->off != b->off) return a->off > b->off ? -1 : 1;
+    return a->order > b->order ? -1 : a->order < b->order;
+}
+
+static double secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int cmd_apply(int argc, char **argv)
+{
+    static const struct option lo[] = {{"offsets", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {0, 0, 0, 0}};
+    int batch = 0, quiet = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "q", lo, NULL)) != -1) {
+        if (c == 'o' && !strcmp(optarg, "sequence"))
+            batch = 0;
+        else if (c == 'o' && !strcmp(optarg, "batch"))
+            batch = 1;
+        else if (c == 'q')
+            quiet = 1;
+        else
+            return usage_err(usage_apply, c == 'o' ? "--offsets is sequence or batch" : NULL);
+    }
+    if (argc - optind != 2) return usage_err(usage_apply, "need ARCHIVE and OPS_FILE");
+    const char *ops_path = argv[optind + 1];
+    FILE *in = strcmp(ops_path, "-") ? fopen(ops_path, "r") : stdin;
+    if (!in) {
+        fprintf(stderr, "%s: %s: %s\n", prog, ops_path, strerror(errno));
+        return EX_FAIL;
+    }
+    vol *v = NULL;
+    vol_opts vo = {.writable = 1};
+    int rc = vol_open(argv[optind], &vo, &v, NULL);
+    if (rc) {
+        if (in != stdin) fclose(in);
+        return fail(rc);
+    }
+    op *ops = NULL;
+    size_t nops = 0, cap = 0, lineno = 0, len = 0;
+    char *line = NULL;
+    int ret = EX_OK;
+    while (getline(&line, &len, in) >= 0) {
+        lineno++;
+        if (nops == cap) {
+            cap = cap ? cap * 2 : 1024;
+            op *p = realloc(ops, cap * sizeof *p);
+            if (!p) {
+                rc = tdc_error(-ENOMEM, "out of memory");
+                break;
+            }
+            ops = p;
+        }
+        int r = parse_line(v, line, lineno, &ops[nops]);
+        if (r < 0) {
+            ret = EX_USAGE;
+            break;
+        }
+        if (r == 0) ops[nops].order = nops, nops++;
+    }
+    free(line);
+    if (in != stdin) fclose(in);
+    vol_reader rd;
+    vol_reader_init(&rd);
+    double t0 = secs();
+    uint64_t nins = 0, napp = 0, next = 0, bytes = 0;
+    if (!rc && ret == EX_OK && !batch) {
+        for (size_t i = 0; i < nops && !rc; i++)
+            rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
+    } else if (!rc && ret == EX_OK) {
+        /* Everything refers to the text before the batch: extracts first, then inserts from
+         * the highest offset down, then appends in order. */
+        op **ins = malloc((nops ? nops : 1) * sizeof *ins);
+        size_t nin = 0;
+        if (!ins) rc = tdc_error(-ENOMEM, "out of memory");
+        for (size_t i = 0; i < nops && !rc; i++) {
+            if (ops[i].kind == OP_EXTRACT) rc = do_extract(v, &rd, &ops[i]);
+            if (ops[i].kind == OP_INSERT) ins[nin++] = &ops[i];
+        }
+        if (!rc) qsort(ins, nin, sizeof *ins, by_reverse_offset);
+        for (size_t i = 0; i < nin && !rc; i++)
+            rc = do_change(v, ins[i]);
+        for (size_t i = 0; i < nops && !rc; i++)
+            if (ops[i].kind == OP_APPEND) rc = do_change(v, &ops[i]);
+        free(ins);
+    }
+    if (!rc && ret == EX_OK) rc = vol_sync(v);
+    double dt = secs() - t0;
+    for (size_t i = 0; i < nops; i++) {
+        nins += ops[i].kind == OP_INSERT;
+        napp += ops[i].kind == OP_APPEND;
+        next += ops[i].kind == OP_EXTRACT;
+        bytes += ops[i].text.n;
+        buf_free(&ops[i].text);
+    }
+    free(ops);
+    vol_reader_free(&rd);
+    fflush(stdout);
+    if (rc) {
+        ret = fail(rc);
+    } else if (ret == EX_OK && !quiet) {
+        fprintf(stderr,
+                "%s: %" PRIu64 " inserts, %" PRIu64 " appends (%" PRIu64 " bytes), %" PRIu64
+                " extracts in %.3f s (%.0f ops/s, offsets=%s), journaled and synced\n",
+                prog, nins, napp, bytes, next, dt, dt > 0 ? (double)(nins + napp + next) / dt : 0,
+                batch ? "batch" : "sequence");
+    }
+    vol_close(v);
+    return ret;
+}
+
+int cmd_compact(int argc, char **argv)
+{
+    static const struct option lo[] = {{"level", 1, 0, 'l'}, {"force", 0, 0, 'f'}, {0, 0, 0, 0}};
+    int level = 0, force = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "l:f", lo, NULL)) != -1) {
+        if (c == 'l') {
+            level = atoi(optarg);
+            if (level < 1 || level > 22) return usage_err(usage_compact, "level is 1..22");
+        } else if (c == 'f') {
+            force = 1;
+        } else {
+            return usage_err(usage_compact, NULL);
+        }
+    }
+    if (argc - optind != 1) return usage_err(usage_compact, "need ARCHIVE");
+    vol *v = NULL;
+    vol_opts vo = {.writable = 1, .level = level};
+    jrnl_stats js;
+    int rc = vol_open(argv[optind], &vo, &v, &js);
+    if (rc) return fail(rc);
+    if (js.dropped)
+        fprintf(stderr, "%s: %s.journal: dropped %" PRIu64 " bytes (%s)\n", prog, argv[optind],
+                js.dropped, js.why);
+    vol_info in;
+    vol_get_info(v, &in);
+    if (!in.journal_records && !force) {
+        printf("nothing to compact: the journal is empty\n");
+        vol_close(v);
+        return EX_OK;
+    }
+    vol_compact_stats st;
+    rc = vol_compact(v, &st);
+    if (!rc)
+        printf("compacted %" PRIu64 " records: %" PRIu64 " files rewritten (%" PRIu64
+               " bytes) of %" PRIu64 " entries; rules %" PRIu64 " -> %" PRIu64 " (%" PRIu64
+               " new); archive %" PRIu64 " -> %" PRIu64 " bytes; build %.3f s, write %.3f s, "
+               "switch %.3f s\n",
+               in.journal_records, st.dirty_files, st.dirty_bytes, st.files, st.rules_before,
+               st.rules_after, st.rules_new, st.archive_before, st.archive_after, st.build_s,
+               st.write_s, st.swap_s);
+    vol_close(v);
+    return rc ? fail(rc) : EX_OK;
+}

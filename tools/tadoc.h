@@ -1,0 +1,20 @@
+/* tadoc.h: what the tadoc tool's command files share. */
+#ifndef TDC_TADOC_H
+#define TDC_TADOC_H
+
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
+
+extern const char *prog;
+
+/* Print the thread's error message; the exit code for `rc` (3 when corrupt, else 1). */
+int fail(int rc);
+
+/* Print msg (if any) and the usage text to stderr; returns EX_USAGE. */
+int usage_err(const char *usage, const char *msg);
+
+/* Commands in edit.c: journaled batch operations and compaction. */
+extern const char usage_apply[], usage_compact[];
+int cmd_apply(int argc, char **argv);
+int cmd_compact(int argc, char **argv);
+
+#endif
