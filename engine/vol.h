@@ -201,6 +201,7 @@ int64_t vol_clean_entry(vol *v, uint64_t ino);
  * while it is built; its cost follows the edited data plus a pass over the grammar). `ent`
  * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). */
 typedef struct vol_view {
+    uint64_t gen; /* archive generation of a view of the archive itself (0 for a snapshot) */
     const arc *a;
     const idx *x;
     int64_t ent;

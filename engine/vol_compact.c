@@ -245,6 +245,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
         w->a = a;
         w->x = x;
         w->ent = e;
+        w->gen = v->gen + 1; /* stable while the archive lock is held */
         return 0; /* the archive lock is held until vol_view_close */
     }
     vol_unlock_arc(v);

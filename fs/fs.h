@@ -22,8 +22,8 @@ typedef struct fs_ctx {
     uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
     double timeout;          /* entry and attribute cache timeout, seconds */
     pthread_mutex_t slock;   /* guards everything below */
-    struct idx_words *words; /* word index of `words_arc`, built on the first .search lookup */
-    const arc *words_arc;
+    struct idx_words *words; /* word index of archive generation `words_gen` (0: none yet) */
+    uint64_t words_gen;
     struct fs_search {
         uint64_t dir;
         char *word;

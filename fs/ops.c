@@ -571,11 +571,11 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, buf *out)
     if (w->own) {
         rc = idx_words_build(w->x, &words); /* a snapshot: its own index, not kept */
     } else {
-        if (c->words_arc != w->a) {
+        if (c->words_gen != w->gen) { /* first use, or the archive was compacted since */
             idx_words_free(c->words);
             c->words = NULL;
-            c->words_arc = NULL;
-            if (!(rc = idx_words_build(w->x, &c->words))) c->words_arc = w->a;
+            c->words_gen = 0;
+            if (!(rc = idx_words_build(w->x, &c->words))) c->words_gen = w->gen;
         }
         words = c->words;
     }
