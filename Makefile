@@ -43,7 +43,7 @@ TOOLS = $(BUILD)/tadoc $(BUILD)/tadocfs
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPERS  = $(BUILD)/tests/mkbad $(BUILD)/tests/extractcheck $(BUILD)/tests/preadcheck \
-           $(BUILD)/bench/extractlat $(BUILD)/bench/fuseceil
+           $(BUILD)/bench/extractlat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
 PREFIX ?= /usr/local

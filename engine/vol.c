@@ -652,7 +652,13 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     pthread_mutex_init(&v->wlock, NULL);
     pthread_mutex_init(&v->tlock, NULL);
     pthread_cond_init(&v->tcond, NULL);
-    if (!(v->path = strdup(archive)) || !(v->jpath = malloc(strlen(archive) + 16))) {
+    /* Absolute paths: a daemon changes to / after this, and compaction renames files here. */
+    if (!(v->path = realpath(archive, NULL))) {
+        rc = tdc_error(-errno, "%s: %s", archive, strerror(errno));
+        goto fail;
+    }
+    archive = v->path;
+    if (!(v->jpath = malloc(strlen(archive) + 16))) {
         rc = -ENOMEM;
         goto fail;
     }

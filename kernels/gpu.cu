@@ -131,11 +131,15 @@ extern "C" void gpu_free(gpu_gram *g)
     void *dev[] = {g->root,  g->syms,      g->rule_start, g->toff,     g->blob,
                    g->tflag, g->ent_rs,    g->ent_rl,     g->level,    g->len,
                    g->cut,   g->lvl_rules, g->root_pre,   g->syms_pre, g->ctr,
-                   g->w,     g->cnt,       g->sl_d,       g->out_d};
+                   g->w,     g->cnt,       g->sl_d,       g->out_d,    g->bocc_at,
+                   g->bocc,  g->rocc_at,   g->rocc,       g->owner,    g->hkey,
+                   g->hval,  g->q_d,       g->qn_d,       g->qbase_d,  g->qgot_d,
+                   g->qres_d, g->qsorted_d};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         cudaFree(dev[i]); /* cudaFree(NULL) is a no-op */
     cudaFreeHost(g->ctr_h);
     cudaFreeHost(g->sl_h);
+    cudaFreeHost(g->q_h);
     if (g->ev0) cudaEventDestroy(g->ev0);
     if (g->ev1) cudaEventDestroy(g->ev1);
     if (g->st) cudaStreamDestroy(g->st);

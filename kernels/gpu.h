@@ -54,8 +54,81 @@ typedef struct gpu_req {
 int64_t gpu_extract(gpu_gram *g, const gpu_req *req, size_t n, void *out, size_t cap,
                     uint32_t *got);
 
+/* Word queries (TPDS'23 IV-D count and search), on a word index that gpu_words_build makes
+ * on the device from the grammar: word2rule (every occurrence of every symbol in a rule body,
+ * grouped by symbol, with its owner rule: the reverse edges of the DAG), the root positions of
+ * every symbol (sorted, so a file's are one binary search away), and rule2file (a hash table of
+ * (file, rule) -> occurrences of the rule in the file's expansion, built top-down level by
+ * level). count(f, w) = w's root occurrences in f plus, over every occurrence of w in a rule
+ * body, rule2file(f, owner); search walks up from w through parents that occur in f (rule2file
+ * again), which gives each occurrence once, then sorts each query's offsets. Results equal
+ * idx_count / idx_search. Built on first use by gpu_count / gpu_search (or ahead of time). */
+int gpu_words_build(gpu_gram *g);
+
+/* Bytes of device memory the word index holds, and its (file, rule) pairs (0 before build). */
+uint64_t gpu_words_mem(const gpu_gram *g, uint64_t *pairs);
+
+#define GPU_NO_WORD UINT32_MAX /* a word the dictionary does not hold: 0 occurrences */
+
+typedef struct gpu_query {
+    uint32_t ent; /* a regular file's entry (a hard link is resolved to the one with content) */
+    uint32_t tok; /* the word's token (gpu_word_token), or GPU_NO_WORD */
+} gpu_query;
+
+/* Token of a whole word as idx_count looks it up: n in 1..TOK_CAP-1, word bytes only, and in
+ * the dictionary; else GPU_NO_WORD. Host-only; the first call on an archive builds the
+ * dictionary's lookup table, so make it once before calling from several threads. */
+uint32_t gpu_word_token(const struct arc *a, const char *word, size_t n);
+
+/* counts[i] = occurrences of q[i].tok in q[i].ent, as idx_count. -EINVAL for an entry that is
+ * not a regular file or a token out of range. */
+int gpu_count(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts);
+
+/* Byte offsets of every occurrence, as idx_search: counts[i] as gpu_count, and *offs (malloc'ed,
+ * the caller frees it; NULL when there is none) holds query 0's offsets ascending, then query
+ * 1's, and so on. */
+int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint64_t **offs);
+
 /* Milliseconds the device spent between the first and the last kernel of the last call. */
 double gpu_kernel_ms(const gpu_gram *g);
+
+/* Offsets of batched inserts and appends (TPDS'23 IV-D, the "double parsing" design), without
+ * any archive: files are numbered 0..nfiles-1 with original sizes, and each operation inserts
+ * `len` bytes into one of them at `off` (an insert) or at its end (an append; off ignored).
+ *
+ * TDC_OFFSETS_SEQUENCE: an insert's offset is in the text left by the earlier operations of the
+ *   batch (they apply one after another, like tadoc apply --offsets=sequence).
+ * TDC_OFFSETS_BATCH: an insert's offset is in the text before the batch; inserts at one offset
+ *   keep their batch order and come before the appends (tadoc apply --offsets=batch).
+ *
+ * Outputs, per operation i: at[i], the offset at which to make the edit when the operations are
+ * applied one after another in batch order (sequence: the offset itself, or the file's size
+ * then for an append; batch: the offset translated so), and pos[i], where its first byte stands
+ * in the final text; per file, its final size. A bad file number, or an insert past the end of
+ * the text it refers to, fails with -EINVAL and *bad = the first such operation. */
+enum { TDC_EDIT_INSERT = 0, TDC_EDIT_APPEND = 1 };
+enum { TDC_OFFSETS_SEQUENCE = 0, TDC_OFFSETS_BATCH = 1 };
+
+typedef struct tdc_edit {
+    uint32_t file;
+    uint32_t kind; /* TDC_EDIT_* */
+    uint64_t off;  /* inserts only */
+    uint64_t len;
+} tdc_edit;
+
+/* A device context for edit batches: a stream, timing events and reusable buffers. */
+typedef struct gpu_edits gpu_edits;
+int gpu_edits_new(gpu_edits **out);
+void gpu_edits_free(gpu_edits *e);
+
+/* The function above on the device: per file, each operation's thread looks at the others of
+ * the same file (sequence: the later ones, each shifting it when it lands at or before it;
+ * batch: inserts at lower offsets, or the same offset earlier in the batch). Same results as
+ * backend_edit_offsets. */
+int gpu_edit_offsets(gpu_edits *e, int mode, const uint64_t *size, uint32_t nfiles,
+                     const tdc_edit *ops, size_t n, uint64_t *at, uint64_t *pos,
+                     uint64_t *final_size, size_t *bad);
+double gpu_edits_kernel_ms(const gpu_edits *e);
 
 #ifdef __cplusplus
 }

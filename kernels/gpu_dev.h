@@ -51,7 +51,42 @@ struct gpu_gram {
     size_t sl_cap;
     unsigned char *out_d;
     size_t out_cap;
+    /* word index (gpu_words_build); symbols are 0..nsym-1 with nsym = ntokens + nrules + 1 */
+    int wbuilt;
+    u64 *bocc_at, *bocc; /* per symbol, its positions in syms (ascending) */
+    u64 *rocc_at, *rocc; /* per symbol, its positions in root (ascending) */
+    uint32_t *owner;     /* per syms position, the rule whose body holds it */
+    u64 *hkey, *hval;    /* rule2file: (file << 32 | rule) -> occurrences; ~0 = empty */
+    u64 hcap, hpairs;
+    /* word queries: staged in pinned memory, device copies grow as needed */
+    void *q_h, *q_d;
+    u64 *qn_d, *qbase_d, *qgot_d, *qres_d, *qsorted_d;
+    size_t q_cap, res_cap;
 };
+
+#define EMPTY_KEY (~0ull)
+
+static __device__ __forceinline__ u64 hmix(u64 k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+}
+
+/* rule2file lookup: occurrences of rule r in file f's expansion (0 if none). */
+static __device__ __forceinline__ u64 h_get(const u64 *key, const u64 *val, u64 cap, uint32_t f,
+                                            uint32_t r)
+{
+    u64 k = (u64)f << 32 | r, m = cap - 1;
+    for (u64 h = hmix(k) & m;; h = (h + 1) & m) {
+        u64 x = key[h];
+        if (x == k) return val[h];
+        if (x == EMPTY_KEY) return 0;
+    }
+}
 
 /* Record a CUDA failure as a tdc_error: -ENOMEM for out-of-memory, else -EIO. */
 int gpu_fail(cudaError_t e, const char *what);
