@@ -42,13 +42,13 @@ LIB   = $(BUILD)/libtadoc.a
 TOOLS = $(BUILD)/tadoc $(BUILD)/tadocfs
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-HELPERS  = $(BUILD)/tests/mkbad $(BUILD)/tests/extractcheck $(BUILD)/tests/preadcheck \
+HELPERS  = $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.c)) \
            $(BUILD)/bench/extractlat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
 PREFIX ?= /usr/local
 
-.PHONY: all clean test demo bench deps format install
+.PHONY: test-long all clean test demo bench deps format install
 .SECONDARY:
 all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN)
 
@@ -97,6 +97,11 @@ test: deps
 	$(MAKE) all
 	$(MAKE) SAN=1 all
 	@BUILD=build/san tests/run.sh
+
+# The long random-operation run: 100,000 fsx operations per file on a mounted archive.
+test-long: deps
+	$(MAKE) SAN=1 all
+	@BUILD=build/san FSX_OPS=100000 BATS_ONLY=fsx.bats tests/run.sh
 
 demo: deps
 	$(MAKE) all

@@ -14,11 +14,14 @@ export CMOCKA_MESSAGE_OUTPUT=TAP
 
 tests/corpus.sh || { echo "0 passed, 1 failed"; exit 1; }
 log=$(mktemp)
-for t in "$BUILD"/tests/test_*; do
-    echo "# unit: $(basename "$t")"
-    "$t" 2>&1 || echo "not ok - $(basename "$t") exited with status $?"
-done | tee -a "$log"
-bats --tap tests/bats 2>&1 | tee -a "$log"
+# BATS_ONLY=FILE.bats runs just that file (make test-long does), without the unit tests.
+if [ -z "${BATS_ONLY:-}" ]; then
+    for t in "$BUILD"/tests/test_*; do
+        echo "# unit: $(basename "$t")"
+        "$t" 2>&1 || echo "not ok - $(basename "$t") exited with status $?"
+    done | tee -a "$log"
+fi
+bats --tap "tests/bats/${BATS_ONLY:-}" 2>&1 | tee -a "$log"
 if [ -x tests/gpu/run.sh ] && ! nvidia-smi >/dev/null 2>&1; then
     echo "# tests/gpu/run.sh skipped: no NVIDIA GPU on this machine (run it on a GPU host)"
 fi
