@@ -38,6 +38,13 @@ typedef struct packer {
     /* entries, in archive order */
     arc_entry *ents;
     size_t nents, cap;
+    /* regular files with more than one link: (device, inode) -> entry, to keep hard links */
+    struct hlink {
+        dev_t dev;
+        ino_t ino;
+        size_t ent;
+    } * links;
+    size_t nlinks, caplinks;
 } packer;
 
 static void *work(void *p)
@@ -131,6 +138,29 @@ static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t
     return 0;
 }
 
+/* A file with several links: the first name seen holds the content, later ones share its
+ * inode number (set here; arc_write numbers the rest). */
+static int note_link(packer *p, const struct stat *sb)
+{
+    arc_entry *e = &p->ents[p->nents - 1];
+    for (size_t i = 0; i < p->nlinks; i++)
+        if (p->links[i].dev == sb->st_dev && p->links[i].ino == sb->st_ino) {
+            arc_entry *f = &p->ents[p->links[i].ent];
+            if (!f->ino) f->ino = p->links[i].ent + 1;
+            e->ino = f->ino;
+            return 0;
+        }
+    if (p->nlinks == p->caplinks) {
+        size_t cap = p->caplinks ? p->caplinks * 2 : 64;
+        struct hlink *n = realloc(p->links, cap * sizeof *n);
+        if (!n) return -ENOMEM;
+        p->links = n;
+        p->caplinks = cap;
+    }
+    p->links[p->nlinks++] = (struct hlink){sb->st_dev, sb->st_ino, p->nents - 1};
+    return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -184,8 +214,9 @@ static int walk(packer *p, const char *abs, const char *rel)
             if (!(rc = add_entry(p, r, &sb, ARC_DIR))) rc = walk(p, a, r);
         } else if (S_ISREG(sb.st_mode)) {
             p->st->files++;
-            p->total += (uint64_t)sb.st_size;
             rc = add_entry(p, r, &sb, ARC_REG);
+            if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
+            if (!rc && !p->ents[p->nents - 1].ino) p->total += (uint64_t)sb.st_size;
         } else if (S_ISLNK(sb.st_mode)) {
             p->st->links++;
             char *t = malloc((size_t)sb.st_size + 1);
@@ -264,6 +295,12 @@ static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *bl
     return rc;
 }
 
+/* 1 if entry i is a further name of a hard-linked file (its content is the first name's). */
+static int is_extra_link(const packer *p, size_t i)
+{
+    return p->ents[i].ino && p->ents[i].ino != i + 1;
+}
+
 /* Renumber tokens by how often the grammar uses them, most used first, so the common ones
  * get one-byte varints on disk. Replaces *d with the reordered dictionary. */
 static int renumber_tokens(gram *g, dict **d)
@@ -323,7 +360,7 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
     }
     if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = walk(&p, dir, ""))) goto done;
     for (size_t i = 0; i < p.nents; i++) {
-        if (p.ents[i].type != ARC_REG) continue;
+        if (p.ents[i].type != ARC_REG || is_extra_link(&p, i)) continue;
         if ((rc = pack_file(&p, dir, &p.ents[i], blk, blksz))) goto done;
         stats->bytes_in += p.ents[i].size;
     }
@@ -334,6 +371,14 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
     uint64_t k = 0, start = 0;
     for (size_t i = 0; i < p.nents; i++) {
         if (p.ents[i].type != ARC_REG) continue;
+        if (is_extra_link(&p, i)) {
+            /* Same content as the first name of the inode, which came earlier. */
+            const arc_entry *f = &p.ents[p.ents[i].ino - 1];
+            p.ents[i].size = f->size;
+            p.ents[i].hash = f->hash;
+            p.ents[i].root_start = p.ents[i].root_len = 0;
+            continue;
+        }
         p.ents[i].root_start = start;
         p.ents[i].root_len = p.gb.file_end.p[k] - start;
         start = p.gb.file_end.p[k++];
@@ -361,6 +406,7 @@ done:
     for (size_t i = 0; i < p.nents; i++)
         arc_entry_clear(&p.ents[i]);
     free(p.ents);
+    free(p.links);
     free(blk);
     if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
     return rc;

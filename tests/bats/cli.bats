@@ -43,6 +43,7 @@ newline"
     ln -s ../zero "$t/deep/rel-link"
     ln -s /nonexistent/target "$t/dangling"
     ln -s "with space" "$t/dirlink"
+    ln "$t/deep/a/b/c/xs" "$t/hard-xs" # a hard link: one inode, two names
     touch -h -d '2001-02-03 04:05:06.789' "$t/dangling"
     touch -d '1999-12-31 23:59:59.123456789' "$t/zero" "$t/empty-dir"
 }
@@ -55,6 +56,8 @@ newline"
     "$TADOC" unpack "$S/a.tdc" "$S/out"
     diff -r --no-dereference "$S/in" "$S/out"
     diff <(tree_meta "$S/in") <(tree_meta "$S/out")
+    [ "$(stat -c %i "$S/out/hard-xs")" = "$(stat -c %i "$S/out/deep/a/b/c/xs")" ]
+    [ "$(stat -c %h "$S/out/hard-xs")" = 2 ]
     "$TADOC" verify "$S/a.tdc"
     "$TESTBIN/extractcheck" "$S/a.tdc" "$S/in" 3000 "$RANDOM"
     cmp <("$TADOC" cat "$S/a.tdc" one-token-1MB) "$S/in/one-token-1MB"
