@@ -672,7 +672,14 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
         }
         sprintf(lp, "%s.lock", archive);
         v->lockfd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (v->lockfd < 0 || flock(v->lockfd, LOCK_EX | LOCK_NB) < 0) {
+        /* A writer that was just unmounted may still be writing out its last records: wait
+         * for it a moment before calling the archive busy. */
+        int locked = -1;
+        for (int tries = 0; v->lockfd >= 0 && tries < 60; tries++) {
+            if ((locked = flock(v->lockfd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
+            usleep(50000);
+        }
+        if (v->lockfd < 0 || locked < 0) {
             rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
                            errno == EWOULDBLOCK ? "the archive is in use by another writer "
                                                   "(a mount, compact or apply)"

@@ -260,6 +260,12 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     arc *own = NULL;
     if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
     if (!rc) {
+        /* Symlink targets and xattrs are the model's (borrowed): analytics need neither. */
+        for (uint32_t i = 0; i < c.nw.nents; i++) {
+            c.nw.ents[i].link = NULL;
+            c.nw.ents[i].xattrs = NULL;
+            c.nw.ents[i].nxattrs = 0;
+        }
         *own = c.nw;
         memset(&c.nw, 0, sizeof c.nw);
         rc = arc_finish(own);
