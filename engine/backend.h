@@ -1,14 +1,15 @@
 /* backend: which compute backend serves heavy operations (CPU always; CUDA when built with
- * nvcc and a usable GPU is present). Later operations dispatch through here. */
+ * nvcc and a usable GPU is present), and the CPU side of what the CUDA backend computes, so the
+ * two can be compared (tests/gpu/gpucheck). */
 #ifndef TDC_BACKEND_H
 #define TDC_BACKEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "../kernels/gpu.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 #include "arc.h"
 #include "buf.h"
-
-typedef struct gpu_gram gpu_gram; /* an archive resident on the GPU (kernels/gpu.h) */
 
 /* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
 int backend_gpu_available(void);
@@ -21,5 +22,62 @@ const char *backend_describe(void);
  * of the same archive) is given and the scope has no word longer than TOK_CAP, else on the
  * CPU; the output is the same either way. Other GPU failures are returned, not hidden. */
 int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, buf *out);
+
+/* ---- For the daemon. Every function below is thread-safe. ---- */
+
+enum { BACKEND_OFF = 0, BACKEND_AUTO = 1, BACKEND_ON = 2 };
+
+/* 0 (off): the CPU serves everything. 1 (auto, the default): the GPU serves what it is faster
+ * at: "wordcount" of a scope of at least BACKEND_AUTO_MIN_BYTES of an archive the caller keeps
+ * (gen != 0), when no other request holds the GPU at that moment. 2 (on): the GPU serves every
+ * "wordcount" it can (uploading a gen-0 archive for the one request), waiting for the GPU when
+ * busy. Without a usable GPU every mode is the CPU. */
+void backend_set_mode(int mode);
+int backend_get_mode(void);
+
+/* Measured on an H100 (bench/results/gpu.md): the resident GPU word count beat the CPU on every
+ * scope from 4.9 KB up on the Linux slice and Brown (the CPU's cost has a part that grows with
+ * the archive, not the scope); on a 3 KB archive the CPU took 2 us against 31 us. */
+#define BACKEND_AUTO_MIN_BYTES ((uint64_t)16 << 10)
+
+/* Analytic `name` ("wordcount", "sort", "invindex", "termvector", "seqcount",
+ * "rankedinvindex") over entries [first, end) of `a`, appended to out: exactly what the ana_*
+ * function of that name prints. "wordcount" may run on the GPU (see backend_set_mode): the
+ * archive is uploaded and indexed once per (a, gen) and stays resident in a small cache (the
+ * least recently used of BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
+ * archive's contents for the cache: give a new value whenever `a` may be another archive or
+ * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
+ * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
+ * in backend_stats). Returns 0, -EINVAL for an unknown name, or the ana_* error. */
+int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+                     buf *out);
+
+#define BACKEND_GPU_CACHE 2
+
+/* Drop the GPU copies of archive `a` (every generation), or of all archives when a is NULL.
+ * Call before arc_free(a); waits for a request using it to finish. */
+void backend_release(const arc *a);
+
+/* One line, no newline: "gpu: 3 requests 1234 bytes; cpu: 10 requests 5678 bytes" (requests
+ * served by each backend since start and the output bytes they produced), plus "; gpu
+ * fallbacks: N" when GPU attempts failed and the CPU served them. Returns what snprintf
+ * returns. */
+int backend_stats(char *out, size_t n);
+
+/* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (kernels/gpu.h has
+ * the definitions: modes, tdc_edit, at/pos/final_size). Sequence: every file is a treap of
+ * pieces that each insert splits, O(n log n); batch: a sort by (file, offset) and a Fenwick
+ * tree over it, O(n log n). Same results and errors as the GPU. ---- */
+int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops,
+                         size_t n, uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad);
+
+/* Apply the batch to small texts byte by byte, the reference for both: text[f] holds file f
+ * and becomes its final text; optext[i] holds op i's bytes (ops[i].len of them). Sequence: in
+ * batch order; batch: as `tadoc apply --offsets=batch` does (inserts from the highest offset
+ * down, equal offsets in batch order, then appends in order). With owner (one vec32 per file),
+ * owner[f] becomes the op index of every final byte, UINT32_MAX for original bytes. -EINVAL for
+ * an insert past the end (*bad = its index), -ENOMEM. */
+int backend_edit_apply(int mode, uint32_t nfiles, buf *text, vec32 *owner, const tdc_edit *ops,
+                       size_t n, const unsigned char *const *optext, size_t *bad);
 
 #endif

@@ -164,10 +164,18 @@ extern "C" int64_t gpu_extract(gpu_gram *g, const gpu_req *req, size_t n, void *
     if (rc) return rc;
     slice *s = (slice *)g->sl_h;
     u64 pos = 0;
-    for (size_t i = 0; i < n; pos += got[i++])
+    for (size_t i = 0; i < n; pos += got[i++]) {
+        /* A hard link other than the first has no root run: read the one that holds it. */
+        uint32_t e = req[i].ent;
+        if (got[i] && !a->ents[e].root_len) {
+            int64_t c = arc_ino_entry(a, a->ents[e].ino);
+            if (c < 0) return tdc_error(-EBADMSG, "entry %u: no entry holds its content", e);
+            e = (uint32_t)c;
+        }
         for (u64 k = 0; k < got[i]; k += SLICE)
-            *s++ = slice{req[i].off + k, pos + k, req[i].ent,
+            *s++ = slice{req[i].off + k, pos + k, e,
                          (uint32_t)(got[i] - k < SLICE ? got[i] - k : SLICE)};
+    }
     CK(cudaMemcpyAsync(g->sl_d, g->sl_h, nsl * sizeof(slice), cudaMemcpyHostToDevice, g->st));
     if ((rc = gpu_time_begin(g))) return rc;
     if (nsl) {

@@ -113,6 +113,20 @@ template <class T> static inline int dalloc(T **p, size_t n)
     return 0;
 }
 
+/* A cub device-wide call through its two-step temp-storage protocol: f(tmp, bytes) is called
+ * once to size the temp storage, then to do the work, on stream st. */
+template <class F> static int cub_run(cudaStream_t st, F f)
+{
+    size_t bytes = 0;
+    void *tmp = NULL;
+    CK(f(NULL, bytes));
+    CK(cudaMallocAsync(&tmp, bytes ? bytes : 1, st));
+    cudaError_t e = f(tmp, bytes);
+    CK(cudaFreeAsync(tmp, st));
+    CK(e);
+    return 0;
+}
+
 static __device__ __forceinline__ u64 sym_len(uint32_t s, uint32_t nt, const u64 *toff,
                                               const u64 *len)
 {

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Check every CUDA kernel against the CPU, on a machine with an NVIDIA GPU: build the GPU
 # targets, pack the test corpora (tests/tmp/corpora, made by tests/corpus.sh) and a small tree
-# with a word longer than TOK_CAP, and run gpucheck on each; each run ends with a table of CPU
-# and GPU times. Exits non-zero on any mismatch or failure.
+# with a word longer than TOK_CAP, and run gpucheck on each (index build, word count and
+# backend_analytic, count and search, extract, insert/append offsets; see gpucheck.c); each run
+# ends with a table of CPU and GPU times for 100,000-operation batches. SEED=N fixes the seed.
+# Exits non-zero on any mismatch or failure.
 # A machine without xxhash.h or the libxxhash.so link can take both from shared-dev/include
 # and shared-dev/lib (copies from a machine that has them); they are used when present.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/cuda/bin"
+export TADOC_THREADS=1 # CPU times are one thread (the analytics may use two by default)
 flags=()
 [ -d shared-dev ] && flags=(CFLAGS="-I$PWD/shared-dev/include" LDFLAGS="-L$PWD/shared-dev/lib")
 make -j"$(nproc)" GPU=1 "${flags[@]}" build/rel/tadoc build/rel/tests/gpucheck >/dev/null || exit 1
@@ -18,16 +21,27 @@ mkdir -p "$tmp/cut"
 # The GPU word count leaves files with cut long words to the CPU: cover that hand-over.
 { head -c 3000 /dev/zero | tr '\0' x; echo " and a few words"; } >"$tmp/cut/long.txt"
 printf 'short words only\nwords again\n' >"$tmp/cut/short.txt"
+# Hard links: word queries on a link go to the entry that holds the content.
+mkdir -p "$tmp/links/d"
+for i in 1 2 3; do
+    printf 'alpha beta gamma %s alpha\nbeta delta alpha %s\n' "$i" "$i$i" >"$tmp/links/f$i.txt"
+done
+cat "$tmp"/links/f*.txt "$tmp"/links/f*.txt >"$tmp/links/d/all.txt"
+ln "$tmp/links/f2.txt" "$tmp/links/d/link2.txt"
+ln "$tmp/links/d/all.txt" "$tmp/links/zz.txt"
+: >"$tmp/links/empty.txt"
 
+command -v nvidia-smi >/dev/null &&
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 status=0
-for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut"; do
+for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links"; do
     name=$(basename "$src")
     if [ ! -d "$src" ]; then
         echo "tests/gpu/run.sh: $src is missing (tests/corpus.sh makes it)"
         status=1
         continue
     fi
-    build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q && build/rel/tests/gpucheck "$tmp/$name.tdc" ||
+    build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q && build/rel/tests/gpucheck "$tmp/$name.tdc" ${SEED:-} ||
         status=1
     echo
 done
