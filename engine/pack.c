@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -161,6 +162,42 @@ static int note_link(packer *p, const struct stat *sb)
     return 0;
 }
 
+static int by_xname(const void *a, const void *b)
+{
+    return strcmp(((const arc_xattr *)a)->name, ((const arc_xattr *)b)->name);
+}
+
+/* Keep the user.* extended attributes of `path` (without the prefix), sorted by name.
+ * File systems without xattrs simply have none. */
+static int read_xattrs(const char *path, arc_entry *e)
+{
+    char list[65536];
+    ssize_t n = llistxattr(path, list, sizeof list);
+    if (n <= 0) return 0;
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(list + i) + 1) {
+        if (strncmp(list + i, "user.", 5) || !list[i + 5]) continue;
+        unsigned char val[65536];
+        ssize_t k = lgetxattr(path, list + i, val, sizeof val);
+        if (k < 0) continue; /* removed meanwhile */
+        arc_xattr *x = realloc(e->xattrs, (e->nxattrs + 1) * sizeof *x);
+        if (!x) return -ENOMEM;
+        e->xattrs = x;
+        x = &e->xattrs[e->nxattrs];
+        x->name = strdup(list + i + 5);
+        x->val = malloc(k ? (size_t)k : 1);
+        x->len = (uint32_t)k;
+        if (!x->name || !x->val) {
+            free(x->name);
+            free(x->val);
+            return -ENOMEM;
+        }
+        memcpy(x->val, val, (size_t)k);
+        e->nxattrs++;
+    }
+    sort_n(e->xattrs, e->nxattrs, sizeof *e->xattrs, by_xname);
+    return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -211,10 +248,13 @@ static int walk(packer *p, const char *abs, const char *rel)
             rc = tdc_error(-errno, "%s: %s", a, strerror(errno));
         } else if (S_ISDIR(sb.st_mode)) {
             p->st->dirs++;
-            if (!(rc = add_entry(p, r, &sb, ARC_DIR))) rc = walk(p, a, r);
+            if (!(rc = add_entry(p, r, &sb, ARC_DIR)) &&
+                !(rc = read_xattrs(a, &p->ents[p->nents - 1])))
+                rc = walk(p, a, r);
         } else if (S_ISREG(sb.st_mode)) {
             p->st->files++;
             rc = add_entry(p, r, &sb, ARC_REG);
+            if (!rc) rc = read_xattrs(a, &p->ents[p->nents - 1]);
             if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
             if (!rc && !p->ents[p->nents - 1].ino) p->total += (uint64_t)sb.st_size;
         } else if (S_ISLNK(sb.st_mode)) {
@@ -358,7 +398,9 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
         rc = -ENOMEM;
         goto done;
     }
-    if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = walk(&p, dir, ""))) goto done;
+    if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = read_xattrs(dir, &p.ents[0])) ||
+        (rc = walk(&p, dir, "")))
+        goto done;
     for (size_t i = 0; i < p.nents; i++) {
         if (p.ents[i].type != ARC_REG || is_extra_link(&p, i)) continue;
         if ((rc = pack_file(&p, dir, &p.ents[i], blk, blksz))) goto done;

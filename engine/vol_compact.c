@@ -163,7 +163,7 @@ int vol_compact(vol *v, vol_compact_stats *st)
     vol_rdlock(v); /* reads go on */
     for (uint64_t i = 0; i < v->cap && !rc; i++)
         if (v->nodes[i] && v->nodes[i]->nlink == 0)
-            rc = tdc_error(-EBUSY, "a removed file is still open; compaction waits for it");
+            rc = tdc_error(-EBUSY, "a removed file is still open: compact again once it is closed");
     if (rc) goto unread;
     st->archive_before = v->a->file_size;
     st->rules_before = v->a->g.nrules;
