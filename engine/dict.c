@@ -1,5 +1,6 @@
 #include "dict.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -62,8 +63,8 @@ static int rehash(dict *d, size_t need)
         t[h] = id + 1;
     }
     free(d->table);
-    d->table = t;
     d->tcap = cap;
+    __atomic_store_n(&d->table, t, __ATOMIC_RELEASE); /* tcap first: see dict_find */
     return 0;
 }
 
@@ -78,9 +79,15 @@ static size_t probe(const dict *d, const unsigned char *p, size_t n)
 
 int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id)
 {
-    if (!d->table) {
-        /* Read-only lookups on a decoded dict build the table once, lazily. */
-        if (rehash((dict *)d, dict_count(d) + 1)) return -ENOMEM;
+    if (!__atomic_load_n(&d->table, __ATOMIC_ACQUIRE)) {
+        /* Read-only lookups on a decoded dict build the table once, lazily; concurrent
+         * finders (daemon threads) wait for the one that builds it. */
+        static pthread_mutex_t lazy = PTHREAD_MUTEX_INITIALIZER;
+        int rc = 0;
+        pthread_mutex_lock(&lazy);
+        if (!d->table) rc = rehash((dict *)d, dict_count(d) + 1);
+        pthread_mutex_unlock(&lazy);
+        if (rc) return -ENOMEM;
     }
     size_t h = probe(d, p, n);
     if (!d->table[h]) return -ENOENT;

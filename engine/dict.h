@@ -2,8 +2,8 @@
  * order first interned; bytes are stored once (offsets + one blob). Words and separators share
  * the id space; dict_is_word tells them apart by the first byte.
  *
- * A dict is not thread-safe for interning; concurrent read-only lookups (dict_bytes) are safe
- * once no thread interns. */
+ * A dict is not thread-safe for interning; concurrent read-only lookups (dict_bytes,
+ * dict_find) are safe once no thread interns. */
 #ifndef TDC_DICT_H
 #define TDC_DICT_H
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "compact.h"
 #include "err.h"
 #include "vol_int.h"
@@ -213,6 +214,7 @@ int vol_compact(vol *v, vol_compact_stats *st)
     v->compactions++;
     vol_unlock(v);
     pthread_rwlock_unlock(&v->alock);
+    backend_release(oa); /* its copy on the GPU, if any */
     idx_free(ox);
     arc_free(oa);
     st->swap_s = secs() - t2;

@@ -207,6 +207,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
+    backend_set_mode(!o.gpu || !strcmp(o.gpu, "auto") ? BACKEND_AUTO
+                     : !strcmp(o.gpu, "on")           ? BACKEND_ON
+                                                      : BACKEND_OFF);
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
     /* Open and check the whole archive and replay its journal before mounting, so errors
@@ -279,6 +282,7 @@ out_opts:
     free(co.mountpoint);
 out_arc:
     vol_close(c.v); /* writes out buffered records */
+    backend_release(NULL);
     for (size_t i = 0; i < c.nsearch; i++)
         free(c.search[i].word);
     free(c.search);

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "../engine/ana.h"
+#include "../engine/backend.h"
 #include "../engine/err.h"
 #include "../index/words.h"
 
@@ -25,11 +26,9 @@
 #define FS_SEARCH_BASE ((uint64_t)1 << 62)
 
 static const struct {
-    const char *name;
-    int (*fn)(const arc *, uint32_t, uint32_t, buf *);
-} vfiles[] = {{".wordcount", ana_wordcount}, {".sort", ana_sort},
-              {".invindex", ana_invindex},   {".termvector", ana_termvector},
-              {".seqcount", ana_seqcount},   {".rankedinvindex", ana_rankedinvindex}};
+    const char *name; /* the analytic's name after the dot */
+} vfiles[] = {{".wordcount"}, {".sort"},     {".invindex"},
+              {".termvector"}, {".seqcount"}, {".rankedinvindex"}};
 #define NVFILES (sizeof vfiles / sizeof vfiles[0])
 #define SEARCH_DIR NVFILES /* kind of the .search directory */
 
@@ -628,9 +627,10 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     if (!rc) {
         if (search)
             rc = search_text(c, &w, word, &f->vout);
-        else
-            rc = vfiles[kind].fn(w.a, (uint32_t)w.ent, ana_subtree_end(w.a, (uint32_t)w.ent),
-                                 &f->vout);
+        else /* on the GPU where the backend finds it worth it, else ana_* on the CPU */
+            rc = backend_analytic(vfiles[kind].name + 1, w.a, w.own ? 0 : w.gen,
+                                  (uint32_t)w.ent, ana_subtree_end(w.a, (uint32_t)w.ent),
+                                  &f->vout);
         vol_view_close(&w);
     }
     free(word);
@@ -892,6 +892,8 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t
             snprintf(v, n, "%" PRIu64, in.dirty_files);
         else if (!strcmp(name, "compactions"))
             snprintf(v, n, "%" PRIu64, in.compactions);
+        else if (!strcmp(name, "backend"))
+            backend_stats(v, n);
         else
             return -ENODATA;
         return 0;
@@ -942,7 +944,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         return;
     }
     if (!strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
-        char v[64];
+        char v[256];
         int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), v, sizeof v);
         if (rc)
             reply_rc(req, rc);
