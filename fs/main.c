@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <syslog.h>
 
 #include "../engine/backend.h"
@@ -125,6 +127,16 @@ static void log_event(void *ctx, const char *msg)
     syslog(LOG_INFO, "%s", msg);
 }
 
+/* Whether a GPU is usable, asked in a child process: a CUDA context does not survive the
+ * fork that puts the daemon in the background, so this process must not make one yet. */
+static int gpu_usable_probe(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) _exit(backend_gpu_available() ? 0 : 1);
+    int st;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 /* Refuse a mountpoint left behind by a daemon that died, with the command that clears it. */
 static int check_mountpoint(const char *mp)
 {
@@ -203,7 +215,7 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    if (o.gpu && !strcmp(o.gpu, "on") && !backend_gpu_available()) {
+    if (o.gpu && !strcmp(o.gpu, "on") && !gpu_usable_probe()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
