@@ -1,7 +1,10 @@
-/* Word counting by top-down weight propagation (G-TADOC IV-B): every rule's weight is the
- * number of times it occurs in the scope; walking rules parents-first pushes weights down and
- * adds weight x occurrences for every word token in a body. Cost: one pass over the grammar,
- * independent of the text size.
+/* Word count and sort (G-TADOC IV-B), top-down or bottom-up as the selector says (ana.h):
+ * - top-down: every rule's weight is the number of times it occurs in the scope; walking the
+ *   topological levels from the highest down pushes weights to children and adds weight x
+ *   occurrences for every word token in a body (Algorithm 1). One pass over the grammar.
+ * - bottom-up: each rule the scope uses gets a table of its expansion's words, built from its
+ *   children's tables level by level (Algorithm 2); the result is the root runs' own words
+ *   plus the tables of the rules in the root runs times their occurrences there.
  *
  * Words longer than TOK_CAP bytes are stored as several adjacent word tokens. Only files that
  * contain such a cut (a TOK_CAP-byte word token) are counted by walking their token stream, so
@@ -62,36 +65,13 @@ static int add_long(counts *c, const unsigned char *w, size_t n)
     return 0;
 }
 
-/* A TOK_CAP-byte word token: a piece of a cut long word. */
-static int is_cut_token(const arc *a, uint32_t t)
-{
-    size_t l;
-    dict_bytes(a->dict, t, &l);
-    return l == TOK_CAP && dict_is_word(a->dict, t);
-}
-
-int ana_find_cuts(const arc *a, unsigned char **out)
-{
-    const gram *g = &a->g;
-    unsigned char *cut = calloc((size_t)g->nrules + 1, 1);
-    if (!cut) return -ENOMEM;
-    for (uint32_t k = 0; k < g->nrules; k++) {
-        uint32_t r = g->topo.p[k];
-        uint64_t n;
-        const uint32_t *b = gram_body(g, r, &n);
-        for (uint64_t i = 0; i < n && !cut[r]; i++)
-            cut[r] = b[i] >= g->ntokens ? cut[b[i] - g->ntokens] : is_cut_token(a, b[i]);
-    }
-    *out = cut;
-    return 0;
-}
 
 int ana_file_has_cut(const arc *a, const unsigned char *cut, uint32_t e)
 {
     const gram *g = &a->g;
     const uint32_t *run = g->root.p + a->ents[e].root_start;
     for (uint64_t i = 0; i < a->ents[e].root_len; i++)
-        if (run[i] >= g->ntokens ? cut[run[i] - g->ntokens] : is_cut_token(a, run[i])) return 1;
+        if (run[i] >= g->ntokens ? cut[run[i] - g->ntokens] : ana_is_cut_token(a, run[i])) return 1;
     return 0;
 }
 
@@ -165,49 +145,77 @@ static int count_word(void *ctx, uint32_t tok, const unsigned char *w, size_t n)
     return add_long(c, w, n);
 }
 
-static int count_scope(const arc *a, uint32_t first, uint32_t end, counts *c)
+typedef struct reduce_job {
+    const ana_prep *p;
+    const uint64_t *w;
+    const ana_wtab *wt;
+    uint64_t **tok;
+} reduce_job;
+
+/* Bottom-up's last step: the tables of the rules in the root runs times their occurrences. */
+static int reduce_task(void *x, const ana_team *t)
+{
+    const reduce_job *j = x;
+    uint64_t *tok = j->tok[t->tid];
+    size_t lo, hi;
+    ana_share(t, j->p->g->nrules, &lo, &hi);
+    for (size_t r = lo + 1; r < hi + 1; r++) {
+        uint64_t wr = j->w[r];
+        if (!wr) continue;
+        const ana_wpair *e = j->wt->tab[r];
+        for (uint32_t k = 0; k < j->wt->n[r]; k++)
+            tok[e[k].w] += e[k].n * wr;
+    }
+    return 0;
+}
+
+static int count_scope(const arc *a, uint32_t first, uint32_t end, int kind, counts *c)
 {
     const gram *g = &a->g;
-    const dict *d = a->dict;
-    uint64_t *w = calloc((size_t)g->nrules + 1, sizeof *w);
-    unsigned char *cut = NULL;
-    int rc = -ENOMEM;
+    ana_prep p;
+    ana_plan pl;
+    ana_wtab wt = {0};
+    vec32 files = {0};
+    uint64_t *w = NULL, *tok[2] = {NULL, NULL};
+    unsigned char *need = NULL;
     memset(c, 0, sizeof *c);
-    if (!w || !(c->tok = calloc((size_t)g->ntokens + 1, sizeof *c->tok))) goto out;
-    if ((rc = ana_find_cuts(a, &cut))) goto out;
-    /* Root level: the scope's files seed the weights. */
+    int rc = ana_prep_init(&p, a, 0);
+    if (rc) return rc;
+    ana_plan_make(&p, kind, first, end, &pl);
+    rc = -ENOMEM;
+    if (!(w = calloc((size_t)g->nrules + 1, sizeof *w)) ||
+        !(c->tok = calloc((size_t)g->ntokens + 1, sizeof *c->tok)))
+        goto out;
+    if (pl.threads > 1 && !(tok[1] = calloc((size_t)g->ntokens + 1, sizeof *tok[1]))) goto out;
+    tok[0] = c->tok;
+    rc = 0;
+    /* Files with cut words are read as token streams; the others go through the grammar. */
     for (uint32_t e = first; e < end && !rc; e++) {
         if (a->ents[e].type != ARC_REG) continue;
-        if (ana_file_has_cut(a, cut, e)) {
+        if (ana_file_has_cut(a, p.cut, e))
             rc = ana_file_words(a, e, count_word, c);
-            continue;
-        }
-        const uint32_t *run = g->root.p + a->ents[e].root_start;
-        for (uint64_t i = 0; i < a->ents[e].root_len; i++) {
-            uint32_t s = run[i];
-            if (s >= g->ntokens)
-                w[s - g->ntokens]++;
-            else if (dict_is_word(d, s))
-                c->tok[s]++;
-        }
+        else if (vec32_push(&files, e))
+            rc = -ENOMEM;
     }
-    /* Parents before children: reverse topological order. */
-    for (uint32_t k = g->nrules; k-- > 0 && !rc;) {
-        uint32_t r = g->topo.p[k];
-        if (!w[r]) continue;
-        uint64_t n;
-        const uint32_t *b = gram_body(g, r, &n);
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t s = b[i];
-            if (s >= g->ntokens)
-                w[s - g->ntokens] += w[r];
-            else if (dict_is_word(d, s))
-                c->tok[s] += w[r];
-        }
+    if (rc) goto out;
+    if (!pl.bottomup) {
+        rc = ana_weights(&p, files.p, files.n, w, tok, 1, pl.threads);
+    } else if (!(rc = ana_weights(&p, files.p, files.n, w, tok, 0, pl.threads)) &&
+               !(rc = ana_mark_reach(&p, files.p, files.n, &need)) &&
+               !(rc = ana_wtab_build(&wt, &p, need, pl.threads))) {
+        reduce_job j = {&p, w, &wt, tok};
+        rc = ana_par(pl.threads, reduce_task, &j);
     }
+    if (!rc && tok[1])
+        for (uint32_t t = 0; t < g->ntokens; t++)
+            c->tok[t] += tok[1][t];
 out:
+    vec32_free(&files);
     free(w);
-    free(cut);
+    free(tok[1]);
+    free(need);
+    ana_wtab_free(&wt);
+    ana_prep_free(&p);
     if (rc == -ENOMEM) tdc_error(rc, "analytics: out of memory");
     return rc;
 }
@@ -253,9 +261,21 @@ static int by_count(const void *x, const void *y)
     return by_word(x, y);
 }
 
+static int by_word_r(const void *x, const void *y, void *ctx)
+{
+    (void)ctx;
+    return by_word(x, y);
+}
+
+static int by_count_r(const void *x, const void *y, void *ctx)
+{
+    (void)ctx;
+    return by_count(x, y);
+}
+
 /* Collect non-zero counts as records sorted by `cmp`. */
-static int records(const arc *a, const counts *c, int (*cmp)(const void *, const void *), rec **out,
-                   size_t *nout)
+static int records(const arc *a, const counts *c, int (*cmp)(const void *, const void *, void *),
+                   int threads, rec **out, size_t *nout)
 {
     size_t n = c->nlw;
     for (uint32_t t = 0; t < a->g.ntokens; t++)
@@ -273,7 +293,7 @@ static int records(const arc *a, const counts *c, int (*cmp)(const void *, const
         const unsigned char *w = (const unsigned char *)c->lw[i];
         r[k++] = (rec){prefix_key(w, c->lwlen[i]), w, c->lwlen[i], c->lwcnt[i]};
     }
-    sort_n(r, n, sizeof *r, cmp);
+    ana_psort(r, n, sizeof *r, cmp, NULL, threads);
     *out = r;
     *nout = n;
     return 0;
@@ -287,11 +307,11 @@ static int put_u64(buf *b, uint64_t v)
 }
 
 /* Print counts as word count (count_first) or sort records. */
-static int print(const arc *a, const counts *c, buf *out, int count_first)
+static int print(const arc *a, const counts *c, buf *out, int count_first, int threads)
 {
     rec *r = NULL;
     size_t n = 0;
-    int rc = records(a, c, count_first ? by_count : by_word, &r, &n);
+    int rc = records(a, c, count_first ? by_count_r : by_word_r, threads, &r, &n);
     for (size_t i = 0; i < n && !rc; i++) {
         if (count_first)
             rc = put_u64(out, r[i].cnt) || buf_put(out, "\t", 1) || buf_put(out, r[i].w, r[i].n) ||
@@ -308,8 +328,8 @@ static int print(const arc *a, const counts *c, buf *out, int count_first)
 static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_first)
 {
     counts c;
-    int rc = count_scope(a, first, end, &c);
-    if (!rc) rc = print(a, &c, out, count_first);
+    int rc = count_scope(a, first, end, count_first ? ANA_K_WORDCOUNT : ANA_K_SORT, &c);
+    if (!rc) rc = print(a, &c, out, count_first, ana_threads());
     counts_free(&c);
     return rc;
 }
@@ -322,7 +342,7 @@ int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out)
 int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out)
 {
     counts c = {.tok = (uint64_t *)tok}; /* only read: print never writes counts */
-    return print(a, &c, out, 1);
+    return print(a, &c, out, 1, ana_threads());
 }
 
 int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out)

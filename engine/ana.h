@@ -7,7 +7,48 @@
  * Words are maximal runs of word bytes, exactly as `tr -cs 'A-Za-z0-9_\200-\377' '\n'` cuts
  * them. Output is text, one record per line, byte order (LC_ALL=C) for ties.
  *
- * Functions only read the archive; several may run at once on one archive. */
+ * Functions only read the archive; several may run at once on one archive.
+ *
+ * Traversals (G-TADOC IV-B, papers/g-tadoc-icde21.txt). Each analytic runs either
+ * - top-down: rule weights (occurrences in the scope, or in one file for the per-file
+ *   analytics) pushed from the root level down the topological levels, then every rule's own
+ *   words (or crossing sequences) counted times its weight. The per-file analytics (invindex,
+ *   termvector, rankedinvindex) do one such pass per file, over the rules that file uses; or
+ * - bottom-up: every rule the scope uses gets a local table (word -> count, or 3-word
+ *   sequence -> count) built level by level from its children's tables plus its own words (or
+ *   the sequences crossing its children, from their head and tail buffers, IV-D); a file's
+ *   result is then its root words plus the tables of the rules in its root run times their
+ *   multiplicity (the "level-2" reduction), without descending.
+ * Both give the same output, byte for byte.
+ *
+ * The selector (auto) decides per analytic and scope from grammar statistics, using the cost
+ * terms of the paper's complexity analysis (Algorithms 1 and 2):
+ * - wordcount, sort, seqcount (one result for the scope): top-down. One weight pass touches
+ *   each rule the scope uses once with |body| work; bottom-up touches the same rules and
+ *   merges at least one table entry per word or child of each body, then reduces the level-2
+ *   tables, so its cost is never lower.
+ * - invindex, termvector, rankedinvindex (one result per file): with F(r) an upper bound on
+ *   the number of scope files that use rule r (files whose root run holds r, pushed down the
+ *   levels: F(child) += F(parent), capped at the file count), and T(r) a bound on the size of
+ *   r's table (words in its expansion, or that minus 2 for sequences):
+ *     top-down  = sum over used rules of F(r) * (|body(r)| + 2)
+ *     bottom-up = sum over used rules of (words of r + sum of T(c) over its children c)
+ *                 + sum over files of T(c) for each distinct rule c of the file's root run
+ *   and bottom-up is chosen when its estimate is below top-down's. Many small files sharing
+ *   rules (F large, tables small) go bottom-up; few files, or rules with large expansions,
+ *   go top-down. Bottom-up is also ruled out when a rule's expansion holds 2^32 words or more
+ *   (tables keep 32-bit counts).
+ *
+ * Threads: with 2, bottom-up splits each level's rules between two threads (tables are only
+ * read by the level above), per-file work splits the files into two ranges of equal root
+ * symbols, top-down weight passes split each level (atomic adds), sequence tables are split
+ * by hash, and large output sorts sort two halves in parallel and merge.
+ *
+ * Options, read at every call: TADOC_TRAVERSAL=topdown|bottomup|auto (default auto),
+ * TADOC_THREADS=1|2 (unset: 2 when the machine has two or more CPUs and the scope has at
+ * least 65,536 root symbols, since below that starting a thread does not pay; else 1),
+ * TADOC_ANA_VERBOSE=1 prints each decision and the two estimates on stderr. ana_set_* below
+ * override the environment for the whole process. */
 #ifndef TDC_ANA_H
 #define TDC_ANA_H
 
@@ -19,6 +60,21 @@
 /* One past the last entry of the subtree rooted at entry `dir` (entries in path order put a
  * directory's descendants right after it). For a file, ent + 1. */
 uint32_t ana_subtree_end(const arc *a, uint32_t dir);
+
+enum ana_traversal { ANA_AUTO = 0, ANA_TOPDOWN = 1, ANA_BOTTOMUP = 2 };
+
+/* Force a traversal for every later call (ANA_AUTO: the selector); -1 returns to
+ * TADOC_TRAVERSAL. */
+void ana_set_traversal(int t);
+
+/* Threads for every later call (1 or 2; more is taken as 2), whatever the scope's size; -1
+ * returns to TADOC_THREADS. */
+void ana_set_threads(int n);
+
+/* The traversal and thread count in effect (from ana_set_*, the environment, or for threads
+ * the machine; small scopes still run on one thread unless threads were asked for). */
+int ana_traversal(void);
+int ana_threads(void);
 
 /* The regular files of [first, end), appended to out in byte order of their paths. */
 int ana_scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out);

@@ -1,13 +1,20 @@
 /* Per-file and sequence analytics on the grammar: inverted index, term vector, sequence
- * count and ranked inverted index (G-TADOC IV-B..IV-D).
+ * count and ranked inverted index (G-TADOC IV-B..IV-D), top-down or bottom-up as the selector
+ * says (ana.h).
  *
  * Words are identified by dictionary token id; a word longer than TOK_CAP bytes (stored as
- * several adjacent tokens) gets an id past the dictionary from a side table. Files containing
- * such cut words are read as a token stream; all others are computed on the grammar:
- * - per-file counts use a top-down pass restricted to the rules the file uses;
+ * several adjacent tokens) gets an id past the dictionary from a side table, filled before
+ * the traversal so threads only read it. Files containing such cut words are read as a token
+ * stream; all others are computed on the grammar:
+ * - top-down, per-file counts use a pass restricted to the rules the file uses, ordered
+ *   parents first by their topological level (a counting sort, no comparisons);
+ * - bottom-up, every rule the scope uses gets a table (words or 3-word sequences with
+ *   counts) built from its children's tables level by level; a file's result is its root
+ *   run's own words and crossing sequences plus the tables of the rules in its root run;
  * - sequences of three words use, for every rule, its first and last two words (head and
  *   tail) so a parent counts the sequences that cross its children's boundaries without
- *   descending; sequences inside a child are the child's, multiplied by its weight. */
+ *   descending; sequences inside a child are the child's, multiplied by its weight (top-down)
+ *   or merged from its table (bottom-up). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +25,31 @@
 
 #define NONE UINT32_MAX
 
+/* One entry of a bottom-up sequence table. */
+typedef struct sent {
+    uint32_t q[3], n;
+} sent;
+
+typedef struct stab {
+    const sent **tab; /* per rule; NULL when empty or not needed */
+    uint32_t *n;
+    ana_arena ar[2];
+} stab;
+
+/* What an analytic shares between its threads; read-only once the traversal starts. */
 typedef struct docs {
     const arc *a;
     const gram *g;
-    unsigned char *cut;   /* per rule: holds a cut long word */
-    uint32_t *pos;        /* per rule: position in g->topo */
-    uint32_t *stamp, gen; /* per rule: used by the current file when stamp == gen */
-    uint64_t *w;          /* per rule: occurrences in the current file or scope */
-    vec32 used;           /* rules of the current file, parents first */
-    uint32_t (*ht)[5];    /* per rule: head[2], tail[2], words (capped at 3) */
-    dict *longw;          /* joined long words; id = ntokens + index */
+    ana_prep p;  /* levels, cut flags, head/tail */
+    ana_plan pl; /* traversal and threads */
+    int kind;
+    dict *longw;  /* joined long words; id = ntokens + index */
+    vec32 files;  /* the scope's regular files, by path */
+    vec32 plain;  /* those without cut words */
+    vec32 cutf;   /* those with cut words */
+    ana_wtab wt;  /* bottom-up word tables */
+    stab st;      /* bottom-up sequence tables */
+    uint64_t *w;  /* seqcount: rule weights in the scope */
 } docs;
 
 static int is_word(const docs *d, uint32_t t)
@@ -48,74 +70,6 @@ static int word_cmp(const docs *d, uint32_t x, uint32_t y)
     const unsigned char *p = word_bytes(d, x, &nx), *q = word_bytes(d, y, &ny);
     int c = memcmp(p, q, nx < ny ? nx : ny);
     return c ? c : (nx > ny) - (nx < ny);
-}
-
-static void docs_free(docs *d)
-{
-    free(d->cut);
-    free(d->pos);
-    free(d->stamp);
-    free(d->w);
-    free(d->ht);
-    vec32_free(&d->used);
-    dict_free(d->longw);
-}
-
-/* Per-rule tables: cut flags, topological positions, and head/tail words. */
-static int docs_init(docs *d, const arc *a)
-{
-    memset(d, 0, sizeof *d);
-    d->a = a;
-    d->g = &a->g;
-    size_t nr = (size_t)d->g->nrules + 1;
-    d->stamp = calloc(nr, sizeof *d->stamp);
-    d->w = calloc(nr, sizeof *d->w);
-    d->ht = malloc(nr * sizeof *d->ht);
-    d->longw = dict_new();
-    if (!d->stamp || !d->w || !d->ht || !d->longw || gram_topo_positions(d->g, &d->pos) ||
-        ana_find_cuts(a, &d->cut)) {
-        docs_free(d);
-        return tdc_error(-ENOMEM, "analytics: out of memory");
-    }
-    for (uint32_t k = 0; k < d->g->nrules; k++) {
-        uint32_t r = d->g->topo.p[k];
-        uint64_t n;
-        const uint32_t *b = gram_body(d->g, r, &n);
-        uint32_t *h = d->ht[r];
-        h[0] = h[1] = h[2] = h[3] = NONE;
-        h[4] = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t s = b[i], words[3], nw = 0;
-            if (s >= d->g->ntokens) {
-                const uint32_t *c = d->ht[s - d->g->ntokens];
-                /* the child's words as far as head/tail need: first two and last two */
-                if (c[4] >= 1) words[nw++] = c[0];
-                if (c[4] >= 2) words[nw++] = c[1];
-                if (c[4] >= 3) {
-                    /* only the tail matters after the head is full */
-                    if (h[4] < 2) {
-                        for (uint32_t j = 0; j < 2 && h[4] < 2; j++)
-                            h[h[4]++] = c[j];
-                    }
-                    h[2] = c[2];
-                    h[3] = c[3];
-                    h[4] = 3;
-                    continue;
-                }
-            } else {
-                if (!is_word(d, s)) continue;
-                words[nw++] = s;
-            }
-            for (uint32_t j = 0; j < nw; j++) {
-                if (h[4] < 2) h[h[4]] = words[j];
-                h[2] = h[3];
-                h[3] = words[j];
-                if (h[4] < 3) h[4]++;
-            }
-        }
-        if (h[4] == 1) h[2] = NONE; /* tail[0] is undefined with one word */
-    }
-    return 0;
 }
 
 /* ---- sinks: what a traversal produces ---- */
@@ -140,18 +94,16 @@ static int cross(sink *k, uint32_t win[2], uint32_t *wl, const uint32_t *h, uint
         nh = 1;
         head[0] = tok;
     }
-    if (k->seq) {
-        uint32_t s[4] = {0}, ns = 0;
-        for (uint32_t j = 0; j < *wl; j++)
-            s[ns++] = win[j];
-        for (uint32_t j = 0; j < nh; j++)
-            s[ns++] = head[j];
-        for (uint32_t i = 0; i + 2 < ns; i++) {
-            /* starts in the window, ends in the child */
-            if (i < *wl && i + 2 >= *wl) {
-                int rc = k->seq(k, s + i, weight);
-                if (rc) return rc;
-            }
+    uint32_t s[4] = {0}, ns = 0;
+    for (uint32_t j = 0; j < *wl; j++)
+        s[ns++] = win[j];
+    for (uint32_t j = 0; j < nh; j++)
+        s[ns++] = head[j];
+    for (uint32_t i = 0; i + 2 < ns; i++) {
+        /* starts in the window, ends in the child */
+        if (i < *wl && i + 2 >= *wl) {
+            int rc = k->seq(k, s + i, weight);
+            if (rc) return rc;
         }
     }
     uint32_t total = h ? h[4] : 1;
@@ -168,16 +120,23 @@ static int cross(sink *k, uint32_t win[2], uint32_t *wl, const uint32_t *h, uint
     return 0;
 }
 
-/* Walk one body (a rule's, or a file's root run) at weight `wt`: words and crossing sequences
- * go to the sink; child rules' own content is counted through their weights. */
+/* Walk one body (a rule's, or a file's root run) at weight `wt`: its own words and the
+ * sequences crossing its children go to the sink; the children's own content is not visited
+ * (it comes from their weights or their tables). */
 static int walk_body(const docs *d, sink *k, const uint32_t *b, uint64_t n, uint64_t wt)
 {
-    uint32_t win[2] = {0}, wl = 0;
+    const uint32_t nt = d->g->ntokens;
     int rc = 0;
+    if (!k->seq) {
+        for (uint64_t i = 0; i < n && !rc; i++)
+            if (b[i] < nt && is_word(d, b[i])) rc = k->word(k, b[i], wt);
+        return rc;
+    }
+    uint32_t win[2] = {0}, wl = 0;
     for (uint64_t i = 0; i < n && !rc; i++) {
         uint32_t s = b[i];
-        if (s >= d->g->ntokens) {
-            rc = cross(k, win, &wl, d->ht[s - d->g->ntokens], 0, wt);
+        if (s >= nt) {
+            rc = cross(k, win, &wl, d->p.ht[s - nt], 0, wt);
         } else if (is_word(d, s)) {
             if (k->word) rc = k->word(k, s, wt);
             if (!rc) rc = cross(k, win, &wl, NULL, s, wt);
@@ -188,7 +147,7 @@ static int walk_body(const docs *d, sink *k, const uint32_t *b, uint64_t n, uint
 
 /* A file with cut words: its words in order from the token stream, long words joined. */
 typedef struct stream_ctx {
-    docs *d;
+    const docs *d;
     sink *k;
     uint32_t win[2], wl;
 } stream_ctx;
@@ -199,134 +158,245 @@ static int stream_word(void *ctx, uint32_t tok, const unsigned char *w, size_t n
     int rc = 0;
     if (tok == UINT32_MAX) {
         uint32_t id;
-        if ((rc = dict_intern(c->d->longw, w, n, &id))) return rc;
+        /* interned before the traversal (intern_long): a read-only lookup */
+        if (dict_find(c->d->longw, w, n, &id)) return -EIO;
         tok = c->d->g->ntokens + id;
     }
     if (c->k->word) rc = c->k->word(c->k, tok, 1);
-    return rc ? rc : cross(c->k, c->win, &c->wl, NULL, tok, 1);
+    return rc || !c->k->seq ? rc : cross(c->k, c->win, &c->wl, NULL, tok, 1);
 }
 
-static int walk_stream(docs *d, sink *k, uint32_t e)
+static int walk_stream(const docs *d, sink *k, uint32_t e)
 {
     stream_ctx c = {.d = d, .k = k};
     return ana_file_words(d->a, e, stream_word, &c);
 }
 
-/* Everything of file e into the sink: restricted top-down over the rules it uses. */
-static int walk_file(docs *d, sink *k, uint32_t e)
+static int intern_long(void *ctx, uint32_t tok, const unsigned char *w, size_t n)
+{
+    uint32_t id;
+    return tok == UINT32_MAX ? dict_intern(ctx, w, n, &id) : 0;
+}
+
+/* ---- per-file traversals ---- */
+
+/* A thread's working memory for per-file passes. */
+typedef struct scratch {
+    uint32_t *stamp, gen; /* per rule: used by the current file when stamp == gen */
+    uint64_t *w;          /* per rule: occurrences in the current file */
+    vec32 used, order;    /* rules of the current file; the same, parents first */
+    uint32_t *hcnt;       /* per level */
+} scratch;
+
+static void scratch_free(scratch *x)
+{
+    free(x->stamp);
+    free(x->w);
+    free(x->hcnt);
+    vec32_free(&x->used);
+    vec32_free(&x->order);
+}
+
+static int scratch_init(scratch *x, const docs *d)
+{
+    memset(x, 0, sizeof *x);
+    size_t nr = (size_t)d->g->nrules + 1;
+    x->stamp = calloc(nr, sizeof *x->stamp);
+    x->w = malloc(nr * sizeof *x->w);
+    x->hcnt = malloc(((size_t)d->p.nlevels + 1) * sizeof *x->hcnt);
+    if (x->stamp && x->w && x->hcnt) return 0;
+    scratch_free(x);
+    return -ENOMEM;
+}
+
+/* The distinct rules of file e's root run into x->used, with their occurrences in x->w. */
+static int root_rules(const docs *d, scratch *x, const uint32_t *run, uint64_t len)
+{
+    const uint32_t nt = d->g->ntokens;
+    x->gen++;
+    x->used.n = 0;
+    for (uint64_t i = 0; i < len; i++) {
+        if (run[i] < nt) continue;
+        uint32_t r = run[i] - nt;
+        if (x->stamp[r] != x->gen) {
+            x->stamp[r] = x->gen;
+            x->w[r] = 0;
+            if (vec32_push(&x->used, r)) return -ENOMEM;
+        }
+        x->w[r]++;
+    }
+    return 0;
+}
+
+/* Top-down over the rules file e uses (Algorithm 1 restricted to one file). */
+static int walk_file_td(const docs *d, scratch *x, sink *k, const uint32_t *run, uint64_t len)
 {
     const gram *g = d->g;
-    const arc_entry *f = &d->a->ents[e];
-    if (ana_file_has_cut(d->a, d->cut, e)) return walk_stream(d, k, e);
-    const uint32_t *run = g->root.p + f->root_start;
-    d->gen++;
-    d->used.n = 0;
-    for (uint64_t i = 0; i < f->root_len; i++) {
-        if (run[i] < g->ntokens) continue;
-        uint32_t r = run[i] - g->ntokens;
-        if (d->stamp[r] != d->gen) {
-            d->stamp[r] = d->gen;
-            d->w[r] = 0;
-            if (vec32_push(&d->used, r)) return -ENOMEM;
-        }
-    }
-    for (size_t j = 0; j < d->used.n; j++) { /* grows while we scan it */
+    const uint32_t nt = g->ntokens;
+    int rc = root_rules(d, x, run, len);
+    if (rc) return rc;
+    for (size_t j = 0; j < x->used.n; j++) { /* grows while we scan it */
         uint64_t n;
-        const uint32_t *b = gram_body(g, d->used.p[j], &n);
+        const uint32_t *b = gram_body(g, x->used.p[j], &n);
         for (uint64_t i = 0; i < n; i++) {
-            if (b[i] < g->ntokens) continue;
-            uint32_t r = b[i] - g->ntokens;
-            if (d->stamp[r] == d->gen) continue;
-            d->stamp[r] = d->gen;
-            d->w[r] = 0;
-            if (vec32_push(&d->used, r)) return -ENOMEM;
+            if (b[i] < nt) continue;
+            uint32_t r = b[i] - nt;
+            if (x->stamp[r] == x->gen) continue;
+            x->stamp[r] = x->gen;
+            x->w[r] = 0;
+            if (vec32_push(&x->used, r)) return -ENOMEM;
         }
     }
-    gram_sort_topo(d->pos, d->used.p, d->used.n, 1);
-    for (uint64_t i = 0; i < f->root_len; i++)
-        if (run[i] >= g->ntokens) d->w[run[i] - g->ntokens]++;
-    int rc = walk_body(d, k, run, f->root_len, 1);
-    for (size_t j = 0; j < d->used.n && !rc; j++) {
-        uint32_t r = d->used.p[j];
+    /* Parents first: by level, highest first (counting sort on the precomputed levels). */
+    if (vec32_reserve(&x->order, x->used.n)) return -ENOMEM;
+    uint32_t nl = d->p.nlevels;
+    memset(x->hcnt, 0, ((size_t)nl + 1) * sizeof *x->hcnt);
+    for (size_t j = 0; j < x->used.n; j++)
+        x->hcnt[nl - 1 - d->p.height[x->used.p[j]]]++;
+    for (uint32_t h = 0, acc = 0; h < nl; h++) {
+        uint32_t c = x->hcnt[h];
+        x->hcnt[h] = acc;
+        acc += c;
+    }
+    for (size_t j = 0; j < x->used.n; j++) {
+        uint32_t r = x->used.p[j];
+        x->order.p[x->hcnt[nl - 1 - d->p.height[r]]++] = r;
+    }
+    rc = walk_body(d, k, run, len, 1);
+    for (size_t j = 0; j < x->used.n && !rc; j++) {
+        uint32_t r = x->order.p[j];
         uint64_t n;
         const uint32_t *b = gram_body(g, r, &n);
         for (uint64_t i = 0; i < n; i++)
-            if (b[i] >= g->ntokens) d->w[b[i] - g->ntokens] += d->w[r];
-        rc = walk_body(d, k, b, n, d->w[r]);
+            if (b[i] >= nt) x->w[b[i] - nt] += x->w[r];
+        rc = walk_body(d, k, b, n, x->w[r]);
     }
     return rc;
 }
 
+/* Bottom-up: the root run's own words and crossings, then its rules' tables (level 2). */
+static int walk_file_bu(const docs *d, scratch *x, sink *k, const uint32_t *run, uint64_t len)
+{
+    int rc = root_rules(d, x, run, len);
+    if (!rc) rc = walk_body(d, k, run, len, 1);
+    for (size_t j = 0; j < x->used.n && !rc; j++) {
+        uint32_t r = x->used.p[j];
+        uint64_t m = x->w[r];
+        if (k->word) {
+            const ana_wpair *e = d->wt.tab[r];
+            for (uint32_t i = 0; i < d->wt.n[r] && !rc; i++)
+                rc = k->word(k, e[i].w, e[i].n * m);
+        } else {
+            const sent *e = d->st.tab[r];
+            for (uint32_t i = 0; i < d->st.n[r] && !rc; i++)
+                rc = k->seq(k, e[i].q, e[i].n * m);
+        }
+    }
+    return rc;
+}
+
+/* Everything of file e into the sink. */
+static int walk_file(const docs *d, scratch *x, sink *k, uint32_t e)
+{
+    const arc_entry *f = &d->a->ents[e];
+    if (ana_file_has_cut(d->a, d->p.cut, e)) return walk_stream(d, k, e);
+    const uint32_t *run = d->g->root.p + f->root_start;
+    return d->pl.bottomup ? walk_file_bu(d, x, k, run, f->root_len)
+                          : walk_file_td(d, x, k, run, f->root_len);
+}
+
 /* ---- three-word sequence table ---- */
 
+/* Open addressing with the key and count in one slot (one cache line per probe), plus the
+ * used slots in insertion order so a table is listed and emptied in O(entries). */
+typedef struct sslot {
+    uint64_t v; /* 0 = empty */
+    uint32_t q[3];
+} sslot;
+
 typedef struct seqtab {
-    uint32_t (*k)[3];
-    uint64_t *v; /* 0 = empty slot */
+    sslot *s;
     size_t cap, n;
+    uint32_t *used; /* n slot indices */
 } seqtab;
 
-static size_t seq_hash(const uint32_t q[3], size_t cap)
+static uint64_t seq_mix(const uint32_t q[3])
 {
     uint64_t h = (q[0] * 0x9e3779b97f4a7c15ull) ^ (q[1] * 0xc2b2ae3d27d4eb4full) ^
                  (q[2] * 0x165667b19e3779f9ull);
-    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+    return h ^ (h >> 29);
+}
+
+/* Add n to sequence q, whose seq_mix is h. */
+static int seq_add_h(seqtab *t, const uint32_t q[3], uint64_t n, uint64_t h)
+{
+    if ((t->n + 1) * 2 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        if (cap / 2 > UINT32_MAX) return -ENOMEM;
+        sslot *s = calloc(cap, sizeof *s);
+        uint32_t *used = s ? malloc(cap / 2 * sizeof *used) : NULL;
+        if (!used) {
+            free(s);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < t->n; i++) {
+            const sslot *o = &t->s[t->used[i]];
+            size_t x = seq_mix(o->q) & (cap - 1);
+            while (s[x].v)
+                x = (x + 1) & (cap - 1);
+            s[x] = *o;
+            used[i] = (uint32_t)x;
+        }
+        free(t->s);
+        free(t->used);
+        t->s = s;
+        t->used = used;
+        t->cap = cap;
+    }
+    size_t x = h & (t->cap - 1);
+    sslot *e;
+    while ((e = &t->s[x])->v && (e->q[0] != q[0] || e->q[1] != q[1] || e->q[2] != q[2]))
+        x = (x + 1) & (t->cap - 1);
+    if (!e->v) {
+        memcpy(e->q, q, sizeof e->q);
+        t->used[t->n++] = (uint32_t)x;
+    }
+    e->v += n;
+    return 0;
 }
 
 static int seq_add(seqtab *t, const uint32_t q[3], uint64_t n)
 {
-    if ((t->n + 1) * 2 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        uint32_t(*k)[3] = malloc(cap * sizeof *k);
-        uint64_t *v = calloc(cap, sizeof *v);
-        if (!k || !v) {
-            free(k);
-            free(v);
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < t->cap; i++) {
-            if (!t->v[i]) continue;
-            size_t h = seq_hash(t->k[i], cap);
-            while (v[h])
-                h = (h + 1) & (cap - 1);
-            memcpy(k[h], t->k[i], sizeof k[h]);
-            v[h] = t->v[i];
-        }
-        free(t->k);
-        free(t->v);
-        t->k = k;
-        t->v = v;
-        t->cap = cap;
-    }
-    size_t h = seq_hash(q, t->cap);
-    while (t->v[h] && memcmp(t->k[h], q, sizeof t->k[h]))
-        h = (h + 1) & (t->cap - 1);
-    if (!t->v[h]) {
-        memcpy(t->k[h], q, sizeof t->k[h]);
-        t->n++;
-    }
-    t->v[h] += n;
-    return 0;
+    return seq_add_h(t, q, n, seq_mix(q));
+}
+
+/* Entry i (insertion order). */
+static const sslot *seq_at(const seqtab *t, size_t i)
+{
+    return &t->s[t->used[i]];
 }
 
 static void seq_clear(seqtab *t)
 {
-    if (t->v) memset(t->v, 0, t->cap * sizeof *t->v);
+    for (size_t i = 0; i < t->n; i++)
+        t->s[t->used[i]].v = 0;
     t->n = 0;
 }
 
 static void seqtab_free(seqtab *t)
 {
-    free(t->k);
-    free(t->v);
+    free(t->s);
+    free(t->used);
+    memset(t, 0, sizeof *t);
 }
 
-/* ---- word counts of one file ---- */
+/* ---- sinks ---- */
 
 typedef struct wsink {
     sink s;
     vec64 cnt;     /* per word id */
     vec32 touched; /* ids with a non-zero count */
-    docs *d;
+    const docs *d;
 } wsink;
 
 static int ws_word(sink *s, uint32_t w, uint64_t n)
@@ -343,14 +413,158 @@ static int ws_word(sink *s, uint32_t w, uint64_t n)
     return 0;
 }
 
+static void wsink_free(wsink *k)
+{
+    vec64_free(&k->cnt);
+    vec32_free(&k->touched);
+}
+
+/* Sequences into a table; with nparts 2, only those whose hash's top bit is `part` (two
+ * threads each keep one half of the sequences, so their tables never overlap). */
 typedef struct ssink {
     sink s;
     seqtab t;
+    int part, nparts;
 } ssink;
 
 static int ss_seq(sink *s, const uint32_t q[3], uint64_t n)
 {
-    return seq_add(&((ssink *)s)->t, q, n);
+    ssink *k = (ssink *)s;
+    uint64_t h = seq_mix(q);
+    if (k->nparts > 1 && (int)(h >> 63) != k->part) return 0;
+    return seq_add_h(&k->t, q, n, h);
+}
+
+/* ---- bottom-up sequence tables ---- */
+
+typedef struct stjob {
+    docs *d;
+    const unsigned char *need;
+} stjob;
+
+/* Rule r's sequences: its children's tables plus the sequences crossing their boundaries. */
+static int stab_rule(docs *d, uint32_t r, ana_arena *ar, ssink *tmp)
+{
+    const uint32_t nt = d->g->ntokens;
+    uint64_t m;
+    const uint32_t *b = gram_body(d->g, r, &m);
+    int rc = 0;
+    seq_clear(&tmp->t);
+    for (uint64_t i = 0; i < m && !rc; i++) {
+        if (b[i] < nt) continue;
+        const sent *e = d->st.tab[b[i] - nt];
+        for (uint32_t j = 0; j < d->st.n[b[i] - nt] && !rc; j++)
+            rc = seq_add(&tmp->t, e[j].q, e[j].n);
+    }
+    if (!rc) rc = walk_body(d, &tmp->s, b, m, 1);
+    if (rc || !tmp->t.n) return rc;
+    sent *t = ana_arena_alloc(ar, tmp->t.n * sizeof *t);
+    if (!t) return -ENOMEM;
+    for (size_t j = 0; j < tmp->t.n; j++) {
+        const sslot *e = seq_at(&tmp->t, j);
+        memcpy(t[j].q, e->q, sizeof t[j].q);
+        t[j].n = (uint32_t)e->v; /* below 2^32: so are the rule's words (ana_plan_make) */
+    }
+    d->st.tab[r] = t;
+    d->st.n[r] = (uint32_t)tmp->t.n;
+    return 0;
+}
+
+static int stab_task(void *x, const ana_team *t)
+{
+    const stjob *j = x;
+    docs *d = j->d;
+    ssink tmp = {.s = {.seq = ss_seq}};
+    int rc = 0;
+    for (uint32_t h = 0; h < d->p.nlevels; h++) {
+        size_t lo, hi, base = d->p.lvl_at[h];
+        ana_share(t, d->p.lvl_at[h + 1] - base, &lo, &hi);
+        for (size_t k = base + lo; k < base + hi && !rc; k++) {
+            uint32_t r = d->p.lvl[k];
+            if (j->need[r]) rc = stab_rule(d, r, &d->st.ar[t->tid], &tmp);
+        }
+        ana_sync(t);
+    }
+    seqtab_free(&tmp.t);
+    return rc;
+}
+
+static int stab_build(docs *d, const unsigned char *need)
+{
+    size_t nr = (size_t)d->g->nrules + 1;
+    d->st.tab = calloc(nr, sizeof *d->st.tab);
+    d->st.n = calloc(nr, sizeof *d->st.n);
+    if (!d->st.tab || !d->st.n) return -ENOMEM;
+    stjob j = {d, need};
+    return ana_par(d->pl.threads, stab_task, &j);
+}
+
+static void stab_free(stab *s)
+{
+    free(s->tab);
+    free(s->n);
+    ana_arena_free(&s->ar[0]);
+    ana_arena_free(&s->ar[1]);
+}
+
+/* ---- setup ---- */
+
+static int fail_msg(int rc)
+{
+    if (rc == -ENOMEM) return tdc_error(rc, "analytics: out of memory");
+    return tdc_error(rc, "analytics: %s", strerror(-rc));
+}
+
+static void docs_free(docs *d)
+{
+    ana_prep_free(&d->p);
+    dict_free(d->longw);
+    vec32_free(&d->files);
+    vec32_free(&d->plain);
+    vec32_free(&d->cutf);
+    ana_wtab_free(&d->wt);
+    stab_free(&d->st);
+    free(d->w);
+}
+
+/* Levels, plan, the scope's files, long words, and for bottom-up the tables. */
+static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t end)
+{
+    int seq = kind == ANA_K_SEQCOUNT || kind == ANA_K_RANKEDINVINDEX;
+    memset(d, 0, sizeof *d);
+    d->a = a;
+    d->g = &a->g;
+    d->kind = kind;
+    int rc = ana_prep_init(&d->p, a, seq ? ANA_PREP_HT : 0);
+    if (rc) return rc;
+    ana_plan_make(&d->p, kind, first, end, &d->pl);
+    unsigned char *need = NULL;
+    if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, &d->files)) goto nomem;
+    for (size_t i = 0; i < d->files.n; i++) {
+        uint32_t e = d->files.p[i];
+        if (!ana_file_has_cut(a, d->p.cut, e)) {
+            if (vec32_push(&d->plain, e)) goto nomem;
+        } else if (vec32_push(&d->cutf, e)) {
+            goto nomem;
+        } else if ((rc = ana_file_words(a, e, intern_long, d->longw))) {
+            goto fail;
+        }
+    }
+    if (d->pl.bottomup) {
+        if ((rc = ana_mark_reach(&d->p, d->plain.p, d->plain.n, &need))) goto fail;
+        if (seq)
+            rc = stab_build(d, need);
+        else
+            rc = ana_wtab_build(&d->wt, &d->p, need, d->pl.threads);
+        free(need);
+        if (rc) goto fail;
+    }
+    return 0;
+nomem:
+    rc = -ENOMEM;
+fail:
+    docs_free(d);
+    return fail_msg(rc);
 }
 
 /* ---- output helpers ---- */
@@ -412,34 +626,101 @@ static int by_count_word(const void *x, const void *y, void *ctx)
 
 /* ---- the analytics ---- */
 
-int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
+/* Record of the ranked inverted index: a sequence, a file rank and its count there. */
+typedef struct rankrec {
+    uint32_t q[3];
+    uint32_t file;
+    uint64_t n;
+} rankrec;
+
+/* A per-file analytic's job: the files split in two ranges of equal root symbols, each
+ * thread's results kept apart, then joined in file order. */
+typedef struct pfjob {
+    const docs *d;
+    size_t plen;
+    buf *out0, out1; /* termvector text: thread 0 appends to the caller's buffer */
+    vec32 pairs[2];  /* invindex: (word, file rank) */
+    rankrec *recs[2];
+    size_t nrec[2], caprec[2];
+} pfjob;
+
+static void pfjob_free(pfjob *j)
 {
-    docs d;
-    wsink k = {.s = {.word = ws_word}};
-    vec32 files = {0};
-    size_t plen = ana_scope_prefix(a, first);
-    int rc = docs_init(&d, a);
-    if (rc) return rc;
-    k.d = &d;
-    rc = ana_scope_files(a, first, end, &files);
-    for (size_t i = 0; i < files.n && !rc; i++) {
-        uint32_t e = files.p[i];
+    buf_free(&j->out1);
+    for (int t = 0; t < 2; t++) {
+        vec32_free(&j->pairs[t]);
+        free(j->recs[t]);
+    }
+}
+
+static int tv_task(void *x, const ana_team *t)
+{
+    pfjob *j = x;
+    const docs *d = j->d;
+    const arc *a = d->a;
+    scratch s;
+    wsink k = {.s = {.word = ws_word}, .d = d};
+    buf *out = t->tid ? &j->out1 : j->out0;
+    size_t at[3];
+    ana_split_files(a, d->files.p, d->files.n, t->n, at);
+    int rc = scratch_init(&s, d);
+    for (size_t i = at[t->tid]; i < at[t->tid + 1] && !rc; i++) {
+        uint32_t e = d->files.p[i];
         k.touched.n = 0;
-        if ((rc = walk_file(&d, &k.s, e))) break;
+        if ((rc = walk_file(d, &s, &k.s, e))) break;
         sort_r(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word, &k);
-        for (size_t j = 0; j < k.touched.n && !rc; j++) {
-            uint32_t w = k.touched.p[j];
-            rc = put_path(out, a->ents[e].path + plen) || buf_put(out, "\t", 1) ||
-                 put_num(out, k.cnt.p[w]) || buf_put(out, "\t", 1) || put_word(out, &d, w) ||
-                 buf_put(out, "\n", 1);
+        for (size_t m = 0; m < k.touched.n && !rc; m++) {
+            uint32_t w = k.touched.p[m];
+            rc = put_path(out, a->ents[e].path + j->plen) || buf_put(out, "\t", 1) ||
+                         put_num(out, k.cnt.p[w]) || buf_put(out, "\t", 1) ||
+                         put_word(out, d, w) || buf_put(out, "\n", 1)
+                     ? -ENOMEM
+                     : 0;
             k.cnt.p[w] = 0;
         }
     }
-    vec32_free(&files);
-    vec64_free(&k.cnt);
-    vec32_free(&k.touched);
+    if (!s.stamp) rc = -ENOMEM;
+    scratch_free(&s);
+    wsink_free(&k);
+    return rc;
+}
+
+int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
+{
+    docs d;
+    int rc = docs_init(&d, a, ANA_K_TERMVECTOR, first, end);
+    if (rc) return rc;
+    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out};
+    rc = ana_par(d.pl.threads, tv_task, &j);
+    if (!rc && j.out1.n && buf_put(out, j.out1.p, j.out1.n)) rc = -ENOMEM;
+    pfjob_free(&j);
     docs_free(&d);
-    return rc ? tdc_error(-ENOMEM, "analytics: out of memory") : 0;
+    return rc ? fail_msg(rc) : 0;
+}
+
+static int ii_task(void *x, const ana_team *t)
+{
+    pfjob *j = x;
+    const docs *d = j->d;
+    scratch s;
+    wsink k = {.s = {.word = ws_word}, .d = d};
+    vec32 *pairs = &j->pairs[t->tid];
+    size_t at[3];
+    ana_split_files(d->a, d->files.p, d->files.n, t->n, at);
+    int rc = scratch_init(&s, d);
+    for (size_t i = at[t->tid]; i < at[t->tid + 1] && !rc; i++) {
+        k.touched.n = 0;
+        if ((rc = walk_file(d, &s, &k.s, d->files.p[i]))) break;
+        if (vec32_reserve(pairs, 2 * k.touched.n)) rc = -ENOMEM;
+        for (size_t m = 0; m < k.touched.n && !rc; m++) {
+            k.cnt.p[k.touched.p[m]] = 0;
+            pairs->p[pairs->n++] = k.touched.p[m];
+            pairs->p[pairs->n++] = (uint32_t)i;
+        }
+    }
+    scratch_free(&s);
+    wsink_free(&k);
+    return rc;
 }
 
 /* (word, file rank) pairs sorted by word, then file rank. */
@@ -453,40 +734,34 @@ static int by_word_then_file(const void *x, const void *y, void *ctx)
 int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
 {
     docs d;
-    wsink k = {.s = {.word = ws_word}};
-    vec32 files = {0}, pairs = {0};
-    size_t plen = ana_scope_prefix(a, first);
-    int rc = docs_init(&d, a);
+    int rc = docs_init(&d, a, ANA_K_INVINDEX, first, end);
     if (rc) return rc;
-    k.d = &d;
-    rc = ana_scope_files(a, first, end, &files);
-    for (size_t i = 0; i < files.n && !rc; i++) {
-        k.touched.n = 0;
-        if ((rc = walk_file(&d, &k.s, files.p[i]))) break;
-        for (size_t j = 0; j < k.touched.n && !rc; j++) {
-            k.cnt.p[k.touched.p[j]] = 0;
-            rc = vec32_push(&pairs, k.touched.p[j]) || vec32_push(&pairs, (uint32_t)i);
+    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
+    rc = ana_par(d.pl.threads, ii_task, &j);
+    vec32 *pairs = &j.pairs[0];
+    if (!rc && j.pairs[1].n) {
+        if (vec32_reserve(pairs, j.pairs[1].n))
+            rc = -ENOMEM;
+        else {
+            memcpy(pairs->p + pairs->n, j.pairs[1].p, j.pairs[1].n * sizeof *pairs->p);
+            pairs->n += j.pairs[1].n;
         }
     }
-    if (!rc) {
-        sort_r(pairs.p, pairs.n / 2, 2 * sizeof *pairs.p, by_word_then_file, &d);
-    }
-    for (size_t j = 0; j < pairs.n && !rc; j += 2) {
-        if (j == 0 || pairs.p[j] != pairs.p[j - 2]) {
-            if (j) rc = buf_put(out, "\n", 1);
-            if (!rc) rc = put_word(out, &d, pairs.p[j]);
+    if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_word_then_file, &d,
+                       d.pl.threads);
+    for (size_t m = 0; m < pairs->n && !rc; m += 2) {
+        if (m == 0 || pairs->p[m] != pairs->p[m - 2]) {
+            if (m) rc = buf_put(out, "\n", 1);
+            if (!rc) rc = put_word(out, &d, pairs->p[m]);
         }
         if (!rc)
             rc = buf_put(out, "\t", 1) ||
-                 put_path(out, a->ents[files.p[pairs.p[j + 1]]].path + plen);
+                 put_path(out, a->ents[d.files.p[pairs->p[m + 1]]].path + j.plen);
     }
-    if (!rc && pairs.n) rc = buf_put(out, "\n", 1);
-    vec32_free(&files);
-    vec32_free(&pairs);
-    vec64_free(&k.cnt);
-    vec32_free(&k.touched);
+    if (!rc && pairs->n) rc = buf_put(out, "\n", 1);
+    pfjob_free(&j);
     docs_free(&d);
-    return rc ? tdc_error(-ENOMEM, "analytics: out of memory") : 0;
+    return rc ? fail_msg(rc < 0 ? rc : -ENOMEM) : 0;
 }
 
 /* Compare sequences word by word: the same order as their "w1 w2 w3" text in byte order,
@@ -511,6 +786,7 @@ typedef struct seqrec {
     uint32_t q[3];
     uint64_t n;
 } seqrec;
+
 static int by_seq_count(const void *x, const void *y, void *ctx)
 {
     const seqrec *a = x, *b = y;
@@ -518,61 +794,85 @@ static int by_seq_count(const void *x, const void *y, void *ctx)
     return seq_cmp(ctx, a->q, b->q);
 }
 
+typedef struct scjob {
+    const docs *d;
+    ssink k[2];
+} scjob;
+
+/* Each thread walks everything and keeps its half of the sequences (by hash). */
+static int sc_task(void *x, const ana_team *t)
+{
+    scjob *j = x;
+    const docs *d = j->d;
+    const gram *g = d->g;
+    ssink *k = &j->k[t->tid];
+    k->s.seq = ss_seq;
+    k->part = t->tid;
+    k->nparts = t->n;
+    int rc = 0;
+    for (size_t i = 0; i < d->cutf.n && !rc; i++)
+        rc = walk_stream(d, &k->s, d->cutf.p[i]);
+    for (size_t i = 0; i < d->plain.n && !rc; i++) {
+        const arc_entry *f = &d->a->ents[d->plain.p[i]];
+        rc = walk_body(d, &k->s, g->root.p + f->root_start, f->root_len, 1);
+    }
+    for (uint32_t r = 1; r <= g->nrules && !rc; r++) {
+        uint64_t wr = d->w[r], m;
+        if (!wr) continue;
+        if (!d->pl.bottomup) {
+            /* top-down: every used rule's crossing sequences times its weight */
+            const uint32_t *b = gram_body(g, r, &m);
+            rc = walk_body(d, &k->s, b, m, wr);
+        } else {
+            /* bottom-up: the root runs' rules' tables times their occurrences */
+            const sent *e = d->st.tab[r];
+            for (uint32_t i = 0; i < d->st.n[r] && !rc; i++)
+                rc = ss_seq(&k->s, e[i].q, e[i].n * wr);
+        }
+    }
+    return rc;
+}
+
 int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
 {
     docs d;
-    ssink k = {.s = {.seq = ss_seq}};
-    const gram *g = &a->g;
-    int rc = docs_init(&d, a);
+    int rc = docs_init(&d, a, ANA_K_SEQCOUNT, first, end);
     if (rc) return rc;
-    /* Weights of every rule in the scope (top-down), then each body's crossing sequences. */
-    for (uint32_t e = first; e < end && !rc; e++) {
-        const arc_entry *f = &a->ents[e];
-        if (f->type != ARC_REG) continue;
-        if (ana_file_has_cut(a, d.cut, e)) {
-            rc = walk_stream(&d, &k.s, e);
-            continue;
-        }
-        const uint32_t *run = g->root.p + f->root_start;
-        for (uint64_t i = 0; i < f->root_len; i++)
-            if (run[i] >= g->ntokens) d.w[run[i] - g->ntokens]++;
-        rc = walk_body(&d, &k.s, run, f->root_len, 1);
-    }
-    for (uint32_t j = g->nrules; j-- > 0 && !rc;) {
-        uint32_t r = g->topo.p[j];
-        if (!d.w[r]) continue;
-        uint64_t n;
-        const uint32_t *b = gram_body(g, r, &n);
-        for (uint64_t i = 0; i < n; i++)
-            if (b[i] >= g->ntokens) d.w[b[i] - g->ntokens] += d.w[r];
-        rc = walk_body(&d, &k.s, b, n, d.w[r]);
-    }
-    seqrec *recs = rc ? NULL : malloc((k.t.n ? k.t.n : 1) * sizeof *recs);
-    if (!rc && !recs) rc = -ENOMEM;
+    scjob j = {.d = &d};
+    seqrec *recs = NULL;
     size_t nr = 0;
-    for (size_t i = 0; !rc && i < k.t.cap; i++)
-        if (k.t.v[i]) {
-            memcpy(recs[nr].q, k.t.k[i], sizeof recs[nr].q);
-            recs[nr++].n = k.t.v[i];
-        }
+    /* Weights of the rules in the scope: top-down through every level, bottom-up only the
+     * root runs' occurrences (the rules below are in the tables). */
+    if (!(d.w = calloc((size_t)d.g->nrules + 1, sizeof *d.w)))
+        rc = -ENOMEM;
+    else
+        rc = ana_weights(&d.p, d.plain.p, d.plain.n, d.w, NULL, !d.pl.bottomup, d.pl.threads);
+    if (!rc) rc = ana_par(d.pl.threads, sc_task, &j);
     if (!rc) {
-        sort_r(recs, nr, sizeof *recs, by_seq_count, &d);
+        size_t total = j.k[0].t.n + j.k[1].t.n;
+        if (!(recs = malloc((total ? total : 1) * sizeof *recs))) rc = -ENOMEM;
+        for (int t = 0; t < 2 && !rc; t++)
+            for (size_t i = 0; i < j.k[t].t.n; i++) {
+                const sslot *e = seq_at(&j.k[t].t, i);
+                memcpy(recs[nr].q, e->q, sizeof recs[nr].q);
+                recs[nr++].n = e->v;
+            }
+        for (int t = 0; t < 2; t++)
+            seqtab_free(&j.k[t].t);
     }
+    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_count, &d, d.pl.threads);
     for (size_t i = 0; i < nr && !rc; i++)
         rc = put_num(out, recs[i].n) || buf_put(out, "\t", 1) || put_seq(out, &d, recs[i].q) ||
-             buf_put(out, "\n", 1);
+                     buf_put(out, "\n", 1)
+                 ? -ENOMEM
+                 : 0;
     free(recs);
-    seqtab_free(&k.t);
+    for (int t = 0; t < 2; t++)
+        seqtab_free(&j.k[t].t);
     docs_free(&d);
-    return rc ? tdc_error(-ENOMEM, "analytics: out of memory") : 0;
+    return rc ? fail_msg(rc) : 0;
 }
 
-/* Records of the ranked inverted index: a sequence, a file rank and its count there. */
-typedef struct rankrec {
-    uint32_t q[3];
-    uint32_t file;
-    uint64_t n;
-} rankrec;
 static int by_seq_then_rank(const void *x, const void *y, void *ctx)
 {
     const rankrec *a = x, *b = y;
@@ -582,52 +882,74 @@ static int by_seq_then_rank(const void *x, const void *y, void *ctx)
     return (a->file > b->file) - (a->file < b->file); /* file ranks follow path order */
 }
 
+static int ri_task(void *x, const ana_team *t)
+{
+    pfjob *j = x;
+    const docs *d = j->d;
+    scratch s;
+    ssink k = {.s = {.seq = ss_seq}};
+    size_t at[3], *nrec = &j->nrec[t->tid], *cap = &j->caprec[t->tid];
+    ana_split_files(d->a, d->files.p, d->files.n, t->n, at);
+    int rc = scratch_init(&s, d);
+    for (size_t i = at[t->tid]; i < at[t->tid + 1] && !rc; i++) {
+        seq_clear(&k.t);
+        if ((rc = walk_file(d, &s, &k.s, d->files.p[i]))) break;
+        if (*nrec + k.t.n > *cap) {
+            size_t nc = *cap ? *cap : 1024;
+            while (nc < *nrec + k.t.n)
+                nc *= 2;
+            rankrec *r = realloc(j->recs[t->tid], nc * sizeof *r);
+            if (!r) {
+                rc = -ENOMEM;
+                break;
+            }
+            j->recs[t->tid] = r;
+            *cap = nc;
+        }
+        for (size_t m = 0; m < k.t.n; m++) {
+            const sslot *e = seq_at(&k.t, m);
+            rankrec *r = &j->recs[t->tid][(*nrec)++];
+            memcpy(r->q, e->q, sizeof r->q);
+            r->file = (uint32_t)i;
+            r->n = e->v;
+        }
+    }
+    scratch_free(&s);
+    seqtab_free(&k.t);
+    return rc;
+}
+
 int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
 {
     docs d;
-    ssink k = {.s = {.seq = ss_seq}};
-    vec32 files = {0};
-    rankrec *recs = NULL;
-    size_t nr = 0, cap = 0, plen = ana_scope_prefix(a, first);
-    int rc = docs_init(&d, a);
+    int rc = docs_init(&d, a, ANA_K_RANKEDINVINDEX, first, end);
     if (rc) return rc;
-    rc = ana_scope_files(a, first, end, &files);
-    for (size_t i = 0; i < files.n && !rc; i++) {
-        seq_clear(&k.t);
-        if ((rc = walk_file(&d, &k.s, files.p[i]))) break;
-        for (size_t j = 0; j < k.t.cap && !rc; j++) {
-            if (!k.t.v[j]) continue;
-            if (nr == cap) {
-                cap = cap ? cap * 2 : 1024;
-                rankrec *nrp = realloc(recs, cap * sizeof *recs);
-                if (!nrp) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                recs = nrp;
-            }
-            memcpy(recs[nr].q, k.t.k[j], sizeof recs[nr].q);
-            recs[nr].file = (uint32_t)i;
-            recs[nr++].n = k.t.v[j];
+    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
+    rc = ana_par(d.pl.threads, ri_task, &j);
+    if (!rc && j.nrec[1]) {
+        rankrec *r = realloc(j.recs[0], (j.nrec[0] + j.nrec[1]) * sizeof *r);
+        if (!r)
+            rc = -ENOMEM;
+        else {
+            memcpy(r + j.nrec[0], j.recs[1], j.nrec[1] * sizeof *r);
+            j.recs[0] = r;
+            j.nrec[0] += j.nrec[1];
         }
     }
-    if (!rc) {
-        sort_r(recs, nr, sizeof *recs, by_seq_then_rank, &d);
-    }
+    rankrec *recs = j.recs[0];
+    size_t nr = j.nrec[0];
+    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, &d, d.pl.threads);
     for (size_t i = 0; i < nr && !rc; i++) {
         if (i == 0 || seq_cmp(&d, recs[i].q, recs[i - 1].q)) {
             if (i) rc = buf_put(out, "\n", 1);
             if (!rc) rc = put_seq(out, &d, recs[i].q);
         }
         if (!rc)
-            rc = buf_put(out, "\t", 1) ||
-                 put_path(out, a->ents[files.p[recs[i].file]].path + plen) ||
+            rc = buf_put(out, "\t", 1) || put_path(out, a->ents[d.files.p[recs[i].file]].path + j.plen) ||
                  buf_put(out, ":", 1) || put_num(out, recs[i].n);
     }
     if (!rc && nr) rc = buf_put(out, "\n", 1);
-    free(recs);
-    vec32_free(&files);
-    seqtab_free(&k.t);
+    pfjob_free(&j);
     docs_free(&d);
-    return rc ? tdc_error(-ENOMEM, "analytics: out of memory") : 0;
+    return rc ? fail_msg(rc < 0 ? rc : -ENOMEM) : 0;
 }

@@ -1,8 +1,16 @@
-/* ana_int: what the analytics modules share internally (not a public interface). */
+/* ana_int: what the analytics modules share internally (not a public interface).
+ *
+ * ana.c       word count and sort, cut long words, the scope helpers
+ * ana_docs.c  inverted index, term vector, sequence count, ranked inverted index
+ * ana_plan.c  per-grammar preparation (levels, head/tail), the traversal selector, options,
+ *             the two-thread helpers */
 #ifndef TDC_ANA_INT_H
 #define TDC_ANA_INT_H
 
+#include <pthread.h>
+
 #include "arc.h"
+#include "tok.h"
 
 /* Called for each word of a file in order: a single-token word as its token id (w = NULL),
  * or a word longer than TOK_CAP, cut into several tokens, as tok = UINT32_MAX and its joined
@@ -13,11 +21,145 @@ typedef int (*ana_word_fn)(void *ctx, uint32_t tok, const unsigned char *w, size
  * For the few files that hold cut words; others are counted on the grammar. */
 int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx);
 
-/* Per rule (1..nrules): 1 when its expansion holds a cut long word (a TOK_CAP-byte word
- * token). calloc'ed; the caller frees. 0 or -ENOMEM. */
-int ana_find_cuts(const arc *a, unsigned char **cut);
-
-/* 1 when regular entry e holds a cut long word, given ana_find_cuts's table. */
+/* 1 when regular entry e holds a cut long word, given the cut flags of ana_prep. */
 int ana_file_has_cut(const arc *a, const unsigned char *cut, uint32_t e);
+
+/* A TOK_CAP-byte word token: a piece of a cut long word. */
+static inline int ana_is_cut_token(const arc *a, uint32_t t)
+{
+    size_t l;
+    dict_bytes(a->dict, t, &l);
+    return l == TOK_CAP && dict_is_word(a->dict, t);
+}
+
+/* ---- per-grammar preparation ---- */
+
+/* Computed once per grammar for a call, in one children-first pass over g->topo:
+ * - the topological level of every rule: its height (0 for a rule of tokens only, else one
+ *   more than its highest child). A rule's children all sit on lower levels, so the rules of
+ *   one level are independent: bottom-up passes go level 0, 1, ...; top-down passes go from
+ *   the highest level down; either can split a level between threads.
+ * - cut flags (the rule's expansion holds a cut long word), words in each rule's expansion (for the selector),
+ * - with ANA_PREP_HT, head and tail buffers (G-TADOC IV-D): each rule's first two and last
+ *   two words, so a parent counts the 3-word sequences that cross its children's boundaries
+ *   without descending. */
+enum { ANA_PREP_HT = 1 };
+
+typedef struct ana_prep {
+    const arc *a;
+    const gram *g;
+    uint32_t *height;   /* per rule (index 1..nrules) */
+    uint32_t nlevels;   /* highest height + 1 */
+    uint32_t *lvl_at;   /* nlevels + 1 offsets into lvl */
+    uint32_t *lvl;      /* rules 1..nrules by level, level 0 first */
+    unsigned char *cut; /* per rule: holds a cut long word */
+    uint32_t *ew;       /* per rule: word tokens in its expansion, saturating at UINT32_MAX */
+    uint32_t (*ht)[5];  /* per rule: head[2], tail[2], words (capped at 3); ANA_PREP_HT */
+} ana_prep;
+
+int ana_prep_init(ana_prep *p, const arc *a, int flags);
+void ana_prep_free(ana_prep *p);
+
+/* ---- options and the traversal selector ---- */
+
+enum ana_kind {
+    ANA_K_WORDCOUNT,
+    ANA_K_SORT,
+    ANA_K_INVINDEX,
+    ANA_K_TERMVECTOR,
+    ANA_K_SEQCOUNT,
+    ANA_K_RANKEDINVINDEX,
+};
+
+typedef struct ana_plan {
+    int bottomup;        /* 0: top-down, 1: bottom-up */
+    int threads;         /* 1 or 2 */
+    int forced;          /* set by TADOC_TRAVERSAL / ana_set_traversal rather than chosen */
+    double est_td;       /* selector's cost estimates (0 when not estimated) */
+    double est_bu;
+    uint64_t scope_syms; /* root symbols of the scope's files */
+    uint32_t nfiles;     /* regular files in the scope */
+} ana_plan;
+
+/* Choose the traversal and thread count for analytic `kind` over [first, end) (see ana.h
+ * for the rule). Never fails: without memory for the estimate it picks top-down. Prints the
+ * choice on stderr when TADOC_ANA_VERBOSE is set. */
+void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, ana_plan *out);
+
+/* The files of [first, end) that hold no cut word, in entry order. */
+int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, vec32 *out);
+
+/* Split files[0..n) into `parts` contiguous ranges of about equal root symbols:
+ * range t is [at[t], at[t + 1]). */
+void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, size_t *at);
+
+/* Mark (need[r] = 1) every rule reachable from the root runs of files[0..n): the rules a
+ * scope uses. need is calloc'ed nrules + 1 bytes. */
+int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **need);
+
+/* ---- two threads ---- */
+
+/* A team of threads running one task: each calls ana_sync between levels. */
+typedef struct ana_team {
+    int tid, n;
+    pthread_barrier_t *bar;
+} ana_team;
+
+typedef int (*ana_task_fn)(void *ctx, const ana_team *t);
+
+/* Run fn on `n` threads (1 or 2; the caller is thread 0) and return the first non-zero
+ * result. When a second thread cannot start, fn runs once with n = 1. */
+int ana_par(int n, ana_task_fn fn, void *ctx);
+void ana_sync(const ana_team *t);
+
+/* The part [*lo, *hi) of [0, n) that thread t handles. */
+static inline void ana_share(const ana_team *t, size_t n, size_t *lo, size_t *hi)
+{
+    *lo = n * (size_t)t->tid / (size_t)t->n;
+    *hi = n * (size_t)(t->tid + 1) / (size_t)t->n;
+}
+
+/* sort_r on `threads` threads: halves sorted in parallel, then merged. The comparators of the
+ * analytics are total orders, so the result is the same as sort_r's. */
+void ana_psort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *, void *),
+               void *ctx, int threads);
+
+/* ---- chunked arenas: allocations that never move (tables read by the other thread) ---- */
+
+typedef struct ana_arena {
+    unsigned char **chunks;
+    size_t nchunks, capchunks;
+    size_t used, size; /* bytes used and size of the last chunk */
+    uint64_t total;    /* bytes handed out */
+} ana_arena;
+
+/* `bytes` (a multiple of 8) of 8-byte aligned memory, or NULL. */
+void *ana_arena_alloc(ana_arena *ar, size_t bytes);
+void ana_arena_free(ana_arena *ar);
+
+/* ---- traversal building blocks ---- */
+
+/* Top-down weights of files[0..n) (plain files): w[r] (calloc'ed nrules + 1 by the caller)
+ * += occurrences of r in their root runs; with `down`, then pushed from the highest level
+ * down so w[r] is r's occurrences in the files' expansion. With tok (tok[0], and tok[1] for a
+ * second thread, each ntokens long), word tokens are counted too: the root runs' and, with
+ * `down`, every rule's own words times its weight (word count, Algorithm 1). 0 or -ENOMEM. */
+int ana_weights(const ana_prep *p, const uint32_t *files, size_t n, uint64_t *w, uint64_t **tok,
+                int down, int threads);
+
+/* Bottom-up word tables (Algorithm 2): for every rule with need[r], the words of its expansion
+ * with their counts (unordered), built level by level from its children's tables. */
+typedef struct ana_wpair {
+    uint32_t w, n;
+} ana_wpair;
+
+typedef struct ana_wtab {
+    const ana_wpair **tab; /* per rule; NULL when empty or not needed */
+    uint32_t *n;           /* entries of tab[r] */
+    ana_arena ar[2];       /* one per thread */
+} ana_wtab;
+
+int ana_wtab_build(ana_wtab *wt, const ana_prep *p, const unsigned char *need, int threads);
+void ana_wtab_free(ana_wtab *wt);
 
 #endif

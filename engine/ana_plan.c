@@ -1,0 +1,665 @@
+/* ana_plan: what every analytic needs before it traverses: the grammar's topological levels,
+ * head and tail buffers, the traversal selector and the two-thread helpers (ana.h tells the
+ * rules; ana_int.h the interfaces). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ana.h"
+#include "ana_int.h"
+#include "err.h"
+
+#define NONE UINT32_MAX
+
+/* ---- options ---- */
+
+static int opt_traversal = -1, opt_threads = -1;
+
+void ana_set_traversal(int t)
+{
+    __atomic_store_n(&opt_traversal, t < 0 ? -1 : t > 2 ? 0 : t, __ATOMIC_RELAXED);
+}
+
+void ana_set_threads(int n)
+{
+    __atomic_store_n(&opt_threads, n < 0 ? -1 : n < 2 ? 1 : 2, __ATOMIC_RELAXED);
+}
+
+int ana_traversal(void)
+{
+    int t = __atomic_load_n(&opt_traversal, __ATOMIC_RELAXED);
+    if (t >= 0) return t;
+    const char *e = getenv("TADOC_TRAVERSAL");
+    if (!e) return ANA_AUTO;
+    if (!strcmp(e, "topdown") || !strcmp(e, "top-down")) return ANA_TOPDOWN;
+    if (!strcmp(e, "bottomup") || !strcmp(e, "bottom-up")) return ANA_BOTTOMUP;
+    return ANA_AUTO;
+}
+
+/* Threads asked for (1 or 2), or 0 when nobody asked: then the machine and the scope decide. */
+static int threads_asked(void)
+{
+    int n = __atomic_load_n(&opt_threads, __ATOMIC_RELAXED);
+    if (n > 0) return n;
+    const char *e = getenv("TADOC_THREADS");
+    if (e && *e) return atoi(e) >= 2 ? 2 : 1;
+    return 0;
+}
+
+int ana_threads(void)
+{
+    int n = threads_asked();
+    if (n) return n;
+    return sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+}
+
+/* ---- per-grammar preparation ---- */
+
+void ana_prep_free(ana_prep *p)
+{
+    free(p->height);
+    free(p->lvl_at);
+    free(p->lvl);
+    free(p->cut);
+    free(p->ew);
+    free(p->ht);
+    memset(p, 0, sizeof *p);
+}
+
+/* Head and tail of rule r from its children's (they come first in g->topo). */
+static void head_tail(const ana_prep *p, uint32_t r)
+{
+    const gram *g = p->g;
+    uint64_t n;
+    const uint32_t *b = gram_body(g, r, &n);
+    uint32_t *h = p->ht[r];
+    h[0] = h[1] = h[2] = h[3] = NONE;
+    h[4] = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t s = b[i], words[3], nw = 0;
+        if (s >= g->ntokens) {
+            const uint32_t *c = p->ht[s - g->ntokens];
+            /* the child's words as far as head/tail need: first two and last two */
+            if (c[4] >= 1) words[nw++] = c[0];
+            if (c[4] >= 2) words[nw++] = c[1];
+            if (c[4] >= 3) {
+                /* only the tail matters after the head is full */
+                if (h[4] < 2) {
+                    for (uint32_t j = 0; j < 2 && h[4] < 2; j++)
+                        h[h[4]++] = c[j];
+                }
+                h[2] = c[2];
+                h[3] = c[3];
+                h[4] = 3;
+                continue;
+            }
+        } else {
+            if (!dict_is_word(p->a->dict, s)) continue;
+            words[nw++] = s;
+        }
+        for (uint32_t j = 0; j < nw; j++) {
+            if (h[4] < 2) h[h[4]] = words[j];
+            h[2] = h[3];
+            h[3] = words[j];
+            if (h[4] < 3) h[4]++;
+        }
+    }
+    if (h[4] == 1) h[2] = NONE; /* tail[0] is undefined with one word */
+}
+
+int ana_prep_init(ana_prep *p, const arc *a, int flags)
+{
+    const gram *g = &a->g;
+    const dict *d = a->dict;
+    size_t nr = (size_t)g->nrules + 1;
+    memset(p, 0, sizeof *p);
+    p->a = a;
+    p->g = g;
+    p->height = malloc(nr * sizeof *p->height);
+    p->cut = calloc(nr, 1);
+    p->ew = malloc(nr * sizeof *p->ew);
+    p->lvl = malloc(nr * sizeof *p->lvl);
+    if (flags & ANA_PREP_HT) p->ht = malloc(nr * sizeof *p->ht);
+    if (!p->height || !p->cut || !p->ew || !p->lvl || ((flags & ANA_PREP_HT) && !p->ht)) goto nomem;
+    uint32_t top = 0;
+    p->height[0] = 0;
+    for (uint32_t k = 0; k < g->nrules; k++) {
+        uint32_t r = g->topo.p[k], hgt = 0, ew = 0;
+        unsigned char cut = 0;
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t s = b[i];
+            if (s >= g->ntokens) {
+                uint32_t c = s - g->ntokens;
+                if (p->height[c] + 1 > hgt) hgt = p->height[c] + 1;
+                cut |= p->cut[c];
+                ew = ew > UINT32_MAX - p->ew[c] ? UINT32_MAX : ew + p->ew[c];
+            } else if (dict_is_word(d, s)) {
+                if (ew < UINT32_MAX) ew++;
+                cut |= ana_is_cut_token(a, s);
+            }
+        }
+        p->height[r] = hgt;
+        p->cut[r] = cut;
+        p->ew[r] = ew;
+        if (hgt > top) top = hgt;
+        if (p->ht) head_tail(p, r);
+    }
+    p->nlevels = g->nrules ? top + 1 : 0;
+    p->lvl_at = calloc((size_t)p->nlevels + 2, sizeof *p->lvl_at);
+    if (!p->lvl_at) goto nomem;
+    /* Counting sort by height: lvl_at[h + 1] counts, then prefix sums, then placement. */
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        p->lvl_at[p->height[r] + 1]++;
+    for (uint32_t h = 0; h < p->nlevels; h++)
+        p->lvl_at[h + 1] += p->lvl_at[h];
+    uint32_t *fill = malloc(((size_t)p->nlevels + 1) * sizeof *fill);
+    if (!fill) goto nomem;
+    memcpy(fill, p->lvl_at, ((size_t)p->nlevels + 1) * sizeof *fill);
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        p->lvl[fill[p->height[r]]++] = r;
+    free(fill);
+    return 0;
+nomem:
+    ana_prep_free(p);
+    return tdc_error(-ENOMEM, "analytics: out of memory");
+}
+
+/* ---- scope helpers ---- */
+
+int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, vec32 *out)
+{
+    for (uint32_t e = first; e < end; e++)
+        if (p->a->ents[e].type == ARC_REG && !ana_file_has_cut(p->a, p->cut, e) &&
+            vec32_push(out, e))
+            return -ENOMEM;
+    return 0;
+}
+
+void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, size_t *at)
+{
+    uint64_t total = 0, acc = 0;
+    for (size_t i = 0; i < n; i++)
+        total += a->ents[files[i]].root_len + 1;
+    at[0] = 0;
+    size_t i = 0;
+    for (int t = 1; t < parts; t++) {
+        uint64_t want = total * (uint64_t)t / (uint64_t)parts;
+        while (i < n && acc + a->ents[files[i]].root_len + 1 <= want)
+            acc += a->ents[files[i++]].root_len + 1;
+        at[t] = i;
+    }
+    at[parts] = n;
+}
+
+int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **out)
+{
+    const gram *g = p->g;
+    unsigned char *need = calloc((size_t)g->nrules + 1, 1);
+    if (!need) return tdc_error(-ENOMEM, "analytics: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const arc_entry *f = &p->a->ents[files[i]];
+        const uint32_t *run = g->root.p + f->root_start;
+        for (uint64_t j = 0; j < f->root_len; j++)
+            if (run[j] >= g->ntokens) need[run[j] - g->ntokens] = 1;
+    }
+    for (uint32_t h = p->nlevels; h-- > 0;)
+        for (uint32_t k = p->lvl_at[h]; k < p->lvl_at[h + 1]; k++) {
+            uint32_t r = p->lvl[k];
+            if (!need[r]) continue;
+            uint64_t m;
+            const uint32_t *b = gram_body(g, r, &m);
+            for (uint64_t j = 0; j < m; j++)
+                if (b[j] >= g->ntokens) need[b[j] - g->ntokens] = 1;
+        }
+    *out = need;
+    return 0;
+}
+
+/* ---- the selector ---- */
+
+static int per_file(int kind)
+{
+    return kind == ANA_K_INVINDEX || kind == ANA_K_TERMVECTOR || kind == ANA_K_RANKEDINVINDEX;
+}
+
+static int is_seq(int kind)
+{
+    return kind == ANA_K_SEQCOUNT || kind == ANA_K_RANKEDINVINDEX;
+}
+
+/* Bound on the size of rule c's table. */
+static double table_bound(const ana_prep *p, uint32_t c, int seq)
+{
+    double w = p->ew[c];
+    return seq ? (w > 2 ? w - 2 : 0) : w;
+}
+
+/* The two cost estimates of ana.h for the per-file analytics. */
+static int estimate(const ana_prep *p, int seq, const vec32 *files, double *td, double *bu)
+{
+    const gram *g = p->g;
+    size_t nr = (size_t)g->nrules + 1;
+    uint64_t *F = calloc(nr, sizeof *F);
+    uint32_t *stamp = calloc(nr, sizeof *stamp);
+    if (!F || !stamp) {
+        free(F);
+        free(stamp);
+        return -ENOMEM;
+    }
+    double t = 0, b = 0;
+    uint64_t nf = files->n;
+    for (size_t i = 0; i < files->n; i++) {
+        const arc_entry *f = &p->a->ents[files->p[i]];
+        const uint32_t *run = g->root.p + f->root_start;
+        for (uint64_t j = 0; j < f->root_len; j++) {
+            if (run[j] < g->ntokens) continue;
+            uint32_t c = run[j] - g->ntokens;
+            if (stamp[c] == (uint32_t)i + 1) continue;
+            stamp[c] = (uint32_t)i + 1;
+            F[c]++;
+            b += table_bound(p, c, seq);
+        }
+    }
+    for (uint32_t h = p->nlevels; h-- > 0;)
+        for (uint32_t k = p->lvl_at[h]; k < p->lvl_at[h + 1]; k++) {
+            uint32_t r = p->lvl[k];
+            if (!F[r]) continue;
+            uint64_t fr = F[r] < nf ? F[r] : nf, m;
+            const uint32_t *body = gram_body(g, r, &m);
+            t += (double)fr * (double)(m + 2);
+            for (uint64_t j = 0; j < m; j++) {
+                uint32_t s = body[j];
+                if (s >= g->ntokens) {
+                    F[s - g->ntokens] += fr;
+                    b += table_bound(p, s - g->ntokens, seq) + (seq ? 2 : 0);
+                } else if (dict_is_word(p->a->dict, s)) {
+                    b += 1;
+                }
+            }
+        }
+    free(F);
+    free(stamp);
+    *td = t;
+    *bu = b;
+    return 0;
+}
+
+static const char *kind_name(int kind)
+{
+    static const char *n[] = {"wordcount", "sort",     "invindex",
+                              "termvector", "seqcount", "rankedinvindex"};
+    return n[kind];
+}
+
+void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, ana_plan *o)
+{
+    const arc *a = p->a;
+    memset(o, 0, sizeof *o);
+    for (uint32_t e = first; e < end; e++)
+        if (a->ents[e].type == ARC_REG) {
+            o->nfiles++;
+            o->scope_syms += a->ents[e].root_len;
+        }
+    o->threads = ana_threads();
+    if (!threads_asked() && o->scope_syms < 65536) o->threads = 1;
+    int t = ana_traversal();
+    const char *why = "";
+    if (t != ANA_AUTO) {
+        o->forced = 1;
+        o->bottomup = t == ANA_BOTTOMUP;
+    } else if (per_file(kind)) {
+        vec32 files = {0};
+        if (!ana_plain_files(p, first, end, &files) &&
+            !estimate(p, is_seq(kind), &files, &o->est_td, &o->est_bu))
+            o->bottomup = o->est_bu < o->est_td;
+        else
+            why = " (no memory for the estimate)";
+        vec32_free(&files);
+    }
+    if (o->bottomup) {
+        /* 32-bit table counts: no rule may expand to 2^32 words or more */
+        for (uint32_t r = 1; r <= p->g->nrules && o->bottomup; r++)
+            if (p->ew[r] == UINT32_MAX) {
+                o->bottomup = 0;
+                why = " (a rule expands to 2^32 words or more)";
+            }
+    }
+    const char *v = getenv("TADOC_ANA_VERBOSE");
+    if (v && *v && strcmp(v, "0"))
+        fprintf(stderr,
+                "tadoc: %s: %s%s, %d thread%s, %u file%s, %llu root symbols; estimates: "
+                "top-down %.3g, bottom-up %.3g%s\n",
+                kind_name(kind), o->bottomup ? "bottom-up" : "top-down",
+                o->forced ? " (forced)" : " (auto)", o->threads, o->threads > 1 ? "s" : "",
+                o->nfiles, o->nfiles == 1 ? "" : "s", (unsigned long long)o->scope_syms,
+                o->est_td, o->est_bu, why);
+}
+
+/* ---- two threads ---- */
+
+typedef struct par_arg {
+    ana_task_fn fn;
+    void *ctx;
+    ana_team t;
+    int rc;
+} par_arg;
+
+static void *par_main(void *x)
+{
+    par_arg *a = x;
+    a->rc = a->fn(a->ctx, &a->t);
+    return NULL;
+}
+
+int ana_par(int n, ana_task_fn fn, void *ctx)
+{
+    ana_team solo = {0, 1, NULL};
+    if (n < 2) return fn(ctx, &solo);
+    pthread_barrier_t bar;
+    if (pthread_barrier_init(&bar, NULL, 2)) return fn(ctx, &solo);
+    par_arg other = {fn, ctx, {1, 2, &bar}, 0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, par_main, &other)) {
+        pthread_barrier_destroy(&bar);
+        return fn(ctx, &solo);
+    }
+    ana_team me = {0, 2, &bar};
+    int rc = fn(ctx, &me);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&bar);
+    return rc ? rc : other.rc;
+}
+
+void ana_sync(const ana_team *t)
+{
+    if (t->n > 1) pthread_barrier_wait(t->bar);
+}
+
+typedef struct psort_arg {
+    unsigned char *base;
+    size_t n, size, mid;
+    int (*cmp)(const void *, const void *, void *);
+    void *ctx;
+    int halves; /* both halves were sorted separately */
+} psort_arg;
+
+static int psort_task(void *x, const ana_team *t)
+{
+    psort_arg *a = x;
+    if (t->n == 1) {
+        sort_r(a->base, a->n, a->size, a->cmp, a->ctx);
+        return 0;
+    }
+    if (t->tid == 1) a->halves = 1; /* read after the join */
+    if (t->tid == 0)
+        sort_r(a->base, a->mid, a->size, a->cmp, a->ctx);
+    else
+        sort_r(a->base + a->mid * a->size, a->n - a->mid, a->size, a->cmp, a->ctx);
+    return 0;
+}
+
+void ana_psort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *, void *),
+               void *ctx, int threads)
+{
+    unsigned char *tmp = threads > 1 && n >= 32768 ? malloc(n * size) : NULL;
+    if (!tmp) {
+        sort_r(base, n, size, cmp, ctx);
+        return;
+    }
+    psort_arg a = {base, n, size, n / 2, cmp, ctx, 0};
+    ana_par(2, psort_task, &a);
+    if (a.halves) {
+        unsigned char *x = a.base, *xe = a.base + a.mid * size, *y = xe, *ye = a.base + n * size,
+                      *o = tmp;
+        while (x < xe && y < ye) {
+            if (cmp(y, x, ctx) < 0) {
+                memcpy(o, y, size);
+                y += size;
+            } else {
+                memcpy(o, x, size);
+                x += size;
+            }
+            o += size;
+        }
+        memcpy(o, x, (size_t)(xe - x));
+        o += xe - x;
+        memcpy(o, y, (size_t)(ye - y));
+        memcpy(base, tmp, n * size);
+    }
+    free(tmp);
+}
+
+/* ---- arenas ---- */
+
+#define CHUNK (1u << 20)
+
+void *ana_arena_alloc(ana_arena *ar, size_t bytes)
+{
+    if (!ar->nchunks || ar->used + bytes > ar->size) {
+        if (ar->nchunks == ar->capchunks) {
+            size_t cap = ar->capchunks ? ar->capchunks * 2 : 16;
+            unsigned char **c = realloc(ar->chunks, cap * sizeof *c);
+            if (!c) return NULL;
+            ar->chunks = c;
+            ar->capchunks = cap;
+        }
+        size_t size = bytes > CHUNK ? bytes : CHUNK;
+        unsigned char *c = malloc(size ? size : 8);
+        if (!c) return NULL;
+        ar->chunks[ar->nchunks++] = c;
+        ar->used = 0;
+        ar->size = size;
+    }
+    void *r = ar->chunks[ar->nchunks - 1] + ar->used;
+    ar->used += bytes;
+    ar->total += bytes;
+    return r;
+}
+
+void ana_arena_free(ana_arena *ar)
+{
+    for (size_t i = 0; i < ar->nchunks; i++)
+        free(ar->chunks[i]);
+    free(ar->chunks);
+    memset(ar, 0, sizeof *ar);
+}
+
+/* ---- top-down weights ---- */
+
+typedef struct wjob {
+    const ana_prep *p;
+    const uint32_t *files;
+    size_t n;
+    uint64_t *w, **tok;
+    int down;
+} wjob;
+
+static inline void add_w(uint64_t *x, uint64_t v, int shared)
+{
+    if (shared)
+        __atomic_fetch_add(x, v, __ATOMIC_RELAXED);
+    else
+        *x += v;
+}
+
+static int weights_task(void *x, const ana_team *t)
+{
+    const wjob *j = x;
+    const gram *g = j->p->g;
+    const dict *d = j->p->a->dict;
+    const uint32_t nt = g->ntokens;
+    int sh = t->n > 1;
+    uint64_t *w = j->w, *tok = j->tok ? j->tok[t->tid] : NULL;
+    size_t at[3];
+    ana_split_files(j->p->a, j->files, j->n, t->n, at);
+    for (size_t i = at[t->tid]; i < at[t->tid + 1]; i++) {
+        const arc_entry *f = &j->p->a->ents[j->files[i]];
+        const uint32_t *run = g->root.p + f->root_start;
+        for (uint64_t k = 0; k < f->root_len; k++) {
+            uint32_t s = run[k];
+            if (s >= nt)
+                add_w(&w[s - nt], 1, sh);
+            else if (tok && dict_is_word(d, s))
+                tok[s]++;
+        }
+    }
+    if (!j->down) return 0;
+    ana_sync(t);
+    /* Parents before children: a level receives weight only from the levels above it, which
+     * are finished when the barrier lets this one start. */
+    for (uint32_t h = j->p->nlevels; h-- > 0;) {
+        size_t lo, hi, base = j->p->lvl_at[h];
+        ana_share(t, j->p->lvl_at[h + 1] - base, &lo, &hi);
+        for (size_t k = base + lo; k < base + hi; k++) {
+            uint32_t r = j->p->lvl[k];
+            uint64_t wr = w[r], m;
+            if (!wr) continue;
+            const uint32_t *b = gram_body(g, r, &m);
+            for (uint64_t i = 0; i < m; i++) {
+                uint32_t s = b[i];
+                if (s >= nt)
+                    add_w(&w[s - nt], wr, sh);
+                else if (tok && dict_is_word(d, s))
+                    tok[s] += wr;
+            }
+        }
+        ana_sync(t);
+    }
+    return 0;
+}
+
+int ana_weights(const ana_prep *p, const uint32_t *files, size_t n, uint64_t *w, uint64_t **tok,
+                int down, int threads)
+{
+    wjob j = {p, files, n, w, tok, down};
+    return ana_par(threads, weights_task, &j);
+}
+
+/* ---- bottom-up word tables ---- */
+
+typedef struct wtjob {
+    ana_wtab *wt;
+    const ana_prep *p;
+    const unsigned char *need;
+} wtjob;
+
+/* Rule r's table from its body: children's tables plus its own words. */
+static int wtab_rule(ana_wtab *wt, const ana_prep *p, uint32_t r, ana_arena *ar, uint32_t *acc,
+                     vec32 *touched)
+{
+    const gram *g = p->g;
+    const dict *d = p->a->dict;
+    const uint32_t nt = g->ntokens;
+    uint64_t m, total = 0;
+    const uint32_t *b = gram_body(g, r, &m);
+    for (uint64_t i = 0; i < m; i++)
+        total += b[i] >= nt ? wt->n[b[i] - nt] : (uint32_t)dict_is_word(d, b[i]);
+    ana_wpair small[16], *out;
+    size_t k = 0;
+    if (total <= 16) {
+        /* most rules: a few words, merged by a linear scan */
+        for (uint64_t i = 0; i < m; i++) {
+            const ana_wpair *e, one = {b[i], 1};
+            size_t ne;
+            if (b[i] >= nt) {
+                e = wt->tab[b[i] - nt];
+                ne = wt->n[b[i] - nt];
+            } else if (dict_is_word(d, b[i])) {
+                e = &one;
+                ne = 1;
+            } else {
+                continue;
+            }
+            for (size_t x = 0; x < ne; x++) {
+                size_t y = 0;
+                while (y < k && small[y].w != e[x].w)
+                    y++;
+                if (y == k) small[k++] = (ana_wpair){e[x].w, 0};
+                small[y].n += e[x].n;
+            }
+        }
+        out = small;
+    } else {
+        touched->n = 0;
+        for (uint64_t i = 0; i < m; i++) {
+            uint32_t s = b[i];
+            if (s >= nt) {
+                const ana_wpair *e = wt->tab[s - nt];
+                for (uint32_t x = 0; x < wt->n[s - nt]; x++) {
+                    if (!acc[e[x].w] && vec32_push(touched, e[x].w)) return -ENOMEM;
+                    acc[e[x].w] += e[x].n;
+                }
+            } else if (dict_is_word(d, s)) {
+                if (!acc[s] && vec32_push(touched, s)) return -ENOMEM;
+                acc[s]++;
+            }
+        }
+        k = touched->n;
+        out = NULL;
+    }
+    if (!k) return 0;
+    ana_wpair *t = ana_arena_alloc(ar, k * sizeof *t);
+    if (!t) return -ENOMEM;
+    if (out) {
+        memcpy(t, out, k * sizeof *t);
+    } else {
+        for (size_t x = 0; x < k; x++) {
+            uint32_t w = touched->p[x];
+            t[x] = (ana_wpair){w, acc[w]};
+            acc[w] = 0;
+        }
+    }
+    wt->tab[r] = t;
+    wt->n[r] = (uint32_t)k;
+    return 0;
+}
+
+static int wtab_task(void *x, const ana_team *t)
+{
+    const wtjob *j = x;
+    const ana_prep *p = j->p;
+    uint32_t *acc = calloc((size_t)p->g->ntokens + 1, sizeof *acc);
+    vec32 touched = {0};
+    int rc = acc ? 0 : -ENOMEM;
+    /* Children first: level h only reads tables of lower levels, finished at the barrier. A
+     * thread that failed keeps meeting the barriers (its tables stay empty). */
+    for (uint32_t h = 0; h < p->nlevels; h++) {
+        size_t lo, hi, base = p->lvl_at[h];
+        ana_share(t, p->lvl_at[h + 1] - base, &lo, &hi);
+        for (size_t k = base + lo; k < base + hi && !rc; k++) {
+            uint32_t r = p->lvl[k];
+            if (j->need[r]) rc = wtab_rule(j->wt, p, r, &j->wt->ar[t->tid], acc, &touched);
+        }
+        ana_sync(t);
+    }
+    free(acc);
+    vec32_free(&touched);
+    return rc;
+}
+
+int ana_wtab_build(ana_wtab *wt, const ana_prep *p, const unsigned char *need, int threads)
+{
+    memset(wt, 0, sizeof *wt);
+    size_t nr = (size_t)p->g->nrules + 1;
+    wt->tab = calloc(nr, sizeof *wt->tab);
+    wt->n = calloc(nr, sizeof *wt->n);
+    wtjob j = {wt, p, need};
+    int rc = wt->tab && wt->n ? ana_par(threads, wtab_task, &j) : -ENOMEM;
+    if (rc) {
+        ana_wtab_free(wt);
+        return tdc_error(rc, "analytics: out of memory");
+    }
+    return 0;
+}
+
+void ana_wtab_free(ana_wtab *wt)
+{
+    free(wt->tab);
+    free(wt->n);
+    ana_arena_free(&wt->ar[0]);
+    ana_arena_free(&wt->ar[1]);
+    memset(wt, 0, sizeof *wt);
+}
