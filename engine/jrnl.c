@@ -73,6 +73,22 @@ fail:
     return rc;
 }
 
+/* 1 if bytes [off, size) are all zero: what a crash can leave where the file system had
+ * extended the file but not yet written the data. Checks at most 1 MiB. */
+static int zero_tail(jrnl *j, uint64_t off, uint64_t size)
+{
+    unsigned char b[4096];
+    if (size - off > (1u << 20)) return 0;
+    while (off < size) {
+        size_t k = size - off < sizeof b ? (size_t)(size - off) : sizeof b;
+        if (fio_read_at(j->fd, b, k, off, j->path)) return 0;
+        for (size_t i = 0; i < k; i++)
+            if (b[i]) return 0;
+        off += k;
+    }
+    return 1;
+}
+
 /* Replay records from JRNL_HDR to the end of the file; sets *end to the end of the last good
  * record. */
 static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stats *st,
@@ -118,6 +134,7 @@ static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stat
                 }
             }
         }
+        if (why && zero_tail(j, off, size)) why = "torn record (zero-filled tail)";
         st->dropped = size - off;
         snprintf(st->why, sizeof st->why, "%s at offset %llu after record %llu", why,
                  (unsigned long long)off, (unsigned long long)j->seq);

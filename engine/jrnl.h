@@ -14,7 +14,7 @@
  *
  * Not thread-safe: the owner serialises appends, flushes and reads (reads may run
  * concurrently with each other but not with an append or flush). jrnl_sync may run
- * concurrently with anything. */
+ * concurrently with appends, flushes and reads, but not with jrnl_reset or jrnl_close. */
 #ifndef TDC_JRNL_H
 #define TDC_JRNL_H
 

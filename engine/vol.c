@@ -1,5 +1,6 @@
 #include "vol.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -638,6 +639,30 @@ static void free_model(vol *v)
 
 static void *background(void *p);
 
+/* Remove temporary files a killed writer left beside the archive (ARCHIVE.tmpXXXXXX from a
+ * compaction, ARCHIVE.journal.tmpXXXXXX from a journal restart). Only the lock holder may. */
+static void remove_stale_temps(const char *archive)
+{
+    char *copy = strdup(archive);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    const char *base = slash + 1;
+    *slash = 0;
+    DIR *d = opendir(copy[0] ? copy : "/");
+    struct dirent *de;
+    size_t bl = strlen(base);
+    while (d && (de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strncmp(n, base, bl)) continue;
+        const char *rest = n + bl;
+        if (!strncmp(rest, ".journal", 8)) rest += 8;
+        if (strncmp(rest, ".tmp", 4) || strlen(rest) != 10) continue;
+        unlinkat(dirfd(d), n, 0);
+    }
+    if (d) closedir(d);
+    free(copy);
+}
+
 int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
 {
     vol *v = calloc(1, sizeof *v);
@@ -689,6 +714,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
         }
         free(lp);
     }
+    if (o->writable) remove_stale_temps(archive);
     if ((rc = arc_open(archive, &v->a))) goto fail;
     if ((rc = idx_build_cached(v->a, o->cache_bytes ? o->cache_bytes : IDX_CACHE_DEFAULT, &v->x)))
         goto fail;

@@ -717,8 +717,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fuse_reply_create(req, &e, fi);
 }
 
+/* Each loop thread's read buffer, freed when the thread ends (libfuse retires idle ones). */
 static _Thread_local unsigned char *rbuf;
 static _Thread_local size_t rcap;
+static pthread_key_t rbuf_key;
+static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
+
+static void rbuf_key_init(void)
+{
+    pthread_key_create(&rbuf_key, free);
+}
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
@@ -739,6 +747,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         rbuf = b;
         rcap = size;
+        pthread_once(&rbuf_once, rbuf_key_init);
+        pthread_setspecific(rbuf_key, rbuf);
     }
     if (is_damaged(c, ino)) {
         fuse_reply_err(req, EIO);
