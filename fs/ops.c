@@ -733,12 +733,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
-    if (f->virt) {
-        size_t o = (uint64_t)off < f->vout.n ? (size_t)off : f->vout.n;
-        fuse_reply_buf(req, (const char *)f->vout.p + o,
-                       size < f->vout.n - o ? size : f->vout.n - o);
-        return;
-    }
     if (size > rcap) {
         unsigned char *b = realloc(rbuf, size);
         if (!b) {
@@ -749,6 +743,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         rcap = size;
         pthread_once(&rbuf_once, rbuf_key_init);
         pthread_setspecific(rbuf_key, rbuf);
+    }
+    if (f->virt) {
+        /* The kernel may release a handle while a read of it is still being answered: copy
+         * under the handle's lock (which release takes) and reply from this thread's buffer. */
+        pthread_mutex_lock(&f->lock);
+        size_t o = (uint64_t)off < f->vout.n ? (size_t)off : f->vout.n;
+        size_t n = size < f->vout.n - o ? size : f->vout.n - o;
+        if (n) memcpy(rbuf, f->vout.p + o, n);
+        pthread_mutex_unlock(&f->lock);
+        fuse_reply_buf(req, (const char *)rbuf, n);
+        return;
     }
     if (is_damaged(c, ino)) {
         fuse_reply_err(req, EIO);
@@ -817,6 +822,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    pthread_mutex_lock(&f->lock); /* wait for a read still answering from this handle */
+    pthread_mutex_unlock(&f->lock);
     if (!f->virt) {
         vol_reader_free(&f->rd);
         vol_ref(c->v, ino, -1);
