@@ -43,7 +43,7 @@ TOOLS = $(BUILD)/tadoc $(BUILD)/tadocfs
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPERS  = $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.c)) \
-           $(BUILD)/bench/extractlat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat
+           $(BUILD)/bench/extractlat $(BUILD)/bench/querylat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
 PREFIX ?= /usr/local

@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# The six analytics on the grammar (tadoc ANALYTIC ARCHIVE [SCOPE]) against the oracle pipelines
-# of tests/oracles.bash over the raw files, and against "decompress then pipeline" (tadoc unpack,
-# then the same pipeline over the unpacked copy), all in this one run. Every tadoc output is
-# compared byte for byte (cmp) with both pipeline outputs; a difference prints MISMATCH in its
-# row and makes the script exit 1 after the table.
-# Rows: the whole archive, then the largest immediate subdirectory of TREE (by file bytes) as
-# the scope, when TREE has one.
-# usage: bench/analytics.sh BUILD_DIR TREE NAME   (prints a markdown table on stdout)
+# The six analytics on the grammar (tadoc ANALYTIC ARCHIVE [SCOPE]) in every traversal
+# (TADOC_TRAVERSAL=topdown, bottomup and auto, each with TADOC_THREADS=1 and 2) against the
+# oracle pipelines of tests/oracles.bash over the raw files, and against "decompress then
+# pipeline" (tadoc unpack, then the same pipeline over the unpacked copy), all in this one
+# run. Every tadoc output is compared byte for byte (cmp) with the pipeline outputs (or, for
+# analytics whose pipeline is not run, with the first mode's output); a difference prints
+# MISMATCH in its row and makes the script exit 1 after the tables.
+# Then word queries: bench/querylat (built with the tools) times `count` and `search` for
+# QUERIES random words inside one process, with the word index's build time and memory, and a
+# few `tadoc count` process launches for comparison.
+# Rows: the whole archive, then SCOPE (default: the largest immediate subdirectory of TREE by
+# file bytes, when TREE has one).
+# usage: bench/analytics.sh BUILD_DIR TREE NAME   (prints markdown tables on stdout)
 #   BENCH_TMP: where the archive, the unpacked copy and the outputs go (default /tmp)
+#   ARCHIVE=FILE: use this archive of TREE instead of packing it (no pack line then)
+#   ANALYTICS="wordcount sort ...": the analytics to run (default all six)
+#   PIPELINES="wordcount ...": the analytics whose pipelines run (default: all of ANALYTICS);
+#            the others get "-" in the pipeline columns (they take hours on large trees)
+#   MODES="topdown:1 bottomup:2 ...": traversal:threads pairs (default all six)
+#   SCOPE=DIR, or SCOPE= for no scope rows; SCOPE_ANALYTICS: analytics with a scope row
 #   RERUN=0: do not rerun each pipeline over the unpacked copy; (3) is then the unpack time plus
 #            the (2) pipeline time (halves the run; the pipelines dominate on large trees)
+#   UNPACK=0: no unpack at all (no (3) column values)
+#   QUERIES=N (default 10000; 0 skips the query table), LAUNCHES=N `tadoc count` launches (5)
+#   REPEAT=N: runs of each tadoc mode, the fastest reported (default 3; the pipelines run once)
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR TREE NAME" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/.." && pwd)
 cmdline=$(printf "%q " "$0" "$@") cmdline=${cmdline% }
+for v in ARCHIVE ANALYTICS PIPELINES MODES SCOPE SCOPE_ANALYTICS RERUN UNPACK QUERIES LAUNCHES REPEAT; do
+    if [ -n "${!v+x}" ]; then cmdline="$v=$(printf %q "${!v}") $cmdline"; fi
+done
 build=$1 tree=${2%/} name=$3
-tadoc="$build/tadoc"
+tadoc="$build/tadoc" querylat="$build/bench/querylat"
 [ -x "$tadoc" ] || { echo "$0: $tadoc: not executable" >&2; exit 1; }
 [ -d "$tree" ] || { echo "$0: $tree: not a directory" >&2; exit 1; }
 # shellcheck source=tests/oracles.bash
@@ -23,91 +40,188 @@ source "$top/tests/oracles.bash"
 w=$(mktemp -d "${BENCH_TMP:-/tmp}/anabench.XXXXXX")
 trap 'rm -rf "$w"' EXIT
 
+analytics=${ANALYTICS:-wordcount sort invindex termvector seqcount rankedinvindex}
+pipelines=${PIPELINES-$analytics}
+modes=${MODES:-topdown:1 topdown:2 bottomup:1 bottomup:2 auto:1 auto:2}
+queries=${QUERIES:-10000} launches=${LAUNCHES:-5} repeat=${REPEAT:-3}
+
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 bytes_of() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+has() { case " $1 " in *" $2 "*) return 0 ;; esac; return 1; } # LIST WORD
+label() { # topdown:1 -> TD 1t
+    local t=${1%:*} n=${1#*:}
+    case $t in topdown) t=TD ;; bottomup) t=BU ;; auto) t=auto ;; esac
+    echo "$t ${n}t"
+}
 
 bytes=$(bytes_of "$tree")
 files=$(find "$tree" -type f | wc -l)
 
-# Scope: the largest immediate subdirectory (ties: first in byte order).
-scope="" scope_bytes=0
-while IFS= read -r -d '' d; do
-    b=$(bytes_of "$tree/$d")
-    if [ "$b" -gt "$scope_bytes" ]; then scope=$d scope_bytes=$b; fi
-done < <(find "$tree" -mindepth 1 -maxdepth 1 -type d -printf '%P\0' | LC_ALL=C sort -z)
+# Scope: the largest immediate subdirectory (ties: first in byte order), unless SCOPE is set.
+if [ -n "${SCOPE+x}" ]; then
+    scope=$SCOPE scope_bytes=0
+    [ -z "$scope" ] || scope_bytes=$(bytes_of "$tree/$scope")
+else
+    scope="" scope_bytes=0
+    while IFS= read -r -d '' d; do
+        b=$(bytes_of "$tree/$d")
+        if [ "$b" -gt "$scope_bytes" ]; then scope=$d scope_bytes=$b; fi
+    done < <(find "$tree" -mindepth 1 -maxdepth 1 -type d -printf '%P\0' | LC_ALL=C sort -z)
+fi
+scope_analytics=${SCOPE_ANALYTICS-$analytics}
 
-# Warm the page cache for the raw files, then pack and unpack once.
+# Warm the page cache for the raw files, then pack (or take ARCHIVE) and unpack once.
 find "$tree" -type f -exec cat {} + >/dev/null
-t0=$(now)
-/usr/bin/time -f %M -o "$w/rss" "$tadoc" pack -q "$tree" -o "$w/a.tdc"
-t1=$(now)
-pack_s=$(elapsed "$t0" "$t1") pack_rss=$(tail -n1 "$w/rss")
-t0=$(now)
-"$tadoc" unpack "$w/a.tdc" "$w/u"
-t1=$(now)
-unpack_s=$(elapsed "$t0" "$t1")
+if [ -n "${ARCHIVE:-}" ]; then
+    arcf=$ARCHIVE
+    cat "$arcf" >/dev/null
+    packline="Archive: \`$ARCHIVE\`, $(mb "$(stat -L -c %s "$arcf")") MB (prebuilt)"
+else
+    arcf=$w/a.tdc
+    t0=$(now)
+    /usr/bin/time -f %M -o "$w/rss" "$tadoc" pack -q "$tree" -o "$arcf"
+    t1=$(now)
+    pack_rss=$(tail -n1 "$w/rss")
+    packline="Archive: $(mb "$(stat -c %s "$arcf")") MB, packed in $(elapsed "$t0" "$t1") s (peak RSS $(awk -v r="$pack_rss" 'BEGIN { printf "%.0f", r / 1024 }') MB)"
+fi
+unpack_s=""
+if [ "${UNPACK:-1}" != 0 ]; then
+    t0=$(now)
+    "$tadoc" unpack "$arcf" "$w/u"
+    t1=$(now)
+    unpack_s=$(elapsed "$t0" "$t1")
+    packline="$packline; \`tadoc unpack\` of the whole archive: ${unpack_s} s."
+else
+    packline="$packline; UNPACK=0: no unpacked copy, no (3) column."
+fi
 
 echo "### $name: $files files, $(mb "$bytes") MB"
 echo
 echo "Command: \`$cmdline\`, $(date -u '+%Y-%m-%d %H:%M UTC'). Machine: $(nproc) cores," \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')."
-echo "Archive: $(mb "$(stat -c %s "$w/a.tdc")") MB, packed in ${pack_s} s (peak RSS" \
-    "$(awk -v r="$pack_rss" 'BEGIN { printf "%.0f", r / 1024 }') MB); \`tadoc unpack\` of the" \
-    "whole archive: ${unpack_s} s."
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load average" \
+    "$(cut -d' ' -f1-3 /proc/loadavg) at the start."
+echo "$packline"
 if [ -n "$scope" ]; then
     echo "Scope rows: \`$scope\` ($(find "$tree/$scope" -type f | wc -l) files, $(mb "$scope_bytes") MB)."
     echo "tadoc unpack has no scope, so their decompress time is the whole archive's unpack."
 else
-    echo "No subdirectory in TREE: no scope rows."
+    echo "No scope rows."
 fi
-echo "Wall times, one run each. (1) tadoc on the grammar; (2) oracle pipeline over the raw"
+echo "Each tadoc cell: wall seconds (CPU seconds, user + system) of the fastest of $repeat run(s), the"
+echo "process from start to exit (opening the archive included). TD = TADOC_TRAVERSAL=topdown, BU = bottomup,"
+echo "auto = the selector; 1t/2t = TADOC_THREADS. \"chose\": what auto picked (TADOC_ANA_VERBOSE)."
+echo "(2) oracle pipeline over the raw files; (3) tadoc unpack + the same pipeline over the"
 if [ "${RERUN:-1}" != 0 ]; then
-    echo "files; (3) tadoc unpack + the same pipeline over the unpacked copy."
+    echo "unpacked copy. Ratios: pipeline time over auto 2t's wall time."
 else
-    echo "files; (3) tadoc unpack + the (2) pipeline time (RERUN=0: not rerun on the unpacked copy)."
+    echo "unpacked copy, taken as unpack + the (2) time (RERUN=0). Ratios: over auto 2t's wall time."
 fi
+[ "$pipelines" = "$analytics" ] || echo "Pipelines run only for: ${pipelines:-none}."
 echo
-echo "| analytic | scope | (1) tadoc s | tadoc peak RSS MB | (2) pipeline s | (3) unpack + pipeline s | (2)/(1) | (3)/(1) | output |"
-echo "|---|---|---|---|---|---|---|---|---|"
+hdr="| analytic | scope | chose |" sep="|---|---|---|"
+for m in $modes; do hdr="$hdr $(label "$m") |" sep="$sep---|"; done
+echo "$hdr peak RSS MB (last mode) | (2) pipeline s | (3) unpack + pipeline s | (2)/auto | (3)/auto | output |"
+echo "$sep---|---|---|---|---|---|"
 
 bad=0
 for sc in "" ${scope:+"$scope"}; do
-    for a in wordcount sort invindex termvector seqcount rankedinvindex; do
-        t0=$(now)
-        st=0
-        /usr/bin/time -f %M -o "$w/rss" "$tadoc" "$a" "$w/a.tdc" ${sc:+"$sc"} >"$w/1.out" || st=$?
-        t1=$(now)
-        t_1=$(elapsed "$t0" "$t1") rss=$(tail -n1 "$w/rss")
-        t0=$(now)
-        "oracle_$a" "$tree${sc:+/$sc}" >"$w/2.out"
-        t1=$(now)
-        t_2=$(elapsed "$t0" "$t1")
-        if [ "${RERUN:-1}" != 0 ]; then
+    for a in $analytics; do
+        [ -z "$sc" ] || has "$scope_analytics" "$a" || continue
+        row="| $a | ${sc:-(all)} |" cells="" chose="" ref="" out="" auto_wall="" st_all=0
+        for m in $modes; do
+            wall="" cpu="" st=0
+            for _ in $(seq "$repeat"); do
+                t0=$(now)
+                TADOC_TRAVERSAL=${m%:*} TADOC_THREADS=${m#*:} TADOC_ANA_VERBOSE=1 \
+                    /usr/bin/time -f "%U %S %M" -o "$w/time" "$tadoc" "$a" "$arcf" ${sc:+"$sc"} \
+                    >"$w/m.out" 2>"$w/m.err" || st=$?
+                t1=$(now)
+                read -r u s rss < <(tail -n1 "$w/time")
+                t=$(elapsed "$t0" "$t1")
+                if [ -z "$wall" ] || awk -v a="$t" -v b="$wall" 'BEGIN { exit !(a < b) }'; then
+                    wall=$t cpu=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')
+                fi
+                [ "$st" -eq 0 ] || break
+            done
+            cells="$cells $wall ($cpu) |"
+            if [ "${m%:*}" = auto ]; then
+                auto_wall=$wall
+                chose=$(sed -n 's/^tadoc: [a-z]*: \([a-z-]*\) (auto).*/\1/p' "$w/m.err" | head -n1)
+            fi
+            if [ "$st" -ne 0 ]; then
+                out="MISMATCH (tadoc exit $st, $m)" bad=1 st_all=1
+            elif [ -z "$ref" ]; then
+                mv "$w/m.out" "$w/1.out"
+                ref=$m
+            elif ! cmp -s "$w/m.out" "$w/1.out"; then
+                out="MISMATCH ($m vs $ref)" bad=1 st_all=1
+            fi
+            last_rss=$rss
+        done
+        t_2="-" t_3="-" r2="-" r3="-"
+        if has "$pipelines" "$a"; then
             t0=$(now)
-            "oracle_$a" "$w/u${sc:+/$sc}" >"$w/3.out"
+            "oracle_$a" "$tree${sc:+/$sc}" >"$w/2.out"
             t1=$(now)
-            t_3p=$(elapsed "$t0" "$t1")
-        else
-            t_3p=$t_2
-            cp "$w/2.out" "$w/3.out"
+            t_2=$(elapsed "$t0" "$t1")
+            if [ -n "$unpack_s" ]; then
+                if [ "${RERUN:-1}" != 0 ]; then
+                    t0=$(now)
+                    "oracle_$a" "$w/u${sc:+/$sc}" >"$w/3.out"
+                    t1=$(now)
+                    t_3p=$(elapsed "$t0" "$t1")
+                else
+                    t_3p=$t_2
+                    cp "$w/2.out" "$w/3.out"
+                fi
+                t_3=$(awk -v u="$unpack_s" -v p="$t_3p" 'BEGIN { printf "%.3f + %.3f = %.3f", u, p, u + p }')
+            fi
+            if [ "$st_all" -eq 0 ]; then
+                if ! cmp -s "$w/1.out" "$w/2.out"; then
+                    out="MISMATCH vs (2)" bad=1
+                elif [ -n "$unpack_s" ] && ! cmp -s "$w/1.out" "$w/3.out"; then
+                    out="MISMATCH vs (3)" bad=1
+                fi
+            fi
+            if [ -n "$auto_wall" ]; then
+                r2=$(awk -v p="$t_2" -v t="$auto_wall" 'BEGIN { printf "%.1f×", p / t }')
+                [ -z "$unpack_s" ] ||
+                    r3=$(awk -v p="${t_3##* }" -v t="$auto_wall" 'BEGIN { printf "%.1f×", p / t }')
+            fi
         fi
-        if [ "$st" -ne 0 ]; then
-            out="MISMATCH (tadoc exit $st)" bad=1
-        elif ! cmp -s "$w/1.out" "$w/2.out"; then
-            out="MISMATCH vs (2)" bad=1
-        elif ! cmp -s "$w/1.out" "$w/3.out"; then
-            out="MISMATCH vs (3)" bad=1
-        else
-            out="identical, $(wc -l <"$w/1.out") lines, $(mb "$(stat -c %s "$w/1.out")") MB"
+        if [ -z "$out" ]; then
+            lines=$(wc -l <"$w/1.out") size=$(mb "$(stat -c %s "$w/1.out")")
+            if has "$pipelines" "$a"; then
+                out="all modes identical to the pipelines, $lines lines, $size MB"
+            else
+                out="all modes identical (no pipeline run), $lines lines, $size MB"
+            fi
         fi
-        awk -v a="$a" -v s="${sc:-(all)}" -v t1="$t_1" -v r="$rss" -v t2="$t_2" -v u="$unpack_s" \
-            -v p="$t_3p" -v o="$out" 'BEGIN {
-            t3 = u + p
-            printf "| %s | %s | %.3f | %.0f | %.3f | %.3f + %.3f = %.3f | %.1f× | %.1f× | %s |\n",
-                a, s, t1, r / 1024, t2, u, p, t3, t2 / t1, t3 / t1, o }'
-        rm -f "$w"/[123].out
+        echo "$row ${chose:--} |$cells $(awk -v r="$last_rss" 'BEGIN { printf "%.0f", r / 1024 }') | $t_2 | $t_3 | $r2 | $r3 | $out |"
+        rm -f "$w"/[123].out "$w/m.out"
     done
 done
+
+if [ "$queries" -gt 0 ] && [ -x "$querylat" ]; then
+    echo
+    echo "Word queries: \`$querylat ARCHIVE $queries 1\` (one process: open, random-access index,"
+    echo "word index, then $queries random (file, word) pairs, each word taken at a random offset"
+    echo "of a file picked by size, so it occurs there; every count is checked against the number"
+    echo "of search results). Then $launches \`tadoc count\` launches of one such query, each"
+    echo "opening the archive and building both indexes, as a process loop would."
+    echo
+    q=$("$querylat" "$arcf" "$queries" 1)
+    get() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' <<<"$q"; }
+    f=$(find "$tree" -type f -size +1k -printf '%P\n' | LC_ALL=C sort | head -n1)
+    wd=$(LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$tree/$f" | grep -am1 .)
+    t0=$(now)
+    for _ in $(seq "$launches"); do "$tadoc" count "$arcf" "$f" "$wd" >/dev/null; done
+    t1=$(now)
+    per=$(awk -v a="$t0" -v b="$t1" -v n="$launches" 'BEGIN { printf "%.1f", (b - a) / n * 1000 }')
+    echo "| open s | random-access index s | word index build s | word index memory (RSS growth) MB | queries | count median µs | count p99 µs | count mean µs | search median µs | search p99 µs | search mean µs | \`tadoc count\` process ms |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| $(get open_s) | $(get index_s) | $(get words_index_s) | $(get words_index_rss_mb) | $(get queries) | $(get count_median_us) | $(get count_p99_us) | $(get count_mean_us) | $(get search_median_us) | $(get search_p99_us) | $(get search_mean_us) | $per |"
+fi
 [ "$bad" -eq 0 ] || { echo "$0: some outputs differ (MISMATCH rows above)" >&2; exit 1; }

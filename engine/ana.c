@@ -11,7 +11,6 @@
  * the pieces are joined exactly; all other files go through the grammar. */
 #include "ana.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,8 +178,10 @@ static int count_scope(const arc *a, uint32_t first, uint32_t end, int kind, cou
     uint64_t *w = NULL, *tok[2] = {NULL, NULL};
     unsigned char *need = NULL;
     memset(c, 0, sizeof *c);
+    ana_mark(NULL);
     int rc = ana_prep_init(&p, a, 0);
     if (rc) return rc;
+    ana_mark("levels");
     ana_plan_make(&p, kind, first, end, &pl);
     rc = -ENOMEM;
     if (!(w = calloc((size_t)g->nrules + 1, sizeof *w)) ||
@@ -198,14 +199,17 @@ static int count_scope(const arc *a, uint32_t first, uint32_t end, int kind, cou
             rc = -ENOMEM;
     }
     if (rc) goto out;
+    ana_mark("scope files");
     if (!pl.bottomup) {
         rc = ana_weights(&p, files.p, files.n, w, tok, 1, pl.threads);
     } else if (!(rc = ana_weights(&p, files.p, files.n, w, tok, 0, pl.threads)) &&
                !(rc = ana_mark_reach(&p, files.p, files.n, &need)) &&
                !(rc = ana_wtab_build(&wt, &p, need, pl.threads))) {
+        ana_mark("bottom-up tables");
         reduce_job j = {&p, w, &wt, tok};
         rc = ana_par(pl.threads, reduce_task, &j);
     }
+    ana_mark("traversal");
     if (!rc && tok[1])
         for (uint32_t t = 0; t < g->ntokens; t++)
             c->tok[t] += tok[1][t];
@@ -302,8 +306,34 @@ static int records(const arc *a, const counts *c, int (*cmp)(const void *, const
 static int put_u64(buf *b, uint64_t v)
 {
     char t[24];
-    int n = snprintf(t, sizeof t, "%llu", (unsigned long long)v);
-    return buf_put(b, t, (size_t)n);
+    size_t i = sizeof t;
+    do {
+        t[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return buf_put(b, t + i, sizeof t - i);
+}
+
+typedef struct print_ctx {
+    const rec *r;
+    int count_first;
+} print_ctx;
+
+static int print_range(void *ctx, size_t lo, size_t hi, buf *out)
+{
+    const print_ctx *p = ctx;
+    const rec *r = p->r;
+    for (size_t i = lo; i < hi; i++) {
+        int rc;
+        if (p->count_first)
+            rc = put_u64(out, r[i].cnt) || buf_put(out, "\t", 1) || buf_put(out, r[i].w, r[i].n) ||
+                 buf_put(out, "\n", 1);
+        else
+            rc = buf_put(out, r[i].w, r[i].n) || buf_put(out, "\t", 1) || put_u64(out, r[i].cnt) ||
+                 buf_put(out, "\n", 1);
+        if (rc) return -ENOMEM;
+    }
+    return 0;
 }
 
 /* Print counts as word count (count_first) or sort records. */
@@ -312,15 +342,11 @@ static int print(const arc *a, const counts *c, buf *out, int count_first, int t
     rec *r = NULL;
     size_t n = 0;
     int rc = records(a, c, count_first ? by_count_r : by_word_r, threads, &r, &n);
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (count_first)
-            rc = put_u64(out, r[i].cnt) || buf_put(out, "\t", 1) || buf_put(out, r[i].w, r[i].n) ||
-                 buf_put(out, "\n", 1);
-        else
-            rc = buf_put(out, r[i].w, r[i].n) || buf_put(out, "\t", 1) || put_u64(out, r[i].cnt) ||
-                 buf_put(out, "\n", 1);
-        if (rc) rc = tdc_error(-ENOMEM, "analytics: out of memory");
-    }
+    ana_mark("sort");
+    print_ctx p = {r, count_first};
+    if (!rc && ana_par_print(print_range, &p, n, n / 2, out, threads))
+        rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    ana_mark("print");
     free(r);
     return rc;
 }

@@ -32,7 +32,8 @@
  *   levels: F(child) += F(parent), capped at the file count), and T(r) a bound on the size of
  *   r's table (words in its expansion, or that minus 2 for sequences):
  *     top-down  = sum over used rules of F(r) * (|body(r)| + 2)
- *     bottom-up = sum over used rules of (words of r + sum of T(c) over its children c)
+ *     bottom-up = sum over used rules of (words of r + sum of T(c) over its children c,
+ *                 plus 2 per child for sequences: the ones crossing its boundaries)
  *                 + sum over files of T(c) for each distinct rule c of the file's root run
  *   and bottom-up is chosen when its estimate is below top-down's. Many small files sharing
  *   rules (F large, tables small) go bottom-up; few files, or rules with large expansions,

@@ -15,7 +15,6 @@
  *   tail) so a parent counts the sequences that cross its children's boundaries without
  *   descending; sequences inside a child are the child's, multiplied by its weight (top-down)
  *   or merged from its table (bottom-up). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +69,72 @@ static int word_cmp(const docs *d, uint32_t x, uint32_t y)
     const unsigned char *p = word_bytes(d, x, &nx), *q = word_bytes(d, y, &ny);
     int c = memcmp(p, q, nx < ny ? nx : ny);
     return c ? c : (nx > ny) - (nx < ny);
+}
+
+/* ---- byte-order ranks ---- */
+
+/* The output sorts compare words over and over; ranking the distinct words of a result once
+ * (one sort of those words by their bytes) turns every later comparison into an integer one.
+ * Mark the words with rank[w] = 1, then ranks_make. */
+typedef struct ranks {
+    uint32_t *rank; /* per word id (dictionary, then long words) */
+    uint32_t *ids;  /* rank -> word id */
+} ranks;
+
+static int ranks_init(const docs *d, ranks *r)
+{
+    r->ids = NULL;
+    r->rank = calloc((size_t)d->g->ntokens + dict_count(d->longw) + 1, sizeof *r->rank);
+    return r->rank ? 0 : -ENOMEM;
+}
+
+/* A word to rank: its first 8 bytes big-endian (zero-padded; words hold no zero byte), so
+ * most comparisons end without touching the dictionary. */
+typedef struct rkey {
+    uint64_t key;
+    uint32_t id;
+} rkey;
+
+static int by_rkey(const void *x, const void *y, void *ctx)
+{
+    const rkey *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return word_cmp(ctx, a->id, b->id);
+}
+
+static int ranks_make(const docs *d, ranks *r)
+{
+    size_t nid = (size_t)d->g->ntokens + dict_count(d->longw), n = 0;
+    for (size_t w = 0; w < nid; w++)
+        n += r->rank[w] != 0;
+    rkey *k = malloc((n ? n : 1) * sizeof *k);
+    if (!k || !(r->ids = malloc((n ? n : 1) * sizeof *r->ids))) {
+        free(k);
+        return -ENOMEM;
+    }
+    n = 0;
+    for (size_t w = 0; w < nid; w++) {
+        if (!r->rank[w]) continue;
+        size_t len;
+        const unsigned char *b = word_bytes(d, (uint32_t)w, &len);
+        uint64_t key = 0;
+        for (size_t i = 0; i < 8; i++)
+            key = key << 8 | (i < len ? b[i] : 0);
+        k[n++] = (rkey){key, (uint32_t)w};
+    }
+    ana_psort(k, n, sizeof *k, by_rkey, (void *)d, d->pl.threads);
+    for (size_t i = 0; i < n; i++) {
+        r->ids[i] = k[i].id;
+        r->rank[k[i].id] = (uint32_t)i;
+    }
+    free(k);
+    return 0;
+}
+
+static void ranks_free(ranks *r)
+{
+    free(r->rank);
+    free(r->ids);
 }
 
 /* ---- sinks: what a traversal produces ---- */
@@ -195,6 +260,7 @@ static void scratch_free(scratch *x)
     free(x->hcnt);
     vec32_free(&x->used);
     vec32_free(&x->order);
+    memset(x, 0, sizeof *x);
 }
 
 static int scratch_init(scratch *x, const docs *d)
@@ -535,9 +601,12 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
     d->a = a;
     d->g = &a->g;
     d->kind = kind;
+    ana_mark(NULL);
     int rc = ana_prep_init(&d->p, a, seq ? ANA_PREP_HT : 0);
     if (rc) return rc;
+    ana_mark("levels, head/tail");
     ana_plan_make(&d->p, kind, first, end, &d->pl);
+    ana_mark("selector");
     unsigned char *need = NULL;
     if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, &d->files)) goto nomem;
     for (size_t i = 0; i < d->files.n; i++) {
@@ -550,6 +619,7 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
             goto fail;
         }
     }
+    ana_mark("scope files, long words");
     if (d->pl.bottomup) {
         if ((rc = ana_mark_reach(&d->p, d->plain.p, d->plain.n, &need))) goto fail;
         if (seq)
@@ -558,6 +628,7 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
             rc = ana_wtab_build(&d->wt, &d->p, need, d->pl.threads);
         free(need);
         if (rc) goto fail;
+        ana_mark("bottom-up tables");
     }
     return 0;
 nomem:
@@ -572,18 +643,55 @@ fail:
 static int put_num(buf *b, uint64_t v)
 {
     char t[24];
-    int n = snprintf(t, sizeof t, "%llu", (unsigned long long)v);
-    return buf_put(b, t, (size_t)n);
+    size_t i = sizeof t;
+    do {
+        t[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return buf_put(b, t + i, sizeof t - i);
 }
 
 /* A path with tab, newline or backslash written with C escapes. */
 static int put_path(buf *b, const char *p)
 {
+    size_t plain = strcspn(p, "\t\n\\");
+    if (!p[plain]) return buf_put(b, p, plain);
     for (; *p; p++) {
         const char *esc = *p == '\t' ? "\\t" : *p == '\n' ? "\\n" : *p == '\\' ? "\\\\" : NULL;
         if (esc ? buf_put(b, esc, 2) : buf_put(b, p, 1)) return -ENOMEM;
     }
     return 0;
+}
+
+/* "\t" + the escaped path of every scope file (by rank), built once for outputs that repeat
+ * paths on every line. */
+typedef struct paths {
+    buf text;
+    uint64_t *at; /* files + 1 offsets into text */
+} paths;
+
+static int paths_make(const docs *d, size_t plen, paths *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!(p->at = malloc((d->files.n + 1) * sizeof *p->at))) return -ENOMEM;
+    for (size_t i = 0; i < d->files.n; i++) {
+        p->at[i] = p->text.n;
+        if (buf_put(&p->text, "\t", 1) || put_path(&p->text, d->a->ents[d->files.p[i]].path + plen))
+            return -ENOMEM;
+    }
+    p->at[d->files.n] = p->text.n;
+    return 0;
+}
+
+static int put_tab_path(buf *b, const paths *p, uint32_t f)
+{
+    return buf_put(b, p->text.p + p->at[f], (size_t)(p->at[f + 1] - p->at[f]));
+}
+
+static void paths_free(paths *p)
+{
+    buf_free(&p->text);
+    free(p->at);
 }
 
 static int put_word(buf *b, const docs *d, uint32_t w)
@@ -615,13 +723,21 @@ int ana_scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out)
     return 0;
 }
 
-/* Word ids by their count in k (descending), then by word. */
+/* Word ids by their count in k (descending), then by word: by rank when every word is
+ * ranked (large scopes), else by bytes. */
+typedef struct cwctx {
+    const wsink *k;
+    const uint32_t *rank;
+} cwctx;
+
 static int by_count_word(const void *x, const void *y, void *ctx)
 {
-    const wsink *k = ctx;
+    const cwctx *c = ctx;
+    const uint64_t *cnt = c->k->cnt.p;
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    if (k->cnt.p[a] != k->cnt.p[b]) return k->cnt.p[a] < k->cnt.p[b] ? 1 : -1;
-    return word_cmp(k->d, a, b);
+    if (cnt[a] != cnt[b]) return cnt[a] < cnt[b] ? 1 : -1;
+    if (c->rank) return c->rank[a] < c->rank[b] ? -1 : c->rank[a] > c->rank[b];
+    return word_cmp(c->k->d, a, b);
 }
 
 /* ---- the analytics ---- */
@@ -638,6 +754,7 @@ typedef struct rankrec {
 typedef struct pfjob {
     const docs *d;
     size_t plen;
+    const uint32_t *rank; /* termvector: every word's rank, or NULL */
     buf *out0, out1; /* termvector text: thread 0 appends to the caller's buffer */
     vec32 pairs[2];  /* invindex: (word, file rank) */
     rankrec *recs[2];
@@ -660,7 +777,7 @@ static int tv_task(void *x, const ana_team *t)
     const arc *a = d->a;
     scratch s;
     wsink k = {.s = {.word = ws_word}, .d = d};
-    buf *out = t->tid ? &j->out1 : j->out0;
+    buf *out = t->tid ? &j->out1 : j->out0, path = {0};
     size_t at[3];
     ana_split_files(a, d->files.p, d->files.n, t->n, at);
     int rc = scratch_init(&s, d);
@@ -668,20 +785,22 @@ static int tv_task(void *x, const ana_team *t)
         uint32_t e = d->files.p[i];
         k.touched.n = 0;
         if ((rc = walk_file(d, &s, &k.s, e))) break;
-        sort_r(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word, &k);
+        cwctx c = {&k, j->rank};
+        sort_r(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word, &c);
+        path.n = 0; /* the file's escaped path and a tab, once for all its lines */
+        if (put_path(&path, a->ents[e].path + j->plen) || buf_put(&path, "\t", 1)) rc = -ENOMEM;
         for (size_t m = 0; m < k.touched.n && !rc; m++) {
             uint32_t w = k.touched.p[m];
-            rc = put_path(out, a->ents[e].path + j->plen) || buf_put(out, "\t", 1) ||
-                         put_num(out, k.cnt.p[w]) || buf_put(out, "\t", 1) ||
-                         put_word(out, d, w) || buf_put(out, "\n", 1)
+            rc = buf_put(out, path.p, path.n) || put_num(out, k.cnt.p[w]) ||
+                         buf_put(out, "\t", 1) || put_word(out, d, w) || buf_put(out, "\n", 1)
                      ? -ENOMEM
                      : 0;
             k.cnt.p[w] = 0;
         }
     }
-    if (!s.stamp) rc = -ENOMEM;
     scratch_free(&s);
     wsink_free(&k);
+    buf_free(&path);
     return rc;
 }
 
@@ -691,8 +810,21 @@ int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
     int rc = docs_init(&d, a, ANA_K_TERMVECTOR, first, end);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out};
-    rc = ana_par(d.pl.threads, tv_task, &j);
+    ranks rk = {0};
+    if (d.pl.scope_syms >= d.g->ntokens) {
+        /* a scope this large sorts many words per file: rank the whole dictionary once */
+        size_t nid = (size_t)d.g->ntokens + dict_count(d.longw);
+        rc = ranks_init(&d, &rk);
+        for (size_t w = 0; w < nid && !rc; w++)
+            rk.rank[w] = w >= d.g->ntokens || is_word(&d, (uint32_t)w);
+        if (!rc) rc = ranks_make(&d, &rk);
+        j.rank = rk.rank;
+    }
+    ana_mark("ranks");
+    if (!rc) rc = ana_par(d.pl.threads, tv_task, &j);
+    ana_mark("traversal, sort, print");
     if (!rc && j.out1.n && buf_put(out, j.out1.p, j.out1.n)) rc = -ENOMEM;
+    ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);
     return rc ? fail_msg(rc) : 0;
@@ -723,12 +855,47 @@ static int ii_task(void *x, const ana_team *t)
     return rc;
 }
 
-/* (word, file rank) pairs sorted by word, then file rank. */
-static int by_word_then_file(const void *x, const void *y, void *ctx)
+/* Keys (word rank << 32 | file rank), read through memcpy from the pairs' memory. */
+static int by_key(const void *x, const void *y, void *ctx)
 {
-    const uint32_t *a = x, *b = y;
-    int c = a[0] == b[0] ? 0 : word_cmp(ctx, a[0], b[0]);
-    return c ? c : (a[1] > b[1]) - (a[1] < b[1]);
+    (void)ctx;
+    uint64_t a, b;
+    memcpy(&a, x, sizeof a);
+    memcpy(&b, y, sizeof b);
+    return (a > b) - (a < b);
+}
+
+static uint32_t key_word(const uint32_t *pairs, size_t i)
+{
+    uint64_t k;
+    memcpy(&k, pairs + 2 * i, sizeof k);
+    return (uint32_t)(k >> 32);
+}
+
+typedef struct ii_print {
+    const docs *d;
+    const ranks *rk;
+    const uint32_t *pairs;
+    paths paths;
+} ii_print;
+
+/* Lines for keys [lo, hi), which start and end at a word's first and last key. */
+static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
+{
+    const ii_print *p = ctx;
+    uint32_t prev = 0;
+    for (size_t i = lo; i < hi; i++) {
+        uint64_t k;
+        memcpy(&k, p->pairs + 2 * i, sizeof k);
+        uint32_t w = (uint32_t)(k >> 32), f = (uint32_t)k;
+        if (i == lo || w != prev) {
+            if (i != lo && buf_put(out, "\n", 1)) return -ENOMEM;
+            if (put_word(out, p->d, p->rk->ids[w])) return -ENOMEM;
+            prev = w;
+        }
+        if (put_tab_path(out, &p->paths, f)) return -ENOMEM;
+    }
+    return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
 int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
@@ -737,7 +904,9 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     int rc = docs_init(&d, a, ANA_K_INVINDEX, first, end);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
+    ranks rk = {0};
     rc = ana_par(d.pl.threads, ii_task, &j);
+    ana_mark("traversal");
     vec32 *pairs = &j.pairs[0];
     if (!rc && j.pairs[1].n) {
         if (vec32_reserve(pairs, j.pairs[1].n))
@@ -747,38 +916,63 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
             pairs->n += j.pairs[1].n;
         }
     }
-    if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_word_then_file, &d,
-                       d.pl.threads);
+    /* (word, file) pairs become 64-bit keys: words by byte order, then files by path */
+    if (!rc) rc = ranks_init(&d, &rk);
+    for (size_t m = 0; m < pairs->n && !rc; m += 2)
+        rk.rank[pairs->p[m]] = 1;
+    if (!rc) rc = ranks_make(&d, &rk);
     for (size_t m = 0; m < pairs->n && !rc; m += 2) {
-        if (m == 0 || pairs->p[m] != pairs->p[m - 2]) {
-            if (m) rc = buf_put(out, "\n", 1);
-            if (!rc) rc = put_word(out, &d, pairs->p[m]);
-        }
-        if (!rc)
-            rc = buf_put(out, "\t", 1) ||
-                 put_path(out, a->ents[d.files.p[pairs->p[m + 1]]].path + j.plen);
+        uint64_t k = (uint64_t)rk.rank[pairs->p[m]] << 32 | pairs->p[m + 1];
+        memcpy(pairs->p + m, &k, sizeof k);
     }
-    if (!rc && pairs->n) rc = buf_put(out, "\n", 1);
+    ana_mark("ranks");
+    if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, d.pl.threads);
+    ana_mark("sort");
+    ii_print pr = {&d, &rk, pairs->p, {{0}, NULL}};
+    size_t np = pairs->n / 2, mid = np / 2;
+    while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
+        mid++; /* a word's line is printed by one thread */
+    if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
+    if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, d.pl.threads);
+    paths_free(&pr.paths);
+    ana_mark("print");
+    ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);
     return rc ? fail_msg(rc < 0 ? rc : -ENOMEM) : 0;
 }
 
-/* Compare sequences word by word: the same order as their "w1 w2 w3" text in byte order,
+/* Compare sequences of word ranks: the same order as their "w1 w2 w3" text in byte order,
  * since the space sorts below every word byte. */
-static int seq_cmp(const docs *d, const uint32_t *x, const uint32_t *y)
+static int seq_cmp(const uint32_t *x, const uint32_t *y)
 {
-    for (int i = 0; i < 3; i++) {
-        int c = x[i] == y[i] ? 0 : word_cmp(d, x[i], y[i]);
-        if (c) return c;
-    }
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
     return 0;
 }
 
-static int put_seq(buf *b, const docs *d, const uint32_t *q)
+/* A sequence of word ranks, as text. */
+static int put_seq(buf *b, const docs *d, const ranks *rk, const uint32_t *q)
 {
-    return put_word(b, d, q[0]) || buf_put(b, " ", 1) || put_word(b, d, q[1]) ||
-           buf_put(b, " ", 1) || put_word(b, d, q[2]);
+    return put_word(b, d, rk->ids[q[0]]) || buf_put(b, " ", 1) ||
+           put_word(b, d, rk->ids[q[1]]) || buf_put(b, " ", 1) || put_word(b, d, rk->ids[q[2]]);
+}
+
+/* Word ids in sequences q (stride `size` bytes, n of them) replaced by their ranks. */
+static int rank_seqs(const docs *d, ranks *rk, void *base, size_t n, size_t size)
+{
+    int rc = ranks_init(d, rk);
+    unsigned char *p = base;
+    for (size_t i = 0; i < n && !rc; i++)
+        for (int k = 0; k < 3; k++)
+            rk->rank[((uint32_t *)(p + i * size))[k]] = 1;
+    if (!rc) rc = ranks_make(d, rk);
+    for (size_t i = 0; i < n && !rc; i++)
+        for (int k = 0; k < 3; k++) {
+            uint32_t *q = (uint32_t *)(p + i * size);
+            q[k] = rk->rank[q[k]];
+        }
+    return rc;
 }
 
 /* Records of seqcount: a sequence and its count. */
@@ -790,8 +984,25 @@ typedef struct seqrec {
 static int by_seq_count(const void *x, const void *y, void *ctx)
 {
     const seqrec *a = x, *b = y;
+    (void)ctx;
     if (a->n != b->n) return a->n < b->n ? 1 : -1;
-    return seq_cmp(ctx, a->q, b->q);
+    return seq_cmp(a->q, b->q);
+}
+
+typedef struct sc_print {
+    const docs *d;
+    const ranks *rk;
+    const seqrec *r;
+} sc_print;
+
+static int sc_range(void *ctx, size_t lo, size_t hi, buf *out)
+{
+    const sc_print *p = ctx;
+    for (size_t i = lo; i < hi; i++)
+        if (put_num(out, p->r[i].n) || buf_put(out, "\t", 1) ||
+            put_seq(out, p->d, p->rk, p->r[i].q) || buf_put(out, "\n", 1))
+            return -ENOMEM;
+    return 0;
 }
 
 typedef struct scjob {
@@ -848,6 +1059,7 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
     else
         rc = ana_weights(&d.p, d.plain.p, d.plain.n, d.w, NULL, !d.pl.bottomup, d.pl.threads);
     if (!rc) rc = ana_par(d.pl.threads, sc_task, &j);
+    ana_mark("traversal");
     if (!rc) {
         size_t total = j.k[0].t.n + j.k[1].t.n;
         if (!(recs = malloc((total ? total : 1) * sizeof *recs))) rc = -ENOMEM;
@@ -860,12 +1072,15 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
         for (int t = 0; t < 2; t++)
             seqtab_free(&j.k[t].t);
     }
-    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_count, &d, d.pl.threads);
-    for (size_t i = 0; i < nr && !rc; i++)
-        rc = put_num(out, recs[i].n) || buf_put(out, "\t", 1) || put_seq(out, &d, recs[i].q) ||
-                     buf_put(out, "\n", 1)
-                 ? -ENOMEM
-                 : 0;
+    ranks rk = {0};
+    if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
+    ana_mark("ranks");
+    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_count, NULL, d.pl.threads);
+    ana_mark("sort");
+    sc_print pr = {&d, &rk, recs};
+    if (!rc) rc = ana_par_print(sc_range, &pr, nr, nr / 2, out, d.pl.threads);
+    ana_mark("print");
+    ranks_free(&rk);
     free(recs);
     for (int t = 0; t < 2; t++)
         seqtab_free(&j.k[t].t);
@@ -876,7 +1091,8 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
 static int by_seq_then_rank(const void *x, const void *y, void *ctx)
 {
     const rankrec *a = x, *b = y;
-    int c = seq_cmp(ctx, a->q, b->q);
+    (void)ctx;
+    int c = seq_cmp(a->q, b->q);
     if (c) return c;
     if (a->n != b->n) return a->n < b->n ? 1 : -1;
     return (a->file > b->file) - (a->file < b->file); /* file ranks follow path order */
@@ -919,6 +1135,29 @@ static int ri_task(void *x, const ana_team *t)
     return rc;
 }
 
+typedef struct ri_print {
+    const docs *d;
+    const ranks *rk;
+    const rankrec *r;
+    paths paths;
+} ri_print;
+
+static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
+{
+    const ri_print *p = ctx;
+    const rankrec *r = p->r;
+    for (size_t i = lo; i < hi; i++) {
+        if (i == lo || seq_cmp(r[i].q, r[i - 1].q)) {
+            if (i != lo && buf_put(out, "\n", 1)) return -ENOMEM;
+            if (put_seq(out, p->d, p->rk, r[i].q)) return -ENOMEM;
+        }
+        if (put_tab_path(out, &p->paths, r[i].file) || buf_put(out, ":", 1) ||
+            put_num(out, r[i].n))
+            return -ENOMEM;
+    }
+    return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
+}
+
 int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
 {
     docs d;
@@ -926,6 +1165,7 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     rc = ana_par(d.pl.threads, ri_task, &j);
+    ana_mark("traversal");
     if (!rc && j.nrec[1]) {
         rankrec *r = realloc(j.recs[0], (j.nrec[0] + j.nrec[1]) * sizeof *r);
         if (!r)
@@ -938,17 +1178,20 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
     }
     rankrec *recs = j.recs[0];
     size_t nr = j.nrec[0];
-    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, &d, d.pl.threads);
-    for (size_t i = 0; i < nr && !rc; i++) {
-        if (i == 0 || seq_cmp(&d, recs[i].q, recs[i - 1].q)) {
-            if (i) rc = buf_put(out, "\n", 1);
-            if (!rc) rc = put_seq(out, &d, recs[i].q);
-        }
-        if (!rc)
-            rc = buf_put(out, "\t", 1) || put_path(out, a->ents[d.files.p[recs[i].file]].path + j.plen) ||
-                 buf_put(out, ":", 1) || put_num(out, recs[i].n);
-    }
-    if (!rc && nr) rc = buf_put(out, "\n", 1);
+    ranks rk = {0};
+    if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
+    ana_mark("ranks");
+    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, d.pl.threads);
+    ana_mark("sort");
+    ri_print pr = {&d, &rk, recs, {{0}, NULL}};
+    size_t mid = nr / 2;
+    while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
+        mid++; /* a sequence's line is printed by one thread */
+    if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
+    if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, d.pl.threads);
+    paths_free(&pr.paths);
+    ana_mark("print");
+    ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);
     return rc ? fail_msg(rc < 0 ? rc : -ENOMEM) : 0;

@@ -97,6 +97,10 @@ void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, s
  * scope uses. need is calloc'ed nrules + 1 bytes. */
 int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **need);
 
+/* With TADOC_ANA_VERBOSE=2: print on stderr the seconds since the previous mark of this
+ * thread (or since `what` is NULL, which starts the clock). */
+void ana_mark(const char *what);
+
 /* ---- two threads ---- */
 
 /* A team of threads running one task: each calls ana_sync between levels. */
@@ -123,6 +127,12 @@ static inline void ana_share(const ana_team *t, size_t n, size_t *lo, size_t *hi
  * analytics are total orders, so the result is the same as sort_r's. */
 void ana_psort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *, void *),
                void *ctx, int threads);
+
+/* Print records [0, n) with fn(ctx, lo, hi, out), which appends records [lo, hi) to out:
+ * on two threads [0, mid) into out and [mid, n) into a second buffer appended after it, so
+ * mid must start a record group (a line). One thread below 65,536 records. 0 or -ENOMEM. */
+typedef int (*ana_print_fn)(void *ctx, size_t lo, size_t hi, buf *out);
+int ana_par_print(ana_print_fn fn, void *ctx, size_t n, size_t mid, buf *out, int threads);
 
 /* ---- chunked arenas: allocations that never move (tables read by the other thread) ---- */
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ana.h"
@@ -220,6 +221,8 @@ int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned 
 
 /* ---- the selector ---- */
 
+static inline void add_w(uint64_t *x, uint64_t v, int shared);
+
 static int per_file(int kind)
 {
     return kind == ANA_K_INVINDEX || kind == ANA_K_TERMVECTOR || kind == ANA_K_RANKEDINVINDEX;
@@ -237,54 +240,83 @@ static double table_bound(const ana_prep *p, uint32_t c, int seq)
     return seq ? (w > 2 ? w - 2 : 0) : w;
 }
 
-/* The two cost estimates of ana.h for the per-file analytics. */
-static int estimate(const ana_prep *p, int seq, const vec32 *files, double *td, double *bu)
+/* The two cost estimates of ana.h for the per-file analytics, on the team: files split for
+ * the root runs, then each level split as in ana_weights. */
+typedef struct estjob {
+    const ana_prep *p;
+    int seq;
+    const vec32 *files;
+    uint64_t *F;
+    uint32_t *stamp[2];
+    double td[2], bu[2];
+} estjob;
+
+static int est_task(void *x, const ana_team *tm)
 {
+    estjob *j = x;
+    const ana_prep *p = j->p;
     const gram *g = p->g;
-    size_t nr = (size_t)g->nrules + 1;
-    uint64_t *F = calloc(nr, sizeof *F);
-    uint32_t *stamp = calloc(nr, sizeof *stamp);
-    if (!F || !stamp) {
-        free(F);
-        free(stamp);
-        return -ENOMEM;
-    }
+    const uint32_t nt = g->ntokens;
+    uint64_t *F = j->F, nf = j->files->n;
+    uint32_t *stamp = j->stamp[tm->tid];
+    int sh = tm->n > 1;
     double t = 0, b = 0;
-    uint64_t nf = files->n;
-    for (size_t i = 0; i < files->n; i++) {
-        const arc_entry *f = &p->a->ents[files->p[i]];
+    size_t at[3];
+    ana_split_files(p->a, j->files->p, j->files->n, tm->n, at);
+    for (size_t i = at[tm->tid]; i < at[tm->tid + 1]; i++) {
+        const arc_entry *f = &p->a->ents[j->files->p[i]];
         const uint32_t *run = g->root.p + f->root_start;
-        for (uint64_t j = 0; j < f->root_len; j++) {
-            if (run[j] < g->ntokens) continue;
-            uint32_t c = run[j] - g->ntokens;
+        for (uint64_t k = 0; k < f->root_len; k++) {
+            if (run[k] < nt) continue;
+            uint32_t c = run[k] - nt;
             if (stamp[c] == (uint32_t)i + 1) continue;
             stamp[c] = (uint32_t)i + 1;
-            F[c]++;
-            b += table_bound(p, c, seq);
+            add_w(&F[c], 1, sh);
+            b += table_bound(p, c, j->seq);
         }
     }
-    for (uint32_t h = p->nlevels; h-- > 0;)
-        for (uint32_t k = p->lvl_at[h]; k < p->lvl_at[h + 1]; k++) {
+    ana_sync(tm);
+    for (uint32_t h = p->nlevels; h-- > 0;) {
+        size_t lo, hi, base = p->lvl_at[h];
+        ana_share(tm, p->lvl_at[h + 1] - base, &lo, &hi);
+        for (size_t k = base + lo; k < base + hi; k++) {
             uint32_t r = p->lvl[k];
             if (!F[r]) continue;
             uint64_t fr = F[r] < nf ? F[r] : nf, m;
             const uint32_t *body = gram_body(g, r, &m);
             t += (double)fr * (double)(m + 2);
-            for (uint64_t j = 0; j < m; j++) {
-                uint32_t s = body[j];
-                if (s >= g->ntokens) {
-                    F[s - g->ntokens] += fr;
-                    b += table_bound(p, s - g->ntokens, seq) + (seq ? 2 : 0);
+            for (uint64_t i = 0; i < m; i++) {
+                uint32_t s = body[i];
+                if (s >= nt) {
+                    add_w(&F[s - nt], fr, sh);
+                    b += table_bound(p, s - nt, j->seq) + (j->seq ? 2 : 0);
                 } else if (dict_is_word(p->a->dict, s)) {
                     b += 1;
                 }
             }
         }
-    free(F);
-    free(stamp);
-    *td = t;
-    *bu = b;
+        ana_sync(tm);
+    }
+    j->td[tm->tid] = t;
+    j->bu[tm->tid] = b;
     return 0;
+}
+
+static int estimate(const ana_prep *p, int seq, const vec32 *files, int threads, double *td,
+                    double *bu)
+{
+    size_t nr = (size_t)p->g->nrules + 1;
+    estjob j = {p, seq, files, calloc(nr, sizeof *j.F), {NULL, NULL}, {0, 0}, {0, 0}};
+    j.stamp[0] = calloc(nr, sizeof *j.stamp[0]);
+    if (threads > 1) j.stamp[1] = calloc(nr, sizeof *j.stamp[1]);
+    int rc = j.F && j.stamp[0] && (threads < 2 || j.stamp[1]) ? 0 : -ENOMEM;
+    if (!rc) rc = ana_par(threads, est_task, &j);
+    free(j.F);
+    free(j.stamp[0]);
+    free(j.stamp[1]);
+    *td = j.td[0] + j.td[1];
+    *bu = j.bu[0] + j.bu[1];
+    return rc;
 }
 
 static const char *kind_name(int kind)
@@ -313,7 +345,7 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, an
     } else if (per_file(kind)) {
         vec32 files = {0};
         if (!ana_plain_files(p, first, end, &files) &&
-            !estimate(p, is_seq(kind), &files, &o->est_td, &o->est_bu))
+            !estimate(p, is_seq(kind), &files, o->threads, &o->est_td, &o->est_bu))
             o->bottomup = o->est_bu < o->est_td;
         else
             why = " (no memory for the estimate)";
@@ -336,6 +368,19 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, an
                 o->forced ? " (forced)" : " (auto)", o->threads, o->threads > 1 ? "s" : "",
                 o->nfiles, o->nfiles == 1 ? "" : "s", (unsigned long long)o->scope_syms,
                 o->est_td, o->est_bu, why);
+}
+
+void ana_mark(const char *what)
+{
+    static __thread struct timespec last;
+    const char *v = getenv("TADOC_ANA_VERBOSE");
+    if (!v || atoi(v) < 2) return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (what)
+        fprintf(stderr, "tadoc:   %-28s %8.3f s\n", what,
+                (double)(t.tv_sec - last.tv_sec) + (double)(t.tv_nsec - last.tv_nsec) / 1e9);
+    last = t;
 }
 
 /* ---- two threads ---- */
@@ -430,6 +475,30 @@ void ana_psort(void *base, size_t n, size_t size, int (*cmp)(const void *, const
         memcpy(base, tmp, n * size);
     }
     free(tmp);
+}
+
+typedef struct ppjob {
+    ana_print_fn fn;
+    void *ctx;
+    size_t n, mid;
+    buf *out0, out1;
+} ppjob;
+
+static int pp_task(void *x, const ana_team *t)
+{
+    ppjob *j = x;
+    if (t->n == 1) return j->fn(j->ctx, 0, j->n, j->out0);
+    return t->tid ? j->fn(j->ctx, j->mid, j->n, &j->out1) : j->fn(j->ctx, 0, j->mid, j->out0);
+}
+
+int ana_par_print(ana_print_fn fn, void *ctx, size_t n, size_t mid, buf *out, int threads)
+{
+    if (threads < 2 || n < 65536 || mid == 0 || mid >= n) return fn(ctx, 0, n, out);
+    ppjob j = {fn, ctx, n, mid, out, {0}};
+    int rc = ana_par(2, pp_task, &j);
+    if (!rc && j.out1.n && buf_put(out, j.out1.p, j.out1.n)) rc = -ENOMEM;
+    buf_free(&j.out1);
+    return rc;
 }
 
 /* ---- arenas ---- */

@@ -1,0 +1,159 @@
+/* querylat: latency of word queries (`tadoc count` and `tadoc search`) inside one process,
+ * so process start-up and archive opening are not measured with every query.
+ * usage: querylat ARCHIVE COUNT SEED
+ * Opens the archive, builds the random-access index and the word index (word2rule and the
+ * DAG's reverse edges; their build time and the resident memory they add are printed), then
+ * picks COUNT random (file, word) pairs: a file weighted by size, a random byte offset in it,
+ * and the whole word at or after that offset (read back with idx_extract), so every queried
+ * word occurs in its file. Times idx_count and idx_search for each pair separately and prints
+ * median, p99 and mean in microseconds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/err.h"
+#include "../engine/tok.h"
+#include "../index/idx.h"
+#include "../index/words.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Resident set size in KiB, from /proc/self/statm. */
+static long rss_kib(void)
+{
+    long pages = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    fclose(f);
+    return res * 4;
+}
+
+static void stats(const char *name, double *lat, long n)
+{
+    qsort(lat, (size_t)n, sizeof *lat, cmp_d);
+    double sum = 0;
+    for (long t = 0; t < n; t++)
+        sum += lat[t];
+    printf(" %s_median_us %.3f %s_p99_us %.3f %s_mean_us %.3f", name, lat[n / 2], name,
+           lat[n * 99 / 100], name, sum / (double)n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: querylat ARCHIVE COUNT SEED\n");
+        return 2;
+    }
+    double t0 = now();
+    arc *a;
+    idx *x;
+    idx_words *w;
+    if (arc_open(argv[1], &a)) {
+        fprintf(stderr, "querylat: %s\n", tdc_errmsg());
+        return 1;
+    }
+    double t1 = now();
+    if (idx_build(a, &x)) {
+        fprintf(stderr, "querylat: %s\n", tdc_errmsg());
+        return 1;
+    }
+    double t2 = now();
+    long rss0 = rss_kib();
+    if (idx_words_build(x, &w)) {
+        fprintf(stderr, "querylat: %s\n", tdc_errmsg());
+        return 1;
+    }
+    double t3 = now();
+    long rss1 = rss_kib();
+    long count = atol(argv[2]);
+    uint64_t seed = strtoull(argv[3], NULL, 10) | 1, total = 0, found = 0;
+    if (count < 1) count = 1;
+    uint64_t *cum = malloc((a->nents + 1) * sizeof *cum);
+    double *lc = malloc((size_t)count * sizeof *lc), *ls = malloc((size_t)count * sizeof *ls);
+    if (!cum || !lc || !ls) return 1;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        cum[i] = total;
+        if (a->ents[i].type == ARC_REG) total += a->ents[i].size;
+    }
+    cum[a->nents] = total;
+    vec64 offs = {0};
+    unsigned char buf[TOK_CAP + 1];
+    long done = 0, tries = 0;
+    while (done < count && tries++ < count * 100) {
+        uint64_t g = rnd(&seed) % total;
+        uint32_t lo = 0, hi = a->nents; /* entry whose byte range holds g */
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) / 2;
+            if (cum[mid] <= g)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        while (a->ents[lo].type != ARC_REG || a->ents[lo].size == 0)
+            lo++;
+        uint64_t off = g - cum[lo];
+        /* back to the start of the word holding off, then its bytes */
+        while (off > 0) {
+            unsigned char c;
+            if (idx_extract(x, lo, off - 1, &c, 1) != 1 || !tok_is_word_byte(c)) break;
+            off--;
+        }
+        ssize_t k = idx_extract(x, lo, off, buf, sizeof buf - 1);
+        if (k < 0) return 1;
+        size_t n = 0;
+        while (n < (size_t)k && tok_is_word_byte(buf[n]))
+            n++;
+        if (n == 0 || n >= TOK_CAP) continue; /* a separator, or a cut long word */
+        uint64_t c = 0;
+        double s = now();
+        if (idx_count(w, lo, (const char *)buf, n, &c)) return 1;
+        lc[done] = (now() - s) * 1e6;
+        offs.n = 0;
+        s = now();
+        if (idx_search(w, lo, (const char *)buf, n, &offs)) return 1;
+        ls[done] = (now() - s) * 1e6;
+        if (c == 0 || offs.n != c) {
+            fprintf(stderr, "querylat: %s: %.*s: count %llu, search %zu\n", a->ents[lo].path,
+                    (int)n, buf, (unsigned long long)c, offs.n);
+            return 1;
+        }
+        found += c;
+        done++;
+    }
+    printf("open_s %.3f index_s %.3f words_index_s %.3f words_index_rss_mb %.1f queries %ld "
+           "occurrences %llu",
+           t1 - t0, t2 - t1, t3 - t2, (double)(rss1 - rss0) / 1024, done,
+           (unsigned long long)found);
+    stats("count", lc, done);
+    stats("search", ls, done);
+    printf("\n");
+    vec64_free(&offs);
+    idx_words_free(w);
+    idx_free(x);
+    arc_free(a);
+    free(cum);
+    free(lc);
+    free(ls);
+    return 0;
+}
