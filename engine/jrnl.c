@@ -134,7 +134,8 @@ static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stat
                 }
             }
         }
-        if (why && zero_tail(j, off, size)) why = "torn record (zero-filled tail)";
+        if (why && strncmp(why, "torn", 4) && zero_tail(j, off, size))
+            why = "torn record (zero-filled tail)";
         st->dropped = size - off;
         snprintf(st->why, sizeof st->why, "%s at offset %llu after record %llu", why,
                  (unsigned long long)off, (unsigned long long)j->seq);
