@@ -188,9 +188,16 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
         x->file_off[e] = 0;
         if (f->type != ARC_REG) continue;
         if (arc_ino_entry(a, f->ino) != e) continue; /* a hard link: the first name holds it */
-        uint64_t i = f->root_start, acc;
-        acc = x->samp_at[0] != UINT32_MAX ? x->samp[x->samp_at[0] + i / IDX_SAMPLE] : 0;
-        for (uint64_t j = x->samp_at[0] != UINT32_MAX ? i / IDX_SAMPLE * IDX_SAMPLE : 0; j < i; j++)
+        uint64_t i = f->root_start, acc = 0, from = 0;
+        if (x->samp_at[0] != UINT32_MAX) {
+            /* The sample at or before i; a run starting at the very end (an empty file) has
+             * none of its own when the root length is a multiple of IDX_SAMPLE. */
+            uint64_t si = i / IDX_SAMPLE;
+            if (si && si * IDX_SAMPLE >= g->root.n) si--;
+            acc = x->samp[x->samp_at[0] + si];
+            from = si * IDX_SAMPLE;
+        }
+        for (uint64_t j = from; j < i; j++)
             acc += sym_len(x, g->root.p[j]);
         x->file_off[e] = acc;
         uint64_t size = 0;
