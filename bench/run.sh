@@ -51,7 +51,30 @@ analytics_all() {
     "$top/bench/analytics.sh" "$build" "$top/tests/tmp/corpora/linux-slice" "Linux slice"
 }
 
+# Writes: through the mount (journal) vs tmpfs and the disk, `tadoc apply` with the papers'
+# workload, and compaction against the dirty fraction. The Linux archive is packed once
+# (again when tadoc is newer) for apply.sh and compact.sh, which copy it and never change it.
+writes_all() {
+    local la="$data/linux.tdc"
+    if [ ! -f "$la" ] || [ "$build/tadoc" -nt "$la" ]; then
+        "$build/tadoc" pack -q "$data/linux-source-6.1" -o "$la.tmp" && mv "$la.tmp" "$la"
+    fi
+    BUILD="$build" "$top/bench/write.sh" "$top/tests/tmp/corpora/linux-slice" "Linux slice" \
+        "$data/linux-source-6.1"
+    echo
+    echo "## \`tadoc apply\`: the papers' random-access workload"
+    echo
+    BUILD="$build" "$top/bench/apply.sh" "$top/tests/tmp/corpora/linux-slice" "Linux slice"
+    echo
+    BUILD="$build" ARCHIVE="$la" "$top/bench/apply.sh" "$data/linux-source-6.1" "Linux 6.1 source tree"
+    echo
+    echo "## Compaction against the dirty fraction"
+    echo
+    BUILD="$build" ARCHIVE="$la" "$top/bench/compact.sh" "$data/linux-source-6.1" "Linux 6.1 source tree"
+}
+
 run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
 [ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
+run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
