@@ -14,11 +14,13 @@
 # usage: bench/analytics.sh BUILD_DIR TREE NAME   (prints markdown tables on stdout)
 #   BENCH_TMP: where the archive, the unpacked copy and the outputs go (default /tmp)
 #   ARCHIVE=FILE: use this archive of TREE instead of packing it (no pack line then)
-#   ANALYTICS="wordcount sort ...": the analytics to run (default all six)
-#   PIPELINES="wordcount ...": the analytics whose pipelines run (default: all of ANALYTICS);
-#            the others get "-" in the pipeline columns (they take hours on large trees)
+#   ANALYTICS="wordcount sort ...": the analytics of the whole-archive rows (default all six;
+#            ANALYTICS= for none)
+#   PIPELINES="wordcount ...": the analytics whose pipelines run there (default: all of
+#            ANALYTICS); the others get "-" in the pipeline columns (hours on large trees)
 #   MODES="topdown:1 bottomup:2 ...": traversal:threads pairs (default all six)
-#   SCOPE=DIR, or SCOPE= for no scope rows; SCOPE_ANALYTICS: analytics with a scope row
+#   SCOPE=DIR, or SCOPE= for no scope rows; SCOPE_ANALYTICS, SCOPE_PIPELINES: as ANALYTICS
+#            and PIPELINES for the scope rows (default: the same)
 #   RERUN=0: do not rerun each pipeline over the unpacked copy; (3) is then the unpack time plus
 #            the (2) pipeline time (halves the run; the pipelines dominate on large trees)
 #   UNPACK=0: no unpack at all (no (3) column values)
@@ -28,7 +30,8 @@ set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR TREE NAME" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/.." && pwd)
 cmdline=$(printf "%q " "$0" "$@") cmdline=${cmdline% }
-for v in ARCHIVE ANALYTICS PIPELINES MODES SCOPE SCOPE_ANALYTICS RERUN UNPACK QUERIES LAUNCHES REPEAT; do
+for v in ARCHIVE ANALYTICS PIPELINES MODES SCOPE SCOPE_ANALYTICS SCOPE_PIPELINES RERUN UNPACK \
+    QUERIES LAUNCHES REPEAT; do
     if [ -n "${!v+x}" ]; then cmdline="$v=$(printf %q "${!v}") $cmdline"; fi
 done
 build=$1 tree=${2%/} name=$3
@@ -40,7 +43,7 @@ source "$top/tests/oracles.bash"
 w=$(mktemp -d "${BENCH_TMP:-/tmp}/anabench.XXXXXX")
 trap 'rm -rf "$w"' EXIT
 
-analytics=${ANALYTICS:-wordcount sort invindex termvector seqcount rankedinvindex}
+analytics=${ANALYTICS-wordcount sort invindex termvector seqcount rankedinvindex}
 pipelines=${PIPELINES-$analytics}
 modes=${MODES:-topdown:1 topdown:2 bottomup:1 bottomup:2 auto:1 auto:2}
 queries=${QUERIES:-10000} launches=${LAUNCHES:-5} repeat=${REPEAT:-3}
@@ -71,6 +74,7 @@ else
     done < <(find "$tree" -mindepth 1 -maxdepth 1 -type d -printf '%P\0' | LC_ALL=C sort -z)
 fi
 scope_analytics=${SCOPE_ANALYTICS-$analytics}
+scope_pipelines=${SCOPE_PIPELINES-$pipelines}
 
 # Warm the page cache for the raw files, then pack (or take ARCHIVE) and unpack once.
 find "$tree" -type f -exec cat {} + >/dev/null
@@ -118,7 +122,9 @@ if [ "${RERUN:-1}" != 0 ]; then
 else
     echo "unpacked copy, taken as unpack + the (2) time (RERUN=0). Ratios: over auto 2t's wall time."
 fi
-[ "$pipelines" = "$analytics" ] || echo "Pipelines run only for: ${pipelines:-none}."
+[ "$pipelines" = "$analytics" ] || echo "Pipelines run only for: ${pipelines:-none} (whole archive)."
+[ -z "$scope" ] || [ "$scope_pipelines" = "$scope_analytics" ] ||
+    echo "Pipelines run only for: ${scope_pipelines:-none} (scope rows)."
 echo
 hdr="| analytic | scope | chose |" sep="|---|---|---|"
 for m in $modes; do hdr="$hdr $(label "$m") |" sep="$sep---|"; done
@@ -127,8 +133,9 @@ echo "$sep---|---|---|---|---|---|"
 
 bad=0
 for sc in "" ${scope:+"$scope"}; do
-    for a in $analytics; do
-        [ -z "$sc" ] || has "$scope_analytics" "$a" || continue
+    list=$analytics pipes=$pipelines
+    [ -z "$sc" ] || list=$scope_analytics pipes=$scope_pipelines
+    for a in $list; do
         row="| $a | ${sc:-(all)} |" cells="" chose="" ref="" out="" auto_wall="" st_all=0
         for m in $modes; do
             wall="" cpu="" st=0
@@ -161,7 +168,7 @@ for sc in "" ${scope:+"$scope"}; do
             last_rss=$rss
         done
         t_2="-" t_3="-" r2="-" r3="-"
-        if has "$pipelines" "$a"; then
+        if has "$pipes" "$a"; then
             t0=$(now)
             "oracle_$a" "$tree${sc:+/$sc}" >"$w/2.out"
             t1=$(now)
@@ -193,7 +200,7 @@ for sc in "" ${scope:+"$scope"}; do
         fi
         if [ -z "$out" ]; then
             lines=$(wc -l <"$w/1.out") size=$(mb "$(stat -c %s "$w/1.out")")
-            if has "$pipelines" "$a"; then
+            if has "$pipes" "$a"; then
                 out="all modes identical to the pipelines, $lines lines, $size MB"
             else
                 out="all modes identical (no pipeline run), $lines lines, $size MB"
@@ -215,7 +222,7 @@ if [ "$queries" -gt 0 ] && [ -x "$querylat" ]; then
     q=$("$querylat" "$arcf" "$queries" 1)
     get() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' <<<"$q"; }
     f=$(find "$tree" -type f -size +1k -printf '%P\n' | LC_ALL=C sort | head -n1)
-    wd=$(LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$tree/$f" | grep -am1 .)
+    wd=$(head -c 65536 "$tree/$f" | LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' | grep -a . | head -n1 || true)
     t0=$(now)
     for _ in $(seq "$launches"); do "$tadoc" count "$arcf" "$f" "$wd" >/dev/null; done
     t1=$(now)

@@ -41,7 +41,6 @@ typedef struct docs {
     const gram *g;
     ana_prep p;  /* levels, cut flags, head/tail */
     ana_plan pl; /* traversal and threads */
-    int kind;
     dict *longw;  /* joined long words; id = ntokens + index */
     vec32 files;  /* the scope's regular files, by path */
     vec32 plain;  /* those without cut words */
@@ -600,7 +599,6 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
     memset(d, 0, sizeof *d);
     d->a = a;
     d->g = &a->g;
-    d->kind = kind;
     ana_mark(NULL);
     int rc = ana_prep_init(&d->p, a, seq ? ANA_PREP_HT : 0);
     if (rc) return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "ana.h"
 #include "ana_int.h"
@@ -57,17 +58,6 @@ int ana_threads(void)
 
 /* ---- per-grammar preparation ---- */
 
-void ana_prep_free(ana_prep *p)
-{
-    free(p->height);
-    free(p->lvl_at);
-    free(p->lvl);
-    free(p->cut);
-    free(p->ew);
-    free(p->ht);
-    memset(p, 0, sizeof *p);
-}
-
 /* Head and tail of rule r from its children's (they come first in g->topo). */
 static void head_tail(const ana_prep *p, uint32_t r)
 {
@@ -109,22 +99,119 @@ static void head_tail(const ana_prep *p, uint32_t r)
     if (h[4] == 1) h[2] = NONE; /* tail[0] is undefined with one word */
 }
 
-int ana_prep_init(ana_prep *p, const arc *a, int flags)
+/* The arrays of one grammar's preparation, shared by every call that uses that grammar. */
+typedef struct ana_prep_data {
+    uint32_t *height, nlevels, *lvl_at, *lvl, *ew;
+    unsigned char *cut;
+    uint32_t (*ht)[5];
+    XXH128_hash_t fp; /* fingerprint of the grammar it was computed from */
+    int refs;         /* calls using it, plus one while cached */
+} ana_prep_data;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static ana_prep_data *cached;
+
+static void data_free(ana_prep_data *d)
+{
+    if (!d) return;
+    free(d->height);
+    free(d->lvl_at);
+    free(d->lvl);
+    free(d->cut);
+    free(d->ew);
+    free(d->ht);
+    free(d);
+}
+
+static void data_put(ana_prep_data *d)
+{
+    pthread_mutex_lock(&cache_lock);
+    int last = d && --d->refs == 0;
+    pthread_mutex_unlock(&cache_lock);
+    if (last) data_free(d);
+}
+
+void ana_prep_free(ana_prep *p)
+{
+    data_put(p->data);
+    memset(p, 0, sizeof *p);
+}
+
+/* Everything the preparation depends on: the rules, the root, which tokens are words and
+ * their lengths (cut pieces are the TOK_CAP-byte word tokens). */
+static int fingerprint(const arc *a, XXH128_hash_t *h)
 {
     const gram *g = &a->g;
     const dict *d = a->dict;
-    size_t nr = (size_t)g->nrules + 1;
-    memset(p, 0, sizeof *p);
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) return -ENOMEM;
+    uint64_t sizes[4] = {g->ntokens, g->nrules, g->syms.n, g->root.n};
+    XXH3_128bits_reset(st);
+    XXH3_128bits_update(st, sizes, sizeof sizes);
+    XXH3_128bits_update(st, g->rule_start.p, g->rule_start.n * sizeof *g->rule_start.p);
+    XXH3_128bits_update(st, g->syms.p, g->syms.n * sizeof *g->syms.p);
+    XXH3_128bits_update(st, g->root.p, g->root.n * sizeof *g->root.p);
+    XXH3_128bits_update(st, d->word.p, d->word.n);
+    XXH3_128bits_update(st, d->offs.p, d->offs.n * sizeof *d->offs.p);
+    *h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    return 0;
+}
+
+static int cache_on(void)
+{
+    const char *e = getenv("TADOC_ANA_CACHE");
+    return !e || strcmp(e, "0");
+}
+
+static void prep_view(ana_prep *p, const arc *a, ana_prep_data *d)
+{
     p->a = a;
-    p->g = g;
-    p->height = malloc(nr * sizeof *p->height);
-    p->cut = calloc(nr, 1);
-    p->ew = malloc(nr * sizeof *p->ew);
-    p->lvl = malloc(nr * sizeof *p->lvl);
-    if (flags & ANA_PREP_HT) p->ht = malloc(nr * sizeof *p->ht);
-    if (!p->height || !p->cut || !p->ew || !p->lvl || ((flags & ANA_PREP_HT) && !p->ht)) goto nomem;
+    p->g = &a->g;
+    p->data = d;
+    p->height = d->height;
+    p->nlevels = d->nlevels;
+    p->lvl_at = d->lvl_at;
+    p->lvl = d->lvl;
+    p->cut = d->cut;
+    p->ew = d->ew;
+    p->ht = d->ht;
+}
+
+int ana_prep_init(ana_prep *p, const arc *a, int flags)
+{
+    const gram *g = &a->g;
+    const dict *dc = a->dict;
+    size_t nr = (size_t)g->nrules + 1;
+    int cache = cache_on();
+    XXH128_hash_t fp = {0, 0};
+    memset(p, 0, sizeof *p);
+    if (cache && fingerprint(a, &fp)) cache = 0;
+    if (cache) {
+        pthread_mutex_lock(&cache_lock);
+        ana_prep_data *c = cached;
+        if (c && XXH128_isEqual(c->fp, fp) && (c->ht || !(flags & ANA_PREP_HT))) {
+            c->refs++;
+            pthread_mutex_unlock(&cache_lock);
+            prep_view(p, a, c);
+            return 0;
+        }
+        pthread_mutex_unlock(&cache_lock);
+    }
+    ana_prep_data *d = calloc(1, sizeof *d);
+    if (!d) goto nomem;
+    d->refs = 1;
+    d->fp = fp;
+    d->height = malloc(nr * sizeof *d->height);
+    d->cut = calloc(nr, 1);
+    d->ew = malloc(nr * sizeof *d->ew);
+    d->lvl = malloc(nr * sizeof *d->lvl);
+    if (flags & ANA_PREP_HT) d->ht = malloc(nr * sizeof *d->ht);
+    if (!d->height || !d->cut || !d->ew || !d->lvl || ((flags & ANA_PREP_HT) && !d->ht)) goto nomem;
+    /* ht is filled through a view of d (head_tail reads p->a, p->g, p->ht) */
+    prep_view(p, a, d);
     uint32_t top = 0;
-    p->height[0] = 0;
+    d->height[0] = 0;
     for (uint32_t k = 0; k < g->nrules; k++) {
         uint32_t r = g->topo.p[k], hgt = 0, ew = 0;
         unsigned char cut = 0;
@@ -134,37 +221,49 @@ int ana_prep_init(ana_prep *p, const arc *a, int flags)
             uint32_t s = b[i];
             if (s >= g->ntokens) {
                 uint32_t c = s - g->ntokens;
-                if (p->height[c] + 1 > hgt) hgt = p->height[c] + 1;
-                cut |= p->cut[c];
-                ew = ew > UINT32_MAX - p->ew[c] ? UINT32_MAX : ew + p->ew[c];
-            } else if (dict_is_word(d, s)) {
+                if (d->height[c] + 1 > hgt) hgt = d->height[c] + 1;
+                cut |= d->cut[c];
+                ew = ew > UINT32_MAX - d->ew[c] ? UINT32_MAX : ew + d->ew[c];
+            } else if (dict_is_word(dc, s)) {
                 if (ew < UINT32_MAX) ew++;
                 cut |= ana_is_cut_token(a, s);
             }
         }
-        p->height[r] = hgt;
-        p->cut[r] = cut;
-        p->ew[r] = ew;
+        d->height[r] = hgt;
+        d->cut[r] = cut;
+        d->ew[r] = ew;
         if (hgt > top) top = hgt;
-        if (p->ht) head_tail(p, r);
+        if (d->ht) head_tail(p, r);
     }
-    p->nlevels = g->nrules ? top + 1 : 0;
-    p->lvl_at = calloc((size_t)p->nlevels + 2, sizeof *p->lvl_at);
-    if (!p->lvl_at) goto nomem;
+    d->nlevels = g->nrules ? top + 1 : 0;
+    d->lvl_at = calloc((size_t)d->nlevels + 2, sizeof *d->lvl_at);
+    if (!d->lvl_at) goto nomem;
     /* Counting sort by height: lvl_at[h + 1] counts, then prefix sums, then placement. */
     for (uint32_t r = 1; r <= g->nrules; r++)
-        p->lvl_at[p->height[r] + 1]++;
-    for (uint32_t h = 0; h < p->nlevels; h++)
-        p->lvl_at[h + 1] += p->lvl_at[h];
-    uint32_t *fill = malloc(((size_t)p->nlevels + 1) * sizeof *fill);
+        d->lvl_at[d->height[r] + 1]++;
+    for (uint32_t h = 0; h < d->nlevels; h++)
+        d->lvl_at[h + 1] += d->lvl_at[h];
+    uint32_t *fill = malloc(((size_t)d->nlevels + 1) * sizeof *fill);
     if (!fill) goto nomem;
-    memcpy(fill, p->lvl_at, ((size_t)p->nlevels + 1) * sizeof *fill);
+    memcpy(fill, d->lvl_at, ((size_t)d->nlevels + 1) * sizeof *fill);
     for (uint32_t r = 1; r <= g->nrules; r++)
-        p->lvl[fill[p->height[r]]++] = r;
+        d->lvl[fill[d->height[r]]++] = r;
     free(fill);
+    prep_view(p, a, d);
+    if (cache) {
+        /* keep it for the next call, in place of the previous grammar's */
+        pthread_mutex_lock(&cache_lock);
+        ana_prep_data *old = cached;
+        cached = d;
+        d->refs++;
+        int last = old && --old->refs == 0;
+        pthread_mutex_unlock(&cache_lock);
+        if (last) data_free(old);
+    }
     return 0;
 nomem:
-    ana_prep_free(p);
+    data_free(d);
+    memset(p, 0, sizeof *p);
     return tdc_error(-ENOMEM, "analytics: out of memory");
 }
 
