@@ -1318,6 +1318,13 @@ static void *background(void *p)
         rend(v);
         if (pending) vol_flush(v);
         if (compact) {
+            /* The request may predate the last compaction (a write raced it): only compact
+             * when the journal is still past the threshold. */
+            rbegin(v);
+            compact = jrnl_size(v->j) > v->o.compact_threshold;
+            rend(v);
+        }
+        if (compact) {
             vol_compact_stats st;
             int rc = vol_compact(v, &st);
             if (v->o.log) {
