@@ -220,9 +220,12 @@ if [ "$queries" -gt 0 ] && [ -x "$querylat" ]; then
     echo "opening the archive and building both indexes, as a process loop would."
     echo
     q=$("$querylat" "$arcf" "$queries" 1)
+    echo "querylat: $q" >&2
     get() { awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' <<<"$q"; }
-    f=$(find "$tree" -type f -size +1k -printf '%P\n' | LC_ALL=C sort | head -n1)
-    wd=$(head -c 65536 "$tree/$f" | LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' | grep -a . | head -n1 || true)
+    # (awk reads all its input: no early exit, so no SIGPIPE upstream under pipefail)
+    f=$(find "$tree" -type f -size +1k -printf '%P\n' | LC_ALL=C sort | awk 'NR == 1')
+    wd=$(head -c 65536 "$tree/$f" | LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' |
+        awk 'NF && !p { print; p = 1 }')
     t0=$(now)
     for _ in $(seq "$launches"); do "$tadoc" count "$arcf" "$f" "$wd" >/dev/null; done
     t1=$(now)
