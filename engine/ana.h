@@ -48,8 +48,10 @@
  * Options, read at every call: TADOC_TRAVERSAL=topdown|bottomup|auto (default auto),
  * TADOC_THREADS=1|2 (unset: 2 when the machine has two or more CPUs and the scope has at
  * least 65,536 root symbols, since below that starting a thread does not pay; else 1),
- * TADOC_ANA_VERBOSE=1 prints each decision and the two estimates on stderr. ana_set_* below
- * override the environment for the whole process. */
+ * TADOC_ANA_VERBOSE=1 prints each decision and the two estimates on stderr (=2 also each
+ * phase's time), TADOC_ANA_CACHE=0 stops keeping the last grammar's levels and head/tail
+ * buffers between calls (ana_int.h). ana_set_* below override the environment for the whole
+ * process. */
 #ifndef TDC_ANA_H
 #define TDC_ANA_H
 
