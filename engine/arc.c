@@ -1,6 +1,7 @@
 #include "arc.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,9 +493,7 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
             return tdc_error(-EBADMSG, "file table: '%s' is duplicated or out of order", e->path);
         if ((e->type == ARC_LNK) != (e->link != NULL))
             return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink target", e->path);
-        if (e->type == ARC_REG
-                ? (e->root_start > a->g.root.n || e->root_len > a->g.root.n - e->root_start)
-                : e->root_len != 0)
+        if (e->type != ARC_REG && e->root_len != 0)
             return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
         if (e->type == ARC_LNK && e->size != strlen(e->link))
             return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink size", e->path);
@@ -558,19 +557,43 @@ fail:
     return rc;
 }
 
-int arc_open(const char *path, arc **out)
+/* Every regular file's run lies inside the root (checked once the root is decoded). */
+static int check_runs(const arc *a)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tdc_error(-errno, "%s: %s", path, strerror(errno));
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (e->type == ARC_REG &&
+            (e->root_start > a->g.root.n || e->root_len > a->g.root.n - e->root_start))
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+    }
+    return 0;
+}
+
+/* Name the archive in a message from a decoder that does not know it. */
+static int with_path(int rc, const char *path)
+{
+    if (strncmp(tdc_errmsg(), path, strlen(path))) tdc_error_ctx(rc, "%s", path);
+    return rc;
+}
+
+int arc_open_meta(const char *path, arc **out)
+{
     arc *a = calloc(1, sizeof *a);
-    unsigned char hdr[HDR_SIZE], *tab = NULL, *sec[8] = {0};
+    unsigned char hdr[HDR_SIZE], *tab = NULL, *files = NULL;
     struct stat st;
     int rc;
-    if (!a) {
-        close(fd);
-        return tdc_error(-ENOMEM, "out of memory");
+    if (!a) return tdc_error(-ENOMEM, "out of memory");
+    a->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (a->fd < 0) {
+        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        goto fail;
     }
-    if (fstat(fd, &st) < 0) {
+    a->pending = 1;
+    if (!(a->path = strdup(path))) {
+        rc = tdc_error(-ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (fstat(a->fd, &st) < 0) {
         rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         goto fail;
     }
@@ -584,7 +607,7 @@ int arc_open(const char *path, arc **out)
                        (unsigned long long)a->file_size);
         goto fail;
     }
-    if ((rc = fio_read_at(fd, hdr, HDR_SIZE, 0, path))) goto fail;
+    if ((rc = fio_read_at(a->fd, hdr, HDR_SIZE, 0, path))) goto fail;
     if (memcmp(hdr, MAGIC, 8)) {
         rc = tdc_error(-EBADMSG, "%s: not a tadocfs archive (bad magic)", path);
         goto fail;
@@ -593,9 +616,9 @@ int arc_open(const char *path, arc **out)
         rc = tdc_error(-EBADMSG, "%s: header checksum mismatch", path);
         goto fail;
     }
-    uint32_t version = le32(hdr + 8);
-    if (version < 1 || version > ARC_VERSION) {
-        rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, le32(hdr + 8));
+    a->version = le32(hdr + 8);
+    if (a->version < 1 || a->version > ARC_VERSION) {
+        rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, a->version);
         goto fail;
     }
     uint64_t toff = le64(hdr + 16);
@@ -611,12 +634,12 @@ int arc_open(const char *path, arc **out)
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = fio_read_at(fd, tab, tlen, toff, path))) goto fail;
+    if ((rc = fio_read_at(a->fd, tab, tlen, toff, path))) goto fail;
     if (XXH3_64bits(tab, tlen - 8) != le64(tab + tlen - 8)) {
         rc = tdc_error(-EBADMSG, "%s: section table checksum mismatch", path);
         goto fail;
     }
-    if (version < 2) a->id = le64(tab + tlen - 8) | 1; /* stable, as v1 has no stored identity */
+    if (a->version < 2) a->id = le64(tab + tlen - 8) | 1; /* stable, as v1 has no stored identity */
     for (uint32_t i = 0; i < nsec; i++) {
         arc_secinfo *s = &a->secs[i];
         const unsigned char *e = tab + i * SECENT_SIZE;
@@ -634,28 +657,83 @@ int arc_open(const char *path, arc **out)
         }
     }
     a->nsecs = nsec;
-    for (uint32_t i = 0; i < 4; i++)
-        if ((rc = load_section(fd, path, &a->secs[i], &sec[i]))) goto fail;
-    if ((rc = dict_decode(sec[0], a->secs[0].raw, &a->dict))) goto fail;
-    a->g.ntokens = dict_count(a->dict);
-    if ((rc = dec_rules(a, sec[1], a->secs[1].raw)) || (rc = dec_root(a, sec[2], a->secs[2].raw)) ||
-        (rc = dec_files(a, sec[3], a->secs[3].raw, version)))
+    if ((rc = load_section(a->fd, path, &a->secs[3], &files)) ||
+        (rc = dec_files(a, files, a->secs[3].raw, a->version)))
         goto fail;
-    for (int i = 0; i < 8; i++)
-        free(sec[i]);
+    free(files);
     free(tab);
-    close(fd);
     *out = a;
     return 0;
 fail:
-    for (int i = 0; i < 8; i++)
-        free(sec[i]);
+    free(files);
     free(tab);
-    close(fd);
     arc_free(a);
-    /* Messages from the section decoders do not name the file yet. */
-    if (strncmp(tdc_errmsg(), path, strlen(path))) tdc_error_ctx(rc, "%s", path);
-    return rc;
+    return with_path(rc, path);
+}
+
+/* The dictionary, read and decoded beside the rules and the root. */
+typedef struct dict_job {
+    arc *a;
+    int rc;
+    char msg[512];
+} dict_job;
+
+static void *load_dict(void *arg)
+{
+    dict_job *j = arg;
+    arc *a = j->a;
+    unsigned char *raw = NULL;
+    j->rc = load_section(a->fd, a->path, &a->secs[0], &raw);
+    if (!j->rc) j->rc = dict_decode(raw, a->secs[0].raw, &a->dict);
+    free(raw);
+    if (j->rc) snprintf(j->msg, sizeof j->msg, "%s", tdc_errmsg());
+    return NULL;
+}
+
+int arc_load_data(arc *a)
+{
+    if (!a->pending) return 0; /* loaded already */
+    unsigned char *rules = NULL, *root = NULL;
+    dict_job dj = {.a = a};
+    pthread_t th;
+    int threaded = !pthread_create(&th, NULL, load_dict, &dj);
+    if (!threaded) load_dict(&dj);
+    int rc = load_section(a->fd, a->path, &a->secs[1], &rules);
+    if (!rc) rc = load_section(a->fd, a->path, &a->secs[2], &root);
+    if (threaded) pthread_join(th, NULL);
+    if (!rc && dj.rc) rc = tdc_error(dj.rc, "%s", dj.msg);
+    if (!rc) {
+        a->g.ntokens = dict_count(a->dict);
+        if (!(rc = dec_rules(a, rules, a->secs[1].raw)) &&
+            !(rc = dec_root(a, root, a->secs[2].raw)))
+            rc = check_runs(a);
+    }
+    free(rules);
+    free(root);
+    if (rc) {
+        /* Leave the archive as arc_open_meta made it: a later call fails the same way. */
+        dict_free(a->dict);
+        a->dict = NULL;
+        gram_free(&a->g);
+        memset(&a->g, 0, sizeof a->g);
+        return with_path(rc, a->path);
+    }
+    close(a->fd);
+    a->pending = 0;
+    return 0;
+}
+
+int arc_open(const char *path, arc **out)
+{
+    arc *a;
+    int rc = arc_open_meta(path, &a);
+    if (rc) return rc;
+    if ((rc = arc_load_data(a))) {
+        arc_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
 }
 
 void arc_entry_clear(arc_entry *e)
@@ -679,5 +757,7 @@ void arc_free(arc *a)
         arc_entry_clear(&a->ents[i]);
     free(a->ents);
     free(a->byino);
+    free(a->path);
+    if (a->pending) close(a->fd);
     free(a);
 }

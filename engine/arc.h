@@ -74,6 +74,10 @@ typedef struct arc {
     uint64_t prev_id;  /* identity of the archive this one was compacted from, or 0 */
     uint64_t next_ino; /* above every inode number in use */
     uint32_t *byino;   /* entry indices ordered by (ino, index), from arc_open */
+    uint32_t version;  /* format version read (arc_open*) */
+    char *path;        /* as opened (arc_open*) */
+    int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
+    int fd;            /* the open archive while pending */
 } arc;
 
 /* A fresh random archive identity (never 0). */
@@ -105,6 +109,18 @@ int arc_write(const char *path, arc *a, int level);
 /* Open, verify every checksum, decode and validate an archive. On failure returns -EBADMSG
  * (corrupt), -ENOENT/-EACCES/-EIO (cannot read) or -ENOMEM, with a message naming the part. */
 int arc_open(const char *path, arc **out);
+
+/* The first half of arc_open: the header, the section table and the file table, verified
+ * and decoded; the dictionary, rules and root (the bulk of the archive) are left on disk, so
+ * a->dict is NULL and a->g empty until arc_load_data. The archive's file stays open (a
+ * rename over it does not change what is loaded later). Errors as arc_open. */
+int arc_open_meta(const char *path, arc **out);
+
+/* The second half: read, verify and decode the dictionary (on a second thread), the rules
+ * (checking the graph is acyclic) and the root, and check every file's run against the root.
+ * 0 at once if already loaded. On failure the archive stays as arc_open_meta left it and the
+ * message names the archive and the part. Nothing may read a->dict or a->g during the call. */
+int arc_load_data(arc *a);
 
 /* Free what an entry owns (path, link, xattrs) and zero it. */
 void arc_entry_clear(arc_entry *e);

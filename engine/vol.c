@@ -677,6 +677,8 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     pthread_mutex_init(&v->wlock, NULL);
     pthread_mutex_init(&v->tlock, NULL);
     pthread_cond_init(&v->tcond, NULL);
+    pthread_mutex_init(&v->dlock, NULL);
+    pthread_cond_init(&v->dcond, NULL);
     /* Absolute paths: a daemon changes to / after this, and compaction renames files here. */
     if (!(v->path = realpath(archive, NULL))) {
         rc = tdc_error(-errno, "%s: %s", archive, strerror(errno));
@@ -715,9 +717,8 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
         free(lp);
     }
     if (o->writable) remove_stale_temps(archive);
-    if ((rc = arc_open(archive, &v->a))) goto fail;
-    if ((rc = idx_build_cached(v->a, o->cache_bytes ? o->cache_bytes : IDX_CACHE_DEFAULT, &v->x)))
-        goto fail;
+    if ((rc = arc_open_meta(archive, &v->a))) goto fail;
+    if (!o->lazy && (rc = vol_data(v))) goto fail;
     if ((rc = load_archive(v))) goto fail;
     v->replaying = 1;
     rc = jrnl_open(v->jpath, v->a->id, v->a->prev_id, o->writable, replay_one, v, &st, &v->j);
@@ -737,8 +738,62 @@ fail:
     return rc;
 }
 
+/* Load the dictionary, grammar and index of the archive opened by arc_open_meta. Called with
+ * v->dlock held and dstate 1; the lock is dropped meanwhile. */
+static void load_data(vol *v)
+{
+    pthread_mutex_unlock(&v->dlock);
+    idx *x = NULL;
+    int rc = arc_load_data(v->a);
+    if (!rc)
+        rc = idx_build_cached(v->a, v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT, &x);
+    char *msg = rc ? strdup(tdc_errmsg()) : NULL;
+    pthread_mutex_lock(&v->dlock);
+    v->x = x;
+    v->dmsg = msg;
+    v->dstate = rc ? (rc > 0 ? -EIO : rc) : 2;
+    pthread_cond_broadcast(&v->dcond);
+}
+
+static void *loader(void *p)
+{
+    vol *v = p;
+    pthread_mutex_lock(&v->dlock);
+    if (v->dstate == 1) load_data(v);
+    pthread_mutex_unlock(&v->dlock);
+    if (v->dstate < 0 && v->o.log) {
+        char line[1200];
+        snprintf(line, sizeof line, "cannot load the archive's data: %s (reads of archived "
+                                    "content fail with EIO)", v->dmsg ? v->dmsg : "out of memory");
+        v->o.log(v->o.log_ctx, line);
+    }
+    return NULL;
+}
+
+int vol_data(vol *v)
+{
+    pthread_mutex_lock(&v->dlock);
+    if (v->dstate == 0) { /* nobody is loading: do it here */
+        v->dstate = 1;
+        load_data(v);
+    }
+    while (v->dstate == 1)
+        pthread_cond_wait(&v->dcond, &v->dlock);
+    int rc = v->dstate < 0 ? v->dstate : 0;
+    if (rc) tdc_error(rc, "%s", v->dmsg ? v->dmsg : "cannot load the archive: out of memory");
+    pthread_mutex_unlock(&v->dlock);
+    return rc;
+}
+
 int vol_start(vol *v)
 {
+    pthread_mutex_lock(&v->dlock);
+    if (v->dstate == 0) {
+        v->dstate = 1;
+        v->loader_running = !pthread_create(&v->loader, NULL, loader, v);
+        if (!v->loader_running) v->dstate = 0; /* the first reader loads it */
+    }
+    pthread_mutex_unlock(&v->dlock);
     if (!v->o.writable || v->th_running) return 0;
     v->th_running = !pthread_create(&v->th, NULL, background, v);
     return v->th_running ? 0 : tdc_error(-EAGAIN, "cannot start the journal thread");
@@ -754,6 +809,7 @@ void vol_close(vol *v)
         pthread_mutex_unlock(&v->tlock);
         pthread_join(v->th, NULL);
     }
+    if (v->loader_running) pthread_join(v->loader, NULL);
     jrnl_close(v->j);
     free_model(v);
     idx_free(v->x);
@@ -764,6 +820,9 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->wlock);
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
+    pthread_mutex_destroy(&v->dlock);
+    pthread_cond_destroy(&v->dcond);
+    free(v->dmsg);
     free(v->path);
     free(v->jpath);
     free(v);
@@ -1081,6 +1140,8 @@ void vol_reader_free(vol_reader *r)
 /* Read archived bytes of entry `ent`, with a cursor from this archive generation. */
 static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
 {
+    int rc = vol_data(v);
+    if (rc) return rc;
     if (r->gen != v->gen) {
         idx_cursor_free(&r->cur);
         idx_cursor_init(&r->cur);
@@ -1126,11 +1187,13 @@ ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, voi
 
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
 {
+    int rc = vol_data(v); /* before the model lock: changes go on while the data loads */
+    if (rc) return rc;
     rbegin(v);
     vnode *f = vol_node(v, ino);
-    ssize_t rc = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
+    ssize_t k = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
     rend(v);
-    return rc;
+    return k;
 }
 
 void vol_ref(vol *v, uint64_t ino, int delta)
@@ -1263,11 +1326,14 @@ const char *vol_path(const vol *v)
     return v->path;
 }
 
-const arc *vol_lock_arc(vol *v, const idx **x)
+int vol_lock_arc(vol *v, const arc **a, const idx **x)
 {
+    int rc = vol_data(v);
+    if (rc) return rc;
     pthread_rwlock_rdlock(&v->alock);
     *x = v->x;
-    return v->a;
+    *a = v->a;
+    return 0;
 }
 
 void vol_unlock_arc(vol *v)

@@ -33,6 +33,8 @@ typedef struct vol_opts {
     uint64_t cache_bytes;       /* flat-rule cache of the index (0: IDX_CACHE_DEFAULT) */
     uint64_t compact_threshold; /* journal bytes that start a background compaction (0: never) */
     int level;                  /* zstd level of compacted archives (0: VOL_LEVEL_DEFAULT) */
+    int lazy; /* open only the file table; vol_start loads the rest in the background, and
+                 whatever needs content waits for it (and fails with the load's error) */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
 } vol_opts;
@@ -43,10 +45,11 @@ typedef struct vol_opts {
 /* Open `archive` and replay `archive`.journal. *rs (optional) receives what replay did. */
 int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs);
 
-/* Start the background thread of a writable vol: buffered records are written out every
- * 50 ms, and a compaction runs when the journal passes compact_threshold or
- * vol_compact_async asks. Without it records are written when a batch fills, on vol_flush,
- * vol_sync and vol_close. Call after any fork (threads do not survive one). */
+/* Start the background threads: for a lazy open, the one that loads the archive's data; for
+ * a writable vol, the one that writes buffered records out every 50 ms and runs a compaction
+ * when the journal passes compact_threshold or vol_compact_async asks (without it records
+ * are written when a batch fills, on vol_flush, vol_sync and vol_close). Call after any fork
+ * (threads do not survive one). */
 int vol_start(vol *v);
 
 /* Write out buffered records and close; the vol is freed. */
@@ -185,9 +188,10 @@ void vol_get_info(vol *v, vol_info *in);
 
 /* ---- access to the archive for analytics ---- */
 
-/* Hold the archive steady: the returned archive and index stay valid until vol_unlock.
- * Changes may go on meanwhile (they do not touch the archive); compaction waits. */
-const arc *vol_lock_arc(vol *v, const idx **x);
+/* Hold the archive steady: the archive and index returned stay valid until vol_unlock_arc.
+ * Changes may go on meanwhile (they do not touch the archive); compaction waits. Waits for a
+ * lazy open's data; 0, or its load error (then nothing is held). */
+int vol_lock_arc(vol *v, const arc **a, const idx **x);
 void vol_unlock_arc(vol *v);
 
 /* Archive entry of directory or file inode `ino` when it and (for a directory) everything

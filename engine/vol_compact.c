@@ -152,6 +152,7 @@ int vol_compact(vol *v, vol_compact_stats *st)
     double t0 = secs();
     memset(st, 0, sizeof *st);
     if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
+    if ((rc = vol_data(v))) return rc;
     pthread_mutex_lock(&v->wlock); /* no changes from here on */
     if (v->broken) {
         rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
@@ -241,7 +242,9 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     memset(w, 0, sizeof *w);
     w->v = v;
     const idx *x;
-    const arc *a = vol_lock_arc(v, &x);
+    const arc *a;
+    int rc = vol_lock_arc(v, &a, &x);
+    if (rc) return rc;
     int64_t e = vol_clean_entry(v, ino);
     if (e >= 0) {
         w->a = a;
@@ -256,7 +259,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     compact_stats cs;
     pthread_mutex_lock(&v->wlock);
     vol_rdlock(v);
-    int rc = vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
+    rc = vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
     arc *own = NULL;

@@ -54,7 +54,18 @@ struct vol {
     pthread_mutex_t tlock;
     pthread_cond_t tcond;
     int stop, want_compact, th_running;
+    /* The archive's data (dictionary, grammar, index): loaded in vol_open, or for a lazy
+     * open by the loader thread vol_start starts (or by the first caller of vol_data). */
+    pthread_mutex_t dlock;
+    pthread_cond_t dcond;
+    int dstate; /* 0 not loaded, 1 loading, 2 ready, < 0 the load's error */
+    char *dmsg; /* its message */
+    pthread_t loader;
+    int loader_running;
 };
+
+/* Wait until the archive's data is loaded: 0, or the load's error (with its message). */
+int vol_data(vol *v);
 
 /* The node of `ino`, or NULL. Caller holds v->lock. */
 vnode *vol_node(const vol *v, uint64_t ino);

@@ -29,7 +29,7 @@ typedef struct options {
     char *gpu;
     char *cache_size;
     char *compact_threshold;
-    int ro;
+    int ro, preload;
     unsigned uid, gid;
     int uid_set, gid_set;
     int help, version;
@@ -43,6 +43,7 @@ static const struct fuse_opt spec[] = {
     {"compact_threshold=%s", offsetof(options, compact_threshold), 0},
     {"ro", offsetof(options, ro), 1},
     {"rw", offsetof(options, ro), 0},
+    {"preload", offsetof(options, preload), 1},
     {"uid=%u", offsetof(options, uid), 0},
     {"uid=", offsetof(options, uid_set), 1},
     {"gid=%u", offsetof(options, gid), 0},
@@ -74,6 +75,10 @@ static const char usage[] =
     "  -o gpu=off|auto|on     compute backend (auto: GPU when usable; on: fail without one)\n"
     "  -o cache_size=BYTES    memory for pre-expanded short rules, which reads copy whole\n"
     "                         instead of descending (K, M, G suffixes; default 64M; 0 = none)\n"
+    "  -o preload             load and check the whole archive before mounting (default:\n"
+    "                         mount once the file table is read and checked; the grammar\n"
+    "                         loads in the background and the first read waits for it; a\n"
+    "                         damaged grammar then makes reads fail with EIO, logged)\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
     "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs defaults 0 0\n"
@@ -121,10 +126,13 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* Background events: syslog, and the terminal of a foreground daemon. */
 static void log_event(void *ctx, const char *msg)
 {
     (void)ctx;
-    syslog(LOG_INFO, "%s", msg);
+    int bad = strstr(msg, "failed") || !strncmp(msg, "cannot", 6);
+    syslog(bad ? LOG_ERR : LOG_INFO, "%s", msg);
+    fprintf(stderr, "tadocfs: %s\n", msg);
 }
 
 /* Whether a GPU is usable, asked in a child process: a CUDA context does not survive the
@@ -227,10 +235,13 @@ int main(int argc, char **argv)
                                                       : BACKEND_OFF);
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
-    /* Open and check the whole archive and replay its journal before mounting, so errors
-     * reach the terminal. */
-    vol_opts vo = {
-        .writable = !o.ro, .cache_bytes = cache, .compact_threshold = threshold, .log = log_event};
+    /* Open and check the file table (with -o preload the whole archive) and replay the
+     * journal before mounting, so errors reach the terminal. */
+    vol_opts vo = {.writable = !o.ro,
+                   .cache_bytes = cache,
+                   .compact_threshold = threshold,
+                   .lazy = !o.preload,
+                   .log = log_event};
     jrnl_stats js;
     if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");

@@ -890,7 +890,9 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t
         vol_info in;
         vol_get_info(c->v, &in);
         const idx *x;
-        const arc *a = vol_lock_arc(c->v, &x);
+        const arc *a;
+        int rc = vol_lock_arc(c->v, &a, &x);
+        if (rc) return rc;
         uint32_t rules = a->g.nrules;
         vol_unlock_arc(c->v);
         if (!strcmp(name, "archive_size"))
@@ -929,11 +931,13 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t
     if (strcmp(name, "share") && strcmp(name, "rules")) return -ENODATA;
     if (!clean) return -ENODATA; /* edited: its grammar share is known after compaction */
     const idx *x;
-    vol_lock_arc(c->v, &x);
+    const arc *a;
+    int rc = vol_lock_arc(c->v, &a, &x);
+    if (rc) return rc;
     int64_t e = vol_clean_entry(c->v, ino);
     uint64_t rules = 0;
     double share = 0;
-    int rc = e < 0 ? -ENODATA : idx_file_footprint(x, (uint32_t)e, &rules, &share);
+    rc = e < 0 ? -ENODATA : idx_file_footprint(x, (uint32_t)e, &rules, &share);
     vol_unlock_arc(c->v);
     if (rc) return rc;
     if (!strcmp(name, "rules"))

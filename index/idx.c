@@ -123,6 +123,35 @@ int idx_build(const arc *a, idx **out)
     return idx_build_cached(a, IDX_CACHE_DEFAULT, out);
 }
 
+/* Expanded bytes of the first i symbols of the root (i <= root length), from the sample at or
+ * before i: at most IDX_SAMPLE - 1 symbols are summed. */
+static uint64_t root_prefix(const idx *x, uint64_t i)
+{
+    const gram *g = &x->a->g;
+    if (i == g->root.n) return x->len[0];
+    uint64_t acc = 0, from = 0;
+    if (x->samp_at[0] != UINT32_MAX) {
+        acc = x->samp[x->samp_at[0] + i / IDX_SAMPLE];
+        from = i / IDX_SAMPLE * IDX_SAMPLE;
+    }
+    for (uint64_t j = from; j < i; j++)
+        acc += sym_len(x, g->root.p[j]);
+    return acc;
+}
+
+/* Where sym_len(s) will look, to fetch it ahead of use (the symbols of a body are random
+ * positions in arrays far larger than the caches). */
+static inline void prefetch_len(const idx *x, uint32_t s)
+{
+    const gram *g = &x->a->g;
+    if (s < g->ntokens)
+        __builtin_prefetch(&x->a->dict->offs.p[s]);
+    else
+        __builtin_prefetch(&x->len[s - g->ntokens]);
+}
+
+#define IDX_AHEAD 8 /* symbols between a prefetch and its use */
+
 int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
 {
     const gram *g = &a->g;
@@ -139,14 +168,36 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
     dep = calloc(nr, sizeof *dep);
     if (!x->len || !x->samp_at || !x->file_off || !dep) goto fail;
 
-    /* Children first (g->topo), the root last: one pass computes lengths and depths. */
+    /* Sample slots of every body longer than IDX_SAMPLE. */
     uint64_t need = 0;
+    for (uint32_t r = 0; r < nr; r++) {
+        uint64_t n;
+        gram_body(g, r, &n);
+        x->samp_at[r] = UINT32_MAX;
+        if (n <= IDX_SAMPLE) continue;
+        if (need + (n + IDX_SAMPLE - 1) / IDX_SAMPLE >= UINT32_MAX) {
+            rc = tdc_error(-EOVERFLOW, "index: too many samples");
+            goto fail;
+        }
+        x->samp_at[r] = (uint32_t)need;
+        need += (n + IDX_SAMPLE - 1) / IDX_SAMPLE;
+    }
+    x->nsamp = need;
+    if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
+
+    /* Children first (g->topo), the root last: one pass computes lengths, depths and the
+     * samples. */
     for (uint64_t k = 0; k < nr; k++) {
         uint32_t r = k + 1 < nr ? g->topo.p[k] : 0;
         uint64_t n, total = 0;
         uint32_t d = 0;
         const uint32_t *b = gram_body(g, r, &n);
+        uint64_t *s = x->samp_at[r] == UINT32_MAX ? NULL : x->samp + x->samp_at[r];
+        for (uint64_t i = 0; i < n && i < IDX_AHEAD; i++)
+            prefetch_len(x, b[i]);
         for (uint64_t i = 0; i < n; i++) {
+            if (i + IDX_AHEAD < n) prefetch_len(x, b[i + IDX_AHEAD]);
+            if (s && i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = total;
             uint64_t l = sym_len(x, b[i]);
             if (total + l < total || total + l > ((uint64_t)1 << 62)) {
                 rc = tdc_error(-EBADMSG, "rules: expansion of rule %u overflows", r);
@@ -157,30 +208,10 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
         }
         x->len[r] = total;
         dep[r] = d + 1;
-        x->samp_at[r] = UINT32_MAX;
-        if (n > IDX_SAMPLE) {
-            if (need + (n + IDX_SAMPLE - 1) / IDX_SAMPLE >= UINT32_MAX) {
-                rc = tdc_error(-EOVERFLOW, "index: too many samples");
-                goto fail;
-            }
-            x->samp_at[r] = (uint32_t)need;
-            need += (n + IDX_SAMPLE - 1) / IDX_SAMPLE;
-        }
     }
     x->depth = dep[0];
     free(dep);
     dep = NULL;
-    x->nsamp = need;
-    if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
-    for (uint32_t r = 0; r < nr; r++) {
-        if (x->samp_at[r] == UINT32_MAX) continue;
-        uint64_t n, acc = 0, *s = x->samp + x->samp_at[r];
-        const uint32_t *b = gram_body(g, r, &n);
-        for (uint64_t i = 0; i < n; i++) {
-            if (i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = acc;
-            acc += sym_len(x, b[i]);
-        }
-    }
     if (build_flat(x, cache_bytes)) goto fail;
     /* File offsets, and the check that each run expands to the recorded size. */
     for (uint32_t e = 0; e < a->nents; e++) {
@@ -188,21 +219,8 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
         x->file_off[e] = 0;
         if (f->type != ARC_REG) continue;
         if (arc_ino_entry(a, f->ino) != e) continue; /* a hard link: the first name holds it */
-        uint64_t i = f->root_start, acc = 0, from = 0;
-        if (x->samp_at[0] != UINT32_MAX) {
-            /* The sample at or before i; a run starting at the very end (an empty file) has
-             * none of its own when the root length is a multiple of IDX_SAMPLE. */
-            uint64_t si = i / IDX_SAMPLE;
-            if (si && si * IDX_SAMPLE >= g->root.n) si--;
-            acc = x->samp[x->samp_at[0] + si];
-            from = si * IDX_SAMPLE;
-        }
-        for (uint64_t j = from; j < i; j++)
-            acc += sym_len(x, g->root.p[j]);
-        x->file_off[e] = acc;
-        uint64_t size = 0;
-        for (uint64_t j = i; j < i + f->root_len; j++)
-            size += sym_len(x, g->root.p[j]);
+        x->file_off[e] = root_prefix(x, f->root_start);
+        uint64_t size = root_prefix(x, f->root_start + f->root_len) - x->file_off[e];
         if (size != f->size) {
             rc = tdc_error(-EBADMSG, "file table: '%s' records %llu bytes but its data has %llu",
                            f->path, (unsigned long long)f->size, (unsigned long long)size);

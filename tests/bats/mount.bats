@@ -246,36 +246,71 @@ tadoc_xattrs() {
     diff <(mount_meta "$K") <(mount_meta "$M")
 }
 
-@test "a corrupt archive fails at mount time with exit 3, a clear message and no mount" {
+# Damaged archives of every kind in $S, each with the message it must produce in want[]:
+# truncated, bad magic, bad header, a flipped byte in each section, and bad content behind
+# valid checksums (a rule cycle, a '..' path) named as tadoc names it.
+make_corrupt() {
     size=$(stat -c %s "$A/b.tdc")
     head -c $((size / 2)) "$A/b.tdc" >"$S/trunc.tdc"
     printf 'NOTADOC!%.0s' $(seq 1 10) >"$S/magic.tdc"
     cp "$A/b.tdc" "$S/header.tdc"
     flip_byte "$S/header.tdc" 20
-    declare -A want=([magic]="bad magic" [header]="header checksum")
+    want=([trunc]="truncated" [magic]="bad magic" [header]="header checksum")
     while read -r name off stored; do
         cp "$A/b.tdc" "$S/$name.tdc"
         flip_byte "$S/$name.tdc" $((off + stored / 3))
         want[$name]="section ${name/files/file table}: checksum mismatch"
     done < <(sections "$A/b.tdc")
-    # Bad content behind valid checksums: the daemon names the problem as tadoc does.
     for k in cycle dotdot; do
         "$TESTBIN/mkbad" "$k" "$S/$k.tdc"
         run "$TADOC" ls "$S/$k.tdc"
         [ "$status" -eq 3 ]
         want[$k]=${output#*"$k.tdc: "}
     done
-    [ "${#want[@]}" -eq 8 ]
-    for k in trunc "${!want[@]}"; do
+    [ "${#want[@]}" -eq 9 ]
+}
+
+# The mount failed with exit 3 and the expected message, and left nothing behind.
+refused() { # KIND
+    [ "$status" -eq 3 ] || { echo "$1: status $status: $output"; false; }
+    [[ "$output" == *"${want[$1]}"* ]] || { echo "$1: $output"; false; }
+    not_mounted "$M"
+    [ -z "$(pgrep -f -- "$S/$1.tdc")" ]
+}
+
+@test "with -o preload a corrupt archive fails at mount time with exit 3, a clear message and no mount" {
+    declare -A want
+    make_corrupt
+    for k in "${!want[@]}"; do
+        run mnt "$S/$k.tdc" "$M" -o preload
+        refused "$k"
+    done
+}
+
+@test "a corrupt archive: damaged metadata fails at mount time, a damaged grammar fails every read with EIO" {
+    declare -A want
+    make_corrupt
+    # The header, section table and file table are checked before the mount.
+    for k in trunc magic header files dotdot; do
         run mnt "$S/$k.tdc" "$M"
-        [ "$status" -eq 3 ] || { echo "$k: status $status: $output"; false; }
-        if [ "$k" = trunc ]; then
-            [[ "$output" =~ truncated|too\ short|checksum ]] || { echo "$k: $output"; false; }
-        else
-            [[ "$output" == *"${want[$k]}"* ]] || { echo "$k: $output"; false; }
-        fi
-        not_mounted "$M"
-        [ -z "$(pgrep -f -- "$S/$k.tdc")" ]
+        refused "$k"
+    done
+    # The grammar loads after the mount: the tree is there, content reads fail, and the
+    # foreground daemon says why.
+    for k in dictionary rules root cycle; do
+        "$TADOCFS" -f "$S/$k.tdc" "$M" 3>&- 2>"$S/$k.log" &
+        wait_mounted "$M"
+        f=$(find "$M" -type f -size +0 | head -1)
+        [ -n "$f" ]
+        run cat "$f"
+        [ "$status" -ne 0 ]
+        [[ "$output" == *"Input/output error"* ]] || { echo "$k: $output"; false; }
+        run getfattr -n user.tadoc.rules --only-values "$M"
+        [ "$status" -ne 0 ]
+        fusermount3 -u "$M"
+        wait
+        grep -qF "cannot load the archive's data" "$S/$k.log"
+        grep -qF "${want[$k]}" "$S/$k.log" || { echo "$k: $(cat "$S/$k.log")"; false; }
     done
 }
 
