@@ -150,7 +150,7 @@ static inline void prefetch_len(const idx *x, uint32_t s)
         __builtin_prefetch(&x->len[s - g->ntokens]);
 }
 
-#define IDX_AHEAD 8 /* symbols between a prefetch and its use */
+#define IDX_AHEAD 12 /* symbols between a prefetch and its use */
 
 int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
 {
@@ -321,26 +321,35 @@ static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
     return 0;
 }
 
-/* Step to the next token after the current one (the caller knows one exists). */
-static inline int advance(const idx *x, idx_cursor *c)
+/* Fetch ahead what leaf() will read for symbol s: its entry in the offset tables, and (once
+ * that entry is likely cached, `deep`) the bytes it points to. Bodies name random positions
+ * of tables far larger than the caches, so a read is bound by these misses. */
+static inline void prefetch_leaf(const idx *x, uint32_t s, int deep)
 {
-    const uint32_t nt = x->a->g.ntokens;
-    c->tokoff = 0;
-    idx_frame *f = &c->f[c->depth - 1];
-    while (++f->i == f->n)
-        f = &c->f[--c->depth - 1];
-    uint32_t s;
-    size_t l;
-    while ((s = f->body[f->i]) >= nt && !leaf(x, s, &l)) {
-        if (push(c, &x->a->g, s - nt, 0)) return -ENOMEM;
-        f = &c->f[c->depth - 1];
+    const gram *g = &x->a->g;
+    if (s < g->ntokens) {
+        const uint64_t *o = &x->a->dict->offs.p[s];
+        if (deep)
+            __builtin_prefetch(x->a->dict->blob.p + *o);
+        else
+            __builtin_prefetch(o);
+        return;
     }
-    return 0;
+    uint32_t r = s - g->ntokens;
+    if (!deep) {
+        __builtin_prefetch(&x->flat_at[r]);
+        __builtin_prefetch(&x->len[r]);
+    } else if (x->flat_at[r] != UINT32_MAX) {
+        __builtin_prefetch(x->flat + x->flat_at[r]);
+    }
 }
+
+#define IDX_NEAR 6 /* symbols ahead whose bytes are fetched */
 
 ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
     const arc *a = x->a;
+    const uint32_t nt = a->g.ntokens;
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
     ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino); /* hard links: the content holder */
@@ -352,26 +361,40 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
         if (seek(x, c, ent, off)) return tdc_error(-ENOMEM, "out of memory");
     }
     unsigned char *out = dst;
-    size_t done = 0, tl = 0;
+    size_t done = 0, tl = 0, tokoff = c->tokoff;
+    idx_frame *f = &c->f[c->depth - 1];
+    /* The cursor stands on a leaf or on a rule to enter; more bytes follow it (off < size). */
     for (;;) {
-        const idx_frame *f = &c->f[c->depth - 1];
-        const unsigned char *tp = leaf(x, f->body[f->i], &tl);
-        size_t k = tl - c->tokoff;
+        uint32_t s = f->body[f->i];
+        const unsigned char *tp = leaf(x, s, &tl);
+        if (!tp) {
+            if (push(c, &a->g, s - nt, 0)) return tdc_error(-ENOMEM, "out of memory");
+            f = &c->f[c->depth - 1];
+            for (uint64_t k = 0; k < IDX_AHEAD && k < f->n; k++)
+                prefetch_leaf(x, f->body[k], 0);
+            continue;
+        }
+        if (f->i + IDX_AHEAD < f->n) prefetch_leaf(x, f->body[f->i + IDX_AHEAD], 0);
+        if (f->i + IDX_NEAR < f->n) prefetch_leaf(x, f->body[f->i + IDX_NEAR], 1);
+        size_t k = tl - tokoff;
         if (k > n - done) k = n - done;
-        memcpy(out + done, tp + c->tokoff, k);
+        memcpy(out + done, tp + tokoff, k);
         done += k;
-        c->tokoff += (uint32_t)k;
+        tokoff += k;
         if (done == n) break;
-        if (advance(x, c)) return tdc_error(-ENOMEM, "out of memory");
+        /* The next symbol; finished rules are left (bytes remain, so the root is not). */
+        tokoff = 0;
+        while (++f->i == f->n)
+            f = &c->f[--c->depth - 1];
     }
     c->pos = off + done;
-    /* Keep the cursor on a token that still has bytes, unless the file is finished. */
-    if (c->pos < size) {
-        const idx_frame *f = &c->f[c->depth - 1];
-        leaf(x, f->body[f->i], &tl);
-        if (c->tokoff == tl && advance(x, c)) return tdc_error(-ENOMEM, "out of memory");
-    } else {
+    c->tokoff = (uint32_t)tokoff;
+    if (c->pos == size) {
         c->depth = 0;
+    } else if (tokoff == tl) { /* stand on the next symbol, as the loop expects */
+        c->tokoff = 0;
+        while (++f->i == f->n)
+            f = &c->f[--c->depth - 1];
     }
     return (ssize_t)done;
 }
