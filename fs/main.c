@@ -74,7 +74,7 @@ static const char usage[] =
     "  -o uid=N,gid=N         show every file as owned by N instead of the archived owner\n"
     "  -o gpu=off|auto|on     compute backend (auto: GPU when usable; on: fail without one)\n"
     "  -o cache_size=BYTES    memory for pre-expanded short rules, which reads copy whole\n"
-    "                         instead of descending (K, M, G suffixes; default 64M; 0 = none)\n"
+    "                         instead of descending (K, M, G suffixes; default 256M; 0 = none)\n"
     "  -o preload             load and check the whole archive before mounting (default:\n"
     "                         mount once the file table is read and checked; the grammar\n"
     "                         loads in the background and the first read waits for it; a\n"

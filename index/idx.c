@@ -81,15 +81,17 @@ static inline const unsigned char *leaf(const idx *x, uint32_t s, size_t *len)
     return x->flat + x->flat_at[r];
 }
 
+#define FLAT_CAP 4096 /* longest rule expansion kept flat */
+
 /* Choose the flat length bound for the budget and expand those rules, children first. */
 static int build_flat(idx *x, uint64_t budget)
 {
     const gram *g = &x->a->g;
-    uint64_t hist[257] = {0}, sum = 0;
+    uint64_t hist[FLAT_CAP + 1] = {0}, sum = 0;
     for (uint32_t r = 1; r <= g->nrules; r++)
-        if (x->len[r] <= 256) hist[x->len[r]] += x->len[r];
+        if (x->len[r] <= FLAT_CAP) hist[x->len[r]] += x->len[r];
     x->flat_max = 0;
-    for (uint32_t l = 1; l <= 256; l++) {
+    for (uint32_t l = 1; l <= FLAT_CAP; l++) {
         if (sum + hist[l] > budget || sum + hist[l] >= UINT32_MAX) break;
         sum += hist[l];
         if (hist[l]) x->flat_max = l;

@@ -24,10 +24,10 @@ typedef struct idx idx;
  * (-EBADMSG naming the file if not). Uses IDX_CACHE_DEFAULT bytes of expansion cache. */
 int idx_build(const arc *a, idx **out);
 
-#define IDX_CACHE_DEFAULT ((uint64_t)64 << 20)
+#define IDX_CACHE_DEFAULT ((uint64_t)256 << 20)
 
 /* As idx_build, with up to `cache_bytes` spent on the expanded bytes of short rules: every
- * rule whose expansion is at most L bytes is kept flat, with L the largest length (up to 256)
+ * rule whose expansion is at most L bytes is kept flat, with L the largest length (up to 4096)
  * that fits the budget, so reads copy such a rule in one go instead of descending into it. */
 int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out);
 void idx_free(idx *x);
