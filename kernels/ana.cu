@@ -1011,18 +1011,20 @@ static int scope_files(call &c, uint32_t first, uint32_t end, int by_path)
     return rc;
 }
 
-/* The scope's prefix, escaped: its length is what every scope path skips of apath. */
+/* The scope's prefix, escaped: its length is what every scope path skips of apath. The
+ * prefix is a directory's path and its '/' (ana_scope_prefix), or the part of a file's path up
+ * to its last '/'. */
 static int scope_prefix(call &c, uint32_t first)
 {
-    const arc *a = c.g->a;
-    size_t plen = ana_scope_prefix(a, first);
+    const char *p = c.g->a->ents[first].path;
+    size_t plen = ana_scope_prefix(c.g->a, first), n = strlen(p), k = plen < n ? plen : n;
     buf pre = {};
     int bad = 0;
-    char *pp = strndup(a->ents[first].path, plen);
+    char *pp = strndup(p, k);
     if (!pp) return tdc_error(-ENOMEM, "gpu: out of memory");
     put_esc(&pre, pp, &bad);
     free(pp);
-    c.x.plen = pre.n;
+    c.x.plen = pre.n + (plen - k); /* the directory's '/' */
     buf_free(&pre);
     return bad ? tdc_error(-ENOMEM, "gpu: out of memory") : 0;
 }

@@ -496,6 +496,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
     backend_set_mode(BACKEND_ON);
     for (int k = 0; k < 6; k++) {
         arow *r = &t[k];
+        before = fails;
         memset(r, 0, sizeof *r);
         r->name = ana_names[k];
         want.n = got.n = 0;
@@ -508,7 +509,10 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         r->bytes = want.n;
         int on_gpu = 0, bad = 0;
         for (int s = 0; s < NSCOPE; s++) {
-            uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
+            uint32_t first = (uint32_t)(rnd(seed) % a->nents);
+            for (int i = 0; i < 64 && s % 2 && a->ents[first].type != ARC_DIR; i++)
+                first = (uint32_t)(rnd(seed) % a->nents); /* every other scope a directory */
+            uint32_t end = ana_subtree_end(a, first);
             want.n = got.n = 0;
             if (ana_fns[k](a, first, end, &want)) DIE(ana_names[k]);
             rc = gpu_analytic(g, k, first, end, &got);
