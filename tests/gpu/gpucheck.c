@@ -485,7 +485,8 @@ typedef struct arow {
  * files, and the same scopes through backend_analytic in "on" mode; then CPU times (one and
  * two threads, the most engine/ana uses) and GPU times (kernels, and end to end: the call
  * with the archive resident, text in `out` included), medians of `reps` (CPU: `creps`). */
-static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps, int creps, arow *t)
+static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps, int creps,
+                            int nscope, arow *t)
 {
     int before = fails;
     buf want = {0}, got = {0};
@@ -508,7 +509,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
         r->bytes = want.n;
         int on_gpu = 0, bad = 0;
-        for (int s = 0; s < NSCOPE; s++) {
+        for (int s = 0; s < nscope; s++) {
             uint32_t first = (uint32_t)(rnd(seed) % a->nents);
             for (int i = 0; i < 64 && s % 2 && a->ents[first].type != ARC_DIR; i++)
                 first = (uint32_t)(rnd(seed) % a->nents); /* every other scope a directory */
@@ -526,9 +527,9 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             if (!same(&got, &want) && !bad++)
                 FAIL("backend_analytic %s of entries [%u, %u) differs", ana_names[k], first, end);
         }
-        if (bad) FAIL("%s: %d of %d scopes differ", ana_names[k], bad, NSCOPE);
+        if (bad) FAIL("%s: %d of %d scopes differ", ana_names[k], bad, nscope);
         printf("%s: whole archive (%s) and %d random scopes (%d on the GPU) %s\n", ana_names[k],
-               r->gpu ? "on the GPU" : "CPU: the GPU leaves it", NSCOPE, on_gpu,
+               r->gpu ? "on the GPU" : "CPU: the GPU leaves it", nscope, on_gpu,
                fails > before ? "DIFFER" : "agree");
         double c[64], e[64], kk[64];
         for (int th = 1; th <= 2; th++) {
@@ -1108,7 +1109,10 @@ int main(int argc, char **argv)
         /* GPUCHECK_CPU_REPS: CPU runs per analytic time (1 for archives where they take long) */
         const char *cr = getenv("GPUCHECK_CPU_REPS");
         int creps = cr && atoi(cr) > 0 ? atoi(cr) : REPS;
-        check_analytics(a, g, &s, REPS, creps > 63 ? 63 : creps, at);
+        /* GPUCHECK_SCOPES: random scopes per analytic (NSCOPE unless set) */
+        const char *ns = getenv("GPUCHECK_SCOPES");
+        int nscope = ns && atoi(ns) >= 0 && *ns ? atoi(ns) : NSCOPE;
+        check_analytics(a, g, &s, REPS, creps > 63 ? 63 : creps, nscope, at);
     }
     if (!cpu_only && only_ana) {
         print_analytics(at);
