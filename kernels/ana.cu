@@ -31,6 +31,7 @@ extern "C" {
 
 #define NONE 0xffffffffu
 #define TPB 256
+#define POOL_KEEP ((size_t)1 << 30) /* bytes of freed temporaries kept between calls */
 
 static int nbits(u64 n) /* bits that hold every value below n, at least 1 */
 {
@@ -288,15 +289,17 @@ static int prepare(gpu_gram *g)
         if (e != cudaSuccess) rc = gpu_fail(e, "analytics preparation");
     }
     if (!rc) rc = path_order(g);
-    /* Keep freed stream-ordered memory in the pool between calls. */
-    {
+    /* Keep freed stream-ordered memory in the pool within a call (gpu_analytic trims it after
+     * each call to POOL_KEEP). */
+    if (!rc) {
         cudaMemPool_t pool;
         uint64_t keep = UINT64_MAX;
         int dev = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
-            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-        cudaGetLastError();
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetDefaultMemPool(&pool, dev);
+        if (e == cudaSuccess)
+            e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        if (e != cudaSuccess) rc = gpu_fail(e, "memory pool");
     }
 out:
     free(k);
@@ -1301,6 +1304,14 @@ extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
         if (!rc) rc = rc2;
     }
     c.t.release();
+    /* What the call took beyond POOL_KEEP goes back to the device once its frees are done. */
+    cudaMemPool_t pool;
+    int dev = 0;
+    cudaError_t e = cudaStreamSynchronize(g->st);
+    if (e == cudaSuccess) e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetDefaultMemPool(&pool, dev);
+    if (e == cudaSuccess) e = cudaMemPoolTrimTo(pool, POOL_KEEP);
+    if (e != cudaSuccess && !rc) rc = gpu_fail(e, "memory pool");
     if (rc) {
         out->n = n0;
         cudaStreamSynchronize(g->st);
