@@ -14,12 +14,14 @@
  *   rule's own words, or its crossing sequences, times the pair's count) and per root position,
  *   sorts on packed (word, file), (file, count, word) or (sequence, file) keys and reductions.
  * Output text is made on the device: a length per record, an exclusive scan, a write pass. */
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda/std/functional>
 
@@ -44,11 +46,11 @@ static int nbits(u64 n) /* bits that hold every value below n, at least 1 */
 /* Device buffers of one call, released together (stream-ordered). */
 struct tmp {
     gpu_gram *g;
-    void *p[64];
+    void *p[1024];
     int n;
     template <class T> int get(T **out, size_t count)
     {
-        if (n == 64) return tdc_error(-ENOMEM, "gpu: analytics: too many buffers");
+        if (n == 1024) return tdc_error(-ENOMEM, "gpu: analytics: too many buffers");
         CK(cudaMallocAsync((void **)out, (count ? count : 1) * sizeof(T), g->st));
         p[n++] = *out;
         return 0;
@@ -111,13 +113,15 @@ __global__ void k_rinfo(uint32_t nrules, dg d, uint32_t *own, uint32_t *nwb)
 }
 
 /* Head and tail of rule r from its children's, exactly as engine/ana_plan.c's head_tail. */
-__global__ void k_ht(const uint32_t *rules, uint32_t n, dg d, uint32_t *ht)
+__global__ void k_ht(const uint32_t *rules, uint32_t n, dg d, uint32_t *ht, uint32_t *ew)
 {
     GRID_LOOP(k, n)
     {
         uint32_t r = rules[k], h[5] = {NONE, NONE, NONE, NONE, 0};
+        u64 words_in = 0;
         for (u64 i = d.rule_start[r - 1]; i < d.rule_start[r]; i++) {
             uint32_t s = d.syms[i], words[2], nw = 0;
+            words_in += s >= d.nt ? ew[s - d.nt] : d.rank[s] != NONE;
             if (s >= d.nt) {
                 const uint32_t *c = ht + 5 * (u64)(s - d.nt);
                 if (c[4] >= 3) {
@@ -145,6 +149,7 @@ __global__ void k_ht(const uint32_t *rules, uint32_t n, dg d, uint32_t *ht)
         if (h[4] == 1) h[2] = NONE;
         for (int j = 0; j < 5; j++)
             ht[5 * (u64)r + j] = h[j];
+        ew[r] = words_in < NONE ? (uint32_t)words_in : NONE;
     }
 }
 
@@ -248,7 +253,8 @@ static int prepare(gpu_gram *g)
     g->nwords = n;
     if ((rc = dalloc(&g->arank, (size_t)nt + 1)) || (rc = dalloc(&g->aids, n)) ||
         (rc = dalloc(&g->aht, 5 * ((size_t)g->nrules + 1))) || (rc = dalloc(&g->aown, g->nsyms)) ||
-        (rc = dalloc(&g->anwb, (size_t)g->nrules + 1)))
+        (rc = dalloc(&g->anwb, (size_t)g->nrules + 1)) ||
+        (rc = dalloc(&g->aew, (size_t)g->nrules + 1)))
         goto out;
     {
         cudaError_t e = cudaMemcpyAsync(g->arank, rank, (size_t)nt * sizeof *rank,
@@ -274,8 +280,8 @@ static int prepare(gpu_gram *g)
         }
         for (uint32_t lv = 1; lv <= g->nlevels; lv++) {
             uint32_t m = g->lvl_off[lv] - g->lvl_off[lv - 1];
-            k_ht<<<blocks(m, TPB), TPB, 0, g->st>>>(g->lvl_rules + g->lvl_off[lv - 1], m, d,
-                                                    g->aht);
+            k_ht<<<blocks(m, TPB), TPB, 0, g->st>>>(g->lvl_rules + g->lvl_off[lv - 1], m, d, g->aht,
+                                                    g->aew);
             cudaError_t e = cudaGetLastError();
             if (e != cudaSuccess) {
                 rc = gpu_fail(e, "kernel k_ht");
@@ -611,6 +617,172 @@ __global__ void k_sfill_pairs(dg d, ptab t, int rb, u64 *key, u64 *cnt, uint32_t
                 cnt[at + j] = v;
                 file[at + j] = f;
             }
+        }
+    }
+}
+
+/* ---- bottom-up (Algorithm 2): per-rule tables built children first ---- */
+
+/* Each rule's table: tn[r] entries at tk[r] (word rank, or sequence key) and tv[r] (count). */
+struct btab {
+    const u64 **tk, **tv;
+    uint32_t *tn;
+};
+
+/* The selector's two estimates (engine/ana.h): u[r] bounds the files using r. */
+__global__ void k_est(uint32_t nrules, dg d, const u64 *u, u64 nf, const uint32_t *ew, int seq,
+                      double *est)
+{
+    double td = 0, bu = 0;
+    GRID_LOOP(k, nrules)
+    {
+        uint32_t r = (uint32_t)k + 1;
+        if (!u[r]) continue;
+        u64 b = d.rule_start[r - 1], e = d.rule_start[r], f = u[r] < nf ? u[r] : nf;
+        td += (double)f * (double)(e - b + 2);
+        for (u64 i = b; i < e; i++) {
+            uint32_t s = d.syms[i];
+            if (s >= d.nt) {
+                double w = ew[s - d.nt];
+                bu += (seq ? (w > 2 ? w - 2 : 0) : w) + (seq ? 2 : 0);
+            } else {
+                bu += d.rank[s] != NONE;
+            }
+        }
+    }
+    if (td) atomicAdd(&est[0], td);
+    if (bu) atomicAdd(&est[1], bu);
+}
+
+/* The level-2 part: each file's distinct root-run rules' tables (the seeded pairs). */
+__global__ void k_est_root(ptab t, const uint32_t *ew, int seq, double *est)
+{
+    double bu = 0;
+    GRID_LOOP(h, t.cap)
+    {
+        u64 x = t.key[h];
+        if (x == EMPTY_KEY) continue;
+        double w = ew[(uint32_t)x];
+        bu += seq ? (w > 2 ? w - 2 : 0) : w;
+    }
+    if (bu) atomicAdd(&est[1], bu);
+}
+
+/* Bound on the entries of each rule of a level: its children's tables, plus its own words (or
+ * two crossing sequences per body position); sz[n] = 0 for the scan. */
+__global__ void k_bsize(const uint32_t *rules, uint32_t n, dg d, const u64 *u, btab b, int seq,
+                        u64 *sz)
+{
+    GRID_LOOP(j, (u64)n + 1)
+    {
+        if (j == n) {
+            sz[n] = 0;
+            continue;
+        }
+        uint32_t r = rules[j];
+        u64 c = 0;
+        if (u[r])
+            for (u64 i = d.rule_start[r - 1]; i < d.rule_start[r]; i++) {
+                uint32_t s = d.syms[i];
+                if (s >= d.nt) c += b.tn[s - d.nt];
+                c += seq ? 2 : s < d.nt && d.rank[s] != NONE;
+            }
+        sz[j] = c;
+    }
+}
+
+__global__ void k_bfill(const uint32_t *rules, uint32_t n, dg d, const u64 *u, btab b, int seq,
+                        int rb, const u64 *offs, u64 *K, u64 *V, uint8_t *segflag,
+                        unsigned long long *used)
+{
+    GRID_LOOP(j, n)
+    {
+        uint32_t r = rules[j];
+        if (!u[r]) continue;
+        u64 at = offs[j], b0 = d.rule_start[r - 1], e = d.rule_start[r];
+        for (u64 i = b0; i < e; i++) {
+            uint32_t s = d.syms[i], q[2][3];
+            if (s >= d.nt) {
+                const u64 *ck = b.tk[s - d.nt], *cv = b.tv[s - d.nt];
+                for (uint32_t x = 0; x < b.tn[s - d.nt]; x++)
+                    K[at] = ck[x], V[at++] = cv[x];
+            }
+            if (seq) {
+                int m = seq_at(d, d.syms, b0, i, q);
+                for (int x = 0; x < m; x++)
+                    K[at] = seq_key(q[x], rb), V[at++] = 1;
+            } else if (s < d.nt && d.rank[s] != NONE) {
+                K[at] = d.rank[s], V[at++] = 1;
+            }
+        }
+        /* the rest of the bound: keys past every real one, dropped after the sort */
+        for (u64 x = at; x < offs[j + 1]; x++)
+            K[x] = EMPTY_KEY, V[x] = 0;
+        if (offs[j] < offs[j + 1]) segflag[offs[j]] = 1;
+        if (at > offs[j]) atomicAdd(used, (unsigned long long)(at - offs[j]));
+    }
+}
+
+/* Runs of equal keys inside each rule's segment (padding keys form runs of their own). */
+__global__ void k_bheads(const u64 *K, u64 n, const uint8_t *segflag, uint32_t *head)
+{
+    GRID_LOOP(i, n) head[i] = i == 0 || segflag[i] || K[i] != K[i - 1];
+}
+
+__global__ void k_bkeys(const u64 *K, u64 n, const uint32_t *head, const uint32_t *rid, u64 *RK)
+{
+    GRID_LOOP(i, n) if (head[i]) RK[rid[i] - 1] = K[i];
+}
+
+/* Each rule's table: its runs, less the padding run at the end (key EMPTY_KEY). */
+__global__ void k_bset(const uint32_t *rules, uint32_t n, const u64 *offs, const uint32_t *rid,
+                       const u64 *RK, const u64 *agg, btab b)
+{
+    GRID_LOOP(j, n)
+    {
+        uint32_t r = rules[j];
+        if (offs[j] == offs[j + 1]) continue;
+        uint32_t a = rid[offs[j]] - 1, z = rid[offs[j + 1] - 1];
+        if (RK[z - 1] == EMPTY_KEY) z--;
+        b.tk[r] = RK + a;
+        b.tv[r] = agg + a;
+        b.tn[r] = z - a;
+    }
+}
+
+/* Level 2: each seeded (file, rule) pair emits its rule's table times its count. */
+__global__ void k_btsize(ptab t, btab b, unsigned long long *total)
+{
+    unsigned long long c = 0;
+    GRID_LOOP(h, t.cap)
+    {
+        u64 x = t.key[h];
+        if (x != EMPTY_KEY) c += b.tn[(uint32_t)x];
+    }
+    if (c) atomicAdd(total, c);
+}
+
+/* mode 0: word tuples rank << fb | file (wordmajor) or file << rb | rank; mode 1: sequences
+ * with files apart. */
+__global__ void k_btfill(ptab t, btab b, int mode, int wordmajor, int fb, int rb, u64 *key,
+                         u64 *cnt, uint32_t *file, unsigned long long *cur)
+{
+    GRID_LOOP(h, t.cap)
+    {
+        u64 x = t.key[h];
+        if (x == EMPTY_KEY) continue;
+        uint32_t r = (uint32_t)x, f = (uint32_t)(x >> 32), n = b.tn[r];
+        if (!n) continue;
+        u64 v = t.val[h], at = atomicAdd(cur, (unsigned long long)n);
+        const u64 *tk = b.tk[r], *tv = b.tv[r];
+        for (uint32_t j = 0; j < n; j++, at++) {
+            if (mode == 0) {
+                key[at] = wordmajor ? tk[j] << fb | f : (u64)f << rb | tk[j];
+            } else {
+                key[at] = tk[j];
+                file[at] = f;
+            }
+            cnt[at] = tv[j] * v;
         }
     }
 }
@@ -1033,7 +1205,7 @@ static int scope_prefix(call &c, uint32_t first)
 }
 
 /* The (file, rule) table of the scope (c.s by path). */
-static int pairs(call &c, ptab &pt)
+static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
 {
     gpu_gram *g = c.g;
     int rc;
@@ -1100,13 +1272,111 @@ static int pairs(call &c, ptab &pt)
         k_pseed<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, pt);
         e = cudaGetLastError();
     }
-    for (uint32_t k = g->nlevels; k > 1 && e == cudaSuccess; k--) {
+    /* The traversal: as engine/ana's selector (TADOC_TRAVERSAL, ana_set_traversal, or the two
+     * cost estimates of ana.h, with u[] as the bound on files per rule). */
+    int t = ana_traversal(), bu = t == ANA_BOTTOMUP;
+    double est_h[2] = {0, 0};
+    if (t == ANA_AUTO && e == cudaSuccess) {
+        double *est = NULL;
+        if ((rc = c.t.get(&est, 2))) {
+            free(lofs_h);
+            return rc;
+        }
+        e = cudaMemsetAsync(est, 0, 2 * sizeof *est, g->st);
+        if (e == cudaSuccess) {
+            k_est<<<blocks(g->nrules, TPB), TPB, 0, g->st>>>(g->nrules, c.d, u, nf, g->aew, seq,
+                                                             est);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess) {
+            k_est_root<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, g->aew, seq, est);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(est_h, est, sizeof est_h, cudaMemcpyDeviceToHost, g->st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g->st);
+        bu = est_h[1] < est_h[0];
+    }
+    const char *v = getenv("TADOC_ANA_VERBOSE");
+    if (v && *v && strcmp(v, "0"))
+        fprintf(stderr, "tadoc: gpu: %s%s, %u files; estimates: top-down %.3g, bottom-up %.3g\n",
+                bu ? "bottom-up" : "top-down", t == ANA_AUTO ? " (auto)" : " (forced)", c.s.nf,
+                est_h[0], est_h[1]);
+    *bottomup = bu;
+    *uout = u;
+    for (uint32_t k = g->nlevels; k > 1 && e == cudaSuccess && !bu; k--) {
         /* as many threads as the level's bound */
         k_ppush<<<blocks(lofs_h[k + 1] - lofs_h[k], TPB), TPB, 0, g->st>>>(k, c.d, pt);
         e = cudaGetLastError();
     }
     free(lofs_h);
     return e == cudaSuccess ? 0 : gpu_fail(e, "pair table");
+}
+
+/* Bottom-up tables of every rule the scope uses (u[r] > 0), level by level: each level's
+ * rules gather their children's tables and their own words (or crossing sequences) into one
+ * segment each, a segmented sort orders every segment, and a reduction over runs of equal keys
+ * inside a segment gives the tables. */
+static int bu_build(call &c, const u64 *u, int seq, int rb, btab &b)
+{
+    gpu_gram *g = c.g;
+    int rc;
+    size_t nr = (size_t)g->nrules + 1;
+    if ((rc = c.t.get(&b.tk, nr)) || (rc = c.t.get(&b.tv, nr)) || (rc = c.t.get(&b.tn, nr)))
+        return rc;
+    CK(cudaMemsetAsync(b.tn, 0, nr * sizeof *b.tn, g->st));
+    for (uint32_t lv = 1; lv <= g->nlevels; lv++) {
+        uint32_t n = g->lvl_off[lv] - g->lvl_off[lv - 1];
+        const uint32_t *rules = g->lvl_rules + g->lvl_off[lv - 1];
+        u64 *offs, total = 0;
+        if ((rc = c.t.get(&offs, (size_t)n + 1))) return rc;
+        k_bsize<<<blocks((u64)n + 1, TPB), TPB, 0, g->st>>>(rules, n, c.d, u, b, seq, offs);
+        CK_LAUNCH("k_bsize");
+        if ((rc = cub_run(g->st, [&](void *tp, size_t &bytes) {
+                 return cub::DeviceScan::ExclusiveSum(tp, bytes, offs, offs, (int64_t)n + 1, g->st);
+             })))
+            return rc;
+        CK(cudaMemcpyAsync(&total, offs + n, sizeof total, cudaMemcpyDeviceToHost, g->st));
+        CK(cudaStreamSynchronize(g->st));
+        if (!total) continue;
+        if (total >= ((u64)1 << 32))
+            return tdc_error(-ENOTSUP, "gpu: analytics: bottom-up level too large");
+        u64 *K, *V, *K2, *V2, *RK, *agg;
+        uint8_t *segflag;
+        uint32_t *head, *rid, *urid;
+        if ((rc = c.t.get(&K, total)) || (rc = c.t.get(&V, total)) || (rc = c.t.get(&K2, total)) ||
+            (rc = c.t.get(&V2, total)) || (rc = c.t.get(&RK, total)) ||
+            (rc = c.t.get(&agg, total)) || (rc = c.t.get(&segflag, total)) ||
+            (rc = c.t.get(&head, total)) || (rc = c.t.get(&rid, total)) ||
+            (rc = c.t.get(&urid, total)))
+            return rc;
+        CK(cudaMemsetAsync(segflag, 0, total, g->st));
+        k_bfill<<<blocks(n, TPB), TPB, 0, g->st>>>(rules, n, c.d, u, b, seq, rb, offs, K, V,
+                                                   segflag, c.ctr + 4);
+        CK_LAUNCH("k_bfill");
+        if ((rc = cub_run(g->st, [&](void *tp, size_t &bytes) {
+                 return cub::DeviceSegmentedSort::SortPairs(tp, bytes, K, K2, V, V2, (int64_t)total,
+                                                            (int64_t)n, offs, offs + 1, g->st);
+             })))
+            return rc;
+        k_bheads<<<blocks(total, TPB), TPB, 0, g->st>>>(K2, total, segflag, head);
+        CK_LAUNCH("k_bheads");
+        if ((rc = cub_run(g->st, [&](void *tp, size_t &bytes) {
+                 return cub::DeviceScan::InclusiveSum(tp, bytes, head, rid, (int64_t)total, g->st);
+             })))
+            return rc;
+        if ((rc = cub_run(g->st, [&](void *tp, size_t &bytes) {
+                 return cub::DeviceReduce::ReduceByKey(tp, bytes, rid, urid, V2, agg, c.ctr + 7,
+                                                       cuda::std::plus<u64>(), (int64_t)total,
+                                                       g->st);
+             })))
+            return rc;
+        k_bkeys<<<blocks(total, TPB), TPB, 0, g->st>>>(K2, total, head, rid, RK);
+        CK_LAUNCH("k_bkeys");
+        k_bset<<<blocks(n, TPB), TPB, 0, g->st>>>(rules, n, offs, rid, RK, agg, b);
+        CK_LAUNCH("k_bset");
+    }
+    return 0;
 }
 
 static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
@@ -1177,11 +1447,17 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     }
 
     ptab pt;
-    if ((rc = pairs(c, pt))) return rc;
+    btab b;
+    const u64 *u;
+    int bu;
+    if ((rc = pairs(c, pt, seq, &bu, &u)) || (bu && (rc = bu_build(c, u, seq, rb, b)))) return rc;
 
     if (kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR) {
         int wm = kind == GPU_ANA_INVINDEX;
-        k_wsize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, c.ctr + 1);
+        if (bu)
+            k_btsize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, c.ctr + 1);
+        else
+            k_wsize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, c.ctr + 1);
         CK_LAUNCH("k_wsize");
         k_rwsize<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, c.ctr + 1);
         CK_LAUNCH("k_rwsize");
@@ -1192,7 +1468,11 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
         if ((rc = c.t.get(&k, n)) || (rc = c.t.get(&v, n)) || (rc = c.t.get(&k2, n)) ||
             (rc = c.t.get(&v2, n)) || (rc = c.t.get(&uk, n)) || (rc = c.t.get(&uv, n)))
             return rc;
-        k_wfill<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, wm, fb, rb, k, v, c.ctr + 2);
+        if (bu)
+            k_btfill<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, 0, wm, fb, rb, k, v, NULL,
+                                                             c.ctr + 2);
+        else
+            k_wfill<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, wm, fb, rb, k, v, c.ctr + 2);
         CK_LAUNCH("k_wfill");
         k_rwfill<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, wm, fb, rb, k, v, c.ctr + 2);
         CK_LAUNCH("k_rwfill");
@@ -1214,14 +1494,21 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     }
 
     /* rankedinvindex */
-    k_ssize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, c.ctr + 1);
+    if (bu)
+        k_btsize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, c.ctr + 1);
+    else
+        k_ssize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, c.ctr + 1);
     CK_LAUNCH("k_ssize");
     if ((rc = counters(c, 8))) return rc;
     if (c.ctr_h[6]) return tdc_error(-EIO, "gpu: analytics: (file, rule) table overflow");
     u64 cap = c.ctr_h[1] + 2 * c.s.nroot, *k, *v, *k2;
     uint32_t *file, *iota, *perm, *sid;
     if ((rc = c.t.get(&k, cap)) || (rc = c.t.get(&v, cap)) || (rc = c.t.get(&file, cap))) return rc;
-    k_sfill_pairs<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, rb, k, v, file, c.ctr + 2);
+    if (bu)
+        k_btfill<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, 1, 0, fb, rb, k, v, file,
+                                                         c.ctr + 2);
+    else
+        k_sfill_pairs<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, rb, k, v, file, c.ctr + 2);
     CK_LAUNCH("k_sfill_pairs");
     k_sfill_root<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, rb, k, v, file, c.ctr + 2);
     CK_LAUNCH("k_sfill_root");

@@ -134,7 +134,7 @@ extern "C" void gpu_free(gpu_gram *g)
                    g->out_d,    g->bocc_at,   g->bocc,       g->rocc_at, g->rocc,    g->owner,
                    g->hkey,     g->hval,      g->q_d,        g->qn_d,    g->qbase_d, g->qgot_d,
                    g->qres_d,   g->qsorted_d, g->arank,      g->aids,    g->aht,     g->aown,
-                   g->anwb,     g->aout,      g->apath,      g->apoff};
+                   g->anwb,     g->aout,      g->apath,      g->apoff,   g->aew};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         cudaFree(dev[i]); /* cudaFree(NULL) is a no-op */
     cudaFreeHost(g->ctr_h);

@@ -70,6 +70,7 @@ struct gpu_gram {
     uint32_t *aht;       /* 5 per rule: head[2], tail[2] (as ranks), words capped at 3 */
     uint32_t *aown;      /* per syms position, the rule whose body holds it */
     uint32_t *anwb;      /* per rule: word tokens in its own body */
+    uint32_t *aew;       /* per rule: word tokens in its expansion, saturating at 2^32 - 1 */
     unsigned char *aout; /* text output on the device, grows as needed */
     size_t aout_cap;
     unsigned char *apath; /* every entry's path, C-escaped (tab, newline, backslash) */

@@ -509,6 +509,30 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
         r->bytes = want.n;
         int on_gpu = 0, bad = 0;
+        /* The per-file analytics in both traversals, forced (the GPU follows the selector's
+         * options as ana_* does), each timed. */
+        double tt[2] = {0, 0};
+        for (int tr = ANA_TOPDOWN; r->gpu && k != 0 && k != 1 && k != 4 && tr <= ANA_BOTTOMUP;
+             tr++) {
+            ana_set_traversal(tr);
+            double e[64];
+            for (int i = -1; i < reps; i++) {
+                got.n = 0;
+                double t1 = now_ms();
+                int rt = gpu_analytic(g, k, 0, a->nents, &got);
+                if (rt == -ENOTSUP) break; /* then tt stays 0: not printed */
+                if (rt) DIE("gpu_analytic");
+                if (i >= 0) e[i] = now_ms() - t1;
+                if (!same(&got, &want))
+                    FAIL("%s of the whole archive, %s, differs", ana_names[k],
+                         tr == ANA_TOPDOWN ? "top-down" : "bottom-up");
+            }
+            if (got.n == want.n) tt[tr - 1] = median_n(e, reps);
+        }
+        ana_set_traversal(-1);
+        if (tt[0] && tt[1])
+            printf("%s: gpu end to end, forced top-down %.3f ms, forced bottom-up %.3f ms\n",
+                   ana_names[k], tt[0], tt[1]);
         for (int s = 0; s < nscope; s++) {
             uint32_t first = (uint32_t)(rnd(seed) % a->nents);
             for (int i = 0; i < 64 && s % 2 && a->ents[first].type != ARC_DIR; i++)
@@ -516,7 +540,9 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             uint32_t end = ana_subtree_end(a, first);
             want.n = got.n = 0;
             if (ana_fns[k](a, first, end, &want)) DIE(ana_names[k]);
+            ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
             rc = gpu_analytic(g, k, first, end, &got);
+            ana_set_traversal(-1);
             if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
             on_gpu += rc == 0;
             if (!rc && !same(&got, &want) && !bad++)
