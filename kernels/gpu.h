@@ -94,7 +94,8 @@ int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint
  * name prints. Top-down and level-synchronous: rule weights pushed from the highest level down
  * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
  * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
- * level per launch; head/tail buffers (each rule's first and last two words, built children
+ * level per launch (or, when TADOC_TRAVERSAL / ana_set_traversal force bottom-up, per-rule
+ * tables built children first, reduced per file from its root run's rules); head/tail buffers (each rule's first and last two words, built children
  * first) give the 3-word sequences that cross symbol boundaries. Words are identified by their
  * byte-order rank in the dictionary, so radix sorts of packed keys give the output order, and
  * the text is formatted on the device (a length pass, a scan, a write pass) and copied back.
