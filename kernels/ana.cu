@@ -1273,8 +1273,9 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         e = cudaGetLastError();
     }
     /* The traversal: bottom-up only when forced (TADOC_TRAVERSAL=bottomup, ana_set_traversal).
-     * Auto stays top-down: on the device bottom-up took 1.1 to 2.4 times as long on every
-     * archive measured (bench/results/gpu.md), also where engine/ana's cost model prefers it.
+     * Auto stays top-down: on the device bottom-up took 0.93 to 2.7 times as long as top-down
+     * on the archives measured (bench/results/gpu.md), slower in all but one case, also where
+     * engine/ana's cost model prefers it.
      * With TADOC_ANA_VERBOSE the model's two estimates are computed and printed. */
     int t = ana_traversal(), bu = t == ANA_BOTTOMUP;
     double est_h[2] = {0, 0};
