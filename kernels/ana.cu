@@ -1274,8 +1274,8 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
     }
     /* The traversal: bottom-up only when forced (TADOC_TRAVERSAL=bottomup, ana_set_traversal).
      * Auto stays top-down: on the device bottom-up took 0.93 to 2.7 times as long as top-down
-     * on the archives measured (bench/results/gpu.md), slower in all but one case, also where
-     * engine/ana's cost model prefers it.
+     * on the archives measured (bench/results/gpu.md): at most 7% faster on the largest ones,
+     * twice as slow on small ones, also where engine/ana's cost model prefers it.
      * With TADOC_ANA_VERBOSE the model's two estimates are computed and printed. */
     int t = ana_traversal(), bu = t == ANA_BOTTOMUP;
     double est_h[2] = {0, 0};
