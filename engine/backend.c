@@ -58,6 +58,7 @@ int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, b
 /* ---- The daemon's entry points ---- */
 
 static int mode = BACKEND_AUTO;
+static uint64_t auto_min = BACKEND_AUTO_MIN_BYTES;
 static uint64_t st_req[2], st_bytes[2], st_fallback; /* [0] gpu, [1] cpu */
 
 void backend_set_mode(int m)
@@ -143,27 +144,31 @@ static int slot(const arc *a, uint64_t gen)
     return lru;
 }
 
-/* Word counts of [first, end) from the GPU into cnt: 0, 1 when the GPU does not take it (mode,
- * size, busy, a scope with cut long words), or -1 when it failed. */
-static int gpu_counts(const arc *a, uint64_t gen, uint32_t first, uint32_t end, uint64_t *cnt)
+/* Analytic `kind` of [first, end) from the GPU, appended to out: 0, 1 when the GPU does not
+ * take it (mode, size, busy, a scope it leaves to the CPU: cut long words, keys too wide), or
+ * -1 when it failed (out is left as it was). */
+static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end, buf *out)
 {
     int m = backend_get_mode();
-    if (m == BACKEND_OFF || !backend_gpu_available()) return 1;
+    if (m == BACKEND_OFF) return 1;
     if (m == BACKEND_AUTO) {
-        uint64_t bytes = 0;
-        for (uint32_t e = first; e < end && bytes < BACKEND_AUTO_MIN_BYTES; e++)
+        uint64_t bytes = 0, min = __atomic_load_n(&auto_min, __ATOMIC_RELAXED);
+        for (uint32_t e = first; e < end && bytes < min; e++)
             if (a->ents[e].type == ARC_REG) bytes += a->ents[e].size;
-        if (!gen || bytes < BACKEND_AUTO_MIN_BYTES || pthread_mutex_trylock(&gpu_lock)) return 1;
+        /* sizes first: probing starts CUDA, which a small scope does not need */
+        if (!gen || bytes < min || !backend_gpu_available() || pthread_mutex_trylock(&gpu_lock))
+            return 1;
     } else {
+        if (!backend_gpu_available()) return 1;
         pthread_mutex_lock(&gpu_lock);
     }
     int rc, s = -1;
     gpu_gram *g = NULL;
     if (gen) {
         s = slot(a, gen);
-        rc = s < 0 ? -1 : gpu_wordcount(cache[s].g, first, end, cnt);
+        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, out);
     } else {
-        rc = resident(a, &g) ? -1 : gpu_wordcount(g, first, end, cnt);
+        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, out);
         gpu_free(g);
     }
     if (rc && rc != -ENOTSUP && s >= 0) { /* the handle may be unusable: drop it */
@@ -178,30 +183,43 @@ static int gpu_counts(const arc *a, uint64_t gen, uint32_t first, uint32_t end, 
 int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      buf *out)
 {
-    ana_fn fn = NULL;
+    int kind = -1;
     for (size_t i = 0; i < sizeof analytics / sizeof *analytics; i++)
-        if (!strcmp(name, analytics[i].name)) fn = analytics[i].fn;
-    if (!fn) return tdc_error(-EINVAL, "unknown analytic '%s'", name);
+        if (!strcmp(name, analytics[i].name)) kind = (int)i; /* the order of GPU_ANA_* */
+    if (kind < 0) return tdc_error(-EINVAL, "unknown analytic '%s'", name);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
-    if (fn == ana_wordcount) {
-        uint64_t *cnt = malloc(((size_t)a->g.ntokens + 1) * sizeof *cnt);
-        int r = cnt ? gpu_counts(a, gen, first, end, cnt) : 1;
-        if (r == 0 && !ana_wordcount_counts(a, cnt, out)) {
-            free(cnt);
-            account(0, out->n - n0);
-            return 0;
-        }
-        free(cnt);
-        if (r != 1) __atomic_fetch_add(&st_fallback, 1, __ATOMIC_RELAXED);
-        out->n = n0;
+    int r = gpu_text(a, gen, kind, first, end, out);
+    if (r == 0) {
+        account(0, out->n - n0);
+        return 0;
     }
+    if (r < 0) __atomic_fetch_add(&st_fallback, 1, __ATOMIC_RELAXED);
+    out->n = n0;
 #else
     (void)gen;
 #endif
-    int rc = fn(a, first, end, out);
+    int rc = analytics[kind].fn(a, first, end, out);
     if (!rc) account(1, out->n - n0);
+    return rc;
+}
+
+void backend_set_auto_min(uint64_t bytes)
+{
+    __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
+}
+
+int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out)
+{
+    const char *e = getenv("TADOC_GPU");
+    int m = !e || !*e || !strcmp(e, "auto") ? BACKEND_AUTO
+            : !strcmp(e, "on")              ? BACKEND_ON
+                                            : BACKEND_OFF;
+    backend_set_mode(m);
+    backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
+    int rc = backend_analytic(name, a, 1, first, end, out);
+    backend_release(a);
     return rc;
 }
 

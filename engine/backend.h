@@ -28,10 +28,10 @@ int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, b
 enum { BACKEND_OFF = 0, BACKEND_AUTO = 1, BACKEND_ON = 2 };
 
 /* 0 (off): the CPU serves everything. 1 (auto, the default): the GPU serves what it is faster
- * at: "wordcount" of a scope of at least BACKEND_AUTO_MIN_BYTES of an archive the caller keeps
- * (gen != 0), when no other request holds the GPU at that moment. 2 (on): the GPU serves every
- * "wordcount" it can (uploading a gen-0 archive for the one request), waiting for the GPU when
- * busy. Without a usable GPU every mode is the CPU. */
+ * at: an analytic of a scope of at least BACKEND_AUTO_MIN_BYTES (backend_set_auto_min) of an
+ * archive the caller keeps (gen != 0), when no other request holds the GPU at that moment.
+ * 2 (on): the GPU serves every analytic it can (uploading a gen-0 archive for the one
+ * request), waiting for the GPU when busy. Without a usable GPU every mode is the CPU. */
 void backend_set_mode(int mode);
 int backend_get_mode(void);
 
@@ -40,9 +40,19 @@ int backend_get_mode(void);
  * the archive, not the scope); on a 3 KB archive the CPU took 2 us against 31 us. */
 #define BACKEND_AUTO_MIN_BYTES ((uint64_t)16 << 10)
 
+/* The scope size from which auto mode uses the GPU (BACKEND_AUTO_MIN_BYTES until set). */
+void backend_set_auto_min(uint64_t bytes);
+
+/* For the tadoc tool, one analytic per process: TADOC_GPU=off|auto|on (unset: auto) sets the
+ * mode; auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh process
+ * also pays for starting CUDA and uploading and indexing the archive (hundreds of ms). Then
+ * backend_analytic (the archive resident for the call) and backend_release. */
+#define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
+int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out);
+
 /* Analytic `name` ("wordcount", "sort", "invindex", "termvector", "seqcount",
  * "rankedinvindex") over entries [first, end) of `a`, appended to out: exactly what the ana_*
- * function of that name prints. "wordcount" may run on the GPU (see backend_set_mode): the
+ * function of that name prints. Each may run on the GPU (gpu_analytic; backend_set_mode): the
  * archive is uploaded and indexed once per (a, gen) and stays resident in a small cache (the
  * least recently used of BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
  * archive's contents for the cache: give a new value whenever `a` may be another archive or

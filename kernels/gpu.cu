@@ -128,13 +128,13 @@ extern "C" int gpu_upload(const arc *a, gpu_gram **out)
 extern "C" void gpu_free(gpu_gram *g)
 {
     if (!g) return;
-    void *dev[] = {g->root,  g->syms,      g->rule_start, g->toff,     g->blob,
-                   g->tflag, g->ent_rs,    g->ent_rl,     g->level,    g->len,
-                   g->cut,   g->lvl_rules, g->root_pre,   g->syms_pre, g->ctr,
-                   g->w,     g->cnt,       g->sl_d,       g->out_d,    g->bocc_at,
-                   g->bocc,  g->rocc_at,   g->rocc,       g->owner,    g->hkey,
-                   g->hval,  g->q_d,       g->qn_d,       g->qbase_d,  g->qgot_d,
-                   g->qres_d, g->qsorted_d};
+    void *dev[] = {g->root,     g->syms,      g->rule_start, g->toff,    g->blob,    g->tflag,
+                   g->ent_rs,   g->ent_rl,    g->level,      g->len,     g->cut,     g->lvl_rules,
+                   g->root_pre, g->syms_pre,  g->ctr,        g->w,       g->cnt,     g->sl_d,
+                   g->out_d,    g->bocc_at,   g->bocc,       g->rocc_at, g->rocc,    g->owner,
+                   g->hkey,     g->hval,      g->q_d,        g->qn_d,    g->qbase_d, g->qgot_d,
+                   g->qres_d,   g->qsorted_d, g->arank,      g->aids,    g->aht,     g->aown,
+                   g->anwb,     g->aout,      g->apath,      g->apoff,   g->aew};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         cudaFree(dev[i]); /* cudaFree(NULL) is a no-op */
     cudaFreeHost(g->ctr_h);
@@ -144,5 +144,7 @@ extern "C" void gpu_free(gpu_gram *g)
     if (g->ev1) cudaEventDestroy(g->ev1);
     if (g->st) cudaStreamDestroy(g->st);
     free(g->lvl_off);
+    free(g->apord_h);
+    free(g->aprk_h);
     free(g);
 }

@@ -89,6 +89,34 @@ int gpu_count(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts);
  * 1's, and so on. */
 int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint64_t **offs);
 
+/* The six analytics of engine/ana.h on the device (G-TADOC IV-B..IV-D), over the regular files
+ * of entries [first, end), appending to out exactly the text the ana_* function of the same
+ * name prints. Top-down and level-synchronous: rule weights pushed from the highest level down
+ * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
+ * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
+ * level per launch (or, when TADOC_TRAVERSAL / ana_set_traversal force bottom-up, per-rule
+ * tables built children first, reduced per file from its root run's rules); head/tail buffers (each rule's first and last two words, built children
+ * first) give the 3-word sequences that cross symbol boundaries. Words are identified by their
+ * byte-order rank in the dictionary, so radix sorts of packed keys give the output order, and
+ * the text is formatted on the device (a length pass, a scan, a write pass) and copied back.
+ * -ENOTSUP (and nothing appended) when a file in scope holds a word longer than TOK_CAP, or a
+ * count or key does not fit the packed keys: the CPU serves those. The first call on a handle
+ * also ranks the dictionary's words (host sort) and builds the head/tail buffers. */
+enum {
+    GPU_ANA_WORDCOUNT,
+    GPU_ANA_SORT,
+    GPU_ANA_INVINDEX,
+    GPU_ANA_TERMVECTOR,
+    GPU_ANA_SEQCOUNT,
+    GPU_ANA_RANKEDINVINDEX,
+};
+struct buf;
+int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, struct buf *out);
+
+/* What the first gpu_analytic does once per handle (ranks, head/tail, paths); to time it or
+ * to pay it ahead. */
+int gpu_analytic_prepare(gpu_gram *g);
+
 /* Milliseconds the device spent between the first and the last kernel of the last call. */
 double gpu_kernel_ms(const gpu_gram *g);
 

@@ -62,7 +62,26 @@ struct gpu_gram {
     void *q_h, *q_d;
     u64 *qn_d, *qbase_d, *qgot_d, *qres_d, *qsorted_d;
     size_t q_cap, res_cap;
+    /* analytics (gpu_analytic, kernels/ana.cu), prepared on first use */
+    int aprep;
+    uint32_t nwords;     /* word tokens in the dictionary */
+    uint32_t *arank;     /* per token: byte-order rank among the words; ~0 for separators */
+    uint32_t *aids;      /* rank -> token */
+    uint32_t *aht;       /* 5 per rule: head[2], tail[2] (as ranks), words capped at 3 */
+    uint32_t *aown;      /* per syms position, the rule whose body holds it */
+    uint32_t *anwb;      /* per rule: word tokens in its own body */
+    uint32_t *aew;       /* per rule: word tokens in its expansion, saturating at 2^32 - 1 */
+    unsigned char *aout; /* text output on the device, grows as needed */
+    size_t aout_cap;
+    unsigned char *apath; /* every entry's path, C-escaped (tab, newline, backslash) */
+    u64 *apoff;           /* nents + 1 offsets into apath */
+    uint32_t *apord_h;    /* host: entries by path (strcmp order) */
+    uint32_t *aprk_h;     /* host: entry -> its place in apord_h */
 };
+
+/* Word count's top-down pass on the device, leaving w (rule weights) and cnt (per token)
+ * there and ctr[2] set when the scope holds a cut long word; no sync (wordcount.cu). */
+int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end);
 
 #define EMPTY_KEY (~0ull)
 

@@ -47,18 +47,14 @@ __global__ void k_push(const uint32_t *rules, uint32_t n, const uint32_t *syms,
     }
 }
 
-extern "C" int gpu_wordcount(gpu_gram *g, uint32_t first, uint32_t end, uint64_t *cnt)
+int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end)
 {
-    int rc;
-    if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
-    if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
     u64 longest = 0;
     for (uint32_t e = first; e < end; e++)
         if (g->a->ents[e].root_len > longest) longest = g->a->ents[e].root_len;
     CK(cudaMemsetAsync(g->w, 0, ((size_t)g->nrules + 1) * sizeof *g->w, g->st));
     CK(cudaMemsetAsync(g->cnt, 0, ((size_t)g->ntokens + 1) * sizeof *g->cnt, g->st));
     CK(cudaMemsetAsync(g->ctr + 2, 0, sizeof *g->ctr, g->st));
-    if ((rc = gpu_time_begin(g))) return rc;
     if (end > first && longest) {
         u64 chunks = (longest + SEED_CHUNK - 1) / SEED_CHUNK;
         dim3 grid(end - first, (unsigned)(chunks < 1024 ? chunks : 1024));
@@ -73,6 +69,15 @@ extern "C" int gpu_wordcount(gpu_gram *g, uint32_t first, uint32_t end, uint64_t
                                                   g->cnt);
         CK_LAUNCH("k_push");
     }
+    return 0;
+}
+
+extern "C" int gpu_wordcount(gpu_gram *g, uint32_t first, uint32_t end, uint64_t *cnt)
+{
+    int rc;
+    if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
+    if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
+    if ((rc = gpu_time_begin(g)) || (rc = gpu_wc_pass(g, first, end))) return rc;
     if ((rc = gpu_time_end(g))) return rc;
     CK(cudaMemcpyAsync(g->ctr_h + 2, g->ctr + 2, sizeof *g->ctr, cudaMemcpyDeviceToHost, g->st));
     CK(cudaMemcpyAsync(cnt, g->cnt, (size_t)g->ntokens * sizeof *cnt, cudaMemcpyDeviceToHost,

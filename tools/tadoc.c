@@ -627,8 +627,8 @@ static const char usage_sort[] =
     "\n"
     "Like wordcount, but prints word<TAB>count lines sorted by word (byte order).\n";
 
-static int run_analytic(int argc, char **argv, const char *usage,
-                        int (*fn)(const arc *, uint32_t, uint32_t, buf *))
+/* argv[0] names the analytic; TADOC_GPU=off|auto|on picks the backend (backend.h). */
+static int run_analytic(int argc, char **argv, const char *usage)
 {
     if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
     arc *a;
@@ -647,7 +647,8 @@ static int run_analytic(int argc, char **argv, const char *usage,
         }
     }
     buf out = {0};
-    rc = fn(a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first), &out);
+    rc = backend_cli_analytic(argv[0], a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first),
+                              &out);
     if (!rc && (rc = write_full(1, out.p, out.n))) tdc_error(rc, "stdout: %s", strerror(-rc));
     buf_free(&out);
     arc_free(a);
@@ -769,7 +770,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
-        if (cmds[i].ana) return run_analytic(argc - 1, argv + 1, cmds[i].usage, cmds[i].ana);
+        if (cmds[i].ana) return run_analytic(argc - 1, argv + 1, cmds[i].usage);
         return cmds[i].fn(argc - 1, argv + 1);
     }
     fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);

@@ -461,6 +461,161 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
     buf_free(&got);
 }
 
+/* ---- The six analytics: gpu_analytic against ana_* ---- */
+
+static const char *ana_names[6] = {"wordcount",  "sort",     "invindex",
+                                   "termvector", "seqcount", "rankedinvindex"};
+static int (*const ana_fns[6])(const arc *, uint32_t, uint32_t, buf *) = {
+    ana_wordcount, ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
+
+static double median_n(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_double);
+    return v[n / 2];
+}
+
+typedef struct arow {
+    const char *name;
+    double cpu1, cpu2, kern, e2e;
+    size_t bytes;
+    int gpu; /* 0: the GPU left it to the CPU (-ENOTSUP) */
+} arow;
+
+/* Every analytic on the GPU against the CPU: the whole archive, NSCOPE random subtrees and
+ * files, and the same scopes through backend_analytic in "on" mode; then CPU times (one and
+ * two threads, the most engine/ana uses) and GPU times (kernels, and end to end: the call
+ * with the archive resident, text in `out` included), medians of `reps` (CPU: `creps`). */
+static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps, int creps,
+                            int nscope, arow *t)
+{
+    int before = fails;
+    buf want = {0}, got = {0};
+    double t0 = now_ms();
+    if (gpu_analytic_prepare(g)) DIE("gpu_analytic_prepare");
+    printf("analytics: preparation (word ranks, head/tail, paths; once per archive) %.3f ms\n",
+           now_ms() - t0);
+    backend_set_mode(BACKEND_ON);
+    for (int k = 0; k < 6; k++) {
+        arow *r = &t[k];
+        before = fails;
+        memset(r, 0, sizeof *r);
+        r->name = ana_names[k];
+        want.n = got.n = 0;
+        ana_set_threads(1);
+        if (ana_fns[k](a, 0, a->nents, &want)) DIE(ana_names[k]);
+        int rc = gpu_analytic(g, k, 0, a->nents, &got);
+        if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
+        r->gpu = rc == 0;
+        if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
+        r->bytes = want.n;
+        int on_gpu = 0, bad = 0;
+        /* The per-file analytics in both traversals, forced (the GPU follows the selector's
+         * options as ana_* does), each timed. */
+        double tt[2] = {0, 0};
+        for (int tr = ANA_TOPDOWN; r->gpu && k != 0 && k != 1 && k != 4 && tr <= ANA_BOTTOMUP;
+             tr++) {
+            ana_set_traversal(tr);
+            double e[64];
+            for (int i = -1; i < reps; i++) {
+                got.n = 0;
+                double t1 = now_ms();
+                int rt = gpu_analytic(g, k, 0, a->nents, &got);
+                if (rt == -ENOTSUP || rt == -ENOMEM) { /* then tt stays 0: not printed */
+                    printf("%s: forced %s left to the CPU: %s\n", ana_names[k],
+                           tr == ANA_TOPDOWN ? "top-down" : "bottom-up", tdc_errmsg());
+                    break;
+                }
+                if (rt) DIE("gpu_analytic");
+                if (i >= 0) e[i] = now_ms() - t1;
+                if (!same(&got, &want))
+                    FAIL("%s of the whole archive, %s, differs", ana_names[k],
+                         tr == ANA_TOPDOWN ? "top-down" : "bottom-up");
+            }
+            if (got.n == want.n) tt[tr - 1] = median_n(e, reps);
+        }
+        ana_set_traversal(-1);
+        if (tt[0] && tt[1])
+            printf("%s: gpu end to end, forced top-down %.3f ms, forced bottom-up %.3f ms\n",
+                   ana_names[k], tt[0], tt[1]);
+        for (int s = 0; s < nscope; s++) {
+            uint32_t first = (uint32_t)(rnd(seed) % a->nents);
+            for (int i = 0; i < 64 && s % 2 && a->ents[first].type != ARC_DIR; i++)
+                first = (uint32_t)(rnd(seed) % a->nents); /* every other scope a directory */
+            uint32_t end = ana_subtree_end(a, first);
+            want.n = got.n = 0;
+            if (ana_fns[k](a, first, end, &want)) DIE(ana_names[k]);
+            ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
+            rc = gpu_analytic(g, k, first, end, &got);
+            ana_set_traversal(-1);
+            if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
+            on_gpu += rc == 0;
+            if (!rc && !same(&got, &want) && !bad++)
+                FAIL("%s of entries [%u, %u) ('%s') differs", ana_names[k], first, end,
+                     a->ents[first].path);
+            got.n = 0;
+            if (backend_analytic(ana_names[k], a, 3, first, end, &got)) DIE("backend_analytic");
+            if (!same(&got, &want) && !bad++)
+                FAIL("backend_analytic %s of entries [%u, %u) differs", ana_names[k], first, end);
+        }
+        if (bad) FAIL("%s: %d of %d scopes differ", ana_names[k], bad, nscope);
+        printf("%s: whole archive (%s) and %d random scopes (%d on the GPU) %s\n", ana_names[k],
+               r->gpu ? "on the GPU" : "CPU: the GPU leaves it", nscope, on_gpu,
+               fails > before ? "DIFFER" : "agree");
+        double c[64], e[64], kk[64];
+        for (int th = 1; th <= 2; th++) {
+            ana_set_threads(th);
+            for (int i = 0; i < creps; i++) {
+                want.n = 0;
+                double t1 = now_ms();
+                if (ana_fns[k](a, 0, a->nents, &want)) DIE(ana_names[k]);
+                c[i] = now_ms() - t1;
+            }
+            *(th == 1 ? &r->cpu1 : &r->cpu2) = median_n(c, creps);
+        }
+        for (int i = -1; r->gpu && i < reps; i++) {
+            got.n = 0;
+            double t1 = now_ms();
+            if (gpu_analytic(g, k, 0, a->nents, &got)) DIE("gpu_analytic");
+            if (i < 0) continue;
+            e[i] = now_ms() - t1;
+            kk[i] = gpu_kernel_ms(g);
+        }
+        if (r->gpu) {
+            r->e2e = median_n(e, reps);
+            r->kern = median_n(kk, reps);
+        }
+    }
+    ana_set_threads(-1);
+    backend_set_mode(BACKEND_AUTO);
+    backend_release(a);
+    buf_free(&want);
+    buf_free(&got);
+}
+
+static void print_analytics(const arow *t)
+{
+    double s1 = 0, s2 = 0;
+    int n = 0;
+    printf("%-16s %12s %12s %12s %12s %10s %10s %12s\n", "analytic (ms)", "cpu 1 thr", "cpu 2 thr",
+           "gpu kernels", "gpu e2e", "x 1 thr", "x 2 thr", "output B");
+    for (int k = 0; k < 6; k++) {
+        const arow *r = &t[k];
+        if (!r->gpu) {
+            printf("%-16s %12.3f %12.3f %12s %12s %10s %10s %12zu\n", r->name, r->cpu1, r->cpu2,
+                   "cpu", "cpu", "-", "-", r->bytes);
+            continue;
+        }
+        printf("%-16s %12.3f %12.3f %12.3f %12.3f %9.1fx %9.1fx %12zu\n", r->name, r->cpu1, r->cpu2,
+               r->kern, r->e2e, r->cpu1 / r->e2e, r->cpu2 / r->e2e, r->bytes);
+        s1 += r->cpu1 / r->e2e;
+        s2 += r->cpu2 / r->e2e;
+        n++;
+    }
+    if (n)
+        printf("%-16s %12s %12s %12s %12s %9.1fx %9.1fx   (mean of %d speedups, end to end)\n",
+               "mean", "", "", "", "", s1 / n, s2 / n, n);
+}
+
 /* ---- Word queries: count and search ---- */
 
 typedef struct wquery {
@@ -947,12 +1102,17 @@ static int check_edits(const arc *a, uint64_t *seed, row *t)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "--cpu")) {
-        cpu_only = 1;
-        argc--, argv++;
+    int only_ana = 0;
+    for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
+        if (!strcmp(argv[1], "--cpu"))
+            cpu_only = 1;
+        else if (!strcmp(argv[1], "--analytics"))
+            only_ana = 1;
+        else
+            break;
     }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: gpucheck [--cpu] ARCHIVE [SEED]\n");
+        fprintf(stderr, "usage: gpucheck [--cpu] [--analytics] ARCHIVE [SEED]\n");
         return 2;
     }
     char gpu[256] = "no GPU (--cpu)";
@@ -974,6 +1134,29 @@ int main(int argc, char **argv)
     int nt = 0;
     idx *x;
     gpu_gram *g = check_index(a, &x, &t[nt++]);
+    arow at[6];
+    if (!cpu_only) {
+        /* GPUCHECK_CPU_REPS: CPU runs per analytic time (1 for archives where they take long) */
+        const char *cr = getenv("GPUCHECK_CPU_REPS");
+        int creps = cr && atoi(cr) > 0 ? atoi(cr) : REPS;
+        /* GPUCHECK_SCOPES: random scopes per analytic (NSCOPE unless set) */
+        const char *ns = getenv("GPUCHECK_SCOPES");
+        int nscope = ns && atoi(ns) >= 0 && *ns ? atoi(ns) : NSCOPE;
+        check_analytics(a, g, &s, REPS, creps > 63 ? 63 : creps, nscope, at);
+    }
+    if (!cpu_only && only_ana) {
+        print_analytics(at);
+        gpu_free(g);
+        idx_free(x);
+        arc_free(a);
+        if (fails) {
+            fprintf(stderr, "gpucheck: %s: %d mismatches (seed %llu)\n", argv[1], fails,
+                    (unsigned long long)seed);
+            return 1;
+        }
+        printf("gpucheck: %s: every analytic agrees with the CPU\n", argv[1]);
+        return 0;
+    }
     if (!cpu_only) {
         check_wordcount(a, g, &s, &t[nt++]);
         check_backend(a, g, &s);
@@ -986,6 +1169,7 @@ int main(int argc, char **argv)
            "gpu end-to-end");
     for (int i = 0; i < nt; i++)
         printf("%-32s %14.3f %14.3f %16.3f\n", t[i].name, t[i].cpu, t[i].kern, t[i].e2e);
+    if (!cpu_only) print_analytics(at);
     printf("(end-to-end: index = upload + build; wordcount = counts back + sorted text;\n"
            " count/search = word lookups on the host + queries up + results back (search: sorted\n"
            " offsets); extract = requests up + bytes back; edits = operations up + offsets back.\n"

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Check every CUDA kernel against the CPU, on a machine with an NVIDIA GPU: build the GPU
-# targets, pack the test corpora (tests/tmp/corpora, made by tests/corpus.sh) and a small tree
-# with a word longer than TOK_CAP, and run gpucheck on each (index build, word count and
-# backend_analytic, count and search, extract, insert/append offsets; see gpucheck.c); each run
-# ends with a table of CPU and GPU times for 100,000-operation batches. SEED=N fixes the seed.
+# targets, pack the test corpora (tests/tmp/corpora, made by tests/corpus.sh) and small trees
+# (a word longer than TOK_CAP, hard links, and edge cases for the analytics: escaped paths,
+# empty and separator-only files, one- and two-word files, many small files sharing words,
+# "dir" next to "dir.c" and "dir-x"), and run gpucheck on each (the six analytics, index build,
+# word count and backend_analytic, count and search, extract, insert/append offsets; see
+# gpucheck.c); each run ends with tables of CPU and GPU times. Then `tadoc` with TADOC_GPU=on
+# against TADOC_GPU=off for every analytic, and the daemon with -o gpu=on. SEED=N fixes the
+# seed. ANALYTICS_ONLY=1 runs `gpucheck --analytics` on the small archives and stops there.
+# BIG=ARCHIVE also runs `gpucheck --analytics` on a large archive (CPU timed once).
 # Exits non-zero on any mismatch or failure.
 # A machine without xxhash.h or the libxxhash.so link can take both from shared-dev/include
 # and shared-dev/lib (copies from a machine that has them); they are used when present.
@@ -30,21 +35,61 @@ cat "$tmp"/links/f*.txt "$tmp"/links/f*.txt >"$tmp/links/d/all.txt"
 ln "$tmp/links/f2.txt" "$tmp/links/d/link2.txt"
 ln "$tmp/links/d/all.txt" "$tmp/links/zz.txt"
 : >"$tmp/links/empty.txt"
+# Edge cases for the analytics.
+e=$tmp/edge
+mkdir -p "$e/dir/sub" "$e/dir-x" "$e/many" "$e/odd"
+printf 'tab in the name\n' >"$e/odd/a	b.txt"
+printf 'back slash name\n' >"$e/odd/back\\slash.txt"
+printf 'new line name\n' >"$e/odd/new
+line.txt"
+: >"$e/odd/empty.txt"
+printf '... ,,, ;;; \n\t--\n' >"$e/odd/seps.txt"
+printf 'one\n' >"$e/odd/one.txt"
+printf 'two words\n' >"$e/odd/two.txt"
+printf 'three words here\n' >"$e/odd/three.txt"
+printf 'caf\303\251 na\303\257ve r\303\251sum\303\251 caf\303\251 na\303\257ve\n' >"$e/odd/utf8.txt"
+for i in $(seq 1 40); do
+    printf 'the cat sat on the mat the cat sat %s\n' "$i" >>"$e/dir/sub/cats.txt"
+done
+cp "$e/dir/sub/cats.txt" "$e/dir/cats2.txt"
+printf 'dir dot c\n' >"$e/dir.c"
+printf 'the cat sat again\n' >"$e/dir-x/x.txt"
+w=(alpha beta gamma delta epsilon zeta eta theta)
+for i in $(seq 1 300); do
+    printf '%s %s %s. %s\n' "${w[i % 8]}" "${w[(i / 8) % 8]}" "${w[(i * 7) % 8]}" "${w[i % 5]}" \
+        >"$e/many/f$i.txt"
+done
 
 command -v nvidia-smi >/dev/null &&
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 status=0
-for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links"; do
+for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links" "$tmp/edge"; do
     name=$(basename "$src")
     if [ ! -d "$src" ]; then
         echo "tests/gpu/run.sh: $src is missing (tests/corpus.sh makes it)"
         status=1
         continue
     fi
-    build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q && build/rel/tests/gpucheck "$tmp/$name.tdc" ${SEED:-} ||
+    build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q &&
+        build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} "$tmp/$name.tdc" ${SEED:-} ||
         status=1
     echo
 done
+if [ -n "${ANALYTICS_ONLY:-}" ]; then
+    echo "tests/gpu/run.sh: ANALYTICS_ONLY: $([ $status -eq 0 ] && echo every analytic agrees || echo FAILED)"
+    exit $status
+fi
+# The tool: TADOC_GPU=on against off, every analytic, whole archive and a subtree.
+for name in linux-slice brown edge; do
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        for scope in "" $([ $name = edge ] && echo dir) $([ $name = linux-slice ] && echo kernel); do
+            cmp -s <(TADOC_GPU=on build/rel/tadoc $an "$tmp/$name.tdc" $scope) \
+                <(TADOC_GPU=off build/rel/tadoc $an "$tmp/$name.tdc" $scope) ||
+                { echo "tadoc $an $name ${scope:-(all)}: TADOC_GPU=on differs from off"; status=1; }
+        done
+    done
+done
+echo "tadoc with TADOC_GPU=on: every analytic checked against TADOC_GPU=off"
 # The daemon with -o gpu=on: the mount equals the tree, its virtual word counts equal the CPU's
 # and were served by the GPU, and how long they take with gpu=on vs gpu=off. Needs libfuse3
 # (or its headers, library and fusermount3 in shared-dev/include/fuse3, lib, bin).
@@ -70,8 +115,10 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
             fi
             if [ $mode = on ]; then
                 diff -r "$src" "$m" >/dev/null || { echo "gpu=on mount of $name differs"; status=1; }
-                cmp -s <(cat "$m/.wordcount") <(TADOC_THREADS=1 build/rel/tadoc wordcount "$a") ||
-                    { echo "gpu=on .wordcount of $name differs from the CPU"; status=1; }
+                for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+                    cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$a") ||
+                        { echo "gpu=on .$an of $name differs from the CPU"; status=1; }
+                done
             fi
             t0=$(date +%s.%N)
             for _ in 1 2 3 4 5; do cat "$m/.wordcount" >/dev/null; done
@@ -89,6 +136,11 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
 else
     echo "tests/gpu/run.sh: tadocfs not built (no libfuse3 here): the mount checks were not run"
     status=1
+fi
+
+if [ -n "${BIG:-}" ]; then
+    GPUCHECK_CPU_REPS=${GPUCHECK_CPU_REPS:-1} build/rel/tests/gpucheck --analytics "$BIG" ${SEED:-} ||
+        status=1
 fi
 
 if [ $status -eq 0 ]; then
