@@ -10,7 +10,9 @@
  * from the dictionary: its count must be 0), and every tenth plus one for the picked word in
  * another random file (where it may or may not occur). Times idx_count and idx_search for
  * each pair separately (a count must equal the number of search results) and prints median,
- * p99 and mean in microseconds, over all queries and over the absent words alone. */
+ * p99 and mean in microseconds, over all queries and over the absent words alone, in wall
+ * time, and over all queries in the thread's CPU time (on a busy machine a query's wall time
+ * includes the time it waited for a core). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,14 @@ static double now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* This thread's CPU time: on a busy machine, wall times include waiting for a core. */
+static double cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
@@ -117,7 +127,8 @@ int main(int argc, char **argv)
     uint64_t *cum = malloc((a->nents + 1) * sizeof *cum);
     double *lc = malloc((size_t)count * sizeof *lc), *ls = malloc((size_t)count * sizeof *ls);
     double *la = malloc((size_t)count * sizeof *la), *lsa = malloc((size_t)count * sizeof *lsa);
-    if (!cum || !lc || !ls || !la || !lsa) return 1;
+    double *cc = malloc((size_t)count * sizeof *cc), *cs = malloc((size_t)count * sizeof *cs);
+    if (!cum || !lc || !ls || !la || !lsa || !cc || !cs) return 1;
     for (uint32_t i = 0; i < a->nents; i++) {
         cum[i] = total;
         if (a->ents[i].type == ARC_REG) total += a->ents[i].size;
@@ -148,13 +159,16 @@ int main(int argc, char **argv)
         else if (kind == 2)
             lo = pick(a, cum, total, &seed);
         uint64_t c = 0;
-        double s = now();
+        double s = now(), u = cpu();
         if (idx_count(w, lo, (const char *)buf, n, &c)) return 1;
         lc[done] = (now() - s) * 1e6;
+        cc[done] = (cpu() - u) * 1e6;
         offs.n = 0;
         s = now();
+        u = cpu();
         if (idx_search(w, lo, (const char *)buf, n, &offs)) return 1;
         ls[done] = (now() - s) * 1e6;
+        cs[done] = (cpu() - u) * 1e6;
         if ((kind == 0 && c == 0) || (kind == 1 && c != 0) || offs.n != c) {
             fprintf(stderr, "querylat: %s: %.*s: count %llu, search %zu\n", a->ents[lo].path,
                     (int)n, buf, (unsigned long long)c, offs.n);
@@ -176,6 +190,8 @@ int main(int argc, char **argv)
     stats("search", ls, done);
     stats("count_absent", la, absent);
     stats("search_absent", lsa, absent);
+    stats("count_cpu", cc, done);
+    stats("search_cpu", cs, done);
     printf("\n");
     vec64_free(&offs);
     idx_words_free(w);
@@ -186,5 +202,7 @@ int main(int argc, char **argv)
     free(ls);
     free(la);
     free(lsa);
+    free(cc);
+    free(cs);
     return 0;
 }

@@ -125,8 +125,9 @@ void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, s
  * scope uses. need is calloc'ed nrules + 1 bytes. */
 int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **need);
 
-/* With TADOC_ANA_VERBOSE=2: print on stderr the seconds since the previous mark of this
- * thread (or since `what` is NULL, which starts the clock). */
+/* With TADOC_ANA_VERBOSE=2: print on stderr the wall seconds, and this thread's CPU seconds
+ * (what counts on a busy machine), since the previous mark of this thread (or since `what` is
+ * NULL, which starts the clock). */
 void ana_mark(const char *what);
 
 /* ---- two threads ---- */
