@@ -322,7 +322,9 @@ if [ "$queries" -gt 0 ] && [ -x "$querylat" ]; then
     echo "word index, then $queries random (file, word) pairs, each word taken at a random offset"
     echo "of a file picked by size, so it occurs there; every tenth query asks for a word that"
     echo "occurs nowhere (count 0) and every tenth plus one for the word in another random file;"
-    echo "every count is checked against the number of search results). Then $launches \`tadoc count\`"
+    echo "every count is checked against the number of search results). Wall times, and for all"
+    echo "queries also the querying thread's CPU time (wall minus the waits for a core on a busy"
+    echo "machine). Then $launches \`tadoc count\`"
     echo "launches of one such query, each opening the archive and building both indexes, as a"
     echo "process loop would."
     echo
@@ -345,5 +347,6 @@ if [ "$queries" -gt 0 ] && [ -x "$querylat" ]; then
     echo "|---|---|---|---|---|---|---|"
     echo "| all $(get queries) | $(get count_median_us) | $(get count_p99_us) | $(get count_mean_us) | $(get search_median_us) | $(get search_p99_us) | $(get search_mean_us) |"
     echo "| absent words, $(get absent) of them | $(get count_absent_median_us) | $(get count_absent_p99_us) | $(get count_absent_mean_us) | $(get search_absent_median_us) | $(get search_absent_p99_us) | $(get search_absent_mean_us) |"
+    echo "| all, the thread's CPU time | $(get count_cpu_median_us) | $(get count_cpu_p99_us) | $(get count_cpu_mean_us) | $(get search_cpu_median_us) | $(get search_cpu_p99_us) | $(get search_cpu_mean_us) |"
 fi
 [ "$bad" -eq 0 ] || { echo "$0: some outputs differ (MISMATCH rows above)" >&2; exit 1; }

@@ -245,12 +245,18 @@ static int records(const arc *a, const counts *c, const uint32_t *order, uint32_
     if (!r || !x) goto nomem;
     size_t k = 0;
     if (order) {
-        for (uint32_t i = 0; i < norder; i++)
+        const uint64_t *offs = a->dict->offs.p;
+        for (uint32_t i = 0; i < norder; i++) {
+            if (i + 16 < norder) { /* random loads: the count and the offsets, ahead */
+                __builtin_prefetch(&c->tok[order[i + 16]]);
+                __builtin_prefetch(&offs[order[i + 16]]);
+            }
             if (c->tok[order[i]]) {
                 size_t l;
                 const unsigned char *wd = dict_bytes(a->dict, order[i], &l);
                 r[k++] = (ana_crec){wd, l, c->tok[order[i]]};
             }
+        }
     } else {
         for (uint32_t t = 0; t < a->g.ntokens; t++)
             if (c->tok[t]) {
@@ -316,13 +322,11 @@ static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_
     ana_prep p;
     memset(&c, 0, sizeof c);
     /* A large scope has (nearly) every word: the prepared word order saves sorting them.
-     * Levels: for two threads and bottom-up (one thread goes top-down in g->topo's order). */
+     * Levels only for bottom-up (top-down goes in g->topo's order). */
     uint64_t syms;
     uint32_t nfiles;
-    int flags =
-        ana_plan_threads(a, first, end, &syms, &nfiles) > 1 || ana_traversal() == ANA_BOTTOMUP
-            ? ANA_PREP_LEVELS
-            : 0;
+    ana_plan_threads(a, first, end, &syms, &nfiles);
+    int flags = ana_traversal() == ANA_BOTTOMUP ? ANA_PREP_LEVELS : 0;
     if (syms >= a->g.root.n / 8) flags |= ANA_PREP_ORDER;
     ana_mark(NULL);
     int rc = ana_prep_init(&p, a, flags);

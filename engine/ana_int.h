@@ -179,8 +179,10 @@ void ana_arena_free(ana_arena *ar);
 /* ---- traversal building blocks ---- */
 
 /* Top-down weights of files[0..n) (plain files): w[r] (calloc'ed nrules + 1 by the caller)
- * += occurrences of r in their root runs; with `down`, then pushed from the highest level
- * down so w[r] is r's occurrences in the files' expansion. With tok (ntokens long), word
+ * += occurrences of r in their root runs; with `down`, then pushed down, parents first
+ * (g->topo backwards; no levels needed), so w[r] is r's occurrences in the files' expansion.
+ * Two threads take half the files each, the second into arrays of its own (nrules + ntokens
+ * 8-byte counts more), added in at the end. With tok (ntokens long), word
  * tokens are counted too: the root runs' and, with `down`, every rule's own words times its
  * weight (word count, Algorithm 1). 0 or -ENOMEM. */
 int ana_weights(const ana_prep *p, const uint32_t *files, size_t n, uint64_t *w, uint64_t *tok,

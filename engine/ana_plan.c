@@ -311,7 +311,12 @@ int ana_prep_init(ana_prep *p, const arc *a, int flags)
     /* ht is filled through a view of d (head_tail reads p->a, p->g, p->ht) */
     prep_view(p, a, d);
     prepjob j = {p, d};
-    if (ana_par((flags & ANA_PREP_ORDER) && ana_threads() > 1 ? 2 : 1, prep_task, &j)) goto nomem;
+    if (!(flags & ANA_PREP_LEVELS)) { /* the order alone: both threads sort it */
+        if ((flags & ANA_PREP_ORDER) && order_build(d, a->dict, g->ntokens, ana_threads()))
+            goto nomem;
+    } else if (ana_par((flags & ANA_PREP_ORDER) && ana_threads() > 1 ? 2 : 1, prep_task, &j)) {
+        goto nomem;
+    }
     memset(d->cls + g->ntokens, 0, nr);
     if (flags & ANA_PREP_LEVELS) {
         for (uint32_t r = 1; r <= g->nrules; r++)
@@ -730,8 +735,8 @@ void ana_arena_free(ana_arena *ar)
 typedef struct wjob {
     const ana_prep *p;
     const uint32_t *files;
-    size_t n;
-    uint64_t *w, *tok;
+    size_t n, at[3];         /* thread t takes files [at[t], at[t + 1]) */
+    uint64_t *w[2], *tok[2]; /* thread 1's are its own, added into thread 0's (the caller's) */
     int down;
 } wjob;
 
@@ -749,18 +754,18 @@ static inline const void *target(const uint64_t *w, const uint64_t *tok, uint32_
     return s >= nt ? (const void *)&w[s - nt] : tok ? (const void *)&tok[s] : NULL;
 }
 
-/* Push the weights of rules seq[0..n) (seq[n - 1] first with rev) to their children and
- * words, adding only to the ids this thread owns (see weights_task). The loads are random, so
- * they are prefetched in stages: a rule's weight and body offset 16 rules ahead, its body 8
+/* Push the weights of every rule to its children and words, parents first: g->topo backwards
+ * (its depth-first order keeps children near their parents). The loads are random, so they
+ * are prefetched in stages: a rule's weight and body offset 16 rules ahead, its body 8
  * ahead, the targets of its first symbols 4 ahead. */
-static void push_rules(const ana_prep *p, uint64_t *w, uint64_t *tok, const uint32_t *seq,
-                       size_t n, int rev, uint32_t mask, uint32_t mine)
+static void push_rules(const ana_prep *p, uint64_t *w, uint64_t *tok)
 {
     const gram *g = p->g;
     const unsigned char *cls = p->cls;
-    const uint32_t nt = g->ntokens, *syms = g->syms.p;
+    const uint32_t nt = g->ntokens, *syms = g->syms.p, *topo = g->topo.p;
     const uint64_t *rs = g->rule_start.p;
-#define AT(k) seq[rev ? n - 1 - (k) : (k)]
+    const size_t n = g->nrules;
+#define AT(k) topo[n - 1 - (k)]
     for (size_t k = 0; k < n; k++) {
         if (k + 16 < n) {
             uint32_t q = AT(k + 16);
@@ -785,20 +790,19 @@ static void push_rules(const ana_prep *p, uint64_t *w, uint64_t *tok, const uint
         const uint32_t *b = syms + rs[r - 1], *e = syms + rs[r];
         for (; b < e; b++) {
             uint32_t s = *b;
-            if (s >= nt) {
-                if (((s - nt) & mask) == mine) w[s - nt] += wr;
-            } else if (tok && (s & mask) == mine && (cls[s] & ANA_WORD)) {
+            if (s >= nt)
+                w[s - nt] += wr;
+            else if (tok && (cls[s] & ANA_WORD))
                 tok[s] += wr;
-            }
         }
     }
 #undef AT
 }
 
-/* On two threads (which need the levels), each reads every root run and rule body but adds
- * only to the weights and counts it owns: those of ids whose bit 3 is its thread number
- * (blocks of 8, so the threads never write the same cache line). No atomic adds, no second
- * count array to merge, and the random writes, which dominate, are split evenly. */
+/* Each thread counts its files (about half the root symbols each) into its own arrays: root
+ * runs, then with `down` the push over every rule its files use. Rules both halves use are
+ * pushed by both, but nothing is shared until the end (no atomic adds, one barrier), where
+ * each thread adds half of thread 1's arrays into thread 0's. */
 static int weights_task(void *x, const ana_team *t)
 {
     const wjob *j = x;
@@ -806,10 +810,9 @@ static int weights_task(void *x, const ana_team *t)
     const gram *g = p->g;
     const unsigned char *cls = p->cls;
     const uint32_t nt = g->ntokens;
-    /* with one thread, every id is "mine": mask 0, mine 0 */
-    const uint32_t mask = t->n > 1 ? 8 : 0, mine = t->tid ? mask : 0;
-    uint64_t *w = j->w, *tok = j->tok;
-    for (size_t i = 0; i < j->n; i++) {
+    uint64_t *w = j->w[t->tid], *tok = j->tok[t->tid];
+    size_t lo = t->n == 1 ? 0 : j->at[t->tid], hi = t->n == 1 ? j->n : j->at[t->tid + 1];
+    for (size_t i = lo; i < hi; i++) {
         const arc_entry *f = &p->a->ents[j->files[i]];
         const uint32_t *run = g->root.p + f->root_start;
         for (uint64_t k = 0, len = f->root_len; k < len; k++) {
@@ -818,27 +821,23 @@ static int weights_task(void *x, const ana_team *t)
                 if (y) __builtin_prefetch(y, 1);
             }
             uint32_t s = run[k];
-            if (s >= nt) {
-                if (((s - nt) & mask) == mine) w[s - nt]++;
-            } else if (tok && (s & mask) == mine && (cls[s] & ANA_WORD)) {
+            if (s >= nt)
+                w[s - nt]++;
+            else if (tok && (cls[s] & ANA_WORD))
                 tok[s]++;
-            }
         }
     }
-    if (!j->down) return 0;
-    if (t->n == 1) {
-        /* Parents before children: g->topo backwards (no levels needed; its depth-first
-         * order keeps children near their parents, a little faster than level order). */
-        push_rules(p, w, tok, g->topo.p, g->nrules, 1, 0, 0);
-        return 0;
-    }
+    if (j->down) push_rules(p, w, tok);
+    if (t->n == 1) return 0;
     ana_sync(t);
-    /* By levels, from the highest down: a level receives weight only from the levels above
-     * it, which are finished when the barrier lets this one start. */
-    for (uint32_t h = p->nlevels; h-- > 0;) {
-        push_rules(p, w, tok, p->lvl + p->lvl_at[h], p->lvl_at[h + 1] - p->lvl_at[h], 0, mask,
-                   mine);
-        ana_sync(t);
+    size_t a, b;
+    ana_share(t, (size_t)g->nrules + 1, &a, &b);
+    for (size_t r = a; r < b; r++)
+        j->w[0][r] += j->w[1][r];
+    if (tok) {
+        ana_share(t, nt, &a, &b);
+        for (size_t s = a; s < b; s++)
+            j->tok[0][s] += j->tok[1][s];
     }
     return 0;
 }
@@ -846,8 +845,18 @@ static int weights_task(void *x, const ana_team *t)
 int ana_weights(const ana_prep *p, const uint32_t *files, size_t n, uint64_t *w, uint64_t *tok,
                 int down, int threads)
 {
-    wjob j = {p, files, n, w, tok, down};
-    return ana_par(threads, weights_task, &j);
+    wjob j = {p, files, n, {0}, {w, NULL}, {tok, NULL}, down};
+    if (threads > 1) {
+        /* thread 1's arrays; without memory for them, one thread */
+        j.w[1] = calloc((size_t)p->g->nrules + 1, sizeof *j.w[1]);
+        if (tok) j.tok[1] = calloc((size_t)p->g->ntokens + 1, sizeof *j.tok[1]);
+        if (!j.w[1] || (tok && !j.tok[1])) threads = 1;
+        ana_split_files(p->a, files, n, 2, j.at);
+    }
+    int rc = ana_par(threads, weights_task, &j);
+    free(j.w[1]);
+    free(j.tok[1]);
+    return rc;
 }
 
 /* ---- bottom-up word tables ---- */
