@@ -159,7 +159,9 @@ echo "$sep---|---|---|---|---|---|"
 bad=0
 # "SCOPE ANALYTIC" -> a saved tadoc output, its auto time, its pipeline time (mounted rows)
 declare -A cli_out=() cli_t=() cli_p=()
+kinds=(all ${scope:+dir} ${fscope:+file}) k=0
 for sc in "" ${scope:+"$scope"} ${fscope:+"$fscope"}; do
+    kind=${kinds[k++]}
     list=$analytics pipes=$pipelines
     [ -z "$sc" ] || list=$scope_analytics pipes=$scope_pipelines
     wc_t2="" wc_t3p="" # the word count pipeline of this scope: times; outputs in $w/wc[23].out
@@ -256,7 +258,7 @@ for sc in "" ${scope:+"$scope"} ${fscope:+"$fscope"}; do
             fi
         fi
         echo "$row ${chose:--} |$cells $(awk -v r="$last_rss" 'BEGIN { printf "%.0f", r / 1024 }') | $t_2 | $t_3 | $r2 | $r3 | $out |"
-        if [ -f "$w/1.out" ] && [ "$sc" != "$fscope" ] && has "${MOUNT_ANALYTICS:-wordcount}" "$a"; then
+        if [ -f "$w/1.out" ] && [ "$kind" != file ] && has "${MOUNT_ANALYTICS:-wordcount}" "$a"; then
             mv "$w/1.out" "$w/cli.$a.${#cli_out[@]}"
             cli_out["$sc $a"]=$w/cli.$a.${#cli_out[@]}
             cli_t["$sc $a"]=$auto_wall
