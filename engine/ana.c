@@ -64,13 +64,12 @@ static int add_long(counts *c, const unsigned char *w, size_t n)
     return 0;
 }
 
-
-int ana_file_has_cut(const arc *a, const unsigned char *cut, uint32_t e)
+int ana_file_has_cut(const ana_prep *p, uint32_t e)
 {
-    const gram *g = &a->g;
-    const uint32_t *run = g->root.p + a->ents[e].root_start;
-    for (uint64_t i = 0; i < a->ents[e].root_len; i++)
-        if (run[i] >= g->ntokens ? cut[run[i] - g->ntokens] : ana_is_cut_token(a, run[i])) return 1;
+    if (!p->ncut) return 0;
+    const uint32_t *run = p->g->root.p + p->a->ents[e].root_start;
+    for (uint64_t i = 0; i < p->a->ents[e].root_len; i++)
+        if (p->cls[run[i]] & ANA_CUT) return 1;
     return 0;
 }
 
@@ -168,32 +167,30 @@ static int reduce_task(void *x, const ana_team *t)
     return 0;
 }
 
-static int count_scope(const arc *a, uint32_t first, uint32_t end, int kind, counts *c)
+/* Count the words of [first, end) into c, with p prepared for the archive. */
+static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, int kind, counts *c)
 {
+    const arc *a = p->a;
     const gram *g = &a->g;
-    ana_prep p;
     ana_plan pl;
     ana_wtab wt = {0};
     vec32 files = {0};
     uint64_t *w = NULL, *tok[2] = {NULL, NULL};
     unsigned char *need = NULL;
-    memset(c, 0, sizeof *c);
-    ana_mark(NULL);
-    int rc = ana_prep_init(&p, a, 0);
-    if (rc) return rc;
-    ana_mark("levels");
-    ana_plan_make(&p, kind, first, end, &pl);
-    rc = -ENOMEM;
+    int rc = -ENOMEM;
+    ana_plan_make(p, kind, first, end, &pl);
     if (!(w = calloc((size_t)g->nrules + 1, sizeof *w)) ||
         !(c->tok = calloc((size_t)g->ntokens + 1, sizeof *c->tok)))
         goto out;
-    if (pl.threads > 1 && !(tok[1] = calloc((size_t)g->ntokens + 1, sizeof *tok[1]))) goto out;
     tok[0] = c->tok;
+    /* bottom-up's reduction adds into one count array per thread */
+    if (pl.bottomup && pl.threads > 1 && !(tok[1] = calloc((size_t)g->ntokens + 1, sizeof *tok[1])))
+        goto out;
     rc = 0;
     /* Files with cut words are read as token streams; the others go through the grammar. */
     for (uint32_t e = first; e < end && !rc; e++) {
         if (a->ents[e].type != ARC_REG) continue;
-        if (ana_file_has_cut(a, p.cut, e))
+        if (ana_file_has_cut(p, e))
             rc = ana_file_words(a, e, count_word, c);
         else if (vec32_push(&files, e))
             rc = -ENOMEM;
@@ -201,12 +198,12 @@ static int count_scope(const arc *a, uint32_t first, uint32_t end, int kind, cou
     if (rc) goto out;
     ana_mark("scope files");
     if (!pl.bottomup) {
-        rc = ana_weights(&p, files.p, files.n, w, tok, 1, pl.threads);
-    } else if (!(rc = ana_weights(&p, files.p, files.n, w, tok, 0, pl.threads)) &&
-               !(rc = ana_mark_reach(&p, files.p, files.n, &need)) &&
-               !(rc = ana_wtab_build(&wt, &p, need, pl.threads))) {
+        rc = ana_weights(p, files.p, files.n, w, c->tok, 1, pl.threads);
+    } else if (!(rc = ana_weights(p, files.p, files.n, w, c->tok, 0, pl.threads)) &&
+               !(rc = ana_mark_reach(p, files.p, files.n, &need)) &&
+               !(rc = ana_wtab_build(&wt, p, need, pl.threads))) {
         ana_mark("bottom-up tables");
-        reduce_job j = {&p, w, &wt, tok};
+        reduce_job j = {p, w, &wt, tok};
         rc = ana_par(pl.threads, reduce_task, &j);
     }
     ana_mark("traversal");
@@ -219,7 +216,6 @@ out:
     free(tok[1]);
     free(need);
     ana_wtab_free(&wt);
-    ana_prep_free(&p);
     if (rc == -ENOMEM) tdc_error(rc, "analytics: out of memory");
     return rc;
 }
@@ -234,118 +230,87 @@ static void counts_free(counts *c)
     free(c->tok);
 }
 
-/* One output record: a word and its count, with the bytes borrowed from dict or counts. */
-typedef struct rec {
-    uint64_t key; /* the first 8 bytes, big-endian and zero-padded: most comparisons end here */
-    const unsigned char *w;
-    size_t n;
-    uint64_t cnt;
-} rec;
-
-static uint64_t prefix_key(const unsigned char *w, size_t n)
+/* The non-zero counts as records in byte order of their words: the dictionary's words taken
+ * in `order` (all word tokens in byte order) or, without it, sorted here; the joined long
+ * words sorted and merged in. */
+static int records(const arc *a, const counts *c, const uint32_t *order, uint32_t norder,
+                   int threads, ana_crec **out, size_t *nout)
 {
-    uint64_t k = 0;
-    for (size_t i = 0; i < 8; i++)
-        k = k << 8 | (i < n ? w[i] : 0);
-    return k;
-}
-
-static int by_word(const void *x, const void *y)
-{
-    const rec *a = x, *b = y;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    int c = memcmp(a->w, b->w, a->n < b->n ? a->n : b->n);
-    return c ? c : (a->n > b->n) - (a->n < b->n);
-}
-
-static int by_count(const void *x, const void *y)
-{
-    const rec *a = x, *b = y;
-    if (a->cnt != b->cnt) return a->cnt < b->cnt ? 1 : -1;
-    return by_word(x, y);
-}
-
-static int by_word_r(const void *x, const void *y, void *ctx)
-{
-    (void)ctx;
-    return by_word(x, y);
-}
-
-static int by_count_r(const void *x, const void *y, void *ctx)
-{
-    (void)ctx;
-    return by_count(x, y);
-}
-
-/* Collect non-zero counts as records sorted by `cmp`. */
-static int records(const arc *a, const counts *c, int (*cmp)(const void *, const void *, void *),
-                   int threads, rec **out, size_t *nout)
-{
-    size_t n = c->nlw;
+    size_t nt = 0;
     for (uint32_t t = 0; t < a->g.ntokens; t++)
-        n += c->tok[t] != 0;
-    rec *r = malloc((n ? n : 1) * sizeof *r);
-    if (!r) return tdc_error(-ENOMEM, "analytics: out of memory");
+        nt += c->tok[t] != 0;
+    size_t nw = order ? c->nlw : nt + c->nlw;
+    ana_crec *r = malloc((nt + c->nlw ? nt + c->nlw : 1) * sizeof *r);
+    ana_wrec *x = malloc((nw ? nw : 1) * sizeof *x);
+    if (!r || !x) goto nomem;
     size_t k = 0;
-    for (uint32_t t = 0; t < a->g.ntokens; t++)
-        if (c->tok[t]) {
-            r[k].w = dict_bytes(a->dict, t, &r[k].n);
-            r[k].key = prefix_key(r[k].w, r[k].n);
-            r[k++].cnt = c->tok[t];
+    if (order) {
+        const uint64_t *offs = a->dict->offs.p;
+        for (uint32_t i = 0; i < norder; i++) {
+            if (i + 16 < norder) { /* random loads: the count and the offsets, ahead */
+                __builtin_prefetch(&c->tok[order[i + 16]]);
+                __builtin_prefetch(&offs[order[i + 16]]);
+            }
+            if (c->tok[order[i]]) {
+                size_t l;
+                const unsigned char *wd = dict_bytes(a->dict, order[i], &l);
+                r[k++] = (ana_crec){wd, l, c->tok[order[i]]};
+            }
         }
-    for (size_t i = 0; i < c->nlw; i++) {
-        const unsigned char *w = (const unsigned char *)c->lw[i];
-        r[k++] = (rec){prefix_key(w, c->lwlen[i]), w, c->lwlen[i], c->lwcnt[i]};
+    } else {
+        for (uint32_t t = 0; t < a->g.ntokens; t++)
+            if (c->tok[t]) {
+                size_t l;
+                const unsigned char *wd = dict_bytes(a->dict, t, &l);
+                x[k++] = (ana_wrec){ana_prefix_key(wd, l), wd, (uint32_t)l, t};
+            }
+        if (ana_sort_words(x, k, threads)) goto nomem;
+        for (size_t i = 0; i < k; i++)
+            r[i] = (ana_crec){x[i].w, x[i].n, c->tok[x[i].id]};
     }
-    ana_psort(r, n, sizeof *r, cmp, NULL, threads);
+    if (c->nlw) {
+        /* the joined long words: sorted apart, merged in from the end */
+        ana_wrec *l = x + (nw - c->nlw);
+        for (size_t i = 0; i < c->nlw; i++) {
+            const unsigned char *wd = (const unsigned char *)c->lw[i];
+            l[i] =
+                (ana_wrec){ana_prefix_key(wd, c->lwlen[i]), wd, (uint32_t)c->lwlen[i], (uint32_t)i};
+        }
+        if (ana_sort_words(l, c->nlw, 1)) goto nomem;
+        size_t i = k, j = c->nlw, o = k + c->nlw;
+        while (j) {
+            ana_wrec y = {0};
+            if (i)
+                y = (ana_wrec){ana_prefix_key(r[i - 1].w, r[i - 1].n), r[i - 1].w,
+                               (uint32_t)r[i - 1].n, 0};
+            if (i && ana_wrec_cmp(&y, &l[j - 1]) > 0) {
+                r[--o] = r[--i];
+            } else {
+                j--;
+                r[--o] = (ana_crec){l[j].w, l[j].n, c->lwcnt[l[j].id]};
+            }
+        }
+    }
+    free(x);
     *out = r;
-    *nout = n;
+    *nout = nt + c->nlw;
     return 0;
-}
-
-static int put_u64(buf *b, uint64_t v)
-{
-    char t[24];
-    size_t i = sizeof t;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return buf_put(b, t + i, sizeof t - i);
-}
-
-typedef struct print_ctx {
-    const rec *r;
-    int count_first;
-} print_ctx;
-
-static int print_range(void *ctx, size_t lo, size_t hi, buf *out)
-{
-    const print_ctx *p = ctx;
-    const rec *r = p->r;
-    for (size_t i = lo; i < hi; i++) {
-        int rc;
-        if (p->count_first)
-            rc = put_u64(out, r[i].cnt) || buf_put(out, "\t", 1) || buf_put(out, r[i].w, r[i].n) ||
-                 buf_put(out, "\n", 1);
-        else
-            rc = buf_put(out, r[i].w, r[i].n) || buf_put(out, "\t", 1) || put_u64(out, r[i].cnt) ||
-                 buf_put(out, "\n", 1);
-        if (rc) return -ENOMEM;
-    }
-    return 0;
+nomem:
+    free(r);
+    free(x);
+    return tdc_error(-ENOMEM, "analytics: out of memory");
 }
 
 /* Print counts as word count (count_first) or sort records. */
-static int print(const arc *a, const counts *c, buf *out, int count_first, int threads)
+static int print(const arc *a, const counts *c, const uint32_t *order, uint32_t norder, buf *out,
+                 int count_first, int threads)
 {
-    rec *r = NULL;
+    ana_crec *r = NULL;
     size_t n = 0;
-    int rc = records(a, c, count_first ? by_count_r : by_word_r, threads, &r, &n);
+    int rc = records(a, c, order, norder, threads, &r, &n);
+    if (!rc && count_first) rc = ana_by_count(r, n);
     ana_mark("sort");
-    print_ctx p = {r, count_first};
-    if (!rc && ana_par_print(print_range, &p, n, n / 2, out, threads))
-        rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    if (!rc) rc = ana_print_counts(r, n, count_first, out, threads);
     ana_mark("print");
     free(r);
     return rc;
@@ -354,9 +319,23 @@ static int print(const arc *a, const counts *c, buf *out, int count_first, int t
 static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_first)
 {
     counts c;
-    int rc = count_scope(a, first, end, count_first ? ANA_K_WORDCOUNT : ANA_K_SORT, &c);
-    if (!rc) rc = print(a, &c, out, count_first, ana_threads());
+    ana_prep p;
+    memset(&c, 0, sizeof c);
+    /* A large scope has (nearly) every word: the prepared word order saves sorting them.
+     * Levels only for bottom-up (top-down goes in g->topo's order). */
+    uint64_t syms;
+    uint32_t nfiles;
+    ana_plan_threads(a, first, end, &syms, &nfiles);
+    int flags = ana_traversal() == ANA_BOTTOMUP ? ANA_PREP_LEVELS : 0;
+    if (syms >= a->g.root.n / 8) flags |= ANA_PREP_ORDER;
+    ana_mark(NULL);
+    int rc = ana_prep_init(&p, a, flags);
+    if (rc) return rc;
+    ana_mark("levels");
+    rc = count_scope(&p, first, end, count_first ? ANA_K_WORDCOUNT : ANA_K_SORT, &c);
+    if (!rc) rc = print(a, &c, p.order, p.norder, out, count_first, ana_threads());
     counts_free(&c);
+    ana_prep_free(&p);
     return rc;
 }
 
@@ -368,7 +347,7 @@ int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out)
 int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out)
 {
     counts c = {.tok = (uint64_t *)tok}; /* only read: print never writes counts */
-    return print(a, &c, out, 1, ana_threads());
+    return print(a, &c, NULL, 0, out, 1, ana_threads());
 }
 
 int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out)

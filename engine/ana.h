@@ -42,8 +42,11 @@
  *
  * Threads: with 2, bottom-up splits each level's rules between two threads (tables are only
  * read by the level above), per-file work splits the files into two ranges of equal root
- * symbols, top-down weight passes split each level (atomic adds), sequence tables are split
- * by hash, and large output sorts sort two halves in parallel and merge.
+ * symbols, top-down weight passes split the files likewise, each thread pushing weights
+ * through the rules its half uses into arrays of its own, added together at the end,
+ * sequence tables are split by hash, and large output sorts sort two halves in parallel and
+ * merge. Word count and sort print from a word order of the dictionary (radix-sorted once per
+ * grammar and kept) and a counting sort by count, formatted by both threads in place.
  *
  * Options, read at every call: TADOC_TRAVERSAL=topdown|bottomup|auto (default auto),
  * TADOC_THREADS=1|2 (unset: 2 when the machine has two or more CPUs and the scope has at

@@ -41,13 +41,13 @@ typedef struct docs {
     const gram *g;
     ana_prep p;  /* levels, cut flags, head/tail */
     ana_plan pl; /* traversal and threads */
-    dict *longw;  /* joined long words; id = ntokens + index */
-    vec32 files;  /* the scope's regular files, by path */
-    vec32 plain;  /* those without cut words */
-    vec32 cutf;   /* those with cut words */
-    ana_wtab wt;  /* bottom-up word tables */
-    stab st;      /* bottom-up sequence tables */
-    uint64_t *w;  /* seqcount: rule weights in the scope */
+    dict *longw; /* joined long words; id = ntokens + index */
+    vec32 files; /* the scope's regular files, by path */
+    vec32 plain; /* those without cut words */
+    vec32 cutf;  /* those with cut words */
+    ana_wtab wt; /* bottom-up word tables */
+    stab st;     /* bottom-up sequence tables */
+    uint64_t *w; /* seqcount: rule weights in the scope */
 } docs;
 
 static int is_word(const docs *d, uint32_t t)
@@ -317,7 +317,7 @@ static int walk_file_td(const docs *d, scratch *x, sink *k, const uint32_t *run,
     uint32_t nl = d->p.nlevels;
     memset(x->hcnt, 0, ((size_t)nl + 1) * sizeof *x->hcnt);
     for (size_t j = 0; j < x->used.n; j++)
-        x->hcnt[nl - 1 - d->p.height[x->used.p[j]]]++;
+        x->hcnt[nl - 1 - ana_height(&d->p, x->used.p[j])]++;
     for (uint32_t h = 0, acc = 0; h < nl; h++) {
         uint32_t c = x->hcnt[h];
         x->hcnt[h] = acc;
@@ -325,7 +325,7 @@ static int walk_file_td(const docs *d, scratch *x, sink *k, const uint32_t *run,
     }
     for (size_t j = 0; j < x->used.n; j++) {
         uint32_t r = x->used.p[j];
-        x->order.p[x->hcnt[nl - 1 - d->p.height[r]]++] = r;
+        x->order.p[x->hcnt[nl - 1 - ana_height(&d->p, r)]++] = r;
     }
     rc = walk_body(d, k, run, len, 1);
     for (size_t j = 0; j < x->used.n && !rc; j++) {
@@ -364,7 +364,7 @@ static int walk_file_bu(const docs *d, scratch *x, sink *k, const uint32_t *run,
 static int walk_file(const docs *d, scratch *x, sink *k, uint32_t e)
 {
     const arc_entry *f = &d->a->ents[e];
-    if (ana_file_has_cut(d->a, d->p.cut, e)) return walk_stream(d, k, e);
+    if (ana_file_has_cut(&d->p, e)) return walk_stream(d, k, e);
     const uint32_t *run = d->g->root.p + f->root_start;
     return d->pl.bottomup ? walk_file_bu(d, x, k, run, f->root_len)
                           : walk_file_td(d, x, k, run, f->root_len);
@@ -600,7 +600,7 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
     d->a = a;
     d->g = &a->g;
     ana_mark(NULL);
-    int rc = ana_prep_init(&d->p, a, seq ? ANA_PREP_HT : 0);
+    int rc = ana_prep_init(&d->p, a, ANA_PREP_LEVELS | (seq ? ANA_PREP_HT : 0));
     if (rc) return rc;
     ana_mark("levels, head/tail");
     ana_plan_make(&d->p, kind, first, end, &d->pl);
@@ -609,7 +609,7 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
     if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, &d->files)) goto nomem;
     for (size_t i = 0; i < d->files.n; i++) {
         uint32_t e = d->files.p[i];
-        if (!ana_file_has_cut(a, d->p.cut, e)) {
+        if (!ana_file_has_cut(&d->p, e)) {
             if (vec32_push(&d->plain, e)) goto nomem;
         } else if (vec32_push(&d->cutf, e)) {
             goto nomem;
@@ -753,8 +753,8 @@ typedef struct pfjob {
     const docs *d;
     size_t plen;
     const uint32_t *rank; /* termvector: every word's rank, or NULL */
-    buf *out0, out1; /* termvector text: thread 0 appends to the caller's buffer */
-    vec32 pairs[2];  /* invindex: (word, file rank) */
+    buf *out0, out1;      /* termvector text: thread 0 appends to the caller's buffer */
+    vec32 pairs[2];       /* invindex: (word, file rank) */
     rankrec *recs[2];
     size_t nrec[2], caprec[2];
 } pfjob;
@@ -952,8 +952,8 @@ static int seq_cmp(const uint32_t *x, const uint32_t *y)
 /* A sequence of word ranks, as text. */
 static int put_seq(buf *b, const docs *d, const ranks *rk, const uint32_t *q)
 {
-    return put_word(b, d, rk->ids[q[0]]) || buf_put(b, " ", 1) ||
-           put_word(b, d, rk->ids[q[1]]) || buf_put(b, " ", 1) || put_word(b, d, rk->ids[q[2]]);
+    return put_word(b, d, rk->ids[q[0]]) || buf_put(b, " ", 1) || put_word(b, d, rk->ids[q[1]]) ||
+           buf_put(b, " ", 1) || put_word(b, d, rk->ids[q[2]]);
 }
 
 /* Word ids in sequences q (stride `size` bytes, n of them) replaced by their ranks. */
@@ -1149,8 +1149,7 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
             if (i != lo && buf_put(out, "\n", 1)) return -ENOMEM;
             if (put_seq(out, p->d, p->rk, r[i].q)) return -ENOMEM;
         }
-        if (put_tab_path(out, &p->paths, r[i].file) || buf_put(out, ":", 1) ||
-            put_num(out, r[i].n))
+        if (put_tab_path(out, &p->paths, r[i].file) || buf_put(out, ":", 1) || put_num(out, r[i].n))
             return -ENOMEM;
     }
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;

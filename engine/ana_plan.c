@@ -101,10 +101,12 @@ static void head_tail(const ana_prep *p, uint32_t r)
 
 /* The arrays of one grammar's preparation, shared by every call that uses that grammar. */
 typedef struct ana_prep_data {
-    uint32_t *height, nlevels, *lvl_at, *lvl, *ew;
-    unsigned char *cut;
+    uint64_t *hx;
+    uint32_t nlevels, *lvl_at, *lvl, *order, norder, ncut;
+    unsigned char *cls;
     uint32_t (*ht)[5];
     XXH128_hash_t fp; /* fingerprint of the grammar it was computed from */
+    int flags;        /* the ANA_PREP_* parts it holds */
     int refs;         /* calls using it, plus one while cached */
 } ana_prep_data;
 
@@ -114,12 +116,12 @@ static ana_prep_data *cached;
 static void data_free(ana_prep_data *d)
 {
     if (!d) return;
-    free(d->height);
+    free(d->hx);
     free(d->lvl_at);
     free(d->lvl);
-    free(d->cut);
-    free(d->ew);
+    free(d->cls);
     free(d->ht);
+    free(d->order);
     free(d);
 }
 
@@ -169,19 +171,110 @@ static void prep_view(ana_prep *p, const arc *a, ana_prep_data *d)
     p->a = a;
     p->g = &a->g;
     p->data = d;
-    p->height = d->height;
+    p->hx = d->hx;
     p->nlevels = d->nlevels;
     p->lvl_at = d->lvl_at;
     p->lvl = d->lvl;
-    p->cut = d->cut;
-    p->ew = d->ew;
+    p->cls = d->cls;
+    p->ncut = d->ncut;
     p->ht = d->ht;
+    p->order = d->order;
+    p->norder = d->norder;
+}
+
+/* The dictionary's word tokens in byte order. */
+static int order_build(ana_prep_data *d, const dict *dc, uint32_t ntokens, int threads)
+{
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < ntokens; t++)
+        n += dict_is_word(dc, t) != 0;
+    ana_wrec *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r || !(d->order = malloc((n ? n : 1) * sizeof *d->order))) {
+        free(r);
+        return -ENOMEM;
+    }
+    uint32_t k = 0;
+    for (uint32_t t = 0; t < ntokens; t++)
+        if (dict_is_word(dc, t)) {
+            size_t l;
+            const unsigned char *w = dict_bytes(dc, t, &l);
+            r[k++] = (ana_wrec){ana_prefix_key(w, l), w, (uint32_t)l, t};
+        }
+    int rc = ana_sort_words(r, n, threads);
+    for (uint32_t i = 0; i < n && !rc; i++)
+        d->order[i] = r[i].id;
+    free(r);
+    d->norder = n;
+    return rc;
+}
+
+/* Token classes: word, cut piece. */
+static void classes(const dict *dc, uint32_t nt, ana_prep_data *d)
+{
+    uint32_t ncut = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        size_t l;
+        dict_bytes(dc, t, &l);
+        d->cls[t] = dict_is_word(dc, t) ? ANA_WORD : 0;
+        if (d->cls[t] && l == TOK_CAP) { /* a piece of a cut long word */
+            d->cls[t] |= ANA_CUT;
+            ncut++;
+        }
+    }
+    d->ncut = ncut;
+}
+
+/* Heights, cut flags, words per rule and head/tail, children first. */
+static void levels_pass(ana_prep *p, ana_prep_data *d)
+{
+    const gram *g = p->g;
+    const uint32_t nt = g->ntokens;
+    const unsigned char *cls = d->cls;
+    uint64_t *hx = d->hx;
+    uint32_t top = 0;
+    hx[0] = 0;
+    for (uint32_t k = 0; k < g->nrules; k++) {
+        uint32_t r = g->topo.p[k], hgt = 0;
+        uint64_t n, ew = 0, cut = 0;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t s = b[i];
+            if (s >= nt) {
+                uint64_t x = hx[s - nt];
+                uint32_t h = (uint32_t)x & 0x7fffffffu;
+                if (h >= hgt) hgt = h + 1;
+                cut |= x;
+                ew += x >> 32;
+            } else {
+                ew += cls[s] & ANA_WORD;
+                cut |= (uint64_t)(cls[s] & ANA_CUT) << 30;
+            }
+        }
+        hx[r] = (ew < UINT32_MAX ? ew : UINT32_MAX) << 32 | (cut & 1u << 31) | hgt;
+        if (hgt > top) top = hgt;
+        if (d->ht) head_tail(p, r);
+    }
+    d->nlevels = g->nrules ? top + 1 : 0;
+}
+
+typedef struct prepjob {
+    ana_prep *p;
+    ana_prep_data *d;
+} prepjob;
+
+/* The levels, and with ANA_PREP_ORDER the word order: by the second thread when there is one. */
+static int prep_task(void *x, const ana_team *t)
+{
+    const prepjob *j = x;
+    int order = (j->d->flags & ANA_PREP_ORDER) != 0;
+    if (t->tid == 1) return order_build(j->d, j->p->a->dict, j->p->g->ntokens, 1);
+    if (j->d->flags & ANA_PREP_LEVELS) levels_pass(j->p, j->d);
+    return order && t->n == 1 ? order_build(j->d, j->p->a->dict, j->p->g->ntokens, 1) : 0;
 }
 
 int ana_prep_init(ana_prep *p, const arc *a, int flags)
 {
     const gram *g = &a->g;
-    const dict *dc = a->dict;
     size_t nr = (size_t)g->nrules + 1;
     int cache = cache_on();
     XXH128_hash_t fp = {0, 0};
@@ -190,65 +283,58 @@ int ana_prep_init(ana_prep *p, const arc *a, int flags)
     if (cache) {
         pthread_mutex_lock(&cache_lock);
         ana_prep_data *c = cached;
-        if (c && XXH128_isEqual(c->fp, fp) && (c->ht || !(flags & ANA_PREP_HT))) {
-            c->refs++;
-            pthread_mutex_unlock(&cache_lock);
-            prep_view(p, a, c);
-            return 0;
+        if (c && XXH128_isEqual(c->fp, fp)) {
+            if ((c->flags & flags) == flags) {
+                c->refs++;
+                pthread_mutex_unlock(&cache_lock);
+                prep_view(p, a, c);
+                return 0;
+            }
+            flags |= c->flags; /* its replacement keeps what it had */
         }
         pthread_mutex_unlock(&cache_lock);
     }
     ana_prep_data *d = calloc(1, sizeof *d);
-    if (!d) goto nomem;
+    if (!d || !(d->cls = malloc(g->ntokens + nr))) goto nomem;
     d->refs = 1;
     d->fp = fp;
-    d->height = malloc(nr * sizeof *d->height);
-    d->cut = calloc(nr, 1);
-    d->ew = malloc(nr * sizeof *d->ew);
-    d->lvl = malloc(nr * sizeof *d->lvl);
-    if (flags & ANA_PREP_HT) d->ht = malloc(nr * sizeof *d->ht);
-    if (!d->height || !d->cut || !d->ew || !d->lvl || ((flags & ANA_PREP_HT) && !d->ht)) goto nomem;
+    classes(a->dict, g->ntokens, d);
+    /* the levels pass finds the rules that hold cut pieces */
+    if (flags & ANA_PREP_HT || d->ncut) flags |= ANA_PREP_LEVELS;
+    d->flags = flags;
+    if (flags & ANA_PREP_LEVELS) {
+        d->hx = malloc(nr * sizeof *d->hx);
+        d->lvl = malloc(nr * sizeof *d->lvl);
+        if (flags & ANA_PREP_HT) d->ht = malloc(nr * sizeof *d->ht);
+        if (!d->hx || !d->lvl || ((flags & ANA_PREP_HT) && !d->ht)) goto nomem;
+    }
     /* ht is filled through a view of d (head_tail reads p->a, p->g, p->ht) */
     prep_view(p, a, d);
-    uint32_t top = 0;
-    d->height[0] = 0;
-    for (uint32_t k = 0; k < g->nrules; k++) {
-        uint32_t r = g->topo.p[k], hgt = 0, ew = 0;
-        unsigned char cut = 0;
-        uint64_t n;
-        const uint32_t *b = gram_body(g, r, &n);
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t s = b[i];
-            if (s >= g->ntokens) {
-                uint32_t c = s - g->ntokens;
-                if (d->height[c] + 1 > hgt) hgt = d->height[c] + 1;
-                cut |= d->cut[c];
-                ew = ew > UINT32_MAX - d->ew[c] ? UINT32_MAX : ew + d->ew[c];
-            } else if (dict_is_word(dc, s)) {
-                if (ew < UINT32_MAX) ew++;
-                cut |= ana_is_cut_token(a, s);
-            }
-        }
-        d->height[r] = hgt;
-        d->cut[r] = cut;
-        d->ew[r] = ew;
-        if (hgt > top) top = hgt;
-        if (d->ht) head_tail(p, r);
+    prepjob j = {p, d};
+    if (!(flags & ANA_PREP_LEVELS)) { /* the order alone: both threads sort it */
+        if ((flags & ANA_PREP_ORDER) && order_build(d, a->dict, g->ntokens, ana_threads()))
+            goto nomem;
+    } else if (ana_par((flags & ANA_PREP_ORDER) && ana_threads() > 1 ? 2 : 1, prep_task, &j)) {
+        goto nomem;
     }
-    d->nlevels = g->nrules ? top + 1 : 0;
-    d->lvl_at = calloc((size_t)d->nlevels + 2, sizeof *d->lvl_at);
-    if (!d->lvl_at) goto nomem;
-    /* Counting sort by height: lvl_at[h + 1] counts, then prefix sums, then placement. */
-    for (uint32_t r = 1; r <= g->nrules; r++)
-        d->lvl_at[d->height[r] + 1]++;
-    for (uint32_t h = 0; h < d->nlevels; h++)
-        d->lvl_at[h + 1] += d->lvl_at[h];
-    uint32_t *fill = malloc(((size_t)d->nlevels + 1) * sizeof *fill);
-    if (!fill) goto nomem;
-    memcpy(fill, d->lvl_at, ((size_t)d->nlevels + 1) * sizeof *fill);
-    for (uint32_t r = 1; r <= g->nrules; r++)
-        d->lvl[fill[d->height[r]]++] = r;
-    free(fill);
+    memset(d->cls + g->ntokens, 0, nr);
+    if (flags & ANA_PREP_LEVELS) {
+        for (uint32_t r = 1; r <= g->nrules; r++)
+            d->cls[g->ntokens + r] = d->hx[r] >> 31 & 1 ? ANA_CUT : 0;
+        d->lvl_at = calloc((size_t)d->nlevels + 2, sizeof *d->lvl_at);
+        if (!d->lvl_at) goto nomem;
+        /* Counting sort by height: lvl_at[h + 1] counts, then prefix sums, then placement. */
+        for (uint32_t r = 1; r <= g->nrules; r++)
+            d->lvl_at[ana_height(p, r) + 1]++;
+        for (uint32_t h = 0; h < d->nlevels; h++)
+            d->lvl_at[h + 1] += d->lvl_at[h];
+        uint32_t *fill = malloc(((size_t)d->nlevels + 1) * sizeof *fill);
+        if (!fill) goto nomem;
+        memcpy(fill, d->lvl_at, ((size_t)d->nlevels + 1) * sizeof *fill);
+        for (uint32_t r = 1; r <= g->nrules; r++)
+            d->lvl[fill[ana_height(p, r)]++] = r;
+        free(fill);
+    }
     prep_view(p, a, d);
     if (cache) {
         /* keep it for the next call, in place of the previous grammar's */
@@ -272,8 +358,7 @@ nomem:
 int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, vec32 *out)
 {
     for (uint32_t e = first; e < end; e++)
-        if (p->a->ents[e].type == ARC_REG && !ana_file_has_cut(p->a, p->cut, e) &&
-            vec32_push(out, e))
+        if (p->a->ents[e].type == ARC_REG && !ana_file_has_cut(p, e) && vec32_push(out, e))
             return -ENOMEM;
     return 0;
 }
@@ -335,7 +420,7 @@ static int is_seq(int kind)
 /* Bound on the size of rule c's table. */
 static double table_bound(const ana_prep *p, uint32_t c, int seq)
 {
-    double w = p->ew[c];
+    double w = ana_ew(p, c);
     return seq ? (w > 2 ? w - 2 : 0) : w;
 }
 
@@ -420,22 +505,28 @@ static int estimate(const ana_prep *p, int seq, const vec32 *files, int threads,
 
 static const char *kind_name(int kind)
 {
-    static const char *n[] = {"wordcount", "sort",     "invindex",
+    static const char *n[] = {"wordcount",  "sort",     "invindex",
                               "termvector", "seqcount", "rankedinvindex"};
     return n[kind];
 }
 
-void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, ana_plan *o)
+int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, uint64_t *syms, uint32_t *nfiles)
 {
-    const arc *a = p->a;
-    memset(o, 0, sizeof *o);
+    *syms = 0;
+    *nfiles = 0;
     for (uint32_t e = first; e < end; e++)
         if (a->ents[e].type == ARC_REG) {
-            o->nfiles++;
-            o->scope_syms += a->ents[e].root_len;
+            ++*nfiles;
+            *syms += a->ents[e].root_len;
         }
-    o->threads = ana_threads();
-    if (!threads_asked() && o->scope_syms < 65536) o->threads = 1;
+    if (!threads_asked() && *syms < 65536) return 1;
+    return ana_threads();
+}
+
+void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, ana_plan *o)
+{
+    memset(o, 0, sizeof *o);
+    o->threads = ana_plan_threads(p->a, first, end, &o->scope_syms, &o->nfiles);
     int t = ana_traversal();
     const char *why = "";
     if (t != ANA_AUTO) {
@@ -453,7 +544,7 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, an
     if (o->bottomup) {
         /* 32-bit table counts: no rule may expand to 2^32 words or more */
         for (uint32_t r = 1; r <= p->g->nrules && o->bottomup; r++)
-            if (p->ew[r] == UINT32_MAX) {
+            if (ana_ew(p, r) == UINT32_MAX) {
                 o->bottomup = 0;
                 why = " (a rule expands to 2^32 words or more)";
             }
@@ -465,21 +556,25 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, an
                 "top-down %.3g, bottom-up %.3g%s\n",
                 kind_name(kind), o->bottomup ? "bottom-up" : "top-down",
                 o->forced ? " (forced)" : " (auto)", o->threads, o->threads > 1 ? "s" : "",
-                o->nfiles, o->nfiles == 1 ? "" : "s", (unsigned long long)o->scope_syms,
-                o->est_td, o->est_bu, why);
+                o->nfiles, o->nfiles == 1 ? "" : "s", (unsigned long long)o->scope_syms, o->est_td,
+                o->est_bu, why);
 }
 
 void ana_mark(const char *what)
 {
-    static __thread struct timespec last;
+    static __thread struct timespec last, last_cpu;
     const char *v = getenv("TADOC_ANA_VERBOSE");
     if (!v || atoi(v) < 2) return;
-    struct timespec t;
+    struct timespec t, c;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
     if (what)
-        fprintf(stderr, "tadoc:   %-28s %8.3f s\n", what,
-                (double)(t.tv_sec - last.tv_sec) + (double)(t.tv_nsec - last.tv_nsec) / 1e9);
+        fprintf(stderr, "tadoc:   %-28s %8.3f s (this thread's CPU %.3f s)\n", what,
+                (double)(t.tv_sec - last.tv_sec) + (double)(t.tv_nsec - last.tv_nsec) / 1e9,
+                (double)(c.tv_sec - last_cpu.tv_sec) +
+                    (double)(c.tv_nsec - last_cpu.tv_nsec) / 1e9);
     last = t;
+    last_cpu = c;
 }
 
 /* ---- two threads ---- */
@@ -640,8 +735,8 @@ void ana_arena_free(ana_arena *ar)
 typedef struct wjob {
     const ana_prep *p;
     const uint32_t *files;
-    size_t n;
-    uint64_t *w, **tok;
+    size_t n, at[3];         /* thread t takes files [at[t], at[t + 1]) */
+    uint64_t *w[2], *tok[2]; /* thread 1's are its own, added into thread 0's (the caller's) */
     int down;
 } wjob;
 
@@ -653,57 +748,115 @@ static inline void add_w(uint64_t *x, uint64_t v, int shared)
         *x += v;
 }
 
+/* Where symbol s of a body adds its weight: w of a rule, tok of a token (NULL without tok). */
+static inline const void *target(const uint64_t *w, const uint64_t *tok, uint32_t nt, uint32_t s)
+{
+    return s >= nt ? (const void *)&w[s - nt] : tok ? (const void *)&tok[s] : NULL;
+}
+
+/* Push the weights of every rule to its children and words, parents first: g->topo backwards
+ * (its depth-first order keeps children near their parents). The loads are random, so they
+ * are prefetched in stages: a rule's weight and body offset 16 rules ahead, its body 8
+ * ahead, the targets of its first symbols 4 ahead. */
+static void push_rules(const ana_prep *p, uint64_t *w, uint64_t *tok)
+{
+    const gram *g = p->g;
+    const unsigned char *cls = p->cls;
+    const uint32_t nt = g->ntokens, *syms = g->syms.p, *topo = g->topo.p;
+    const uint64_t *rs = g->rule_start.p;
+    const size_t n = g->nrules;
+#define AT(k) topo[n - 1 - (k)]
+    for (size_t k = 0; k < n; k++) {
+        if (k + 16 < n) {
+            uint32_t q = AT(k + 16);
+            __builtin_prefetch(&w[q]);
+            __builtin_prefetch(&rs[q - 1]);
+        }
+        if (k + 8 < n) __builtin_prefetch(syms + rs[AT(k + 8) - 1]);
+        if (k + 4 < n) {
+            uint32_t q = AT(k + 4);
+            if (w[q]) {
+                const uint32_t *b = syms + rs[q - 1];
+                uint64_t m = rs[q] - rs[q - 1];
+                for (uint64_t i = 0; i < m && i < 4; i++) {
+                    const void *x = target(w, tok, nt, b[i]);
+                    if (x) __builtin_prefetch(x, 1);
+                }
+            }
+        }
+        uint32_t r = AT(k);
+        uint64_t wr = w[r];
+        if (!wr) continue;
+        const uint32_t *b = syms + rs[r - 1], *e = syms + rs[r];
+        for (; b < e; b++) {
+            uint32_t s = *b;
+            if (s >= nt)
+                w[s - nt] += wr;
+            else if (tok && (cls[s] & ANA_WORD))
+                tok[s] += wr;
+        }
+    }
+#undef AT
+}
+
+/* Each thread counts its files (about half the root symbols each) into its own arrays: root
+ * runs, then with `down` the push over every rule its files use. Rules both halves use are
+ * pushed by both, but nothing is shared until the end (no atomic adds, one barrier), where
+ * each thread adds half of thread 1's arrays into thread 0's. */
 static int weights_task(void *x, const ana_team *t)
 {
     const wjob *j = x;
-    const gram *g = j->p->g;
-    const dict *d = j->p->a->dict;
+    const ana_prep *p = j->p;
+    const gram *g = p->g;
+    const unsigned char *cls = p->cls;
     const uint32_t nt = g->ntokens;
-    int sh = t->n > 1;
-    uint64_t *w = j->w, *tok = j->tok ? j->tok[t->tid] : NULL;
-    size_t at[3];
-    ana_split_files(j->p->a, j->files, j->n, t->n, at);
-    for (size_t i = at[t->tid]; i < at[t->tid + 1]; i++) {
-        const arc_entry *f = &j->p->a->ents[j->files[i]];
+    uint64_t *w = j->w[t->tid], *tok = j->tok[t->tid];
+    size_t lo = t->n == 1 ? 0 : j->at[t->tid], hi = t->n == 1 ? j->n : j->at[t->tid + 1];
+    for (size_t i = lo; i < hi; i++) {
+        const arc_entry *f = &p->a->ents[j->files[i]];
         const uint32_t *run = g->root.p + f->root_start;
-        for (uint64_t k = 0; k < f->root_len; k++) {
+        for (uint64_t k = 0, len = f->root_len; k < len; k++) {
+            if (k + 16 < len) {
+                const void *y = target(w, tok, nt, run[k + 16]);
+                if (y) __builtin_prefetch(y, 1);
+            }
             uint32_t s = run[k];
             if (s >= nt)
-                add_w(&w[s - nt], 1, sh);
-            else if (tok && dict_is_word(d, s))
+                w[s - nt]++;
+            else if (tok && (cls[s] & ANA_WORD))
                 tok[s]++;
         }
     }
-    if (!j->down) return 0;
+    if (j->down) push_rules(p, w, tok);
+    if (t->n == 1) return 0;
     ana_sync(t);
-    /* Parents before children: a level receives weight only from the levels above it, which
-     * are finished when the barrier lets this one start. */
-    for (uint32_t h = j->p->nlevels; h-- > 0;) {
-        size_t lo, hi, base = j->p->lvl_at[h];
-        ana_share(t, j->p->lvl_at[h + 1] - base, &lo, &hi);
-        for (size_t k = base + lo; k < base + hi; k++) {
-            uint32_t r = j->p->lvl[k];
-            uint64_t wr = w[r], m;
-            if (!wr) continue;
-            const uint32_t *b = gram_body(g, r, &m);
-            for (uint64_t i = 0; i < m; i++) {
-                uint32_t s = b[i];
-                if (s >= nt)
-                    add_w(&w[s - nt], wr, sh);
-                else if (tok && dict_is_word(d, s))
-                    tok[s] += wr;
-            }
-        }
-        ana_sync(t);
+    size_t a, b;
+    ana_share(t, (size_t)g->nrules + 1, &a, &b);
+    for (size_t r = a; r < b; r++)
+        j->w[0][r] += j->w[1][r];
+    if (tok) {
+        ana_share(t, nt, &a, &b);
+        for (size_t s = a; s < b; s++)
+            j->tok[0][s] += j->tok[1][s];
     }
     return 0;
 }
 
-int ana_weights(const ana_prep *p, const uint32_t *files, size_t n, uint64_t *w, uint64_t **tok,
+int ana_weights(const ana_prep *p, const uint32_t *files, size_t n, uint64_t *w, uint64_t *tok,
                 int down, int threads)
 {
-    wjob j = {p, files, n, w, tok, down};
-    return ana_par(threads, weights_task, &j);
+    wjob j = {p, files, n, {0}, {w, NULL}, {tok, NULL}, down};
+    if (threads > 1) {
+        /* thread 1's arrays; without memory for them, one thread */
+        j.w[1] = calloc((size_t)p->g->nrules + 1, sizeof *j.w[1]);
+        if (tok) j.tok[1] = calloc((size_t)p->g->ntokens + 1, sizeof *j.tok[1]);
+        if (!j.w[1] || (tok && !j.tok[1])) threads = 1;
+        ana_split_files(p->a, files, n, 2, j.at);
+    }
+    int rc = ana_par(threads, weights_task, &j);
+    free(j.w[1]);
+    free(j.tok[1]);
+    return rc;
 }
 
 /* ---- bottom-up word tables ---- */

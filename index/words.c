@@ -114,16 +114,72 @@ nomem:
     return tdc_error(-ENOMEM, "word index: out of memory");
 }
 
-/* Mark every rule whose expansion holds token t and compute its occurrence count there,
- * children first. Leaves the rules in w->marked. */
-static int mark(idx_words *w, uint32_t t)
+static void next_gen(idx_words *w)
+{
+    if (++w->gen == 0) { /* wrapped: clear the stamps */
+        memset(w->stamp, 0, ((size_t)w->a->g.nrules + 1) * sizeof *w->stamp);
+        w->gen = 1;
+    }
+}
+
+/* The file's way: every rule reachable from run[0..len) gets stamp == gen and cnt = the
+ * occurrences of token t in its expansion (maybe 0), by a memoized depth-first walk. Its
+ * cost is the size of the file's part of the DAG, whatever the word. */
+static int mark_file(idx_words *w, uint32_t t, const uint32_t *run, uint64_t len)
+{
+    const gram *g = &w->a->g;
+    const uint32_t nt = g->ntokens;
+    vec32 rs = {0};
+    vec64 is = {0};
+    int rc = 0;
+    next_gen(w);
+    for (uint64_t j = 0; j < len && !rc; j++) {
+        if (run[j] < nt || w->stamp[run[j] - nt] == w->gen) continue;
+        uint32_t c = run[j] - nt;
+        w->stamp[c] = w->gen;
+        w->cnt[c] = 0;
+        if (vec32_push(&rs, c) || vec64_push(&is, 0)) rc = -ENOMEM;
+        while (!rc && rs.n) {
+            uint32_t r = rs.p[rs.n - 1];
+            uint64_t n, i = is.p[is.n - 1];
+            const uint32_t *b = gram_body(g, r, &n);
+            for (; i < n; i++) {
+                uint32_t s = b[i];
+                if (s == t) {
+                    w->cnt[r]++;
+                } else if (s >= nt) {
+                    if (w->stamp[s - nt] != w->gen) break; /* a DAG: stamped means finished */
+                    w->cnt[r] += w->cnt[s - nt];
+                }
+            }
+            if (i == n) {
+                rs.n--;
+                is.n--;
+                if (rs.n) w->cnt[rs.p[rs.n - 1]] += w->cnt[r];
+                continue;
+            }
+            is.p[is.n - 1] = i + 1;
+            c = b[i] - nt;
+            w->stamp[c] = w->gen;
+            w->cnt[c] = 0;
+            if (vec32_push(&rs, c) || vec64_push(&is, 0)) rc = -ENOMEM;
+        }
+    }
+    vec32_free(&rs);
+    vec64_free(&is);
+    return rc;
+}
+
+/* Stamp (== gen) every rule whose expansion holds token t and compute its occurrence count
+ * there (cnt), children first: the rules of word2rule and their ancestors, breadth first.
+ * A frequent word has ancestors all over the grammar: once they outnumber `budget`, the
+ * walk gives up and the file's way (mark_file over run[0..len)) is taken instead. */
+static int mark(idx_words *w, uint32_t t, const uint32_t *run, uint64_t len, uint64_t budget)
 {
     const gram *g = &w->a->g;
     w->marked.n = 0;
-    if (++w->gen == 0) { /* wrapped: clear the stamps */
-        memset(w->stamp, 0, ((size_t)g->nrules + 1) * sizeof *w->stamp);
-        w->gen = 1;
-    }
+    next_gen(w);
+    if (w->w2r_at[t + 1] - w->w2r_at[t] > budget) return mark_file(w, t, run, len);
     for (uint64_t k = w->w2r_at[t]; k < w->w2r_at[t + 1]; k++) {
         uint32_t r = w->w2r_rule[k];
         w->stamp[r] = w->gen;
@@ -137,6 +193,7 @@ static int mark(idx_words *w, uint32_t t)
             w->stamp[p] = w->gen;
             if (vec32_push(&w->marked, p)) return -ENOMEM;
         }
+        if (w->marked.n > budget) return mark_file(w, t, run, len);
     }
     gram_sort_topo(w->pos, w->marked.p, w->marked.n, 0);
     for (size_t j = 0; j < w->marked.n; j++) {
@@ -165,15 +222,19 @@ static int word_token(const idx_words *w, const char *word, size_t n, uint32_t *
 }
 
 /* Start a query: check the entry, find the word's token, take the lock and mark the rules
- * holding it. Returns 1 with the lock held when there is something to look for, 0 when the
- * word is not in the dictionary (no occurrences), or a negative error. */
+ * holding it (all over the grammar, or within the file's rules when that is cheaper). Returns 1
+ * with the lock held when there is something to look for, 0 when the word is not in the dictionary
+ * (no occurrences), or a negative error. */
 static int begin(idx_words *w, uint32_t ent, const char *word, size_t n, uint32_t *t)
 {
     if (ent >= w->a->nents || w->a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
     if (word_token(w, word, n, t)) return 0;
+    const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     pthread_mutex_lock(&w->lock);
-    if (mark(w, *t)) {
+    /* The budget: about what the file's way costs (its part of the DAG is a few rules per
+     * root symbol). */
+    if (mark(w, *t, w->a->g.root.p + f->root_start, f->root_len, 4 * f->root_len + 256)) {
         pthread_mutex_unlock(&w->lock);
         return tdc_error(-ENOMEM, "word index: out of memory");
     }
@@ -228,7 +289,7 @@ int idx_search(idx_words *w, uint32_t ent, const char *word, size_t n, vec64 *ou
             dict_bytes(w->a->dict, s, &l);
             if (s == t) rc = vec64_push(out, off);
             off += l;
-        } else if (w->stamp[s - g->ntokens] == w->gen) {
+        } else if (w->stamp[s - g->ntokens] == w->gen && w->cnt[s - g->ntokens]) {
             if (vec32_push(&rs, s - g->ntokens) || vec64_push(&is, 0)) rc = -ENOMEM;
         } else {
             off += idx_rule_len(w->x, s - g->ntokens);

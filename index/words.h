@@ -4,8 +4,11 @@
  * Built on first use from an index: word2rule (for every token, the rules whose bodies hold
  * it, with local counts) and the reverse edges of the DAG (the parents of every rule). A
  * query marks the rules whose expansion holds the word (the ancestors of its word2rule list),
- * then walks only those inside the file's root run. Memory: about 12 bytes per grammar
- * symbol plus 16 bytes per rule.
+ * then walks only those inside the file's root run. A frequent word's ancestors can be most
+ * of the grammar: when they outnumber a budget of a few rules per symbol of the file's root
+ * run, the query counts the word in the file's own rules instead (a memoized walk of the
+ * file's part of the DAG), so no query costs much more than that walk. Memory: about 12
+ * bytes per grammar symbol plus 16 bytes per rule.
  *
  * Queries on one idx_words are serialized by an internal mutex; any thread may call them. */
 #ifndef TDC_WORDS_H

@@ -14,8 +14,14 @@ oracle_wordcount() {
     words_of "$1" | LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk '{print $1 "\t" $2}' |
         LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
 }
-# Per file, in path order: FUNCTION PATH reads the file's words on stdin.
-each_file() { # DIR FUNCTION
+# Per file, in path order: FUNCTION PATH reads the file's words on stdin. For a FILE, the
+# file alone, PATH its name (paths are relative to a file scope's directory).
+each_file() { # DIR|FILE FUNCTION
+    if [ -f "$1" ]; then
+        (cd "$(dirname "$1")" && f=$(basename "$1") &&
+            LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | { grep -av '^$' || true; } | "$2" "$f")
+        return
+    fi
     (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
         LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | { grep -av '^$' || true; } | "$2" "$f"
     done)
@@ -40,9 +46,9 @@ oracle_rankedinvindex() {
     each_file "$1" ri_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2nr -k3,3 |
         LC_ALL=C awk -F'\t' '{ print $1 "\t" $3 ":" $2 }' | group
 }
-oracle_sort() {
-    oracle_wordcount "$1" | LC_ALL=C awk -F'\t' '{print $2 "\t" $1}' | LC_ALL=C sort -t$'\t' -k1,1
-}
+oracle_sort() { oracle_wordcount "$1" | wordcount_to_sort; }
+# The sort pipeline's tail: word count lines in, sort lines out.
+wordcount_to_sort() { LC_ALL=C awk -F'\t' '{print $2 "\t" $1}' | LC_ALL=C sort -t$'\t' -k1,1; }
 
 # Byte offsets of whole-word occurrences of WORD in FILE (the tokenizer's word bytes).
 oracle_search() { # FILE WORD
