@@ -46,11 +46,26 @@ HELPERS  = $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.
            $(BUILD)/bench/extractlat $(BUILD)/bench/querylat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
+# Fuzz targets (tests/fuzz/fuzz_*.c). The normal build links them with a plain main that
+# replays files (tests/bats/fuzz.bats runs the seeds and regressions through it); FUZZ=1 (as
+# `make fuzz` sets, with clang) links them with libFuzzer.
+FUZZ_NAMES = arc jrnl tok apply
+FUZZ_BIN   = $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz_%)
+ifeq ($(FUZZ),1)
+FUZZ_MAIN  =
+FUZZ_LINK  = -fsanitize=fuzzer
+else
+FUZZ_MAIN  = $(BUILD)/tests/fuzz/standalone.o
+FUZZ_LINK  =
+endif
+FUZZ_SECONDS ?= 60
+FUZZ_SAN   = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
 PREFIX ?= /usr/local
 
-.PHONY: test-long all clean test demo bench deps format install
+.PHONY: fuzz fuzz-build test-long all clean test demo bench deps format install
 .SECONDARY:
-all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN)
+all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -87,6 +102,12 @@ $(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
+$(BUILD)/tests/fuzz_apply: $(BUILD)/tests/fuzz/fuzz_apply.o $(BUILD)/tools/edit.o $(FUZZ_MAIN) $(LIB)
+	$(CC) -o $@ $^ $(FUZZ_LINK) $(LDLIBS_ALL)
+
+$(BUILD)/tests/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_MAIN) $(LIB)
+	$(CC) -o $@ $^ $(FUZZ_LINK) $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
@@ -102,6 +123,16 @@ test: deps
 test-long: deps
 	$(MAKE) SAN=1 all
 	@BUILD=build/san FSX_OPS=100000 BATS_ONLY=fsx.bats tests/run.sh
+
+# libFuzzer builds of the fuzz targets (clang, ASan+UBSan) in build/fuzz, each run for
+# FUZZ_SECONDS from its seeds (tests/fuzz/seeds/); crashes land in build/fuzz/crashes/.
+fuzz-build:
+	$(MAKE) CC=clang BUILD=build/fuzz FUZZ=1 GPU=0 SAN=0 \
+	    CFLAGS="-O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN)" LDFLAGS="$(FUZZ_SAN)" \
+	    $(FUZZ_NAMES:%=build/fuzz/tests/fuzz_%)
+
+fuzz: deps fuzz-build
+	@tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 demo: deps
 	$(MAKE) all
