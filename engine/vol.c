@@ -338,7 +338,7 @@ static int ap_rename(vol *v, rd *r)
         return BAD("malformed rename");
     vnode *d1 = dir_node(v, p1), *d2 = dir_node(v, p2);
     vnode *a = d1 ? kid(v, d1, n1) : NULL, *b = d2 ? kid(v, d2, n2) : NULL;
-    if (!a || (flags & VOL_RENAME_EXCHANGE && !b) || name_ok(n2)) return BAD("rename");
+    if (!a || !d2 || (flags & VOL_RENAME_EXCHANGE && !b) || name_ok(n2)) return BAD("rename");
     if (a == b) return 0;
     /* What the writer refuses: a directory into itself or below, a directory over a
      * non-directory or the reverse. */

@@ -31,8 +31,9 @@ for t in "$@"; do
         r=$?
         [ $r -ne 0 ] && rc=$r
         cat "$log.run" >>"$log"
-        n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log.run" | grep -o '[0-9]*$')
-        execs=$((execs + ${n:-0}))
+        n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log.run" | grep -o '[0-9]*$' |
+            awk '{ s += $1 } END { print s + 0 }')
+        execs=$((execs + n))
     done
     rm -f "$log.run"
     crashes=$(find "$build/crashes/$t" -type f | wc -l)
