@@ -13,6 +13,10 @@ ifeq ($(SAN),1)
 BUILD   ?= build/san
 SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 OPT      = -O1
+else ifeq ($(SAN),thread)
+BUILD   ?= build/tsan
+SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
+OPT      = -O1
 else
 BUILD   ?= build/rel
 SANFLAGS =
@@ -63,7 +67,7 @@ FUZZ_SAN   = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 
 PREFIX ?= /usr/local
 
-.PHONY: fuzz fuzz-build test-long all clean test demo bench deps format install
+.PHONY: tsan fuzz fuzz-build test-long all clean test demo bench deps format install
 .SECONDARY:
 all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
 
@@ -133,6 +137,13 @@ fuzz-build:
 
 fuzz: deps fuzz-build
 	@tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+# ThreadSanitizer build of everything (build/tsan), then the stress test and fsx on a mount
+# of the TSan daemon; any report fails the test (tests/tsan.supp lists libfuse-internal ones).
+tsan: deps
+	$(MAKE) SAN=thread GPU=0 all
+	@BUILD=build/tsan BATS_ONLY=stress.bats tests/run.sh
+	@BUILD=build/tsan BATS_ONLY=fsx.bats tests/run.sh
 
 demo: deps
 	$(MAKE) all
