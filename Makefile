@@ -131,15 +131,16 @@ test-long: deps
 # libFuzzer builds of the fuzz targets (clang, ASan+UBSan) in build/fuzz, each run for
 # FUZZ_SECONDS from its seeds (tests/fuzz/seeds/); crashes land in build/fuzz/crashes/.
 fuzz-build:
+	@tools/deps.sh build fuzz
 	$(MAKE) CC=clang BUILD=build/fuzz FUZZ=1 GPU=0 SAN=0 \
 	    CFLAGS="-O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN)" LDFLAGS="$(FUZZ_SAN)" \
 	    $(FUZZ_NAMES:%=build/fuzz/tests/fuzz_%)
 
-fuzz: deps fuzz-build
+fuzz: fuzz-build
 	@tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 # ThreadSanitizer build of everything (build/tsan), then the stress test and fsx on a mount
-# of the TSan daemon; any report fails the test (tests/tsan.supp lists libfuse-internal ones).
+# of the TSan daemon; any report fails the test.
 tsan: deps
 	$(MAKE) SAN=thread GPU=0 all
 	@BUILD=build/tsan BATS_ONLY=stress.bats tests/run.sh
