@@ -1,5 +1,6 @@
 # tadocfs build. `make` builds the library, `tadoc` and `tadocfs`; `make test` builds a normal
 # and a sanitizer (ASan+UBSan) tree and runs the whole suite under the sanitizer build;
+# it also runs the stress test on a ThreadSanitizer build (build/tsan; `make tsan` adds fsx);
 # `make demo` runs the main job on the bundled sample; `make bench` runs the benchmarks.
 # GPU=0 skips CUDA; otherwise kernels/*.cu are built when nvcc is found.
 
@@ -121,7 +122,8 @@ deps:
 test: deps
 	$(MAKE) all
 	$(MAKE) SAN=1 all
-	@BUILD=build/san tests/run.sh
+	$(MAKE) SAN=thread GPU=0 all
+	@BUILD=build/san TSAN_BUILD=build/tsan tests/run.sh
 
 # The long random-operation run: 100,000 fsx operations per file on a mounted archive.
 test-long: deps

@@ -29,6 +29,12 @@ bats --tap "tests/bats/${BATS_ONLY:-}" 2>&1 | tee -a "$log"
 if [ -x tests/gpu/run.sh ] && ! nvidia-smi >/dev/null 2>&1; then
     echo "# tests/gpu/run.sh skipped: no NVIDIA GPU on this machine (run it on a GPU host)"
 fi
+# make test also runs the stress test on the ThreadSanitizer build (TSAN_BUILD=build/tsan).
+if [ -n "${TSAN_BUILD:-}" ] && [ -z "${BATS_ONLY:-}" ]; then
+    echo "# stress.bats on the ThreadSanitizer build $TSAN_BUILD"
+    TADOC="$top/$TSAN_BUILD/tadoc" TADOCFS="$top/$TSAN_BUILD/tadocfs" TESTBIN="$top/$TSAN_BUILD/tests" \
+        bats --tap tests/bats/stress.bats 2>&1 | sed -E 's/^(not )?ok [0-9]+/& [tsan]/' | tee -a "$log"
+fi
 for r in "$tsan_dir"/report*; do
     [ -e "$r" ] || continue
     cat "$r" | tee -a "$log" | head -60
