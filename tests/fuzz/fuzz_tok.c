@@ -57,7 +57,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(whole.bytes.n == n && (!n || !memcmp(whole.bytes.p, in, n)), "lossy");
     FUZZ_CHECK(parts.bytes.n == n && (!n || !memcmp(parts.bytes.p, in, n)), "lossy in chunks");
     FUZZ_CHECK(whole.ends.n == parts.ends.n &&
-                   !memcmp(whole.ends.p, parts.ends.p, whole.ends.n * sizeof *whole.ends.p),
+                   (!whole.ends.n ||
+                    !memcmp(whole.ends.p, parts.ends.p, whole.ends.n * sizeof *whole.ends.p)),
                "chunking changed the tokens (%zu vs %zu)", whole.ends.n, parts.ends.n);
     /* Maximal: adjacent tokens of one class only where the first is TOK_CAP long. */
     for (size_t i = 1; i < whole.ends.n; i++) {
