@@ -70,7 +70,7 @@ int main(int argc, char **argv)
             sprintf(names[n++], "%s/%s", argv[i], e->d_name);
         }
         if (d) closedir(d);
-        qsort(names, n, sizeof *names, by_name);
+        if (n) qsort(names, n, sizeof *names, by_name);
         for (size_t k = 0; k < n; k++) {
             bad += run_file(names[k]);
             files++;

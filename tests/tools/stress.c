@@ -310,6 +310,11 @@ int main(int argc, char **argv)
             snprintf(path, sizeof path, "%s/%s", out, f->name);
             if (put_file(path, f->data, f->len, 0)) perror(path);
         }
+    free(want);
+    free(got);
+    for (int w = 0; w < nwriters; w++)
+        for (int k = 0; k < FILES; k++)
+            free(files[w][k].data);
     unsigned long ops =
         n_over + n_app + n_pwrite + n_trunc + n_ext + n_save + n_ren + n_unl + n_sync;
     printf("stress: %d writers, %d readers, %.1f s: %lu writer ops (%lu overwrites, %lu appends, "
