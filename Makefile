@@ -1,5 +1,6 @@
 # tadocfs build. `make` builds the library, `tadoc` and `tadocfs`; `make test` builds a normal
 # and a sanitizer (ASan+UBSan) tree and runs the whole suite under the sanitizer build;
+# it also runs the stress test on a ThreadSanitizer build (build/tsan; `make tsan` adds fsx);
 # `make demo` runs the main job on the bundled sample; `make bench` runs the benchmarks.
 # GPU=0 skips CUDA; otherwise kernels/*.cu are built when nvcc is found.
 
@@ -12,6 +13,10 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 ifeq ($(SAN),1)
 BUILD   ?= build/san
 SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT      = -O1
+else ifeq ($(SAN),thread)
+BUILD   ?= build/tsan
+SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
 OPT      = -O1
 else
 BUILD   ?= build/rel
@@ -46,11 +51,26 @@ HELPERS  = $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.
            $(BUILD)/bench/extractlat $(BUILD)/bench/querylat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
+# Fuzz targets (tests/fuzz/fuzz_*.c). The normal build links them with a plain main that
+# replays files (tests/bats/fuzz.bats runs the seeds and regressions through it); FUZZ=1 (as
+# `make fuzz` sets, with clang) links them with libFuzzer.
+FUZZ_NAMES = arc jrnl tok apply
+FUZZ_BIN   = $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz_%)
+ifeq ($(FUZZ),1)
+FUZZ_MAIN  =
+FUZZ_LINK  = -fsanitize=fuzzer
+else
+FUZZ_MAIN  = $(BUILD)/tests/fuzz/standalone.o
+FUZZ_LINK  =
+endif
+FUZZ_SECONDS ?= 60
+FUZZ_SAN   = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
 PREFIX ?= /usr/local
 
-.PHONY: test-long all clean test demo bench deps format install
+.PHONY: tsan fuzz fuzz-build test-long all clean test demo bench deps format install
 .SECONDARY:
-all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN)
+all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -87,6 +107,12 @@ $(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
+$(BUILD)/tests/fuzz_apply: $(BUILD)/tests/fuzz/fuzz_apply.o $(BUILD)/tools/edit.o $(FUZZ_MAIN) $(LIB)
+	$(CC) -o $@ $^ $(FUZZ_LINK) $(LDLIBS_ALL)
+
+$(BUILD)/tests/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_MAIN) $(LIB)
+	$(CC) -o $@ $^ $(FUZZ_LINK) $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
@@ -96,12 +122,31 @@ deps:
 test: deps
 	$(MAKE) all
 	$(MAKE) SAN=1 all
-	@BUILD=build/san tests/run.sh
+	$(MAKE) SAN=thread GPU=0 all
+	@BUILD=build/san TSAN_BUILD=build/tsan tests/run.sh
 
 # The long random-operation run: 100,000 fsx operations per file on a mounted archive.
 test-long: deps
 	$(MAKE) SAN=1 all
 	@BUILD=build/san FSX_OPS=100000 BATS_ONLY=fsx.bats tests/run.sh
+
+# libFuzzer builds of the fuzz targets (clang, ASan+UBSan) in build/fuzz, each run for
+# FUZZ_SECONDS from its seeds (tests/fuzz/seeds/); crashes land in build/fuzz/crashes/.
+fuzz-build:
+	@tools/deps.sh build fuzz
+	$(MAKE) CC=clang BUILD=build/fuzz FUZZ=1 GPU=0 SAN=0 \
+	    CFLAGS="-O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN)" LDFLAGS="$(FUZZ_SAN)" \
+	    $(FUZZ_NAMES:%=build/fuzz/tests/fuzz_%)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+# ThreadSanitizer build of everything (build/tsan), then the stress test and fsx on a mount
+# of the TSan daemon; any report fails the test.
+tsan: deps
+	$(MAKE) SAN=thread GPU=0 all
+	@BUILD=build/tsan BATS_ONLY=stress.bats tests/run.sh
+	@BUILD=build/tsan BATS_ONLY=fsx.bats tests/run.sh
 
 demo: deps
 	$(MAKE) all

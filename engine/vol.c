@@ -187,6 +187,12 @@ static int get_u32(rd *r, uint32_t *x)
 
 #define BAD(what) tdc_error(-EBADMSG, "journal record does not apply: %s", what)
 
+/* Inode numbers a create may skip past next_ino (compaction recomputes an archive's next_ino
+ * from the inodes still in use, so a journal may start above it). */
+#define VOL_INO_SLACK ((uint64_t)1 << 24)
+
+static int name_ok(const char *name); /* 0, or why a name is refused */
+
 static vnode *dir_node(vol *v, uint64_t ino)
 {
     vnode *d = vol_node(v, ino);
@@ -225,7 +231,12 @@ static int ap_create(vol *v, rd *r)
         get_str(r, link, sizeof link))
         return BAD("malformed create");
     vnode *d = dir_node(v, parent);
-    if (!d || vol_node(v, ino) || kid(v, d, name)) return BAD("create");
+    /* The writer gives new inodes increasing numbers from next_ino (past the archive's) and
+     * only these types and bits; a number far beyond would make the inode table huge. */
+    if (!d || vol_node(v, ino) || kid(v, d, name) || name_ok(name) || ino < v->next_ino ||
+        ino - v->next_ino > VOL_INO_SLACK || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
+        !(S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode)) || S_ISLNK(mode) != !!link[0])
+        return BAD("create");
     vnode *n = calloc(1, sizeof *n);
     if (!n) return -ENOMEM;
     n->ino = ino;
@@ -266,7 +277,7 @@ static int ap_link(vol *v, rd *r)
         get_str(r, name, sizeof name))
         return BAD("malformed link");
     vnode *d = dir_node(v, parent), *n = vol_node(v, ino);
-    if (!d || !n || S_ISDIR(n->mode) || kid(v, d, name)) return BAD("link");
+    if (!d || !n || S_ISDIR(n->mode) || kid(v, d, name) || name_ok(name)) return BAD("link");
     int rc = add_kid(d, name, ino);
     if (rc) return rc;
     n->nlink++;
@@ -327,8 +338,14 @@ static int ap_rename(vol *v, rd *r)
         return BAD("malformed rename");
     vnode *d1 = dir_node(v, p1), *d2 = dir_node(v, p2);
     vnode *a = d1 ? kid(v, d1, n1) : NULL, *b = d2 ? kid(v, d2, n2) : NULL;
-    if (!a || (flags & VOL_RENAME_EXCHANGE && !b)) return BAD("rename");
+    if (!a || !d2 || (flags & VOL_RENAME_EXCHANGE && !b) || name_ok(n2)) return BAD("rename");
     if (a == b) return 0;
+    /* What the writer refuses: a directory into itself or below, a directory over a
+     * non-directory or the reverse. */
+    if ((S_ISDIR(a->mode) && is_ancestor(v, a->ino, p2)) ||
+        (b && flags & VOL_RENAME_EXCHANGE && S_ISDIR(b->mode) && is_ancestor(v, b->ino, p1)) ||
+        (b && !(flags & VOL_RENAME_EXCHANGE) && !S_ISDIR(a->mode) != !S_ISDIR(b->mode)))
+        return BAD("rename into itself or across types");
     int rc;
     if (flags & VOL_RENAME_EXCHANGE) {
         int f1, f2;

@@ -11,6 +11,10 @@ export CORPORA="$top/tests/tmp/corpora"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
 export CMOCKA_MESSAGE_OUTPUT=TAP
+# ThreadSanitizer (make tsan): the daemon's stderr is gone once it daemonizes, so reports go
+# to files, each of which counts as a failure below.
+tsan_dir=$(mktemp -d)
+export TSAN_OPTIONS=${TSAN_OPTIONS:-log_path=$tsan_dir/report:second_deadlock_stack=1}
 
 tests/corpus.sh || { echo "0 passed, 1 failed"; exit 1; }
 log=$(mktemp)
@@ -25,6 +29,18 @@ bats --tap "tests/bats/${BATS_ONLY:-}" 2>&1 | tee -a "$log"
 if [ -x tests/gpu/run.sh ] && ! nvidia-smi >/dev/null 2>&1; then
     echo "# tests/gpu/run.sh skipped: no NVIDIA GPU on this machine (run it on a GPU host)"
 fi
+# make test also runs the stress test on the ThreadSanitizer build (TSAN_BUILD=build/tsan).
+if [ -n "${TSAN_BUILD:-}" ] && [ -z "${BATS_ONLY:-}" ]; then
+    echo "# stress.bats on the ThreadSanitizer build $TSAN_BUILD"
+    TADOC="$top/$TSAN_BUILD/tadoc" TADOCFS="$top/$TSAN_BUILD/tadocfs" TESTBIN="$top/$TSAN_BUILD/tests" \
+        bats --tap tests/bats/stress.bats 2>&1 | sed -E 's/^(not )?ok [0-9]+/& [tsan]/' | tee -a "$log"
+fi
+for r in "$tsan_dir"/report*; do
+    [ -e "$r" ] || continue
+    cat "$r" | tee -a "$log" | head -60
+    echo "not ok - ThreadSanitizer report $(basename "$r")" | tee -a "$log"
+done
+rm -rf "$tsan_dir"
 pass=$(grep -c '^ok ' "$log")
 fail=$(grep -c '^not ok ' "$log")
 rm -f "$log"

@@ -232,6 +232,71 @@ static double secs(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
+{
+    op *ops = NULL;
+    size_t nops = 0, cap = 0, lineno = 0, len = 0;
+    char *line = NULL;
+    int rc = 0, ret = EX_OK;
+    memset(as, 0, sizeof *as);
+    while (getline(&line, &len, in) >= 0) {
+        lineno++;
+        if (nops == cap) {
+            cap = cap ? cap * 2 : 1024;
+            op *p = realloc(ops, cap * sizeof *p);
+            if (!p) {
+                rc = tdc_error(-ENOMEM, "out of memory");
+                break;
+            }
+            ops = p;
+        }
+        int r = parse_line(v, line, lineno, &ops[nops]);
+        if (r < 0) {
+            ret = EX_USAGE;
+            break;
+        }
+        if (r == 0) ops[nops].order = nops, nops++;
+    }
+    free(line);
+    vol_reader rd;
+    vol_reader_init(&rd);
+    double t0 = secs();
+    if (!rc && ret == EX_OK && !batch) {
+        for (size_t i = 0; i < nops && !rc; i++)
+            rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
+    } else if (!rc && ret == EX_OK) {
+        /* Everything refers to the text before the batch: extracts first, then inserts from
+         * the highest offset down, then appends in order. */
+        op **ins = malloc((nops ? nops : 1) * sizeof *ins);
+        size_t nin = 0;
+        if (!ins) rc = tdc_error(-ENOMEM, "out of memory");
+        for (size_t i = 0; i < nops && !rc; i++) {
+            if (ops[i].kind == OP_EXTRACT) rc = do_extract(v, &rd, &ops[i]);
+            if (ops[i].kind == OP_INSERT) ins[nin++] = &ops[i];
+        }
+        if (!rc) qsort(ins, nin, sizeof *ins, by_reverse_offset);
+        for (size_t i = 0; i < nin && !rc; i++)
+            rc = do_change(v, ins[i]);
+        for (size_t i = 0; i < nops && !rc; i++)
+            if (ops[i].kind == OP_APPEND) rc = do_change(v, &ops[i]);
+        free(ins);
+    }
+    if (!rc && ret == EX_OK) rc = vol_sync(v);
+    as->secs = secs() - t0;
+    for (size_t i = 0; i < nops; i++) {
+        as->inserts += ops[i].kind == OP_INSERT;
+        as->appends += ops[i].kind == OP_APPEND;
+        as->extracts += ops[i].kind == OP_EXTRACT;
+        as->bytes += ops[i].text.n;
+        buf_free(&ops[i].text);
+    }
+    free(ops);
+    vol_reader_free(&rd);
+    fflush(stdout);
+    if (rc) return fail(rc);
+    return ret;
+}
+
 int cmd_apply(int argc, char **argv)
 {
     static const struct option lo[] = {{"offsets", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {0, 0, 0, 0}};
@@ -261,74 +326,16 @@ int cmd_apply(int argc, char **argv)
         if (in != stdin) fclose(in);
         return fail(rc);
     }
-    op *ops = NULL;
-    size_t nops = 0, cap = 0, lineno = 0, len = 0;
-    char *line = NULL;
-    int ret = EX_OK;
-    while (getline(&line, &len, in) >= 0) {
-        lineno++;
-        if (nops == cap) {
-            cap = cap ? cap * 2 : 1024;
-            op *p = realloc(ops, cap * sizeof *p);
-            if (!p) {
-                rc = tdc_error(-ENOMEM, "out of memory");
-                break;
-            }
-            ops = p;
-        }
-        int r = parse_line(v, line, lineno, &ops[nops]);
-        if (r < 0) {
-            ret = EX_USAGE;
-            break;
-        }
-        if (r == 0) ops[nops].order = nops, nops++;
-    }
-    free(line);
+    apply_stats as;
+    int ret = apply_stream(v, in, batch, &as);
     if (in != stdin) fclose(in);
-    vol_reader rd;
-    vol_reader_init(&rd);
-    double t0 = secs();
-    uint64_t nins = 0, napp = 0, next = 0, bytes = 0;
-    if (!rc && ret == EX_OK && !batch) {
-        for (size_t i = 0; i < nops && !rc; i++)
-            rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
-    } else if (!rc && ret == EX_OK) {
-        /* Everything refers to the text before the batch: extracts first, then inserts from
-         * the highest offset down, then appends in order. */
-        op **ins = malloc((nops ? nops : 1) * sizeof *ins);
-        size_t nin = 0;
-        if (!ins) rc = tdc_error(-ENOMEM, "out of memory");
-        for (size_t i = 0; i < nops && !rc; i++) {
-            if (ops[i].kind == OP_EXTRACT) rc = do_extract(v, &rd, &ops[i]);
-            if (ops[i].kind == OP_INSERT) ins[nin++] = &ops[i];
-        }
-        if (!rc) qsort(ins, nin, sizeof *ins, by_reverse_offset);
-        for (size_t i = 0; i < nin && !rc; i++)
-            rc = do_change(v, ins[i]);
-        for (size_t i = 0; i < nops && !rc; i++)
-            if (ops[i].kind == OP_APPEND) rc = do_change(v, &ops[i]);
-        free(ins);
-    }
-    if (!rc && ret == EX_OK) rc = vol_sync(v);
-    double dt = secs() - t0;
-    for (size_t i = 0; i < nops; i++) {
-        nins += ops[i].kind == OP_INSERT;
-        napp += ops[i].kind == OP_APPEND;
-        next += ops[i].kind == OP_EXTRACT;
-        bytes += ops[i].text.n;
-        buf_free(&ops[i].text);
-    }
-    free(ops);
-    vol_reader_free(&rd);
-    fflush(stdout);
-    if (rc) {
-        ret = fail(rc);
-    } else if (ret == EX_OK && !quiet) {
+    if (ret == EX_OK && !quiet) {
+        uint64_t n = as.inserts + as.appends + as.extracts;
         fprintf(stderr,
                 "%s: %" PRIu64 " inserts, %" PRIu64 " appends (%" PRIu64 " bytes), %" PRIu64
                 " extracts in %.3f s (%.0f ops/s, offsets=%s), journaled and synced\n",
-                prog, nins, napp, bytes, next, dt, dt > 0 ? (double)(nins + napp + next) / dt : 0,
-                batch ? "batch" : "sequence");
+                prog, as.inserts, as.appends, as.bytes, as.extracts, as.secs,
+                as.secs > 0 ? (double)n / as.secs : 0, batch ? "batch" : "sequence");
     }
     vol_close(v);
     return ret;

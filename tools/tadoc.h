@@ -2,6 +2,11 @@
 #ifndef TDC_TADOC_H
 #define TDC_TADOC_H
 
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../engine/vol.h"
+
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
 
 extern const char *prog;
@@ -16,5 +21,16 @@ int usage_err(const char *usage, const char *msg);
 extern const char usage_apply[], usage_compact[];
 int cmd_apply(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
+
+typedef struct apply_stats {
+    uint64_t inserts, appends, extracts, bytes; /* operations parsed, text bytes */
+    double secs;                                /* time spent applying them */
+} apply_stats;
+
+/* Parse the operations of `in` (the OPS_FILE format of usage_apply) and apply them to the
+ * writable vol `v` (offsets in batch meaning when `batch`), then sync. Extracts print to
+ * stdout. Returns EX_OK, EX_USAGE for a bad line (nothing applied; message on stderr) or the
+ * exit code of a failed operation (message printed). */
+int apply_stream(vol *v, FILE *in, int batch, apply_stats *st);
 
 #endif
