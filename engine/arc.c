@@ -630,6 +630,11 @@ int arc_open_meta(const char *path, arc **out)
                        path);
         goto fail;
     }
+    if (tlen != a->file_size - toff) {
+        rc = tdc_error(-EBADMSG, "%s: %llu bytes after the section table (damaged or appended to)",
+                       path, (unsigned long long)(a->file_size - toff - tlen));
+        goto fail;
+    }
     if (!(tab = malloc(tlen))) {
         rc = -ENOMEM;
         goto fail;

@@ -139,7 +139,12 @@ newline"
     [ "$status" -eq 3 ] && [[ "$output" == *"header checksum"* ]]
 }
 
-@test "wrong magic, not an archive, missing file" {
+@test "wrong magic, bytes appended, not an archive, missing file" {
+    mkdir "$S/t" && echo some words >"$S/t/f"
+    "$TADOC" pack -q "$S/t" -o "$S/y.tdc"
+    echo junk >>"$S/y.tdc"
+    run "$TADOC" ls "$S/y.tdc"
+    [ "$status" -eq 3 ] && [[ "$output" == *"5 bytes after the section table"* ]]
     printf 'NOTADOC!%.0s' $(seq 1 10) >"$S/x.tdc"
     run "$TADOC" ls "$S/x.tdc"
     [ "$status" -eq 3 ] && [[ "$output" == *"bad magic"* ]]
