@@ -768,7 +768,8 @@ static void load_data(vol *v)
     pthread_mutex_lock(&v->dlock);
     v->x = x;
     v->dmsg = msg;
-    v->dstate = rc ? (rc > 0 ? -EIO : rc) : 2;
+    /* Release: a reader that sees 2 without the lock (vol_data) also sees v->x and the arc. */
+    __atomic_store_n(&v->dstate, rc ? (rc > 0 ? -EIO : rc) : 2, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&v->dcond);
 }
 
@@ -777,8 +778,9 @@ static void *loader(void *p)
     vol *v = p;
     pthread_mutex_lock(&v->dlock);
     if (v->dstate == 1) load_data(v);
+    int failed = v->dstate < 0;
     pthread_mutex_unlock(&v->dlock);
-    if (v->dstate < 0 && v->o.log) {
+    if (failed && v->o.log) {
         char line[1200];
         snprintf(line, sizeof line, "cannot load the archive's data: %s (reads of archived "
                                     "content fail with EIO)", v->dmsg ? v->dmsg : "out of memory");
@@ -789,9 +791,11 @@ static void *loader(void *p)
 
 int vol_data(vol *v)
 {
+    /* Every read passes here: once loaded, no lock. */
+    if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) return 0;
     pthread_mutex_lock(&v->dlock);
     if (v->dstate == 0) { /* nobody is loading: do it here */
-        v->dstate = 1;
+        __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
         load_data(v);
     }
     while (v->dstate == 1)
@@ -806,9 +810,10 @@ int vol_start(vol *v)
 {
     pthread_mutex_lock(&v->dlock);
     if (v->dstate == 0) {
-        v->dstate = 1;
+        __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
         v->loader_running = !pthread_create(&v->loader, NULL, loader, v);
-        if (!v->loader_running) v->dstate = 0; /* the first reader loads it */
+        if (!v->loader_running) /* the first reader loads it */
+            __atomic_store_n(&v->dstate, 0, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&v->dlock);
     if (!v->o.writable || v->th_running) return 0;
@@ -1157,8 +1162,6 @@ void vol_reader_free(vol_reader *r)
 /* Read archived bytes of entry `ent`, with a cursor from this archive generation. */
 static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
 {
-    int rc = vol_data(v);
-    if (rc) return rc;
     if (r->gen != v->gen) {
         idx_cursor_free(&r->cur);
         idx_cursor_init(&r->cur);

@@ -70,7 +70,8 @@ int vol_data(vol *v);
 /* The node of `ino`, or NULL. Caller holds v->lock. */
 vnode *vol_node(const vol *v, uint64_t ino);
 
-/* vol_read for a node already found; caller holds v->lock (shared is enough). */
+/* vol_read for a node already found; caller holds v->lock (shared is enough) and has had 0
+ * from vol_data. */
 ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n);
 
 /* The lock discipline of vol.c, for vol_compact.c. */

@@ -881,6 +881,19 @@ static const char *const root_attrs[] = {"archive_size", "files",         "ratio
 #define NFILE_ATTRS 4
 #define NROOT_ATTRS 8
 
+/* The archive's rule count into v: the only root attribute that needs the grammar (and so
+ * waits for a lazy mount's load). */
+static int root_rules(fs_ctx *c, char *v, size_t n)
+{
+    const idx *x;
+    const arc *a;
+    int rc = vol_lock_arc(c->v, &a, &x);
+    if (rc) return rc;
+    snprintf(v, n, "%u", a->g.nrules);
+    vol_unlock_arc(c->v);
+    return 0;
+}
+
 /* Value of tadoc attribute `name` (without prefix) of inode `ino` into v. */
 static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t n)
 {
@@ -889,12 +902,6 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t
     if (ino == 1) {
         vol_info in;
         vol_get_info(c->v, &in);
-        const idx *x;
-        const arc *a;
-        int rc = vol_lock_arc(c->v, &a, &x);
-        if (rc) return rc;
-        uint32_t rules = a->g.nrules;
-        vol_unlock_arc(c->v);
         if (!strcmp(name, "archive_size"))
             snprintf(v, n, "%" PRIu64, in.archive_bytes);
         else if (!strcmp(name, "files"))
@@ -902,7 +909,7 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t
         else if (!strcmp(name, "ratio"))
             snprintf(v, n, "%.3f", (double)in.content_bytes / (double)in.archive_bytes);
         else if (!strcmp(name, "rules"))
-            snprintf(v, n, "%u", rules);
+            return root_rules(c, v, n);
         else if (!strcmp(name, "journal_bytes"))
             snprintf(v, n, "%" PRIu64, in.journal_bytes);
         else if (!strcmp(name, "journal_records"))

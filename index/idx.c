@@ -152,7 +152,7 @@ static inline void prefetch_len(const idx *x, uint32_t s)
         __builtin_prefetch(&x->len[s - g->ntokens]);
 }
 
-#define IDX_AHEAD 12 /* symbols between a prefetch and its use */
+#define IDX_AHEAD 8 /* symbols between a prefetch and its use */
 
 int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
 {
@@ -330,23 +330,22 @@ static inline void prefetch_leaf(const idx *x, uint32_t s, int deep)
 {
     const gram *g = &x->a->g;
     if (s < g->ntokens) {
-        const uint64_t *o = &x->a->dict->offs.p[s];
         if (deep)
-            __builtin_prefetch(x->a->dict->blob.p + *o);
+            __builtin_prefetch(x->a->dict->blob.p + x->a->dict->offs.p[s]);
         else
-            __builtin_prefetch(o);
+            prefetch_len(x, s);
         return;
     }
     uint32_t r = s - g->ntokens;
     if (!deep) {
+        prefetch_len(x, s);
         __builtin_prefetch(&x->flat_at[r]);
-        __builtin_prefetch(&x->len[r]);
     } else if (x->flat_at[r] != UINT32_MAX) {
         __builtin_prefetch(x->flat + x->flat_at[r]);
     }
 }
 
-#define IDX_NEAR 6 /* symbols ahead whose bytes are fetched */
+#define IDX_NEAR 4 /* symbols ahead whose bytes are fetched */
 
 ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
