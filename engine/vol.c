@@ -782,8 +782,10 @@ static void *loader(void *p)
     pthread_mutex_unlock(&v->dlock);
     if (failed && v->o.log) {
         char line[1200];
-        snprintf(line, sizeof line, "cannot load the archive's data: %s (reads of archived "
-                                    "content fail with EIO)", v->dmsg ? v->dmsg : "out of memory");
+        snprintf(line, sizeof line,
+                 "cannot load the archive's data: %s (reads of archived "
+                 "content fail with EIO)",
+                 v->dmsg ? v->dmsg : "out of memory");
         v->o.log(v->o.log_ctx, line);
     }
     return NULL;

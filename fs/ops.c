@@ -27,7 +27,7 @@
 
 static const struct {
     const char *name; /* the analytic's name after the dot */
-} vfiles[] = {{".wordcount"}, {".sort"},     {".invindex"},
+} vfiles[] = {{".wordcount"},  {".sort"},     {".invindex"},
               {".termvector"}, {".seqcount"}, {".rankedinvindex"}};
 #define NVFILES (sizeof vfiles / sizeof vfiles[0])
 #define SEARCH_DIR NVFILES /* kind of the .search directory */
@@ -628,9 +628,8 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
         if (search)
             rc = search_text(c, &w, word, &f->vout);
         else /* on the GPU where the backend finds it worth it, else ana_* on the CPU */
-            rc = backend_analytic(vfiles[kind].name + 1, w.a, w.own ? 0 : w.gen,
-                                  (uint32_t)w.ent, ana_subtree_end(w.a, (uint32_t)w.ent),
-                                  &f->vout);
+            rc = backend_analytic(vfiles[kind].name + 1, w.a, w.own ? 0 : w.gen, (uint32_t)w.ent,
+                                  ana_subtree_end(w.a, (uint32_t)w.ent), &f->vout);
         vol_view_close(&w);
     }
     free(word);
