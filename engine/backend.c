@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ana.h"
+#include "backend_int.h"
 #include "err.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -59,7 +60,8 @@ int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, b
 
 static int mode = BACKEND_AUTO;
 static uint64_t auto_min = BACKEND_AUTO_MIN_BYTES;
-static uint64_t st_req[2], st_bytes[2], st_fallback; /* [0] gpu, [1] cpu */
+static uint64_t st_req[2], st_bytes[2]; /* analytics: [0] gpu, [1] cpu */
+uint64_t backend_fallbacks;
 
 void backend_set_mode(int m)
 {
@@ -83,11 +85,12 @@ int backend_stats(char *out, size_t n)
                        b0 = __atomic_load_n(&st_bytes[0], __ATOMIC_RELAXED),
                        r1 = __atomic_load_n(&st_req[1], __ATOMIC_RELAXED),
                        b1 = __atomic_load_n(&st_bytes[1], __ATOMIC_RELAXED),
-                       fb = __atomic_load_n(&st_fallback, __ATOMIC_RELAXED);
-    char tail[64] = "";
+                       fb = __atomic_load_n(&backend_fallbacks, __ATOMIC_RELAXED);
+    char reads[192], tail[64] = "";
+    backend_read_stats(reads, sizeof reads);
     if (fb) snprintf(tail, sizeof tail, "; gpu fallbacks: %llu", fb);
-    return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes%s", r0,
-                    b0, r1, b1, tail);
+    return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
+                    r0, b0, r1, b1, reads, tail);
 }
 
 typedef int (*ana_fn)(const arc *, uint32_t, uint32_t, buf *);
@@ -102,8 +105,8 @@ static const struct {
 };
 
 #ifdef TDC_HAVE_CUDA
-/* Resident archives, guarded by gpu_lock (which also serializes every use of the GPU). */
-static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Resident archives, guarded by backend_gpu_lock (which also serializes every use of the GPU). */
+pthread_mutex_t backend_gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     const arc *a;
     uint64_t gen, used;
@@ -124,7 +127,7 @@ static int resident(const arc *a, gpu_gram **out)
     return 0;
 }
 
-/* The cache slot of (a, gen), uploading on a miss; -1 on failure. gpu_lock held. */
+/* The cache slot of (a, gen), uploading on a miss; -1 on failure. backend_gpu_lock held. */
 static int slot(const arc *a, uint64_t gen)
 {
     int lru = 0;
@@ -144,6 +147,27 @@ static int slot(const arc *a, uint64_t gen)
     return lru;
 }
 
+gpu_gram *backend_resident(const arc *a, uint64_t gen, int upload)
+{
+    for (int i = 0; i < BACKEND_GPU_CACHE; i++)
+        if (cache[i].g && cache[i].a == a && cache[i].gen == gen) {
+            cache[i].used = ++tick;
+            return cache[i].g;
+        }
+    int s = upload ? slot(a, gen) : -1;
+    return s < 0 ? NULL : cache[s].g;
+}
+
+void backend_drop(const gpu_gram *g)
+{
+    for (int i = 0; i < BACKEND_GPU_CACHE; i++)
+        if (cache[i].g == g) {
+            gpu_free(cache[i].g);
+            cache[i].g = NULL;
+            cache[i].a = NULL;
+        }
+}
+
 /* Analytic `kind` of [first, end) from the GPU, appended to out: 0, 1 when the GPU does not
  * take it (mode, size, busy, a scope it leaves to the CPU: cut long words, keys too wide), or
  * -1 when it failed (out is left as it was). */
@@ -156,11 +180,11 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
         for (uint32_t e = first; e < end && bytes < min; e++)
             if (a->ents[e].type == ARC_REG) bytes += a->ents[e].size;
         /* sizes first: probing starts CUDA, which a small scope does not need */
-        if (!gen || bytes < min || !backend_gpu_available() || pthread_mutex_trylock(&gpu_lock))
+        if (!gen || bytes < min || !backend_gpu_available() || pthread_mutex_trylock(&backend_gpu_lock))
             return 1;
     } else {
         if (!backend_gpu_available()) return 1;
-        pthread_mutex_lock(&gpu_lock);
+        pthread_mutex_lock(&backend_gpu_lock);
     }
     int rc, s = -1;
     gpu_gram *g = NULL;
@@ -171,11 +195,8 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
         rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, out);
         gpu_free(g);
     }
-    if (rc && rc != -ENOTSUP && s >= 0) { /* the handle may be unusable: drop it */
-        gpu_free(cache[s].g);
-        cache[s].g = NULL;
-    }
-    pthread_mutex_unlock(&gpu_lock);
+    if (rc && rc != -ENOTSUP && s >= 0) backend_drop(cache[s].g); /* may be unusable */
+    pthread_mutex_unlock(&backend_gpu_lock);
     return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;
 }
 #endif
@@ -195,7 +216,7 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
         account(0, out->n - n0);
         return 0;
     }
-    if (r < 0) __atomic_fetch_add(&st_fallback, 1, __ATOMIC_RELAXED);
+    if (r < 0) __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
     out->n = n0;
 #else
     (void)gen;
@@ -225,15 +246,16 @@ int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_
 
 void backend_release(const arc *a)
 {
+    if (!a) backend_read_stop();
 #ifdef TDC_HAVE_CUDA
-    pthread_mutex_lock(&gpu_lock);
+    pthread_mutex_lock(&backend_gpu_lock);
     for (int i = 0; i < BACKEND_GPU_CACHE; i++)
         if (cache[i].g && (!a || cache[i].a == a)) {
             gpu_free(cache[i].g);
             cache[i].g = NULL;
             cache[i].a = NULL;
         }
-    pthread_mutex_unlock(&gpu_lock);
+    pthread_mutex_unlock(&backend_gpu_lock);
 #else
     (void)a;
 #endif

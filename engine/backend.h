@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../kernels/gpu.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 #include "arc.h"
@@ -73,6 +74,39 @@ void backend_release(const arc *a);
  * fallbacks: N" when GPU attempts failed and the CPU served them. Returns what snprintf
  * returns. */
 int backend_stats(char *out, size_t n);
+
+/* ---- File reads for the daemon: a batcher that sends reads to the GPU ---- */
+
+/* How the CPU serves one read: `n` bytes of entry `ent` from `off` into dst; returns n or a
+ * negative error (as vol's archived-bytes reader). */
+typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+/* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
+ * all inside the file, into dst. Mode off, gen 0 (an archive not kept), no usable GPU, or
+ * (auto) fewer than the batch threshold's bytes (backend_set_read_batch): cpu(arg, ...) serves
+ * it in the calling thread. Otherwise the read joins the queue of a batcher thread, which sends
+ * what is queued to the GPU as one gpu_extract (a batch closes when it holds BACKEND_READ_FULL
+ * bytes, or `wait_us` after its first read, or at once with wait_us 0; reads arriving while a
+ * batch runs form the next), and the caller copies its bytes out when the batch is done. A batch
+ * the GPU does not take (busy with an analytic in auto mode, the archive not resident yet: the
+ * batcher then uploads it for later reads) or fails on (counted as a fallback) is served by
+ * cpu() in each caller's thread. Returns n or cpu()'s error. `a` must stay valid until the call
+ * returns (the daemon holds its model lock for reading). Thread-safe. */
+ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
+                     backend_cpu_read cpu, void *arg);
+
+/* Measured on an H100 (bench/results/gpu.md, "reads"): ... */
+#define BACKEND_READ_MIN_BYTES ((size_t)32 << 10)
+#define BACKEND_READ_WAIT_US 0
+#define BACKEND_READ_FULL ((size_t)16 << 20)
+
+/* Auto mode's threshold (bytes of one read from which it goes to the GPU) and the batch window
+ * in microseconds; the defaults above until set. */
+void backend_set_read_batch(size_t min_bytes, unsigned wait_us);
+
+/* Upload and index archive (a, gen) on the GPU now, in the calling thread, so the first reads
+ * and analytics need not wait for it: when the mode is not off and a GPU is usable. */
+void backend_prepare(const arc *a, uint64_t gen);
 
 /* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (kernels/gpu.h has
  * the definitions: modes, tdc_edit, at/pos/final_size). Sequence: every file is a treap of

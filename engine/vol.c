@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "err.h"
 #include "piece.h"
 #include "vol_int.h"
@@ -780,6 +781,11 @@ static void *loader(void *p)
     if (v->dstate == 1) load_data(v);
     int failed = v->dstate < 0;
     pthread_mutex_unlock(&v->dlock);
+    if (!failed) { /* the GPU copy now, not at the first read or analytic */
+        pthread_rwlock_rdlock(&v->alock);
+        backend_prepare(v->a, v->gen + 1);
+        pthread_rwlock_unlock(&v->alock);
+    }
     if (failed && v->o.log) {
         char line[1200];
         snprintf(line, sizeof line,
@@ -1161,9 +1167,16 @@ void vol_reader_free(vol_reader *r)
     idx_cursor_free(&r->cur);
 }
 
-/* Read archived bytes of entry `ent`, with a cursor from this archive generation. */
-static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
+typedef struct base_reader {
+    vol *v;
+    vol_reader *r;
+} base_reader;
+
+/* The CPU's read of archived bytes, with the reader's cursor (reset on a new archive). */
+static ssize_t read_cpu(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
+    vol *v = ((base_reader *)arg)->v;
+    vol_reader *r = ((base_reader *)arg)->r;
     if (r->gen != v->gen) {
         idx_cursor_free(&r->cur);
         idx_cursor_init(&r->cur);
@@ -1171,13 +1184,20 @@ static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void 
     }
     size_t done = 0;
     while (done < n) {
-        ssize_t k =
-            idx_read(v->x, &r->cur, (uint32_t)ent, off + done, (char *)dst + done, n - done);
+        ssize_t k = idx_read(v->x, &r->cur, ent, off + done, (char *)dst + done, n - done);
         if (k < 0) return k;
         if (k == 0) return tdc_error(-EIO, "archived content ends early");
         done += (size_t)k;
     }
     return (ssize_t)done;
+}
+
+/* Read archived bytes of entry `ent`: on the CPU, or batched onto the GPU (backend_read). The
+ * archive's generation + 1 names it there, as for analytics (vol_lock_arc). */
+static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
+{
+    base_reader b = {v, r};
+    return backend_read(v->a, v->gen + 1, (uint32_t)ent, off, dst, n, read_cpu, &b);
 }
 
 ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n)
