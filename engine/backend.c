@@ -180,7 +180,8 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
         for (uint32_t e = first; e < end && bytes < min; e++)
             if (a->ents[e].type == ARC_REG) bytes += a->ents[e].size;
         /* sizes first: probing starts CUDA, which a small scope does not need */
-        if (!gen || bytes < min || !backend_gpu_available() || pthread_mutex_trylock(&backend_gpu_lock))
+        if (!gen || bytes < min || !backend_gpu_available() ||
+            pthread_mutex_trylock(&backend_gpu_lock))
             return 1;
     } else {
         if (!backend_gpu_available()) return 1;

@@ -64,9 +64,7 @@ void backend_prepare(const arc *a, uint64_t gen)
     (void)gen;
 }
 
-void backend_read_stop(void)
-{
-}
+void backend_read_stop(void) {}
 #else
 
 enum { RQ_WAIT, RQ_GPU, RQ_CPU };
@@ -86,17 +84,17 @@ static struct {
     pthread_cond_t work; /* for the batcher: a read was queued, or stop */
     pthread_cond_t done; /* for callers: a batch ended; for the batcher: copies ended */
     rreq *head, **tail;
-    size_t bytes;               /* queued */
-    const arc *a;               /* archive of the queued reads */
+    size_t bytes; /* queued */
+    const arc *a; /* archive of the queued reads */
     uint64_t gen;
-    struct timespec first;      /* when the oldest queued read arrived */
+    struct timespec first; /* when the oldest queued read arrived */
     int started, stop;
     pthread_t th;
-    unsigned char *pin;         /* pinned: the last batch's bytes */
-    size_t copying;             /* callers still copying out of pin */
+    unsigned char *pin; /* pinned: the last batch's bytes */
+    size_t copying;     /* callers still copying out of pin */
     gpu_req *req;
     uint32_t *got;
-    size_t cap;                 /* of req and got */
+    size_t cap; /* of req and got */
 } q = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t q_once = PTHREAD_ONCE_INIT;

@@ -148,3 +148,14 @@ extern "C" void gpu_free(gpu_gram *g)
     free(g->aprk_h);
     free(g);
 }
+
+extern "C" void *gpu_host_alloc(size_t n)
+{
+    void *p = NULL;
+    return cudaHostAlloc(&p, n ? n : 1, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+}
+
+extern "C" void gpu_host_free(void *p)
+{
+    if (p) cudaFreeHost(p);
+}

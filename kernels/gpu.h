@@ -47,6 +47,11 @@ typedef struct gpu_req {
     uint64_t off;
 } gpu_req;
 
+/* Page-locked host memory (cudaHostAlloc), which device copies fill at full speed, for
+ * gpu_extract's `out`; NULL when it cannot be had. Free with gpu_host_free (NULL is a no-op). */
+void *gpu_host_alloc(size_t n);
+void gpu_host_free(void *p);
+
 /* Batched extract: request i reads what idx_extract(ent, off, len) reads (clamped at EOF,
  * nothing past it); got[i] gets its byte count and its bytes go to out right after those of
  * requests 0..i-1. `cap` bytes must hold them all. Returns the total, or -EINVAL for an entry
@@ -95,13 +100,14 @@ int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint
  * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
  * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
  * level per launch (or, when TADOC_TRAVERSAL / ana_set_traversal force bottom-up, per-rule
- * tables built children first, reduced per file from its root run's rules); head/tail buffers (each rule's first and last two words, built children
- * first) give the 3-word sequences that cross symbol boundaries. Words are identified by their
- * byte-order rank in the dictionary, so radix sorts of packed keys give the output order, and
- * the text is formatted on the device (a length pass, a scan, a write pass) and copied back.
- * -ENOTSUP (and nothing appended) when a file in scope holds a word longer than TOK_CAP, or a
- * count or key does not fit the packed keys: the CPU serves those. The first call on a handle
- * also ranks the dictionary's words (host sort) and builds the head/tail buffers. */
+ * tables built children first, reduced per file from its root run's rules); head/tail buffers (each
+ * rule's first and last two words, built children first) give the 3-word sequences that cross
+ * symbol boundaries. Words are identified by their byte-order rank in the dictionary, so radix
+ * sorts of packed keys give the output order, and the text is formatted on the device (a length
+ * pass, a scan, a write pass) and copied back. -ENOTSUP (and nothing appended) when a file in scope
+ * holds a word longer than TOK_CAP, or a count or key does not fit the packed keys: the CPU serves
+ * those. The first call on a handle also ranks the dictionary's words (host sort) and builds the
+ * head/tail buffers. */
 enum {
     GPU_ANA_WORDCOUNT,
     GPU_ANA_SORT,

@@ -12,7 +12,9 @@
  * hundreds of small random batches in both offset meanings against the byte-by-byte reference
  * (backend_edit_apply) and the CPU function, bad offsets, then 100,000-operation batches on the
  * archive's file sizes (inserts in sequence and in batch meaning, appends, and all inserts in
- * one file). Requests, queries and batches come from a fresh seed each run unless SEED is
+ * one file). Reads through the daemon's batcher (backend_read) from 8 threads in each mode
+ * against idx_extract, and the CPU/GPU crossover table for reads (--reads: only these).
+ * Requests, queries and batches come from a fresh seed each run unless SEED is
  * given. Exit 1 on any difference.
  *
  * Ends with CPU (one thread) and GPU times, each the median of REPS runs after a warm-up.
@@ -320,6 +322,166 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
            (unsigned long long)bytes, NEDGE, (unsigned long long)edge,
            fails > before ? "DIFFER" : "agree");
     free(rq);
+    free(files);
+}
+
+/* ---- The daemon's read batcher (backend_read) and the CPU/GPU crossover for reads ---- */
+
+#define RTHREADS 8
+#define RREADS 1500 /* per thread */
+
+typedef struct rthr {
+    const arc *a;
+    const idx *x;
+    const uint32_t *files;
+    uint32_t nf;
+    uint64_t seed, gen;
+    int fails;
+    uint64_t bytes;
+} rthr;
+
+static ssize_t cpu_extract(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    return idx_extract((const idx *)arg, ent, off, dst, n);
+}
+
+/* A read as the daemon makes one: inside the file, 1 B to 1 MiB (most small, as FUSE sends). */
+static gpu_req random_read(const arc *a, const uint32_t *files, uint32_t nf, uint64_t *seed)
+{
+    uint32_t e = files[rnd(seed) % nf];
+    uint64_t size = a->ents[e].size, off = size ? rnd(seed) % size : 0;
+    uint64_t len = 1 + rnd(seed) % ((uint64_t)4 << (rnd(seed) % 19)); /* up to 1 MiB */
+    if (len > size - off) len = size - off;
+    return (gpu_req){e, (uint32_t)len, off};
+}
+
+static void *rthr_main(void *p)
+{
+    rthr *t = p;
+    unsigned char *want = xmalloc(1 << 20), *got = xmalloc(1 << 20);
+    for (int i = 0; i < RREADS; i++) {
+        gpu_req q = random_read(t->a, t->files, t->nf, &t->seed);
+        if (!q.len) continue;
+        ssize_t w = idx_extract(t->x, q.ent, q.off, want, q.len);
+        ssize_t g = backend_read(t->a, t->gen, q.ent, q.off, got, q.len, cpu_extract, (void *)t->x);
+        if (w != (ssize_t)q.len || g != w || memcmp(want, got, q.len)) t->fails++;
+        t->bytes += q.len;
+    }
+    free(want);
+    free(got);
+    return NULL;
+}
+
+static unsigned long long read_stat(const char *key)
+{
+    char st[512];
+    backend_stats(st, sizeof st);
+    const char *p = strstr(st, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* RTHREADS threads read at once through backend_read in each mode; every read must equal
+ * idx_extract, and mode on must have served them on the GPU in batches of several. */
+static void check_batcher(const arc *a, const idx *x, const uint32_t *files, uint32_t nf,
+                          uint64_t *seed)
+{
+    static const char *names[3] = {"off", "auto", "on"};
+    for (int m = 0; m < 3; m++) {
+        backend_set_mode(m);
+        unsigned long long g0 = read_stat("reads gpu: "), bt0 = read_stat("bytes in ");
+        rthr t[RTHREADS];
+        pthread_t th[RTHREADS];
+        for (int i = 0; i < RTHREADS; i++) {
+            t[i] = (rthr){a, x, files, nf, rnd(seed), 7, 0, 0};
+            if (pthread_create(&th[i], NULL, rthr_main, &t[i])) DIE("pthread_create");
+        }
+        int bad = 0;
+        uint64_t bytes = 0;
+        for (int i = 0; i < RTHREADS; i++) {
+            pthread_join(th[i], NULL);
+            bad += t[i].fails;
+            bytes += t[i].bytes;
+        }
+        unsigned long long greq = read_stat("reads gpu: ") - g0,
+                           batches = read_stat("bytes in ") - bt0;
+        if (bad) FAIL("backend_read, gpu=%s: %d reads differ from idx_extract", names[m], bad);
+        if (m == BACKEND_OFF && greq) FAIL("backend_read, gpu=off: %llu reads on the GPU", greq);
+        if (m == BACKEND_ON && (!greq || batches >= greq))
+            FAIL("backend_read, gpu=on: %llu reads on the GPU in %llu batches", greq, batches);
+        printf("read batcher, gpu=%s: %d threads x %d reads (%llu bytes) agree; %llu on the GPU "
+               "in %llu batches\n",
+               names[m], RTHREADS, RREADS, (unsigned long long)bytes, greq, batches);
+    }
+    backend_set_mode(BACKEND_AUTO);
+    backend_release(a);
+}
+
+/* Reads of `size` bytes, `count` at once: the CPU's time for one such read (one thread, a
+ * fresh cursor, as a random read in the daemon) against the GPU's time for the batch of
+ * `count` (requests up, extract, bytes back into pinned memory, copied out to each reader). */
+static void crossover(const arc *a, const idx *x, gpu_gram *g, const uint32_t *files, uint32_t nf,
+                      uint64_t *seed)
+{
+    static const uint32_t sizes[] = {4096, 16384, 32768, 65536, 131072, 262144, 1048576};
+    static const uint32_t counts[] = {1, 4, 16, 64};
+    unsigned char *pin = gpu_host_alloc((size_t)64 << 20), *dst = xmalloc((size_t)64 << 20);
+    uint32_t *got = xmalloc(64 * sizeof *got);
+    if (!pin) DIE("gpu_host_alloc");
+    printf("reads: CPU one read (us, 1 thread) vs GPU one batch of `count` reads (us), medians "
+           "of %d\n%9s %6s %12s %12s %10s %12s\n",
+           REPS, "size", "count", "cpu per read", "gpu batch", "gpu/cpu", "gpu MB/s");
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        uint32_t big[4096], nb = 0;
+        for (uint32_t i = 0; i < nf && nb < 4096; i++)
+            if (a->ents[files[i]].size >= sizes[si]) big[nb++] = files[i];
+        if (!nb) continue;
+        for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+            uint32_t n = counts[ci];
+            gpu_req rq[64];
+            double c[REPS], e[REPS];
+            for (int r = -1; r < REPS; r++) {
+                for (uint32_t i = 0; i < n; i++) {
+                    uint32_t f = big[rnd(seed) % nb];
+                    rq[i] = (gpu_req){f, sizes[si], rnd(seed) % (a->ents[f].size - sizes[si] + 1)};
+                }
+                double t0 = now_ms();
+                for (uint32_t i = 0; i < n; i++)
+                    if (idx_extract(x, rq[i].ent, rq[i].off, dst + (size_t)i * sizes[si],
+                                    sizes[si]) != (ssize_t)sizes[si])
+                        DIE("idx_extract");
+                double t1 = now_ms();
+                int64_t m = gpu_extract(g, rq, n, pin, (size_t)64 << 20, got);
+                if (m != (int64_t)n * sizes[si]) DIE("gpu_extract");
+                if (memcmp(pin, dst, (size_t)m)) FAIL("crossover batch: gpu and cpu differ");
+                memcpy(dst, pin, (size_t)m);
+                double t2 = now_ms();
+                if (r >= 0) {
+                    c[r] = (t1 - t0) / n * 1e3;
+                    e[r] = (t2 - t1) * 1e3;
+                }
+            }
+            double cm = median(c), em = median(e);
+            printf("%9u %6u %12.1f %12.1f %10.2f %12.0f\n", sizes[si], n, cm, em, em / cm,
+                   (double)n * sizes[si] / em);
+        }
+    }
+    printf("(gpu/cpu < 1: the batch is done on the GPU before one of its reads on the CPU; the\n"
+           " auto threshold BACKEND_READ_MIN_BYTES is %zu bytes)\n",
+           (size_t)BACKEND_READ_MIN_BYTES);
+    gpu_host_free(pin);
+    free(dst);
+    free(got);
+}
+
+static void check_reads(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed)
+{
+    uint32_t *files = xmalloc(a->nents * sizeof *files), nf = 0;
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].type == ARC_REG && a->ents[i].size) files[nf++] = i;
+    if (nf) {
+        check_batcher(a, x, files, nf, seed);
+        crossover(a, x, g, files, nf, seed);
+    }
     free(files);
 }
 
@@ -1102,17 +1264,19 @@ static int check_edits(const arc *a, uint64_t *seed, row *t)
 
 int main(int argc, char **argv)
 {
-    int only_ana = 0;
+    int only_ana = 0, only_reads = 0;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
         if (!strcmp(argv[1], "--cpu"))
             cpu_only = 1;
         else if (!strcmp(argv[1], "--analytics"))
             only_ana = 1;
+        else if (!strcmp(argv[1], "--reads"))
+            only_reads = 1;
         else
             break;
     }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: gpucheck [--cpu] [--analytics] ARCHIVE [SEED]\n");
+        fprintf(stderr, "usage: gpucheck [--cpu] [--analytics | --reads] ARCHIVE [SEED]\n");
         return 2;
     }
     char gpu[256] = "no GPU (--cpu)";
@@ -1135,6 +1299,19 @@ int main(int argc, char **argv)
     idx *x;
     gpu_gram *g = check_index(a, &x, &t[nt++]);
     arow at[6];
+    if (!cpu_only && only_reads) {
+        check_reads(a, x, g, &s);
+        gpu_free(g);
+        idx_free(x);
+        arc_free(a);
+        if (fails) {
+            fprintf(stderr, "gpucheck: %s: %d mismatches (seed %llu)\n", argv[1], fails,
+                    (unsigned long long)seed);
+            return 1;
+        }
+        printf("gpucheck: %s: every read agrees with the CPU\n", argv[1]);
+        return 0;
+    }
     if (!cpu_only) {
         /* GPUCHECK_CPU_REPS: CPU runs per analytic time (1 for archives where they take long) */
         const char *cr = getenv("GPUCHECK_CPU_REPS");
@@ -1164,6 +1341,7 @@ int main(int argc, char **argv)
     check_words(a, x, g, &s, &t[nt]);
     nt += 3;
     if (!cpu_only) check_extract(a, x, g, &s, &t[nt++]);
+    if (!cpu_only) check_reads(a, x, g, &s);
     nt += check_edits(a, &s, &t[nt]);
     printf("%-32s %14s %14s %16s\n", "operation (median ms)", "cpu, 1 thread", "gpu kernels",
            "gpu end-to-end");

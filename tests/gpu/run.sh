@@ -107,14 +107,16 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
     for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown; do
         name=$(basename "$src")
         a=$tmp/$name.tdc
-        for mode in on off; do
+        for mode in on auto off; do
             if ! build/rel/tadocfs -o gpu=$mode "$a" "$m"; then
                 echo "mount -o gpu=$mode of $name FAILED"
                 status=1
                 continue
             fi
+            if [ $mode != off ]; then
+                diff -r "$src" "$m" >/dev/null || { echo "gpu=$mode mount of $name differs"; status=1; }
+            fi
             if [ $mode = on ]; then
-                diff -r "$src" "$m" >/dev/null || { echo "gpu=on mount of $name differs"; status=1; }
                 for an in wordcount sort invindex termvector seqcount rankedinvindex; do
                     cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$a") ||
                         { echo "gpu=on .$an of $name differs from the CPU"; status=1; }
@@ -126,13 +128,43 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
             tar cf - -C "$m" . | wc -c >/dev/null
             t2=$(date +%s.%N)
             echo "mount $name gpu=$mode: .wordcount open+read $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 200 }') ms (mean of 5), tar cf - $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", (b - a) * 1000 }') ms; $(backend_of "$m")"
-            if [ $mode = on ] && ! backend_of "$m" | grep -q 'gpu: [1-9]'; then
-                echo "gpu=on served no request on the GPU"
+            if [ $mode = on ] && ! backend_of "$m" | grep -q '^gpu: [1-9].*reads gpu: [1-9]'; then
+                echo "gpu=on served no analytic or no read on the GPU"
                 status=1
             fi
             umount "$m" 2>/dev/null || fusermount3 -u "$m"
         done
     done
+    # Mounted read throughput by mode, on an archive of large files (READS_ARCHIVE, default
+    # tests/tmp/gpubig/linux-cat.tdc when present): the crossover table first, then each mode
+    # on a fresh mount (the FUSE page cache empty; the load and the GPU upload done first):
+    # one reader and 8 readers in 1 MiB preads (bench/mreads), and tar cf -. The content
+    # checksum of every mode must equal the unpacked archive's.
+    ra=${READS_ARCHIVE:-tests/tmp/gpubig/linux-cat.tdc}
+    if [ -f "$ra" ] && make -j"$(nproc)" GPU=1 "${flags[@]}" build/rel/bench/mreads >/dev/null; then
+        build/rel/tests/gpucheck --reads "$ra" ${SEED:-} || status=1
+        rm -rf "$tmp/unpacked"
+        build/rel/tadoc unpack "$ra" "$tmp/unpacked"
+        want=$(build/rel/bench/mreads "$tmp/unpacked" 8 1048576 sum | sed -n 's/content checksum //p')
+        fresh() { # mount in mode $1, wait for the data and the GPU copy
+            build/rel/tadocfs -o gpu=$1 "$ra" "$m" && head -c1 "$(find "$m" -type f | head -1)" >/dev/null && sleep 2
+        }
+        for mode in off auto on; do
+            for th in 1 8; do
+                fresh $mode || { status=1; continue; }
+                echo "reads gpu=$mode: $(build/rel/bench/mreads "$m" $th 1048576)"
+                umount "$m" 2>/dev/null || fusermount3 -u "$m"
+            done
+            fresh $mode || { status=1; continue; }
+            t0=$(date +%s.%N)
+            tar cf - -C "$m" . | wc -c >/dev/null
+            t1=$(date +%s.%N)
+            got=$(build/rel/bench/mreads "$m" 8 1048576 sum | sed -n 's/content checksum //p')
+            echo "reads gpu=$mode: tar cf - $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') s; $(backend_of "$m")"
+            [ "$got" = "$want" ] || { echo "gpu=$mode mount of $ra: content differs"; status=1; }
+            umount "$m" 2>/dev/null || fusermount3 -u "$m"
+        done
+    fi
 else
     echo "tests/gpu/run.sh: tadocfs not built (no libfuse3 here): the mount checks were not run"
     status=1
