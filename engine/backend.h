@@ -82,21 +82,28 @@ int backend_stats(char *out, size_t n);
 typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n);
 
 /* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
- * all inside the file, into dst. Mode off, gen 0 (an archive not kept), no usable GPU, or
- * (auto) fewer than the batch threshold's bytes (backend_set_read_batch): cpu(arg, ...) serves
- * it in the calling thread. Otherwise the read joins the queue of a batcher thread, which sends
- * what is queued to the GPU as one gpu_extract (a batch closes when it holds BACKEND_READ_FULL
- * bytes, or `wait_us` after its first read, or at once with wait_us 0; reads arriving while a
- * batch runs form the next), and the caller copies its bytes out when the batch is done. A batch
- * the GPU does not take (busy with an analytic in auto mode, the archive not resident yet: the
- * batcher then uploads it for later reads) or fails on (counted as a fallback) is served by
- * cpu() in each caller's thread. Returns n or cpu()'s error. `a` must stay valid until the call
+ * all inside the file, into dst. Mode off, gen 0 (an archive not kept), no usable GPU, or in
+ * auto mode a read of fewer than the threshold's bytes (backend_set_read_batch), or one that
+ * finds a batch on the GPU and BACKEND_READ_QUEUE bytes already waiting for the next:
+ * cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU work at once. Otherwise
+ * the read joins the queue of a batcher thread, which sends what is queued to the GPU as one
+ * gpu_extract (a batch closes when it holds BACKEND_READ_FULL bytes, or `wait_us` after its
+ * first read, or at once with wait_us 0; reads arriving while a batch runs form the next), and
+ * the caller copies its bytes out when the batch is done. A batch the GPU does not take (an
+ * analytic holds it, in auto mode) or fails on (counted as a fallback) is served by cpu() in
+ * each caller's thread. Returns n or cpu()'s error. `a` must stay valid until the call
  * returns (the daemon holds its model lock for reading). Thread-safe. */
 ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
                      backend_cpu_read cpu, void *arg);
 
-/* Measured on an H100 (bench/results/gpu.md, "reads"): ... */
-#define BACKEND_READ_MIN_BYTES ((size_t)32 << 10)
+/* Measured on an H200 (bench/results/gpu.md, "Reads"; gpucheck --reads): one read on the GPU
+ * (requests up, extract, bytes back into pinned memory, copied out) against one on a CPU core,
+ * on three archives: 4 KiB 65 vs 12 us, 32 KiB 70-77 vs 50-82 us, 64 KiB 62-89 vs 97-100 us,
+ * 128 KiB 69-96 vs 208-260 us; a batch of four 128 KiB reads 113-179 us. So auto sends reads of
+ * 64 KiB and more, and a read joins a waiting batch up to 512 KiB; no window: batches form from
+ * the reads that arrive while one runs. */
+#define BACKEND_READ_MIN_BYTES ((size_t)64 << 10)
+#define BACKEND_READ_QUEUE ((size_t)512 << 10)
 #define BACKEND_READ_WAIT_US 0
 #define BACKEND_READ_FULL ((size_t)16 << 20)
 

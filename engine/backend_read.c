@@ -16,6 +16,7 @@
 static size_t read_min = BACKEND_READ_MIN_BYTES;
 static unsigned wait_us = BACKEND_READ_WAIT_US;
 static uint64_t rs_req[2], rs_bytes[2], rs_batches; /* [0] gpu, [1] cpu */
+static uint32_t rs_active, rs_most, rs_largest;     /* reads at once now, at most; largest batch */
 
 void backend_set_read_batch(size_t min_bytes, unsigned us)
 {
@@ -32,13 +33,24 @@ static void count_read(int cpu, size_t n)
 void backend_read_stats(char *out, size_t n)
 {
     snprintf(out, n,
-             "reads gpu: %llu requests %llu bytes in %llu batches; reads cpu: %llu requests %llu "
-             "bytes",
+             "reads gpu: %llu requests %llu bytes in %llu batches (largest %u); reads cpu: %llu "
+             "requests %llu bytes; at most %u reads at once",
              (unsigned long long)__atomic_load_n(&rs_req[0], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&rs_bytes[0], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&rs_batches, __ATOMIC_RELAXED),
+             __atomic_load_n(&rs_largest, __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&rs_req[1], __ATOMIC_RELAXED),
-             (unsigned long long)__atomic_load_n(&rs_bytes[1], __ATOMIC_RELAXED));
+             (unsigned long long)__atomic_load_n(&rs_bytes[1], __ATOMIC_RELAXED),
+             __atomic_load_n(&rs_most, __ATOMIC_RELAXED));
+}
+
+/* Raise *most to v if it is higher. */
+static void raise_to(uint32_t *most, uint32_t v)
+{
+    uint32_t m = __atomic_load_n(most, __ATOMIC_RELAXED);
+    while (v > m &&
+           !__atomic_compare_exchange_n(most, &m, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
 }
 
 static ssize_t on_cpu(backend_cpu_read cpu, void *arg, uint32_t ent, uint64_t off, void *dst,
@@ -49,8 +61,20 @@ static ssize_t on_cpu(backend_cpu_read cpu, void *arg, uint32_t ent, uint64_t of
     return k;
 }
 
-#ifndef TDC_HAVE_CUDA
+static ssize_t serve(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
+                     backend_cpu_read cpu, void *arg);
+
 ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
+                     backend_cpu_read cpu, void *arg)
+{
+    raise_to(&rs_most, __atomic_add_fetch(&rs_active, 1, __ATOMIC_RELAXED));
+    ssize_t k = serve(a, gen, ent, off, dst, n, cpu, arg);
+    __atomic_sub_fetch(&rs_active, 1, __ATOMIC_RELAXED);
+    return k;
+}
+
+#ifndef TDC_HAVE_CUDA
+static ssize_t serve(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
                      backend_cpu_read cpu, void *arg)
 {
     (void)a;
@@ -87,8 +111,8 @@ static struct {
     size_t bytes; /* queued */
     const arc *a; /* archive of the queued reads */
     uint64_t gen;
-    struct timespec first; /* when the oldest queued read arrived */
-    int started, stop;
+    struct timespec first;   /* when the oldest queued read arrived */
+    int started, stop, busy; /* busy: a batch is on the GPU */
     pthread_t th;
     unsigned char *pin; /* pinned: the last batch's bytes */
     size_t copying;     /* callers still copying out of pin */
@@ -206,15 +230,18 @@ static void *batcher(void *unused)
         uint64_t gen = q.gen;
         rreq *b = take(&n);
         int ok = !q_room(n);
+        q.busy = 1;
         pthread_mutex_unlock(&q.mu);
         if (ok) ok = run_batch(a, gen, b, n);
         pthread_mutex_lock(&q.mu);
+        q.busy = 0;
         /* The callers wait for q.mu, so the list stays valid until this loop ends. */
         for (rreq *r = b; r; r = r->next)
             r->state = ok ? RQ_GPU : RQ_CPU;
         if (ok) {
             q.copying = n;
             rs_batches++;
+            raise_to(&rs_largest, (uint32_t)n);
         }
         pthread_cond_broadcast(&q.done);
     }
@@ -249,7 +276,7 @@ static int enqueue(rreq *r, const arc *a, uint64_t gen)
     return 0;
 }
 
-ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
+static ssize_t serve(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
                      backend_cpu_read cpu, void *arg)
 {
     int m = backend_get_mode();
@@ -260,7 +287,11 @@ ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, voi
     rreq r = {ent, off, n, RQ_WAIT, NULL, NULL};
     pthread_once(&q_once, q_init);
     pthread_mutex_lock(&q.mu);
-    if (enqueue(&r, a, gen)) r.state = RQ_CPU;
+    /* Auto: while a batch runs, a read joins the next one only if that one stays small enough
+     * to be done about as soon as the CPU would be; otherwise this thread's CPU takes it, so
+     * both work at once. */
+    if ((m == BACKEND_AUTO && q.busy && q.bytes + n > BACKEND_READ_QUEUE) || enqueue(&r, a, gen))
+        r.state = RQ_CPU;
     while (r.state == RQ_WAIT)
         pthread_cond_wait(&q.done, &q.mu);
     pthread_mutex_unlock(&q.mu);

@@ -1,117 +1,91 @@
 /* Batched extract on the device (TPDS'23 IV-D, with CODAG's warp-per-slice output): requests
- * are cut into slices of at most SLICE bytes and each warp serves one slice. Lane 0 descends
- * from the root to the first byte by binary search over the prefix offsets the index build
- * made, then walks the grammar with a stack in shared memory, queueing up to 32 token pieces at
- * a time; all 32 lanes then copy the queued bytes, consecutive lanes on consecutive bytes, so
- * reads and writes coalesce. */
+ * are cut into slices of at most SLICE bytes and each warp serves one slice. Every lane takes
+ * 1/32 of the slice: it descends from the root to its first byte by binary search over the
+ * prefix offsets the index build made, then walks the grammar with its own stack, writing its
+ * bytes into the warp's buffer in shared memory; the warp then copies the slice out, consecutive
+ * lanes on consecutive bytes, so the writes coalesce. The 32 descents of a warp run at once, so
+ * a slice costs about one descent's memory latency instead of one walk over all its tokens. */
 #include "gpu_dev.h"
 
-#define SLICE 1024 /* bytes per warp: bounds each warp's serial walk */
-#define WARPS 8    /* warps per block, fewer when a deep grammar needs a larger stack */
+#define SLICE 1024  /* bytes per warp */
+#define WARPS 8     /* warps per block */
+#define MAXD 64     /* stack frames per lane: grammars deeper than MAXD - 1 go to the CPU */
 
 typedef struct slice {
     u64 off, out; /* offset in the file; offset in the packed output */
     uint32_t ent, len;
 } slice;
 
-/* Shared memory per warp, in u64: the stack (symbol index, body end) per level, the queued
- * source offsets, and the queued output positions (33 u32). */
-static __host__ __device__ inline uint32_t warp_words(uint32_t depth)
+__global__ void __launch_bounds__(WARPS * 32)
+    k_extract(const slice *sl, uint32_t nsl, const uint32_t *root, const uint32_t *syms,
+              const u64 *rule_start, const u64 *root_pre, const u64 *syms_pre, const u64 *ent_rs,
+              const u64 *ent_rl, uint32_t nt, const u64 *toff, const unsigned char *blob,
+              unsigned char *out)
 {
-    return 2 * depth + 32 + 17;
-}
-
-__global__ void k_extract(const slice *sl, uint32_t nsl, uint32_t depth, const uint32_t *root,
-                          const uint32_t *syms, const u64 *rule_start, const u64 *root_pre,
-                          const u64 *syms_pre, const u64 *ent_rs, const u64 *ent_rl, uint32_t nt,
-                          const u64 *toff, const unsigned char *blob, unsigned char *out)
-{
-    extern __shared__ u64 sh[];
+    __shared__ unsigned char sbuf[WARPS][SLICE];
     uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    uint32_t k = blockIdx.x * (blockDim.x / 32) + warp;
+    uint32_t k = blockIdx.x * WARPS + warp;
     if (k >= nsl) return; /* whole warps leave together */
-    u64 *fi = sh + (size_t)warp * warp_words(depth), *fe = fi + depth, *qsrc = fe + depth;
-    uint32_t *qpos = (uint32_t *)(qsrc + 32);
     const slice x = sl[k];
-    uint32_t top = 0, cur = 0; /* lane 0: stack top and the token at the next byte */
-    u64 tokoff = 0;            /* lane 0: bytes of that token already emitted */
-    if (lane == 0) {
-        u64 rs = ent_rs[x.ent], lo = rs, hi = rs + ent_rl[x.ent], base = root_pre[rs];
+    unsigned char *buf = sbuf[warp];
+    uint32_t per = (x.len + 31) / 32, lo = lane * per, hi = lo + per < x.len ? lo + per : x.len;
+    if (lo < hi) {
+        u64 fi[MAXD], fe[MAXD]; /* per frame: the symbol's index, its body's end */
+        uint32_t top = 0, cur;
+        u64 rs = ent_rs[x.ent], l = rs, h = rs + ent_rl[x.ent], base = root_pre[rs];
+        u64 rem = x.off + lo;
         /* Differences of prefix offsets are exact even if the global sums wrapped. */
-        while (hi - lo > 1) {
-            u64 mid = lo + (hi - lo) / 2;
-            if (root_pre[mid] - base <= x.off)
-                lo = mid;
+        while (h - l > 1) {
+            u64 mid = l + (h - l) / 2;
+            if (root_pre[mid] - base <= rem)
+                l = mid;
             else
-                hi = mid;
+                h = mid;
         }
-        fi[0] = lo;
+        fi[0] = l;
         fe[0] = rs + ent_rl[x.ent];
-        u64 rem = x.off - (root_pre[lo] - base);
-        cur = root[lo];
+        rem -= root_pre[l] - base;
+        cur = root[l];
         while (cur >= nt) {
             uint32_t r = cur - nt;
             u64 b = rule_start[r - 1], e = rule_start[r], bp = syms_pre[b];
-            lo = b;
-            hi = e;
-            while (hi - lo > 1) {
-                u64 mid = lo + (hi - lo) / 2;
+            l = b;
+            h = e;
+            while (h - l > 1) {
+                u64 mid = l + (h - l) / 2;
                 if (syms_pre[mid] - bp <= rem)
-                    lo = mid;
+                    l = mid;
                 else
-                    hi = mid;
+                    h = mid;
             }
-            rem -= syms_pre[lo] - bp;
-            fi[++top] = lo;
+            rem -= syms_pre[l] - bp;
+            fi[++top] = l;
             fe[top] = e;
-            cur = syms[lo];
+            cur = syms[l];
         }
-        tokoff = rem;
-    }
-    for (uint32_t done = 0; done < x.len;) {
-        uint32_t nq = 0;
-        if (lane == 0) {
-            uint32_t p = 0;
-            while (nq < 32 && done + p < x.len) {
-                if (tokoff == toff[cur + 1] - toff[cur]) {
-                    /* Next token: pop finished bodies, then descend to a first symbol. The
-                     * slice ends inside the file, so the root frame never runs out. */
-                    while (++fi[top] == fe[top])
-                        top--;
-                    cur = top ? syms[fi[top]] : root[fi[top]];
-                    while (cur >= nt) {
-                        fi[++top] = rule_start[cur - nt - 1];
-                        fe[top] = rule_start[cur - nt];
-                        cur = syms[fi[top]];
-                    }
-                    tokoff = 0;
-                }
-                u64 l = toff[cur + 1] - toff[cur] - tokoff;
-                if (l > x.len - done - p) l = x.len - done - p;
-                qsrc[nq] = toff[cur] + tokoff;
-                qpos[nq++] = p;
-                p += (uint32_t)l;
-                tokoff += l;
+        /* Walk: copy the rest of this token, then the next ones, until hi. The lane's bytes
+         * end inside the file, so the root frame never runs out. */
+        for (uint32_t p = lo;;) {
+            u64 t0 = toff[cur] + rem, n = toff[cur + 1] - t0;
+            if (n > hi - p) n = hi - p;
+            for (u64 i = 0; i < n; i++)
+                buf[p + i] = blob[t0 + i];
+            p += (uint32_t)n;
+            if (p == hi) break;
+            while (++fi[top] == fe[top])
+                top--;
+            cur = top ? syms[fi[top]] : root[fi[top]];
+            while (cur >= nt) {
+                fi[++top] = rule_start[cur - nt - 1];
+                fe[top] = rule_start[cur - nt];
+                cur = syms[fi[top]];
             }
-            qpos[nq] = p;
+            rem = 0;
         }
-        __syncwarp();
-        nq = __shfl_sync(0xffffffffu, nq, 0);
-        uint32_t total = qpos[nq];
-        for (uint32_t b = lane; b < total; b += 32) {
-            uint32_t lo = 0, hi = nq; /* the queued piece holding byte b */
-            while (hi - lo > 1) {
-                uint32_t mid = (lo + hi) / 2;
-                if (qpos[mid] <= b)
-                    lo = mid;
-                else
-                    hi = mid;
-            }
-            out[x.out + done + b] = blob[qsrc[lo] + b - qpos[lo]];
-        }
-        done += total;
-        __syncwarp(); /* the queue is refilled next round */
     }
+    __syncwarp();
+    for (uint32_t b = lane; b < x.len; b += 32)
+        out[x.out + b] = buf[b];
 }
 
 /* Room for n slices (pinned on the host, where they are written) and `bytes` of output. */
@@ -157,9 +131,8 @@ extern "C" int64_t gpu_extract(gpu_gram *g, const gpu_req *req, size_t n, void *
         return tdc_error(-EINVAL, "gpu: extract: %llu bytes do not fit a %zu-byte buffer", total,
                          cap);
     if (nsl > UINT32_MAX) return tdc_error(-EINVAL, "gpu: extract: batch too large");
-    uint32_t wpb = 48 * 1024 / (warp_words(g->depth) * 8);
-    if (wpb > WARPS) wpb = WARPS;
-    if (!wpb) return tdc_error(-ENOTSUP, "gpu: extract: grammar too deep (%u levels)", g->depth);
+    if (g->depth >= MAXD)
+        return tdc_error(-ENOTSUP, "gpu: extract: grammar too deep (%u levels)", g->depth);
     int rc = reserve(g, nsl, total);
     if (rc) return rc;
     slice *s = (slice *)g->sl_h;
@@ -177,16 +150,16 @@ extern "C" int64_t gpu_extract(gpu_gram *g, const gpu_req *req, size_t n, void *
                          (uint32_t)(got[i] - k < SLICE ? got[i] - k : SLICE)};
     }
     CK(cudaMemcpyAsync(g->sl_d, g->sl_h, nsl * sizeof(slice), cudaMemcpyHostToDevice, g->st));
-    if ((rc = gpu_time_begin(g))) return rc;
+    CK(cudaEventRecord(g->ev0, g->st));
     if (nsl) {
-        k_extract<<<(unsigned)((nsl + wpb - 1) / wpb), wpb * 32, wpb * warp_words(g->depth) * 8,
-                    g->st>>>((const slice *)g->sl_d, (uint32_t)nsl, g->depth, g->root, g->syms,
-                             g->rule_start, g->root_pre, g->syms_pre, g->ent_rs, g->ent_rl,
-                             g->ntokens, g->toff, g->blob, g->out_d);
+        k_extract<<<(unsigned)((nsl + WARPS - 1) / WARPS), WARPS * 32, 0, g->st>>>(
+            (const slice *)g->sl_d, (uint32_t)nsl, g->root, g->syms, g->rule_start, g->root_pre,
+            g->syms_pre, g->ent_rs, g->ent_rl, g->ntokens, g->toff, g->blob, g->out_d);
         CK_LAUNCH("k_extract");
     }
-    if ((rc = gpu_time_end(g))) return rc;
+    CK(cudaEventRecord(g->ev1, g->st));
     CK(cudaMemcpyAsync(out, g->out_d, total, cudaMemcpyDeviceToHost, g->st));
-    CK(cudaStreamSynchronize(g->st));
+    CK(cudaStreamSynchronize(g->st)); /* one host wait for the kernel and the copy */
+    CK(cudaEventElapsedTime(&g->kms, g->ev0, g->ev1));
     return (int64_t)total;
 }

@@ -640,7 +640,8 @@ typedef struct arow {
     const char *name;
     double cpu1, cpu2, kern, e2e;
     size_t bytes;
-    int gpu; /* 0: the GPU left it to the CPU (-ENOTSUP) */
+    int gpu;  /* 0: the GPU left it to the CPU (-ENOTSUP) */
+    int skip; /* not run (GPUCHECK_ONLY) */
 } arow;
 
 /* Every analytic on the GPU against the CPU: the whole archive, NSCOPE random subtrees and
@@ -657,14 +658,19 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
     printf("analytics: preparation (word ranks, head/tail, paths; once per archive) %.3f ms\n",
            now_ms() - t0);
     backend_set_mode(BACKEND_ON);
+    /* GPUCHECK_ONLY: the analytics to run, by name (all unless set) */
+    const char *only = getenv("GPUCHECK_ONLY");
     for (int k = 0; k < 6; k++) {
         arow *r = &t[k];
         before = fails;
         memset(r, 0, sizeof *r);
         r->name = ana_names[k];
+        if ((r->skip = only && *only && !strstr(only, ana_names[k]))) continue;
         want.n = got.n = 0;
         ana_set_threads(1);
+        double tc = now_ms();
         if (ana_fns[k](a, 0, a->nents, &want)) DIE(ana_names[k]);
+        tc = now_ms() - tc; /* one thread: the first timing when creps is 1 */
         int rc = gpu_analytic(g, k, 0, a->nents, &got);
         if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
         r->gpu = rc == 0;
@@ -726,7 +732,8 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         double c[64], e[64], kk[64];
         for (int th = 1; th <= 2; th++) {
             ana_set_threads(th);
-            for (int i = 0; i < creps; i++) {
+            c[0] = tc;
+            for (int i = th == 1 && creps == 1; i < creps; i++) {
                 want.n = 0;
                 double t1 = now_ms();
                 if (ana_fns[k](a, 0, a->nents, &want)) DIE(ana_names[k]);
@@ -762,6 +769,7 @@ static void print_analytics(const arow *t)
            "gpu kernels", "gpu e2e", "x 1 thr", "x 2 thr", "output B");
     for (int k = 0; k < 6; k++) {
         const arow *r = &t[k];
+        if (r->skip) continue;
         if (!r->gpu) {
             printf("%-16s %12.3f %12.3f %12s %12s %10s %10s %12zu\n", r->name, r->cpu1, r->cpu2,
                    "cpu", "cpu", "-", "-", r->bytes);

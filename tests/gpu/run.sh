@@ -8,6 +8,7 @@
 # gpucheck.c); each run ends with tables of CPU and GPU times. Then `tadoc` with TADOC_GPU=on
 # against TADOC_GPU=off for every analytic, and the daemon with -o gpu=on. SEED=N fixes the
 # seed. ANALYTICS_ONLY=1 runs `gpucheck --analytics` on the small archives and stops there.
+# READS_ONLY=1 checks and times only the reads (gpucheck --reads, the read benchmark).
 # BIG=ARCHIVE also runs `gpucheck --analytics` on a large archive (CPU timed once).
 # Exits non-zero on any mismatch or failure.
 # A machine without xxhash.h or the libxxhash.so link can take both from shared-dev/include
@@ -65,13 +66,14 @@ command -v nvidia-smi >/dev/null &&
 status=0
 for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links" "$tmp/edge"; do
     name=$(basename "$src")
+    [ -n "${READS_ONLY:-}" ] && ! [ $name = linux-slice ] && continue
     if [ ! -d "$src" ]; then
         echo "tests/gpu/run.sh: $src is missing (tests/corpus.sh makes it)"
         status=1
         continue
     fi
     build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q &&
-        build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} "$tmp/$name.tdc" ${SEED:-} ||
+        build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} ${READS_ONLY:+--reads} "$tmp/$name.tdc" ${SEED:-} ||
         status=1
     echo
 done
@@ -80,7 +82,7 @@ if [ -n "${ANALYTICS_ONLY:-}" ]; then
     exit $status
 fi
 # The tool: TADOC_GPU=on against off, every analytic, whole archive and a subtree.
-for name in linux-slice brown edge; do
+for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge); do
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
         for scope in "" $([ $name = edge ] && echo dir) $([ $name = linux-slice ] && echo kernel); do
             cmp -s <(TADOC_GPU=on build/rel/tadoc $an "$tmp/$name.tdc" $scope) \
@@ -104,7 +106,7 @@ backend_of() {
 if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; then
     m=$tmp/mnt
     mkdir -p "$m"
-    for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown; do
+    for src in $([ -z "${READS_ONLY:-}" ] && echo tests/tmp/corpora/linux-slice tests/tmp/corpora/brown); do
         name=$(basename "$src")
         a=$tmp/$name.tdc
         for mode in on auto off; do
@@ -150,9 +152,10 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
             build/rel/tadocfs -o gpu=$1 "$ra" "$m" && head -c1 "$(find "$m" -type f | head -1)" >/dev/null && sleep 2
         }
         for mode in off auto on; do
-            for th in 1 8; do
+            for th in 1 8 16; do
                 fresh $mode || { status=1; continue; }
                 echo "reads gpu=$mode: $(build/rel/bench/mreads "$m" $th 1048576)"
+                echo "    $(backend_of "$m")"
                 umount "$m" 2>/dev/null || fusermount3 -u "$m"
             done
             fresh $mode || { status=1; continue; }
