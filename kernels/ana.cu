@@ -378,6 +378,19 @@ static __device__ __forceinline__ u64 seq_key(const uint32_t q[3], int rb)
     return (u64)q[0] << (2 * rb) | (u64)q[1] << rb | q[2];
 }
 
+/* Sequence `at`: the three ranks in key[at], or, with lo (for more than 2^21 words, whose three
+ * ranks need more than 64 bits), the first two in key[at] and the third in lo[at]. */
+static __device__ __forceinline__ void seq_put(u64 *key, uint32_t *lo, u64 at, const uint32_t q[3],
+                                               int rb)
+{
+    if (lo) {
+        key[at] = (u64)q[0] << rb | q[1];
+        lo[at] = q[2];
+    } else {
+        key[at] = seq_key(q, rb);
+    }
+}
+
 /* ---- scope kernels ---- */
 
 __global__ void k_cutscan(dg d, dscope s, uint32_t *flag)
@@ -552,7 +565,7 @@ __global__ void k_rwfill(dg d, dscope s, int wordmajor, int fb, int rb, u64 *key
 
 /* seqcount: every body position of a rule with weight, times the weight. */
 __global__ void k_sfill_rules(dg d, u64 nsyms, const uint32_t *own, const u64 *w, int rb, u64 *key,
-                              u64 *cnt, unsigned long long *cur)
+                              uint32_t *lo, u64 *cnt, unsigned long long *cur)
 {
     GRID_LOOP(p, nsyms)
     {
@@ -563,15 +576,15 @@ __global__ void k_sfill_rules(dg d, u64 nsyms, const uint32_t *own, const u64 *w
         if (!n) continue;
         u64 at = atomicAdd(cur, (unsigned long long)n);
         for (int j = 0; j < n; j++) {
-            key[at + j] = seq_key(q[j], rb);
+            seq_put(key, lo, at + j, q[j], rb);
             cnt[at + j] = wr;
         }
     }
 }
 
 /* Every root position of the scope, once; with file (rankedinvindex) its file too. */
-__global__ void k_sfill_root(dg d, dscope s, int rb, u64 *key, u64 *cnt, uint32_t *file,
-                             unsigned long long *cur)
+__global__ void k_sfill_root(dg d, dscope s, int rb, u64 *key, uint32_t *lo, u64 *cnt,
+                             uint32_t *file, unsigned long long *cur)
 {
     GRID_LOOP(i, s.nroot)
     {
@@ -580,7 +593,7 @@ __global__ void k_sfill_root(dg d, dscope s, int rb, u64 *key, u64 *cnt, uint32_
         if (!n) continue;
         u64 at = atomicAdd(cur, (unsigned long long)n);
         for (int j = 0; j < n; j++) {
-            key[at + j] = seq_key(q[j], rb);
+            seq_put(key, lo, at + j, q[j], rb);
             cnt[at + j] = 1;
             if (file) file[at + j] = f;
         }
@@ -599,8 +612,8 @@ __global__ void k_ssize(dg d, ptab t, unsigned long long *total)
     if (c) atomicAdd(total, c);
 }
 
-__global__ void k_sfill_pairs(dg d, ptab t, int rb, u64 *key, u64 *cnt, uint32_t *file,
-                              unsigned long long *cur)
+__global__ void k_sfill_pairs(dg d, ptab t, int rb, u64 *key, uint32_t *lo, u64 *cnt,
+                              uint32_t *file, unsigned long long *cur)
 {
     GRID_LOOP(h, t.cap)
     {
@@ -613,7 +626,7 @@ __global__ void k_sfill_pairs(dg d, ptab t, int rb, u64 *key, u64 *cnt, uint32_t
             if (!n) continue;
             u64 at = atomicAdd(cur, (unsigned long long)n);
             for (int j = 0; j < n; j++) {
-                key[at + j] = seq_key(q[j], rb);
+                seq_put(key, lo, at + j, q[j], rb);
                 cnt[at + j] = v;
                 file[at + j] = f;
             }
@@ -843,6 +856,33 @@ __global__ void k_sidkey(const u64 *skey, const uint32_t *perm, const uint32_t *
     }
 }
 
+template <class T> __global__ void k_gather(const T *in, const uint32_t *idx, u64 n, T *out)
+{
+    GRID_LOOP(i, n) out[i] = in[idx[i]];
+}
+
+/* Wide sequences, sorted: head[i] = 1 where a run of equal (hi, lo) starts. */
+__global__ void k_runhead(const u64 *hi, const uint32_t *lo, u64 n, u64 *head)
+{
+    GRID_LOOP(i, n) head[i] = i == 0 || hi[i] != hi[i - 1] || lo[i] != lo[i - 1];
+}
+
+/* After the inclusive scan sid[i] is 1 + the id of tuple i's sequence: id[i], and the
+ * sequence of each id in rhi, rlo. */
+__global__ void k_runrep(const u64 *hi, const uint32_t *lo, const u64 *sid, u64 n, u64 *id,
+                         u64 *rhi, uint32_t *rlo)
+{
+    GRID_LOOP(i, n)
+    {
+        u64 r = sid[i] - 1;
+        id[i] = r;
+        if (i == 0 || sid[i - 1] != sid[i]) {
+            rhi[r] = hi[i];
+            rlo[r] = lo[i];
+        }
+    }
+}
+
 /* ---- text ---- */
 
 static __device__ __forceinline__ int ndig(u64 v)
@@ -883,6 +923,15 @@ struct dtext {
     const uint32_t *fent;       /* scope file -> entry */
     u64 plen;
     int rb;
+    const u64 *rhi;      /* wide sequences: id -> first two ranks (NULL: keys hold all three) */
+    const uint32_t *rlo; /* id -> third rank */
+    __device__ void ranks(u64 k, uint32_t w[3]) const
+    {
+        u64 m = ((u64)1 << rb) - 1, h = rhi ? rhi[k] : k >> rb;
+        w[0] = (uint32_t)(h >> rb);
+        w[1] = (uint32_t)(h & m);
+        w[2] = rhi ? rlo[k] : (uint32_t)(k & m);
+    }
     __device__ u64 wlen(uint32_t rk) const
     {
         uint32_t t = ids[rk];
@@ -900,18 +949,19 @@ struct dtext {
     }
     __device__ u64 seqlen(u64 k) const
     {
-        u64 m = ((u64)1 << rb) - 1;
-        return wlen((uint32_t)(k >> 2 * rb)) + wlen((uint32_t)(k >> rb & m)) +
-               wlen((uint32_t)(k & m)) + 2;
+        uint32_t w[3];
+        ranks(k, w);
+        return wlen(w[0]) + wlen(w[1]) + wlen(w[2]) + 2;
     }
     __device__ unsigned char *seq(unsigned char *o, u64 k) const
     {
-        u64 m = ((u64)1 << rb) - 1;
-        o = word(o, (uint32_t)(k >> 2 * rb));
+        uint32_t w[3];
+        ranks(k, w);
+        o = word(o, w[0]);
         *o++ = ' ';
-        o = word(o, (uint32_t)(k >> rb & m));
+        o = word(o, w[1]);
         *o++ = ' ';
-        return word(o, (uint32_t)(k & m));
+        return word(o, w[2]);
     }
 };
 
@@ -1096,8 +1146,8 @@ template <class R> static int emit(call &c, R r, u64 n, buf *out)
 }
 
 /* Stable radix sort of n (key, value) pairs on key bits [0, bits). */
-template <class V>
-static int sort_pairs(call &c, const u64 *kin, u64 *kout, const V *vin, V *vout, u64 n, int bits)
+template <class K, class V>
+static int sort_pairs(call &c, const K *kin, K *kout, const V *vin, V *vout, u64 n, int bits)
 {
     cudaStream_t st = c.g->st;
     return cub_run(st, [&](void *tp, size_t &b) {
@@ -1116,6 +1166,44 @@ static int reduce(call &c, const u64 *k, const u64 *v, u64 n, u64 *uk, u64 *uv, 
     });
     if (rc || (rc = counters(c, 8))) return rc;
     *m = c.ctr_h[7];
+    return 0;
+}
+
+/* Wide sequences (key: first two ranks, lo: the third): sort them by (key, lo) in two stable
+ * radix passes, lo first, carrying vin to vout, and write each tuple's sequence id (ids follow
+ * the sorted order) to kout; c.x.rhi/rlo then turn ids back into ranks for the text. */
+template <class V>
+static int seq_sort_wide(call &c, const u64 *key, const uint32_t *lo, const V *vin, u64 *kout,
+                         V *vout, u64 n, int rb)
+{
+    cudaStream_t st = c.g->st;
+    if (n >= ((u64)1 << 32)) return tdc_error(-ENOTSUP, "gpu: analytics: too many sequences");
+    uint32_t *p0, *p1, *p2, *lo1, *lo2, *rlo;
+    u64 *hi1, *hi2, *sid, *rhi;
+    int rc;
+    if ((rc = c.t.get(&p0, n)) || (rc = c.t.get(&p1, n)) || (rc = c.t.get(&p2, n)) ||
+        (rc = c.t.get(&lo1, n)) || (rc = c.t.get(&lo2, n)) || (rc = c.t.get(&rlo, n)) ||
+        (rc = c.t.get(&hi1, n)) || (rc = c.t.get(&hi2, n)) || (rc = c.t.get(&sid, n)) ||
+        (rc = c.t.get(&rhi, n)))
+        return rc;
+    k_iota32<<<blocks(n, TPB), TPB, 0, st>>>(p0, n);
+    CK_LAUNCH("k_iota32");
+    if ((rc = sort_pairs(c, lo, lo1, p0, p1, n, rb))) return rc;
+    k_gather<<<blocks(n, TPB), TPB, 0, st>>>(key, p1, n, hi1);
+    CK_LAUNCH("k_gather");
+    if ((rc = sort_pairs(c, hi1, hi2, p1, p2, n, 2 * rb))) return rc; /* p2: tuples in order */
+    k_gather<<<blocks(n, TPB), TPB, 0, st>>>(lo, p2, n, lo2);
+    k_gather<<<blocks(n, TPB), TPB, 0, st>>>(vin, p2, n, vout);
+    k_runhead<<<blocks(n, TPB), TPB, 0, st>>>(hi2, lo2, n, sid);
+    CK_LAUNCH("k_runhead");
+    if ((rc = cub_run(st, [&](void *tp, size_t &b) {
+             return cub::DeviceScan::InclusiveSum(tp, b, sid, sid, (int64_t)n, st);
+         })))
+        return rc;
+    k_runrep<<<blocks(n, TPB), TPB, 0, st>>>(hi2, lo2, sid, n, kout, rhi, rlo);
+    CK_LAUNCH("k_runrep");
+    c.x.rhi = rhi;
+    c.x.rlo = rlo;
     return 0;
 }
 
@@ -1391,9 +1479,10 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     int per_file =
         kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR || kind == GPU_ANA_RANKEDINVINDEX;
     int seq = kind == GPU_ANA_SEQCOUNT || kind == GPU_ANA_RANKEDINVINDEX;
-    if (seq && 3 * rb > 64)
-        return tdc_error(-ENOTSUP, "gpu: analytics: %u words do not fit a 64-bit sequence key",
-                         g->nwords);
+    /* More than 2^21 words: three ranks do not fit one 64-bit key (TADOC_GPU_WIDE_SEQ=1 takes
+     * this path for any dictionary, to test it on small archives). */
+    const char *ws = getenv("TADOC_GPU_WIDE_SEQ");
+    int wide = seq && (3 * rb > 64 || (ws && !strcmp(ws, "1")));
     if ((rc = c.t.get(&c.ctr, 8))) return rc;
     CK(cudaMemsetAsync(c.ctr, 0, 8 * sizeof *c.ctr, g->st));
     if ((rc = scope_files(c, first, end, per_file))) return rc;
@@ -1428,11 +1517,15 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     if (kind == GPU_ANA_SEQCOUNT) {
         if ((rc = gpu_wc_pass(g, first, end))) return rc;
         u64 cap = 2 * (g->nsyms + c.s.nroot), *k, *v, m;
-        if ((rc = c.t.get(&k, cap)) || (rc = c.t.get(&v, cap))) return rc;
+        uint32_t *lo = NULL;
+        if ((rc = c.t.get(&k, cap)) || (rc = c.t.get(&v, cap)) ||
+            (wide && (rc = c.t.get(&lo, cap))))
+            return rc;
         k_sfill_rules<<<blocks(g->nsyms, TPB), TPB, 0, g->st>>>(c.d, g->nsyms, g->aown, g->w, rb, k,
-                                                                v, c.ctr);
+                                                                lo, v, c.ctr);
         CK_LAUNCH("k_sfill_rules");
-        k_sfill_root<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, rb, k, v, NULL, c.ctr);
+        k_sfill_root<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, rb, k, lo, v, NULL,
+                                                                c.ctr);
         CK_LAUNCH("k_sfill_root");
         if ((rc = counters(c, 8))) return rc;
         u64 n = c.ctr_h[0], *k2, *v2, *uk, *uv, *neg, *ks, *qs;
@@ -1440,7 +1533,8 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
         if ((rc = c.t.get(&k2, n)) || (rc = c.t.get(&v2, n)) || (rc = c.t.get(&uk, n)) ||
             (rc = c.t.get(&uv, n)))
             return rc;
-        if ((rc = sort_pairs(c, k, k2, v, v2, n, 3 * rb)) ||
+        if ((rc = wide ? seq_sort_wide(c, k, lo, v, k2, v2, n, rb)
+                       : sort_pairs(c, k, k2, v, v2, n, 3 * rb)) ||
             (rc = reduce(c, k2, v2, n, uk, uv, &m)))
             return rc;
         if ((rc = c.t.get(&neg, m)) || (rc = c.t.get(&ks, m)) || (rc = c.t.get(&qs, m))) return rc;
@@ -1454,7 +1548,9 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     btab b;
     const u64 *u;
     int bu;
-    if ((rc = pairs(c, pt, seq, &bu, &u)) || (bu && (rc = bu_build(c, u, seq, rb, b)))) return rc;
+    if ((rc = pairs(c, pt, seq, &bu, &u))) return rc;
+    if (bu && wide) return tdc_error(-ENOTSUP, "gpu: analytics: bottom-up with wide sequences");
+    if (bu && (rc = bu_build(c, u, seq, rb, b))) return rc;
 
     if (kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR) {
         int wm = kind == GPU_ANA_INVINDEX;
@@ -1506,15 +1602,19 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     if ((rc = counters(c, 8))) return rc;
     if (c.ctr_h[6]) return tdc_error(-EIO, "gpu: analytics: (file, rule) table overflow");
     u64 cap = c.ctr_h[1] + 2 * c.s.nroot, *k, *v, *k2;
-    uint32_t *file, *iota, *perm, *sid;
-    if ((rc = c.t.get(&k, cap)) || (rc = c.t.get(&v, cap)) || (rc = c.t.get(&file, cap))) return rc;
+    uint32_t *file, *iota, *perm, *sid, *lo = NULL;
+    if ((rc = c.t.get(&k, cap)) || (rc = c.t.get(&v, cap)) || (rc = c.t.get(&file, cap)) ||
+        (wide && (rc = c.t.get(&lo, cap))))
+        return rc;
     if (bu)
         k_btfill<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, 1, 0, fb, rb, k, v, file,
                                                          c.ctr + 2);
     else
-        k_sfill_pairs<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, rb, k, v, file, c.ctr + 2);
+        k_sfill_pairs<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(c.d, pt, rb, k, lo, v, file,
+                                                              c.ctr + 2);
     CK_LAUNCH("k_sfill_pairs");
-    k_sfill_root<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, rb, k, v, file, c.ctr + 2);
+    k_sfill_root<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, rb, k, lo, v, file,
+                                                            c.ctr + 2);
     CK_LAUNCH("k_sfill_root");
     if ((rc = counters(c, 8))) return rc;
     u64 n = c.ctr_h[2];
@@ -1525,7 +1625,9 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
         return rc;
     k_iota32<<<blocks(n, TPB), TPB, 0, g->st>>>(iota, n);
     CK_LAUNCH("k_iota32");
-    if ((rc = sort_pairs(c, k, k2, iota, perm, n, 3 * rb))) return rc;
+    if ((rc = wide ? seq_sort_wide(c, k, lo, iota, k2, perm, n, rb)
+                   : sort_pairs(c, k, k2, iota, perm, n, 3 * rb)))
+        return rc;
     k_heads<<<blocks(n, TPB), TPB, 0, g->st>>>(k2, n, sid);
     CK_LAUNCH("k_heads");
     if ((rc = cub_run(g->st, [&](void *tp, size_t &b) {
