@@ -232,13 +232,17 @@ void backend_set_auto_min(uint64_t bytes)
     __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
 }
 
-int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out)
+void backend_cli_mode(void)
 {
     const char *e = getenv("TADOC_GPU");
-    int m = !e || !*e || !strcmp(e, "auto") ? BACKEND_AUTO
-            : !strcmp(e, "on")              ? BACKEND_ON
-                                            : BACKEND_OFF;
-    backend_set_mode(m);
+    backend_set_mode(!e || !*e || !strcmp(e, "auto") ? BACKEND_AUTO
+                     : !strcmp(e, "on")              ? BACKEND_ON
+                                                     : BACKEND_OFF);
+}
+
+int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out)
+{
+    backend_cli_mode();
     backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
     int rc = backend_analytic(name, a, 1, first, end, out);
     backend_release(a);
@@ -531,6 +535,24 @@ int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const 
     free(first);
     free(idx);
     return rc;
+}
+
+int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
+                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad)
+{
+#ifdef TDC_HAVE_CUDA
+    int m = backend_get_mode();
+    if ((m == BACKEND_ON || (m == BACKEND_AUTO && n >= BACKEND_EDIT_AUTO_MIN)) &&
+        backend_gpu_available()) {
+        gpu_edits *e = NULL;
+        int rc = gpu_edits_new(&e);
+        if (!rc) rc = gpu_edit_offsets(e, mode, size, nfiles, ops, n, at, pos, final_size, bad);
+        gpu_edits_free(e);
+        if (rc == 0 || rc == -EINVAL) return rc; /* -EINVAL: the batch is wrong, not the GPU */
+        __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
+    }
+#endif
+    return backend_edit_offsets(mode, size, nfiles, ops, n, at, pos, final_size, bad);
 }
 
 /* ---- The byte-by-byte reference ---- */

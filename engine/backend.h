@@ -82,7 +82,8 @@ int backend_stats(char *out, size_t n);
 typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n);
 
 /* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
- * all inside the file, into dst. Mode off, gen 0 (an archive not kept), no usable GPU, or in
+ * all inside the file, into dst. Mode off, the batcher not enabled (backend_read_enable), gen 0
+ * (an archive not kept), no usable GPU, or in
  * auto mode a read of fewer than the threshold's bytes (backend_set_read_batch), or one that
  * finds a batch on the GPU and BACKEND_READ_QUEUE bytes already waiting for the next:
  * cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU work at once. Otherwise
@@ -107,6 +108,10 @@ ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, voi
 #define BACKEND_READ_WAIT_US 0
 #define BACKEND_READ_FULL ((size_t)16 << 20)
 
+/* Let backend_read use the GPU (the daemon does; off by default, so the tools, which read a
+ * few files once, neither start CUDA nor upload the archive to read). */
+void backend_read_enable(int on);
+
 /* Auto mode's threshold (bytes of one read from which it goes to the GPU) and the batch window
  * in microseconds; the defaults above until set. */
 void backend_set_read_batch(size_t min_bytes, unsigned wait_us);
@@ -121,6 +126,20 @@ void backend_prepare(const arc *a, uint64_t gen);
  * tree over it, O(n log n). Same results and errors as the GPU. ---- */
 int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops,
                          size_t n, uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad);
+
+/* backend_edit_offsets on the GPU (gpu_edit_offsets) when the mode is on, or auto and the
+ * batch has at least BACKEND_EDIT_AUTO_MIN operations, and a GPU is usable; else, or when the
+ * GPU fails (counted as a fallback), on the CPU. Same results and errors either way. */
+int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
+                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad);
+
+/* 100,000 offsets take about 12 ms on a CPU core and 0.7 ms on an H100 (bench/results/gpu.md),
+ * but a tadoc process first pays for starting CUDA (hundreds of ms): an estimate, not measured
+ * as a crossover. */
+#define BACKEND_EDIT_AUTO_MIN ((size_t)2000000)
+
+/* For the tadoc tool: the mode from TADOC_GPU (off, auto (unset) or on). */
+void backend_cli_mode(void);
 
 /* Apply the batch to small texts byte by byte, the reference for both: text[f] holds file f
  * and becomes its final text; optext[i] holds op i's bytes (ops[i].len of them). Sequence: in

@@ -13,10 +13,16 @@
 #include "backend_int.h"
 #include "err.h"
 
+static int enabled; /* the daemon turns the batcher on; tools read on the CPU */
 static size_t read_min = BACKEND_READ_MIN_BYTES;
 static unsigned wait_us = BACKEND_READ_WAIT_US;
 static uint64_t rs_req[2], rs_bytes[2], rs_batches; /* [0] gpu, [1] cpu */
 static uint32_t rs_active, rs_most, rs_largest;     /* reads at once now, at most; largest batch */
+
+void backend_read_enable(int on)
+{
+    __atomic_store_n(&enabled, on, __ATOMIC_RELAXED);
+}
 
 void backend_set_read_batch(size_t min_bytes, unsigned us)
 {
@@ -280,7 +286,8 @@ static ssize_t serve(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, voi
                      backend_cpu_read cpu, void *arg)
 {
     int m = backend_get_mode();
-    if (m == BACKEND_OFF || !gen || !n || n > BACKEND_READ_FULL || n > UINT32_MAX ||
+    if (m == BACKEND_OFF || !__atomic_load_n(&enabled, __ATOMIC_RELAXED) || !gen || !n ||
+        n > BACKEND_READ_FULL || n > UINT32_MAX ||
         (m == BACKEND_AUTO && n < __atomic_load_n(&read_min, __ATOMIC_RELAXED)) ||
         !backend_gpu_available())
         return on_cpu(cpu, arg, ent, off, dst, n);

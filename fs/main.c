@@ -233,6 +233,7 @@ int main(int argc, char **argv)
     backend_set_mode(!o.gpu || !strcmp(o.gpu, "auto") ? BACKEND_AUTO
                      : !strcmp(o.gpu, "on")           ? BACKEND_ON
                                                       : BACKEND_OFF);
+    backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend_read.c) */
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
     /* Open and check the file table (with -o preload the whole archive) and replay the

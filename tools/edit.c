@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../engine/backend.h"
 #include "../engine/buf.h"
 #include "../engine/err.h"
 #include "../engine/vol.h"
@@ -49,7 +50,6 @@ typedef struct op {
     uint64_t ino, off, len;
     size_t line;
     buf text;
-    uint64_t order;
 } op;
 
 static int hexval(char c)
@@ -214,15 +214,53 @@ static int do_change(vol *v, const op *o)
     return vol_insert(v, o->ino, o->off, o->text.p, o->text.n);
 }
 
-/* Batch order for inserts: by file, then offset descending, then batch order descending, so
- * applying them in this order leaves every offset meaning "before the batch" and equal
- * offsets in batch order. */
-static int by_reverse_offset(const void *x, const void *y)
+typedef struct ino_at {
+    uint64_t ino;
+    size_t i;
+} ino_at;
+
+static int by_ino(const void *x, const void *y)
 {
-    const op *a = *(op *const *)x, *b = *(op *const *)y;
-    if (a->ino != b->ino) return a->ino < b->ino ? -1 : 1;
-    if (a->off != b->off) return a->off > b->off ? -1 : 1;
-    return a->order > b->order ? -1 : a->order < b->order;
+    const ino_at *a = x, *b = y;
+    return a->ino != b->ino ? (a->ino < b->ino ? -1 : 1) : (a->i > b->i) - (a->i < b->i);
+}
+
+/* The inserts and appends of a batch whose offsets all refer to the text before it: the
+ * offsets at which to make them one after another in batch order come from backend_edits (the
+ * papers' double parsing; on the GPU with TADOC_GPU=on, or auto for very large batches), which
+ * checks every offset before anything changes. `chg` holds the batch's changes in order. */
+static int batch_changes(vol *v, op **chg, size_t n)
+{
+    ino_at *ia = malloc((n ? n : 1) * sizeof *ia);
+    tdc_edit *e = malloc((n ? n : 1) * sizeof *e);
+    uint64_t *size = malloc((n ? n : 1) * sizeof *size), *at = malloc((n ? n : 1) * sizeof *at),
+             *pos = malloc((n ? n : 1) * sizeof *pos), *fin = malloc((n ? n : 1) * sizeof *fin);
+    int rc = ia && e && size && at && pos && fin ? 0 : tdc_error(-ENOMEM, "out of memory");
+    uint32_t nf = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        ia[i] = (ino_at){chg[i]->ino, i};
+    if (!rc) qsort(ia, n, sizeof *ia, by_ino);
+    for (size_t k = 0; k < n && !rc; k++) { /* files numbered in inode order */
+        if (k == 0 || ia[k].ino != ia[k - 1].ino) {
+            struct stat st;
+            rc = vol_getattr(v, ia[k].ino, &st);
+            size[nf++] = (uint64_t)st.st_size;
+        }
+        const op *o = chg[ia[k].i];
+        e[ia[k].i] = (tdc_edit){nf - 1, o->kind == OP_APPEND ? TDC_EDIT_APPEND : TDC_EDIT_INSERT,
+                                o->off, o->text.n};
+    }
+    size_t bad = 0;
+    if (!rc) rc = backend_edits(TDC_OFFSETS_BATCH, size, nf, e, n, at, pos, fin, &bad);
+    if (rc == -EINVAL && bad < n)
+        rc = tdc_error(-EINVAL, "line %zu: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
+                       chg[bad]->line, chg[bad]->off, size[e[bad].file]);
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = chg[i]->kind == OP_APPEND
+                 ? vol_write(v, chg[i]->ino, at[i], chg[i]->text.p, chg[i]->text.n)
+                 : vol_insert(v, chg[i]->ino, at[i], chg[i]->text.p, chg[i]->text.n);
+    free(ia), free(e), free(size), free(at), free(pos), free(fin);
+    return rc;
 }
 
 static double secs(void)
@@ -255,7 +293,7 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
             ret = EX_USAGE;
             break;
         }
-        if (r == 0) ops[nops].order = nops, nops++;
+        if (r == 0) nops++;
     }
     free(line);
     vol_reader rd;
@@ -265,21 +303,18 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
         for (size_t i = 0; i < nops && !rc; i++)
             rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
     } else if (!rc && ret == EX_OK) {
-        /* Everything refers to the text before the batch: extracts first, then inserts from
-         * the highest offset down, then appends in order. */
-        op **ins = malloc((nops ? nops : 1) * sizeof *ins);
-        size_t nin = 0;
-        if (!ins) rc = tdc_error(-ENOMEM, "out of memory");
+        /* Everything refers to the text before the batch: extracts first, then the changes. */
+        op **chg = malloc((nops ? nops : 1) * sizeof *chg);
+        size_t nch = 0;
+        if (!chg) rc = tdc_error(-ENOMEM, "out of memory");
         for (size_t i = 0; i < nops && !rc; i++) {
-            if (ops[i].kind == OP_EXTRACT) rc = do_extract(v, &rd, &ops[i]);
-            if (ops[i].kind == OP_INSERT) ins[nin++] = &ops[i];
+            if (ops[i].kind == OP_EXTRACT)
+                rc = do_extract(v, &rd, &ops[i]);
+            else
+                chg[nch++] = &ops[i];
         }
-        if (!rc) qsort(ins, nin, sizeof *ins, by_reverse_offset);
-        for (size_t i = 0; i < nin && !rc; i++)
-            rc = do_change(v, ins[i]);
-        for (size_t i = 0; i < nops && !rc; i++)
-            if (ops[i].kind == OP_APPEND) rc = do_change(v, &ops[i]);
-        free(ins);
+        if (!rc) rc = batch_changes(v, chg, nch);
+        free(chg);
     }
     if (!rc && ret == EX_OK) rc = vol_sync(v);
     as->secs = secs() - t0;
@@ -327,6 +362,7 @@ int cmd_apply(int argc, char **argv)
         return fail(rc);
     }
     apply_stats as;
+    backend_cli_mode(); /* TADOC_GPU: the batch offsets may go to the GPU */
     int ret = apply_stream(v, in, batch, &as);
     if (in != stdin) fclose(in);
     if (ret == EX_OK && !quiet) {

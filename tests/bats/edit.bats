@@ -588,6 +588,13 @@ apply_case() { # sequence|batch
     run "$TADOC" apply -q "$A" "$S/bad"
     [ "$status" -ne 0 ]
     [[ "$output" == *"no/such/file"* ]]
+    # batch offsets are all checked before anything changes: one past the end, nothing applied
+    size=$(stat -c %s "$X/kernel/sched/rt.c")
+    printf 'insert\tkernel/sched/rt.c\t0\tfine\nappend\tkernel/sched/rt.c\tx\ninsert\tkernel/sched/rt.c\t%s\tlate\n' \
+        $((size + 1)) >"$S/bad"
+    run "$TADOC" apply -q --offsets=batch "$A" "$S/bad"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"line 3: offset $((size + 1)) is past the end ($size bytes)"* ]]
     cmp "$A.journal" "$S/journal.before"
     mount_a
     same_tree "$X" "$M"

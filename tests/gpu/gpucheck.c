@@ -386,6 +386,7 @@ static void check_batcher(const arc *a, const idx *x, const uint32_t *files, uin
                           uint64_t *seed)
 {
     static const char *names[3] = {"off", "auto", "on"};
+    backend_read_enable(1);
     for (int m = 0; m < 3; m++) {
         backend_set_mode(m);
         unsigned long long g0 = read_stat("reads gpu: "), bt0 = read_stat("bytes in ");
