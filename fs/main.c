@@ -146,6 +146,48 @@ static int gpu_usable_probe(void)
 }
 
 /* Refuse a mountpoint left behind by a daemon that died, with the command that clears it. */
+/* Undo mountinfo's octal escapes (space, tab, newline, backslash) in place. */
+static void unescape_mountinfo(char *s)
+{
+    char *o = s;
+    for (; *s; s++)
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o++ = *s;
+        }
+    *o = 0;
+}
+
+/* The kernel caps a FUSE mount's readahead at its default 128 KiB, whatever max_readahead op_init
+ * asks for; raise this mount's own limit (sysfs, root only) to READAHEAD_KB, so large files are
+ * read in 1 MiB requests: reading linux-cat (242 MB, bench/results/gpu.md) took 270 requests
+ * instead of 1885, and 14% less time on the CPU. Best effort: nothing changes where it fails.
+ * `real` is the mountpoint's real path, taken before the mount (realpath would ask the daemon,
+ * whose loop has not started yet). */
+#define READAHEAD_KB 1024
+static void raise_readahead(const char *real)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[4096], dev[32] = "";
+    while (f && fgets(line, sizeof line, f)) {
+        char mm[32], mp[4096];
+        if (sscanf(line, "%*s %*s %31s %*s %4095s", mm, mp) != 2) continue;
+        unescape_mountinfo(mp);
+        if (!strcmp(mp, real)) strcpy(dev, mm); /* the last one: the newest mount there */
+    }
+    if (f) fclose(f);
+    char path[96];
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+    FILE *ra = *dev ? fopen(path, "w") : NULL;
+    if (ra) {
+        fprintf(ra, "%d\n", READAHEAD_KB);
+        fclose(ra);
+    }
+}
+
 static int check_mountpoint(const char *mp)
 {
     struct stat st;
@@ -279,7 +321,13 @@ int main(int argc, char **argv)
         goto out_opts;
     }
     if (fuse_set_signal_handlers(se) != 0) goto out_session;
-    if (fuse_session_mount(se, co.mountpoint) != 0) goto out_signals;
+    char *real = realpath(co.mountpoint, NULL);
+    if (fuse_session_mount(se, co.mountpoint) != 0) {
+        free(real);
+        goto out_signals;
+    }
+    if (real) raise_readahead(real);
+    free(real);
     openlog("tadocfs", LOG_PID, LOG_DAEMON);
     fuse_daemonize(co.foreground);
     if (vol_start(c.v)) {

@@ -153,6 +153,8 @@ mount_meta() {
     run stat -f -c %T "$M"
     [ "$status" -eq 0 ]
     [[ "$output" == *fuse* ]]
+    # the daemon raised the mount's readahead from the kernel's 128 KiB to 1 MiB
+    [ "$(cat "/sys/class/bdi/$(mountpoint -d "$M")/read_ahead_kb")" -eq 1024 ]
     run awk -v m="$M" '$2 == m { print $3, $4 }' /proc/mounts
     [[ "$output" == "fuse.tadocfs rw,"* ]]
     fusermount3 -u "$M"
