@@ -85,7 +85,7 @@ typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void 
  * all inside the file, into dst. Mode off, the batcher not enabled (backend_read_enable), gen 0
  * (an archive not kept), no usable GPU, or in
  * auto mode a read of fewer than the threshold's bytes (backend_set_read_batch), or one that
- * finds a batch on the GPU and BACKEND_READ_QUEUE bytes already waiting for the next:
+ * finds a batch on the GPU and the next one already too large for it (BACKEND_READ_QUEUE):
  * cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU work at once. Otherwise
  * the read joins the queue of a batcher thread, which sends what is queued to the GPU as one
  * gpu_extract (a batch closes when it holds BACKEND_READ_FULL bytes, or `wait_us` after its
@@ -97,14 +97,16 @@ typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void 
 ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
                      backend_cpu_read cpu, void *arg);
 
-/* Measured on an H200 (bench/results/gpu.md, "Reads"; gpucheck --reads): one read on the GPU
- * (requests up, extract, bytes back into pinned memory, copied out) against one on a CPU core,
- * on three archives: 4 KiB 65 vs 12 us, 32 KiB 70-77 vs 50-82 us, 64 KiB 62-89 vs 97-100 us,
- * 128 KiB 69-96 vs 208-260 us; a batch of four 128 KiB reads 113-179 us. So auto sends reads of
- * 64 KiB and more, and a read joins a waiting batch up to 512 KiB; no window: batches form from
- * the reads that arrive while one runs. */
+/* Measured on an H100 and an H200 (bench/results/gpu.md, "Reads"; gpucheck --reads): one read
+ * on the GPU (requests up, extract, bytes back into pinned memory, copied out) against one on a
+ * CPU core: 4 KiB 42-65 vs 6-23 us, 32 KiB 42-77 vs 15-82 us, 64 KiB 62-89 vs 25-149 us,
+ * 128 KiB 54-96 vs 60-286 us, 1 MiB 239 vs 1368 us; a batch of four reads takes about as long
+ * as one on a CPU core (128 KiB: 113-179 vs 208-286 us; 1 MiB: 894 vs 1368 us). So auto sends
+ * reads of 64 KiB and more, and a read joins a waiting batch while that batch stays within
+ * BACKEND_READ_QUEUE times the read's bytes; no window: batches form from the reads that arrive
+ * while one runs. */
 #define BACKEND_READ_MIN_BYTES ((size_t)64 << 10)
-#define BACKEND_READ_QUEUE ((size_t)512 << 10)
+#define BACKEND_READ_QUEUE 4
 #define BACKEND_READ_WAIT_US 0
 #define BACKEND_READ_FULL ((size_t)16 << 20)
 

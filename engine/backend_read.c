@@ -297,7 +297,8 @@ static ssize_t serve(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, voi
     /* Auto: while a batch runs, a read joins the next one only if that one stays small enough
      * to be done about as soon as the CPU would be; otherwise this thread's CPU takes it, so
      * both work at once. */
-    if ((m == BACKEND_AUTO && q.busy && q.bytes + n > BACKEND_READ_QUEUE) || enqueue(&r, a, gen))
+    if ((m == BACKEND_AUTO && q.busy && q.bytes + n > BACKEND_READ_QUEUE * n) ||
+        enqueue(&r, a, gen))
         r.state = RQ_CPU;
     while (r.state == RQ_WAIT)
         pthread_cond_wait(&q.done, &q.mu);
