@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Make the archive of large files that tests/gpu/run.sh times mounted reads on: the Linux 6.1
 # *.c and *.h files in path order, concatenated into 48 files of 4 to 8 MB (a file is closed
-# once it holds 4 MiB; 242,019,165 bytes, 30.6 MB packed), so that reads are large. usage: tests/gpu/mkcat.sh LINUX_TREE
-# [OUT.tdc] (default tests/tmp/gpubig/linux-cat.tdc; the tree comes from Debian's
-# linux-source-6.1, as tests/corpus.sh and bench/README.md describe).
+# once it holds 4 MiB; 242,019,165 bytes, 30.6 MB packed), so that reads are large.
+# usage: tests/gpu/mkcat.sh LINUX_TREE [OUT.tdc] (default tests/tmp/gpubig/linux-cat.tdc; the
+# tree comes from Debian's linux-source-6.1, as tests/corpus.sh and bench/README.md describe).
 set -euo pipefail
 src=${1:?usage: mkcat.sh LINUX_TREE [OUT.tdc]}
 out=${2:-tests/tmp/gpubig/linux-cat.tdc}

@@ -145,7 +145,8 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
         done
     done
     # Mounted read throughput by mode, on an archive of large files (READS_ARCHIVE, default
-    # tests/tmp/gpubig/linux-cat.tdc when present; tests/gpu/mkcat.sh makes it): the crossover table first, then each mode
+    # tests/tmp/gpubig/linux-cat.tdc when present; tests/gpu/mkcat.sh makes it): the crossover
+    # table first, then each mode
     # on a fresh mount (the FUSE page cache empty; the load and the GPU upload done first):
     # one reader and 8 readers in 1 MiB preads (bench/mreads), and tar cf -. The content
     # checksum of every mode must equal the unpacked archive's.
