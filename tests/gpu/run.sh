@@ -146,10 +146,9 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
     done
     # Mounted read throughput by mode, on an archive of large files (READS_ARCHIVE, default
     # tests/tmp/gpubig/linux-cat.tdc when present; tests/gpu/mkcat.sh makes it): the crossover
-    # table first, then each mode
-    # on a fresh mount (the FUSE page cache empty; the load and the GPU upload done first):
-    # one reader and 8 readers in 1 MiB preads (bench/mreads), and tar cf -. The content
-    # checksum of every mode must equal the unpacked archive's.
+    # table first, then each mode on a fresh mount (the FUSE page cache empty; the load and the
+    # GPU upload done first): 1, 8 and 16 readers in 1 MiB preads (bench/mreads), and tar cf -.
+    # The content checksum of every mode must equal the unpacked archive's.
     ra=${READS_ARCHIVE:-tests/tmp/gpubig/linux-cat.tdc}
     if [ -f "$ra" ] && make -j"$(nproc)" GPU=1 "${flags[@]}" build/rel/bench/mreads >/dev/null; then
         build/rel/tests/gpucheck --reads "$ra" ${SEED:-} || status=1
