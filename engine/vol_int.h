@@ -62,6 +62,7 @@ struct vol {
     char *dmsg; /* its message */
     pthread_t loader;
     int loader_running;
+    int closing; /* vol_close has begun (atomic): the loader stops building the cache */
 };
 
 /* Wait until the archive's data is loaded: 0, or the load's error (with its message). */
