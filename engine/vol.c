@@ -1238,18 +1238,28 @@ ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, s
     return k;
 }
 
-void vol_ref(vol *v, uint64_t ino, int delta)
+/* Free `ino` if it has neither names nor open handles (left so by a vol_ref). */
+static void free_orphan(vol *v, uint64_t ino)
 {
     pthread_rwlock_wrlock(&v->lock);
     vnode *n = vol_node(v, ino);
-    if (n) {
-        n->opens = (uint32_t)((int)n->opens + delta);
-        if (n->opens == 0 && n->nlink == 0) {
-            if (n->pt) v->dirty_files--;
-            free_node(v, n);
-        }
+    if (n && n->opens == 0 && n->nlink == 0) {
+        if (n->pt) v->dirty_files--;
+        free_node(v, n);
     }
     pthread_rwlock_unlock(&v->lock);
+}
+
+void vol_ref(vol *v, uint64_t ino, int delta)
+{
+    /* The shared lock, so that opening and closing files never waits for reads in flight;
+     * only the last release of an inode without names takes the exclusive one. */
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int orphan =
+        n && __atomic_add_fetch(&n->opens, (uint32_t)delta, __ATOMIC_RELAXED) == 0 && n->nlink == 0;
+    rend(v);
+    if (orphan) free_orphan(v, ino);
 }
 
 int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash)
