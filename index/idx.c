@@ -24,10 +24,10 @@ struct idx {
     uint32_t *samp_at; /* nrules + 1: first sample of the rule in samp, UINT32_MAX if none */
     uint64_t *samp;    /* prefix offsets at symbols 0, K, 2K, ... of long bodies */
     uint64_t nsamp;
-    uint64_t *file_off; /* per entry: offset of its first byte in the root's expansion */
-    uint32_t depth;
+    uint64_t *file_off;       /* per entry: offset of its first byte in the root's expansion */
+    uint32_t depth;           /* 0 until idx_depth computes it */
     const flatc *fc;          /* &no_flat until idx_build_flat publishes the cache (atomic) */
-    pthread_mutex_t occ_lock; /* guards the lazy occ/topo_pos below */
+    pthread_mutex_t occ_lock; /* guards the lazily computed depth, occ and topo_pos */
     uint64_t *occ;            /* nrules + 1: occurrences of each rule in the whole archive */
     uint32_t *topo_pos;       /* nrules + 1: position of each rule in g->topo */
 };
@@ -48,9 +48,35 @@ uint64_t idx_rule_len(const idx *x, uint32_t r)
 {
     return x->len[r];
 }
-uint32_t idx_depth(const idx *x)
+/* Longest path from each rule down to a token, children first; the root's, or 0 if out of
+ * memory. Apart from the build, as only `tadoc stat` asks for it. */
+static uint32_t compute_depth(const idx *x)
 {
-    return x->depth;
+    const gram *g = &x->a->g;
+    uint64_t nr = (uint64_t)g->nrules + 1;
+    uint32_t *dep = malloc(nr * sizeof *dep);
+    if (!dep) return 0;
+    for (uint64_t k = 0; k < nr; k++) {
+        uint32_t r = k + 1 < nr ? g->topo.p[k] : 0, d = 0;
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++)
+            if (b[i] >= g->ntokens && dep[b[i] - g->ntokens] > d) d = dep[b[i] - g->ntokens];
+        dep[r] = d + 1;
+    }
+    uint32_t root = dep[0];
+    free(dep);
+    return root;
+}
+
+uint32_t idx_depth(const idx *cx)
+{
+    idx *x = (idx *)cx; /* only the lazily computed, mutex-guarded fields change */
+    pthread_mutex_lock(&x->occ_lock);
+    if (!x->depth) x->depth = compute_depth(x);
+    uint32_t d = x->depth;
+    pthread_mutex_unlock(&x->occ_lock);
+    return d;
 }
 static inline const flatc *flat_cache(const idx *x)
 {
@@ -212,7 +238,6 @@ int idx_build_base(const arc *a, idx **out)
     const gram *g = &a->g;
     uint64_t nr = (uint64_t)g->nrules + 1;
     idx *x = calloc(1, sizeof *x);
-    uint32_t *dep = NULL;
     int rc = -ENOMEM;
     if (!x) return tdc_error(-ENOMEM, "index: out of memory");
     pthread_mutex_init(&x->occ_lock, NULL);
@@ -221,11 +246,9 @@ int idx_build_base(const arc *a, idx **out)
     x->len = malloc(nr * sizeof *x->len);
     x->samp_at = malloc(nr * sizeof *x->samp_at);
     x->file_off = malloc(((size_t)a->nents + 1) * sizeof *x->file_off);
-    dep = calloc(nr, sizeof *dep);
-    if (!x->len || !x->samp_at || !x->file_off || !dep) goto fail;
+    if (!x->len || !x->samp_at || !x->file_off) goto fail;
     mem_huge(x->len, nr * sizeof *x->len);
     mem_huge(x->samp_at, nr * sizeof *x->samp_at);
-    mem_huge(dep, nr * sizeof *dep);
 
     /* Sample slots of every body longer than IDX_SAMPLE. */
     uint64_t need = 0;
@@ -245,12 +268,10 @@ int idx_build_base(const arc *a, idx **out)
     if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
     mem_huge(x->samp, need * sizeof *x->samp);
 
-    /* Children first (g->topo), the root last: one pass computes lengths, depths and the
-     * samples. */
+    /* Children first (g->topo), the root last: one pass computes lengths and samples. */
     for (uint64_t k = 0; k < nr; k++) {
         uint32_t r = k + 1 < nr ? g->topo.p[k] : 0;
         uint64_t n, total = 0;
-        uint32_t d = 0;
         const uint32_t *b = gram_body(g, r, &n);
         uint64_t *s = x->samp_at[r] == UINT32_MAX ? NULL : x->samp + x->samp_at[r];
         for (uint64_t i = 0; i < n && i < IDX_AHEAD; i++)
@@ -264,14 +285,9 @@ int idx_build_base(const arc *a, idx **out)
                 goto fail;
             }
             total += l;
-            if (b[i] >= g->ntokens && dep[b[i] - g->ntokens] > d) d = dep[b[i] - g->ntokens];
         }
         x->len[r] = total;
-        dep[r] = d + 1;
     }
-    x->depth = dep[0];
-    free(dep);
-    dep = NULL;
     /* File offsets, and the check that each run expands to the recorded size. */
     for (uint32_t e = 0; e < a->nents; e++) {
         const arc_entry *f = &a->ents[e];
@@ -290,7 +306,6 @@ int idx_build_base(const arc *a, idx **out)
     return 0;
 fail:
     if (rc == -ENOMEM) tdc_error(rc, "index: out of memory");
-    free(dep);
     idx_free(x);
     return rc;
 }

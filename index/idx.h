@@ -47,7 +47,8 @@ const arc *idx_arc(const idx *x);
 /* Expanded length of rule r (0 = root). */
 uint64_t idx_rule_len(const idx *x, uint32_t r);
 
-/* Longest root-to-token path, counting the root. */
+/* Longest root-to-token path, counting the root (computed at the first call; 0 if out of
+ * memory). Thread-safe. */
 uint32_t idx_depth(const idx *x);
 
 /* Longest rule expansion kept flat (0 if none). */

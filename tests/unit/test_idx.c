@@ -114,6 +114,11 @@ static void test_extract_all(void **state)
         /* a directory is not readable as a file */
         assert_int_equal(idx_extract(x, 0, 0, buf, 10), -EINVAL);
         idx_cursor_free(&c);
+        /* the repetitive file nests rules; computed on demand, the same for every budget */
+        static uint32_t depth;
+        if (bi == 0) depth = idx_depth(x);
+        assert_true(depth > 3);
+        assert_int_equal(idx_depth(x), depth);
         if (bi == 0) assert_int_equal(idx_flat_max(x), 0);
         if (bi == 2) assert_true(idx_flat_max(x) > 0);
         idx_free(x);
