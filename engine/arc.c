@@ -696,12 +696,14 @@ typedef struct side_job {
     char msg[512];
 } side_job;
 
-/* The token count that dict_decode will find (or 0 when it will fail on it). */
-static uint32_t dict_count_ahead(const unsigned char *raw, size_t n)
+/* The token count that dict_decode will find: 0, or -1 when it will fail on it. */
+static int dict_count_ahead(const unsigned char *raw, size_t n, uint32_t *count)
 {
     rd r = {raw, raw + n};
-    uint64_t count;
-    return rd_varint(&r, &count) || count > 0x7fffffffu ? 0 : (uint32_t)count;
+    uint64_t c;
+    if (rd_varint(&r, &c) || c > 0x7fffffffu) return -1;
+    *count = (uint32_t)c;
+    return 0;
 }
 
 static void side_publish_count(side_job *j, uint32_t ntokens)
@@ -719,8 +721,8 @@ static int side_load(side_job *j)
     unsigned char *raw = NULL;
     int rc = load_section(a->fd, a->path, &a->secs[0], &raw);
     if (rc) return rc;
-    uint32_t nt = dict_count_ahead(raw, a->secs[0].raw);
-    if (nt) side_publish_count(j, nt);
+    uint32_t nt;
+    if (!dict_count_ahead(raw, a->secs[0].raw, &nt)) side_publish_count(j, nt);
     rc = dict_decode(raw, a->secs[0].raw, &a->dict);
     free(raw);
     raw = NULL;
@@ -743,15 +745,16 @@ static void *side_main(void *arg)
     return NULL;
 }
 
-/* The token count, or 0 once the side job failed before finding it. */
-static uint32_t side_wait_count(side_job *j)
+/* The token count: 0, or -1 once the side job failed before finding it. */
+static int side_wait_count(side_job *j, uint32_t *ntokens)
 {
     pthread_mutex_lock(&j->lock);
     while (!j->count_known && !j->done)
         pthread_cond_wait(&j->cond, &j->lock);
-    uint32_t nt = j->count_known ? j->ntokens : 0;
+    int known = j->count_known;
+    *ntokens = j->ntokens;
     pthread_mutex_unlock(&j->lock);
-    return nt;
+    return known ? 0 : -1;
 }
 
 /* The rules, decoded and ordered while the side job runs. */
@@ -759,7 +762,7 @@ static int load_rules(arc *a, side_job *j)
 {
     unsigned char *rules = NULL;
     int rc = load_section(a->fd, a->path, &a->secs[1], &rules);
-    if (!rc && (a->g.ntokens = side_wait_count(j))) rc = dec_rules(a, rules, a->secs[1].raw);
+    if (!rc && !side_wait_count(j, &a->g.ntokens)) rc = dec_rules(a, rules, a->secs[1].raw);
     free(rules);
     return rc;
 }
