@@ -336,16 +336,22 @@ static int dec_rules(arc *a, const unsigned char *p, size_t n)
     return gram_topo(g);
 }
 
+/* The root's symbols; check_root checks them once the rules are known. */
 static int dec_root(arc *a, const unsigned char *p, size_t n)
 {
     rd r = {p, p + n};
-    gram *g = &a->g;
     uint64_t cnt;
     if (rd_varint(&r, &cnt)) return tdc_error(-EBADMSG, "root: bad symbol count");
-    int rc = dec_syms(&r, cnt, &g->root, "root");
+    int rc = dec_syms(&r, cnt, &a->g.root, "root");
     if (rc) return rc;
     if (r.p != r.end) return tdc_error(-EBADMSG, "root: trailing bytes");
-    for (uint64_t i = 0; i < cnt; i++) {
+    return 0;
+}
+
+static int check_root(const arc *a)
+{
+    const gram *g = &a->g;
+    for (uint64_t i = 0; i < g->root.n; i++) {
         uint32_t s = g->root.p[i];
         if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
             return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
@@ -543,6 +549,7 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
                        (unsigned long long)s->raw);
         goto fail;
     }
+    mem_huge(raw, s->raw);
     size_t got = ZSTD_decompress(raw, s->raw, st, s->stored);
     if (ZSTD_isError(got) || got != s->raw) {
         rc = tdc_error(-EBADMSG, "section %s: decompression failed", name);
@@ -676,45 +683,108 @@ fail:
     return with_path(rc, path);
 }
 
-/* The dictionary, read and decoded beside the rules and the root. */
-typedef struct dict_job {
+/* The dictionary and the root, read and decoded beside the rules. The rules need only the
+ * token count, which is handed over as soon as the dictionary section is expanded. */
+typedef struct side_job {
     arc *a;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int count_known; /* ntokens is set */
+    int done;        /* rc and msg are set */
+    uint32_t ntokens;
     int rc;
     char msg[512];
-} dict_job;
+} side_job;
 
-static void *load_dict(void *arg)
+/* The token count that dict_decode will find: 0, or -1 when it will fail on it. */
+static int dict_count_ahead(const unsigned char *raw, size_t n, uint32_t *count)
 {
-    dict_job *j = arg;
+    rd r = {raw, raw + n};
+    uint64_t c;
+    if (rd_varint(&r, &c) || c > 0x7fffffffu) return -1;
+    *count = (uint32_t)c;
+    return 0;
+}
+
+static void side_publish_count(side_job *j, uint32_t ntokens)
+{
+    pthread_mutex_lock(&j->lock);
+    j->ntokens = ntokens;
+    j->count_known = 1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}
+
+static int side_load(side_job *j)
+{
     arc *a = j->a;
     unsigned char *raw = NULL;
-    j->rc = load_section(a->fd, a->path, &a->secs[0], &raw);
-    if (!j->rc) j->rc = dict_decode(raw, a->secs[0].raw, &a->dict);
+    int rc = load_section(a->fd, a->path, &a->secs[0], &raw);
+    if (rc) return rc;
+    uint32_t nt;
+    if (!dict_count_ahead(raw, a->secs[0].raw, &nt)) side_publish_count(j, nt);
+    rc = dict_decode(raw, a->secs[0].raw, &a->dict);
     free(raw);
-    if (j->rc) snprintf(j->msg, sizeof j->msg, "%s", tdc_errmsg());
+    raw = NULL;
+    if (!rc) rc = load_section(a->fd, a->path, &a->secs[2], &raw);
+    if (!rc) rc = dec_root(a, raw, a->secs[2].raw);
+    free(raw);
+    return rc;
+}
+
+static void *side_main(void *arg)
+{
+    side_job *j = arg;
+    int rc = side_load(j);
+    pthread_mutex_lock(&j->lock);
+    j->rc = rc;
+    if (rc) snprintf(j->msg, sizeof j->msg, "%s", tdc_errmsg());
+    j->done = 1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
     return NULL;
+}
+
+/* The token count: 0, or -1 once the side job failed before finding it. */
+static int side_wait_count(side_job *j, uint32_t *ntokens)
+{
+    pthread_mutex_lock(&j->lock);
+    while (!j->count_known && !j->done)
+        pthread_cond_wait(&j->cond, &j->lock);
+    int known = j->count_known;
+    *ntokens = j->ntokens;
+    pthread_mutex_unlock(&j->lock);
+    return known ? 0 : -1;
+}
+
+/* The rules, decoded and ordered while the side job runs. */
+static int load_rules(arc *a, side_job *j)
+{
+    unsigned char *rules = NULL;
+    int rc = load_section(a->fd, a->path, &a->secs[1], &rules);
+    if (!rc && !side_wait_count(j, &a->g.ntokens)) rc = dec_rules(a, rules, a->secs[1].raw);
+    free(rules);
+    return rc;
 }
 
 int arc_load_data(arc *a)
 {
     if (!a->pending) return 0; /* loaded already */
-    unsigned char *rules = NULL, *root = NULL;
-    dict_job dj = {.a = a};
+    side_job j = {.a = a};
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_cond_init(&j.cond, NULL);
     pthread_t th;
-    int threaded = !pthread_create(&th, NULL, load_dict, &dj);
-    if (!threaded) load_dict(&dj);
-    int rc = load_section(a->fd, a->path, &a->secs[1], &rules);
-    if (!rc) rc = load_section(a->fd, a->path, &a->secs[2], &root);
+    int threaded = !pthread_create(&th, NULL, side_main, &j);
+    if (!threaded) side_main(&j);
+    int rc = load_rules(a, &j);
     if (threaded) pthread_join(th, NULL);
-    if (!rc && dj.rc) rc = tdc_error(dj.rc, "%s", dj.msg);
-    if (!rc) {
-        a->g.ntokens = dict_count(a->dict);
-        if (!(rc = dec_rules(a, rules, a->secs[1].raw)) &&
-            !(rc = dec_root(a, root, a->secs[2].raw)))
-            rc = check_runs(a);
-    }
-    free(rules);
-    free(root);
+    pthread_mutex_destroy(&j.lock);
+    pthread_cond_destroy(&j.cond);
+    if (j.rc) /* first: without a count the rules were not decoded */
+        rc = tdc_error(j.rc, "%s", j.msg);
+    else if (!rc && dict_count(a->dict) != a->g.ntokens)
+        rc = tdc_error(-EBADMSG, "dictionary: token count changed while decoding");
+    if (!rc && !(rc = check_root(a))) rc = check_runs(a);
     if (rc) {
         /* Leave the archive as arc_open_meta made it: a later call fails the same way. */
         dict_free(a->dict);

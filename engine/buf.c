@@ -1,8 +1,21 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+#define HUGE_MIN (4 * HUGE_PAGE) /* smaller blocks are not worth a system call */
+
+void mem_huge(void *p, size_t n)
+{
+    if (n < HUGE_MIN) return;
+    uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uintptr_t e = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
 
 /* Grow an array of `elem`-byte elements so that n + extra fit; doubles to keep pushes O(1). */
 static int grow(void **p, size_t *cap, size_t n, size_t extra, size_t elem)
@@ -16,6 +29,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t extra, size_t elem)
     }
     void *q = realloc(*p, c * elem);
     if (!q) return -ENOMEM;
+    mem_huge(q, c * elem);
     *p = q;
     *cap = c;
     return 0;

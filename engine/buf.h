@@ -24,7 +24,12 @@ typedef struct vec64 {
     size_t n, cap;
 } vec64;
 
-/* Make room for at least `extra` more bytes (elements) beyond n. */
+/* Ask for transparent huge pages on the 2 MiB-aligned part of [p, p + n) when it is large:
+ * the grammar's tables are read at random positions, and with 4 KiB pages most such reads
+ * also miss the TLB; filling them also takes 512 times fewer page faults. Only advice. */
+void mem_huge(void *p, size_t n);
+
+/* Make room for at least `extra` more bytes (elements) beyond n (large ones get mem_huge). */
 int buf_reserve(buf *b, size_t extra);
 int vec32_reserve(vec32 *v, size_t extra);
 int vec64_reserve(vec64 *v, size_t extra);

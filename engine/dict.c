@@ -150,14 +150,17 @@ int dict_decode(const unsigned char *p, size_t n, dict **out)
     }
     if (buf_put(&d->blob, r.p, blob) || buf_reserve(&d->word, count ? count : 1)) goto nomem;
     /* A token must be all word bytes or all separator bytes, else extraction and analytics
-     * would disagree with the tokenizer. */
+     * would disagree with the tokenizer. (A table: this visits every byte of the blob.) */
+    unsigned char isword[256];
+    for (int c = 0; c < 256; c++)
+        isword[c] = (unsigned char)tok_is_word_byte((unsigned char)c);
     for (uint64_t i = 0; i < count; i++) {
         size_t len;
         const unsigned char *q = dict_bytes(d, (uint32_t)i, &len);
-        int w = tok_is_word_byte(q[0]);
-        d->word.p[d->word.n++] = (unsigned char)w;
+        unsigned char w = isword[q[0]];
+        d->word.p[d->word.n++] = w;
         for (size_t k = 1; k < len; k++)
-            if (tok_is_word_byte(q[k]) != w) {
+            if (isword[q[k]] != w) {
                 dict_free(d);
                 return tdc_error(-EBADMSG, "dictionary: token %llu mixes word and separator bytes",
                                  (unsigned long long)i);

@@ -756,15 +756,21 @@ fail:
     return rc;
 }
 
+static uint64_t cache_budget(const vol *v)
+{
+    return v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+}
+
 /* Load the dictionary, grammar and index of the archive opened by arc_open_meta. Called with
- * v->dlock held and dstate 1; the lock is dropped meanwhile. */
-static void load_data(vol *v)
+ * v->dlock held and dstate 1; the lock is dropped meanwhile. With `defer_cache` the index is
+ * published without its cache of short rules (build_cache adds it). */
+static void load_data(vol *v, int defer_cache)
 {
     pthread_mutex_unlock(&v->dlock);
     idx *x = NULL;
     int rc = arc_load_data(v->a);
     if (!rc)
-        rc = idx_build_cached(v->a, v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT, &x);
+        rc = defer_cache ? idx_build_base(v->a, &x) : idx_build_cached(v->a, cache_budget(v), &x);
     char *msg = rc ? strdup(tdc_errmsg()) : NULL;
     pthread_mutex_lock(&v->dlock);
     v->x = x;
@@ -774,11 +780,23 @@ static void load_data(vol *v)
     pthread_cond_broadcast(&v->dcond);
 }
 
+/* The index's cache of short rules, built while reads go on (they use it once published).
+ * alock keeps a compaction from swapping and freeing the index meanwhile. */
+static void build_cache(vol *v)
+{
+    pthread_rwlock_rdlock(&v->alock);
+    int rc = idx_build_flat(v->x, cache_budget(v), &v->closing);
+    pthread_rwlock_unlock(&v->alock);
+    if (rc == -ENOMEM && v->o.log)
+        v->o.log(v->o.log_ctx, "no memory for the cache of short rules: reads descend into them");
+}
+
 static void *loader(void *p)
 {
     vol *v = p;
     pthread_mutex_lock(&v->dlock);
-    if (v->dstate == 1) load_data(v);
+    int loaded_here = v->dstate == 1;
+    if (loaded_here) load_data(v, 1);
     int failed = v->dstate < 0;
     pthread_mutex_unlock(&v->dlock);
     if (!failed) { /* the GPU copy now, not at the first read or analytic */
@@ -794,6 +812,7 @@ static void *loader(void *p)
                  v->dmsg ? v->dmsg : "out of memory");
         v->o.log(v->o.log_ctx, line);
     }
+    if (loaded_here && !failed) build_cache(v);
     return NULL;
 }
 
@@ -804,7 +823,7 @@ int vol_data(vol *v)
     pthread_mutex_lock(&v->dlock);
     if (v->dstate == 0) { /* nobody is loading: do it here */
         __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
-        load_data(v);
+        load_data(v, 0);
     }
     while (v->dstate == 1)
         pthread_cond_wait(&v->dcond, &v->dlock);
@@ -839,6 +858,7 @@ void vol_close(vol *v)
         pthread_mutex_unlock(&v->tlock);
         pthread_join(v->th, NULL);
     }
+    __atomic_store_n(&v->closing, 1, __ATOMIC_RELAXED); /* a cache still building stops */
     if (v->loader_running) pthread_join(v->loader, NULL);
     jrnl_close(v->j);
     free_model(v);
@@ -1238,18 +1258,28 @@ ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, s
     return k;
 }
 
-void vol_ref(vol *v, uint64_t ino, int delta)
+/* Free `ino` if it has neither names nor open handles (left so by a vol_ref). */
+static void free_orphan(vol *v, uint64_t ino)
 {
     pthread_rwlock_wrlock(&v->lock);
     vnode *n = vol_node(v, ino);
-    if (n) {
-        n->opens = (uint32_t)((int)n->opens + delta);
-        if (n->opens == 0 && n->nlink == 0) {
-            if (n->pt) v->dirty_files--;
-            free_node(v, n);
-        }
+    if (n && n->opens == 0 && n->nlink == 0) {
+        if (n->pt) v->dirty_files--;
+        free_node(v, n);
     }
     pthread_rwlock_unlock(&v->lock);
+}
+
+void vol_ref(vol *v, uint64_t ino, int delta)
+{
+    /* The shared lock, so that opening and closing files never waits for reads in flight;
+     * only the last release of an inode without names takes the exclusive one. */
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int orphan =
+        n && __atomic_add_fetch(&n->opens, (uint32_t)delta, __ATOMIC_RELAXED) == 0 && n->nlink == 0;
+    rend(v);
+    if (orphan) free_orphan(v, ino);
 }
 
 int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash)

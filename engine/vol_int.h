@@ -19,7 +19,7 @@ typedef struct vnode {
     uint32_t uid, gid;
     uint32_t nlink; /* names (a directory's st_nlink is 2 + nsub) */
     uint32_t nsub;  /* subdirectories */
-    uint32_t opens; /* open handles (vol_ref) */
+    uint32_t opens; /* open handles (vol_ref: atomic under the shared lock) */
     struct timespec atime, mtime, ctime;
     uint64_t size;
     int64_t ent; /* archive entry with the original content or attributes, or -1 if new */
@@ -62,6 +62,7 @@ struct vol {
     char *dmsg; /* its message */
     pthread_t loader;
     int loader_running;
+    int closing; /* vol_close has begun (atomic): the loader stops building the cache */
 };
 
 /* Wait until the archive's data is loaded: 0, or the load's error (with its message). */

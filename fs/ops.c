@@ -36,7 +36,8 @@ static const struct {
 typedef struct fs_file {
     pthread_mutex_t lock;
     int virt;
-    buf vout; /* the virtual file's text */
+    int rdonly; /* opened for reading only: close has no records to flush */
+    buf vout;   /* the virtual file's text */
     uint64_t ino;
     vol_reader rd;
     XXH3_state_t *hs; /* content hash of bytes [0, hashed), while reads are sequential */
@@ -689,6 +690,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->fh = (uint64_t)(uintptr_t)f;
     /* The content only changes through this mount, which the kernel's cache follows. */
     fi->keep_cache = 1;
+    /* A reader's close(2) need not come here: one request less per file read. */
+    f->rdonly = (fi->flags & O_ACCMODE) == O_RDONLY;
+    fi->noflush = f->rdonly;
     fuse_reply_open(req, fi);
 }
 
@@ -814,7 +818,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)ino;
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
     /* close(2): hand the buffered records to the kernel, so they outlive this process. */
-    reply_rc(req, f->virt ? 0 : logged(vol_flush(ctx_of(req)->v), "flush"));
+    reply_rc(req, f->virt || f->rdonly ? 0 : logged(vol_flush(ctx_of(req)->v), "flush"));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -7,19 +7,27 @@
 
 #include "../engine/err.h"
 
+/* The expanded bytes of every rule of at most `max` bytes. Readers take one snapshot of
+ * idx.fc per call, so a cache published meanwhile is used from their next call on. */
+typedef struct flatc {
+    uint32_t max;         /* rules expanding to at most this many bytes are flat */
+    uint32_t *at;         /* nrules + 1: offset of the rule's bytes in `bytes` */
+    unsigned char *bytes; /* expanded bytes of the flat rules */
+    uint64_t nbytes;
+} flatc;
+
+static const flatc no_flat = {0, NULL, NULL, 0};
+
 struct idx {
     const arc *a;
     uint64_t *len;     /* nrules + 1: expanded bytes of each rule, len[0] = root */
     uint32_t *samp_at; /* nrules + 1: first sample of the rule in samp, UINT32_MAX if none */
     uint64_t *samp;    /* prefix offsets at symbols 0, K, 2K, ... of long bodies */
     uint64_t nsamp;
-    uint64_t *file_off; /* per entry: offset of its first byte in the root's expansion */
-    uint32_t depth;
-    uint32_t flat_max;   /* rules expanding to at most this many bytes are flat */
-    uint32_t *flat_at;   /* nrules + 1: offset of the rule's bytes in flat, or UINT32_MAX */
-    unsigned char *flat; /* expanded bytes of the flat rules */
-    uint64_t flat_bytes;
-    pthread_mutex_t occ_lock; /* guards the lazy occ/topo_pos below */
+    uint64_t *file_off;       /* per entry: offset of its first byte in the root's expansion */
+    uint32_t depth;           /* 0 until idx_depth computes it */
+    const flatc *fc;          /* &no_flat until idx_build_flat publishes the cache (atomic) */
+    pthread_mutex_t occ_lock; /* guards the lazily computed depth, occ and topo_pos */
     uint64_t *occ;            /* nrules + 1: occurrences of each rule in the whole archive */
     uint32_t *topo_pos;       /* nrules + 1: position of each rule in g->topo */
 };
@@ -40,19 +48,58 @@ uint64_t idx_rule_len(const idx *x, uint32_t r)
 {
     return x->len[r];
 }
-uint32_t idx_depth(const idx *x)
+/* Longest path from each rule down to a token, children first; the root's, or 0 if out of
+ * memory. Apart from the build, as only `tadoc stat` asks for it. */
+static uint32_t compute_depth(const idx *x)
 {
-    return x->depth;
+    const gram *g = &x->a->g;
+    uint64_t nr = (uint64_t)g->nrules + 1;
+    uint32_t *dep = malloc(nr * sizeof *dep);
+    if (!dep) return 0;
+    for (uint64_t k = 0; k < nr; k++) {
+        uint32_t r = k + 1 < nr ? g->topo.p[k] : 0, d = 0;
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++)
+            if (b[i] >= g->ntokens && dep[b[i] - g->ntokens] > d) d = dep[b[i] - g->ntokens];
+        dep[r] = d + 1;
+    }
+    uint32_t root = dep[0];
+    free(dep);
+    return root;
 }
+
+uint32_t idx_depth(const idx *cx)
+{
+    idx *x = (idx *)cx; /* only the lazily computed, mutex-guarded fields change */
+    pthread_mutex_lock(&x->occ_lock);
+    if (!x->depth) x->depth = compute_depth(x);
+    uint32_t d = x->depth;
+    pthread_mutex_unlock(&x->occ_lock);
+    return d;
+}
+static inline const flatc *flat_cache(const idx *x)
+{
+    return __atomic_load_n(&x->fc, __ATOMIC_ACQUIRE);
+}
+
 uint32_t idx_flat_max(const idx *x)
 {
-    return x->flat_max;
+    return flat_cache(x)->max;
 }
 
 uint64_t idx_mem(const idx *x)
 {
     uint64_t nr = x->a->g.nrules + 1;
-    return nr * (8 + 4 + 4) + x->nsamp * 8 + (uint64_t)x->a->nents * 8 + x->flat_bytes;
+    return nr * (8 + 4 + 4) + x->nsamp * 8 + (uint64_t)x->a->nents * 8 + flat_cache(x)->nbytes;
+}
+
+static void flatc_free(const flatc *fc)
+{
+    if (fc == &no_flat) return;
+    free(fc->at);
+    free(fc->bytes);
+    free((flatc *)fc);
 }
 
 void idx_free(idx *x)
@@ -62,67 +109,99 @@ void idx_free(idx *x)
     free(x->samp_at);
     free(x->samp);
     free(x->file_off);
-    free(x->flat_at);
-    free(x->flat);
+    flatc_free(x->fc);
     free(x->occ);
     free(x->topo_pos);
     pthread_mutex_destroy(&x->occ_lock);
     free(x);
 }
 
-/* Bytes of leaf symbol s (a token or a flat rule), or NULL when s is a rule to descend into. */
-static inline const unsigned char *leaf(const idx *x, uint32_t s, size_t *len)
+/* Bytes of leaf symbol s (a token or a rule of fc), or NULL when s is a rule to descend into.
+ * Every rule of at most fc->max bytes is in fc. */
+static inline const unsigned char *leaf(const idx *x, const flatc *fc, uint32_t s, size_t *len)
 {
     const gram *g = &x->a->g;
     if (s < g->ntokens) return dict_bytes(x->a->dict, s, len);
     uint32_t r = s - g->ntokens;
-    if (x->flat_at[r] == UINT32_MAX) return NULL;
+    if (x->len[r] > fc->max) return NULL;
     *len = (size_t)x->len[r];
-    return x->flat + x->flat_at[r];
+    return fc->bytes + fc->at[r];
 }
 
 #define FLAT_CAP 4096 /* longest rule expansion kept flat */
 
-/* Choose the flat length bound for the budget and expand those rules, children first. */
-static int build_flat(idx *x, uint64_t budget)
+/* The largest length bound whose rules fit the budget (and 32-bit offsets); *bytes gets the
+ * bytes they take. */
+static uint32_t flat_bound(const idx *x, uint64_t budget, uint64_t *bytes)
 {
     const gram *g = &x->a->g;
     uint64_t hist[FLAT_CAP + 1] = {0}, sum = 0;
+    uint32_t max = 0;
     for (uint32_t r = 1; r <= g->nrules; r++)
         if (x->len[r] <= FLAT_CAP) hist[x->len[r]] += x->len[r];
-    x->flat_max = 0;
     for (uint32_t l = 1; l <= FLAT_CAP; l++) {
         if (sum + hist[l] > budget || sum + hist[l] >= UINT32_MAX) break;
         sum += hist[l];
-        if (hist[l]) x->flat_max = l;
+        if (hist[l]) max = l;
     }
-    if (!(x->flat_at = malloc(((size_t)g->nrules + 1) * sizeof *x->flat_at)) ||
-        !(x->flat = malloc(sum ? sum : 1)))
-        return -ENOMEM;
-    x->flat_at[0] = UINT32_MAX;
-    uint64_t at = 0;
-    for (uint32_t r = 1; r <= g->nrules; r++)
-        x->flat_at[r] = UINT32_MAX;
+    *bytes = sum;
+    return max;
+}
+
+#define FLAT_CANCEL_EVERY 65536 /* rules expanded between looks at the cancel flag */
+
+int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
+{
+    const gram *g = &x->a->g;
+    uint64_t sum, at = 0;
+    uint32_t max = flat_bound(x, cache_bytes, &sum);
+    if (!max) return 0;
+    flatc *fc = calloc(1, sizeof *fc);
+    if (!fc || !(fc->at = malloc(((size_t)g->nrules + 1) * sizeof *fc->at)) ||
+        !(fc->bytes = malloc(sum))) {
+        if (fc) flatc_free(fc);
+        return tdc_error(-ENOMEM, "index: out of memory");
+    }
+    mem_huge(fc->at, ((size_t)g->nrules + 1) * sizeof *fc->at);
+    mem_huge(fc->bytes, sum);
+    fc->max = max;
+    fc->at[0] = UINT32_MAX;
+    /* Children first: a child's bytes are in place before its parents copy them. */
     for (uint32_t k = 0; k < g->nrules; k++) {
+        if (cancel && k % FLAT_CANCEL_EVERY == 0 && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+            flatc_free(fc);
+            return -ECANCELED;
+        }
         uint32_t r = g->topo.p[k];
-        if (x->len[r] > x->flat_max) continue;
+        fc->at[r] = UINT32_MAX;
+        if (x->len[r] > max) continue;
         uint64_t n, start = at;
         const uint32_t *b = gram_body(g, r, &n);
         for (uint64_t i = 0; i < n; i++) {
             size_t l = 0;
-            const unsigned char *p = leaf(x, b[i], &l); /* children are flat already */
-            memcpy(x->flat + at, p, l);
+            const unsigned char *p = leaf(x, fc, b[i], &l);
+            memcpy(fc->bytes + at, p, l);
             at += l;
         }
-        x->flat_at[r] = (uint32_t)start;
+        fc->at[r] = (uint32_t)start;
     }
-    x->flat_bytes = at;
+    fc->nbytes = at;
+    __atomic_store_n(&x->fc, fc, __ATOMIC_RELEASE);
     return 0;
 }
 
 int idx_build(const arc *a, idx **out)
 {
     return idx_build_cached(a, IDX_CACHE_DEFAULT, out);
+}
+
+int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
+{
+    idx *x;
+    int rc = idx_build_base(a, &x);
+    if (!rc && (rc = idx_build_flat(x, cache_bytes, NULL))) idx_free(x);
+    if (!rc) *out = x;
+    return rc;
 }
 
 /* Expanded bytes of the first i symbols of the root (i <= root length), from the sample at or
@@ -154,21 +233,42 @@ static inline void prefetch_len(const idx *x, uint32_t s)
 
 #define IDX_AHEAD 8 /* symbols between a prefetch and its use */
 
-int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
+/* prefetch_len for the length pass, which looks up token lengths in `toklen`. */
+static inline void prefetch_build_len(const idx *x, const uint16_t *toklen, uint32_t s)
+{
+    uint32_t nt = x->a->g.ntokens;
+    __builtin_prefetch(s < nt ? (const void *)&toklen[s] : (const void *)&x->len[s - nt]);
+}
+
+/* Bytes of each token, 1..TOK_CAP: for the length pass, a table a quarter the size of the
+ * dictionary's offsets, so that more of it stays cached under random lookups. */
+static uint16_t *token_lengths(const dict *d, uint32_t ntokens)
+{
+    uint16_t *tl = malloc(((size_t)ntokens + 1) * sizeof *tl);
+    if (!tl) return NULL;
+    mem_huge(tl, (size_t)ntokens * sizeof *tl);
+    for (uint32_t t = 0; t < ntokens; t++)
+        tl[t] = (uint16_t)(d->offs.p[t + 1] - d->offs.p[t]);
+    return tl;
+}
+
+int idx_build_base(const arc *a, idx **out)
 {
     const gram *g = &a->g;
     uint64_t nr = (uint64_t)g->nrules + 1;
     idx *x = calloc(1, sizeof *x);
-    uint32_t *dep = NULL;
     int rc = -ENOMEM;
     if (!x) return tdc_error(-ENOMEM, "index: out of memory");
     pthread_mutex_init(&x->occ_lock, NULL);
     x->a = a;
+    x->fc = &no_flat;
     x->len = malloc(nr * sizeof *x->len);
     x->samp_at = malloc(nr * sizeof *x->samp_at);
     x->file_off = malloc(((size_t)a->nents + 1) * sizeof *x->file_off);
-    dep = calloc(nr, sizeof *dep);
-    if (!x->len || !x->samp_at || !x->file_off || !dep) goto fail;
+    uint16_t *toklen = token_lengths(a->dict, g->ntokens);
+    if (!x->len || !x->samp_at || !x->file_off || !toklen) goto fail;
+    mem_huge(x->len, nr * sizeof *x->len);
+    mem_huge(x->samp_at, nr * sizeof *x->samp_at);
 
     /* Sample slots of every body longer than IDX_SAMPLE. */
     uint64_t need = 0;
@@ -186,35 +286,30 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
     }
     x->nsamp = need;
     if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
+    mem_huge(x->samp, need * sizeof *x->samp);
 
-    /* Children first (g->topo), the root last: one pass computes lengths, depths and the
-     * samples. */
+    /* Children first (g->topo), the root last: one pass computes lengths and samples. */
     for (uint64_t k = 0; k < nr; k++) {
         uint32_t r = k + 1 < nr ? g->topo.p[k] : 0;
         uint64_t n, total = 0;
-        uint32_t d = 0;
         const uint32_t *b = gram_body(g, r, &n);
         uint64_t *s = x->samp_at[r] == UINT32_MAX ? NULL : x->samp + x->samp_at[r];
         for (uint64_t i = 0; i < n && i < IDX_AHEAD; i++)
-            prefetch_len(x, b[i]);
+            prefetch_build_len(x, toklen, b[i]);
         for (uint64_t i = 0; i < n; i++) {
-            if (i + IDX_AHEAD < n) prefetch_len(x, b[i + IDX_AHEAD]);
+            if (i + IDX_AHEAD < n) prefetch_build_len(x, toklen, b[i + IDX_AHEAD]);
             if (s && i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = total;
-            uint64_t l = sym_len(x, b[i]);
+            uint64_t l = b[i] < g->ntokens ? toklen[b[i]] : x->len[b[i] - g->ntokens];
             if (total + l < total || total + l > ((uint64_t)1 << 62)) {
                 rc = tdc_error(-EBADMSG, "rules: expansion of rule %u overflows", r);
                 goto fail;
             }
             total += l;
-            if (b[i] >= g->ntokens && dep[b[i] - g->ntokens] > d) d = dep[b[i] - g->ntokens];
         }
         x->len[r] = total;
-        dep[r] = d + 1;
     }
-    x->depth = dep[0];
-    free(dep);
-    dep = NULL;
-    if (build_flat(x, cache_bytes)) goto fail;
+    free(toklen);
+    toklen = NULL;
     /* File offsets, and the check that each run expands to the recorded size. */
     for (uint32_t e = 0; e < a->nents; e++) {
         const arc_entry *f = &a->ents[e];
@@ -233,7 +328,7 @@ int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out)
     return 0;
 fail:
     if (rc == -ENOMEM) tdc_error(rc, "index: out of memory");
-    free(dep);
+    free(toklen);
     idx_free(x);
     return rc;
 }
@@ -299,7 +394,7 @@ static int push(idx_cursor *c, const gram *g, uint32_t r, uint64_t i)
 }
 
 /* Position the cursor on the token that holds byte `off` of entry `ent` (off < size). */
-static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
+static int seek(const idx *x, const flatc *fc, idx_cursor *c, uint32_t ent, uint64_t off)
 {
     const gram *g = &x->a->g;
     uint64_t o = x->file_off[ent] + off, rem;
@@ -313,7 +408,7 @@ static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
         if (push(c, g, r, i)) return -ENOMEM;
         uint32_t s = c->f[c->depth - 1].body[i];
         size_t l;
-        if (leaf(x, s, &l)) break;
+        if (leaf(x, fc, s, &l)) break;
         r = s - g->ntokens;
         o = rem;
         from = 0;
@@ -326,7 +421,7 @@ static int seek(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off)
 /* Fetch ahead what leaf() will read for symbol s: its entry in the offset tables, and (once
  * that entry is likely cached, `deep`) the bytes it points to. Bodies name random positions
  * of tables far larger than the caches, so a read is bound by these misses. */
-static inline void prefetch_leaf(const idx *x, uint32_t s, int deep)
+static inline void prefetch_leaf(const idx *x, const flatc *fc, uint32_t s, int deep)
 {
     const gram *g = &x->a->g;
     if (s < g->ntokens) {
@@ -339,9 +434,9 @@ static inline void prefetch_leaf(const idx *x, uint32_t s, int deep)
     uint32_t r = s - g->ntokens;
     if (!deep) {
         prefetch_len(x, s);
-        __builtin_prefetch(&x->flat_at[r]);
-    } else if (x->flat_at[r] != UINT32_MAX) {
-        __builtin_prefetch(x->flat + x->flat_at[r]);
+        if (fc->at) __builtin_prefetch(&fc->at[r]);
+    } else if (x->len[r] <= fc->max) {
+        __builtin_prefetch(fc->bytes + fc->at[r]);
     }
 }
 
@@ -351,6 +446,7 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
 {
     const arc *a = x->a;
     const uint32_t nt = a->g.ntokens;
+    const flatc *fc = flat_cache(x);
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
     ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino); /* hard links: the content holder */
@@ -359,7 +455,7 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
     if (n > size - off) n = (size_t)(size - off);
     if (n > SSIZE_MAX) n = SSIZE_MAX;
     if (c->ent != ent || c->pos != off || c->depth == 0) {
-        if (seek(x, c, ent, off)) return tdc_error(-ENOMEM, "out of memory");
+        if (seek(x, fc, c, ent, off)) return tdc_error(-ENOMEM, "out of memory");
     }
     unsigned char *out = dst;
     size_t done = 0, tl = 0, tokoff = c->tokoff;
@@ -367,16 +463,16 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
     /* The cursor stands on a leaf or on a rule to enter; more bytes follow it (off < size). */
     for (;;) {
         uint32_t s = f->body[f->i];
-        const unsigned char *tp = leaf(x, s, &tl);
+        const unsigned char *tp = leaf(x, fc, s, &tl);
         if (!tp) {
             if (push(c, &a->g, s - nt, 0)) return tdc_error(-ENOMEM, "out of memory");
             f = &c->f[c->depth - 1];
             for (uint64_t k = 0; k < IDX_AHEAD && k < f->n; k++)
-                prefetch_leaf(x, f->body[k], 0);
+                prefetch_leaf(x, fc, f->body[k], 0);
             continue;
         }
-        if (f->i + IDX_AHEAD < f->n) prefetch_leaf(x, f->body[f->i + IDX_AHEAD], 0);
-        if (f->i + IDX_NEAR < f->n) prefetch_leaf(x, f->body[f->i + IDX_NEAR], 1);
+        if (f->i + IDX_AHEAD < f->n) prefetch_leaf(x, fc, f->body[f->i + IDX_AHEAD], 0);
+        if (f->i + IDX_NEAR < f->n) prefetch_leaf(x, fc, f->body[f->i + IDX_NEAR], 1);
         size_t k = tl - tokoff;
         if (k > n - done) k = n - done;
         memcpy(out + done, tp + tokoff, k);

@@ -6,7 +6,9 @@
  * at most IDX_SAMPLE symbols per level. extract costs O(depth * IDX_SAMPLE + length).
  *
  * An idx borrows its archive (which must outlive it) and is read-only after idx_build: any
- * number of threads may extract concurrently, each with its own cursor. */
+ * number of threads may extract concurrently, each with its own cursor. idx_build_base and
+ * idx_build_flat split the build so that reads can start before the cache of short rules
+ * exists: it is published atomically, and reads use it from then on. */
 #ifndef TDC_IDX_H
 #define TDC_IDX_H
 
@@ -32,13 +34,21 @@ int idx_build(const arc *a, idx **out);
 int idx_build_cached(const arc *a, uint64_t cache_bytes, idx **out);
 void idx_free(idx *x);
 
+/* idx_build without the cache: reads descend every rule until idx_build_flat adds it. */
+int idx_build_base(const arc *a, idx **out);
+
+/* Build the cache of idx_build_cached and publish it; reads may run meanwhile. At most once
+ * per idx. Returns 0, -ENOMEM, or -ECANCELED when *cancel (if given) became nonzero. */
+int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel);
+
 /* The archive the index was built on. */
 const arc *idx_arc(const idx *x);
 
 /* Expanded length of rule r (0 = root). */
 uint64_t idx_rule_len(const idx *x, uint32_t r);
 
-/* Longest root-to-token path, counting the root. */
+/* Longest root-to-token path, counting the root (computed at the first call; 0 if out of
+ * memory). Thread-safe. */
 uint32_t idx_depth(const idx *x);
 
 /* Longest rule expansion kept flat (0 if none). */

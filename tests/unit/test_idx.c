@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <pthread.h>
 
 #include "../../engine/arc.h"
 #include "../../engine/pack.h"
@@ -40,13 +41,12 @@ static void make(uint64_t *seed)
     }
 }
 
-static void test_extract_all(void **state)
+/* Pack the files of make() into a fresh archive and open it. */
+static arc *pack_test_files(uint64_t *seed)
 {
-    (void)state;
-    uint64_t seed = 7;
     char *dir = tu_tmppath("idxtree"), *ar = tu_tmppath("idx.tdc"), path[4096];
     mkdir(dir, 0755);
-    make(&seed);
+    make(seed);
     for (int f = 0; f < NF; f++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[f]);
         FILE *fp = fopen(path, "wb");
@@ -55,11 +55,30 @@ static void test_extract_all(void **state)
     }
     pack_opts o = {.seg_tokens = 4096}; /* many segments: files span segment boundaries */
     pack_stats st;
+    arc *a;
     assert_int_equal(pack_dir(dir, ar, &o, &st), 0);
     assert_true(st.segments > 3);
-    arc *a;
-    idx *x;
     assert_int_equal(arc_open(ar, &a), 0);
+    snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
+    assert_int_equal(system(path), 0);
+    free(dir);
+    free(ar);
+    return a;
+}
+
+static void free_test_files(arc *a)
+{
+    arc_free(a);
+    for (int f = 0; f < NF; f++)
+        free(content[f]);
+}
+
+static void test_extract_all(void **state)
+{
+    (void)state;
+    uint64_t seed = 7;
+    arc *a = pack_test_files(&seed);
+    idx *x;
     unsigned char *buf = malloc(80000);
     /* No flat rules (every read descends to tokens), a tiny budget, and the default. */
     const uint64_t budgets[] = {0, 300, IDX_CACHE_DEFAULT};
@@ -95,22 +114,103 @@ static void test_extract_all(void **state)
         /* a directory is not readable as a file */
         assert_int_equal(idx_extract(x, 0, 0, buf, 10), -EINVAL);
         idx_cursor_free(&c);
+        /* the repetitive file nests rules; computed on demand, the same for every budget */
+        static uint32_t depth;
+        if (bi == 0) depth = idx_depth(x);
+        assert_true(depth > 3);
+        assert_int_equal(idx_depth(x), depth);
         if (bi == 0) assert_int_equal(idx_flat_max(x), 0);
         if (bi == 2) assert_true(idx_flat_max(x) > 0);
         idx_free(x);
     }
     free(buf);
-    arc_free(a);
-    snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
-    assert_int_equal(system(path), 0);
-    for (int f = 0; f < NF; f++)
-        free(content[f]);
-    free(dir);
-    free(ar);
+    free_test_files(a);
+}
+
+typedef struct reader_job {
+    const idx *x;
+    const arc *a;
+    int rounds;
+    int bad; /* reads that differed from the content */
+} reader_job;
+
+/* Read every file through one cursor in small steps, `rounds` times. */
+static void *read_files(void *p)
+{
+    reader_job *j = p;
+    unsigned char buf[777];
+    idx_cursor c;
+    idx_cursor_init(&c);
+    for (int round = 0; round < j->rounds; round++)
+        for (int f = 0; f < NF; f++) {
+            uint32_t e = (uint32_t)arc_lookup(j->a, names[f]);
+            for (size_t pos = 0; pos < size[f];) {
+                ssize_t k = idx_read(j->x, &c, e, pos, buf, sizeof buf);
+                if (k <= 0 || memcmp(buf, content[f] + pos, (size_t)k)) {
+                    j->bad++;
+                    break;
+                }
+                pos += (size_t)k;
+            }
+        }
+    idx_cursor_free(&c);
+    return NULL;
+}
+
+/* The cache published while a cursor stands inside a file, and while another thread reads. */
+static void test_cache_published_midway(void **state)
+{
+    (void)state;
+    uint64_t seed = 11;
+    arc *a = pack_test_files(&seed);
+    idx *x;
+    assert_int_equal(idx_build_base(a, &x), 0);
+    assert_int_equal(idx_flat_max(x), 0);
+    uint32_t e = (uint32_t)arc_lookup(a, "words");
+    unsigned char buf[1000];
+    idx_cursor c;
+    idx_cursor_init(&c);
+    assert_int_equal(idx_read(x, &c, e, 0, buf, 333), 333);
+    assert_memory_equal(buf, content[4], 333);
+    reader_job j = {x, a, 20, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_files, &j), 0);
+    assert_int_equal(idx_build_flat(x, IDX_CACHE_DEFAULT, NULL), 0);
+    assert_true(idx_flat_max(x) > 0);
+    for (size_t pos = 333; pos < size[4];) {
+        ssize_t k = idx_read(x, &c, e, pos, buf, sizeof buf);
+        assert_true(k > 0);
+        assert_memory_equal(buf, content[4] + pos, (size_t)k);
+        pos += (size_t)k;
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(j.bad, 0);
+    idx_cursor_free(&c);
+    idx_free(x);
+    free_test_files(a);
+}
+
+static void test_cache_build_cancelled(void **state)
+{
+    (void)state;
+    uint64_t seed = 13;
+    arc *a = pack_test_files(&seed);
+    idx *x;
+    int cancel = 1;
+    assert_int_equal(idx_build_base(a, &x), 0);
+    assert_int_equal(idx_build_flat(x, IDX_CACHE_DEFAULT, &cancel), -ECANCELED);
+    assert_int_equal(idx_flat_max(x), 0);
+    reader_job j = {x, a, 1, 0};
+    read_files(&j);
+    assert_int_equal(j.bad, 0);
+    idx_free(x);
+    free_test_files(a);
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_extract_all)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_extract_all),
+                                       cmocka_unit_test(test_cache_published_midway),
+                                       cmocka_unit_test(test_cache_build_cancelled)};
     return cmocka_run_group_tests_name("idx", tests, NULL, NULL);
 }
