@@ -27,6 +27,7 @@ struct idx {
     uint64_t *file_off;       /* per entry: offset of its first byte in the root's expansion */
     uint32_t depth;           /* 0 until idx_depth computes it */
     const flatc *fc;          /* &no_flat until idx_build_flat publishes the cache (atomic) */
+    flatc *fc_first;          /* the first stage's descriptor, replaced by fc (arrays shared) */
     pthread_mutex_t occ_lock; /* guards the lazily computed depth, occ and topo_pos */
     uint64_t *occ;            /* nrules + 1: occurrences of each rule in the whole archive */
     uint32_t *topo_pos;       /* nrules + 1: position of each rule in g->topo */
@@ -110,6 +111,7 @@ void idx_free(idx *x)
     free(x->samp);
     free(x->file_off);
     flatc_free(x->fc);
+    free(x->fc_first);
     free(x->occ);
     free(x->topo_pos);
     pthread_mutex_destroy(&x->occ_lock);
@@ -150,42 +152,74 @@ static uint32_t flat_bound(const idx *x, uint64_t budget, uint64_t *bytes)
 
 #define FLAT_CANCEL_EVERY 65536 /* rules expanded between looks at the cancel flag */
 
-int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
+/* Expand into fc every rule longer than `lo` and at most fc->max bytes, children first (a
+ * child's bytes are in place before its parents copy them), from byte *at on. Entries of
+ * at[] and bytes a reader of an earlier stage may use are not written. */
+static int flat_fill(const idx *x, flatc *fc, uint32_t lo, uint64_t *at, const int *cancel)
 {
     const gram *g = &x->a->g;
-    uint64_t sum, at = 0;
-    uint32_t max = flat_bound(x, cache_bytes, &sum);
-    if (!max) return 0;
-    flatc *fc = calloc(1, sizeof *fc);
-    if (!fc || !(fc->at = malloc(((size_t)g->nrules + 1) * sizeof *fc->at)) ||
-        !(fc->bytes = malloc(sum))) {
-        if (fc) flatc_free(fc);
-        return tdc_error(-ENOMEM, "index: out of memory");
-    }
-    mem_huge(fc->at, ((size_t)g->nrules + 1) * sizeof *fc->at);
-    mem_huge(fc->bytes, sum);
-    fc->max = max;
-    fc->at[0] = UINT32_MAX;
-    /* Children first: a child's bytes are in place before its parents copy them. */
     for (uint32_t k = 0; k < g->nrules; k++) {
-        if (cancel && k % FLAT_CANCEL_EVERY == 0 && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
-            flatc_free(fc);
+        if (cancel && k % FLAT_CANCEL_EVERY == 0 && __atomic_load_n(cancel, __ATOMIC_RELAXED))
             return -ECANCELED;
-        }
         uint32_t r = g->topo.p[k];
-        fc->at[r] = UINT32_MAX;
-        if (x->len[r] > max) continue;
-        uint64_t n, start = at;
+        if (x->len[r] <= lo || x->len[r] > fc->max) continue;
+        uint64_t n, start = *at;
         const uint32_t *b = gram_body(g, r, &n);
         for (uint64_t i = 0; i < n; i++) {
             size_t l = 0;
             const unsigned char *p = leaf(x, fc, b[i], &l);
-            memcpy(fc->bytes + at, p, l);
-            at += l;
+            memcpy(fc->bytes + *at, p, l);
+            *at += l;
         }
         fc->at[r] = (uint32_t)start;
     }
-    fc->nbytes = at;
+    fc->nbytes = *at;
+    return 0;
+}
+
+int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
+{
+    const gram *g = &x->a->g;
+    uint64_t sum, first_sum, at = 0;
+    uint32_t max = flat_bound(x, cache_bytes, &sum);
+    if (!max) return 0;
+    /* Two stages: the rules that fit a quarter of the budget are published first (on Linux,
+     * 64 of 256 MiB: about 2x faster reads than none, in about a third of the time of the
+     * whole cache), then the longer ones go into the same arrays and a second descriptor
+     * replaces the first. */
+    uint32_t first = flat_bound(x, cache_bytes / 4, &first_sum);
+    if (first >= max) first = 0;
+    flatc *fc = calloc(1, sizeof *fc), *fc1 = first ? calloc(1, sizeof *fc1) : NULL;
+    if (!fc || (first && !fc1) || !(fc->at = malloc(((size_t)g->nrules + 1) * sizeof *fc->at)) ||
+        !(fc->bytes = malloc(sum))) {
+        if (fc) flatc_free(fc);
+        free(fc1);
+        return tdc_error(-ENOMEM, "index: out of memory");
+    }
+    mem_huge(fc->at, ((size_t)g->nrules + 1) * sizeof *fc->at);
+    mem_huge(fc->bytes, sum);
+    fc->at[0] = UINT32_MAX;
+    int rc = 0;
+    if (first) {
+        *fc1 = (flatc){first, fc->at, fc->bytes, 0};
+        if ((rc = flat_fill(x, fc1, 0, &at, cancel))) {
+            free(fc1);
+            flatc_free(fc);
+            return rc;
+        }
+        x->fc_first = fc1;
+        __atomic_store_n(&x->fc, fc1, __ATOMIC_RELEASE);
+    }
+    fc->max = max;
+    if ((rc = flat_fill(x, fc, first, &at, cancel))) {
+        if (first) { /* the first stage stays published and owns the arrays now */
+            x->fc_first = NULL;
+            free(fc);
+        } else {
+            flatc_free(fc);
+        }
+        return rc;
+    }
     __atomic_store_n(&x->fc, fc, __ATOMIC_RELEASE);
     return 0;
 }

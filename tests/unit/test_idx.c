@@ -157,11 +157,10 @@ static void *read_files(void *p)
     return NULL;
 }
 
-/* The cache published while a cursor stands inside a file, and while another thread reads. */
-static void test_cache_published_midway(void **state)
+/* The cache published while a cursor stands inside a file, and while another thread reads:
+ * with a budget of `budget` bytes (two stages when a quarter of it holds fewer rules). */
+static void cache_published_midway(uint64_t budget, uint64_t seed)
 {
-    (void)state;
-    uint64_t seed = 11;
     arc *a = pack_test_files(&seed);
     idx *x;
     assert_int_equal(idx_build_base(a, &x), 0);
@@ -175,7 +174,7 @@ static void test_cache_published_midway(void **state)
     reader_job j = {x, a, 20, 0};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, read_files, &j), 0);
-    assert_int_equal(idx_build_flat(x, IDX_CACHE_DEFAULT, NULL), 0);
+    assert_int_equal(idx_build_flat(x, budget, NULL), 0);
     assert_true(idx_flat_max(x) > 0);
     for (size_t pos = 333; pos < size[4];) {
         ssize_t k = idx_read(x, &c, e, pos, buf, sizeof buf);
@@ -188,6 +187,14 @@ static void test_cache_published_midway(void **state)
     idx_cursor_free(&c);
     idx_free(x);
     free_test_files(a);
+}
+
+static void test_cache_published_midway(void **state)
+{
+    (void)state;
+    cache_published_midway(IDX_CACHE_DEFAULT, 11);
+    for (uint64_t budget = 4096; budget <= (1 << 20); budget *= 8)
+        cache_published_midway(budget, 17 + budget);
 }
 
 static void test_cache_build_cancelled(void **state)
