@@ -172,7 +172,7 @@ static int run_batch(const arc *a, uint64_t gen, rreq *b, size_t n)
     }
     gpu_gram *g = backend_resident(a, gen, 1); /* once per archive: the first batch uploads */
     int64_t got = g ? gpu_extract(g, q.req, n, q.pin, BACKEND_READ_FULL, q.got) : -EIO;
-    if (got < 0 && g && got != -EINVAL) backend_drop(g); /* may be unusable */
+    if (got < 0 && g && got != -EINVAL && got != -ENOTSUP) backend_drop(g); /* may be unusable */
     pthread_mutex_unlock(&backend_gpu_lock);
     int ok = got == (int64_t)bytes;
     size_t pos = 0;
