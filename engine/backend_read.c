@@ -246,7 +246,7 @@ static void *batcher(void *unused)
             r->state = ok ? RQ_GPU : RQ_CPU;
         if (ok) {
             q.copying = n;
-            rs_batches++;
+            __atomic_fetch_add(&rs_batches, 1, __ATOMIC_RELAXED);
             raise_to(&rs_largest, (uint32_t)n);
         }
         pthread_cond_broadcast(&q.done);

@@ -385,13 +385,17 @@ refused() { # KIND
     wait_unmounted "$M"
 }
 
-@test "options: uid, gid, gpu, cache_size, allow_other, default_permissions" {
+@test "options: uid, gid, gpu, gpu_read_min, gpu_read_wait, cache_size, allow_other, default_permissions" {
     mnt "$A/k.tdc" "$M" -o uid=4242,gid=4343,gpu=off,cache_size=1048576,allow_other,default_permissions
     [ "$(cd "$M" && find . -printf '%U:%G\n' | sort -u)" = 4242:4343 ]
     diff -r --no-dereference "$K" "$M"
     fusermount3 -u "$M"
-    mnt "$A/l.tdc" "$M" -o gpu=auto,cache_size=4096
+    mnt "$A/l.tdc" "$M" -o gpu=auto,cache_size=4096,gpu_read_min=16K,gpu_read_wait=50
     diff -r "$L" "$M"
+    fusermount3 -u "$M"
+    run "$TADOCFS" -o gpu_read_min=lots "$A/l.tdc" "$M"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"gpu_read_min="* ]]
 }
 
 @test "--help and --version exit 0; bad usage exits 2, a bad mountpoint or archive 1" {
