@@ -18,17 +18,6 @@
 #include "../../engine/tok.h"
 #include "sarc.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc, (void)argv;
-    return 0;
-}
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    (void)data, (void)size;
-    return 0;
-}
-
 static const char *outdir;
 static FILE *manifest;
 static unsigned char *base;

@@ -5,17 +5,6 @@
 #include "../fuzz/fuzz.h"
 #include "sarc.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc, (void)argv;
-    return 0;
-}
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    (void)data, (void)size;
-    return 0;
-}
-
 static const char *seeds;
 
 static void save_journal(const char *arcpath, const char *name)

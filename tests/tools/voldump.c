@@ -5,17 +5,6 @@
  * usage: voldump ARCHIVE */
 #include "../fuzz/fuzz.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc, (void)argv;
-    return 0;
-}
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    (void)data, (void)size;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 2) {
