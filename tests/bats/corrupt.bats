@@ -8,14 +8,11 @@ load helpers
 C="$BATS_TEST_DIRNAME/../corrupt"
 
 setup() {
-    scratch
-    M="$S/mnt"
-    mkdir "$M"
+    scratch_mnt
 }
 
 teardown() {
-    fusermount3 -u "$M" 2>/dev/null || true
-    rm -rf "$S"
+    scratch_mnt_free
 }
 
 # A sanitizer report or a signal is a crash whatever the test expected.

@@ -7,6 +7,18 @@ scratch() {
     S=$(mktemp -d "${BATS_TMPDIR:-/tmp}/tadoc.XXXXXX")
 }
 
+# A scratch directory with an empty mountpoint M in it, and its cleanup (setup / teardown).
+scratch_mnt() {
+    scratch
+    M="$S/mnt"
+    mkdir "$M"
+}
+
+scratch_mnt_free() {
+    fusermount3 -u "$M" 2>/dev/null || true
+    rm -rf "$S"
+}
+
 # Metadata listing used to compare trees: path, type, mode, size, mtime, link target.
 tree_meta() {
     (cd "$1" && find . -printf '%P\t%y\t%m\t%s\t%T@\t%l\t%U\t%G\n' | LC_ALL=C sort)

@@ -6,14 +6,11 @@
 load helpers
 
 setup() {
-    scratch
-    M="$S/mnt"
-    mkdir "$M"
+    scratch_mnt
 }
 
 teardown() {
-    fusermount3 -u "$M" 2>/dev/null || true
-    rm -rf "$S"
+    scratch_mnt_free
 }
 
 @test "stress: 8 writers, 8 readers, background compactions; the model matches, also after a remount" {
