@@ -1271,6 +1271,21 @@ static int check_edits(const arc *a, uint64_t *seed, row *t)
     return 5;
 }
 
+/* Free everything and report: exit status 1 with the seed on any mismatch, else 0 and `ok`. */
+static int finish(const char *path, uint64_t seed, arc *a, idx *x, gpu_gram *g, const char *ok)
+{
+    gpu_free(g);
+    idx_free(x);
+    arc_free(a);
+    if (fails) {
+        fprintf(stderr, "gpucheck: %s: %d mismatches (seed %llu)\n", path, fails,
+                (unsigned long long)seed);
+        return 1;
+    }
+    printf("gpucheck: %s: %s\n", path, ok);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int only_ana = 0, only_reads = 0;
@@ -1310,16 +1325,7 @@ int main(int argc, char **argv)
     arow at[6];
     if (!cpu_only && only_reads) {
         check_reads(a, x, g, &s);
-        gpu_free(g);
-        idx_free(x);
-        arc_free(a);
-        if (fails) {
-            fprintf(stderr, "gpucheck: %s: %d mismatches (seed %llu)\n", argv[1], fails,
-                    (unsigned long long)seed);
-            return 1;
-        }
-        printf("gpucheck: %s: every read agrees with the CPU\n", argv[1]);
-        return 0;
+        return finish(argv[1], seed, a, x, g, "every read agrees with the CPU");
     }
     if (!cpu_only) {
         /* GPUCHECK_CPU_REPS: CPU runs per analytic time (1 for archives where they take long) */
@@ -1332,16 +1338,7 @@ int main(int argc, char **argv)
     }
     if (!cpu_only && only_ana) {
         print_analytics(at);
-        gpu_free(g);
-        idx_free(x);
-        arc_free(a);
-        if (fails) {
-            fprintf(stderr, "gpucheck: %s: %d mismatches (seed %llu)\n", argv[1], fails,
-                    (unsigned long long)seed);
-            return 1;
-        }
-        printf("gpucheck: %s: every analytic agrees with the CPU\n", argv[1]);
-        return 0;
+        return finish(argv[1], seed, a, x, g, "every analytic agrees with the CPU");
     }
     if (!cpu_only) {
         check_wordcount(a, g, &s, &t[nt++]);
@@ -1362,15 +1359,7 @@ int main(int argc, char **argv)
            " offsets); extract = requests up + bytes back; edits = operations up + offsets back.\n"
            " cpu index = idx_build, which also samples and caches short rules; gpu index kernels\n"
            " include one host sync per level; word index build: kernels and syncs)\n");
-    gpu_free(g);
-    idx_free(x);
-    arc_free(a);
-    if (fails) {
-        fprintf(stderr, "gpucheck: %s: %d mismatches (seed %llu)\n", argv[1], fails,
-                (unsigned long long)seed);
-        return 1;
-    }
-    printf("gpucheck: %s: every %s\n", argv[1],
-           cpu_only ? "CPU check passed (no GPU run)" : "kernel agrees with the CPU");
-    return 0;
+    return finish(argv[1], seed, a, x, g,
+                  cpu_only ? "every CPU check passed (no GPU run)"
+                           : "every kernel agrees with the CPU");
 }
