@@ -9,27 +9,7 @@
 
 #include "../engine/err.h"
 #include "../index/idx.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "pick.h"
 
 int main(int argc, char **argv)
 {
@@ -52,28 +32,13 @@ int main(int argc, char **argv)
     double t2 = now();
     long count = atol(argv[2]);
     size_t len = (size_t)atol(argv[3]);
-    uint64_t seed = strtoull(argv[4], NULL, 10) | 1, total = 0;
-    uint64_t *cum = malloc((a->nents + 1) * sizeof *cum);
-    for (uint32_t i = 0; i < a->nents; i++) {
-        cum[i] = total;
-        if (a->ents[i].type == ARC_REG) total += a->ents[i].size;
-    }
-    cum[a->nents] = total;
+    uint64_t seed = strtoull(argv[4], NULL, 10) | 1, total;
+    uint64_t *cum = pick_table(a, &total);
     double *lat = malloc((size_t)count * sizeof *lat);
     char *buf = malloc(len + 1);
     for (long t = 0; t < count; t++) {
-        uint64_t g = rnd(&seed) % total;
-        uint32_t lo = 0, hi = a->nents; /* entry whose byte range holds g */
-        while (hi - lo > 1) {
-            uint32_t mid = (lo + hi) / 2;
-            if (cum[mid] <= g)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        while (a->ents[lo].type != ARC_REG || a->ents[lo].size == 0)
-            lo++;
-        uint64_t off = g - cum[lo];
+        uint64_t off;
+        uint32_t lo = pick(a, cum, total, &seed, &off);
         double s = now();
         ssize_t k = idx_extract(x, lo, off, buf, len);
         lat[t] = (now() - s) * 1e6;

@@ -23,13 +23,7 @@
 #include "../engine/tok.h"
 #include "../index/idx.h"
 #include "../index/words.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+#include "pick.h"
 
 /* This thread's CPU time: on a busy machine, wall times include waiting for a core. */
 static double cpu(void)
@@ -37,37 +31,6 @@ static double cpu(void)
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-/* A non-empty regular file, weighted by size. */
-static uint32_t pick(const arc *a, const uint64_t *cum, uint64_t total, uint64_t *seed)
-{
-    uint64_t g = rnd(seed) % total;
-    uint32_t lo = 0, hi = a->nents; /* entry whose byte range holds g */
-    while (hi - lo > 1) {
-        uint32_t mid = (lo + hi) / 2;
-        if (cum[mid] <= g)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    while (a->ents[lo].type != ARC_REG || a->ents[lo].size == 0)
-        lo++;
-    return lo;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Resident set size in KiB, from /proc/self/statm. */
@@ -122,23 +85,18 @@ int main(int argc, char **argv)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     long count = atol(argv[2]);
-    uint64_t seed = strtoull(argv[3], NULL, 10) | 1, total = 0, found = 0;
+    uint64_t seed = strtoull(argv[3], NULL, 10) | 1, total, found = 0, at;
     if (count < 1) count = 1;
-    uint64_t *cum = malloc((a->nents + 1) * sizeof *cum);
+    uint64_t *cum = pick_table(a, &total);
     double *lc = malloc((size_t)count * sizeof *lc), *ls = malloc((size_t)count * sizeof *ls);
     double *la = malloc((size_t)count * sizeof *la), *lsa = malloc((size_t)count * sizeof *lsa);
     double *cc = malloc((size_t)count * sizeof *cc), *cs = malloc((size_t)count * sizeof *cs);
     if (!cum || !lc || !ls || !la || !lsa || !cc || !cs) return 1;
-    for (uint32_t i = 0; i < a->nents; i++) {
-        cum[i] = total;
-        if (a->ents[i].type == ARC_REG) total += a->ents[i].size;
-    }
-    cum[a->nents] = total;
     vec64 offs = {0};
     unsigned char buf[TOK_CAP + 32];
     long done = 0, tries = 0, absent = 0, other = 0;
     while (done < count && tries++ < count * 100) {
-        uint32_t lo = pick(a, cum, total, &seed);
+        uint32_t lo = pick(a, cum, total, &seed, &at);
         uint64_t off = rnd(&seed) % a->ents[lo].size;
         /* back to the start of the word holding off, then its bytes */
         while (off > 0) {
@@ -157,7 +115,7 @@ int main(int argc, char **argv)
             n += (size_t)snprintf((char *)buf + n, 24, "_absent%016llx",
                                   (unsigned long long)rnd(&seed));
         else if (kind == 2)
-            lo = pick(a, cum, total, &seed);
+            lo = pick(a, cum, total, &seed, &at);
         uint64_t c = 0;
         double s = now(), u = cpu();
         if (idx_count(w, lo, (const char *)buf, n, &c)) return 1;
