@@ -38,9 +38,10 @@ extern "C" int gpu_edits_new(gpu_edits **out)
     cudaError_t c = cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking);
     if (c == cudaSuccess) c = cudaEventCreate(&e->ev0);
     if (c == cudaSuccess) c = cudaEventCreate(&e->ev1);
-    if (c != cudaSuccess) {
+    int rc = c == cudaSuccess ? gpu_keep_pool() : gpu_fail(c, "gpu_edits_new");
+    if (rc) {
         gpu_edits_free(e);
-        return gpu_fail(c, "gpu_edits_new");
+        return rc;
     }
     *out = e;
     return 0;
@@ -60,12 +61,19 @@ extern "C" double gpu_edits_kernel_ms(const gpu_edits *e)
     return e->kms;
 }
 
-__global__ void k_prep(const tdc_edit *ops, uint32_t n, uint32_t *file, uint32_t *idx, u64 *hist)
+__global__ void k_prep(tdc_edit *ops, uint32_t n, uint32_t nf, uint32_t *file, uint32_t *idx,
+                       u64 *hist, u64 *bad)
 {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        file[i] = ops[i].file;
+        uint32_t f = ops[i].file;
+        if (f >= nf || ops[i].kind > TDC_EDIT_APPEND) {
+            /* The batch fails; file 0 keeps the passes that follow inside their arrays. */
+            atomicMin(bad, (u64)i);
+            ops[i].file = f = 0;
+        }
+        file[i] = f;
         idx[i] = i;
-        atomicAdd(&hist[ops[i].file], 1ull);
+        atomicAdd(&hist[f], 1ull);
     }
 }
 
@@ -229,7 +237,7 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
      * lengths and scans, at, pos, final sizes, bad. */
     size_t nch = (n + TILE - 1) / TILE; /* chunks (batch) or blocks (sequence) of TILE */
     size_t nf = nfiles, sz = n * sizeof(tdc_edit) + nf * 8 + (nf + 1) * 8 + 4 * (size_t)n * 4 +
-                             4 * ((size_t)n + 1) * 8 + 2 * (size_t)n * 8 + nf * 8 + 8 +
+                             4 * ((size_t)n + 1) * 8 + 2 * (size_t)n * 8 + nf * 8 + 16 +
                              2 * nch * TILE * 8 + 16 * 18;
     char *mem = NULL;
     CK(cudaMallocAsync((void **)&mem, sz, st));
@@ -246,7 +254,7 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
     u64 *slen = (u64 *)carve((n + 1) * 8), *S = (u64 *)carve((n + 1) * 8);
     u64 *Si = (u64 *)carve((n + 1) * 8), *skey = (u64 *)carve((n + 1) * 8);
     u64 *at_d = (u64 *)carve(n * 8), *pos_d = (u64 *)carve(n * 8);
-    u64 *fs_d = (u64 *)carve(nf * 8), *bad_d = (u64 *)carve(8);
+    u64 *fs_d = (u64 *)carve(nf * 8), *bad_d = (u64 *)carve(16);
     u64 *ck = (u64 *)carve(nch * TILE * 8), *cp = (u64 *)carve(nch * TILE * 8);
     int nb = 1;
     while (nb < 32 && ((u64)1 << nb) < nf)
@@ -263,9 +271,9 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
     CKR(cudaMemcpyAsync(size_d, size, nf * 8, cudaMemcpyHostToDevice, st));
     CKR(cudaEventRecord(E->ev0, st));
     CKR(cudaMemsetAsync(seg, 0, (nf + 1) * 8, st));
-    CKR(cudaMemsetAsync(bad_d, 0xff, 8, st));
+    CKR(cudaMemsetAsync(bad_d, 0xff, 16, st));
     CKR(cudaMemcpyAsync(fs_d, size_d, nf * 8, cudaMemcpyDeviceToDevice, st));
-    k_prep<<<blocks(n, 256), 256, 0, st>>>(ops_d, n, fk, idx, seg);
+    k_prep<<<blocks(n, 256), 256, 0, st>>>(ops_d, n, nfiles, fk, idx, seg, bad_d + 1);
     CKR(cudaGetLastError());
     if ((rc = cub_run(st,
                       [&](void *t, size_t &b) {
@@ -302,7 +310,7 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
     CKR(cudaMemcpyAsync(at, at_d, (size_t)n * 8, cudaMemcpyDeviceToHost, st));
     CKR(cudaMemcpyAsync(pos, pos_d, (size_t)n * 8, cudaMemcpyDeviceToHost, st));
     CKR(cudaMemcpyAsync(final_size, fs_d, nf * 8, cudaMemcpyDeviceToHost, st));
-    CKR(cudaMemcpyAsync(badp, bad_d, 8, cudaMemcpyDeviceToHost, st));
+    CKR(cudaMemcpyAsync(badp, bad_d, 16, cudaMemcpyDeviceToHost, st));
     CKR(cudaStreamSynchronize(st));
     CKR(cudaEventElapsedTime(&E->kms, E->ev0, E->ev1));
 #undef CKR
@@ -320,23 +328,23 @@ extern "C" int gpu_edit_offsets(gpu_edits *e, int mode, const uint64_t *size, ui
     if (mode != TDC_OFFSETS_SEQUENCE && mode != TDC_OFFSETS_BATCH)
         return tdc_error(-EINVAL, "gpu: edit offsets: bad mode %d", mode);
     if (n >= UINT32_MAX) return tdc_error(-EINVAL, "gpu: edit offsets: batch too large");
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].file >= nfiles || ops[i].kind > TDC_EDIT_APPEND) {
-            *bad = i;
-            return tdc_error(-EINVAL, "edit %zu: no file %u or bad kind", i, ops[i].file);
-        }
+    if (n && !nfiles) return tdc_error(-EINVAL, "edit 0: no file %u", ops[0].file);
     if (!n) {
         for (uint32_t f = 0; f < nfiles; f++)
             final_size[f] = size[f];
         e->kms = 0;
         return 0;
     }
-    u64 b = ~0ull;
-    int rc = run(e, mode, size, nfiles, ops, (uint32_t)n, at, pos, final_size, &b);
+    u64 b[2] = {~0ull, ~0ull}; /* first insert past the end; first bad file or kind */
+    int rc = run(e, mode, size, nfiles, ops, (uint32_t)n, at, pos, final_size, b);
     if (rc) return rc;
-    if (b != ~0ull) {
-        *bad = (size_t)b;
-        return tdc_error(-EINVAL, "edit %zu: insert past the end of the file", (size_t)b);
+    if (b[1] != ~0ull) {
+        *bad = (size_t)b[1];
+        return tdc_error(-EINVAL, "edit %zu: no file %u or bad kind", *bad, ops[*bad].file);
+    }
+    if (b[0] != ~0ull) {
+        *bad = (size_t)b[0];
+        return tdc_error(-EINVAL, "edit %zu: insert past the end of the file", *bad);
     }
     return 0;
 }

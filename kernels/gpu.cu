@@ -28,6 +28,22 @@ int gpu_fail(cudaError_t e, const char *what)
                      cudaGetErrorString(e));
 }
 
+/* The stream-ordered pool (cudaMallocAsync: cub's temporary storage, the edit batches) gives
+ * its memory back to the driver at every synchronization by default, so the next allocation
+ * pays a real one: 250 us on an H100, four times a small extract batch. Keep up to
+ * POOL_KEEP bytes reserved between calls. */
+#define POOL_KEEP ((uint64_t)256 << 20)
+int gpu_keep_pool(void)
+{
+    int dev;
+    cudaMemPool_t pool;
+    uint64_t keep = POOL_KEEP;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    return 0;
+}
+
 int gpu_time_begin(gpu_gram *g)
 {
     CK(cudaEventRecord(g->ev0, g->st));
@@ -65,6 +81,7 @@ static int upload(gpu_gram *g, const arc *a)
     g->nroot = gr->root.n;
     g->nsyms = gr->syms.n;
     CK(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking));
+    if (int rc = gpu_keep_pool()) return rc;
     CK(cudaEventCreate(&g->ev0));
     CK(cudaEventCreate(&g->ev1));
     uint8_t *tf = (uint8_t *)malloc(g->ntokens + 1);
@@ -84,6 +101,20 @@ static int upload(gpu_gram *g, const arc *a)
         ent[e] = a->ents[e].root_start;
         ent[g->nents + e] = a->ents[e].root_len;
     }
+    /* For extract: sizes, and for a hard link other than the first (no root run of its own)
+     * the entry that holds its bytes. */
+    u64 *esz = (u64 *)malloc(((size_t)g->nents + 1) * sizeof *esz);
+    uint32_t *esrc = (uint32_t *)malloc(((size_t)g->nents + 1) * sizeof *esrc);
+    if (!esz || !esrc) {
+        free(tf), free(ent), free(esz), free(esrc);
+        return tdc_error(-ENOMEM, "gpu: out of memory");
+    }
+    for (uint32_t e = 0; e < g->nents; e++) {
+        const arc_entry *x = &a->ents[e];
+        esz[e] = x->type == ARC_REG ? x->size : ~0ull;
+        int64_t c = x->type == ARC_REG && x->size && !x->root_len ? arc_ino_entry(a, x->ino) : e;
+        esrc[e] = c < 0 ? ~0u : (uint32_t)c;
+    }
     int rc = put(g, &g->root, gr->root.p, g->nroot);
     if (!rc) rc = put(g, &g->syms, gr->syms.p, g->nsyms);
     if (!rc) rc = put(g, &g->rule_start, gr->rule_start.p, (size_t)g->nrules + 1);
@@ -92,6 +123,9 @@ static int upload(gpu_gram *g, const arc *a)
     if (!rc) rc = put(g, &g->tflag, tf, g->ntokens);
     if (!rc) rc = put(g, &g->ent_rs, ent, g->nents);
     if (!rc) rc = put(g, &g->ent_rl, ent + g->nents, g->nents);
+    if (!rc) rc = put(g, &g->ent_sz, esz, g->nents);
+    if (!rc) rc = put(g, &g->ent_src, esrc, g->nents);
+    if (!rc) rc = dalloc(&g->xtot_d, 4);
     /* What the index and word count fill, allocated once here. */
     size_t nr = (size_t)g->nrules + 1;
     if (!rc && !(g->lvl_off = (uint32_t *)malloc((nr + 1) * sizeof *g->lvl_off)))
@@ -102,6 +136,7 @@ static int upload(gpu_gram *g, const arc *a)
         !(rc = dalloc(&g->syms_pre, g->nsyms + 1)) && !(rc = dalloc(&g->w, nr)) &&
         !(rc = dalloc(&g->cnt, (size_t)g->ntokens + 1))) {
         cudaError_t he = cudaHostAlloc((void **)&g->ctr_h, 4 * sizeof *g->ctr_h, 0);
+        if (he == cudaSuccess) he = cudaHostAlloc((void **)&g->xtot_h, 4 * sizeof *g->xtot_h, 0);
         if (he != cudaSuccess) rc = gpu_fail(he, "cudaHostAlloc");
     }
     /* The pageable sources must stay alive until the copies finish. */
@@ -109,6 +144,8 @@ static int upload(gpu_gram *g, const arc *a)
     if (!rc && e != cudaSuccess) rc = gpu_fail(e, "upload");
     free(tf);
     free(ent);
+    free(esz);
+    free(esrc);
     return rc;
 }
 
@@ -128,16 +165,18 @@ extern "C" int gpu_upload(const arc *a, gpu_gram **out)
 extern "C" void gpu_free(gpu_gram *g)
 {
     if (!g) return;
-    void *dev[] = {g->root,     g->syms,      g->rule_start, g->toff,    g->blob,    g->tflag,
-                   g->ent_rs,   g->ent_rl,    g->level,      g->len,     g->cut,     g->lvl_rules,
-                   g->root_pre, g->syms_pre,  g->ctr,        g->w,       g->cnt,     g->sl_d,
-                   g->out_d,    g->bocc_at,   g->bocc,       g->rocc_at, g->rocc,    g->owner,
-                   g->hkey,     g->hval,      g->q_d,        g->qn_d,    g->qbase_d, g->qgot_d,
-                   g->qres_d,   g->qsorted_d, g->arank,      g->aids,    g->aht,     g->aown,
-                   g->anwb,     g->aout,      g->apath,      g->apoff,   g->aew};
+    void *dev[] = {g->root,     g->syms,     g->rule_start, g->toff,   g->blob,    g->tflag,
+                   g->ent_rs,   g->ent_rl,   g->level,      g->len,    g->cut,     g->lvl_rules,
+                   g->root_pre, g->syms_pre, g->ctr,        g->w,      g->cnt,     g->sl_d,
+                   g->ent_sz,   g->ent_src,  g->xreq_d,     g->xgot_d, g->xpos_d,  g->xsl0_d,
+                   g->xtot_d,   g->out_d,    g->bocc_at,    g->bocc,   g->rocc_at, g->rocc,
+                   g->owner,    g->hkey,     g->hval,       g->q_d,    g->qn_d,    g->qbase_d,
+                   g->qgot_d,   g->qres_d,   g->qsorted_d,  g->arank,  g->aids,    g->aht,
+                   g->aown,     g->anwb,     g->aout,       g->apath,  g->apoff,   g->aew};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         cudaFree(dev[i]); /* cudaFree(NULL) is a no-op */
     cudaFreeHost(g->ctr_h);
+    cudaFreeHost(g->xtot_h);
     cudaFreeHost(g->sl_h);
     cudaFreeHost(g->q_h);
     if (g->ev0) cudaEventDestroy(g->ev0);

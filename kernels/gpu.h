@@ -139,7 +139,10 @@ double gpu_kernel_ms(const gpu_gram *g);
  * applied one after another in batch order (sequence: the offset itself, or the file's size
  * then for an append; batch: the offset translated so), and pos[i], where its first byte stands
  * in the final text; per file, its final size. A bad file number, or an insert past the end of
- * the text it refers to, fails with -EINVAL and *bad = the first such operation. */
+ * the text it refers to, fails with -EINVAL and *bad = the first such operation (a bad file or
+ * kind before any insert past the end); the outputs are then undefined. The operations are
+ * checked on the device, so the batch goes up as it is: from page-locked memory
+ * (gpu_host_alloc) at full speed. */
 enum { TDC_EDIT_INSERT = 0, TDC_EDIT_APPEND = 1 };
 enum { TDC_OFFSETS_SEQUENCE = 0, TDC_OFFSETS_BATCH = 1 };
 

@@ -46,9 +46,18 @@ struct gpu_gram {
     uint32_t *ctr_h;          /* pinned copy of ctr */
     /* wordcount */
     u64 *w, *cnt;
-    /* extract: slices staged in pinned memory, output on the device; both grow as needed */
-    void *sl_h, *sl_d;
-    size_t sl_cap;
+    /* extract (kernels/extract.cu): requests, slices and output, grown as needed */
+    u64 *ent_sz;       /* per entry: its size, ~0 when it is not a regular file */
+    uint32_t *ent_src; /* per entry: the entry whose root run holds its bytes, ~0 when none */
+    void *xreq_d;      /* the batch's requests */
+    uint32_t *xgot_d;  /* per request: bytes it reads */
+    u64 *xpos_d;       /* n + 1: where its bytes go in the output (scan), the total last */
+    u64 *xsl0_d;       /* n + 1: its first slice (scan), the slice count last */
+    size_t xreq_cap;
+    u64 *xtot_d, *xtot_h; /* bytes, slices, first request on no regular file, first on a link
+                             whose content no entry holds (device and pinned copies) */
+    void *sl_d, *sl_h;    /* slices; staged in pinned memory on the host path */
+    size_t sl_cap, slh_cap;
     unsigned char *out_d;
     size_t out_cap;
     /* word index (gpu_words_build); symbols are 0..nsym-1 with nsym = ntokens + nrules + 1 */
@@ -120,6 +129,9 @@ int gpu_fail(cudaError_t e, const char *what);
         cudaError_t e_ = cudaGetLastError();                                                       \
         if (e_ != cudaSuccess) return gpu_fail(e_, "kernel " name);                                \
     } while (0)
+
+/* Let the device's stream-ordered memory pool keep what it has allocated between calls. */
+int gpu_keep_pool(void);
 
 /* Events around one call's kernels; gpu_time_end syncs the stream and stores the time. */
 int gpu_time_begin(gpu_gram *g);

@@ -1,5 +1,5 @@
 /* gpucheck: check every CUDA kernel against the CPU on one archive, and time both.
- * usage: gpucheck [--cpu] ARCHIVE [SEED]
+ * usage: gpucheck [--cpu] [--analytics | --reads | --batches] ARCHIVE [SEED]
  *
  * Index build: every rule's expanded length and the depth, against idx_build. Word count: the
  * whole archive plus random subtrees and files, output text against ana_wordcount, directly and
@@ -19,7 +19,9 @@
  *
  * Ends with CPU (one thread) and GPU times, each the median of REPS runs after a warm-up.
  * --cpu runs the CPU side alone (no GPU needed): the edit checks against the reference and the
- * CPU times. */
+ * CPU times. --analytics runs the index build and the six analytics only; --batches the index
+ * build, extract and the edit batches (for large archives, where the CPU side of the word
+ * queries takes minutes). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,7 @@
 
 #define NREQ 100000
 #define REQLEN 64
-#define NEDGE 4000
+#define NEDGE 6000 /* over gpu_extract's XDEV_MIN: its device path; the first 1000: the host's */
 #define NSCOPE 30
 #define REPS 5
 #define NQ 100000   /* word queries per batch */
@@ -98,6 +100,7 @@ static void *xmalloc(size_t n)
 typedef struct row {
     const char *name;
     double cpu, kern, e2e;
+    double pg; /* end to end with the caller's buffers in pageable memory (0: not measured) */
 } row;
 
 /* Index build: idx_build against gpu_upload + gpu_index_build; returns the GPU handle. */
@@ -112,7 +115,7 @@ static gpu_gram *check_index(const arc *a, idx **xout, row *t)
         if (idx_build(a, &x)) DIE("idx_build");
         c[r] = now_ms() - t0;
     }
-    *t = (row){"index build", median(c), 0, 0};
+    *t = (row){"index build", median(c), 0, 0, 0};
     *xout = x;
     if (cpu_only) return NULL;
     for (int r = -1; r < REPS; r++) { /* r = -1 warms up the CUDA context */
@@ -190,7 +193,7 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
         if (!same(&got, &want)) FAIL("wordcount of the whole archive differs (run %d)", r);
     }
     *t = (row){rc ? "wordcount (CPU fallback)" : "wordcount, whole archive", median(c), median(k),
-               median(e)};
+               median(e), 0};
     int gpu_scopes = 0, bad = 0;
     for (int s = 0; s < NSCOPE; s++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
@@ -211,15 +214,41 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
     buf_free(&got);
 }
 
-/* Run a batch on both sides and compare; returns the bytes extracted. With times, fill them. */
+/* Compare a GPU batch's output with the CPU's. */
+static void same_extract(const gpu_req *rq, size_t n, int64_t m, uint64_t pos,
+                         const unsigned char *got, const uint32_t *gn, const unsigned char *want,
+                         const uint32_t *wn)
+{
+    if ((uint64_t)m != pos) {
+        FAIL("extract: gpu %lld bytes, cpu %llu", (long long)m, (unsigned long long)pos);
+        return;
+    }
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (gn[i] != wn[i] || memcmp(got + at, want + at, wn[i])) {
+            FAIL("extract (entry %u, offset %llu, length %u): gpu %u bytes, cpu %u, or "
+                 "different bytes",
+                 rq[i].ent, (unsigned long long)rq[i].off, rq[i].len, gn[i], wn[i]);
+            return;
+        }
+        at += wn[i];
+    }
+}
+
+/* Run a batch on both sides and compare; returns the bytes extracted. With times, fill them:
+ * e with the requests and output in page-locked memory (gpu_host_alloc, what a batching caller
+ * uses), pg with them in ordinary malloc memory. */
 static uint64_t run_extract(const idx *x, gpu_gram *g, const gpu_req *rq, size_t n, double *c,
-                            double *k, double *e)
+                            double *k, double *e, double *pg)
 {
     uint64_t cap = 0;
     for (size_t i = 0; i < n; i++)
         cap += rq[i].len;
-    unsigned char *want = xmalloc(cap), *got = xmalloc(cap);
+    unsigned char *want = xmalloc(cap), *got = xmalloc(cap), *pin = gpu_host_alloc(cap);
     uint32_t *wn = xmalloc(n * sizeof *wn), *gn = xmalloc(n * sizeof *gn);
+    gpu_req *prq = gpu_host_alloc(n * sizeof *prq);
+    if (!pin || !prq) DIE("gpu_host_alloc");
+    memcpy(prq, rq, n * sizeof *rq);
     uint64_t pos = 0;
     for (int r = 0; r < (c ? REPS : 1); r++) {
         double t0 = now_ms();
@@ -232,29 +261,22 @@ static uint64_t run_extract(const idx *x, gpu_gram *g, const gpu_req *rq, size_t
         }
         if (c) c[r] = now_ms() - t0;
     }
-    for (int r = -1; r < (c ? REPS : 0); r++) {
-        double t0 = now_ms();
-        int64_t m = gpu_extract(g, rq, n, got, cap, gn);
-        if (m < 0) DIE("gpu_extract");
-        if (e && r >= 0) {
-            e[r] = now_ms() - t0;
-            k[r] = gpu_kernel_ms(g);
-        }
-        if ((uint64_t)m != pos)
-            FAIL("extract: gpu %lld bytes, cpu %llu", (long long)m, (unsigned long long)pos);
-        uint64_t at = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (gn[i] != wn[i] || memcmp(got + at, want + at, wn[i])) {
-                FAIL("extract (entry %u, offset %llu, length %u): gpu %u bytes, cpu %u, or "
-                     "different bytes",
-                     rq[i].ent, (unsigned long long)rq[i].off, rq[i].len, gn[i], wn[i]);
-                break;
+    for (int pinned = 1; pinned >= 0; pinned--)
+        for (int r = -1; r < (c ? REPS : 0); r++) {
+            unsigned char *out = pinned ? pin : got;
+            double t0 = now_ms();
+            int64_t m = gpu_extract(g, pinned ? prq : rq, n, out, cap, gn);
+            if (m < 0) DIE("gpu_extract");
+            if (e && r >= 0) {
+                (pinned ? e : pg)[r] = now_ms() - t0;
+                if (pinned) k[r] = gpu_kernel_ms(g);
             }
-            at += wn[i];
+            same_extract(rq, n, m, pos, out, gn, want, wn);
         }
-    }
     free(want);
     free(got);
+    gpu_host_free(pin);
+    gpu_host_free(prq);
     free(wn);
     free(gn);
     return pos;
@@ -269,7 +291,7 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         if (a->ents[i].type == ARC_DIR && dir == UINT32_MAX) dir = i;
     }
     if (!nf) {
-        *t = (row){"extract: no regular files", 0, 0, 0};
+        *t = (row){"extract: no regular files", 0, 0, 0, 0};
         free(files);
         return;
     }
@@ -279,11 +301,11 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         uint64_t size = a->ents[e].size;
         rq[i] = (gpu_req){e, REQLEN, size ? rnd(seed) % size : 0};
     }
-    double c[REPS], k[REPS], e[REPS];
-    uint64_t bytes = run_extract(x, g, rq, NREQ, c, k, e);
+    double c[REPS], k[REPS], e[REPS], pg[REPS];
+    uint64_t bytes = run_extract(x, g, rq, NREQ, c, k, e, pg);
     static char name[64];
     snprintf(name, sizeof name, "extract %d x %d B", NREQ, REQLEN);
-    *t = (row){name, median(c), median(k), median(e)};
+    *t = (row){name, median(c), median(k), median(e), median(pg)};
     /* Edge cases, as tests/tools/extractcheck draws them, plus multi-slice and whole files. */
     for (size_t i = 0; i < NEDGE; i++) {
         uint32_t f = files[rnd(seed) % nf];
@@ -312,14 +334,16 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         }
         rq[i] = (gpu_req){f, (uint32_t)len, off};
     }
-    uint64_t edge = run_extract(x, g, rq, NEDGE, NULL, NULL, NULL);
+    uint64_t edge = run_extract(x, g, rq, NEDGE, NULL, NULL, NULL, NULL);
+    run_extract(x, g, rq, 1000, NULL, NULL, NULL, NULL);
     unsigned char one;
     uint32_t n1;
     if (dir != UINT32_MAX &&
         gpu_extract(g, &(gpu_req){dir, 1, 0}, 1, &one, 1, &n1) != idx_extract(x, dir, 0, &one, 1))
         FAIL("extract from a directory: gpu and cpu disagree");
-    printf("extract: %d requests (%llu bytes) and %d edge cases (%llu bytes) %s\n", NREQ,
-           (unsigned long long)bytes, NEDGE, (unsigned long long)edge,
+    printf("extract: %d requests (%llu bytes) and %d edge cases (%llu bytes; the first 1000 again "
+           "alone) %s\n",
+           NREQ, (unsigned long long)bytes, NEDGE, (unsigned long long)edge,
            fails > before ? "DIFFER" : "agree");
     free(rq);
     free(files);
@@ -901,7 +925,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
     char *pool = NULL;
     wquery *wq = make_queries(a, seed, &pool);
     if (!wq) {
-        t[0] = t[1] = t[2] = (row){"word queries: no regular files", 0, 0, 0};
+        t[0] = t[1] = t[2] = (row){"word queries: no regular files", 0, 0, 0, 0};
         return;
     }
     double c[REPS], k[REPS], e[REPS];
@@ -912,7 +936,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
         c[r] = now_ms() - t0;
         if (r < REPS - 1) idx_words_free(w);
     }
-    t[0] = (row){"word index build", median(c), 0, 0};
+    t[0] = (row){"word index build", median(c), 0, 0, 0};
     /* CPU answers (timed) */
     /* One timed CPU run each: seconds long on the larger corpora (the GPU side takes REPS). */
     uint64_t *want = xmalloc(NQ * sizeof *want), nz = 0, occ = 0;
@@ -925,13 +949,13 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
     static char cname[64], sname[64];
     snprintf(cname, sizeof cname, "count %d words (cpu: 1 run)", NQ);
     snprintf(sname, sizeof sname, "search %d words (cpu: 1 run)", NQ);
-    t[1] = (row){cname, cpu_count, 0, 0};
+    t[1] = (row){cname, cpu_count, 0, 0, 0};
     vec64 *so = xmalloc(NQ * sizeof *so);
     memset(so, 0, NQ * sizeof *so);
     t0 = now_ms();
     for (size_t i = 0; i < NQ; i++)
         if (idx_search(w, wq[i].ent, wq[i].w, wq[i].n, &so[i])) DIE("idx_search");
-    t[2] = (row){sname, now_ms() - t0, 0, 0};
+    t[2] = (row){sname, now_ms() - t0, 0, 0, 0};
     for (size_t i = 0; i < NQ; i++)
         if (so[i].n != want[i])
             FAIL("cpu: query %zu: search %zu offsets, count %llu", i, so[i].n,
@@ -1185,9 +1209,8 @@ static void small_edit(int mode, uint64_t *seed, int broken)
 static row time_edits(const char *name, int mode, const uint64_t *size, uint32_t nf,
                       const tdc_edit *ops, size_t n)
 {
-    double c[REPS], k[REPS], e[REPS];
+    double c[REPS], k[REPS], e[REPS], pg[REPS];
     uint64_t *at = xmalloc(n * 8), *pos = xmalloc(n * 8), *fs = xmalloc(((size_t)nf + 1) * 8);
-    uint64_t *at2 = xmalloc(n * 8), *pos2 = xmalloc(n * 8), *fs2 = xmalloc(((size_t)nf + 1) * 8);
     size_t bad;
     for (int r = 0; r < REPS; r++) {
         double t0 = now_ms();
@@ -1195,24 +1218,38 @@ static row time_edits(const char *name, int mode, const uint64_t *size, uint32_t
             DIE("backend_edit_offsets");
         c[r] = now_ms() - t0;
     }
-    row t = {name, median(c), 0, 0};
-    if (!cpu_only) {
+    row t = {name, median(c), 0, 0, 0};
+    /* The GPU side twice: the batch, the sizes and the outputs in page-locked memory (what a
+     * batching caller keeps them in; e), and in ordinary malloc memory (pg). */
+    size_t obytes = 2 * n * 8 + ((size_t)nf + 1) * 8 * 2;
+    for (int pinned = 1; !cpu_only && pinned >= 0; pinned--) {
+        char *mem =
+            pinned ? gpu_host_alloc(n * sizeof *ops + obytes) : xmalloc(n * sizeof *ops + obytes);
+        if (!mem) DIE("gpu_host_alloc");
+        tdc_edit *ops2 = (tdc_edit *)mem;
+        uint64_t *at2 = (uint64_t *)(mem + n * sizeof *ops), *pos2 = at2 + n, *fs2 = pos2 + n;
+        uint64_t *size2 = fs2 + nf + 1;
+        memcpy(ops2, ops, n * sizeof *ops);
+        memcpy(size2, size, (size_t)nf * 8);
         for (int r = -1; r < REPS; r++) {
             double t0 = now_ms();
-            if (gpu_edit_offsets(ged, mode, size, nf, ops, n, at2, pos2, fs2, &bad))
+            if (gpu_edit_offsets(ged, mode, size2, nf, ops2, n, at2, pos2, fs2, &bad))
                 DIE("gpu_edit_offsets");
             if (r >= 0) {
-                e[r] = now_ms() - t0;
-                k[r] = gpu_edits_kernel_ms(ged);
+                (pinned ? e : pg)[r] = now_ms() - t0;
+                if (pinned) k[r] = gpu_edits_kernel_ms(ged);
             }
             if (memcmp(at, at2, n * 8) || memcmp(pos, pos2, n * 8) ||
                 memcmp(fs, fs2, (size_t)nf * 8))
                 FAIL("%s: gpu and cpu offsets differ (run %d)", name, r);
         }
-        t.kern = median(k);
-        t.e2e = median(e);
+        if (pinned)
+            gpu_host_free(mem);
+        else
+            free(mem);
     }
-    free(at), free(pos), free(fs), free(at2), free(pos2), free(fs2);
+    if (!cpu_only) t.kern = median(k), t.e2e = median(e), t.pg = median(pg);
+    free(at), free(pos), free(fs);
     return t;
 }
 
@@ -1288,7 +1325,7 @@ static int finish(const char *path, uint64_t seed, arc *a, idx *x, gpu_gram *g, 
 
 int main(int argc, char **argv)
 {
-    int only_ana = 0, only_reads = 0;
+    int only_ana = 0, only_reads = 0, only_batches = 0;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
         if (!strcmp(argv[1], "--cpu"))
             cpu_only = 1;
@@ -1296,11 +1333,14 @@ int main(int argc, char **argv)
             only_ana = 1;
         else if (!strcmp(argv[1], "--reads"))
             only_reads = 1;
+        else if (!strcmp(argv[1], "--batches"))
+            only_batches = 1;
         else
             break;
     }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: gpucheck [--cpu] [--analytics | --reads] ARCHIVE [SEED]\n");
+        fprintf(stderr,
+                "usage: gpucheck [--cpu] [--analytics | --reads | --batches] ARCHIVE [SEED]\n");
         return 2;
     }
     char gpu[256] = "no GPU (--cpu)";
@@ -1327,7 +1367,7 @@ int main(int argc, char **argv)
         check_reads(a, x, g, &s);
         return finish(argv[1], seed, a, x, g, "every read agrees with the CPU");
     }
-    if (!cpu_only) {
+    if (!cpu_only && !only_batches) {
         /* GPUCHECK_CPU_REPS: CPU runs per analytic time (1 for archives where they take long) */
         const char *cr = getenv("GPUCHECK_CPU_REPS");
         int creps = cr && atoi(cr) > 0 ? atoi(cr) : REPS;
@@ -1340,23 +1380,31 @@ int main(int argc, char **argv)
         print_analytics(at);
         return finish(argv[1], seed, a, x, g, "every analytic agrees with the CPU");
     }
-    if (!cpu_only) {
+    if (!cpu_only && !only_batches) {
         check_wordcount(a, g, &s, &t[nt++]);
         check_backend(a, g, &s);
     }
-    check_words(a, x, g, &s, &t[nt]);
-    nt += 3;
+    if (!only_batches) {
+        check_words(a, x, g, &s, &t[nt]);
+        nt += 3;
+    }
     if (!cpu_only) check_extract(a, x, g, &s, &t[nt++]);
-    if (!cpu_only) check_reads(a, x, g, &s);
+    if (!cpu_only && !only_batches) check_reads(a, x, g, &s);
     nt += check_edits(a, &s, &t[nt]);
-    printf("%-32s %14s %14s %16s\n", "operation (median ms)", "cpu, 1 thread", "gpu kernels",
-           "gpu end-to-end");
-    for (int i = 0; i < nt; i++)
-        printf("%-32s %14.3f %14.3f %16.3f\n", t[i].name, t[i].cpu, t[i].kern, t[i].e2e);
-    if (!cpu_only) print_analytics(at);
+    printf("%-32s %14s %14s %16s %14s\n", "operation (median ms)", "cpu, 1 thread", "gpu kernels",
+           "gpu end-to-end", "(pageable)");
+    for (int i = 0; i < nt; i++) {
+        printf("%-32s %14.3f %14.3f %16.3f", t[i].name, t[i].cpu, t[i].kern, t[i].e2e);
+        if (t[i].pg)
+            printf(" %14.3f\n", t[i].pg);
+        else
+            printf(" %14s\n", "-");
+    }
+    if (!cpu_only && !only_batches) print_analytics(at);
     printf("(end-to-end: index = upload + build; wordcount = counts back + sorted text;\n"
            " count/search = word lookups on the host + queries up + results back (search: sorted\n"
-           " offsets); extract = requests up + bytes back; edits = operations up + offsets back.\n"
+           " offsets); extract = requests up + bytes back; edits = operations up + offsets back,\n"
+           " the caller's batch and outputs in page-locked memory (pageable: in malloc memory).\n"
            " cpu index = idx_build, which also samples and caches short rules; gpu index kernels\n"
            " include one host sync per level; word index build: kernels and syncs)\n");
     return finish(argv[1], seed, a, x, g,
