@@ -10,11 +10,17 @@
 /* The expanded bytes of every rule of at most `max` bytes. Readers take one snapshot of
  * idx.fc per call, so a cache published meanwhile is used from their next call on. */
 typedef struct flatc {
-    uint32_t max;         /* rules expanding to at most this many bytes are flat */
-    uint32_t *at;         /* nrules + 1: offset of the rule's bytes in `bytes` */
+    uint32_t max; /* rules expanding to at most this many bytes are flat */
+    /* nrules + 1: a flat rule's offset in `bytes` << 16 | its length, FLAT_NONE for the others.
+     * One array, so a reader's step onto a rule costs one cache miss, not one for its length
+     * and one for its offset. Written by the second stage while readers of the first look
+     * (they ignore lengths over their max), hence relaxed atomics. */
+    uint64_t *d;
     unsigned char *bytes; /* expanded bytes of the flat rules */
     uint64_t nbytes;
 } flatc;
+
+#define FLAT_NONE 0xffffu /* over any max (FLAT_CAP) */
 
 static const flatc no_flat = {0, NULL, NULL, 0};
 
@@ -98,7 +104,7 @@ uint64_t idx_mem(const idx *x)
 static void flatc_free(const flatc *fc)
 {
     if (fc == &no_flat) return;
-    free(fc->at);
+    free(fc->d);
     free(fc->bytes);
     free((flatc *)fc);
 }
@@ -124,10 +130,11 @@ static inline const unsigned char *leaf(const idx *x, const flatc *fc, uint32_t 
 {
     const gram *g = &x->a->g;
     if (s < g->ntokens) return dict_bytes(x->a->dict, s, len);
-    uint32_t r = s - g->ntokens;
-    if (x->len[r] > fc->max) return NULL;
-    *len = (size_t)x->len[r];
-    return fc->bytes + fc->at[r];
+    if (!fc->d) return NULL;
+    uint64_t d = __atomic_load_n(&fc->d[s - g->ntokens], __ATOMIC_RELAXED);
+    if ((d & 0xffff) > fc->max) return NULL;
+    *len = (size_t)(d & 0xffff);
+    return fc->bytes + (d >> 16);
 }
 
 #define FLAT_CAP 4096 /* longest rule expansion kept flat */
@@ -171,7 +178,7 @@ static int flat_fill(const idx *x, flatc *fc, uint32_t lo, uint64_t *at, const i
             memcpy(fc->bytes + *at, p, l);
             *at += l;
         }
-        fc->at[r] = (uint32_t)start;
+        __atomic_store_n(&fc->d[r], start << 16 | x->len[r], __ATOMIC_RELAXED);
     }
     fc->nbytes = *at;
     return 0;
@@ -190,18 +197,19 @@ int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
     uint32_t first = flat_bound(x, cache_bytes / 4, &first_sum);
     if (first >= max) first = 0;
     flatc *fc = calloc(1, sizeof *fc), *fc1 = first ? calloc(1, sizeof *fc1) : NULL;
-    if (!fc || (first && !fc1) || !(fc->at = malloc(((size_t)g->nrules + 1) * sizeof *fc->at)) ||
+    if (!fc || (first && !fc1) || !(fc->d = malloc(((size_t)g->nrules + 1) * sizeof *fc->d)) ||
         !(fc->bytes = malloc(sum))) {
         if (fc) flatc_free(fc);
         free(fc1);
         return tdc_error(-ENOMEM, "index: out of memory");
     }
-    mem_huge(fc->at, ((size_t)g->nrules + 1) * sizeof *fc->at);
+    mem_huge(fc->d, ((size_t)g->nrules + 1) * sizeof *fc->d);
     mem_huge(fc->bytes, sum);
-    fc->at[0] = UINT32_MAX;
+    for (uint32_t r = 0; r <= g->nrules; r++)
+        fc->d[r] = FLAT_NONE;
     int rc = 0;
     if (first) {
-        *fc1 = (flatc){first, fc->at, fc->bytes, 0};
+        *fc1 = (flatc){first, fc->d, fc->bytes, 0};
         if ((rc = flat_fill(x, fc1, 0, &at, cancel))) {
             free(fc1);
             flatc_free(fc);
@@ -452,7 +460,7 @@ static int seek(const idx *x, const flatc *fc, idx_cursor *c, uint32_t ent, uint
     return 0;
 }
 
-/* Fetch ahead what leaf() will read for symbol s: its entry in the offset tables, and (once
+/* Fetch ahead what leaf() will read for symbol s: its entry in the length tables, and (once
  * that entry is likely cached, `deep`) the bytes it points to. Bodies name random positions
  * of tables far larger than the caches, so a read is bound by these misses. */
 static inline void prefetch_leaf(const idx *x, const flatc *fc, uint32_t s, int deep)
@@ -466,11 +474,13 @@ static inline void prefetch_leaf(const idx *x, const flatc *fc, uint32_t s, int 
         return;
     }
     uint32_t r = s - g->ntokens;
-    if (!deep) {
-        prefetch_len(x, s);
-        if (fc->at) __builtin_prefetch(&fc->at[r]);
-    } else if (x->len[r] <= fc->max) {
-        __builtin_prefetch(fc->bytes + fc->at[r]);
+    if (!fc->d) {
+        if (!deep) prefetch_len(x, s);
+    } else if (!deep) {
+        __builtin_prefetch(&fc->d[r]);
+    } else {
+        uint64_t d = __atomic_load_n(&fc->d[r], __ATOMIC_RELAXED);
+        if ((d & 0xffff) <= fc->max) __builtin_prefetch(fc->bytes + (d >> 16));
     }
 }
 
