@@ -48,6 +48,7 @@
 
 static int cpu_only;
 static int fails;
+static int ncpu; /* cores of the machine, at most 256: the "all cores" CPU runs */
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         fprintf(stderr, "gpucheck: MISMATCH: " __VA_ARGS__);                                       \
@@ -100,7 +101,8 @@ static void *xmalloc(size_t n)
 typedef struct row {
     const char *name;
     double cpu, kern, e2e;
-    double pg; /* end to end with the caller's buffers in pageable memory (0: not measured) */
+    double pg;   /* end to end with the caller's buffers in pageable memory (0: not measured) */
+    double cpun; /* CPU on all cores (ncpu threads; 0: not measured) */
 } row;
 
 /* Index build: idx_build against gpu_upload + gpu_index_build; returns the GPU handle. */
@@ -115,7 +117,7 @@ static gpu_gram *check_index(const arc *a, idx **xout, row *t)
         if (idx_build(a, &x)) DIE("idx_build");
         c[r] = now_ms() - t0;
     }
-    *t = (row){"index build", median(c), 0, 0, 0};
+    *t = (row){"index build", median(c), 0, 0, 0, 0};
     *xout = x;
     if (cpu_only) return NULL;
     for (int r = -1; r < REPS; r++) { /* r = -1 warms up the CUDA context */
@@ -192,8 +194,12 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
         k[r] = rc ? 0 : gpu_kernel_ms(g);
         if (!same(&got, &want)) FAIL("wordcount of the whole archive differs (run %d)", r);
     }
-    *t = (row){rc ? "wordcount (CPU fallback)" : "wordcount, whole archive", median(c), median(k),
-               median(e), 0};
+    *t = (row){rc ? "wordcount (CPU fallback)" : "wordcount, whole archive",
+               median(c),
+               median(k),
+               median(e),
+               0,
+               0};
     int gpu_scopes = 0, bad = 0;
     for (int s = 0; s < NSCOPE; s++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
@@ -235,11 +241,46 @@ static void same_extract(const gpu_req *rq, size_t n, int64_t m, uint64_t pos,
     }
 }
 
-/* Run a batch on both sides and compare; returns the bytes extracted. With times, fill them:
+/* A contiguous share of a batch, extracted by one CPU thread to where the one-thread run put it. */
+typedef struct xpart {
+    const idx *x;
+    const gpu_req *rq;
+    size_t lo, hi;
+    const uint64_t *at;
+    unsigned char *out;
+} xpart;
+
+static void *xpart_main(void *p)
+{
+    const xpart *q = p;
+    for (size_t i = q->lo; i < q->hi; i++)
+        if (idx_extract(q->x, q->rq[i].ent, q->rq[i].off, q->out + q->at[i], q->rq[i].len) < 0)
+            DIE("idx_extract");
+    return NULL;
+}
+
+/* The batch on every core of the machine (ncpu threads, equal shares); milliseconds. */
+static double cpu_extract_all(const idx *x, const gpu_req *rq, size_t n, const uint64_t *at,
+                              unsigned char *out)
+{
+    pthread_t th[256];
+    xpart part[256];
+    double t0 = now_ms();
+    for (int i = 0; i < ncpu; i++) {
+        part[i] = (xpart){x, rq, n * i / ncpu, n * (i + 1) / ncpu, at, out};
+        if (pthread_create(&th[i], NULL, xpart_main, &part[i])) DIE("pthread_create");
+    }
+    for (int i = 0; i < ncpu; i++)
+        pthread_join(th[i], NULL);
+    return now_ms() - t0;
+}
+
+/* Run a batch on both sides and compare; returns the bytes extracted. With times, fill them
+ * (c: one CPU thread, cn: all cores, checked against c's bytes):
  * e with the requests and output in page-locked memory (gpu_host_alloc, what a batching caller
  * uses), pg with them in ordinary malloc memory. */
 static uint64_t run_extract(const idx *x, gpu_gram *g, const gpu_req *rq, size_t n, double *c,
-                            double *k, double *e, double *pg)
+                            double *cn, double *k, double *e, double *pg)
 {
     uint64_t cap = 0;
     for (size_t i = 0; i < n; i++)
@@ -260,6 +301,18 @@ static uint64_t run_extract(const idx *x, gpu_gram *g, const gpu_req *rq, size_t
             pos += (uint64_t)m;
         }
         if (c) c[r] = now_ms() - t0;
+    }
+    if (cn) {
+        uint64_t *at = xmalloc((n + 1) * sizeof *at);
+        at[0] = 0;
+        for (size_t i = 0; i < n; i++)
+            at[i + 1] = at[i] + wn[i];
+        for (int r = 0; r < REPS; r++) {
+            memset(got, 0, pos);
+            cn[r] = cpu_extract_all(x, rq, n, at, got);
+            if (memcmp(got, want, pos)) FAIL("extract on %d CPU threads: different bytes", ncpu);
+        }
+        free(at);
     }
     for (int pinned = 1; pinned >= 0; pinned--)
         for (int r = -1; r < (c ? REPS : 0); r++) {
@@ -291,7 +344,7 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         if (a->ents[i].type == ARC_DIR && dir == UINT32_MAX) dir = i;
     }
     if (!nf) {
-        *t = (row){"extract: no regular files", 0, 0, 0, 0};
+        *t = (row){"extract: no regular files", 0, 0, 0, 0, 0};
         free(files);
         return;
     }
@@ -301,11 +354,11 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         uint64_t size = a->ents[e].size;
         rq[i] = (gpu_req){e, REQLEN, size ? rnd(seed) % size : 0};
     }
-    double c[REPS], k[REPS], e[REPS], pg[REPS];
-    uint64_t bytes = run_extract(x, g, rq, NREQ, c, k, e, pg);
+    double c[REPS], cn[REPS], k[REPS], e[REPS], pg[REPS];
+    uint64_t bytes = run_extract(x, g, rq, NREQ, c, cn, k, e, pg);
     static char name[64];
     snprintf(name, sizeof name, "extract %d x %d B", NREQ, REQLEN);
-    *t = (row){name, median(c), median(k), median(e), median(pg)};
+    *t = (row){name, median(c), median(k), median(e), median(pg), median(cn)};
     /* Edge cases, as tests/tools/extractcheck draws them, plus multi-slice and whole files. */
     for (size_t i = 0; i < NEDGE; i++) {
         uint32_t f = files[rnd(seed) % nf];
@@ -334,8 +387,8 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         }
         rq[i] = (gpu_req){f, (uint32_t)len, off};
     }
-    uint64_t edge = run_extract(x, g, rq, NEDGE, NULL, NULL, NULL, NULL);
-    run_extract(x, g, rq, 1000, NULL, NULL, NULL, NULL);
+    uint64_t edge = run_extract(x, g, rq, NEDGE, NULL, NULL, NULL, NULL, NULL);
+    run_extract(x, g, rq, 1000, NULL, NULL, NULL, NULL, NULL);
     unsigned char one;
     uint32_t n1;
     if (dir != UINT32_MAX &&
@@ -925,7 +978,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
     char *pool = NULL;
     wquery *wq = make_queries(a, seed, &pool);
     if (!wq) {
-        t[0] = t[1] = t[2] = (row){"word queries: no regular files", 0, 0, 0, 0};
+        t[0] = t[1] = t[2] = (row){"word queries: no regular files", 0, 0, 0, 0, 0};
         return;
     }
     double c[REPS], k[REPS], e[REPS];
@@ -936,7 +989,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
         c[r] = now_ms() - t0;
         if (r < REPS - 1) idx_words_free(w);
     }
-    t[0] = (row){"word index build", median(c), 0, 0, 0};
+    t[0] = (row){"word index build", median(c), 0, 0, 0, 0};
     /* CPU answers (timed) */
     /* One timed CPU run each: seconds long on the larger corpora (the GPU side takes REPS). */
     uint64_t *want = xmalloc(NQ * sizeof *want), nz = 0, occ = 0;
@@ -949,13 +1002,13 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
     static char cname[64], sname[64];
     snprintf(cname, sizeof cname, "count %d words (cpu: 1 run)", NQ);
     snprintf(sname, sizeof sname, "search %d words (cpu: 1 run)", NQ);
-    t[1] = (row){cname, cpu_count, 0, 0, 0};
+    t[1] = (row){cname, cpu_count, 0, 0, 0, 0};
     vec64 *so = xmalloc(NQ * sizeof *so);
     memset(so, 0, NQ * sizeof *so);
     t0 = now_ms();
     for (size_t i = 0; i < NQ; i++)
         if (idx_search(w, wq[i].ent, wq[i].w, wq[i].n, &so[i])) DIE("idx_search");
-    t[2] = (row){sname, now_ms() - t0, 0, 0, 0};
+    t[2] = (row){sname, now_ms() - t0, 0, 0, 0, 0};
     for (size_t i = 0; i < NQ; i++)
         if (so[i].n != want[i])
             FAIL("cpu: query %zu: search %zu offsets, count %llu", i, so[i].n,
@@ -1218,7 +1271,7 @@ static row time_edits(const char *name, int mode, const uint64_t *size, uint32_t
             DIE("backend_edit_offsets");
         c[r] = now_ms() - t0;
     }
-    row t = {name, median(c), 0, 0, 0};
+    row t = {name, median(c), 0, 0, 0, 0};
     /* The GPU side twice: the batch, the sizes and the outputs in page-locked memory (what a
      * batching caller keeps them in; e), and in ordinary malloc memory (pg). */
     size_t obytes = 2 * n * 8 + ((size_t)nf + 1) * 8 * 2;
@@ -1343,6 +1396,8 @@ int main(int argc, char **argv)
                 "usage: gpucheck [--cpu] [--analytics | --reads | --batches] ARCHIVE [SEED]\n");
         return 2;
     }
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    ncpu = nc < 1 ? 1 : nc > 256 ? 256 : (int)nc;
     char gpu[256] = "no GPU (--cpu)";
     if (!cpu_only && gpu_probe(gpu, sizeof gpu)) {
         fprintf(stderr, "gpucheck: no usable GPU: %s\n", gpu);
@@ -1391,10 +1446,17 @@ int main(int argc, char **argv)
     if (!cpu_only) check_extract(a, x, g, &s, &t[nt++]);
     if (!cpu_only && !only_batches) check_reads(a, x, g, &s);
     nt += check_edits(a, &s, &t[nt]);
-    printf("%-32s %14s %14s %16s %14s\n", "operation (median ms)", "cpu, 1 thread", "gpu kernels",
-           "gpu end-to-end", "(pageable)");
+    char allc[32];
+    snprintf(allc, sizeof allc, "cpu, %d threads", ncpu);
+    printf("%-32s %14s %16s %14s %16s %14s\n", "operation (median ms)", "cpu, 1 thread", allc,
+           "gpu kernels", "gpu end-to-end", "(pageable)");
     for (int i = 0; i < nt; i++) {
-        printf("%-32s %14.3f %14.3f %16.3f", t[i].name, t[i].cpu, t[i].kern, t[i].e2e);
+        printf("%-32s %14.3f", t[i].name, t[i].cpu);
+        if (t[i].cpun)
+            printf(" %16.3f", t[i].cpun);
+        else
+            printf(" %16s", "-");
+        printf(" %14.3f %16.3f", t[i].kern, t[i].e2e);
         if (t[i].pg)
             printf(" %14.3f\n", t[i].pg);
         else
