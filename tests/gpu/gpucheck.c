@@ -394,6 +394,20 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
     if (dir != UINT32_MAX &&
         gpu_extract(g, &(gpu_req){dir, 1, 0}, 1, &one, 1, &n1) != idx_extract(x, dir, 0, &one, 1))
         FAIL("extract from a directory: gpu and cpu disagree");
+    /* A batch with one request on a directory fails as a whole, on either path. */
+    for (size_t m = NEDGE; dir != UINT32_MAX && m > 0; m = m == NEDGE ? 1000 : 0) {
+        size_t cap = 0;
+        for (size_t i = 0; i < m; i++)
+            cap += rq[i].len;
+        unsigned char *out = xmalloc(cap + 1);
+        uint32_t *gn = xmalloc(m * sizeof *gn), keep = rq[m / 2].ent;
+        rq[m / 2].ent = dir;
+        if (gpu_extract(g, rq, m, out, cap + 1, gn) != -EINVAL)
+            FAIL("extract: a batch of %zu with a directory in it did not fail", m);
+        rq[m / 2].ent = keep;
+        free(out);
+        free(gn);
+    }
     printf("extract: %d requests (%llu bytes) and %d edge cases (%llu bytes; the first 1000 again "
            "alone) %s\n",
            NREQ, (unsigned long long)bytes, NEDGE, (unsigned long long)edge,
@@ -1197,6 +1211,14 @@ static void small_edit(int mode, uint64_t *seed, int broken)
             tx[i][j] = (unsigned char)('A' + rnd(seed) % 26);
         cur[f] += len;
     }
+    /* A third of the broken batches name a file that does not exist or a bad kind instead. */
+    if (bad_at != SIZE_MAX && rnd(seed) % 3 == 0) {
+        ops[bad_at].off = 0;
+        if (rnd(seed) % 2)
+            ops[bad_at].file = nf + (uint32_t)(rnd(seed) % 3);
+        else
+            ops[bad_at].kind = 2 + (uint32_t)(rnd(seed) % 5);
+    }
     uint64_t *at = xmalloc((n + 1) * 8), *pos = xmalloc((n + 1) * 8), fs[8];
     size_t bad = 0, rbad = 0;
     int rc;
@@ -1313,7 +1335,8 @@ static int check_edits(const arc *a, uint64_t *seed, row *t)
     for (int mode = 0; mode < 2; mode++)
         for (int i = 0; i < NSMALL; i++)
             small_edit(mode, seed, i % 10 == 9);
-    printf("edit offsets: %d small batches per offset meaning (with bad offsets) %s the byte "
+    printf("edit offsets: %d small batches per offset meaning (with bad offsets, files and "
+           "kinds) %s the byte "
            "reference%s\n",
            NSMALL, fails > before ? "DIFFER from" : "agree with",
            cpu_only ? " (cpu only)" : " and the gpu");
