@@ -147,7 +147,8 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
     # Mounted read throughput by mode, on an archive of large files (READS_ARCHIVE, default
     # tests/tmp/gpubig/linux-cat.tdc when present; tests/gpu/mkcat.sh makes it): the crossover
     # table first, then each mode on a fresh mount (the FUSE page cache empty; the load and the
-    # GPU upload done first): 1, 8 and 16 readers in 1 MiB preads (bench/mreads), and tar cf -.
+    # GPU upload done first): 1, 8 and 16 readers in 1 MiB preads (bench/mreads), and tar cf -,
+    # READ_REPS rounds, then a table of medians.
     # The content checksum of every mode must equal the unpacked archive's.
     ra=${READS_ARCHIVE:-tests/tmp/gpubig/linux-cat.tdc}
     if [ -f "$ra" ] && make -j"$(nproc)" GPU=1 "${flags[@]}" build/rel/bench/mreads >/dev/null; then
@@ -158,21 +159,41 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
         fresh() { # mount in mode $1, wait for the data and the GPU copy
             build/rel/tadocfs -o gpu=$1 "$ra" "$m" && head -c1 "$(find "$m" -type f | head -1)" >/dev/null && sleep 2
         }
-        for mode in off auto on; do
-            for th in 1 8 16; do
+        # Each row reads 242 MB once (0.03-0.4 s), so every mode runs READ_REPS times (default 3),
+        # the modes interleaved, and the summary gives the median of each row.
+        rows=$tmp/read-rows
+        : >"$rows"
+        for rep in $(seq "${READ_REPS:-3}"); do
+            for mode in off auto on; do
+                for th in 1 8 16; do
+                    fresh $mode || { status=1; continue; }
+                    line=$(build/rel/bench/mreads "$m" $th 1048576)
+                    echo "reads gpu=$mode: $line"
+                    echo "    $(backend_of "$m")"
+                    echo "$mode $th $(sed -n 's/.* s, \([0-9.]*\) MB\/s.*/\1/p' <<<"$line")" >>"$rows"
+                    umount "$m" 2>/dev/null || fusermount3 -u "$m"
+                done
                 fresh $mode || { status=1; continue; }
-                echo "reads gpu=$mode: $(build/rel/bench/mreads "$m" $th 1048576)"
-                echo "    $(backend_of "$m")"
+                t0=$(date +%s.%N)
+                tar cf - -C "$m" . | wc -c >/dev/null
+                t1=$(date +%s.%N)
+                got=$(build/rel/bench/mreads "$m" 8 1048576 sum | sed -n 's/content checksum //p')
+                tar_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+                echo "reads gpu=$mode: tar cf - $tar_s s; $(backend_of "$m")"
+                echo "$mode tar $tar_s" >>"$rows"
+                [ "$got" = "$want" ] || { echo "gpu=$mode mount of $ra: content differs"; status=1; }
                 umount "$m" 2>/dev/null || fusermount3 -u "$m"
             done
-            fresh $mode || { status=1; continue; }
-            t0=$(date +%s.%N)
-            tar cf - -C "$m" . | wc -c >/dev/null
-            t1=$(date +%s.%N)
-            got=$(build/rel/bench/mreads "$m" 8 1048576 sum | sed -n 's/content checksum //p')
-            echo "reads gpu=$mode: tar cf - $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') s; $(backend_of "$m")"
-            [ "$got" = "$want" ] || { echo "gpu=$mode mount of $ra: content differs"; status=1; }
-            umount "$m" 2>/dev/null || fusermount3 -u "$m"
+        done
+        echo "mounted reads of $ra, median of ${READ_REPS:-3} (MB/s for 1 MiB preads by readers; tar in s):"
+        printf '%-8s %10s %10s %10s %10s\n' mode 1 8 16 tar
+        for mode in off auto on; do
+            printf '%-8s' "$mode"
+            for col in 1 8 16 tar; do
+                printf ' %10s' "$(awk -v m=$mode -v c=$col '$1 == m && $2 == c { print $3 }' "$rows" |
+                    sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "-" }')"
+            done
+            echo
         done
     fi
 else
