@@ -99,6 +99,34 @@ for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge); do
     done
 done
 echo "tadoc with TADOC_GPU=on: every analytic checked against TADOC_GPU=off"
+# tadoc apply --offsets=batch: the batch's offsets from the GPU (TADOC_GPU=on) give the same
+# extracts and, once compacted, the same files as from the CPU. 20,000 inserts and 5,000
+# appends of 64-byte word strings (bench/ops.pl, the papers' workload) and 2,000 extracts.
+if [ -z "${READS_ONLY:-}" ]; then
+    a=$tmp/linux-slice.tdc
+    build/rel/tadoc ls -l "$a" >"$tmp/apply-files"
+    build/rel/tadoc wordcount "$a" | cut -f2 | head -5000 >"$tmp/apply-words"
+    {
+        perl bench/ops.pl insert 20000 64 "${SEED:-$RANDOM}" "$tmp/apply-files" "$tmp/apply-words"
+        perl bench/ops.pl append 5000 64 $((${SEED:-$RANDOM} + 1)) "$tmp/apply-files" "$tmp/apply-words"
+        perl bench/ops.pl extract 2000 64 $((${SEED:-$RANDOM} + 2)) "$tmp/apply-files" "$tmp/apply-words"
+    } >"$tmp/apply-ops"
+    for mode in on off; do
+        rm -rf "$tmp/apply-$mode" "$tmp/apply-$mode.tdc"*
+        cp "$a" "$tmp/apply-$mode.tdc"
+        TADOC_GPU=$mode build/rel/tadoc apply -q --offsets=batch "$tmp/apply-$mode.tdc" \
+            "$tmp/apply-ops" >"$tmp/apply-$mode.out" &&
+            build/rel/tadoc compact "$tmp/apply-$mode.tdc" >/dev/null &&
+            build/rel/tadoc unpack "$tmp/apply-$mode.tdc" "$tmp/apply-$mode" ||
+            { echo "tadoc apply with TADOC_GPU=$mode failed"; status=1; }
+    done
+    if cmp -s "$tmp/apply-on.out" "$tmp/apply-off.out" && diff -r "$tmp/apply-on" "$tmp/apply-off" >/dev/null; then
+        echo "tadoc apply --offsets=batch with TADOC_GPU=on: $(grep -c . "$tmp/apply-ops") operations, the same extracts and files as TADOC_GPU=off"
+    else
+        echo "tadoc apply --offsets=batch: TADOC_GPU=on and off DIFFER"
+        status=1
+    fi
+fi
 # The daemon with -o gpu=on: the mount equals the tree, its virtual word counts equal the CPU's
 # and were served by the GPU, and how long they take with gpu=on vs gpu=off. Needs libfuse3
 # (or its headers, library and fusermount3 in shared-dev/include/fuse3, lib, bin).
