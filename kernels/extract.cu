@@ -146,45 +146,40 @@ __global__ void k_slices(const gpu_req *rq, uint32_t n, const u64 *pos, const u6
  * (0.58 ms of a 100,000-request batch). */
 #define XDEV_MIN 4096
 
-/* Device room for n requests (device path), s slices (pinned staging too on the host path)
- * and `bytes` of output, each kept and grown as needed. */
+/* Keep a buffer of at least `need` elements of `size` bytes, doubling: device memory, or
+ * page-locked host memory with `host`. */
+static int grow(void **p, size_t *cap, size_t need, size_t size, int host)
+{
+    if (need <= *cap) return 0;
+    size_t c = need > 2 * *cap ? need : 2 * *cap;
+    if (host)
+        cudaFreeHost(*p);
+    else
+        cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    CK(host ? cudaHostAlloc(p, c * size, cudaHostAllocDefault) : cudaMalloc(p, c * size));
+    *cap = c;
+    return 0;
+}
+
+/* Room for n requests on the device (device path: per request its copy, two scan slots and
+ * its byte count, in one block), s slices (staged in pinned memory too on the host path) and
+ * `bytes` of output. */
 static int reserve(gpu_gram *g, size_t n, size_t s, int host, size_t bytes)
 {
-    if (n > g->xreq_cap) {
-        size_t cap = n > 2 * g->xreq_cap ? n : 2 * g->xreq_cap;
-        cudaFree(g->xreq_d), cudaFree(g->xgot_d), cudaFree(g->xpos_d), cudaFree(g->xsl0_d);
-        g->xreq_d = NULL, g->xgot_d = NULL, g->xpos_d = g->xsl0_d = NULL;
-        g->xreq_cap = 0;
-        CK(cudaMalloc(&g->xreq_d, cap * sizeof(gpu_req)));
-        CK(cudaMalloc(&g->xgot_d, cap * sizeof(uint32_t)));
-        CK(cudaMalloc(&g->xpos_d, (cap + 1) * sizeof(u64)));
-        CK(cudaMalloc(&g->xsl0_d, (cap + 1) * sizeof(u64)));
-        g->xreq_cap = cap;
-    }
-    if (s > g->sl_cap) {
-        size_t cap = s > 2 * g->sl_cap ? s : 2 * g->sl_cap;
-        cudaFree(g->sl_d);
-        g->sl_d = NULL;
-        g->sl_cap = 0;
-        CK(cudaMalloc(&g->sl_d, cap * sizeof(slice)));
-        g->sl_cap = cap;
-    }
-    if (host && s > g->slh_cap) {
-        size_t cap = s > 2 * g->slh_cap ? s : 2 * g->slh_cap;
-        cudaFreeHost(g->sl_h);
-        g->sl_h = NULL;
-        g->slh_cap = 0;
-        CK(cudaHostAlloc(&g->sl_h, cap * sizeof(slice), cudaHostAllocDefault));
-        g->slh_cap = cap;
-    }
-    if (bytes > g->out_cap) {
-        size_t cap = bytes > 2 * g->out_cap ? bytes : 2 * g->out_cap;
-        cudaFree(g->out_d);
-        g->out_d = NULL;
-        g->out_cap = 0;
-        CK(cudaMalloc(&g->out_d, cap));
-        g->out_cap = cap;
-    }
+    const size_t per = 2 * sizeof(u64) + sizeof(gpu_req) + sizeof(uint32_t);
+    int rc;
+    if ((rc = grow(&g->xreq_d, &g->xreq_cap, n ? n + 1 : 0, per, 0)) ||
+        (rc = grow(&g->sl_d, &g->sl_cap, s, sizeof(slice), 0)) ||
+        (host && (rc = grow(&g->sl_h, &g->slh_cap, s, sizeof(slice), 1))) ||
+        (rc = grow((void **)&g->out_d, &g->out_cap, bytes, 1, 0)))
+        return rc;
+    size_t c = g->xreq_cap; /* the block: pos[c], sl0[c], requests[c], got[c] */
+    g->xpos_d = (u64 *)g->xreq_d;
+    g->xsl0_d = g->xpos_d + c;
+    g->xreqs_d = (gpu_req *)(g->xsl0_d + c);
+    g->xgot_d = (uint32_t *)(g->xreqs_d + c);
     return 0;
 }
 
@@ -235,12 +230,11 @@ static int dev_slices(gpu_gram *g, const gpu_req *req, size_t n, size_t cap, u64
     int rc = reserve(g, n, 0, 0, 0);
     if (rc) return rc;
     u64 *pos = g->xpos_d, *sl0 = g->xsl0_d;
-    CK(cudaMemcpyAsync(g->xreq_d, req, n * sizeof *req, cudaMemcpyHostToDevice, g->st));
+    CK(cudaMemcpyAsync(g->xreqs_d, req, n * sizeof *req, cudaMemcpyHostToDevice, g->st));
     CK(cudaEventRecord(g->ev0, g->st));
     CK(cudaMemsetAsync(g->xtot_d + 2, 0xff, 2 * sizeof(u64), g->st));
-    k_requests<<<blocks(n, 256), 256, 0, g->st>>>((const gpu_req *)g->xreq_d, (uint32_t)n, g->nents,
-                                                  g->ent_sz, g->ent_src, g->xgot_d, pos, sl0,
-                                                  g->xtot_d + 2);
+    k_requests<<<blocks(n, 256), 256, 0, g->st>>>(g->xreqs_d, (uint32_t)n, g->nents, g->ent_sz,
+                                                  g->ent_src, g->xgot_d, pos, sl0, g->xtot_d + 2);
     CK_LAUNCH("k_requests");
     if ((rc = cub_run(g->st,
                       [&](void *t, size_t &b) {
@@ -263,9 +257,8 @@ static int dev_slices(gpu_gram *g, const gpu_req *req, size_t n, size_t cap, u64
     if (ns > UINT32_MAX) return tdc_error(-EINVAL, "gpu: extract: batch too large");
     if ((rc = reserve(g, n, ns, 0, t))) return rc;
     if (ns) {
-        k_slices<<<blocks(ns, 256), 256, 0, g->st>>>((const gpu_req *)g->xreq_d, (uint32_t)n, pos,
-                                                     sl0, g->xgot_d, g->ent_src, ns,
-                                                     (slice *)g->sl_d);
+        k_slices<<<blocks(ns, 256), 256, 0, g->st>>>(g->xreqs_d, (uint32_t)n, pos, sl0, g->xgot_d,
+                                                     g->ent_src, ns, (slice *)g->sl_d);
         CK_LAUNCH("k_slices");
     }
     *total = t;

@@ -165,14 +165,14 @@ extern "C" int gpu_upload(const arc *a, gpu_gram **out)
 extern "C" void gpu_free(gpu_gram *g)
 {
     if (!g) return;
-    void *dev[] = {g->root,     g->syms,     g->rule_start, g->toff,   g->blob,    g->tflag,
-                   g->ent_rs,   g->ent_rl,   g->level,      g->len,    g->cut,     g->lvl_rules,
-                   g->root_pre, g->syms_pre, g->ctr,        g->w,      g->cnt,     g->sl_d,
-                   g->ent_sz,   g->ent_src,  g->xreq_d,     g->xgot_d, g->xpos_d,  g->xsl0_d,
-                   g->xtot_d,   g->out_d,    g->bocc_at,    g->bocc,   g->rocc_at, g->rocc,
-                   g->owner,    g->hkey,     g->hval,       g->q_d,    g->qn_d,    g->qbase_d,
-                   g->qgot_d,   g->qres_d,   g->qsorted_d,  g->arank,  g->aids,    g->aht,
-                   g->aown,     g->anwb,     g->aout,       g->apath,  g->apoff,   g->aew};
+    void *dev[] = {g->root,     g->syms,     g->rule_start, g->toff,   g->blob,   g->tflag,
+                   g->ent_rs,   g->ent_rl,   g->level,      g->len,    g->cut,    g->lvl_rules,
+                   g->root_pre, g->syms_pre, g->ctr,        g->w,      g->cnt,    g->sl_d,
+                   g->ent_sz,   g->ent_src,  g->xreq_d,     g->xtot_d, g->out_d,  g->bocc_at,
+                   g->bocc,     g->rocc_at,  g->rocc,       g->owner,  g->hkey,   g->hval,
+                   g->q_d,      g->qn_d,     g->qbase_d,    g->qgot_d, g->qres_d, g->qsorted_d,
+                   g->arank,    g->aids,     g->aht,        g->aown,   g->anwb,   g->aout,
+                   g->apath,    g->apoff,    g->aew};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         cudaFree(dev[i]); /* cudaFree(NULL) is a no-op */
     cudaFreeHost(g->ctr_h);

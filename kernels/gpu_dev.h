@@ -49,11 +49,12 @@ struct gpu_gram {
     /* extract (kernels/extract.cu): requests, slices and output, grown as needed */
     u64 *ent_sz;       /* per entry: its size, ~0 when it is not a regular file */
     uint32_t *ent_src; /* per entry: the entry whose root run holds its bytes, ~0 when none */
-    void *xreq_d;      /* the batch's requests */
-    uint32_t *xgot_d;  /* per request: bytes it reads */
-    u64 *xpos_d;       /* n + 1: where its bytes go in the output (scan), the total last */
-    u64 *xsl0_d;       /* n + 1: its first slice (scan), the slice count last */
+    void *xreq_d;      /* one block holding the four arrays below, xreq_cap of each */
     size_t xreq_cap;
+    u64 *xpos_d;          /* n + 1: where a request's bytes go in the output (scan), total last */
+    u64 *xsl0_d;          /* n + 1: its first slice (scan), the slice count last */
+    gpu_req *xreqs_d;     /* the batch's requests */
+    uint32_t *xgot_d;     /* per request: bytes it reads */
     u64 *xtot_d, *xtot_h; /* bytes, slices, first request on no regular file, first on a link
                              whose content no entry holds (device and pinned copies) */
     void *sl_d, *sl_h;    /* slices; staged in pinned memory on the host path */
