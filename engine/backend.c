@@ -538,8 +538,9 @@ int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const 
 }
 
 int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
-                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad)
+                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu)
 {
+    *on_gpu = 0;
 #ifdef TDC_HAVE_CUDA
     int m = backend_get_mode();
     if ((m == BACKEND_ON || (m == BACKEND_AUTO && n >= BACKEND_EDIT_AUTO_MIN)) &&
@@ -548,6 +549,7 @@ int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edi
         int rc = gpu_edits_new(&e);
         if (!rc) rc = gpu_edit_offsets(e, mode, size, nfiles, ops, n, at, pos, final_size, bad);
         gpu_edits_free(e);
+        *on_gpu = rc == 0;
         if (rc == 0 || rc == -EINVAL) return rc; /* -EINVAL: the batch is wrong, not the GPU */
         __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
     }

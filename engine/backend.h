@@ -131,9 +131,10 @@ int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const 
 
 /* backend_edit_offsets on the GPU (gpu_edit_offsets) when the mode is on, or auto and the
  * batch has at least BACKEND_EDIT_AUTO_MIN operations, and a GPU is usable; else, or when the
- * GPU fails (counted as a fallback), on the CPU. Same results and errors either way. */
+ * GPU fails (counted as a fallback), on the CPU. Same results and errors either way; *on_gpu
+ * says which computed them. */
 int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
-                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad);
+                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu);
 
 /* 100,000 offsets take about 12 ms on a CPU core and 0.7 ms on an H100 (bench/results/gpu.md),
  * but a tadoc process first pays for starting CUDA (hundreds of ms): an estimate, not measured

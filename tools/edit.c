@@ -229,7 +229,7 @@ static int by_ino(const void *x, const void *y)
  * offsets at which to make them one after another in batch order come from backend_edits (the
  * papers' double parsing; on the GPU with TADOC_GPU=on, or auto for very large batches), which
  * checks every offset before anything changes. `chg` holds the batch's changes in order. */
-static int batch_changes(vol *v, op **chg, size_t n)
+static int batch_changes(vol *v, op **chg, size_t n, int *on_gpu)
 {
     ino_at *ia = malloc((n ? n : 1) * sizeof *ia);
     tdc_edit *e = malloc((n ? n : 1) * sizeof *e);
@@ -251,7 +251,7 @@ static int batch_changes(vol *v, op **chg, size_t n)
                                 o->off, o->text.n};
     }
     size_t bad = 0;
-    if (!rc) rc = backend_edits(TDC_OFFSETS_BATCH, size, nf, e, n, at, pos, fin, &bad);
+    if (!rc) rc = backend_edits(TDC_OFFSETS_BATCH, size, nf, e, n, at, pos, fin, &bad, on_gpu);
     if (rc == -EINVAL && bad < n)
         rc = tdc_error(-EINVAL, "line %zu: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
                        chg[bad]->line, chg[bad]->off, size[e[bad].file]);
@@ -313,7 +313,7 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
             else
                 chg[nch++] = &ops[i];
         }
-        if (!rc) rc = batch_changes(v, chg, nch);
+        if (!rc) rc = batch_changes(v, chg, nch, &as->offsets_gpu);
         free(chg);
     }
     if (!rc && ret == EX_OK) rc = vol_sync(v);
@@ -369,9 +369,10 @@ int cmd_apply(int argc, char **argv)
         uint64_t n = as.inserts + as.appends + as.extracts;
         fprintf(stderr,
                 "%s: %" PRIu64 " inserts, %" PRIu64 " appends (%" PRIu64 " bytes), %" PRIu64
-                " extracts in %.3f s (%.0f ops/s, offsets=%s), journaled and synced\n",
+                " extracts in %.3f s (%.0f ops/s, offsets=%s%s), journaled and synced\n",
                 prog, as.inserts, as.appends, as.bytes, as.extracts, as.secs,
-                as.secs > 0 ? (double)n / as.secs : 0, batch ? "batch" : "sequence");
+                as.secs > 0 ? (double)n / as.secs : 0, batch ? "batch" : "sequence",
+                as.offsets_gpu ? " computed on the GPU" : "");
     }
     vol_close(v);
     return ret;

@@ -25,6 +25,7 @@ int cmd_compact(int argc, char **argv);
 typedef struct apply_stats {
     uint64_t inserts, appends, extracts, bytes; /* operations parsed, text bytes */
     double secs;                                /* time spent applying them */
+    int offsets_gpu;                            /* batch offsets computed on the GPU */
 } apply_stats;
 
 /* Parse the operations of `in` (the OPS_FILE format of usage_apply) and apply them to the

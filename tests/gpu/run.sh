@@ -99,8 +99,8 @@ for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge); do
     done
 done
 echo "tadoc with TADOC_GPU=on: every analytic checked against TADOC_GPU=off"
-# tadoc apply --offsets=batch: the batch's offsets from the GPU (TADOC_GPU=on) give the same
-# extracts and, once compacted, the same files as from the CPU. 20,000 inserts and 5,000
+# tadoc apply --offsets=batch: the batch's offsets from the GPU (TADOC_GPU=on; its summary must
+# say so) give the same extracts and, once compacted, the same files as from the CPU. 20,000 inserts and 5,000
 # appends of 64-byte word strings (bench/ops.pl, the papers' workload) and 2,000 extracts.
 if [ -z "${READS_ONLY:-}" ]; then
     a=$tmp/linux-slice.tdc
@@ -114,12 +114,14 @@ if [ -z "${READS_ONLY:-}" ]; then
     for mode in on off; do
         rm -rf "$tmp/apply-$mode" "$tmp/apply-$mode.tdc"*
         cp "$a" "$tmp/apply-$mode.tdc"
-        TADOC_GPU=$mode build/rel/tadoc apply -q --offsets=batch "$tmp/apply-$mode.tdc" \
-            "$tmp/apply-ops" >"$tmp/apply-$mode.out" &&
+        TADOC_GPU=$mode build/rel/tadoc apply --offsets=batch "$tmp/apply-$mode.tdc" \
+            "$tmp/apply-ops" >"$tmp/apply-$mode.out" 2>"$tmp/apply-$mode.err" &&
             build/rel/tadoc compact "$tmp/apply-$mode.tdc" >/dev/null &&
             build/rel/tadoc unpack "$tmp/apply-$mode.tdc" "$tmp/apply-$mode" ||
             { echo "tadoc apply with TADOC_GPU=$mode failed"; status=1; }
     done
+    grep -q "computed on the GPU" "$tmp/apply-on.err" ||
+        { echo "tadoc apply with TADOC_GPU=on: the offsets were not computed on the GPU"; status=1; }
     if cmp -s "$tmp/apply-on.out" "$tmp/apply-off.out" && diff -r "$tmp/apply-on" "$tmp/apply-off" >/dev/null; then
         echo "tadoc apply --offsets=batch with TADOC_GPU=on: $(grep -c . "$tmp/apply-ops") operations, the same extracts and files as TADOC_GPU=off"
     else
