@@ -696,16 +696,6 @@ typedef struct side_job {
     char msg[512];
 } side_job;
 
-/* The token count that dict_decode will find: 0, or -1 when it will fail on it. */
-static int dict_count_ahead(const unsigned char *raw, size_t n, uint32_t *count)
-{
-    rd r = {raw, raw + n};
-    uint64_t c;
-    if (rd_varint(&r, &c) || c > 0x7fffffffu) return -1;
-    *count = (uint32_t)c;
-    return 0;
-}
-
 static void side_publish_count(side_job *j, uint32_t ntokens)
 {
     pthread_mutex_lock(&j->lock);
@@ -722,7 +712,7 @@ static int side_load(side_job *j)
     int rc = load_section(a->fd, a->path, &a->secs[0], &raw);
     if (rc) return rc;
     uint32_t nt;
-    if (!dict_count_ahead(raw, a->secs[0].raw, &nt)) side_publish_count(j, nt);
+    if (!dict_encoded_count(raw, a->secs[0].raw, &nt)) side_publish_count(j, nt);
     rc = dict_decode(raw, a->secs[0].raw, &a->dict);
     free(raw);
     raw = NULL;

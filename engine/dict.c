@@ -124,13 +124,24 @@ int dict_encode(const dict *d, buf *out)
     return buf_put(out, d->blob.p, d->blob.n);
 }
 
+int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count)
+{
+    rd r = {p, p + n};
+    uint64_t c;
+    if (rd_varint(&r, &c) || c > 0x7fffffffu || c > n)
+        return tdc_error(-EBADMSG, "dictionary: bad token count");
+    *count = (uint32_t)c;
+    return 0;
+}
+
 int dict_decode(const unsigned char *p, size_t n, dict **out)
 {
     rd r = {p, p + n};
     uint64_t count;
+    uint32_t c32;
     dict *d = NULL;
-    if (rd_varint(&r, &count) || count > 0x7fffffffu || count > n)
-        return tdc_error(-EBADMSG, "dictionary: bad token count");
+    if (dict_encoded_count(p, n, &c32)) return -EBADMSG;
+    rd_varint(&r, &count); /* read and checked just above */
     if (!(d = dict_new()) || vec64_reserve(&d->offs, count)) goto nomem;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t len;

@@ -42,6 +42,10 @@ int dict_encode(const dict *d, buf *out);
 /* Parse what dict_encode wrote; -EBADMSG (with a message) on malformed input. */
 int dict_decode(const unsigned char *p, size_t n, dict **out);
 
+/* The token count at the head of an encoded dictionary, as dict_decode reads and checks it,
+ * without decoding the rest: 0, or -EBADMSG (with tdc_error set). */
+int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count);
+
 /* Implementation detail exposed for the inline accessor; treat as opaque. */
 struct dict {
     vec64 offs; /* count + 1 offsets into blob */
