@@ -91,21 +91,39 @@ __global__ void __launch_bounds__(WARPS * 32)
         out[x.out + b] = buf[b];
 }
 
-/* Per request: the bytes it reads (clamped at EOF) and its slice count; the first request on
- * no regular file and the first on a link whose content no entry holds go to bad[0], bad[1]. */
+/* The bytes request q reads, clamped at the end of its file, from the per-entry tables that
+ * gpu_upload makes (on the host and the device alike); *err: 1 when it names no regular file,
+ * 2 when it reads a link whose content no entry holds, else 0. Both paths size with it. */
+static __host__ __device__ inline uint32_t req_bytes(gpu_req q, uint32_t nents, const u64 *ent_sz,
+                                                     const uint32_t *ent_src, int *err)
+{
+    u64 size = q.ent < nents ? ent_sz[q.ent] : ~0ull;
+    *err = size == ~0ull;
+    if (*err) return 0;
+    uint32_t g = q.off >= size ? 0 : size - q.off < q.len ? (uint32_t)(size - q.off) : q.len;
+    if (g && ent_src[q.ent] == ~0u) *err = 2;
+    return g;
+}
+
+/* Slice k (from 0) of a request that reads `got` bytes placed at `pos` in the output. */
+static __host__ __device__ inline slice req_slice(gpu_req q, uint32_t got, u64 pos,
+                                                  const uint32_t *ent_src, u64 k)
+{
+    u64 at = k * SLICE, left = got - at;
+    return slice{q.off + at, pos + at, ent_src[q.ent], (uint32_t)(left < SLICE ? left : SLICE)};
+}
+
+/* Per request: the bytes it reads and its slice count; the first request on no regular file
+ * and the first on a link whose content no entry holds go to bad[0], bad[1]. */
 __global__ void k_requests(const gpu_req *rq, uint32_t n, uint32_t nents, const u64 *ent_sz,
                            const uint32_t *ent_src, uint32_t *got, u64 *bytes, u64 *slices,
                            u64 *bad)
 {
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        gpu_req q = rq[i];
-        u64 size = q.ent < nents ? ent_sz[q.ent] : ~0ull, g = 0;
-        if (size == ~0ull)
-            atomicMin(&bad[0], (u64)i);
-        else
-            g = q.off >= size ? 0 : size - q.off < q.len ? size - q.off : q.len;
-        if (g && ent_src[q.ent] == ~0u) atomicMin(&bad[1], (u64)i);
-        got[i] = (uint32_t)g;
+        int err;
+        uint32_t g = req_bytes(rq[i], nents, ent_sz, ent_src, &err);
+        if (err) atomicMin(&bad[err - 1], (u64)i);
+        got[i] = g;
         bytes[i] = g;
         slices[i] = (g + SLICE - 1) / SLICE;
     }
@@ -133,9 +151,7 @@ __global__ void k_slices(const gpu_req *rq, uint32_t n, const u64 *pos, const u6
             else
                 hi = mid;
         }
-        u64 at = (k - sl0[lo]) * SLICE, left = got[lo] - at;
-        sl[k] = slice{rq[lo].off + at, pos[lo] + at, ent_src[rq[lo].ent],
-                      (uint32_t)(left < SLICE ? left : SLICE)};
+        sl[k] = req_slice(rq[lo], got[lo], pos[lo], ent_src, k - sl0[lo]);
     }
 }
 
@@ -183,43 +199,44 @@ static int reserve(gpu_gram *g, size_t n, size_t s, int host, size_t bytes)
     return 0;
 }
 
+/* The batch's totals and first bad requests (bytes, slices, first on no regular file, first
+ * on an unheld link; ~0 for none) against the caller's buffer: 0 or the error. */
+static int check_batch(const gpu_req *req, const u64 tot[4], size_t cap)
+{
+    if (tot[2] != ~0ull)
+        return tdc_error(-EINVAL, "entry %u is not a regular file", req[tot[2]].ent);
+    if (tot[0] > cap)
+        return tdc_error(-EINVAL, "gpu: extract: %llu bytes do not fit a %zu-byte buffer", tot[0],
+                         cap);
+    if (tot[3] != ~0ull)
+        return tdc_error(-EBADMSG, "entry %u: no entry holds its content", req[tot[3]].ent);
+    if (tot[1] > UINT32_MAX) return tdc_error(-EINVAL, "gpu: extract: batch too large");
+    return 0;
+}
+
 /* Host path: got[], the totals, and the slices staged in pinned memory and sent up. */
 static int host_slices(gpu_gram *g, const gpu_req *req, size_t n, size_t cap, uint32_t *got,
                        u64 *total, u64 *nsl)
 {
-    const arc *a = g->a;
-    u64 t = 0, ns = 0;
+    u64 tot[4] = {0, 0, ~0ull, ~0ull};
     for (size_t i = 0; i < n; i++) {
-        const gpu_req *q = &req[i];
-        if (q->ent >= a->nents || a->ents[q->ent].type != ARC_REG)
-            return tdc_error(-EINVAL, "entry %u is not a regular file", q->ent);
-        u64 size = a->ents[q->ent].size;
-        got[i] = q->off >= size ? 0 : size - q->off < q->len ? (uint32_t)(size - q->off) : q->len;
-        t += got[i];
-        ns += (got[i] + SLICE - 1) / SLICE;
+        int err;
+        got[i] = req_bytes(req[i], g->nents, g->ent_sz_h, g->ent_src_h, &err);
+        if (err && tot[err + 1] == ~0ull) tot[err + 1] = i;
+        tot[0] += got[i];
+        tot[1] += (got[i] + SLICE - 1) / SLICE;
     }
-    if (t > cap)
-        return tdc_error(-EINVAL, "gpu: extract: %llu bytes do not fit a %zu-byte buffer", t, cap);
-    if (ns > UINT32_MAX) return tdc_error(-EINVAL, "gpu: extract: batch too large");
-    int rc = reserve(g, 0, ns, 1, t);
-    if (rc) return rc;
+    int rc = check_batch(req, tot, cap);
+    if (rc || (rc = reserve(g, 0, tot[1], 1, tot[0]))) return rc;
     slice *s = (slice *)g->sl_h;
     u64 pos = 0;
-    for (size_t i = 0; i < n; pos += got[i++]) {
-        uint32_t e = req[i].ent;
-        if (got[i] && !a->ents[e].root_len) { /* a hard link other than the first */
-            int64_t c = arc_ino_entry(a, a->ents[e].ino);
-            if (c < 0) return tdc_error(-EBADMSG, "entry %u: no entry holds its content", e);
-            e = (uint32_t)c;
-        }
-        for (u64 k = 0; k < got[i]; k += SLICE)
-            *s++ = slice{req[i].off + k, pos + k, e,
-                         (uint32_t)(got[i] - k < SLICE ? got[i] - k : SLICE)};
-    }
-    CK(cudaMemcpyAsync(g->sl_d, g->sl_h, ns * sizeof(slice), cudaMemcpyHostToDevice, g->st));
+    for (size_t i = 0; i < n; pos += got[i++])
+        for (u64 k = 0; k * SLICE < got[i]; k++)
+            *s++ = req_slice(req[i], got[i], pos, g->ent_src_h, k);
+    CK(cudaMemcpyAsync(g->sl_d, g->sl_h, tot[1] * sizeof(slice), cudaMemcpyHostToDevice, g->st));
     CK(cudaEventRecord(g->ev0, g->st));
-    *total = t;
-    *nsl = ns;
+    *total = tot[0];
+    *nsl = tot[1];
     return 0;
 }
 
@@ -248,20 +265,15 @@ static int dev_slices(gpu_gram *g, const gpu_req *req, size_t n, size_t cap, u64
     CK_LAUNCH("k_totals");
     CK(cudaMemcpyAsync(g->xtot_h, g->xtot_d, 4 * sizeof(u64), cudaMemcpyDeviceToHost, g->st));
     CK(cudaStreamSynchronize(g->st));
-    u64 t = g->xtot_h[0], ns = g->xtot_h[1], bad = g->xtot_h[2], unheld = g->xtot_h[3];
-    if (bad != ~0ull) return tdc_error(-EINVAL, "entry %u is not a regular file", req[bad].ent);
-    if (t > cap)
-        return tdc_error(-EINVAL, "gpu: extract: %llu bytes do not fit a %zu-byte buffer", t, cap);
-    if (unheld != ~0ull)
-        return tdc_error(-EBADMSG, "entry %u: no entry holds its content", req[unheld].ent);
-    if (ns > UINT32_MAX) return tdc_error(-EINVAL, "gpu: extract: batch too large");
-    if ((rc = reserve(g, n, ns, 0, t))) return rc;
+    u64 ns = g->xtot_h[1];
+    if ((rc = check_batch(req, g->xtot_h, cap)) || (rc = reserve(g, n, ns, 0, g->xtot_h[0])))
+        return rc;
     if (ns) {
         k_slices<<<blocks(ns, 256), 256, 0, g->st>>>(g->xreqs_d, (uint32_t)n, pos, sl0, g->xgot_d,
                                                      g->ent_src, ns, (slice *)g->sl_d);
         CK_LAUNCH("k_slices");
     }
-    *total = t;
+    *total = g->xtot_h[0];
     *nsl = ns;
     return 0;
 }

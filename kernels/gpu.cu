@@ -103,11 +103,11 @@ static int upload(gpu_gram *g, const arc *a)
     }
     /* For extract: sizes, and for a hard link other than the first (no root run of its own)
      * the entry that holds its bytes. */
-    u64 *esz = (u64 *)malloc(((size_t)g->nents + 1) * sizeof *esz);
-    uint32_t *esrc = (uint32_t *)malloc(((size_t)g->nents + 1) * sizeof *esrc);
+    u64 *esz = g->ent_sz_h = (u64 *)malloc(((size_t)g->nents + 1) * sizeof *esz);
+    uint32_t *esrc = g->ent_src_h = (uint32_t *)malloc(((size_t)g->nents + 1) * sizeof *esrc);
     if (!esz || !esrc) {
-        free(tf), free(ent), free(esz), free(esrc);
-        return tdc_error(-ENOMEM, "gpu: out of memory");
+        free(tf), free(ent);
+        return tdc_error(-ENOMEM, "gpu: out of memory"); /* gpu_free frees the rest */
     }
     for (uint32_t e = 0; e < g->nents; e++) {
         const arc_entry *x = &a->ents[e];
@@ -144,8 +144,6 @@ static int upload(gpu_gram *g, const arc *a)
     if (!rc && e != cudaSuccess) rc = gpu_fail(e, "upload");
     free(tf);
     free(ent);
-    free(esz);
-    free(esrc);
     return rc;
 }
 
@@ -183,6 +181,8 @@ extern "C" void gpu_free(gpu_gram *g)
     if (g->ev1) cudaEventDestroy(g->ev1);
     if (g->st) cudaStreamDestroy(g->st);
     free(g->lvl_off);
+    free(g->ent_sz_h);
+    free(g->ent_src_h);
     free(g->apord_h);
     free(g->aprk_h);
     free(g);

@@ -49,7 +49,9 @@ struct gpu_gram {
     /* extract (kernels/extract.cu): requests, slices and output, grown as needed */
     u64 *ent_sz;       /* per entry: its size, ~0 when it is not a regular file */
     uint32_t *ent_src; /* per entry: the entry whose root run holds its bytes, ~0 when none */
-    void *xreq_d;      /* one block holding the four arrays below, xreq_cap of each */
+    u64 *ent_sz_h;     /* host copies of both, for batches sized on the host */
+    uint32_t *ent_src_h;
+    void *xreq_d; /* one block holding the four arrays below, xreq_cap of each */
     size_t xreq_cap;
     u64 *xpos_d;          /* n + 1: where a request's bytes go in the output (scan), total last */
     u64 *xsl0_d;          /* n + 1: its first slice (scan), the slice count last */
