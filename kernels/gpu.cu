@@ -35,12 +35,15 @@ int gpu_fail(cudaError_t e, const char *what)
 #define POOL_KEEP ((uint64_t)256 << 20)
 int gpu_keep_pool(void)
 {
+    static int kept; /* a setting of the device: once per process */
+    if (__atomic_load_n(&kept, __ATOMIC_ACQUIRE)) return 0;
     int dev;
     cudaMemPool_t pool;
     uint64_t keep = POOL_KEEP;
     CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetDefaultMemPool(&pool, dev));
     CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    __atomic_store_n(&kept, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
