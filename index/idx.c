@@ -98,7 +98,8 @@ uint32_t idx_flat_max(const idx *x)
 uint64_t idx_mem(const idx *x)
 {
     uint64_t nr = x->a->g.nrules + 1;
-    return nr * (8 + 4 + 4) + x->nsamp * 8 + (uint64_t)x->a->nents * 8 + flat_cache(x)->nbytes;
+    const flatc *fc = flat_cache(x); /* per rule: len, samp_at, and the cache's entry */
+    return nr * (8 + 4 + (fc->d ? 8 : 0)) + x->nsamp * 8 + (uint64_t)x->a->nents * 8 + fc->nbytes;
 }
 
 static void flatc_free(const flatc *fc)
@@ -160,8 +161,8 @@ static uint32_t flat_bound(const idx *x, uint64_t budget, uint64_t *bytes)
 #define FLAT_CANCEL_EVERY 65536 /* rules expanded between looks at the cancel flag */
 
 /* Expand into fc every rule longer than `lo` and at most fc->max bytes, children first (a
- * child's bytes are in place before its parents copy them), from byte *at on. Entries of
- * at[] and bytes a reader of an earlier stage may use are not written. */
+ * child's bytes are in place before its parents copy them), from byte *at on. Entries of d[]
+ * and bytes a reader of an earlier stage may use are not written. */
 static int flat_fill(const idx *x, flatc *fc, uint32_t lo, uint64_t *at, const int *cancel)
 {
     const gram *g = &x->a->g;
