@@ -38,6 +38,7 @@
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR TREE NAME" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/.." && pwd)
+source "$top/bench/lib.sh"
 cmdline=$(printf "%q " "$0" "$@") cmdline=${cmdline% }
 for v in ARCHIVE ANALYTICS PIPELINES MODES SCOPE FILE_SCOPE SCOPE_ANALYTICS SCOPE_PIPELINES RERUN \
     UNPACK MOUNT MOUNT_ANALYTICS QUERIES LAUNCHES REPEAT; do
@@ -57,10 +58,8 @@ pipelines=${PIPELINES-$analytics}
 modes=${MODES:-topdown:1 topdown:2 bottomup:1 bottomup:2 auto:1 auto:2}
 queries=${QUERIES:-10000} launches=${LAUNCHES:-5} repeat=${REPEAT:-3}
 
-now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 bytes_of() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
-mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 has() { case " $1 " in *" $2 "*) return 0 ;; esac; return 1; } # LIST WORD
 label() { # topdown:1 -> TD 1t
     local t=${1%:*} n=${1#*:}

@@ -14,6 +14,7 @@
 # Markdown on stdout. Works under ${BENCH_TMP:-bench/tmp}.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+source "$top/bench/lib.sh"
 build=${BUILD:-build/rel}
 case $build in /*) ;; *) build="$top/$build" ;; esac
 [ $# -eq 2 ] || { echo "usage: bench/apply.sh TREE NAME" >&2; exit 2; }
@@ -29,9 +30,6 @@ w=$(mktemp -d "$tmpbase/applybench.XXXXXX")
 trap 'rm -rf "$w"' EXIT
 tadoc=$build/tadoc
 
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
-mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 
 files=$(find "$tree" -type f | wc -l)
 bytes=$(find "$tree" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')

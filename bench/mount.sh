@@ -5,6 +5,7 @@
 # a share of it. usage: [ARCHIVE=a.tdc] [SQFS=img.sqfs] bench/mount.sh BUILD_DIR TREE NAME
 # (markdown on stdout; needs root)
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 build=$(cd "$1" && pwd) tree=$(cd "$2" && pwd) name=$3
 [ "$(id -u)" -eq 0 ] || { echo "bench/mount.sh: needs root (drop_caches, mounts)" >&2; exit 1; }
 for t in fio mksquashfs squashfuse_ll fusermount3 python3; do
@@ -21,10 +22,6 @@ cleanup() {
 trap cleanup EXIT
 CEIL_MB=256 RUNTIME=${FIO_RUNTIME:-5}
 
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
-mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? b / 1e6 / s : 0) }'; }
 pct() { awk -v x="$1" -v c="$2" 'BEGIN { if (c > 0) printf "%.0f%%", 100 * x / c; else print "-" }'; }
 

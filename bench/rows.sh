@@ -6,14 +6,12 @@
 # caches dropped) and the daemon's CPU over it, the warm tar, a cold `grep -r -c static .` (fresh
 # mount again, started after the first byte) and the daemon's CPU. Needs root.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 build=$(cd "$1" && pwd) archive=$2 sqfs=$3
 shift 3
 m=$(mktemp -d "${BENCH_TMP:-/tmp}/rows.XXXXXX")
 trap 'fusermount3 -u "$m" 2>/dev/null || true; rmdir "$m"' EXIT
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
-drop() { sync && echo 3 >/proc/sys/vm/drop_caches; }
 mnt() {
     case $1 in
     rw) "$build/tadocfs" "$archive" "$m" ;;
@@ -24,11 +22,11 @@ mnt() {
     pid=$(pgrep -f -- "$m\$" | head -1)
 }
 for k in "$@"; do
-    drop
+    drop_caches
     t=$(now) && mnt "$k" && ms=$(since "$t")
     t=$(now) && (cd "$m" && tar cf - . | wc -c) >/dev/null && cold=$(since "$t") c1=$(cpu "$pid")
     t=$(now) && (cd "$m" && tar cf - . | wc -c) >/dev/null && warm=$(since "$t")
-    fusermount3 -u "$m" && drop && mnt "$k"
+    fusermount3 -u "$m" && drop_caches && mnt "$k"
     t=$(now) && head -c1 "$(find "$m" -type f -size +0 -print -quit)" >/dev/null && fb=$(since "$t")
     t=$(now) && (cd "$m" && grep -r -c static . | wc -l) >/dev/null && g=$(since "$t") c2=$(cpu "$pid")
     fusermount3 -u "$m"

@@ -18,6 +18,7 @@
 # in turn within a round; the tables show medians (the values of every round below them).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+source "$top/bench/lib.sh"
 build=${BUILD:-build/rel}
 case $build in /*) ;; *) build="$top/$build" ;; esac
 [ $# -ge 2 ] || { echo "usage: bench/write.sh TREE NAME [TEXT]" >&2; exit 2; }
@@ -49,10 +50,6 @@ cleanup() {
 trap cleanup EXIT
 mount -t tmpfs tmpfs "$T" # default size: half the memory, used as needed
 
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
-mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", (s > 0 ? b / 1e6 / s : 0) }'; }
 per_s() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'; }
 
