@@ -395,8 +395,9 @@ static void check_extract(const arc *a, const idx *x, gpu_gram *g, uint64_t *see
         gpu_extract(g, &(gpu_req){dir, 1, 0}, 1, &one, 1, &n1) != idx_extract(x, dir, 0, &one, 1))
         FAIL("extract from a directory: gpu and cpu disagree");
     /* A batch with one request on a directory fails as a whole, on either path. */
-    for (size_t m = NEDGE; dir != UINT32_MAX && m > 0; m = m == NEDGE ? 1000 : 0) {
-        size_t cap = 0;
+    const size_t sizes[] = {NEDGE, 1000};
+    for (size_t si = 0; dir != UINT32_MAX && si < 2; si++) {
+        size_t m = sizes[si], cap = 0;
         for (size_t i = 0; i < m; i++)
             cap += rq[i].len;
         unsigned char *out = xmalloc(cap + 1);
@@ -1384,6 +1385,15 @@ static int check_edits(const arc *a, uint64_t *seed, row *t)
     return 5;
 }
 
+/* A table cell of `width` that may not have been measured (0: "-"). */
+static void cell(double v, int width)
+{
+    if (v)
+        printf(" %*.3f", width, v);
+    else
+        printf(" %*s", width, "-");
+}
+
 /* Free everything and report: exit status 1 with the seed on any mismatch, else 0 and `ok`. */
 static int finish(const char *path, uint64_t seed, arc *a, idx *x, gpu_gram *g, const char *ok)
 {
@@ -1475,15 +1485,10 @@ int main(int argc, char **argv)
            "gpu kernels", "gpu end-to-end", "(pageable)");
     for (int i = 0; i < nt; i++) {
         printf("%-32s %14.3f", t[i].name, t[i].cpu);
-        if (t[i].cpun)
-            printf(" %16.3f", t[i].cpun);
-        else
-            printf(" %16s", "-");
+        cell(t[i].cpun, 16);
         printf(" %14.3f %16.3f", t[i].kern, t[i].e2e);
-        if (t[i].pg)
-            printf(" %14.3f\n", t[i].pg);
-        else
-            printf(" %14s\n", "-");
+        cell(t[i].pg, 14);
+        printf("\n");
     }
     if (!cpu_only && !only_batches) print_analytics(at);
     printf("(end-to-end: index = upload + build; wordcount = counts back + sorted text;\n"
