@@ -11,6 +11,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "arc_test.h"
 #include "err.h"
 #include "fio.h"
 
@@ -35,6 +36,38 @@ const char *arc_section_name(uint32_t type)
         return "file table";
     }
     return "unknown";
+}
+
+uint8_t arc_type_of_mode(uint32_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return ARC_REG;
+    case S_IFDIR:
+        return ARC_DIR;
+    case S_IFLNK:
+        return ARC_LNK;
+    case S_IFIFO:
+        return ARC_FIFO;
+    case S_IFSOCK:
+        return ARC_SOCK;
+    case S_IFCHR:
+        return ARC_CHR;
+    case S_IFBLK:
+        return ARC_BLK;
+    }
+    return 0;
+}
+
+uint32_t arc_mode_of_type(uint8_t type)
+{
+    static const uint32_t bits[] = {0, S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK};
+    return type < sizeof bits / sizeof *bits ? bits[type] : 0;
+}
+
+static int is_dev(uint8_t type)
+{
+    return type == ARC_CHR || type == ARC_BLK;
 }
 
 int arc_path_cmp(const char *a, const char *b)
@@ -132,7 +165,7 @@ static int enc_files(const arc *a, buf *b)
             buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
             buf_put_varint(b, e->root_start) || buf_put_varint(b, e->root_len) ||
             buf_put_u64(b, e->hash) || enc_str(b, e->link) || buf_put_varint(b, e->ino) ||
-            buf_put_varint(b, e->nxattrs))
+            (is_dev(e->type) && buf_put_varint(b, e->rdev)) || buf_put_varint(b, e->nxattrs))
             return -ENOMEM;
         for (uint32_t k = 0; k < e->nxattrs; k++)
             if (enc_str(b, e->xattrs[k].name) || buf_put_varint(b, e->xattrs[k].len) ||
@@ -200,11 +233,24 @@ static int put_section(int fd, const char *path, arc *a, uint32_t type, const bu
     return rc;
 }
 
-int arc_write(const char *path, arc *a, int level)
+static int check_root(const arc *a);
+static int check_runs(const arc *a);
+
+/* What the reader checks once the grammar is decoded, for an archive about to be written. */
+static int check_before_write(arc *a)
+{
+    int rc = arc_check_table(a);
+    if (!rc) rc = check_root(a);
+    if (!rc) rc = check_runs(a);
+    return rc ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : 0;
+}
+
+static int write_tmp(const char *path, arc *a, int level, int check, char **tmpout)
 {
     char *tmp = malloc(strlen(path) + 16);
     buf b = {0};
     int fd = -1, rc;
+    *tmpout = NULL;
     if (!tmp) return -ENOMEM;
     sprintf(tmp, "%s.tmpXXXXXX", path);
     if ((fd = mkstemp(tmp)) < 0) {
@@ -221,6 +267,7 @@ int arc_write(const char *path, arc *a, int level)
         if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
+    if (check && (rc = check_before_write(a))) goto fail;
     if ((rc = fio_write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
 
     for (uint32_t type = ARC_SEC_DICT; type <= ARC_SEC_FILES; type++) {
@@ -280,20 +327,47 @@ int arc_write(const char *path, arc *a, int level)
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
     }
-    fd = -1;
-    if (rename(tmp, path) < 0) {
-        rc = tdc_error(-errno, "rename %s to %s: %s", tmp, path, strerror(errno));
-        goto fail;
-    }
-    /* Make the rename itself durable. */
-    rc = fio_sync_dir(path);
     buf_free(&b);
-    free(tmp);
-    return rc;
+    *tmpout = tmp;
+    return 0;
 fail:
     if (fd >= 0) close(fd);
     unlink(tmp);
     buf_free(&b);
+    free(tmp);
+    return rc;
+}
+
+int arc_write_tmp(const char *path, arc *a, int level, char **tmp)
+{
+    return write_tmp(path, a, level, 1, tmp);
+}
+
+int arc_write_unchecked(const char *path, arc *a, int level)
+{
+    char *tmp;
+    int rc = write_tmp(path, a, level, 0, &tmp);
+    if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO;
+    free(tmp);
+    return rc;
+}
+
+int arc_commit(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) < 0) {
+        int rc = tdc_error(-errno, "rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    /* Make the rename itself durable. */
+    return fio_sync_dir(path) ? 1 : 0;
+}
+
+int arc_write(const char *path, arc *a, int level)
+{
+    char *tmp;
+    int rc = arc_write_tmp(path, a, level, &tmp);
+    if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO; /* the message names the fsync */
     free(tmp);
     return rc;
 }
@@ -406,10 +480,22 @@ static int by_ino(const void *x, const void *y, void *ctx)
     return i < j ? -1 : i > j;
 }
 
-/* Order entries by inode and check hard links: only regular files share an inode, and the
- * entries after the first carry no content of their own and agree with it. */
+/* Hard links: entries sharing an inode are non-directories of one type that agree on
+ * everything an inode has, and only the first holds a regular file's content. */
+static int check_link(const arc_entry *f, const arc_entry *e)
+{
+    int same = e->type == f->type && e->type != ARC_DIR && !e->root_len && e->size == f->size &&
+               e->hash == f->hash && e->mode == f->mode && e->uid == f->uid && e->gid == f->gid &&
+               e->rdev == f->rdev && (!e->link || !strcmp(e->link, f->link));
+    return same ? 0
+                : tdc_error(-EBADMSG, "file table: '%s' shares inode %llu with '%s' but differs",
+                            e->path, (unsigned long long)e->ino, f->path);
+}
+
+/* Order entries by inode (a->byino) and check numbers and hard links. */
 static int index_inodes(arc *a)
 {
+    free(a->byino);
     if (!(a->byino = malloc(a->nents * sizeof *a->byino)))
         return tdc_error(-ENOMEM, "file table: out of memory");
     for (uint32_t i = 0; i < a->nents; i++)
@@ -421,14 +507,61 @@ static int index_inodes(arc *a)
         if (!e->ino || e->ino >= a->next_ino)
             return tdc_error(-EBADMSG, "file table: '%s' has bad inode number %llu", e->path,
                              (unsigned long long)e->ino);
-        if (!k || a->ents[a->byino[k - 1]].ino != e->ino) continue;
-        const arc_entry *f = &a->ents[a->byino[k - 1]];
-        if (e->type != ARC_REG || f->type != ARC_REG || e->root_len || e->size != f->size ||
-            e->hash != f->hash || e->mode != f->mode || e->uid != f->uid || e->gid != f->gid)
-            return tdc_error(-EBADMSG, "file table: '%s' shares inode %llu with '%s' but differs",
-                             e->path, (unsigned long long)e->ino, f->path);
+        if (k && a->ents[a->byino[k - 1]].ino == e->ino) {
+            int rc = check_link(&a->ents[a->byino[k - 1]], e);
+            if (rc) return rc;
+        }
     }
     return 0;
+}
+
+/* The per-entry rules of arc_check_table for entry i (entries before it already checked). */
+static int check_entry(const arc *a, uint32_t i)
+{
+    const arc_entry *e = &a->ents[i];
+    if (!arc_mode_of_type(e->type))
+        return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
+    if (e->mode > 07777 || e->mtime_nsec >= 1000000000u)
+        return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
+    if (i == 0)
+        return e->path[0] || e->type != ARC_DIR
+                   ? tdc_error(-EBADMSG, "file table: first entry is not the root directory")
+                   : 0;
+    if (arc_path_check(e->path)) return tdc_error_ctx(-EBADMSG, "file table: unsafe path");
+    if (arc_path_cmp(a->ents[i - 1].path, e->path) >= 0)
+        return tdc_error(-EBADMSG, "file table: '%s' is duplicated or out of order", e->path);
+    if ((e->type == ARC_LNK) != (e->link != NULL))
+        return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink target", e->path);
+    if (e->type != ARC_REG && e->root_len != 0)
+        return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+    if (e->type == ARC_LNK && e->size != strlen(e->link))
+        return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink size", e->path);
+    if (e->type > ARC_LNK && e->size)
+        return tdc_error(-EBADMSG, "file table: special file '%s' has a size", e->path);
+    if (!is_dev(e->type) && e->rdev)
+        return tdc_error(-EBADMSG, "file table: '%s' has a device number", e->path);
+    /* The parent must be an earlier directory entry. */
+    const char *slash = strrchr(e->path, '/');
+    int64_t parent = 0;
+    if (slash) {
+        char *dir = strndup(e->path, (size_t)(slash - e->path));
+        if (!dir) return tdc_error(-ENOMEM, "file table: out of memory");
+        parent = lookup_n(a->ents, i, dir);
+        free(dir);
+    }
+    if (parent < 0 || a->ents[parent].type != ARC_DIR)
+        return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
+    return 0;
+}
+
+int arc_check_table(arc *a)
+{
+    if (!a->nents) return tdc_error(-EBADMSG, "file table: no entries");
+    for (uint32_t i = 0; i < a->nents; i++) {
+        int rc = check_entry(a, i);
+        if (rc) return rc;
+    }
+    return index_inodes(a);
 }
 
 int arc_finish(arc *a)
@@ -436,10 +569,8 @@ int arc_finish(arc *a)
     a->next_ino = 2;
     for (uint32_t i = 0; i < a->nents; i++)
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
-    free(a->byino);
-    a->byino = NULL;
     int rc = gram_topo(&a->g);
-    return rc ? rc : index_inodes(a);
+    return rc ? rc : arc_check_table(a);
 }
 
 int64_t arc_ino_entry(const arc *a, uint64_t ino)
@@ -455,6 +586,7 @@ int64_t arc_ino_entry(const arc *a, uint64_t ino)
     return lo < a->nents && a->ents[a->byino[lo]].ino == ino ? (int64_t)a->byino[lo] : -ENOENT;
 }
 
+/* Parse the file table; arc_check_table then checks what it says. */
 static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
 {
     rd r = {p, p + n};
@@ -477,45 +609,23 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
             rd_varint(&r, &gid) || rd_varint(&r, &zz) || rd_varint(&r, &nsec) ||
             rd_varint(&r, &e->size) || rd_varint(&r, &e->root_start) ||
             rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1) ||
-            (version >= 2 && (rd_varint(&r, &e->ino) || dec_xattrs(&r, e))))
+            (version >= 2 && rd_varint(&r, &e->ino)) ||
+            (version >= 3 && is_dev(e->type) && rd_varint(&r, &e->rdev)) ||
+            (version >= 2 && dec_xattrs(&r, e)))
             return tdc_error(-EBADMSG, "file table: entry %llu is truncated or malformed",
                              (unsigned long long)i);
         if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
             return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
+        if (e->type > (version >= 3 ? ARC_BLK : ARC_LNK))
+            return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
         e->mode = (uint32_t)mode;
         e->uid = (uint32_t)uid;
         e->gid = (uint32_t)gid;
         e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
         e->mtime_nsec = (uint32_t)nsec;
-        if (e->type != ARC_REG && e->type != ARC_DIR && e->type != ARC_LNK)
-            return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
-        if (i == 0) {
-            if (e->path[0] || e->type != ARC_DIR)
-                return tdc_error(-EBADMSG, "file table: first entry is not the root directory");
-            continue;
-        }
-        if (arc_path_check(e->path)) return tdc_error_ctx(-EBADMSG, "file table: unsafe path");
-        if (arc_path_cmp(a->ents[i - 1].path, e->path) >= 0)
-            return tdc_error(-EBADMSG, "file table: '%s' is duplicated or out of order", e->path);
-        if ((e->type == ARC_LNK) != (e->link != NULL))
-            return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink target", e->path);
-        if (e->type != ARC_REG && e->root_len != 0)
-            return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
-        if (e->type == ARC_LNK && e->size != strlen(e->link))
-            return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink size", e->path);
-        /* The parent must be an earlier directory entry. */
-        char *slash = strrchr(e->path, '/');
-        int64_t parent = 0;
-        if (slash) {
-            *slash = 0;
-            parent = lookup_n(a->ents, (uint32_t)i, e->path);
-            *slash = '/';
-        }
-        if (parent < 0 || a->ents[parent].type != ARC_DIR)
-            return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
     }
     if (r.p != r.end) return tdc_error(-EBADMSG, "file table: trailing bytes");
-    return index_inodes(a);
+    return arc_check_table(a);
 }
 
 /* Read, verify and expand one section into a fresh buffer. */

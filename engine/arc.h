@@ -15,10 +15,26 @@
 #include "gram.h"
 
 /* Version 2 added inode numbers (shared by hard links), user xattrs and the archive ids the
- * journal binds to; version 1 archives are still read (inode = entry index + 1). */
-#define ARC_VERSION 2
+ * journal binds to; version 3 added FIFOs, sockets and devices (with their rdev) and hard
+ * links of any non-directory type. Versions 1 and 2 are still read (v1: inode = entry
+ * index + 1). */
+#define ARC_VERSION 3
 
-enum arc_type { ARC_REG = 1, ARC_DIR = 2, ARC_LNK = 3 };
+enum arc_type {
+    ARC_REG = 1,
+    ARC_DIR = 2,
+    ARC_LNK = 3,
+    ARC_FIFO = 4, /* version 3 on */
+    ARC_SOCK = 5,
+    ARC_CHR = 6, /* devices keep their rdev */
+    ARC_BLK = 7,
+};
+
+/* The entry type of a stat mode's type bits (S_IFREG...), or 0 for none we keep. */
+uint8_t arc_type_of_mode(uint32_t mode);
+
+/* The stat type bits (S_IFREG...) of an entry type, or 0 for an unknown type. */
+uint32_t arc_mode_of_type(uint8_t type);
 
 enum arc_section {
     ARC_SEC_DICT = 1,
@@ -36,9 +52,10 @@ typedef struct arc_xattr {
 
 /* One file-table entry. Entry 0 is the root directory with path "". Paths are relative,
  * '/'-separated, with no empty, "." or ".." components, and sorted by arc_path_cmp.
- * Hard links are entries that share `ino`: only the first of them (in path order) holds the
- * content (root run); the others are regular files with root_len 0 and the same size, hash,
- * mode, owner and time. Inode 1 is the root directory. */
+ * Hard links are non-directory entries that share `ino`: they agree on type, mode, owner,
+ * size, hash, symlink target and rdev, and only the first of them (in path order) holds a
+ * regular file's content (root run); the others have root_len 0. Inode 1 is the root
+ * directory. */
 typedef struct arc_entry {
     char *path;
     char *link; /* symlink target, or NULL */
@@ -47,7 +64,9 @@ typedef struct arc_entry {
     uint32_t uid, gid;
     int64_t mtime_sec;
     uint32_t mtime_nsec;
-    uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length */
+    uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length;
+                      0 for FIFOs, sockets and devices */
+    uint64_t rdev; /* device number of ARC_CHR and ARC_BLK entries (as st_rdev), else 0 */
     uint64_t root_start, root_len; /* the file's run of root symbols */
     uint64_t hash;                 /* XXH3-64 of the content */
     uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
@@ -84,9 +103,16 @@ typedef struct arc {
 uint64_t arc_new_id(void);
 
 /* Complete an archive assembled in memory (entries with inode numbers, dictionary, grammar)
- * as arc_open would: check the grammar and record its topological order, index inodes.
- * 0, -EBADMSG or -ENOMEM. */
+ * as arc_open would: check the grammar and record its topological order, check the file
+ * table (arc_check_table) and index inodes. 0, -EBADMSG or -ENOMEM. */
 int arc_finish(arc *a);
+
+/* The rules every file table obeys, checked by the reader on open, by arc_finish and by the
+ * writer before it writes (so nothing is written that the reader would refuse): the root
+ * entry, safe paths in order, each parent an earlier directory, per-type fields (symlink
+ * target and size, no content outside regular files, rdev only on devices) and hard links
+ * (see arc_entry). Builds a->byino. 0, -EBADMSG (message names the entry) or -ENOMEM. */
+int arc_check_table(arc *a);
 
 /* Index of the entry that holds the content of inode `ino` (the first with that number),
  * or -ENOENT. Built on open; O(log n). */
@@ -101,10 +127,22 @@ int arc_path_cmp(const char *a, const char *b);
 /* 0 if `path` is a valid relative archive path, else -EINVAL with a message. */
 int arc_path_check(const char *path);
 
-/* Write the archive atomically: a temporary file beside `path`, fsync, rename, fsync of the
- * directory. `level` is the zstd level of the sections. Fills a->secs and a->file_size.
- * Entries with ino 0 get entry index + 1; a->id 0 gets a new identity; next_ino is computed. */
+/* Write the archive atomically: arc_write_tmp, then arc_commit. */
 int arc_write(const char *path, arc *a, int level);
+
+/* Write the archive to a new temporary file beside `path` (named in *tmp, malloc'ed) and
+ * fsync it; `path` itself is not touched. `level` is the zstd level of the sections. Fills
+ * a->secs and a->file_size. Entries with ino 0 get entry index + 1; a->id 0 gets a new
+ * identity; next_ino is computed. The table and grammar are checked first (arc_check_table,
+ * root and runs): an archive the reader would refuse is not written (-EBADMSG). On failure
+ * nothing is left behind and *tmp is NULL. */
+int arc_write_tmp(const char *path, arc *a, int level, char **tmp);
+
+/* Rename the temporary file `tmp` over `path` and make the rename durable (directory
+ * fsync). 0 when done; a negative errno when the rename failed (`tmp` is removed and `path`
+ * is as it was); 1 when renamed but the directory fsync failed (tdc_errmsg says why: the
+ * rename is in place but not yet durable). */
+int arc_commit(const char *tmp, const char *path);
 
 /* Open, verify every checksum, decode and validate an archive. On failure returns -EBADMSG
  * (corrupt), -ENOENT/-EACCES/-EIO (cannot read) or -ENOMEM, with a message naming the part. */

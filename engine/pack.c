@@ -270,16 +270,27 @@ static int walk(packer *p, const char *abs, const char *rel)
                 if (!rc) {
                     p->ents[p->nents - 1].link = t;
                     p->ents[p->nents - 1].size = (uint64_t)k;
+                    rc = read_xattrs(a, &p->ents[p->nents - 1]);
                 } else {
                     free(t);
                 }
             }
+            if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
+        } else if (arc_type_of_mode(sb.st_mode)) { /* FIFO, socket or device: no content */
+            p->st->special++;
+            rc = add_entry(p, r, &sb, arc_type_of_mode(sb.st_mode));
+            if (!rc) {
+                arc_entry *e = &p->ents[p->nents - 1];
+                e->size = 0;
+                if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)) e->rdev = (uint64_t)sb.st_rdev;
+                rc = read_xattrs(a, e);
+            }
+            if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
         } else {
             p->st->skipped++;
             if (p->o->warn) {
                 char msg[512];
-                snprintf(msg, sizeof msg, "skipping %s: not a regular file, directory or symlink",
-                         a);
+                snprintf(msg, sizeof msg, "skipping %s: a file type archives cannot hold", a);
                 p->o->warn(p->o->ctx, msg);
             }
         }

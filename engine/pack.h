@@ -1,6 +1,7 @@
 /* pack: turn a directory tree into an archive.
  *
- * Walks the tree (regular files, directories, symlinks; other types are skipped with a
+ * Walks the tree (regular files, directories, symlinks, FIFOs, sockets and devices, hard
+ * links of any of them but directories; a type archives cannot hold is skipped with a
  * warning), tokenizes every file into one shared dictionary, compresses the token stream with
  * Sequitur in segments of a bounded size (PACK_WORKERS segments are compressed on worker
  * threads while the next is tokenized), and writes the archive atomically. */
@@ -19,7 +20,7 @@ typedef struct pack_opts {
 } pack_opts;
 
 typedef struct pack_stats {
-    uint64_t files, dirs, links, skipped;
+    uint64_t files, dirs, links, special, skipped; /* special: FIFOs, sockets, devices */
     uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments;
 } pack_stats;
 

@@ -130,6 +130,7 @@ static void fill_stat(const vol *v, const vnode *n, struct stat *st)
     st->st_uid = n->uid;
     st->st_gid = n->gid;
     st->st_size = (off_t)n->size;
+    st->st_rdev = (dev_t)n->rdev;
     st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
     st->st_blksize = 4096;
     st->st_atim = n->atime;
@@ -226,17 +227,20 @@ static int ap_create(vol *v, rd *r)
     uint64_t ino, parent;
     uint32_t mode, uid, gid;
     struct timespec t;
+    uint64_t rdev = 0;
     char name[VOL_NAME_MAX + 1], link[PATH_MAX];
     if (rd_varint(r, &ino) || rd_varint(r, &parent) || get_u32(r, &mode) || get_u32(r, &uid) ||
         get_u32(r, &gid) || get_time(r, &t) || get_str(r, name, sizeof name) ||
-        get_str(r, link, sizeof link))
+        get_str(r, link, sizeof link) || (r->p != r->end && rd_varint(r, &rdev)))
         return BAD("malformed create");
     vnode *d = dir_node(v, parent);
     /* The writer gives new inodes increasing numbers from next_ino (past the archive's) and
-     * only these types and bits; a number far beyond would make the inode table huge. */
+     * only these types and bits; a number far beyond would make the inode table huge. Only
+     * devices carry a device number (an optional last field of the record). */
     if (!d || vol_node(v, ino) || kid(v, d, name) || name_ok(name) || ino < v->next_ino ||
         ino - v->next_ino > VOL_INO_SLACK || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
-        !(S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode)) || S_ISLNK(mode) != !!link[0])
+        !arc_type_of_mode(mode) || S_ISLNK(mode) != !!link[0] ||
+        (rdev && !S_ISCHR(mode) && !S_ISBLK(mode)))
         return BAD("create");
     vnode *n = calloc(1, sizeof *n);
     if (!n) return -ENOMEM;
@@ -249,6 +253,7 @@ static int ap_create(vol *v, rd *r)
     n->ent = -1;
     n->edited = 1;
     n->parent = parent;
+    n->rdev = rdev;
     if (S_ISLNK(mode)) {
         n->size = strlen(link);
         if (!(n->link = strdup(link))) {
@@ -609,10 +614,8 @@ static int load_archive(vol *v)
         } else {
             if (!(n = calloc(1, sizeof *n))) return -ENOMEM;
             n->ino = e->ino;
-            n->mode = (e->type == ARC_DIR   ? S_IFDIR
-                       : e->type == ARC_LNK ? S_IFLNK
-                                            : S_IFREG) |
-                      e->mode;
+            n->mode = arc_mode_of_type(e->type) | e->mode;
+            n->rdev = e->rdev;
             n->uid = e->uid;
             n->gid = e->gid;
             n->nlink = 1;
@@ -989,20 +992,22 @@ static int dir_for_change(vol *v, uint64_t dir, const char *name, vnode **d)
 }
 
 int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
-               const char *target, struct stat *st)
+               const char *target, uint64_t rdev, struct stat *st)
 {
     buf b = {0};
     vnode *d;
     wbegin(v);
     int rc = dir_for_change(v, dir, name, &d);
     if (!rc && kid(v, d, name)) rc = -EEXIST;
-    if (!rc && !S_ISREG(mode) && !S_ISDIR(mode) && !S_ISLNK(mode)) rc = -EPERM;
+    if (!rc && (!arc_type_of_mode(mode) || (mode & ~(uint32_t)(S_IFMT | 07777)))) rc = -EINVAL;
+    if (!S_ISCHR(mode) && !S_ISBLK(mode)) rdev = 0;
     if (!rc && S_ISLNK(mode) && (!target || strlen(target) >= PATH_MAX)) rc = -ENAMETOOLONG;
     if (!rc && d->nlink == 0) rc = -ENOENT; /* a removed directory still open */
     uint64_t ino = v->next_ino;
     if (!rc && (buf_put_varint(&b, ino) || buf_put_varint(&b, dir) || buf_put_varint(&b, mode) ||
                 buf_put_varint(&b, uid) || buf_put_varint(&b, gid) || put_time(&b, now()) ||
-                put_str(&b, name) || put_str(&b, S_ISLNK(mode) ? target : NULL)))
+                put_str(&b, name) || put_str(&b, S_ISLNK(mode) ? target : NULL) ||
+                (rdev && buf_put_varint(&b, rdev))))
         rc = -ENOMEM;
     if (!rc) rc = commit(v, JR_CREATE, &b, NULL, 0);
     if (!rc) fill_stat(v, vol_node(v, ino), st);
@@ -1459,12 +1464,18 @@ static void *background(void *p)
             /* The request may predate the last compaction (a write raced it): only compact
              * when the journal is still past the threshold. */
             rbegin(v);
-            compact = jrnl_size(v->j) > v->o.compact_threshold;
+            uint64_t size = jrnl_size(v->j);
+            compact = size > v->o.compact_threshold && size >= v->retry_at;
             rend(v);
         }
         if (compact) {
             vol_compact_stats st;
             int rc = vol_compact(v, &st);
+            if (rc) { /* not again at every write: once the journal has grown as much again */
+                rbegin(v);
+                v->retry_at = jrnl_size(v->j) + v->o.compact_threshold;
+                rend(v);
+            }
             if (v->o.log) {
                 char msg[512];
                 if (rc)

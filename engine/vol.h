@@ -37,7 +37,21 @@ typedef struct vol_opts {
                  whatever needs content waits for it (and fails with the load's error) */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
+    /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`
+     * names the temporary archive where there is one). A non-zero return (a negative errno)
+     * stops the compaction there as a failure would; crash tests exit the process in it. */
+    int (*compact_step)(void *ctx, int step, const char *tmp);
+    void *step_ctx;
 } vol_opts;
+
+/* The steps of a compaction, in order (see vol_compact). */
+enum vol_step {
+    VOL_STEP_BUILT = 1, /* the new archive exists in memory */
+    VOL_STEP_WRITTEN,   /* ... in a temporary file beside the old one, fsynced */
+    VOL_STEP_CHECKED,   /* ... reopened by the reader and every file's content checked */
+    VOL_STEP_RENAMED,   /* ... renamed over the old archive */
+    VOL_STEP_RESET,     /* the journal restarted, empty, bound to the new archive */
+};
 
 #define VOL_LEVEL_DEFAULT 9
 #define VOL_NAME_MAX 255
@@ -80,11 +94,12 @@ typedef struct vol_dirent {
 int vol_list(vol *v, uint64_t dir, vol_dirent **ents, size_t *n, uint64_t *parent);
 void vol_list_free(vol_dirent *ents, size_t n);
 
-/* Create `name` in `dir`: a regular file, directory or symlink (`mode` carries the type
- * bits; `target` is the symlink's). 0 with st filled, -EEXIST, -ENOENT, -ENOTDIR,
- * -ENAMETOOLONG, -EINVAL, -EROFS, -ENOSPC. */
+/* Create `name` in `dir`: a regular file, directory, symlink, FIFO, socket or device (`mode`
+ * carries the type bits; `target` is the symlink's, `rdev` the device's number, ignored for
+ * other types). 0 with st filled, -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -EINVAL (an
+ * unknown type), -EROFS, -ENOSPC. */
 int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
-               const char *target, struct stat *st);
+               const char *target, uint64_t rdev, struct stat *st);
 
 /* A new name for a non-directory inode (a hard link). */
 int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st);
@@ -167,9 +182,16 @@ typedef struct vol_compact_stats {
     double build_s, write_s, swap_s;
 } vol_compact_stats;
 
-/* Fold the journal into a new archive (written to a temporary file, fsynced, renamed over
- * the old one) and restart the journal. Reads go on meanwhile; changes wait. */
+/* Fold the journal into a new archive and restart the journal. The new archive is written
+ * to a temporary file, fsynced, reopened and checked by the reader (every section, the file
+ * table, every file's content against its hash) and only then renamed over the old one. A
+ * failure before the rename removes the temporary file and leaves the old archive, the
+ * journal and the vol as they were (still writable); vol_compact_error tells why. Reads go
+ * on meanwhile; changes wait. */
 int vol_compact(vol *v, vol_compact_stats *st);
+
+/* Why the last compaction failed (its message), or "" when it succeeded or none ran. */
+void vol_compact_error(vol *v, char *msg, size_t n);
 
 /* Ask the background thread to compact soon (returns at once). */
 void vol_compact_async(vol *v);

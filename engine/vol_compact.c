@@ -1,15 +1,20 @@
 /* vol_compact: fold a vol's journal into a new archive and switch to it.
  *
- * Order of durable steps, so a crash at any point leaves either the old archive with its
- * journal or the new archive: (1) the new archive is written to a temporary file, fsynced
- * and renamed over the old one (arc_write); it records the old archive's identity as
- * prev_id; (2) the journal is replaced by an empty one bound to the new archive. A crash
- * between the two leaves a journal bound to prev_id, which jrnl_open recognises as already
- * folded in and discards. */
+ * Order of durable steps, so a crash or failure at any point leaves either the old archive
+ * with its journal or the new archive with an empty one: (1) the new archive, which records
+ * the old one's identity as prev_id, is written to a temporary file beside the old one and
+ * fsynced (arc_write_tmp); (2) the temporary file is opened by the reader a mount uses
+ * (arc_open: every section and reference, the file table), indexed, and every file's
+ * content is extracted and checked against its hash; any failure so far removes the
+ * temporary file and leaves the old archive, its journal and the mount as they were;
+ * (3) the temporary file is renamed over the old archive (arc_commit); (4) the journal is
+ * replaced by an empty one bound to the new archive. A crash between (3) and (4) leaves a
+ * journal bound to prev_id, which jrnl_open recognises as already folded in and discards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "compact.h"
@@ -64,7 +69,8 @@ static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
     arc_entry *e = &c->nw.ents[i];
     memset(e, 0, sizeof *e);
     e->path = path;
-    e->type = S_ISDIR(n->mode) ? ARC_DIR : S_ISLNK(n->mode) ? ARC_LNK : ARC_REG;
+    e->type = arc_type_of_mode(n->mode);
+    e->rdev = n->rdev;
     e->mode = n->mode & 07777;
     e->uid = n->uid;
     e->gid = n->gid;
@@ -142,52 +148,44 @@ static void cctx_free(cctx *c)
     memset(c, 0, sizeof *c);
 }
 
-int vol_compact(vol *v, vol_compact_stats *st)
+/* Tell the test hook (vol_opts.compact_step) that `step` is done; its error aborts. */
+static int step_done(vol *v, int step, const char *tmp)
 {
-    cctx c = {.v = v};
-    arc *na = NULL;
-    idx *nx = NULL;
-    compact_stats cs;
-    int rc;
-    double t0 = secs();
-    memset(st, 0, sizeof *st);
-    if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
-    if ((rc = vol_data(v))) return rc;
-    pthread_mutex_lock(&v->wlock); /* no changes from here on */
-    if (v->broken) {
-        rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
-        goto unlock;
-    }
-    vol_wrlock(v);
-    rc = jrnl_flush(v->j);
-    vol_unlock(v);
-    if (rc) goto unlock;
-    vol_rdlock(v); /* reads go on */
-    for (uint64_t i = 0; i < v->cap && !rc; i++)
-        if (v->nodes[i] && v->nodes[i]->nlink == 0)
-            rc = tdc_error(-EBUSY, "a removed file is still open: compact again once it is closed");
-    if (rc) goto unread;
-    st->archive_before = v->a->file_size;
-    st->rules_before = v->a->g.nrules;
-    if ((rc = build(v, &c, &cs))) goto unread;
-    c.nw.prev_id = v->a->id;
-    st->build_s = secs() - t0;
-    double t1 = secs();
-    rc = arc_write(v->path, &c.nw, v->o.level);
-    st->write_s = secs() - t1;
-    if (rc) goto unread;
-    /* From here the new archive is in place: open it the way a mount would. */
-    if ((rc = arc_open(v->path, &na)) ||
-        (rc = idx_build_cached(na, v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT, &nx))) {
-        tdc_error_ctx(rc, "reopening the compacted archive");
-        v->broken = 1;
-        goto unread;
-    }
-    vol_unlock(v);
-    double t2 = secs();
+    int rc = v->o.compact_step ? v->o.compact_step(v->o.step_ctx, step, tmp) : 0;
+    return rc ? tdc_error(rc, "compaction stopped after step %d by the test hook", step) : 0;
+}
+
+/* Open the freshly written archive `tmp` the way a mount does and check every file's
+ * content against its hash; on success *na and *nx are the archive and its index. */
+static int check_new(vol *v, const char *tmp, arc **na, idx **nx)
+{
+    uint64_t cache = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+    int rc = arc_open(tmp, na);
+    if (!rc) rc = idx_build_cached(*na, cache, nx);
+    if (!rc) rc = idx_check_content(*nx, NULL, NULL, NULL, NULL);
+    return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
+              : 0;
+}
+
+/* Remember why the last compaction failed (vol_compact_error); "" after a success. */
+static void note_result(vol *v, int rc)
+{
+    pthread_mutex_lock(&v->tlock);
+    if (rc)
+        snprintf(v->compact_err, sizeof v->compact_err, "%s", tdc_errmsg());
+    else
+        v->compact_err[0] = 0;
+    pthread_mutex_unlock(&v->tlock);
+}
+
+/* Switch the vol to the new archive `na` (already renamed into place) and restart the
+ * journal. Caller holds wlock and no model lock. */
+static void swap_in(vol *v, arc *na, idx *nx)
+{
     pthread_rwlock_wrlock(&v->alock);
     vol_wrlock(v);
-    if ((rc = jrnl_reset(v->j, na->id))) {
+    int rc = jrnl_reset(v->j, na->id);
+    if (rc) {
         /* The archive holds everything, but new records would go to a journal the next open
          * discards as folded in: refuse changes instead. */
         v->broken = 1;
@@ -197,8 +195,6 @@ int vol_compact(vol *v, vol_compact_stats *st)
     idx *ox = v->x;
     v->a = na;
     v->x = nx;
-    na = NULL;
-    nx = NULL;
     v->gen++;
     for (uint64_t i = 0; i < v->cap; i++) {
         vnode *n = v->nodes[i];
@@ -218,6 +214,59 @@ int vol_compact(vol *v, vol_compact_stats *st)
     backend_release(oa); /* its copy on the GPU, if any */
     idx_free(ox);
     arc_free(oa);
+}
+
+int vol_compact(vol *v, vol_compact_stats *st)
+{
+    cctx c = {.v = v};
+    arc *na = NULL;
+    idx *nx = NULL;
+    char *tmp = NULL;
+    compact_stats cs;
+    int rc;
+    double t0 = secs();
+    memset(st, 0, sizeof *st);
+    if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
+    if ((rc = vol_data(v))) return rc;
+    pthread_mutex_lock(&v->wlock); /* no changes from here on */
+    if (v->broken) {
+        rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
+        goto unlock;
+    }
+    vol_wrlock(v);
+    rc = jrnl_flush(v->j);
+    vol_unlock(v);
+    if (rc) goto unlock;
+    vol_rdlock(v); /* reads go on */
+    for (uint64_t i = 0; i < v->cap && !rc; i++)
+        if (v->nodes[i] && v->nodes[i]->nlink == 0)
+            rc = tdc_error(-EBUSY, "a removed file is still open: compact again once it is closed");
+    if (!rc) {
+        st->archive_before = v->a->file_size;
+        st->rules_before = v->a->g.nrules;
+        rc = build(v, &c, &cs);
+    }
+    if (!rc) rc = step_done(v, VOL_STEP_BUILT, NULL);
+    c.nw.prev_id = v->a->id;
+    st->build_s = secs() - t0;
+    double t1 = secs();
+    if (!rc) rc = arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
+    st->write_s = secs() - t1;
+    if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
+    if (!rc) rc = check_new(v, tmp, &na, &nx);
+    if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
+    vol_unlock(v);
+    /* Until the rename, a failure leaves the old archive and journal in force. */
+    if (!rc && (rc = arc_commit(tmp, v->path)) < 0) free(tmp), tmp = NULL;
+    if (rc > 0) rc = 0; /* renamed; the journal restart's directory fsync makes it durable */
+    if (rc) goto fail;
+    free(tmp);
+    tmp = NULL;
+    if ((rc = step_done(v, VOL_STEP_RENAMED, NULL))) goto fail_after_rename;
+    double t2 = secs();
+    swap_in(v, na, nx);
+    na = NULL;
+    nx = NULL;
     st->swap_s = secs() - t2;
     st->dirty_files = cs.new_files;
     st->dirty_bytes = cs.new_bytes;
@@ -225,16 +274,34 @@ int vol_compact(vol *v, vol_compact_stats *st)
     st->rules_after = cs.rules_after;
     st->files = c.nw.nents;
     st->archive_after = v->a->file_size;
+    if (v->broken) rc = -EIO;
+    else rc = step_done(v, VOL_STEP_RESET, NULL);
     goto done;
-unread:
-    vol_unlock(v);
+fail_after_rename:
+    /* Only the test hook gets here: the new archive is in place, so switch to it anyway. */
+    swap_in(v, na, nx);
+    na = NULL;
+    nx = NULL;
+    goto done;
+fail:
+    if (tmp) unlink(tmp);
+    tdc_error_ctx(rc, "compaction failed; the archive and its journal are unchanged");
 done:
+    free(tmp);
     cctx_free(&c);
     idx_free(nx);
     arc_free(na);
 unlock:
+    note_result(v, rc);
     pthread_mutex_unlock(&v->wlock);
     return rc;
+}
+
+void vol_compact_error(vol *v, char *msg, size_t n)
+{
+    pthread_mutex_lock(&v->tlock);
+    snprintf(msg, n, "%s", v->compact_err);
+    pthread_mutex_unlock(&v->tlock);
 }
 
 int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)

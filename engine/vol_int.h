@@ -22,6 +22,7 @@ typedef struct vnode {
     uint32_t opens; /* open handles (vol_ref: atomic under the shared lock) */
     struct timespec atime, mtime, ctime;
     uint64_t size;
+    uint64_t rdev; /* devices: st_rdev */
     int64_t ent; /* archive entry with the original content or attributes, or -1 if new */
     int edited;  /* attributes, names or content changed since the archive */
     pt *pt;      /* piece table once the content is edited; NULL: content is `ent`'s */
@@ -54,6 +55,8 @@ struct vol {
     pthread_mutex_t tlock;
     pthread_cond_t tcond;
     int stop, want_compact, th_running;
+    char compact_err[512]; /* why the last compaction failed, "" if it did not (tlock) */
+    uint64_t retry_at;     /* journal size before which a failed background compaction waits */
     /* The archive's data (dictionary, grammar, index): loaded in vol_open, or for a lazy
      * open by the loader thread vol_start starts (or by the first caller of vol_data). */
     pthread_mutex_t dlock;

@@ -373,14 +373,14 @@ static void new_owner(fuse_req_t req, fs_ctx *c, fuse_ino_t parent, uint32_t *mo
 }
 
 static int make(fuse_req_t req, fuse_ino_t parent, const char *name, uint32_t mode,
-                const char *target, struct stat *st)
+                const char *target, dev_t rdev, struct stat *st)
 {
     fs_ctx *c = ctx_of(req);
     uint32_t uid, gid;
     if (!is_real(parent)) return -EACCES;
     if (c->ro) return -EROFS;
     new_owner(req, c, parent, &mode, &uid, &gid);
-    return logged(vol_mknode(c->v, parent, name, mode, uid, gid, target, st), "create");
+    return logged(vol_mknode(c->v, parent, name, mode, uid, gid, target, rdev, st), "create");
 }
 
 static void reply_made(fuse_req_t req, int rc, const struct stat *st)
@@ -391,24 +391,24 @@ static void reply_made(fuse_req_t req, int rc, const struct stat *st)
         reply_entry(req, ctx_of(req), st);
 }
 
+/* Regular files, FIFOs, sockets and devices (the kernel has checked CAP_MKNOD for devices);
+ * a special file keeps its type, mode and rdev and has no content. */
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-    (void)rdev;
     struct stat st;
-    /* Only regular files: devices, fifos and sockets have no place in a text archive. */
-    reply_made(req, S_ISREG(mode) ? make(req, parent, name, mode, NULL, &st) : -EPERM, &st);
+    reply_made(req, make(req, parent, name, mode, NULL, rdev, &st), &st);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     struct stat st;
-    reply_made(req, make(req, parent, name, S_IFDIR | (mode & 07777), NULL, &st), &st);
+    reply_made(req, make(req, parent, name, S_IFDIR | (mode & 07777), NULL, 0, &st), &st);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
     struct stat st;
-    reply_made(req, make(req, parent, name, S_IFLNK | 0777, link, &st), &st);
+    reply_made(req, make(req, parent, name, S_IFLNK | 0777, link, 0, &st), &st);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
@@ -701,7 +701,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
     fs_ctx *c = ctx_of(req);
     struct stat st;
-    int rc = make(req, parent, name, S_IFREG | (mode & 07777), NULL, &st);
+    int rc = make(req, parent, name, S_IFREG | (mode & 07777), NULL, 0, &st);
     fs_file *f = rc ? NULL : new_file(c, st.st_ino);
     if (!rc && !f) rc = -ENOMEM;
     if (rc) {
@@ -923,6 +923,8 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t
             snprintf(v, n, "%" PRIu64, in.compactions);
         else if (!strcmp(name, "backend"))
             backend_stats(v, n);
+        else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
+            return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else
             return -ENODATA;
         return 0;

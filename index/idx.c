@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "../engine/err.h"
 
@@ -661,5 +662,58 @@ int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *sha
     vec32_free(&stack);
     vec32_free(&used);
     if (rc) return tdc_error(rc, "out of memory");
+    return 0;
+}
+
+/* XXH3-64 of entry `ent`'s bytes and their count, read in blocks through one cursor. */
+static int hash_file(const idx *x, uint32_t ent, XXH3_state_t *hs, unsigned char *blk, size_t bn,
+                     uint64_t *hash, uint64_t *len)
+{
+    idx_cursor c;
+    idx_cursor_init(&c);
+    XXH3_64bits_reset(hs);
+    uint64_t off = 0;
+    ssize_t k;
+    while ((k = idx_read(x, &c, ent, off, blk, bn)) > 0) {
+        XXH3_64bits_update(hs, blk, (size_t)k);
+        off += (uint64_t)k;
+    }
+    idx_cursor_free(&c);
+    if (k < 0) return (int)k;
+    *hash = XXH3_64bits_digest(hs);
+    *len = off;
+    return 0;
+}
+
+int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), void *ctx,
+                      uint64_t *files, uint64_t *bytes)
+{
+    const arc *a = x->a;
+    enum { BLK = 1 << 16 };
+    unsigned char *blk = malloc(BLK);
+    XXH3_state_t *hs = XXH3_createState();
+    uint64_t nf = 0, nb = 0, nbad = 0;
+    int64_t first_bad = -1;
+    int rc = blk && hs ? 0 : -ENOMEM;
+    for (uint32_t i = 0; i < a->nents && !rc; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (e->type != ARC_REG || arc_ino_entry(a, e->ino) != (int64_t)i) continue;
+        uint64_t h = 0, n = 0;
+        if ((rc = hash_file(x, i, hs, blk, BLK, &h, &n))) break;
+        nf++;
+        nb += n;
+        if (h == e->hash && n == e->size) continue;
+        if (first_bad < 0) first_bad = i;
+        nbad++;
+        if (on_bad) on_bad(ctx, i);
+    }
+    free(blk);
+    XXH3_freeState(hs);
+    if (files) *files = nf;
+    if (bytes) *bytes = nb;
+    if (rc) return rc == -ENOMEM ? tdc_error(rc, "out of memory checking content") : rc;
+    if (nbad)
+        return tdc_error(-EBADMSG, "'%s': content does not match its hash (%llu of %llu files)",
+                         a->ents[first_bad].path, (unsigned long long)nbad, (unsigned long long)nf);
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "../../engine/arc.h"
+#include "../../engine/arc_test.h"
 #include "../../engine/buf.h"
 #include "../../engine/err.h"
 #include "../../engine/pack.h"

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
     OK(vol_resolve(v, "a.txt", &a));
     OK(vol_resolve(v, "d", &d));
     OK(vol_resolve(v, "d/bin", &bin));
-    OK(vol_mknode(v, d, "new", S_IFREG | 0644, 1000, 1000, NULL, &st));
+    OK(vol_mknode(v, d, "new", S_IFREG | 0644, 1000, 1000, NULL, 0, &st));
     f = st.st_ino;
     OK(vol_write(v, f, 0, "fresh text\n", 11));
     OK(vol_write(v, f, 11, "more\n", 5));
@@ -67,14 +67,14 @@ int main(int argc, char **argv)
     OK(vol_open(path, &o, &v, NULL));
     OK(vol_resolve(v, "a.txt", &a));
     OK(vol_resolve(v, "d", &d));
-    OK(vol_mknode(v, 1, "sub", S_IFDIR | 0755, 0, 0, NULL, &st));
+    OK(vol_mknode(v, 1, "sub", S_IFDIR | 0755, 0, 0, NULL, 0, &st));
     uint64_t sub = st.st_ino;
-    OK(vol_mknode(v, sub, "ln", S_IFLNK | 0777, 0, 0, "../a.txt", &st));
+    OK(vol_mknode(v, sub, "ln", S_IFLNK | 0777, 0, 0, "../a.txt", 0, &st));
     OK(vol_link(v, a, sub, "a2", &st));
     OK(vol_rename(v, 1, "a.txt", sub, "moved", 0));
     OK(vol_rename(v, d, "b.c", d, "bin", VOL_RENAME_EXCHANGE));
     OK(vol_unlink(v, sub, "ln", 0));
-    OK(vol_mknode(v, sub, "gone", S_IFDIR | 0700, 0, 0, NULL, &st));
+    OK(vol_mknode(v, sub, "gone", S_IFDIR | 0700, 0, 0, NULL, 0, &st));
     OK(vol_unlink(v, sub, "gone", 1));
     vol_close(v);
     save_journal(path, "names.journal");
