@@ -173,3 +173,22 @@ same_view() {
     [ ! -e "$S/o/u/cdev" ]
     cmp "$S/o/u/ca01" <(cat "$CORPORA/brown/ca01"; printf 'appended line\n')
 }
+
+@test "a version 2 archive (made by the previous release) opens, mounts, and compacts to version 3 unchanged" {
+    cp "$BATS_TEST_DIRNAME/../data/v2.tdc" "$S/v2.tdc"
+    [ "$(od -An -tu4 -j8 -N4 "$S/v2.tdc" | tr -d ' ')" = 2 ]
+    "$TADOC" verify "$S/v2.tdc"
+    "$TESTBIN/voldump" "$S/v2.tdc" >"$S/before" 2>/dev/null
+    grep -q 'old archive, version 2' "$S/before"
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/v2.tdc" "$M"
+    [ "$(cat "$M/hard")" = "old archive, version 2" ]
+    [ "$(stat -c %h "$M/d/a.txt")" = 2 ]
+    [ "$(getfattr -n user.k --only-values "$M/d/a.txt")" = v ]
+    umnt "$S/v2.tdc"
+    "$TADOC" compact --force "$S/v2.tdc"
+    [ "$(od -An -tu4 -j8 -N4 "$S/v2.tdc" | tr -d ' ')" = 3 ]
+    "$TESTBIN/voldump" "$S/v2.tdc" >"$S/after" 2>/dev/null
+    diff "$S/before" "$S/after"
+}
