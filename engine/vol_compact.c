@@ -332,15 +332,18 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     arc *own = NULL;
     if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
     if (!rc) {
-        /* Symlink targets and xattrs are the model's (borrowed): analytics need neither. */
+        /* Symlink targets and xattrs are the model's (borrowed): the snapshot owns copies of
+         * the targets (the file table's rules need them) and drops the xattrs (analytics need
+         * none). */
         for (uint32_t i = 0; i < c.nw.nents; i++) {
-            c.nw.ents[i].link = NULL;
-            c.nw.ents[i].xattrs = NULL;
-            c.nw.ents[i].nxattrs = 0;
+            arc_entry *e = &c.nw.ents[i];
+            e->xattrs = NULL;
+            e->nxattrs = 0;
+            if (e->link && !(e->link = strdup(e->link))) rc = -ENOMEM;
         }
         *own = c.nw;
         memset(&c.nw, 0, sizeof c.nw);
-        rc = arc_finish(own);
+        if (!rc) rc = arc_finish(own);
     }
     if (!rc) w->ent = arc_ino_entry(own, ino);
     if (!rc && w->ent < 0) rc = -ENOENT;
