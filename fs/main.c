@@ -52,6 +52,13 @@ static const struct fuse_opt spec[] = {
     {"uid=", offsetof(options, uid_set), 1},
     {"gid=%u", offsetof(options, gid), 0},
     {"gid=", offsetof(options, gid_set), 1},
+    /* Words of fstab's options field that mean nothing to the daemon: mount.fuse3 hands
+     * "defaults" (and with -t, what mount(8) passes) on to us. */
+    FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),

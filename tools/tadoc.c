@@ -59,7 +59,8 @@ static const char usage_main[] =
     "  apply ARCHIVE OPS_FILE       a batch of insert/append/extract operations, journaled\n"
     "  compact ARCHIVE              fold the journal (ARCHIVE.journal) into the archive\n"
     "\n"
-    "Run 'tadoc COMMAND --help' for a command's options.\n"
+    "Run 'tadoc COMMAND --help' for a command's options; 'tadoc -h, --help' prints this,\n"
+    "'tadoc --version' the version and backend. Manual: tadoc(1), tadocfs(8).\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
     "             3 archive corrupt or verification mismatch\n";
