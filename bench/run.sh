@@ -92,3 +92,5 @@ run mount.md "Mounted reads" "bench/mount.sh" mount_all
 [ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
+# The tables as PNG charts beside them (gnuplot; bench/charts.sh).
+"$top/bench/charts.sh" "$top/bench/results"
