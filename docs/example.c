@@ -28,9 +28,11 @@ int main(int argc, char **argv)
     printf("libtadoc %s: %zu entries\n", tadoc_version(), tadoc_entry_count(a));
     for (size_t i = 0; i < tadoc_entry_count(a); i++) {
         tadoc_stat st;
-        if (tadoc_entry(a, i, &st) == 0)
-            printf("%c %10" PRIu64 " %s\n", st.type == TADOC_DIR ? 'd' : st.type == TADOC_LNK ? 'l' : '-',
-                   st.size, *st.path ? st.path : ".");
+        if (tadoc_entry(a, i, &st) < 0) continue;
+        char kind = '-';
+        if (st.type == TADOC_DIR) kind = 'd';
+        if (st.type == TADOC_LNK) kind = 'l';
+        printf("%c %10" PRIu64 " %s\n", kind, st.size, *st.path ? st.path : ".");
     }
     int rc = 0;
     if (argc >= 3) {

@@ -144,9 +144,9 @@ ssize_t tadoc_read(const tadoc_archive *t, const char *path, uint64_t off, void 
 int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out, size_t *len)
 {
     static int (*const fn[])(const arc *, uint32_t, uint32_t, buf *) = {
-        [TADOC_WORDCOUNT] = ana_wordcount,   [TADOC_SORT] = ana_sort,
-        [TADOC_INVINDEX] = ana_invindex,     [TADOC_TERMVECTOR] = ana_termvector,
-        [TADOC_SEQCOUNT] = ana_seqcount,     [TADOC_RANKEDINVINDEX] = ana_rankedinvindex,
+        [TADOC_WORDCOUNT] = ana_wordcount, [TADOC_SORT] = ana_sort,
+        [TADOC_INVINDEX] = ana_invindex,   [TADOC_TERMVECTOR] = ana_termvector,
+        [TADOC_SEQCOUNT] = ana_seqcount,   [TADOC_RANKEDINVINDEX] = ana_rankedinvindex,
     };
     *out = NULL;
     *len = 0;
