@@ -11,7 +11,7 @@ TOP="$BATS_TEST_DIRNAME/../.."
     run python3 "$TOP/tests/mancheck.py" "$TADOC" "$TADOCFS" "$TOP/man"
     echo "$output"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"17 tadoc commands, 0 differences"* ]]
+    [[ "$output" == *" tadoc commands, 0 differences"* ]]
 }
 
 @test "mancheck notices an option missing from a man page or from --help" {
