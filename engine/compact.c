@@ -33,14 +33,64 @@ static int flush_seg(cbuild *c)
     return rc;
 }
 
+/* Add token `id` to the segment, compressing the segment once it is full. */
+static int push_tok(cbuild *c, uint32_t id)
+{
+    if (vec32_push(&c->toks, id)) return -ENOMEM;
+    return c->toks.n >= c->seg ? flush_seg(c) : 0;
+}
+
 static int emit(void *ctx, const unsigned char *t, size_t n)
 {
     cbuild *c = ctx;
     uint32_t id;
     int rc = dict_intern(c->d, t, n, &id);
-    if (rc) return rc;
-    if (vec32_push(&c->toks, id)) return -ENOMEM;
-    return c->toks.n >= c->seg ? flush_seg(c) : 0;
+    return rc ? rc : push_tok(c, id);
+}
+
+/* Feed the tokens of a kept file's root run (symbols of the old grammar) to the segment, as
+ * if its bytes had been tokenized again: the copied dictionary gives old tokens their old
+ * ids. Depth-first with an explicit stack (the DAG may be deep). */
+static int expand_run(cbuild *c, const gram *og, const uint32_t *run, uint64_t n)
+{
+    typedef struct frame {
+        const uint32_t *p;
+        uint64_t left;
+    } frame;
+    frame *st = NULL;
+    size_t depth = 0, cap = 0;
+    int rc = 0;
+    const uint32_t *p = run;
+    uint64_t left = n;
+    for (;;) {
+        if (!left) {
+            if (!depth) break;
+            depth--;
+            p = st[depth].p;
+            left = st[depth].left;
+            continue;
+        }
+        uint32_t s = *p++;
+        left--;
+        if (s < og->ntokens) {
+            if ((rc = push_tok(c, s))) break;
+            continue;
+        }
+        if (depth == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            frame *ns = realloc(st, nc * sizeof *ns);
+            if (!ns) {
+                rc = -ENOMEM;
+                break;
+            }
+            st = ns;
+            cap = nc;
+        }
+        st[depth++] = (frame){p, left};
+        p = gram_body(og, s - og->ntokens, &left);
+    }
+    free(st);
+    return rc;
 }
 
 /* Tokenize new entry i through fn; records its hash. */
@@ -185,6 +235,44 @@ out:
     return rc;
 }
 
+/* Whether the grammar has decayed: at least 1/COMPACT_DECAY_DIV of its rules are used only
+ * once. Sequitur leaves none (rule utility), and so does a full rebuild; they appear when the
+ * other users of a kept rule were rewritten or deleted, and they come with the loss that only
+ * compressing everything together recovers: the new text's rules repeat phrases the kept
+ * rules hold (measured on edit histories, the archive grows against a fresh pack about as
+ * the share of once-used rules does). One pass over the grammar. -ENOMEM or 0/1. */
+static int decayed(const gram *g)
+{
+    uint32_t nt = g->ntokens, once = 0;
+    uint8_t *uses = calloc((size_t)g->nrules + 1, 1); /* 0, 1, or 2 for "more" */
+    if (!uses) return -ENOMEM;
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] >= nt && uses[g->syms.p[i] - nt] < 2) uses[g->syms.p[i] - nt]++;
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] >= nt && uses[g->root.p[i] - nt] < 2) uses[g->root.p[i] - nt]++;
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        once += uses[r] == 1;
+    free(uses);
+    return once && once >= g->nrules / COMPACT_DECAY_DIV;
+}
+
+/* Whether to compress all content again, as pack would, rather than only the new bytes. Only
+ * when there are new bytes, and then when they are at least 1/COMPACT_FULL_DIV of all (the
+ * cost stays within that factor of compressing them alone), or when the old grammar has
+ * decayed (the rewrites that decayed it were a share of the archive, so the rebuilds' cost
+ * is spread over edits in proportion to it). -ENOMEM or 0/1. */
+static int rebuild_all(const gram *og, const arc *nw, const int64_t *src)
+{
+    uint64_t fresh = 0, all = 0;
+    for (uint32_t i = 0; i < nw->nents; i++) {
+        if (nw->ents[i].type != ARC_REG || src[i] == -2) continue;
+        all += nw->ents[i].size;
+        if (src[i] == -1) fresh += nw->ents[i].size;
+    }
+    if (!fresh) return 0;
+    return fresh >= all / COMPACT_FULL_DIV ? 1 : decayed(og);
+}
+
 int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
                   compact_stats *st)
 {
@@ -203,16 +291,31 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         goto out;
     }
     if ((rc = dict_decode(enc.p, enc.n, &c.d))) goto out;
-    /* New content: tokens into the copied dictionary, Sequitur over them. */
+    if ((rc = rebuild_all(og, nw, src)) < 0) goto out;
+    const int full = st->full = rc;
+    rc = 0;
+    /* New content (with `full`, all content): tokens into the copied dictionary, Sequitur
+     * over them. */
     for (uint32_t i = 0; i < nw->nents; i++) {
         arc_entry *e = &nw->ents[i];
-        if (e->type != ARC_REG || src[i] != -1) continue;
+        if (e->type != ARC_REG || src[i] == -2 || (src[i] >= 0 && !full)) continue;
+        if (src[i] >= 0) {
+            const arc_entry *o = &old->ents[src[i]];
+            if ((rc = expand_run(&c, og, og->root.p + o->root_start, o->root_len))) goto out;
+            if (vec32_push(&c.toks, SEQ_BARRIER)) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            continue;
+        }
         if ((rc = add_file(&c, e, i, fn, ctx, blk, blksz))) goto out;
         st->new_files++;
         st->new_bytes += e->size;
     }
     if ((rc = flush_seg(&c))) goto out;
-    uint32_t t0 = og->ntokens, t1 = dict_count(c.d), r0 = og->nrules;
+    /* Kept rules: all of the old grammar's (the sweep drops the dead ones), none if `full`. */
+    uint32_t t0 = og->ntokens, t1 = dict_count(c.d), r0 = full ? 0 : og->nrules;
+    uint64_t osyms = full ? 0 : og->syms.n;
     if ((rc = gbuild_finish(&c.gb, t1, &ng))) goto out;
     st->rules_new = ng.nrules;
     if ((uint64_t)t1 + r0 + ng.nrules + 1 > 0xffffffffu) {
@@ -222,12 +325,12 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
     /* Old rules first (token ids kept, rule symbols moved up by the new tokens), then new. */
     g->ntokens = t1;
     g->nrules = r0 + ng.nrules;
-    if (vec32_reserve(&g->syms, og->syms.n + ng.syms.n) ||
+    if (vec32_reserve(&g->syms, osyms + ng.syms.n) ||
         vec64_reserve(&g->rule_start, (size_t)g->nrules + 1)) {
         rc = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < og->syms.n; i++) {
+    for (size_t i = 0; i < osyms; i++) {
         uint32_t s = og->syms.p[i];
         g->syms.p[g->syms.n++] = s < t0 ? s : s - t0 + t1;
     }
@@ -235,10 +338,11 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         uint32_t s = ng.syms.p[i];
         g->syms.p[g->syms.n++] = s < t1 ? s : s + r0;
     }
-    for (uint32_t r = 0; r <= r0; r++)
+    g->rule_start.p[g->rule_start.n++] = 0;
+    for (uint32_t r = 1; r <= r0; r++)
         g->rule_start.p[g->rule_start.n++] = og->rule_start.p[r];
     for (uint32_t r = 1; r <= ng.nrules; r++)
-        g->rule_start.p[g->rule_start.n++] = og->syms.n + ng.rule_start.p[r];
+        g->rule_start.p[g->rule_start.n++] = osyms + ng.rule_start.p[r];
     /* The root: each file's run, kept or new, in entry order. */
     uint64_t k = 0, nstart = 0;
     for (uint32_t i = 0; i < nw->nents; i++) {
@@ -249,11 +353,11 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         const uint32_t *run;
         uint64_t n;
         uint32_t tbase, rshift;
-        if (src[i] >= 0) {
+        if (src[i] >= 0) e->hash = old->ents[src[i]].hash;
+        if (src[i] >= 0 && !full) {
             const arc_entry *o = &old->ents[src[i]];
             run = og->root.p + o->root_start;
             n = o->root_len;
-            e->hash = o->hash;
             tbase = t0;
             rshift = t1 - t0;
         } else {

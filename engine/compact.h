@@ -20,7 +20,13 @@ typedef int (*compact_read_fn)(void *ctx, uint32_t ent, uint64_t off, void *dst,
 typedef struct compact_stats {
     uint64_t new_files, new_bytes;
     uint64_t rules_before, rules_new, rules_after;
+    int full; /* every file was compressed again, not only the new ones */
 } compact_stats;
+
+/* Compress everything again once the new bytes are at least this fraction (1/n) of all, or
+ * once rules used only once are this fraction (1/n) of the old grammar's. */
+#define COMPACT_FULL_DIV 4
+#define COMPACT_DECAY_DIV 20
 
 /* `nw` has its entries (paths, types, metadata, sizes, ino) and nothing else. For each regular
  * entry i, src[i] is the old entry whose content it keeps, -1 to read nw->ents[i].size bytes
