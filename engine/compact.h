@@ -3,9 +3,15 @@
  * Builds a new archive's dictionary and grammar from an old archive and a new file table in
  * which some files kept their archived content and others have new bytes. Kept files reuse
  * their root runs (and every rule below them) as they are; new bytes are tokenized against a
- * copy of the old dictionary (new tokens are added after the old ones) and compressed by
- * Sequitur into new rules; rules no longer reachable from the root are dropped. The work is
- * proportional to the new bytes plus one linear pass over the grammar. */
+ * copy of the old dictionary and compressed by Sequitur into new rules; rules no longer
+ * reachable from the root are dropped, then tokens no kept rule or run uses, and the tokens
+ * left are numbered by use as pack numbers them. The work is proportional to the new bytes
+ * plus linear passes over the grammar and a sort of the dictionary.
+ *
+ * Separate Sequitur runs over old and new text repeat phrases a single run would share, so
+ * when the new bytes are a large share of all, or the kept grammar has decayed (see
+ * COMPACT_DECAY_DIV), every file is compressed again from its tokens (kept files are expanded
+ * from the old grammar, not read again) and the result is the grammar pack would build. */
 #ifndef TDC_COMPACT_H
 #define TDC_COMPACT_H
 
