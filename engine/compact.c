@@ -274,7 +274,7 @@ static int rebuild_all(const gram *og, const arc *nw, const int64_t *src)
 }
 
 int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
-                  compact_stats *st)
+                  unsigned flags, compact_stats *st)
 {
     const gram *og = &old->g;
     cbuild c = {.seg = PACK_SEG_DEFAULT};
@@ -291,9 +291,12 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         goto out;
     }
     if ((rc = dict_decode(enc.p, enc.n, &c.d))) goto out;
-    if ((rc = rebuild_all(og, nw, src)) < 0) goto out;
-    const int full = st->full = rc;
-    rc = 0;
+    int full = 0;
+    if ((flags & COMPACT_MAY_REBUILD) && (full = rebuild_all(og, nw, src)) < 0) {
+        rc = full;
+        goto out;
+    }
+    st->full = full;
     /* New content (with `full`, all content): tokens into the copied dictionary, Sequitur
      * over them. */
     for (uint32_t i = 0; i < nw->nents; i++) {

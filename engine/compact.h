@@ -34,12 +34,17 @@ typedef struct compact_stats {
 #define COMPACT_FULL_DIV 4
 #define COMPACT_DECAY_DIV 20
 
+/* compact_build flags. */
+/* Compress everything again when it pays (see above); an in-memory view for analytics wants
+ * the cheapest build and leaves this out. */
+#define COMPACT_MAY_REBUILD 1u
+
 /* `nw` has its entries (paths, types, metadata, sizes, ino) and nothing else. For each regular
  * entry i, src[i] is the old entry whose content it keeps, -1 to read nw->ents[i].size bytes
  * through `fn`, or -2 for a further name of a hard-linked inode (no content of its own). Fills
  * nw->dict, nw->g, every entry's root run and the hashes of new content. 0 or a negative errno with
  * a message. */
 int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
-                  compact_stats *st);
+                  unsigned flags, compact_stats *st);
 
 #endif

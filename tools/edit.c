@@ -23,7 +23,7 @@ const char usage_apply[] =
     "  insert<TAB>PATH<TAB>OFFSET<TAB>TEXT   insert TEXT at byte OFFSET\n"
     "  append<TAB>PATH<TAB>TEXT              add TEXT at the end\n"
     "  extract<TAB>PATH<TAB>OFFSET<TAB>LEN   print LEN bytes from OFFSET (C-escaped, one line)\n"
-    "  write<TAB>PATH<TAB>OFFSET<TAB>TEXT    overwrite with TEXT at byte OFFSET (extends the file)\n"
+    "  write<TAB>PATH<TAB>OFFSET<TAB>TEXT    overwrite with TEXT at OFFSET (may extend the file)\n"
     "  truncate<TAB>PATH<TAB>SIZE            cut or extend (with zero bytes) to SIZE bytes\n"
     "  delete<TAB>PATH                       remove the name PATH (not a directory)\n"
     "write, truncate and delete need --offsets=sequence; a path must exist when the file is\n"
@@ -247,8 +247,13 @@ static int do_extract(vol *v, vol_reader *r, const op *o)
 static int do_change(vol *v, const op *o)
 {
     struct stat st;
-    if (o->kind == OP_DELETE) return vol_unlink(v, o->dir, o->name, 0);
-    int rc = vol_getattr(v, o->ino, &st);
+    int rc;
+    if (o->kind == OP_DELETE) {
+        /* vol_unlink answers as unlink(2) does, with an errno and no message. */
+        rc = vol_unlink(v, o->dir, o->name, 0);
+        return rc ? tdc_error(rc, "line %zu: delete %s: %s", o->line, o->name, strerror(-rc)) : 0;
+    }
+    rc = vol_getattr(v, o->ino, &st);
     if (rc) return rc;
     if (o->kind == OP_WRITE) return vol_write(v, o->ino, o->off, o->text.p, o->text.n);
     if (o->kind == OP_TRUNCATE) {
@@ -354,8 +359,8 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
     } else if (!rc && ret == EX_OK) {
         for (size_t i = 0; i < nops && !rc; i++)
             if (ops[i].kind >= OP_WRITE)
-                rc = tdc_error(-EINVAL, "line %zu: write, truncate and delete need "
-                                        "--offsets=sequence", ops[i].line);
+                rc = tdc_error(-EINVAL, "line %zu: write, truncate and delete need %s", ops[i].line,
+                               "--offsets=sequence");
     }
     if (!rc && ret == EX_OK && batch) {
         /* Everything refers to the text before the batch: extracts first, then the changes. */
