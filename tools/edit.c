@@ -431,9 +431,9 @@ int cmd_apply(int argc, char **argv)
         uint64_t n = as.inserts + as.appends + as.extracts + as.others;
         fprintf(stderr,
                 "%s: %" PRIu64 " inserts, %" PRIu64 " appends (%" PRIu64 " bytes), %" PRIu64
-                " extracts, %" PRIu64 " writes/truncates/deletes in %.3f s (%.0f ops/s, "
+                " writes/truncates/deletes, %" PRIu64 " extracts in %.3f s (%.0f ops/s, "
                 "offsets=%s%s), journaled and synced\n",
-                prog, as.inserts, as.appends, as.bytes, as.extracts, as.others, as.secs,
+                prog, as.inserts, as.appends, as.bytes, as.others, as.extracts, as.secs,
                 as.secs > 0 ? (double)n / as.secs : 0, batch ? "batch" : "sequence",
                 as.offsets_gpu ? " computed on the GPU" : "");
     }
