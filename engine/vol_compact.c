@@ -35,6 +35,7 @@ typedef struct cctx {
     int64_t *src;
     uint64_t *ino; /* per new entry */
     vol_reader rd;
+    int view; /* building an in-memory view, not an archive to write */
 } cctx;
 
 static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
@@ -128,7 +129,8 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         rc = add_tree(c, vol_node(v, 1), root, first);
         root = NULL;
     }
-    if (!rc) rc = compact_build(v->a, &c->nw, c->src, read_new, c, cs);
+    unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
+    if (!rc) rc = compact_build(v->a, &c->nw, c->src, read_new, c, flags, cs);
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
     free(root);
@@ -322,7 +324,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     }
     vol_unlock_arc(v);
     /* Pending edits below `ino`: recompress the current state in memory. */
-    cctx c = {.v = v};
+    cctx c = {.v = v, .view = 1};
     compact_stats cs;
     pthread_mutex_lock(&v->wlock);
     vol_rdlock(v);
