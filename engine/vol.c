@@ -894,6 +894,8 @@ int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st)
     rbegin(v);
     vnode *d = vol_node(v, dir), *n = NULL;
     int rc = !d ? -ENOENT : !S_ISDIR(d->mode) ? -ENOTDIR : 0;
+    /* No name this long can exist: say so (as ext4 does), not merely ENOENT. */
+    if (!rc && strlen(name) > VOL_NAME_MAX) rc = -ENAMETOOLONG;
     if (!rc) {
         if (!strcmp(name, "."))
             n = d;

@@ -60,7 +60,8 @@ void vol_close(vol *v);
 /* Attributes of inode `ino`: 0 or -ENOENT. */
 int vol_getattr(vol *v, uint64_t ino, struct stat *st);
 
-/* The inode called `name` in directory `dir`: 0 (st filled), -ENOENT or -ENOTDIR. */
+/* The inode called `name` in directory `dir`: 0 (st filled), -ENOENT, -ENOTDIR or
+ * -ENAMETOOLONG (a name over VOL_NAME_MAX bytes). */
 int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st);
 
 /* Inode of a relative path ("" is the root), following no symlinks: 0, -ENOENT, -ENOTDIR. */
