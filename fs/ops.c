@@ -469,6 +469,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         reply_rc(req, rc);
         return;
     }
+    /* Counted like an open file: a directory removed while open keeps its attributes
+     * (fstat, fchmod) until the handle goes, as on ext4. */
+    vol_ref(c->v, ino, 1);
     fi->fh = (uint64_t)(uintptr_t)d;
     fuse_reply_open(req, fi);
 }
@@ -544,8 +547,8 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     fs_dir *d = (fs_dir *)(uintptr_t)fi->fh;
+    if (is_real(ino)) vol_ref(ctx_of(req)->v, ino, -1);
     vol_list_free(d->ents, d->n);
     free(d);
     fuse_reply_err(req, 0);

@@ -23,6 +23,7 @@
  * -v also prints every line of ROOT_B's run. */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -210,8 +211,40 @@ static void case_begin(const char *what)
     mkd("TD", 0755);
 }
 
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Everything below directory `dir`, in name order, as stat lines (readdir's d_type too). */
+static void list_tree(const char *dir, int depth)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, by_name);
+    if (n < 0) {
+        rec(-1, "scandir %s", nm(dir));
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *e = ents[i]->d_name;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", dir, e);
+        if (strcmp(e, ".") && strcmp(e, "..")) {
+            fprintf(out, "entry %s d_type %d: ", nm(p), ents[i]->d_type);
+            st(p, 0);
+            if (ents[i]->d_type == DT_DIR && depth < 8) list_tree(p, depth + 1);
+        }
+        free(ents[i]);
+    }
+    free(ents);
+}
+
+static int no_listing; /* set for cases too large to list */
+
+/* Leave the case directory, listing what it holds at the end. */
 static void case_end(void)
 {
+    if (!no_listing) list_tree(".", 0);
     if (chdir("..")) rec(-1, "leave case");
 }
 
@@ -362,6 +395,8 @@ static void rename_case(enum kind k, enum dest d, unsigned flags, int cross)
         mkkind(dst, as_kind[d]);
     }
     rec(renameat2(AT_FDCWD, "A/s", AT_FDCWD, dst, flags), "%s", what);
+    st("A", 0);
+    st("B", 0);
     st("A/s", 0);
     st(dst, 0);
     st("A/s/c", 0);
@@ -430,6 +465,78 @@ static void links(void)
     rec(link("f/", "y"), "link file/");
     rec(unlink("f"), "unlink one of two names");
     st("f2", 0);
+    case_end();
+}
+
+/* Modes of new names with all bits asked for, under two umasks. */
+static void new_modes(void)
+{
+    case_begin("modes of new names");
+    mode_t masks[] = {022, 0};
+    for (int i = 0; i < 2; i++) {
+        umask(masks[i]);
+        char p[32];
+        snprintf(p, sizeof p, "d%o", (unsigned)masks[i]);
+        mkd(p, 07777);
+        st(p, 0);
+        snprintf(p, sizeof p, "f%o", (unsigned)masks[i]);
+        mkfile(p, 07777);
+        st(p, 0);
+        snprintf(p, sizeof p, "n%o", (unsigned)masks[i]);
+        rec(mknod(p, S_IFREG | 07777, 0), "mknod %s", p);
+        st(p, 0);
+        snprintf(p, sizeof p, "l%o", (unsigned)masks[i]);
+        sym("T", p);
+        st(p, 0);
+    }
+    umask(022);
+    rec(chmod("TD", 02755), "chmod TD 2755");
+    rec(chown("TD", 0, 100), "chgrp TD");
+    mkd("TD/sub", 0755);
+    mkfile("TD/f", 02755);
+    st("TD/sub", 0);
+    st("TD/f", 0);
+    case_end();
+}
+
+/* Calls on descriptors of names that went away. */
+static void by_fd(void)
+{
+    case_begin("descriptors of removed names");
+    mkfile("f", 0644);
+    mkd("d", 0755);
+    int fd = open("f", O_RDWR), dfd = open("d", O_RDONLY | O_DIRECTORY);
+    rec(unlink("f"), "unlink f (open)");
+    rec(rmdir("d"), "rmdir d (open)");
+    struct stat s;
+    rec(fstat(fd, &s), "fstat unlinked");
+    fprintf(out, "nlink of unlinked: %lu, size %lld\n", (unsigned long)s.st_nlink,
+            (long long)s.st_size);
+    rec(fchmod(fd, 0600), "fchmod unlinked");
+    rec(fchown(fd, 5, 5), "fchown unlinked");
+    rec(ftruncate(fd, 10), "ftruncate unlinked");
+    rec(pwrite(fd, "abc", 3, 20), "pwrite unlinked");
+    rec(fsetxattr(fd, "user.x", "v", 1, 0), "fsetxattr unlinked");
+    char b[16];
+    rec(fgetxattr(fd, "user.x", b, sizeof b), "fgetxattr unlinked");
+    rec(fstat(fd, &s), "fstat unlinked again");
+    fprintf(out, "unlinked now: mode %o uid %u size %lld\n", (unsigned)s.st_mode,
+            (unsigned)s.st_uid, (long long)s.st_size);
+    rec(linkat(fd, "", AT_FDCWD, "back", AT_EMPTY_PATH), "linkat an unlinked file");
+    rec(mkdirat(dfd, "x", 0755), "mkdirat in a removed dir");
+    int x = openat(dfd, "x", O_WRONLY | O_CREAT, 0644);
+    rec(x < 0 ? -1 : 0, "openat O_CREAT in a removed dir");
+    if (x >= 0) close(x);
+    rec(fstat(dfd, &s), "fstat removed dir");
+    fprintf(out, "removed dir nlink %lu\n", (unsigned long)s.st_nlink);
+    rec(fchmod(dfd, 0700), "fchmod removed dir");
+    close(fd);
+    close(dfd);
+    mkfile("g", 0644);
+    fd = open("g", O_RDONLY);
+    rec(linkat(fd, "", AT_FDCWD, "g2", AT_EMPTY_PATH), "linkat an open file");
+    st("g", 0);
+    close(fd);
     case_end();
 }
 
@@ -677,7 +784,9 @@ static void link_max(void)
     rec(rename("l1", "l2"), "rename between two names of a file at the limit");
     rec(unlink("l1"), "unlink at the limit");
     rec(link("f", "one-more"), "link again below the limit");
+    no_listing = 1;
     case_end();
+    no_listing = 0;
 }
 
 /* FIFOs, devices and a socket (--special). */
@@ -786,9 +895,13 @@ static void as_other_in(const char *d)
         rec(chown(p, 0, (gid_t)-1), "chown to root %s", p);
         rec(chown(p, (uid_t)-1, 0), "chgrp to root %s", p);
         rec(chown(p, (uid_t)-1, (gid_t)-1), "chown -1 -1 %s", p);
+        rec(lchown(p, NOBODY, (gid_t)-1), "lchown to me %s", p);
         rec(utimensat(AT_FDCWD, p, ts, 0), "utimensat %s", p);
         rec(utimensat(AT_FDCWD, p, NULL, 0), "utimensat now %s", p);
         rec(utimensat(AT_FDCWD, p, now, 0), "utimensat UTIME_NOW %s", p);
+        rec(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), "utimensat nofollow %s", p);
+        rec(lsetxattr(p, "user.o", "v", 1, 0), "lsetxattr %s", p);
+        rec(removexattr(p, "user.o"), "removexattr %s", p);
         rec(truncate(p, 1), "truncate %s", p);
         openrec(p, O_WRONLY, "WRONLY");
         openrec(p, O_WRONLY | O_CREAT, "WRONLY|CREAT");
@@ -886,6 +999,8 @@ static void run_all(void)
     renames();
     links();
     readlinks_truncates();
+    new_modes();
+    by_fd();
     attrs();
     xattrs();
     long_names_case();
