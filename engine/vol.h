@@ -87,7 +87,7 @@ void vol_list_free(vol_dirent *ents, size_t n);
 int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
                const char *target, struct stat *st);
 
-/* A new name for a non-directory inode (a hard link). */
+/* A new name for a regular file (a hard link): -EPERM for a directory or a symlink. */
 int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st);
 
 /* Remove a name: a non-directory (`isdir` 0) or an empty directory (`isdir` 1). An inode

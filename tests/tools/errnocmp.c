@@ -42,26 +42,33 @@
 #define OTHER 65533  /* owner of files that belong to neither root nor NOBODY */
 #define EXT4_LINK_MAX 65000
 
-/* Where tadocfs differs from ext4 by design: a line whose description starts with `op` may
- * differ. Nothing else is excused. */
+/* Where tadocfs differs from ext4 by design: a line whose description starts with `op`, or
+ * any line of a case whose title starts with `title`, may differ. Nothing else is excused. */
 static const struct {
-    const char *op, *why;
+    const char *op, *title, *why;
 } allowed[] = {
+    /* A hard link to a symlink is refused (EPERM) until the archive format can hold one (the
+     * change that adds them is under way): a compaction would otherwise write an archive that
+     * does not open. These cases make such links; remove the entries with that change. */
+    {NULL, "hard links to symlinks", "no hard links to symlinks yet"},
+    {NULL, "rename symlink -> hardlink", "no hard links to symlinks yet"},
+    {NULL, "rename dangling -> hardlink", "no hard links to symlinks yet"},
+    {NULL, "rename dirlink -> hardlink", "no hard links to symlinks yet"},
     /* Only the user namespace is stored: trusted.* and security.* attributes (which ext4
      * keeps for root) are refused with EOPNOTSUPP. */
-    {"setxattr trusted.", "only user.* attributes are stored"},
-    {"getxattr trusted.t f =", "only user.* attributes are stored"},
-    {"getxattr trusted.t d =", "only user.* attributes are stored"},
-    {"getxattr trusted.t l =", "only user.* attributes are stored"},
+    {"setxattr trusted.", NULL, "only user.* attributes are stored"},
+    {"getxattr trusted.t f =", NULL, "only user.* attributes are stored"},
+    {"getxattr trusted.t d =", NULL, "only user.* attributes are stored"},
+    {"getxattr trusted.t l =", NULL, "only user.* attributes are stored"},
     /* Every regular file lists the computed user.tadoc.* attributes (size, share, rules,
      * pending), so the list's length differs from ext4's empty list. */
-    {"listxattr file", "regular files list the computed user.tadoc.* attributes"},
+    {"listxattr file", NULL, "regular files list the computed user.tadoc.* attributes"},
     /* Each directory resolves the analytics files (.wordcount, ...) and .search, which
      * exist without being listed. */
-    {"lstat .wordcount", "analytics files exist in every directory"},
-    {"lstat .search", "analytics files exist in every directory"},
+    {"lstat .wordcount", NULL, "analytics files exist in every directory"},
+    {"lstat .search", NULL, "analytics files exist in every directory"},
     /* O_TMPFILE needs the FUSE tmpfile operation, which tadocfs does not have. */
-    {"open tmpfile", "no O_TMPFILE (no FUSE tmpfile operation)"},
+    {"open tmpfile", NULL, "no O_TMPFILE (no FUSE tmpfile operation)"},
 };
 #define NALLOWED (sizeof allowed / sizeof allowed[0])
 
@@ -147,7 +154,10 @@ static long mkfile(const char *p, mode_t mode)
 {
     int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, mode);
     rec(fd < 0 ? -1 : 0, "create %s %04o", nm(p), (unsigned)mode);
-    if (fd < 0) return -1;
+    if (fd < 0) { /* the same number of lines either way */
+        fprintf(out, "write %s = skipped\n", nm(p));
+        return -1;
+    }
     rec(write(fd, "data\n", 5), "write %s", nm(p));
     close(fd);
     return 0;
@@ -449,13 +459,9 @@ static void links(void)
     rec(link("f", "f2"), "link file");
     st("f", 0);
     rec(link("d", "d2"), "link dir");
-    rec(link("l", "l2"), "link symlink");
-    st("l2", 0);
-    st("l", 0);
     rec(linkat(AT_FDCWD, "l", AT_FDCWD, "l3", AT_SYMLINK_FOLLOW), "link symlink followed");
     st("l3", 0);
     rec(linkat(AT_FDCWD, "dl", AT_FDCWD, "dl2", AT_SYMLINK_FOLLOW), "link dangling followed");
-    rec(link("dl", "dl3"), "link dangling");
     rec(link("missing", "m2"), "link missing");
     rec(link("f", "f2"), "link onto existing");
     rec(link("f", "d"), "link onto dir");
@@ -465,6 +471,15 @@ static void links(void)
     rec(link("f/", "y"), "link file/");
     rec(unlink("f"), "unlink one of two names");
     st("f2", 0);
+    case_end();
+    case_begin("hard links to symlinks");
+    sym("T", "l");
+    sym("nowhere", "dl");
+    rec(link("l", "l2"), "link symlink");
+    st("l2", 0);
+    st("l", 0);
+    rec(link("dl", "dl2"), "link dangling");
+    st("dl", 0);
     case_end();
 }
 
@@ -914,10 +929,8 @@ static void as_other_in(const char *d)
     snprintf(p, sizeof p, "%s/suid", d);
     int fd = open(p, O_WRONLY);
     rec(fd < 0 ? -1 : 0, "open %s WRONLY", p);
-    if (fd >= 0) {
-        rec(write(fd, "x", 1), "write %s", p);
-        close(fd);
-    }
+    rec(write(fd, "x", 1), "write %s", p); /* EBADF when the open failed */
+    if (fd >= 0) close(fd);
     st(p, 0);
     /* Setting set-group-ID on a file of a group one is not in: the bit is dropped. */
     snprintf(p, sizeof p, "%s/mine", d);
@@ -1042,44 +1055,148 @@ static FILE *run_root(const char *root)
     return f;
 }
 
-static const char *allowed_why(const char *line)
+static int starts(const char *s, const char *prefix)
 {
+    return prefix && !strncmp(s, prefix, strlen(prefix));
+}
+
+/* Why `line` of the case titled `title` may differ; NULL when it may not. */
+static const char *allowed_why(const char *line, const char *title)
+{
+    if (title && strstr(title, ": ")) title = strstr(title, ": ") + 2;
     for (size_t i = 0; i < NALLOWED; i++)
-        if (!strncmp(line, allowed[i].op, strlen(allowed[i].op))) return allowed[i].why;
+        if (starts(line, allowed[i].op) || (title && starts(title, allowed[i].title)))
+            return allowed[i].why;
     return NULL;
 }
 
-/* Compare the two runs line by line: each differing line is printed with both results. */
-static int compare(FILE *a, FILE *b, int verbose)
+/* A run's lines, all in memory. */
+typedef struct lines {
+    char **l;
+    size_t n, cap;
+} lines;
+
+static int slurp(FILE *f, lines *L)
 {
-    char *la = NULL, *lb = NULL, *ca = NULL;
-    size_t na = 0, nb = 0;
-    int bad = 0, excused = 0, lines = 0;
-    for (;;) {
-        ssize_t ra = getline(&la, &na, a), rb = getline(&lb, &nb, b);
-        if (ra < 0 && rb < 0) break;
-        lines++;
-        if (ra >= 0 && !strncmp(la, "# case", 6)) {
-            free(ca);
-            ca = strdup(la);
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        if (L->n == L->cap) {
+            size_t nc = L->cap ? L->cap * 2 : 4096;
+            char **p = realloc(L->l, nc * sizeof *p);
+            if (!p) return -1;
+            L->l = p;
+            L->cap = nc;
         }
-        if (verbose && rb >= 0) fputs(lb, stdout);
-        if (ra >= 0 && rb >= 0 && !strcmp(la, lb)) continue;
-        const char *why = ra >= 0 ? allowed_why(la) : NULL;
-        if (why) {
-            excused++;
-            printf("allowed (%s):\n  A: %s  B: %s", why, la, rb >= 0 ? lb : "(end)\n");
+        if (!(L->l[L->n++] = strdup(line))) return -1;
+    }
+    free(line);
+    return 0;
+}
+
+static void lines_free(lines *L)
+{
+    for (size_t i = 0; i < L->n; i++)
+        free(L->l[i]);
+    free(L->l);
+}
+
+static int is_entry(const char *line)
+{
+    return !strncmp(line, "entry ", 6);
+}
+
+/* Lines from `i` up to the next case's title (or the end). */
+static size_t case_end_at(const lines *L, size_t i)
+{
+    for (i++; i < L->n && strncmp(L->l[i], "# case", 6); i++)
+        ;
+    return i;
+}
+
+typedef struct tally {
+    int lines, bad, excused;
+} tally;
+
+/* Report one differing pair (either side may be missing). */
+static void differ(tally *t, const char *title, const char *a, const char *b)
+{
+    const char *why = allowed_why(a ? a : b, title);
+    if (why) {
+        t->excused++;
+        printf("allowed (%s):\n", why);
+    } else {
+        t->bad++;
+        printf("DIFF in case %s\n", title ? title : "(none)");
+    }
+    printf("  A: %s  B: %s", a ? a : "(none)\n", b ? b : "(none)\n");
+}
+
+/* The listing lines of one case, compared as sets: the same entry may come at another
+ * position when an earlier one is missing on one side. */
+static void compare_entries(tally *t, const char *title, char **a, size_t na, char **b, size_t nb)
+{
+    char *used = calloc(nb + 1, 1);
+    for (size_t i = 0; i < na; i++) {
+        t->lines++;
+        size_t j = 0;
+        while (j < nb && (used[j] || strcmp(a[i], b[j])))
+            j++;
+        if (j < nb) {
+            used[j] = 1;
             continue;
         }
-        bad++;
-        printf("DIFF in %s  A: %s  B: %s", ca ? ca + 2 : "(start)\n", ra >= 0 ? la : "(end)\n",
-               rb >= 0 ? lb : "(end)\n");
+        differ(t, title, a[i], NULL);
     }
-    printf("%d lines, %d differ, %d of them allowed by design\n", lines, bad + excused, excused);
-    free(la);
-    free(lb);
-    free(ca);
-    return bad ? 1 : 0;
+    for (size_t j = 0; j < nb; j++)
+        if (!used[j]) differ(t, title, NULL, b[j]);
+    free(used);
+}
+
+/* One case: its calls' lines in order, then its listing. */
+static void compare_case(tally *t, char **a, size_t na, char **b, size_t nb)
+{
+    char title[256] = "";
+    if (na && !strncmp(a[0], "# case ", 7)) snprintf(title, sizeof title, "%s", a[0] + 7);
+    title[strcspn(title, "\n")] = 0;
+    const char *tt = strstr(title, ": ") ? strstr(title, ": ") + 2 : NULL;
+    size_t ea = 0, eb = 0;
+    while (ea < na && !is_entry(a[ea]))
+        ea++;
+    while (eb < nb && !is_entry(b[eb]))
+        eb++;
+    for (size_t i = 0; i < ea || i < eb; i++) {
+        t->lines++;
+        if (i < ea && i < eb && !strcmp(a[i], b[i])) continue;
+        differ(t, tt ? title : NULL, i < ea ? a[i] : NULL, i < eb ? b[i] : NULL);
+    }
+    compare_entries(t, tt ? title : NULL, a + ea, na - ea, b + eb, nb - eb);
+}
+
+/* Compare the two runs case by case; every differing line is printed with both results. */
+static int compare(FILE *fa, FILE *fb, int verbose)
+{
+    lines A = {0}, B = {0};
+    tally t = {0};
+    if (slurp(fa, &A) || slurp(fb, &B)) {
+        fprintf(stderr, "errnocmp: out of memory\n");
+        return 2;
+    }
+    if (verbose)
+        for (size_t i = 0; i < B.n; i++)
+            fputs(B.l[i], stdout);
+    size_t ia = 0, ib = 0;
+    while (ia < A.n || ib < B.n) {
+        size_t ea = ia < A.n ? case_end_at(&A, ia) : ia, eb = ib < B.n ? case_end_at(&B, ib) : ib;
+        compare_case(&t, A.l + ia, ea - ia, B.l + ib, eb - ib);
+        ia = ea;
+        ib = eb;
+    }
+    printf("%d lines, %d differ, %d of them allowed by design\n", t.lines, t.bad + t.excused,
+           t.excused);
+    lines_free(&A);
+    lines_free(&B);
+    return t.bad ? 1 : 0;
 }
 
 int main(int argc, char **argv)
