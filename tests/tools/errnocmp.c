@@ -552,6 +552,15 @@ static void by_fd(void)
     rec(linkat(fd, "", AT_FDCWD, "g2", AT_EMPTY_PATH), "linkat an open file");
     st("g", 0);
     close(fd);
+    /* A file replaced by a rename while open keeps its content and loses its name. */
+    mkfile("h", 0644);
+    fd = open("h", O_RDWR);
+    rec(rename("g", "h"), "rename over an open file");
+    rec(fstat(fd, &s), "fstat the replaced file");
+    fprintf(out, "replaced: nlink %lu size %lld\n", (unsigned long)s.st_nlink,
+            (long long)s.st_size);
+    rec(pread(fd, b, sizeof b, 0), "pread the replaced file");
+    close(fd);
     case_end();
 }
 
@@ -571,6 +580,16 @@ static void readlinks_truncates(void)
         rec(truncate(ps[i], 3), "truncate %s 3", ps[i]);
         st(ps[i], 1);
     }
+    /* Targets: empty, the longest (4095 bytes), one too long. */
+    static char t4095[4096], t4096[4097];
+    memset(t4095, 'x', 4095);
+    memset(t4096, 'y', 4096);
+    rec(symlink("", "le"), "symlink empty target");
+    rec(symlink(t4095, "l4095"), "symlink 4095-byte target");
+    rec(symlink(t4096, "l4096"), "symlink 4096-byte target");
+    static char big[5000];
+    rec(readlink("l4095", big, sizeof big), "readlink 4095-byte target");
+    st("l4095", 0);
     rec(truncate("f", -1), "truncate negative");
     rec(truncate("f", 100000), "truncate grow");
     st("f", 0);
@@ -674,8 +693,17 @@ static void xattrs(void)
     const char *ps[] = {"f", "d", "l", "missing", "f/x"};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         xattrs_on(ps[i]);
+    static char val[65537];
+    memset(val, 'v', sizeof val);
+    rec(setxattr("d", "user.big", val, 3000, 0), "setxattr 3000-byte value");
+    rec(getxattr("d", "user.big", NULL, 0), "getxattr 3000-byte value size");
+    rec(setxattr("d", "user.big", val, 65537, 0), "setxattr 65537-byte value");
+    rec(setxattr("d", "user.big", val, 0, XATTR_REPLACE), "setxattr empty value");
+    rec(getxattr("d", "user.big", NULL, 0), "getxattr empty value size");
     char b[1024];
     rec(listxattr("d", b, sizeof b), "listxattr dir");
+    rec(listxattr("d", b, 3), "listxattr dir into 3 bytes");
+    rec(listxattr("missing", b, sizeof b), "listxattr missing");
     rec(listxattr("f", b, sizeof b), "listxattr file");
     rec(setxattr("l", "user.f", "v", 1, 0), "setxattr through symlink");
     rec(getxattr("l", "user.f", b, sizeof b), "getxattr through symlink");
