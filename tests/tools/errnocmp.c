@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -67,6 +68,9 @@ static const struct {
      * exist without being listed. */
     {"lstat .wordcount", NULL, "analytics files exist in every directory"},
     {"lstat .search", NULL, "analytics files exist in every directory"},
+    /* fallocate grows a file (mode 0) and accepts KEEP_SIZE (allocation means nothing to
+     * the journal); modes that punch, zero, collapse or insert ranges are EOPNOTSUPP. */
+    {NULL, "fallocate ranges", "only plain fallocate"},
     /* O_TMPFILE needs the FUSE tmpfile operation, which tadocfs does not have. */
     {"open tmpfile", NULL, "no O_TMPFILE (no FUSE tmpfile operation)"},
 };
@@ -483,6 +487,41 @@ static void links(void)
     case_end();
 }
 
+/* fallocate with each mode in `fm`, on a file, a read-only descriptor and a directory. */
+static void fallocates(const char *title, const int *modes, const char *const *names, size_t n)
+{
+    case_begin(title);
+    mkfile("fa", 0644);
+    mkd("d", 0755);
+    int afd = open("fa", O_RDWR), rfd = open("fa", O_RDONLY), dfd = open("d", O_RDONLY);
+    for (size_t i = 0; i < n; i++) {
+        rec(fallocate(afd, modes[i], 0, 8192), "fallocate %s", names[i]);
+        rec(fallocate(afd, modes[i], 4096, 4096), "fallocate %s at 4096", names[i]);
+        rec(fallocate(rfd, modes[i], 0, 8192), "fallocate %s read-only fd", names[i]);
+        rec(fallocate(dfd, modes[i], 0, 8192), "fallocate %s dir", names[i]);
+        rec(fallocate(afd, modes[i], 0, 0), "fallocate %s length 0", names[i]);
+        st("fa", 0);
+    }
+    close(afd);
+    close(rfd);
+    close(dfd);
+    case_end();
+}
+
+/* Growing a file (mode 0) and allocating without growing; then the modes that punch, zero,
+ * collapse and insert ranges, which tadocfs lacks (see the allow-list). */
+static void fallocate_all(void)
+{
+    static const int plain[] = {0, FALLOC_FL_KEEP_SIZE};
+    static const char *const plain_n[] = {"0", "KEEP_SIZE"};
+    static const int ranges[] = {FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE,
+                                 FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE};
+    static const char *const ranges_n[] = {"PUNCH_HOLE", "ZERO_RANGE", "COLLAPSE_RANGE",
+                                           "INSERT_RANGE"};
+    fallocates("fallocate", plain, plain_n, 2);
+    fallocates("fallocate ranges", ranges, ranges_n, 4);
+}
+
 /* Modes of new names with all bits asked for, under two umasks. */
 static void new_modes(void)
 {
@@ -590,6 +629,9 @@ static void readlinks_truncates(void)
     static char big[5000];
     rec(readlink("l4095", big, sizeof big), "readlink 4095-byte target");
     st("l4095", 0);
+    struct statvfs sv;
+    rec(statvfs(".", &sv), "statvfs");
+    fprintf(out, "statvfs namemax %lu\n", (unsigned long)sv.f_namemax);
     rec(truncate("f", -1), "truncate negative");
     rec(truncate("f", 100000), "truncate grow");
     st("f", 0);
@@ -901,7 +943,8 @@ static void other_fixture(void)
             int dir;
         } fs[] = {{"rootf", 0644, 0, 0},     {"rootw", 0666, 0, 0},    {"othf", 0666, OTHER, 0},
                   {"mine", 0644, NOBODY, 0}, {"mine2", 0644, NOBODY, 0}, {"rootd", 0755, 0, 1},
-                  {"othd", 0777, OTHER, 1},  {"mined", 0755, NOBODY, 1}, {"suid", 04666, 0, 0}};
+                  {"othd", 0777, OTHER, 1},  {"mined", 0755, NOBODY, 1}, {"suid", 04666, 0, 0},
+                  {"sgidx", 06776, 0, 0}};
         for (size_t k = 0; k < sizeof fs / sizeof *fs; k++) {
             snprintf(p, sizeof p, "%s/%s", d, fs[k].n);
             if (fs[k].dir)
@@ -961,6 +1004,9 @@ static void as_other_in(const char *d)
     rec(fd < 0 ? -1 : 0, "open %s WRONLY", p);
     rec(write(fd, "x", 1), "write %s", p); /* EBADF when the open failed */
     if (fd >= 0) close(fd);
+    st(p, 0);
+    snprintf(p, sizeof p, "%s/sgidx", d);
+    rec(truncate(p, 0), "truncate %s", p);
     st(p, 0);
     /* Setting set-group-ID on a file of a group one is not in: the bit is dropped. */
     snprintf(p, sizeof p, "%s/mine", d);
@@ -1043,6 +1089,7 @@ static void run_all(void)
     links();
     readlinks_truncates();
     new_modes();
+    fallocate_all();
     by_fd();
     attrs();
     xattrs();
