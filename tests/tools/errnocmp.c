@@ -9,11 +9,12 @@
  * directory / the source's own subdirectory), link, symlink, readlink, truncate, chmod,
  * chown, utimensat, extended attributes, names of 255, 256 and 1100 bytes, paths through a
  * file, symlink loops, a file's 65000-link limit, then a second pass as an unprivileged user
- * (uid and gid 65534, no supplementary groups) in world-writable sticky directories and on
- * files owned by others. Every operation's result (its return value or -1 with the errno
- * name; for stat calls also the type, mode, owners, link count and size of what it found)
- * is one line; ROOT_A is the reference (a local ext4 directory), ROOT_B the file system
- * under test. Run as root.
+ * (uid and gid 65534, no other group) in world-writable sticky directories and on files
+ * owned by others. Every operation's result (its return value or -1 with the errno name;
+ * for stat calls also the type, mode, owners, link count and size of what it found) is one
+ * line, and each case (a fresh directory) ends with a listing of what it holds. ROOT_A is
+ * the reference (a local ext4 directory), ROOT_B the file system under test; their lines
+ * are compared case by case, the listings as sets. Run as root.
  *
  * --special adds FIFOs, character and block devices (major 1, minor 3) and a unix socket
  * made with bind(2): off by default, while tadocfs does not create them.
@@ -61,8 +62,8 @@ static const struct {
     {"getxattr trusted.t f =", NULL, "only user.* attributes are stored"},
     {"getxattr trusted.t d =", NULL, "only user.* attributes are stored"},
     {"getxattr trusted.t l =", NULL, "only user.* attributes are stored"},
-    /* Every regular file lists the computed user.tadoc.* attributes (size, share, rules,
-     * pending), so the list's length differs from ext4's empty list. */
+    /* Every regular file also lists the computed user.tadoc.* attributes (size, share,
+     * rules, pending), so its list is longer than ext4's. */
     {"listxattr file", NULL, "regular files list the computed user.tadoc.* attributes"},
     /* Each directory resolves the analytics files (.wordcount, ...) and .search, which
      * exist without being listed. */
@@ -151,7 +152,7 @@ static void st(const char *p, int follow)
 /* ---------------- fixtures ---------------- */
 
 enum kind { K_MISSING, K_FILE, K_DIR, K_LINK, K_FULL, K_DLINK, K_DIRLINK, NKINDS };
-static const char *const kname[NKINDS] = {"missing", "file",     "dir",    "symlink",
+static const char *const kname[NKINDS] = {"missing",      "file",     "dir",    "symlink",
                                           "nonempty-dir", "dangling", "dirlink"};
 
 static long mkfile(const char *p, mode_t mode)
@@ -382,8 +383,9 @@ static void mkdirs_rmdirs(void)
 /* renameat2 from each kind to each destination, with each flag, within one directory and
  * across two. */
 enum dest { D_MISSING, D_FILE, D_DIR, D_LINK, D_FULL, D_DLINK, D_SUB, D_SELF, D_HARD, NDEST };
-static const char *const dname[NDEST] = {"missing", "file", "dir",  "symlink", "nonempty-dir",
-                                         "dangling", "own-subdir", "self", "hardlink"};
+static const char *const dname[NDEST] = {"missing",    "file",         "dir",
+                                         "symlink",    "nonempty-dir", "dangling",
+                                         "own-subdir", "self",         "hardlink"};
 
 static void rename_case(enum kind k, enum dest d, unsigned flags, int cross)
 {
@@ -428,7 +430,8 @@ static void renames(void)
         for (int d = 0; d < NDEST; d++)
             for (int f = 0; f < 3; f++)
                 for (int cross = 0; cross < 2; cross++)
-                    if (!cross || d < D_SUB) rename_case((enum kind)k, (enum dest)d, flags[f], cross);
+                    if (!cross || d < D_SUB)
+                        rename_case((enum kind)k, (enum dest)d, flags[f], cross);
     case_begin("rename, odd");
     mkd("d", 0755);
     mkd("d/e", 0755);
@@ -941,7 +944,7 @@ static void other_fixture(void)
             mode_t mode;
             uid_t uid;
             int dir;
-        } fs[] = {{"rootf", 0644, 0, 0},     {"rootw", 0666, 0, 0},    {"othf", 0666, OTHER, 0},
+        } fs[] = {{"rootf", 0644, 0, 0},     {"rootw", 0666, 0, 0},      {"othf", 0666, OTHER, 0},
                   {"mine", 0644, NOBODY, 0}, {"mine2", 0644, NOBODY, 0}, {"rootd", 0755, 0, 1},
                   {"othd", 0777, OTHER, 1},  {"mined", 0755, NOBODY, 1}, {"suid", 04666, 0, 0},
                   {"sgidx", 06776, 0, 0}};
@@ -959,11 +962,12 @@ static void other_fixture(void)
     }
 }
 
-/* Become NOBODY (uid, gid; no supplementary groups) for good. */
+/* Become NOBODY (uid, gid and the only supplementary group) for good. */
 static int drop(void)
 {
     gid_t g = NOBODY;
-    if (setgroups(1, &g) || setresgid(NOBODY, NOBODY, NOBODY) || setresuid(NOBODY, NOBODY, NOBODY)) {
+    if (setgroups(1, &g) || setresgid(NOBODY, NOBODY, NOBODY) ||
+        setresuid(NOBODY, NOBODY, NOBODY)) {
         rec(-1, "drop privileges");
         return -1;
     }
