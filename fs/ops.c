@@ -469,6 +469,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         reply_rc(req, rc);
         return;
     }
+    /* Counted like an open file: a directory removed while open keeps its attributes
+     * (fstat, fchmod) until the handle goes, as on ext4. */
+    vol_ref(c->v, ino, 1);
     fi->fh = (uint64_t)(uintptr_t)d;
     fuse_reply_open(req, fi);
 }
@@ -544,8 +547,8 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     fs_dir *d = (fs_dir *)(uintptr_t)fi->fh;
+    if (is_real(ino)) vol_ref(ctx_of(req)->v, ino, -1);
     vol_list_free(d->ents, d->n);
     free(d);
     fuse_reply_err(req, 0);
@@ -677,7 +680,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = vol_getattr(c->v, ino, &st);
     if (!rc && S_ISDIR(st.st_mode)) rc = -EISDIR;
     if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY && c->ro) rc = -EROFS;
-    if (!rc && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && st.st_size) {
+    /* O_TRUNC truncates whatever the access mode (O_RDONLY too, as on ext4): the kernel
+     * checked write permission and leaves the truncation to this open (atomic_o_trunc). */
+    if (!rc && (fi->flags & O_TRUNC) && c->ro) rc = -EROFS;
+    if (!rc && (fi->flags & O_TRUNC) && st.st_size) {
         struct stat in = {.st_size = 0};
         rc = logged(vol_setattr(c->v, ino, VOL_SET_SIZE, &in, NULL), "truncate");
     }
@@ -969,11 +975,27 @@ static void reply_value(fuse_req_t req, const void *p, size_t n, size_t size)
         fuse_reply_buf(req, p, n);
 }
 
+/* What getxattr answers for a name outside user.* (where nothing is stored), as ext4
+ * does: absent in the namespaces it knows, "not supported" in any other. */
+static int foreign_xattr(const char *name)
+{
+    static const char *const known[] = {"trusted.", "security.", "system.posix_acl_access",
+                                        "system.posix_acl_default"};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (!strncmp(name, known[i], strlen(known[i]))) return -ENODATA;
+    return -EOPNOTSUPP;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     fs_ctx *c = ctx_of(req);
-    if (!is_real(ino) || strncmp(name, USER_PREFIX, strlen(USER_PREFIX))) {
-        fuse_reply_err(req, ENODATA);
+    int user = !strncmp(name, USER_PREFIX, strlen(USER_PREFIX));
+    if (!is_real(ino) || !user) {
+        reply_rc(req, user ? -ENODATA : foreign_xattr(name));
+        return;
+    }
+    if (!name[strlen(USER_PREFIX)]) { /* "user." alone names nothing */
+        fuse_reply_err(req, EINVAL);
         return;
     }
     if (!strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
