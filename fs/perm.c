@@ -135,8 +135,7 @@ static int orphan_link(const arc *a, const unsigned char *vis, uint32_t first, u
            ((uint32_t)h < first || (uint32_t)h >= end || !ana_visible(vis, (uint32_t)h));
 }
 
-int fs_vis_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
-                  arc **out)
+int fs_vis_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end, arc **out)
 {
     *out = NULL;
     arc *cp = NULL;

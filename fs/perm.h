@@ -52,8 +52,7 @@ void fs_vis_key(const unsigned char *vis, uint32_t first, uint32_t end, uint64_t
  * table, in which each such name holds the content's root run: free it with
  * fs_vis_relink_free; it has no archive generation of its own (pass 0 to the backend).
  * 0 or -ENOMEM. */
-int fs_vis_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
-                  arc **out);
+int fs_vis_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end, arc **out);
 void fs_vis_relink_free(arc *cp);
 
 #endif

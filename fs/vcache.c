@@ -5,8 +5,8 @@
 
 static int same_key(const vcache_key *a, const vcache_key *b)
 {
-    return a->dir == b->dir && a->gen == b->gen && a->kind == b->kind &&
-           a->vis[0] == b->vis[0] && a->vis[1] == b->vis[1] &&
+    return a->dir == b->dir && a->gen == b->gen && a->kind == b->kind && a->vis[0] == b->vis[0] &&
+           a->vis[1] == b->vis[1] &&
            (a->word && b->word ? !strcmp(a->word, b->word) : a->word == b->word);
 }
 
