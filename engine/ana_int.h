@@ -107,8 +107,8 @@ typedef struct ana_plan {
 } ana_plan;
 
 /* Choose the traversal and thread count for analytic `kind` over the files of [first, end)
- * visible in `vis` (see ana.h for the rule and the mask). Never fails: without memory for the estimate it picks top-down. Prints the
- * choice on stderr when TADOC_ANA_VERBOSE is set. */
+ * visible in `vis` (see ana.h for the rule and the mask). Never fails: without memory for the
+ * estimate it picks top-down. Prints the choice on stderr when TADOC_ANA_VERBOSE is set. */
 void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                    const unsigned char *vis, ana_plan *out);
 

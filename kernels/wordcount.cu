@@ -60,8 +60,8 @@ int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end, const uint8_t *dvis)
     if (end > first && longest) {
         u64 chunks = (longest + SEED_CHUNK - 1) / SEED_CHUNK;
         dim3 grid(end - first, (unsigned)(chunks < 1024 ? chunks : 1024));
-        k_seed<<<grid, 256, 0, g->st>>>(first, dvis, g->ent_rs, g->ent_rl, g->root, g->ntokens, g->tflag,
-                                        g->cut, g->w, g->cnt, g->ctr + 2);
+        k_seed<<<grid, 256, 0, g->st>>>(first, dvis, g->ent_rs, g->ent_rl, g->root, g->ntokens,
+                                        g->tflag, g->cut, g->w, g->cnt, g->ctr + 2);
         CK_LAUNCH("k_seed");
     }
     for (uint32_t k = g->nlevels; k > 0; k--) {

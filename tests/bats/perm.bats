@@ -77,7 +77,8 @@ same_as_pipeline() { # USER DIR
     for a in wordcount sort invindex termvector seqcount rankedinvindex; do
         "$1" cat "$2/.$a" >"$S/got"
         "oracle_$a" "$v" >"$S/want"
-        cmp "$S/got" "$S/want" || { echo "$1 $2/.$a differs"; diff "$S/got" "$S/want" | head; return 1; }
+        cmp "$S/got" "$S/want" ||
+            { echo "$1 $2/.$a differs"; diff "$S/got" "$S/want" | head; return 1; }
     done
 }
 
@@ -90,7 +91,8 @@ search_oracle() { # USER DIR WORD
 }
 
 backend_cpu_requests() {
-    getfattr --only-values -n user.tadoc.backend "$M" 2>/dev/null | sed -E 's/^gpu: [0-9]+ requests [0-9]+ bytes; cpu: ([0-9]+) requests.*/\1/'
+    getfattr --only-values -n user.tadoc.backend "$M" 2>/dev/null |
+        sed -E 's/^gpu: [0-9]+ requests [0-9]+ bytes; cpu: ([0-9]+) requests.*/\1/'
 }
 
 @test "the issue's case: an unprivileged reader sees no word, path or count of a private file" {
@@ -230,7 +232,8 @@ backend_cpu_requests() {
 }
 
 @test "archive-wide tadoc attributes are for root and the mount owner only" {
-    for a in files ratio rules archive_size journal_bytes journal_records dirty_files compactions backend; do
+    for a in files ratio rules archive_size journal_bytes journal_records dirty_files \
+        compactions backend; do
         getfattr -n "user.tadoc.$a" "$M" >/dev/null
         run nobody getfattr -n "user.tadoc.$a" "$M"
         [ "$status" -ne 0 ] || { echo "user.tadoc.$a shown"; false; }

@@ -700,7 +700,8 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
             for (int r = -1; r < REPS; r++) {
                 got.n = 0;
                 double t0 = now_ms();
-                if (backend_analytic("wordcount", a, 1, 0, end, NULL, &got)) DIE("backend_analytic");
+                if (backend_analytic("wordcount", a, 1, 0, end, NULL, &got))
+                    DIE("backend_analytic");
                 if (r >= 0) tm[m][r] = now_ms() - t0;
             }
             if (m == BACKEND_AUTO) r1 = gpu_requests(st, sizeof st);
@@ -836,7 +837,8 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
                 FAIL("%s of entries [%u, %u) ('%s') differs", ana_names[k], first, end,
                      a->ents[first].path);
             got.n = 0;
-            if (backend_analytic(ana_names[k], a, 3, first, end, NULL, &got)) DIE("backend_analytic");
+            if (backend_analytic(ana_names[k], a, 3, first, end, NULL, &got))
+                DIE("backend_analytic");
             if (!same(&got, &want) && !bad++)
                 FAIL("backend_analytic %s of entries [%u, %u) differs", ana_names[k], first, end);
             bad += masked_check(a, g, k, first, end, seed);
