@@ -48,8 +48,11 @@ setup() {
 }
 
 teardown() {
-    fusermount3 -u "$M" 2>/dev/null || true
-    if mountpoint -q "$M"; then fusermount3 -uz "$M" 2>/dev/null || umount -l "$M" || true; fi
+    for m in "$M" "$S/m2"; do
+        [ -d "$m" ] || continue
+        fusermount3 -u "$m" 2>/dev/null || true
+        if mountpoint -q "$m"; then fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" || true; fi
+    done
     rm -rf "$S"
 }
 
@@ -246,4 +249,22 @@ backend_cpu_requests() {
     [ "$status" -ne 0 ]
     run nobody getfattr -d -m - "$M/pub"
     [[ "$output" != *tadoc* ]]
+}
+
+@test "owners the mount shows (-o uid=,gid=) are the owners permissions are judged by" {
+    mkdir "$S/m2"
+    cp "$BATS_FILE_TMPDIR/p.tdc" "$S/p2.tdc"
+    "$TADOCFS" "$S/p2.tdc" "$S/m2" -o allow_other,uid=65534,gid=$GRP 3>&-
+    [ "$(stat -c %u "$S/m2/priv/s.txt")" -eq 65534 ]
+    rm "$S/m2/priv/link-a" # both names are visible to nobody now: analytics count it once
+    nobody cat "$S/m2/priv/s.txt" >/dev/null # the kernel agrees: nobody owns it now
+    grep -q $'\tsecret$' <(nobody cat "$S/m2/.wordcount")
+    same_as_pipeline nobody "$S/m2"
+    # a uid that is neither the shown owner nor in the shown group gets the others' bits
+    # (priv/ is 700); member's uid is the shown owner
+    stranger cat "$S/m2/.wordcount" >"$S/wc"
+    ! grep -q $'\tsecret$' "$S/wc"
+    same_as_pipeline stranger "$S/m2"
+    same_as_pipeline member "$S/m2"
+    fusermount3 -u "$S/m2"
 }
