@@ -242,6 +242,8 @@ int main(int argc, char **argv)
     int ret = EX_FAIL, rc;
 
     pthread_mutex_init(&c.slock, NULL);
+    pthread_mutex_init(&c.vc.lock, NULL);
+    c.owner = (uint32_t)getuid();
     if (fuse_opt_parse(&args, &o, spec, proc) < 0) {
         fputs(usage, stderr);
         ret = EX_USAGE;
@@ -385,6 +387,8 @@ out_arc:
     free(c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
+    vcache_clear(&c.vc);
+    pthread_mutex_destroy(&c.vc.lock);
     free(c.vsize);
     free(c.damaged);
 out_args:

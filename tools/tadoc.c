@@ -767,7 +767,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-        int (*ana)(const arc *, uint32_t, uint32_t, buf *);
+        int (*ana)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
     } cmds[] = {{"pack", cmd_pack, usage_pack, NULL},
                 {"unpack", cmd_unpack, usage_unpack, NULL},
                 {"ls", cmd_ls, usage_ls, NULL},
