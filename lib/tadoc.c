@@ -143,7 +143,7 @@ ssize_t tadoc_read(const tadoc_archive *t, const char *path, uint64_t off, void 
 
 int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out, size_t *len)
 {
-    static int (*const fn[])(const arc *, uint32_t, uint32_t, buf *) = {
+    static int (*const fn[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
         [TADOC_WORDCOUNT] = ana_wordcount, [TADOC_SORT] = ana_sort,
         [TADOC_INVINDEX] = ana_invindex,   [TADOC_TERMVECTOR] = ana_termvector,
         [TADOC_SEQCOUNT] = ana_seqcount,   [TADOC_RANKEDINVINDEX] = ana_rankedinvindex,
@@ -155,7 +155,7 @@ int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out
     int64_t first = scope ? find(t->a, scope) : 0;
     if (first < 0) return (int)first;
     buf b = {0};
-    int rc = fn[analytic](t->a, (uint32_t)first, ana_subtree_end(t->a, (uint32_t)first), &b);
+    int rc = fn[analytic](t->a, (uint32_t)first, ana_subtree_end(t->a, (uint32_t)first), NULL, &b);
     if (!rc) rc = buf_put(&b, "", 1); /* the terminating NUL */
     if (rc) {
         buf_free(&b);
