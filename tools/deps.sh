@@ -6,7 +6,7 @@ pkgs=()
 for what in "$@"; do
     case "$what" in
     build) pkgs+=(gcc make pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev) ;;
-    test) pkgs+=(libcmocka-dev bats attr xxhash linux-source-6.1 npm xz-utils vim git perl tar python3 util-linux) ;;
+    test) pkgs+=(libcmocka-dev bats attr xxhash zstd linux-source-6.1 npm xz-utils vim git perl tar python3 util-linux) ;;
     fuzz) pkgs+=(clang libclang-rt-14-dev) ;; # libFuzzer and the sanitizer runtimes
     bench) pkgs+=(linux-source-6.1 npm zstd xz-utils gzip squashfs-tools squashfuse fio time) ;;
     *) echo "deps.sh: unknown group $what" >&2; exit 2 ;;
