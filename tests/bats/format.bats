@@ -165,3 +165,37 @@ agree() { # ARCHIVE
     [ "$status" -eq 3 ]
     [[ "$output" == *"checksum mismatch"* ]]
 }
+
+# Every damaged archive and journal of tests/corrupt/ (MANIFEST: FILE, exit status, message,
+# K:OFFSET for a journal whose tail is dropped) is judged alike by the rules of FORMAT.md and
+# by the C reader: refused (3) or accepted with the same tree, with the same records replayed.
+@test "format: the validation rules of FORMAT.md refuse exactly what the C reader refuses (tests/corrupt)" {
+    local C=$BATS_TEST_DIRNAME/../corrupt f code rec k prc crc miss=0
+    while IFS=$'\t' read -r f code _ rec; do
+        case "$f" in
+        \#*) continue ;;
+        *.tdc)
+            run python3 "$READFMT" archive "$C/$f"
+            [ "$status" -eq "$code" ] || { echo "$f: readfmt $status, want $code: $output"; miss=1; }
+            ;;
+        *.journal)
+            cp "$C/base.tdc" "$S/x.tdc"
+            cp "$C/$f" "$S/x.tdc.journal"
+            prc=0 crc=0
+            python3 "$READFMT" tree "$S/x.tdc" >"$S/py" 2>"$S/err" || prc=$?
+            "$TESTBIN/fmtdump" "$S/x.tdc" >"$S/c" 2>/dev/null || crc=$?
+            if [ "$rec" = "-" ]; then
+                [ "$prc" -eq "$code" ] && [ "$crc" -eq "$code" ] ||
+                    { echo "$f: readfmt $prc, fmtdump $crc, want $code: $(cat "$S/err")"; miss=1; }
+            else
+                k=${rec%%:*}
+                [ "$(python3 "$READFMT" records "$S/x.tdc" | wc -l)" -eq "$k" ] &&
+                    [ "$("$TESTBIN/fmtdump" -j "$S/x.tdc" | wc -l)" -eq "$k" ] ||
+                    { echo "$f: not $k records replayed"; miss=1; }
+            fi
+            if [ "$prc" -eq 0 ] && ! cmp -s "$S/py" "$S/c"; then echo "$f: trees differ"; miss=1; fi
+            ;;
+        esac
+    done <"$C/MANIFEST"
+    [ "$miss" -eq 0 ]
+}

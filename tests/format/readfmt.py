@@ -12,8 +12,9 @@ usage: readfmt.py tree ARCHIVE     the tree the archive plus its journal shows
        readfmt.py cat ARCHIVE PATH the content of a regular file, as `tadoc cat` writes it
        readfmt.py records ARCHIVE  each journal record that replays: seq, type, body length,
                                    then the record's fields
-The tree listing is the one tests/tools/fmtdump prints (see there). Exit 3 when the archive
-or journal breaks a rule of the format, with a message on stderr.
+The tree listing is the one tests/tools/fmtdump prints (see there). Every rule FORMAT.md
+gives for a valid archive and for a journal record that applies is checked: exit 3 when the
+archive or journal breaks one, with a message on stderr.
 
 READFMT_MISTAKE=planes|varint|order makes the reader get one detail wrong on purpose (symbols
 read as interleaved little-endian u32 instead of byte planes; varints read big-endian; hard
@@ -130,6 +131,14 @@ def path_key(p):
     return p.split(b"/")
 
 
+def check_path(p):
+    if p.startswith(b"/"):
+        raise Bad("absolute path")
+    for c in p.split(b"/"):
+        if c in (b"", b".", b".."):
+            raise Bad("unsafe path component in %r" % p)
+
+
 def read_archive(path):
     data = open(path, "rb").read()
     if len(data) < 40:
@@ -148,26 +157,29 @@ def read_archive(path):
     tab = data[toff:toff + tlen]
     if xxh3(tab[:-8]) != u64(tab, tlen - 8):
         raise Bad("section table checksum mismatch")
-    secs = {}
+    entries = []
     for i in range(nsec):
         e = tab[40 * i:40 * i + 40]
-        typ, codec, off, stored, raw, h = (u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16),
-                                           u64(e, 24), u64(e, 32))
+        entries.append((u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16), u64(e, 24), u64(e, 32)))
+        typ, codec, off, stored, raw, h = entries[-1]
         if typ != i + 1 or codec > 1 or off < 40 or off + stored > toff:
             raise Bad("section %d has a bad table entry" % i)
+    secs = {}
+    # the file table is read first (as a mount does), then the rest
+    for typ, codec, off, stored, raw, h in [entries[3]] + entries[:3]:
+        if raw > 1 << 40 or (codec == 0 and raw != stored):
+            raise Bad("section %d: impossible size" % typ)
         body = data[off:off + stored]
         if xxh3(body) != h:
             raise Bad("section %d: checksum mismatch" % typ)
-        if codec == 0:
-            if raw != stored:
-                raise Bad("raw section with two sizes")
-        else:
-            body = unzstd(body, raw)
-        secs[typ] = body
+        secs[typ] = body if codec == 0 else unzstd(body, raw)
     a = {"version": version}
+    read_files(a, secs[4], version, tab, tlen)
     # dictionary
     r = Reader(secs[1], "dictionary")
     count = r.varint()
+    if count > 0x7FFFFFFF or count > len(secs[1]):
+        raise Bad("dictionary: bad token count")
     lens = [r.varint() for _ in range(count)]
     if any(n == 0 or n > 1024 for n in lens):
         raise Bad("dictionary: bad token length")
@@ -178,75 +190,173 @@ def read_archive(path):
         if len({is_word_byte(c) for c in t}) != 1:
             raise Bad("dictionary: token mixes word and separator bytes")
     a["toks"] = toks
+    nt = len(toks)
     # rules
+    n = len(secs[2])
     r = Reader(secs[2], "rules")
     nrules = r.varint()
+    if nrules > n or nt + nrules + 1 > 0xFFFFFFFF:
+        raise Bad("rules: bad rule count")
     rlens = [r.varint() for _ in range(nrules)]
-    if any(n == 0 for n in rlens):
-        raise Bad("rules: empty rule")
+    if any(k == 0 or k > n for k in rlens):
+        raise Bad("rules: bad rule length")
+    if 4 * sum(rlens) > r.left():
+        raise Bad("rules: symbol count too large")
     flat = r.syms(sum(rlens))
     r.end()
     rules, k = [None], 0
-    for n in rlens:
-        rules.append(flat[k:k + n])
-        k += n
-    nt = len(toks)
+    for m in rlens:
+        rules.append(flat[k:k + m])
+        k += m
     for body in rules[1:]:
-        for s in body:
-            if s >= nt and not 1 <= s - nt <= nrules:
+        for s_ in body:
+            if s_ >= nt and not 1 <= s_ - nt <= nrules:
                 raise Bad("rules: reference out of range")
     a["rules"] = rules
+    order = topo(rules, nt)
     # root
     r = Reader(secs[3], "root")
-    root = r.syms(r.varint())
+    cnt = r.varint()
+    if 4 * cnt > r.left():
+        raise Bad("root: symbol count too large")
+    root = r.syms(cnt)
     r.end()
-    for s in root:
-        if s >= nt and not 1 <= s - nt <= nrules:
+    for s_ in root:
+        if s_ >= nt and not 1 <= s_ - nt <= nrules:
             raise Bad("root: reference out of range")
     a["root"] = root
-    # file table
-    r = Reader(secs[4], "file table")
+    for e in a["ents"]:
+        if e["type"] == REG and e["root_start"] + e["root_len"] > len(root):
+            raise Bad("root run outside the root")
+    # expanded lengths (children first), each at most 2^62, and every file's size
+    ln = [0] * (nrules + 1)
+    for rr in order + [0]:
+        total = 0
+        for s_ in (rules[rr] if rr else root):
+            total += lens[s_] if s_ < nt else ln[s_ - nt]
+            if total > 1 << 62:
+                raise Bad("rules: expansion of rule %d overflows" % rr)
+        ln[rr] = total
+    first = {}
+    for e in a["ents"]:
+        if e["type"] == REG and e["ino"] not in first:
+            first[e["ino"]] = e
+            run = root[e["root_start"]:e["root_start"] + e["root_len"]]
+            if sum(lens[s_] if s_ < nt else ln[s_ - nt] for s_ in run) != e["size"]:
+                raise Bad("%s: run does not expand to its size" % e["path"].decode())
+    return a
+
+
+def topo(rules, nt):
+    """Rules 1..R children first; a cycle is an error (iterative depth-first search)."""
+    state, order = [0] * len(rules), []
+    for top in range(1, len(rules)):
+        if state[top]:
+            continue
+        state[top] = 1
+        stack = [(top, 0)]
+        while stack:
+            r, i = stack[-1]
+            body = rules[r]
+            while i < len(body) and (body[i] < nt or state[body[i] - nt] == 2):
+                i += 1
+            if i == len(body):
+                state[r] = 2
+                order.append(r)
+                stack.pop()
+                continue
+            stack[-1] = (r, i + 1)
+            c = body[i] - nt
+            if state[c] == 1:
+                raise Bad("rules: cycle through rule %d" % c)
+            state[c] = 1
+            stack.append((c, 0))
+    return order
+
+
+def read_files(a, sec, version, tab, tlen):
+    r = Reader(sec, "file table")
     if version >= 2:
         a["id"], a["prev_id"], a["next_ino"] = r.u64(), r.u64(), r.varint()
+        if a["next_ino"] > 1 << 60:
+            raise Bad("file table: bad header")
     else:
         a["id"] = u64(tab, tlen - 8) | 1
         a["prev_id"] = 0
+    count = r.varint()
+    if count == 0 or count > len(sec):
+        raise Bad("file table: bad entry count")
+    if version < 2:
+        a["next_ino"] = count + 1
+
+    def string():
+        v = r.string()
+        if b"\0" in v:
+            raise Bad("file table: NUL byte in a string")
+        return v
+
     ents = []
-    for i in range(r.varint()):
-        e = {"path": r.string(), "type": r.byte(), "mode": r.varint(), "uid": r.varint(),
+    for i in range(count):
+        e = {"path": string(), "type": r.byte(), "mode": r.varint(), "uid": r.varint(),
              "gid": r.varint(), "mtime": r.zigzag(), "nsec": r.varint(), "size": r.varint(),
              "root_start": r.varint(), "root_len": r.varint(), "hash": r.u64(),
-             "link": r.string(), "ino": i + 1, "rdev": 0, "xattrs": {}}
+             "link": string(), "ino": i + 1, "rdev": 0, "xattrs": {}}
         if version >= 2:
             e["ino"] = r.varint()
         if version >= 3 and e["type"] in (CHR, BLK):
             e["rdev"] = r.varint()
         if version >= 2:
-            for _ in range(r.varint()):
-                name = r.string()
-                e["xattrs"][name] = r.string()
-        if e["type"] not in TYPE_BITS or (version < 3 and e["type"] > LNK):
-            raise Bad("unknown type")
-        if e["mode"] > 0o7777 or e["nsec"] >= 10**9:
-            raise Bad("bad mode or time")
-        if e["type"] != REG and e["root_len"]:
-            raise Bad("root run on a non-file")
-        if e["type"] == REG and e["root_start"] + e["root_len"] > len(root):
-            raise Bad("root run outside the root")
-        if (e["type"] == LNK) != (e["link"] != b"") or (
-                e["type"] == LNK and e["size"] != len(e["link"])):
-            raise Bad("bad symlink")
+            nx = r.varint()
+            if nx > r.left():
+                raise Bad("file table: bad xattr count")
+            names = []
+            for _ in range(nx):
+                name = string()
+                value = r.string()
+                if not name or (names and names[-1] >= name):
+                    raise Bad("file table: xattrs empty or out of order")
+                names.append(name)
+                e["xattrs"][name] = value
         ents.append(e)
     r.end()
-    if version < 2:
-        a["next_ino"] = len(ents) + 1
-    if not ents or ents[0]["path"] != b"" or ents[0]["type"] != DIR or ents[0]["ino"] != 1:
-        raise Bad("first entry is not the root directory")
-    for p, q in zip(ents, ents[1:]):
-        if path_key(p["path"]) >= path_key(q["path"]):
-            raise Bad("paths out of order")
+    by_path = {}
+    for i, e in enumerate(ents):
+        if e["mode"] > 0o7777 or e["uid"] >= 1 << 32 or e["gid"] >= 1 << 32 \
+                or e["nsec"] >= 10**9:
+            raise Bad("bad mode, owner or time")
+        if e["type"] not in TYPE_BITS or (version < 3 and e["type"] > LNK):
+            raise Bad("unknown type")
+        if i == 0:
+            if e["path"] != b"" or e["type"] != DIR:
+                raise Bad("first entry is not the root directory")
+        else:
+            check_path(e["path"])
+            if path_key(ents[i - 1]["path"]) >= path_key(e["path"]):
+                raise Bad("paths out of order")
+            if (e["type"] == LNK) != (e["link"] != b""):
+                raise Bad("bad symlink target")
+            if e["type"] != REG and e["root_len"]:
+                raise Bad("root run on a non-file")
+            if e["type"] == LNK and e["size"] != len(e["link"]):
+                raise Bad("bad symlink size")
+            if e["type"] > LNK and e["size"]:
+                raise Bad("special file has a size")
+            parent = e["path"].rpartition(b"/")[0]
+            if parent not in by_path or by_path[parent]["type"] != DIR:
+                raise Bad("%s has no parent directory" % e["path"].decode())
+        by_path[e["path"]] = e
+    if ents[0]["ino"] != 1:
+        raise Bad("root is not inode 1")
+    first = {}
+    for e in ents:
+        if not 1 <= e["ino"] < a["next_ino"]:
+            raise Bad("bad inode number")
+        f = first.setdefault(e["ino"], e)
+        if f is not e:
+            if (e["type"] != f["type"] or e["type"] == DIR or e["root_len"] or any(
+                    e[k] != f[k] for k in ("size", "hash", "mode", "uid", "gid", "rdev", "link"))):
+                raise Bad("%s shares an inode but differs" % e["path"].decode())
     a["ents"] = ents
-    return a
 
 
 def expand(a, syms, memo):
@@ -258,10 +368,7 @@ def expand(a, syms, memo):
         else:
             r = s - nt
             if r not in memo:
-                memo[r] = None  # a cycle would find this marker
                 memo[r] = expand(a, a["rules"][r], memo)
-            if memo[r] is None:
-                raise Bad("rules: cycle")
             out.append(memo[r])
     return b"".join(out)
 
@@ -297,12 +404,11 @@ def model(a):
                 "mode": TYPE_BITS[e["type"]] | e["mode"], "uid": e["uid"], "gid": e["gid"],
                 "mtime": (e["mtime"], e["nsec"]), "size": e["size"], "rdev": e["rdev"],
                 "link": e["link"], "xattrs": dict(e["xattrs"]), "nlink": 1,
-                "data": content.get(e["ino"], b""), "kids": {}}
+                "data": content.get(e["ino"], b""), "kids": {}, "parent": 1}
         if e["path"]:
-            parent, _, name = e["path"].rpartition(b"/")
-            if parent not in by_path or not is_dir(nodes[by_path[parent]]):
-                raise Bad("%s has no parent directory" % e["path"].decode())
-            nodes[by_path[parent]]["kids"][name] = e["ino"]
+            parent = by_path[e["path"].rpartition(b"/")[0]]
+            nodes[parent]["kids"][e["path"].rpartition(b"/")[2]] = e["ino"]
+            n["parent"] = parent
         by_path[e["path"]] = e["ino"]
     return nodes
 
@@ -364,77 +470,158 @@ def read_journal(path, a):
 
 
 def fields(typ, body):
+    """A record's fields, in order; Bad("malformed ...") when they cannot be read. Bytes after
+    the last field are ignored (the data of WRITE and INSERT and the value of SETXATTR are
+    all the remaining bytes)."""
     r = Reader(body, typ)
-    t = lambda: (r.zigzag(), r.varint())  # noqa: E731 (a time: zigzag seconds, nanoseconds)
-    if typ == "create":
-        f = dict(ino=r.varint(), parent=r.varint(), mode=r.varint(), uid=r.varint(),
-                 gid=r.varint(), time=t(), name=r.string(), link=r.string())
-        f["rdev"] = r.varint() if r.left() else 0
-    elif typ == "link":
-        f = dict(ino=r.varint(), parent=r.varint(), time=t(), name=r.string())
-    elif typ == "unlink":
-        f = dict(parent=r.varint(), time=t(), name=r.string())
-    elif typ == "rename":
-        f = dict(parent=r.varint(), newparent=r.varint(), flags=r.varint(), time=t(),
-                 name=r.string(), newname=r.string())
-    elif typ == "setattr":
-        f = dict(ino=r.varint(), valid=r.varint(), mode=r.varint(), uid=r.varint(),
-                 gid=r.varint(), atime=t(), mtime=t(), time=t())
-    elif typ == "truncate":
-        f = dict(ino=r.varint(), size=r.varint(), time=t())
-    elif typ in ("write", "insert"):
-        f = dict(ino=r.varint(), off=r.varint(), time=t())
-        f["data"] = r.bytes(r.left())
-    else:
-        f = dict(ino=r.varint(), time=t(), name=r.string())
-        if typ == "setxattr":
-            f["value"] = r.bytes(r.left())
-    r.end()
+
+    def time_():  # zigzag seconds, nanoseconds
+        t = (r.zigzag(), r.varint())
+        if t[1] >= 10**9:
+            raise Bad("malformed " + typ)
+        return t
+
+    def u32_():
+        v = r.varint()
+        if v >= 1 << 32:
+            raise Bad("malformed " + typ)
+        return v
+
+    def str_(cap):
+        v = r.string()
+        if len(v) >= cap or b"\0" in v:
+            raise Bad("malformed " + typ)
+        return v
+
+    try:
+        if typ == "create":
+            f = dict(ino=r.varint(), parent=r.varint(), mode=u32_(), uid=u32_(), gid=u32_(),
+                     time=time_(), name=str_(256), link=str_(4096))
+            f["rdev"] = r.varint() if r.left() else 0
+        elif typ == "link":
+            f = dict(ino=r.varint(), parent=r.varint(), time=time_(), name=str_(256))
+        elif typ == "unlink":
+            f = dict(parent=r.varint(), time=time_(), name=str_(256))
+        elif typ == "rename":
+            f = dict(parent=r.varint(), newparent=r.varint(), flags=u32_(), time=time_(),
+                     name=str_(256), newname=str_(256))
+        elif typ == "setattr":
+            f = dict(ino=r.varint(), valid=u32_(), mode=u32_(), uid=u32_(), gid=u32_(),
+                     atime=time_(), mtime=time_(), time=time_())
+        elif typ == "truncate":
+            f = dict(ino=r.varint(), size=r.varint(), time=time_())
+        elif typ in ("write", "insert"):
+            f = dict(ino=r.varint(), off=r.varint(), time=time_())
+            f["data"] = r.bytes(r.left())
+        else:
+            f = dict(ino=r.varint(), time=time_(), name=str_(256))
+            if typ == "setxattr":
+                f["value"] = r.bytes(r.left())
+    except Bad:
+        raise Bad("journal record does not apply: malformed " + typ)
     return f
 
 
-def apply(nodes, typ, f):
-    def touch_content(n):
-        n["mtime"] = f["time"]
+S_IFDIR, S_IFLNK, S_IFREG, S_IFCHR, S_IFBLK = 0o040000, 0o120000, 0o100000, 0o020000, 0o060000
 
-    def drop(n):
-        n["nlink"] -= 1
+
+def name_ok(name):
+    return 0 < len(name) <= 255 and b"/" not in name and name not in (b".", b"..")
+
+
+def apply(st, typ, f):
+    """Apply one record to the tree `st` ({"nodes": by inode, "next": next inode number}),
+    refusing what the format says does not apply."""
+    nodes = st["nodes"]
+
+    def bad(what):
+        raise Bad("journal record does not apply: " + what)
+
+    def node(ino):
+        return nodes.get(ino)
+
+    def dirnode(ino):
+        n = nodes.get(ino)
+        return n if n and is_dir(n) else None
+
+    def kid(d, name):
+        return nodes[d["kids"][name]] if d and name in d["kids"] else None
+
+    def ancestor(anc, ino):  # directory `anc` is `ino` or above it
+        while True:
+            if ino == anc:
+                return True
+            n = nodes.get(ino)
+            if not n or ino == 1:
+                return False
+            ino = n["parent"]
 
     if typ == "create":
-        mode = f["mode"]
-        n = nodes[f["ino"]] = {
+        d, mode, ino = dirnode(f["parent"]), f["mode"], f["ino"]
+        fmt = mode & S_IFMT
+        if (not d or ino in nodes or kid(d, f["name"]) or not name_ok(f["name"])
+                or ino < st["next"] or ino - st["next"] > 1 << 24 or mode & ~(S_IFMT | 0o7777)
+                or fmt not in TYPE_OF_BITS or (fmt == S_IFLNK) != (f["link"] != b"")
+                or (f["rdev"] and fmt not in (S_IFCHR, S_IFBLK))):
+            bad("create")
+        nodes[ino] = {
             "mode": mode, "uid": f["uid"], "gid": f["gid"], "mtime": f["time"], "rdev": f["rdev"],
             "link": f["link"], "xattrs": {}, "nlink": 1, "data": b"", "kids": {},
-            "size": len(f["link"]) if mode & S_IFMT == 0o120000 else
-            4096 if mode & S_IFMT == 0o040000 else 0}
-        d = nodes[f["parent"]]
-        d["kids"][f["name"]] = f["ino"]
-        touch_content(d)
+            "parent": f["parent"],
+            "size": len(f["link"]) if fmt == S_IFLNK else 4096 if fmt == S_IFDIR else 0}
+        st["next"] = max(st["next"], ino + 1)
+        d["kids"][f["name"]] = ino
+        d["mtime"] = f["time"]
     elif typ == "link":
-        d = nodes[f["parent"]]
+        d, n = dirnode(f["parent"]), node(f["ino"])
+        if not d or not n or is_dir(n) or kid(d, f["name"]) or not name_ok(f["name"]):
+            bad("link")
         d["kids"][f["name"]] = f["ino"]
-        nodes[f["ino"]]["nlink"] += 1
-        touch_content(d)
+        n["nlink"] += 1
+        d["mtime"] = f["time"]
     elif typ == "unlink":
-        d = nodes[f["parent"]]
-        drop(nodes[d["kids"].pop(f["name"])])
-        touch_content(d)
+        d = dirnode(f["parent"])
+        n = kid(d, f["name"])
+        if not n or (is_dir(n) and n["kids"]):
+            bad("unlink")
+        del d["kids"][f["name"]]
+        n["nlink"] -= 1
+        d["mtime"] = f["time"]
     elif typ == "rename":
-        d1, d2 = nodes[f["parent"]], nodes[f["newparent"]]
-        a_ino, b_ino = d1["kids"][f["name"]], d2["kids"].get(f["newname"])
-        if a_ino == b_ino:
+        p1, p2, x = f["parent"], f["newparent"], f["flags"] & 2  # EXCHANGE
+        d1, d2 = dirnode(p1), dirnode(p2)
+        a, b = kid(d1, f["name"]), kid(d2, f["newname"])
+        if not a or not d2 or (x and not b) or not name_ok(f["newname"]):
+            bad("rename")
+        if a is b:
             return
-        if f["flags"] & 2:  # exchange
-            d1["kids"][f["name"]], d2["kids"][f["newname"]] = b_ino, a_ino
+        if (is_dir(a) and ancestor(d1["kids"][f["name"]], p2)) or (
+                b and x and is_dir(b) and ancestor(d2["kids"][f["newname"]], p1)) or (
+                b and not x and is_dir(a) != is_dir(b)):
+            bad("rename into itself or across types")
+        ai = d1["kids"][f["name"]]
+        if x:
+            bi = d2["kids"][f["newname"]]
+            d1["kids"][f["name"]], d2["kids"][f["newname"]] = bi, ai
+            if is_dir(a):
+                a["parent"] = p2
+            if is_dir(b):
+                b["parent"] = p1
         else:
-            if b_ino is not None:
-                drop(nodes[b_ino])
+            if b:
+                if is_dir(b) and b["kids"]:
+                    bad("rename over a non-empty directory")
+                b["nlink"] -= 1
+                del d2["kids"][f["newname"]]
             del d1["kids"][f["name"]]
-            d2["kids"][f["newname"]] = a_ino
-        touch_content(d1)
-        touch_content(d2)
+            d2["kids"][f["newname"]] = ai
+            if is_dir(a):
+                a["parent"] = p2
+        d1["mtime"] = d2["mtime"] = f["time"]
     elif typ == "setattr":
-        n = nodes[f["ino"]]
+        n = node(f["ino"])
+        if not n:
+            bad("setattr")
         v = f["valid"]
         if v & 1:
             n["mode"] = n["mode"] & S_IFMT | f["mode"] & 0o7777
@@ -445,12 +632,16 @@ def apply(nodes, typ, f):
         if v & 32:
             n["mtime"] = f["mtime"]
     elif typ == "truncate":
-        n = nodes[f["ino"]]
+        n = node(f["ino"])
+        if not n or n["mode"] & S_IFMT != S_IFREG:
+            bad("truncate")
         n["data"] = n["data"][:f["size"]].ljust(f["size"], b"\0")
         n["size"] = f["size"]
-        touch_content(n)
+        n["mtime"] = f["time"]
     elif typ in ("write", "insert"):
-        n = nodes[f["ino"]]
+        n = node(f["ino"])
+        if not n or n["mode"] & S_IFMT != S_IFREG or (typ == "insert" and f["off"] > n["size"]):
+            bad("write")
         d, off, new = n["data"], f["off"], f["data"]
         if typ == "insert":
             d = d[:off] + new + d[off:]
@@ -458,11 +649,17 @@ def apply(nodes, typ, f):
             d = d.ljust(off, b"\0")
             d = d[:off] + new + d[off + len(new):]
         n["data"], n["size"] = d, len(d)
-        touch_content(n)
-    elif typ == "setxattr":
-        nodes[f["ino"]]["xattrs"][f["name"]] = f["value"]
-    elif typ == "rmxattr":
-        del nodes[f["ino"]]["xattrs"][f["name"]]
+        n["mtime"] = f["time"]
+    else:
+        n = node(f["ino"])
+        if not n or not f["name"]:
+            bad("xattr")
+        if typ == "setxattr":
+            n["xattrs"][f["name"]] = f["value"]
+        elif f["name"] in n["xattrs"]:
+            del n["xattrs"][f["name"]]
+        else:
+            bad("removexattr of a missing attribute")
 
 
 def show(v):
@@ -483,8 +680,12 @@ def main(argv):
     if cmd in ("tree", "archive"):
         nodes = model(a)
         if cmd == "tree":
-            for _, typ, _, f in read_journal(path + ".journal", a):
-                apply(nodes, typ, f)
+            st = {"nodes": nodes, "next": a["next_ino"]}
+            for seq, typ, _, f in read_journal(path + ".journal", a):
+                try:
+                    apply(st, typ, f)
+                except Bad as e:
+                    raise Bad("journal record %d: %s" % (seq, e))
         listing(nodes, out)
     elif cmd == "ls":
         for e in a["ents"][1:]:
