@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: prepare the corpora (DESIGN.md section 8) and run every benchmark, writing
+# make bench: prepare the corpora (docs/DESIGN.md, "Corpora") and run every benchmark, writing
 # markdown tables under bench/results/ (see bench/README.md). usage: bench/run.sh BUILD_DIR
 # Needs root (mounts, page-cache drops). Takes a few hours on 2 cores: xz -9 and zstd -19 of
 # the Linux tree dominate.

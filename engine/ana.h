@@ -1,5 +1,5 @@
-/* ana: text analytics computed on the grammar, never on expanded text (DESIGN.md section 5).
- * Paths in outputs are relative to the scope's directory (a file scope: its parent) and
+/* ana: text analytics computed on the grammar, never on expanded text (docs/DESIGN.md,
+ * "Analytics"). Paths in outputs are relative to the scope's directory (a file scope: its parent) and
  * written with C escapes for tab, newline and backslash.
  *
  * A scope is a range of file-table entries [first, end): the whole archive, one directory's
@@ -9,7 +9,7 @@
  *
  * Functions only read the archive; several may run at once on one archive.
  *
- * Traversals (G-TADOC IV-B, papers/g-tadoc-icde21.txt). Each analytic runs either
+ * Traversals (G-TADOC, ICDE 2021, section IV-B). Each analytic runs either
  * - top-down: rule weights (occurrences in the scope, or in one file for the per-file
  *   analytics) pushed from the root level down the topological levels, then every rule's own
  *   words (or crossing sequences) counted times its weight. The per-file analytics (invindex,

@@ -42,7 +42,7 @@ int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx);
  *   second thread while the first computes the levels.
  * The last grammar's preparation is kept for the next call (a daemon answering analytics on
  * one archive computes it once): it is found again by a 128-bit XXH3 fingerprint of the
- * grammar and the dictionary's word flags and lengths (about 40 ms per 400 MB hashed), so an
+ * grammar and the dictionary's word flags and lengths (a hash pass over the grammar, far cheaper than recomputing), so an
  * archive freed and another one allocated at the same addresses can never be mistaken for
  * it. It costs 1 byte per symbol, up to 32 more per rule with levels (12 without head/tail),
  * and 4 per word token with the order; a call that needs a part the kept one lacks recomputes
