@@ -6,8 +6,8 @@
 #   analytics-linux.png  analytics on the grammar vs the raw-file pipelines (analytics.md)
 #   analytics-brown.png  the same on the Brown corpus
 #   gpu-analytics.png    the six analytics, CPU (1 and 2 threads) vs GPU (gpu.md)
-# Each chart takes the first table of its kind in the file, which is the newest: sessions
-# are added at the top. A table that is missing is skipped with a note.
+# Each chart takes the first table of its kind in its results file (each file holds the
+# current tables of one benchmark). A table that is missing is skipped with a note.
 # usage: bench/charts.sh [RESULTS_DIR]   (make bench runs it at the end)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 # table FILE HEADER_REGEX [SECTION_REGEX] [LAST]: the rows of the first markdown table whose
 # header line matches HEADER_REGEX (after the first heading matching SECTION_REGEX, if
 # given), as TAB-separated cells without the header and separator lines. With LAST=1, the
-# last such table of the first "## " section that has one (a session's final measurement).
+# last such table of the first "## " section that has one (the final measurement of a run).
 table() {
     awk -v hdr="$2" -v sec="${3:-}" -v last="${4:-0}" '
         BEGIN { insec = (sec == "") }
@@ -105,7 +105,7 @@ if [ -n "$rows" ]; then
     gnuplot <<EOF
 $common
 set output "$res/mount-rows.png"
-set title "Mounted reads of the whole Linux 6.1 tree, seconds (mean of two rounds), lower is better\nbench/rows.sh, last table of the newest session in bench/results/mount.md"
+set title "Mounted reads of the whole Linux 6.1 tree, seconds (mean of two rounds), lower is better\nbench/rows.sh, the last table of bench/results/mount.md"
 set ylabel "seconds (log scale)"
 set logscale y
 set yrange [0.005:*]
