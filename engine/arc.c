@@ -573,7 +573,7 @@ int arc_finish(arc *a)
     return rc ? rc : arc_check_table(a);
 }
 
-int64_t arc_ino_entry(const arc *a, uint64_t ino)
+uint32_t arc_ino_links(const arc *a, uint64_t ino, uint32_t *pos)
 {
     uint32_t lo = 0, hi = a->nents;
     while (lo < hi) {
@@ -583,7 +583,17 @@ int64_t arc_ino_entry(const arc *a, uint64_t ino)
         else
             hi = mid;
     }
-    return lo < a->nents && a->ents[a->byino[lo]].ino == ino ? (int64_t)a->byino[lo] : -ENOENT;
+    uint32_t n = 0;
+    while (lo + n < a->nents && a->ents[a->byino[lo + n]].ino == ino)
+        n++;
+    if (pos) *pos = lo;
+    return n;
+}
+
+int64_t arc_ino_entry(const arc *a, uint64_t ino)
+{
+    uint32_t pos;
+    return arc_ino_links(a, ino, &pos) ? (int64_t)a->byino[pos] : -ENOENT;
 }
 
 /* Parse the file table; arc_check_table then checks what it says. */

@@ -118,6 +118,10 @@ int arc_check_table(arc *a);
  * or -ENOENT. Built on open; O(log n). */
 int64_t arc_ino_entry(const arc *a, uint64_t ino);
 
+/* How many entries (names) inode `ino` has; *pos (optional) receives where they start in
+ * a->byino, which lists them in entry order. O(log n + links). */
+uint32_t arc_ino_links(const arc *a, uint64_t ino, uint32_t *pos);
+
 /* Human name of a section type ("dictionary", "rules", ...). */
 const char *arc_section_name(uint32_t type);
 

@@ -70,23 +70,6 @@ size_t tadoc_entry_count(const tadoc_archive *t)
     return t->a->nents;
 }
 
-/* Names that share inode `ino`: a run of a->byino, which is ordered by (ino, index). */
-static uint32_t links_of(const arc *a, uint64_t ino)
-{
-    uint32_t lo = 0, hi = a->nents;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (a->ents[a->byino[mid]].ino < ino)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    uint32_t n = 0;
-    while (lo + n < a->nents && a->ents[a->byino[lo + n]].ino == ino)
-        n++;
-    return n ? n : 1;
-}
-
 int tadoc_entry(const tadoc_archive *t, size_t i, tadoc_stat *st)
 {
     if (i >= t->a->nents) return tdc_error(-EINVAL, "entry %zu: out of range", i);
@@ -102,7 +85,7 @@ int tadoc_entry(const tadoc_archive *t, size_t i, tadoc_stat *st)
                        .size = e->size,
                        .ino = e->ino,
                        .rdev = e->rdev,
-                       .nlink = e->type == ARC_DIR ? 1 : links_of(t->a, e->ino)};
+                       .nlink = e->type == ARC_DIR ? 1 : arc_ino_links(t->a, e->ino, NULL)};
     return 0;
 }
 
