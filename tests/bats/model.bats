@@ -4,13 +4,13 @@
 # devices, symlinks) on a mount of a fresh archive and on a directory of a local file system;
 # every result must agree, and so must the two trees, checked every few operations and after
 # each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction.
-# MODEL_SEEDS lists the seeds, MODEL_OPS sets the operations per seed (make test: 500;
-# make test-long: 10000). Also fixed cases that once destroyed archives.
+# MODEL_SEEDS lists the seeds, MODEL_OPS sets the operations per seed (make test: 600;
+# make test-long: 12000). Also fixed cases that once destroyed archives.
 
 load helpers
 : "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
-OPS=${MODEL_OPS:-500}
-SEEDS=${MODEL_SEEDS:-1 2 3 4}
+OPS=${MODEL_OPS:-600}
+SEEDS=${MODEL_SEEDS:-1 2 3 4 5 6}
 
 setup() {
     scratch

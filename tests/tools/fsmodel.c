@@ -8,7 +8,8 @@
  * RENAME_NOREPLACE, RENAME_EXCHANGE), link (to files, symlinks, FIFOs, sockets, devices),
  * unlink, mkdir, rmdir, chmod, chown, utimensat, setxattr and removexattr (user.*), mknod
  * (FIFO, character and block devices with varied major and minor), mkfifo, bind() of a unix
- * socket and symlink. Names are one letter from a small set and paths at most three deep,
+ * socket and symlink; and a file kept open while it is unlinked, renamed or linked, then
+ * written through the descriptor and read back. Names are one letter from a small set and paths at most three deep,
  * so EEXIST, ENOENT, ENOTEMPTY, ENOTDIR and EISDIR come often.
  *
  * Every few operations (the period comes from the seed) and at the end it compares the two
@@ -125,7 +126,8 @@ static void expl_set(ino_t ino)
     if (!expl_has(ino) && nexpl < MAXENT) expl[nexpl++] = ino;
 }
 
-/* An operation on rel may change the mtime of rel's inode and of its directory: forget both.
+/* An operation on rel may change the mtime of rel's inode (or, as truncate follows a symlink,
+ * of what it points to) and of its directory (reached through symlinks): forget them all.
  * Called before (the inode that goes away) and after (the one that came) an operation. */
 static void touched(const char *rel)
 {
@@ -133,9 +135,10 @@ static void touched(const char *rel)
     struct stat st;
     full(p, 0, rel);
     if (!lstat(p, &st)) expl_clear(st.st_ino);
+    if (!stat(p, &st)) expl_clear(st.st_ino);
     char *slash = strrchr(p, '/');
     *slash = 0;
-    if (!lstat(p, &st)) expl_clear(st.st_ino);
+    if (!stat(p, &st)) expl_clear(st.st_ino);
 }
 
 /* ---------------- the model's entries ---------------- */
@@ -229,6 +232,22 @@ static void pick(char *out)
             strcat(out, name);
         }
     }
+}
+
+/* An existing entry that is a directory (dir 1) or not (dir 0) when there is one, for rmdir
+ * and link, which otherwise mostly fail with ENOENT or ENOTDIR; else any path. */
+static void pick_kind_of(char *out, int dir)
+{
+    size_t n = 0, at = 0;
+    for (size_t i = 0; i < nent; i++)
+        n += !S_ISDIR(etype[i]) ^ dir;
+    if (!n || !below(4)) {
+        pick(out);
+        return;
+    }
+    size_t k = below(n);
+    for (size_t i = 0; i < nent; i++)
+        if ((!S_ISDIR(etype[i]) ^ dir) && at++ == k) strcpy(out, ents[i]);
 }
 
 /* Type of the model's entry at rel (0 when there is none). */
@@ -396,6 +415,48 @@ static long do_bind(int side, const op *o)
     return rc;
 }
 
+/* What the descriptor of do_held saw at the end, per side: compared after both ran. */
+static struct stat held_st[2];
+static unsigned char *held_bytes[2];
+static size_t held_n[2];
+
+/* A file kept open across a namespace change: open rel a, then unlink it (mode 0), rename it
+ * to b (1) or link it as b (2), then pwrite through the descriptor, fstat it and read it
+ * back whole. Returns the first failure, else the namespace change's result. */
+static long do_held(int side, const op *o)
+{
+    char p[PATH_MAX], q[PATH_MAX];
+    full(p, side, o->a);
+    full(q, side, o->b);
+    free(held_bytes[side]);
+    held_bytes[side] = NULL;
+    held_n[side] = 0;
+    int fd = open(p, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    long rc = err(o->mode == 0 ? unlink(p) : o->mode == 1 ? rename(p, q) : link(p, q));
+    long w = err(pwrite(fd, o->data, (size_t)o->len, o->off));
+    if (fstat(fd, &held_st[side])) fail("fstat: %s", strerror(errno));
+    held_bytes[side] = malloc((size_t)held_st[side].st_size + 1);
+    if (!held_bytes[side]) fail("out of memory");
+    ssize_t k = pread(fd, held_bytes[side], (size_t)held_st[side].st_size, 0);
+    held_n[side] = k < 0 ? 0 : (size_t)k;
+    if (k < 0) w = -errno;
+    if (close(fd) && w >= 0) w = -errno;
+    return rc < 0 ? rc : w < 0 ? w : rc;
+}
+
+/* After do_held on both sides: the open file's link count, size and bytes must agree. */
+static void held_compare(const char *d)
+{
+    if (held_st[0].st_nlink != held_st[1].st_nlink || held_st[0].st_size != held_st[1].st_size)
+        fail("%s: open file: model nlink %lu size %ld, mount nlink %lu size %ld", d,
+             (unsigned long)held_st[0].st_nlink, (long)held_st[0].st_size,
+             (unsigned long)held_st[1].st_nlink, (long)held_st[1].st_size);
+    if (held_n[0] != held_n[1] || memcmp(held_bytes[0], held_bytes[1], held_n[0]))
+        fail("%s: open file: read back %zu bytes from the model, %zu from the mount%s", d,
+             held_n[0], held_n[1], held_n[0] == held_n[1] ? " (different bytes)" : "");
+}
+
 /* ---------------- choosing an operation ---------------- */
 
 static unsigned char wbuf[70000];
@@ -461,9 +522,9 @@ static dev_t rand_dev(void)
 
 enum {
     K_CREATE, K_WRITE, K_TRUNC, K_RENAME, K_LINK, K_UNLINK, K_MKDIR, K_RMDIR, K_CHMOD, K_CHOWN,
-    K_UTIMES, K_SETX, K_REMX, K_MKNOD, K_FIFO, K_BIND, K_SYMLINK, K_N
+    K_UTIMES, K_SETX, K_REMX, K_MKNOD, K_FIFO, K_BIND, K_SYMLINK, K_HELD, K_N
 };
-static const unsigned weight[K_N] = {8, 14, 6, 10, 8, 6, 6, 4, 4, 4, 6, 5, 3, 4, 2, 2, 5};
+static const unsigned weight[K_N] = {8, 14, 6, 10, 8, 6, 6, 4, 4, 4, 6, 5, 3, 4, 2, 2, 5, 4};
 static long counts[K_N];
 
 /* Fill o for kind k; returns its function, or NULL to skip (a write to a non-regular file). */
@@ -505,6 +566,7 @@ static op_fn choose(int k, op *o)
     }
     case K_LINK:
         o->name = "link";
+        pick_kind_of(o->a, 0);
         pick(o->b);
         return do_link;
     case K_UNLINK:
@@ -516,6 +578,7 @@ static op_fn choose(int k, op *o)
         return do_mkdir;
     case K_RMDIR:
         o->name = "rmdir";
+        pick_kind_of(o->a, 1);
         return do_rmdir;
     case K_CHMOD:
         o->name = "chmod";
@@ -557,6 +620,18 @@ static op_fn choose(int k, op *o)
         o->flags = 1;
         o->mode = S_IFIFO | rand_mode();
         return do_mknod;
+    case K_HELD: {
+        pick_kind_of(o->a, 0);
+        if (model_type(o->a) != S_IFREG) return NULL; /* only regular files are opened */
+        o->name = "held";
+        o->mode = (unsigned)below(3);
+        if (o->mode) pick(o->b);
+        off_t size = model_size(o->a);
+        o->off = (off_t)below((uint64_t)size + 5000);
+        o->len = 1 + (off_t)below(3000);
+        fill(wbuf, (size_t)o->len);
+        return do_held;
+    }
     case K_BIND:
         o->name = "bind";
         return do_bind;
@@ -637,6 +712,7 @@ static void step(void)
     } else if (k == K_UTIMES && r0 == 0) {
         mark_explicit(&o);
     }
+    if (k == K_HELD && r0 >= 0) held_compare(d);
     if (r0 >= 0) counts[k]++;
 }
 
@@ -884,7 +960,7 @@ int main(int argc, char **argv)
     static const char *const kn[K_N] = {"create", "write", "truncate", "rename", "link",
                                         "unlink", "mkdir", "rmdir", "chmod", "chown", "utimes",
                                         "setxattr", "removexattr", "mknod", "mkfifo", "bind",
-                                        "symlink"};
+                                        "symlink", "held"};
     for (int k = 0; k < K_N; k++)
         printf("%s%s %ld", k ? ", " : "", kn[k], counts[k]);
     printf(" succeeded), %ld entries compared, %ld online and %ld offline compactions, "
