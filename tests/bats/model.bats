@@ -3,7 +3,9 @@
 # renames, links, removals, mode/owner/time/xattr changes and special files (FIFOs, sockets,
 # devices, symlinks) on a mount of a fresh archive and on a directory of a local file system;
 # every result must agree, and so must the two trees, checked every few operations and after
-# each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction.
+# each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction
+# and after a plain remount (journal replay); at the end the archive unpacked, and the model
+# packed and mounted, must agree with the model as well.
 # MODEL_SEEDS lists the seeds, MODEL_OPS sets the operations per seed (make test: 600;
 # make test-long: 12000). Also fixed cases that once destroyed archives.
 
@@ -46,7 +48,7 @@ model_dir() {
     mkdir "$MODEL"
 }
 
-@test "random operations on a mount agree with a local model, across online and offline compactions" {
+@test "random operations on a mount agree with a local model, across compactions and remounts" {
     model_dir
     for seed in $SEEDS; do
         rm -rf "$MODEL" "$S"/a.tdc*
@@ -57,7 +59,17 @@ model_dir() {
         echo "$output" | grep -v '^compacted \|^ok: ' | tail -60
         [ "$status" -eq 0 ]
         fusermount3 -u "$M"
+        # The archive compacted and unpacked, and the model packed and mounted, agree too.
+        "$TADOC" compact "$S/a.tdc" >/dev/null
         "$TADOC" verify "$S/a.tdc"
+        rm -rf "$MODEL.un"
+        "$TADOC" unpack "$S/a.tdc" "$MODEL.un"
+        "$TESTBIN/fsmodel" -c "$MODEL" "$MODEL.un"
+        "$TADOC" pack -q "$MODEL" -o "$S/b.tdc"
+        mnt "$S/b.tdc" "$M"
+        "$TESTBIN/fsmodel" -c "$MODEL" "$M"
+        fusermount3 -u "$M"
+        rm -f "$S"/b.tdc*
     done
 }
 

@@ -1,6 +1,7 @@
 /* fsmodel: a randomized model test of a whole tree on a mounted archive.
  *
  * usage: fsmodel SEED OPS MODELDIR MOUNTPOINT [ARCHIVE]
+ *        fsmodel -c MODELDIR OTHERDIR
  * Applies OPS random operations, chosen from SEED, to MODELDIR (a plain directory on a local
  * file system: the model) and to MOUNTPOINT (a tadocfs mount), and checks that each gives
  * the same result (return value or errno) on both: create, write at random offsets (also
@@ -24,7 +25,11 @@
  * Also every few operations it compacts: online (setxattr user.tadoc.compact on the mount)
  * or, when ARCHIVE is given, offline: fusermount3 -u, `$TADOC compact ARCHIVE`,
  * `$TADOC verify ARCHIVE`, and `$TADOCFS ARCHIVE MOUNTPOINT` again (TADOC and TADOCFS from
- * the environment); the trees are compared after each compaction.
+ * the environment); or it only unmounts and mounts again, so the journal is replayed. The
+ * trees are compared after each.
+ *
+ * `fsmodel -c MODELDIR OTHERDIR` only compares two trees (no mtimes): the model with an
+ * unpacked archive, or with a mount of the model packed.
  *
  * Never opens anything but regular files and directories (device nodes may name real
  * devices), and symlink targets contain no "..", so nothing outside the two trees is reached.
@@ -902,28 +907,39 @@ static void compact_online(void)
     }
 }
 
-static void compact_offline(void)
+/* Unmount, then (with compact) tadoc compact and tadoc verify, and mount again: without
+ * compact the new daemon replays the journal onto the archive as it was. */
+static void remount(int compact)
 {
     const char *tadoc = getenv("TADOC"), *tadocfs = getenv("TADOCFS");
     if (!tadoc || !tadocfs) fail("offline compaction needs TADOC and TADOCFS");
-    logop("-- unmount, tadoc compact, remount");
+    logop(compact ? "-- unmount, tadoc compact, remount" : "-- unmount, remount (journal replay)");
     char *um[] = {"fusermount3", "-u", (char *)root[1], NULL};
     int rc = 1;
     for (int i = 0; i < 50 && (rc = run(um)); i++)
         usleep(100000); /* busy for a moment after the last close */
     if (rc) fail("fusermount3 -u %s: status %d", root[1], rc);
     char *cp[] = {(char *)tadoc, "compact", (char *)archive, NULL};
-    if ((rc = run(cp))) fail("tadoc compact %s: status %d", archive, rc);
+    if (compact && (rc = run(cp))) fail("tadoc compact %s: status %d", archive, rc);
     char *vf[] = {(char *)tadoc, "verify", (char *)archive, NULL};
-    if ((rc = run(vf))) fail("tadoc verify %s: status %d", archive, rc);
+    if (compact && (rc = run(vf))) fail("tadoc verify %s: status %d", archive, rc);
     char *mt[] = {(char *)tadocfs, (char *)archive, (char *)root[1], NULL};
     if ((rc = run(mt))) fail("remount %s: status %d", archive, rc);
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "-c")) {
+        /* Compare two trees only (mtimes aside): a model and an unpacked or packed copy. */
+        root[0] = argv[2];
+        root[1] = argv[3];
+        compare("-c");
+        printf("fsmodel: %s and %s agree (%ld entries)\n", root[0], root[1], ncompared);
+        return 0;
+    }
     if (argc < 5 || argc > 6) {
-        fprintf(stderr, "usage: fsmodel SEED OPS MODELDIR MOUNTPOINT [ARCHIVE]\n");
+        fprintf(stderr, "usage: fsmodel SEED OPS MODELDIR MOUNTPOINT [ARCHIVE]\n"
+                        "       fsmodel -c MODELDIR OTHERDIR\n");
         return 2;
     }
     seed = strtoull(argv[1], NULL, 10);
@@ -936,7 +952,7 @@ int main(int argc, char **argv)
     if (chdir("/")) return 1;
     /* Periods from the seed: tree comparisons and compactions. */
     long cmp_every = 5 + (long)below(30), compact_every = 20 + (long)below(80);
-    long online = 0, offline = 0;
+    long online = 0, offline = 0, replays = 0;
     for (opno = 1; opno <= ops; opno++) {
         nent = ndir = 0;
         walk("");
@@ -944,9 +960,10 @@ int main(int argc, char **argv)
         if (opno % cmp_every == 0) compare("periodic");
         if (opno % compact_every == 0) {
             compare("before compaction");
-            if (archive && below(2)) {
-                compact_offline();
-                offline++;
+            uint64_t how = archive ? below(5) : 0;
+            if (how >= 3) {
+                remount(how == 3); /* 3: compact offline; 4: replay the journal */
+                how == 3 ? offline++ : replays++;
             } else {
                 compact_online();
                 online++;
@@ -964,6 +981,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < K_N; k++)
         printf("%s%s %ld", k ? ", " : "", kn[k], counts[k]);
     printf(" succeeded), %ld entries compared, %ld online and %ld offline compactions, "
-           "%zu entries at the end\n", ncompared, online, offline, nent);
+           "%ld remounts without, %zu entries at the end\n",
+           ncompared, online, offline, replays, nent);
     return 0;
 }
