@@ -774,8 +774,13 @@ static void cmp_bytes(const char *rel, const char *pm, const char *pf)
     free(bf);
 }
 
-/* user.* attribute names of p, sorted in a NUL-separated list; the computed user.tadoc.* are
- * left out. Returns the count; names into v. */
+static int cmpname(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* The user.* attribute names of p (the test's are short), sorted, into v; the computed
+ * user.tadoc.* are left out. Returns the count. */
 static size_t xnames(const char *p, char v[][64])
 {
     char list[8192];
@@ -784,8 +789,8 @@ static size_t xnames(const char *p, char v[][64])
     if (n < 0) fail("listxattr %s: %s", p, strerror(errno));
     for (ssize_t i = 0; i < n; i += (ssize_t)strlen(list + i) + 1)
         if (!strncmp(list + i, "user.", 5) && strncmp(list + i, "user.tadoc.", 11) && k < 64)
-            snprintf(v[k++], 64, "%s", list + i);
-    qsort(v, k, 64, (int (*)(const void *, const void *))strcmp);
+            snprintf(v[k++], 64, "%.63s", list + i);
+    qsort(v, k, 64, cmpname);
     return k;
 }
 
