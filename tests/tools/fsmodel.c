@@ -148,7 +148,7 @@ static void touched(const char *rel)
 
 /* ---------------- the model's entries ---------------- */
 
-static char ents[MAXENT][64];
+static char ents[MAXENT][1024];
 static mode_t etype[MAXENT];
 static size_t nent, ndir;
 static size_t dirs[MAXENT]; /* indexes into ents of the directories */
@@ -216,25 +216,42 @@ static void walk(const char *rel)
 
 static const char letters[] = "abcdef";
 
+/* A name: mostly one letter, sometimes one that sorts around '/' ("a-b" < "a.b" < "a/b"),
+ * has a space, newline, backslash or UTF-8, or is as long as a name may be. No leading
+ * dot: .search and the analytics (.sort, ...) are names every directory resolves. */
+static const char *rand_name(void)
+{
+    static const char *const odd[] = {"a b", "a-b", "a.b", "a\nb", "\xc3\xa9t\xc3\xa9", "a\\b",
+                                      "-",   "a=b", "*?",  "A",    "a:b", "a0"};
+    static char one[2], longest[256];
+    if (!below(12)) {
+        uint64_t k = below(sizeof odd / sizeof odd[0] + 1);
+        if (k < sizeof odd / sizeof odd[0]) return odd[k];
+        memset(longest, 'n', 255);
+        return longest;
+    }
+    one[0] = letters[below(sizeof letters - 1)];
+    return one;
+}
+
 /* A path for an operation: an existing entry, a new name in an existing directory, or up to
- * three random letters deep (which may cross a non-directory or a missing one). */
+ * three random names deep (which may cross a non-directory or a missing one). */
 static void pick(char *out)
 {
     uint64_t k = below(100);
-    char name[2] = {letters[below(sizeof letters - 1)], 0};
     if (k < 50 && nent) {
         strcpy(out, ents[below(nent)]);
     } else if (k < 85 && ndir && below(4)) {
-        sprintf(out, "%s/%s", ents[dirs[below(ndir)]], name);
+        const char *d = ents[dirs[below(ndir)]];
+        snprintf(out, PATH_MAX, "%s/%s", d, rand_name());
     } else if (k < 85) {
-        strcpy(out, name);
+        strcpy(out, rand_name());
     } else {
         int depth = 1 + (int)below(3);
         out[0] = 0;
         for (int i = 0; i < depth; i++) {
-            name[0] = letters[below(sizeof letters - 1)];
             if (i) strcat(out, "/");
-            strcat(out, name);
+            strcat(out, rand_name());
         }
     }
 }
@@ -411,6 +428,7 @@ static long do_bind(int side, const op *o)
     char *slash = strrchr(p, '/');
     *slash = 0;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(slash + 1) >= sizeof sa.sun_path) return -ENAMETOOLONG; /* never truncated */
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", slash + 1);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) fail("socket: %s", strerror(errno));
