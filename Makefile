@@ -131,7 +131,7 @@ test: deps
 test-long: deps
 	$(MAKE) SAN=1 all
 	@BUILD=build/san FSX_OPS=100000 BATS_ONLY=fsx.bats tests/run.sh
-	@BUILD=build/san MODEL_OPS=12000 BATS_ONLY=model.bats tests/run.sh
+	@BUILD=build/san MODEL_OPS=10000 BATS_ONLY=model.bats tests/run.sh
 
 # libFuzzer builds of the fuzz targets (clang, ASan+UBSan) in build/fuzz, each run for
 # FUZZ_SECONDS from its seeds (tests/fuzz/seeds/); crashes land in build/fuzz/crashes/.

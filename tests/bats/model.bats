@@ -6,13 +6,14 @@
 # each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction
 # and after a plain remount (journal replay); at the end the archive unpacked, and the model
 # packed and mounted, must agree with the model as well.
-# MODEL_SEEDS lists the seeds, MODEL_OPS sets the operations per seed (make test: 600;
-# make test-long: 12000). Also fixed cases that once destroyed archives.
+# MODEL_SEEDS and MODEL_BG_SEEDS (the run with background compactions) list the seeds,
+# MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed cases that once destroyed archives.
 
 load helpers
 : "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
-OPS=${MODEL_OPS:-600}
-SEEDS=${MODEL_SEEDS:-1 2 3 4 5 6}
+OPS=${MODEL_OPS:-500}
+SEEDS=${MODEL_SEEDS:-1 2 3 4}
+BG_SEEDS=${MODEL_BG_SEEDS:-5}
 
 setup() {
     scratch
@@ -48,14 +49,17 @@ model_dir() {
     mkdir "$MODEL"
 }
 
-@test "random operations on a mount agree with a local model, across compactions and remounts" {
+# fsmodel for each seed in $1 on a fresh archive mounted with options $2 (may be empty).
+model_seeds() {
+    local seed opts=${2:+-o $2}
     model_dir
-    for seed in $SEEDS; do
+    for seed in $1; do
         rm -rf "$MODEL" "$S"/a.tdc*
         mkdir "$MODEL"
         "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
-        mnt "$S/a.tdc" "$M"
-        run "$TESTBIN/fsmodel" "$seed" "$OPS" "$MODEL" "$M" "$S/a.tdc"
+        # shellcheck disable=SC2086 # $opts is two words or none
+        mnt "$S/a.tdc" "$M" $opts
+        FSMODEL_MOUNT_OPTS=$2 run "$TESTBIN/fsmodel" "$seed" "$OPS" "$MODEL" "$M" "$S/a.tdc"
         echo "$output" | grep -v '^compacted \|^ok: ' | tail -60
         [ "$status" -eq 0 ]
         fusermount3 -u "$M"
@@ -71,6 +75,14 @@ model_dir() {
         fusermount3 -u "$M"
         rm -f "$S"/b.tdc*
     done
+}
+
+@test "random operations on a mount agree with a local model, across compactions and remounts" {
+    model_seeds "$SEEDS" ""
+}
+
+@test "the same with background compactions (compact_threshold=2K) between the operations" {
+    model_seeds "$BG_SEEDS" compact_threshold=2K
 }
 
 # ln -s target s1; ln -P s1 s2: a hard link of a symlink; compaction once failed on it and

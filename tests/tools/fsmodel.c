@@ -25,8 +25,8 @@
  * Also every few operations it compacts: online (setxattr user.tadoc.compact on the mount)
  * or, when ARCHIVE is given, offline: fusermount3 -u, `$TADOC compact ARCHIVE`,
  * `$TADOC verify ARCHIVE`, and `$TADOCFS ARCHIVE MOUNTPOINT` again (TADOC and TADOCFS from
- * the environment); or it only unmounts and mounts again, so the journal is replayed. The
- * trees are compared after each.
+ * the environment; mount options from FSMODEL_MOUNT_OPTS); or it only unmounts and mounts
+ * again, so the journal is replayed. The trees are compared after each.
  *
  * `fsmodel -c MODELDIR OTHERDIR` only compares two trees (no mtimes): the model with an
  * unpacked archive, or with a mount of the model packed.
@@ -960,7 +960,8 @@ static void remount(int compact)
     if (compact && (rc = run(cp))) fail("tadoc compact %s: status %d", archive, rc);
     char *vf[] = {(char *)tadoc, "verify", (char *)archive, NULL};
     if (compact && (rc = run(vf))) fail("tadoc verify %s: status %d", archive, rc);
-    char *mt[] = {(char *)tadocfs, (char *)archive, (char *)root[1], NULL};
+    char *opts = getenv("FSMODEL_MOUNT_OPTS"); /* as the first mount had them */
+    char *mt[] = {(char *)tadocfs, (char *)archive, (char *)root[1], opts ? "-o" : NULL, opts, NULL};
     if ((rc = run(mt))) fail("remount %s: status %d", archive, rc);
 }
 
