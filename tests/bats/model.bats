@@ -7,7 +7,10 @@
 # and after a plain remount (journal replay); at the end the archive unpacked, and the model
 # packed and mounted, must agree with the model as well.
 # MODEL_SEEDS and MODEL_BG_SEEDS (the run with background compactions) list the seeds,
-# MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed cases that once destroyed archives.
+# MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed
+# cases that once destroyed archives. A failure prints the seed, the operation number, the
+# last operations and the difference: `fsmodel SEED OPS MODELDIR MOUNTPOINT ARCHIVE` repeats
+# it (with an empty archive mounted and an empty model directory).
 
 load helpers
 : "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
