@@ -9,8 +9,8 @@
  * RENAME_NOREPLACE, RENAME_EXCHANGE), link (to files, symlinks, FIFOs, sockets, devices),
  * unlink, mkdir, rmdir, chmod, chown, utimensat, setxattr and removexattr (user.*), mknod
  * (FIFO, character and block devices with varied major and minor), mkfifo, bind() of a unix
- * socket and symlink; and a file kept open while it is unlinked, renamed or linked, then
- * written through the descriptor and read back. Names are one letter from a small set and paths at most three deep,
+ * socket and symlink; and a file kept open while it is unlinked, renamed or linked (and
+ * the mount perhaps compacted), then written through the descriptor and read back. Names are one letter from a small set and paths at most three deep,
  * so EEXIST, ENOENT, ENOTEMPTY, ENOTDIR and EISDIR come often.
  *
  * Every few operations (the period comes from the seed) and at the end it compares the two
@@ -443,9 +443,23 @@ static struct stat held_st[2];
 static unsigned char *held_bytes[2];
 static size_t held_n[2];
 
+/* Online compaction while fd is open: it must succeed, except that a removed file still
+ * open makes it refuse with EBUSY (as documented: compact again once it is closed). */
+static void compact_holding(int fd, const char *rel)
+{
+    struct stat st;
+    if (!setxattr(root[1], "user.tadoc.compact", "1", 1, 0)) return;
+    int e = errno;
+    if (fstat(fd, &st)) fail("fstat: %s", strerror(errno));
+    if (e != EBUSY || st.st_nlink != 0)
+        fail("online compaction with %s open (%lu links): %s", rel, (unsigned long)st.st_nlink,
+             strerror(e));
+}
+
 /* A file kept open across a namespace change: open rel a, then unlink it (mode 0), rename it
- * to b (1) or link it as b (2), then pwrite through the descriptor, fstat it and read it
- * back whole. Returns the first failure, else the namespace change's result. */
+ * to b (1) or link it as b (2), on the mount with flags 1 compact online, then pwrite
+ * through the descriptor, fstat it and read it back whole. Returns the first failure, else
+ * the namespace change's result. */
 static long do_held(int side, const op *o)
 {
     char p[PATH_MAX], q[PATH_MAX];
@@ -457,6 +471,7 @@ static long do_held(int side, const op *o)
     int fd = open(p, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return -errno;
     long rc = err(o->mode == 0 ? unlink(p) : o->mode == 1 ? rename(p, q) : link(p, q));
+    if (side == 1 && o->flags) compact_holding(fd, o->a);
     long w = err(pwrite(fd, o->data, (size_t)o->len, o->off));
     if (fstat(fd, &held_st[side])) fail("fstat: %s", strerror(errno));
     held_bytes[side] = malloc((size_t)held_st[side].st_size + 1);
@@ -648,6 +663,7 @@ static op_fn choose(int k, op *o)
         if (model_type(o->a) != S_IFREG) return NULL; /* only regular files are opened */
         o->name = "held";
         o->mode = (unsigned)below(3);
+        o->flags = !below(3);
         if (o->mode) pick(o->b);
         off_t size = model_size(o->a);
         o->off = (off_t)below((uint64_t)size + 5000);
