@@ -61,7 +61,7 @@ static uint64_t rng, seed;
 static long opno;
 static const char *root[2]; /* [0] the model directory, [1] the mountpoint */
 static const char *archive;
-static char oplog[LOGN][320];
+static char oplog[LOGN][600];
 static long nlog;
 
 static uint64_t next(void)
@@ -79,23 +79,47 @@ static uint64_t below(uint64_t n)
 
 /* ---------------- failure report ---------------- */
 
+/* in with newlines, backslashes and other bytes outside printable ASCII as C escapes (names
+ * may hold them), so that each report line is one line. */
+static void escape(char *out, size_t n, const char *in)
+{
+    size_t w = 0;
+    for (; *in && w + 5 < n; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c == '\\')
+            w += (size_t)snprintf(out + w, n - w, "\\\\");
+        else if (c == '\n')
+            w += (size_t)snprintf(out + w, n - w, "\\n");
+        else if (c < 0x20 || c >= 0x7f)
+            w += (size_t)snprintf(out + w, n - w, "\\x%02x", c);
+        else
+            out[w++] = (char)c;
+    }
+    out[w] = 0;
+}
+
 static void logop(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logop(const char *fmt, ...)
 {
+    char raw[sizeof oplog[0]];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(oplog[nlog++ % LOGN], sizeof oplog[0], fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    escape(oplog[nlog++ % LOGN], sizeof oplog[0], raw);
 }
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *fmt, ...)
 {
+    char raw[2048], msg[4096];
     va_list ap;
-    fprintf(stderr, "fsmodel: seed %llu, after operation %ld: ", (unsigned long long)seed, opno);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    escape(msg, sizeof msg, raw);
+    fprintf(stderr, "fsmodel: seed %llu, after operation %ld: %s", (unsigned long long)seed, opno,
+            msg);
     fprintf(stderr, "\nlast operations (model result / mount result):\n");
     for (long i = nlog > LOGN ? nlog - LOGN : 0; i < nlog; i++)
         fprintf(stderr, "  %s\n", oplog[i % LOGN]);
@@ -695,17 +719,35 @@ static int pick_kind(void)
     return k;
 }
 
+/* Append to d (used w of n) what printf makes of fmt. */
+static void add(char *d, size_t n, size_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add(char *d, size_t n, size_t *w, const char *fmt, ...)
+{
+    va_list ap;
+    if (*w >= n) return;
+    va_start(ap, fmt);
+    int k = vsnprintf(d + *w, n - *w, fmt, ap);
+    va_end(ap);
+    *w += k > 0 ? (size_t)k : 0;
+}
+
+/* The operation and the arguments it uses, for the log. */
 static void describe(const op *o, char *d, size_t n)
 {
-    int w = snprintf(d, n, "%s %s", o->name, o->a);
-    if (o->b[0]) w += snprintf(d + w, n - (size_t)w, " %s", o->b);
-    if (o->target[0]) w += snprintf(d + w, n - (size_t)w, " '%.40s%s'", o->target,
-                                    strlen(o->target) > 40 ? "..." : "");
-    snprintf(d + w, n - (size_t)w,
-             " flags=%#x mode=%#o uid=%d gid=%d rdev=%u:%u off=%lld len=%lld t=%lld.%09ld/%lld.%09ld",
-             o->flags, o->mode, (int)o->uid, (int)o->gid, major(o->rdev), minor(o->rdev),
-             (long long)o->off, (long long)o->len, (long long)o->ts[0].tv_sec, o->ts[0].tv_nsec,
-             (long long)o->ts[1].tv_sec, o->ts[1].tv_nsec);
+    size_t w = 0;
+    add(d, n, &w, "%s %s", o->name, o->a);
+    if (o->b[0]) add(d, n, &w, " %s", o->b);
+    if (o->target[0])
+        add(d, n, &w, " '%.40s%s'", o->target, strlen(o->target) > 40 ? "..." : "");
+    if (o->flags) add(d, n, &w, " flags=%#x", o->flags);
+    if (o->mode || !strcmp(o->name, "chmod")) add(d, n, &w, " mode=%#o", o->mode);
+    if (o->uid || o->gid) add(d, n, &w, " uid=%d gid=%d", (int)o->uid, (int)o->gid);
+    if (o->rdev) add(d, n, &w, " rdev=%u:%u", major(o->rdev), minor(o->rdev));
+    if (o->off || o->len) add(d, n, &w, " off=%lld len=%lld", (long long)o->off, (long long)o->len);
+    if (o->ts[0].tv_sec || o->ts[0].tv_nsec || o->ts[1].tv_sec || o->ts[1].tv_nsec)
+        add(d, n, &w, " atime=%lld.%09ld mtime=%lld.%09ld", (long long)o->ts[0].tv_sec,
+            o->ts[0].tv_nsec, (long long)o->ts[1].tv_sec, o->ts[1].tv_nsec);
 }
 
 /* Which model inode utimensat gave explicit times: rel itself, or what it points to. */
@@ -727,6 +769,17 @@ static int changes_mtime(int k)
     return k != K_CHMOD && k != K_CHOWN && k != K_SETX && k != K_REMX && k != K_UTIMES;
 }
 
+/* An operation's result for the log: the value, or the errno's name. */
+static const char *result(long r, char *s)
+{
+    const char *name = r < 0 ? strerrorname_np((int)-r) : NULL;
+    if (name)
+        snprintf(s, 32, "%s", name);
+    else
+        snprintf(s, 32, "%ld", r);
+    return s;
+}
+
 /* One random operation on both trees; a different result is a failure. */
 static void step(void)
 {
@@ -734,17 +787,16 @@ static void step(void)
     int k = pick_kind();
     op_fn fn = choose(k, &o);
     if (!fn) return;
-    char d[300];
+    char d[1200];
     describe(&o, d, sizeof d);
     if (changes_mtime(k)) {
         touched(o.a);
         if (o.b[0]) touched(o.b);
     }
     long r0 = fn(0, &o), r1 = fn(1, &o);
-    logop("#%ld %s -> %ld / %ld", opno, d, r0, r1);
-    if (r0 != r1)
-        fail("%s: model %ld (%s), mount %ld (%s)", d, r0, r0 < 0 ? strerror((int)-r0) : "ok", r1,
-             r1 < 0 ? strerror((int)-r1) : "ok");
+    char s0[32], s1[32];
+    logop("#%ld %s -> %s / %s", opno, d, result(r0, s0), result(r1, s1));
+    if (r0 != r1) fail("%s: model %s, mount %s", d, s0, s1);
     if (changes_mtime(k)) {
         touched(o.a);
         if (o.b[0]) touched(o.b);
