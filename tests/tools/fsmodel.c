@@ -63,6 +63,7 @@ static const char *root[2]; /* [0] the model directory, [1] the mountpoint */
 static const char *archive;
 static char oplog[LOGN][600];
 static long nlog;
+static int compare_only; /* fsmodel -c */
 
 static uint64_t next(void)
 {
@@ -118,6 +119,10 @@ static void fail(const char *fmt, ...)
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     escape(msg, sizeof msg, raw);
+    if (compare_only) {
+        fprintf(stderr, "fsmodel: %s and %s differ: %s\n", root[0], root[1], msg);
+        exit(1);
+    }
     fprintf(stderr, "fsmodel: seed %llu, after operation %ld: %s", (unsigned long long)seed, opno,
             msg);
     fprintf(stderr, "\nlast operations (model result / mount result):\n");
@@ -1039,6 +1044,7 @@ int main(int argc, char **argv)
         /* Compare two trees only (mtimes aside): a model and an unpacked or packed copy. */
         root[0] = argv[2];
         root[1] = argv[3];
+        compare_only = 1;
         compare("-c");
         printf("fsmodel: %s and %s agree (%ld entries)\n", root[0], root[1], ncompared);
         return 0;
