@@ -10,8 +10,10 @@
  * unlink, mkdir, rmdir, chmod, chown, utimensat, setxattr and removexattr (user.*), mknod
  * (FIFO, character and block devices with varied major and minor), mkfifo, bind() of a unix
  * socket and symlink; and a file kept open while it is unlinked, renamed or linked (and
- * the mount perhaps compacted), then written through the descriptor and read back. Names are one letter from a small set and paths at most three deep,
- * so EEXIST, ENOENT, ENOTEMPTY, ENOTDIR and EISDIR come often.
+ * the mount perhaps compacted), then written through the descriptor and read back. Names
+ * are mostly one letter of six, and new paths one to three names deep, so EEXIST, ENOENT,
+ * ENOTEMPTY, ENOTDIR and EISDIR come often; now and then a name is odd (see rand_name).
+ * Above BIGTREE entries only removals, renames and truncates are chosen.
  *
  * Every few operations (the period comes from the seed) and at the end it compares the two
  * trees entry by entry: names, type, mode, uid, gid, size (not of directories: that belongs
@@ -19,14 +21,17 @@
  * user.tadoc.*), symlink targets, the bytes of regular files, and which names are hard links
  * of one inode. mtime is compared only where it was set explicitly: utimensat with explicit
  * times marks the model's inode, and any operation that may change its mtime implicitly
- * (a write or truncate of it; a create, remove or rename in it or of it) clears the mark, as
- * implicit times differ by nanoseconds between the two file systems.
+ * (a write or truncate of it or through a symlink to it; a create, remove or rename in it or
+ * of it) clears the mark, as implicit times differ by nanoseconds between the two file
+ * systems. chmod, chown and xattr changes keep it (they change ctime only).
  *
  * Also every few operations it compacts: online (setxattr user.tadoc.compact on the mount)
  * or, when ARCHIVE is given, offline: fusermount3 -u, `$TADOC compact ARCHIVE`,
  * `$TADOC verify ARCHIVE`, and `$TADOCFS ARCHIVE MOUNTPOINT` again (TADOC and TADOCFS from
  * the environment; mount options from FSMODEL_MOUNT_OPTS); or it only unmounts and mounts
- * again, so the journal is replayed. The trees are compared after each.
+ * again, so the journal is replayed. The trees are compared after each. The kernel keeps
+ * tadocfs's entries and attributes for a day; FSMODEL_DROP_CACHES=1 drops them (globally:
+ * /proc/sys/vm/drop_caches) after each online compaction.
  *
  * `fsmodel -c MODELDIR OTHERDIR` only compares two trees (no mtimes): the model with an
  * unpacked archive, or with a mount of the model packed.
