@@ -337,7 +337,7 @@ static long err(long rc)
     return rc < 0 ? -errno : rc;
 }
 
-/* Open, create and close a regular file (flags: O_EXCL or 0). */
+/* Open, create and close a regular file (flags: O_EXCL and O_TRUNC or not). */
 static long do_create(int side, const op *o)
 {
     char p[PATH_MAX];
@@ -609,6 +609,7 @@ static op_fn choose(int k, op *o)
     case K_CREATE:
         o->name = "create";
         o->flags = below(3) ? 0 : O_EXCL;
+        if (below(3)) o->flags |= O_TRUNC; /* an existing file opened for writing is emptied */
         o->mode = rand_mode();
         /* O_CREAT opens an existing entry: only regular files and directories are safe. */
         if (model_type(o->a) && !S_ISREG(model_type(o->a)) && !S_ISDIR(model_type(o->a)))
