@@ -945,6 +945,28 @@ static void cmp_entry(const char *rel)
 
 static long ncompared;
 
+/* The mount's readdir of rel must give each entry the type and inode number lstat gives. */
+static void check_dirents(const char *rel)
+{
+    char p[PATH_MAX];
+    full(p, 1, rel);
+    DIR *d = opendir(p);
+    struct dirent *e;
+    if (!d) fail("%s: cannot list on the mount: %s", *rel ? rel : ".", strerror(errno));
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) fail("%s/%s: listed but lstat fails: %s", rel, e->d_name, strerror(errno));
+        if (e->d_type != DT_UNKNOWN && e->d_type != IFTODT(st.st_mode))
+            fail("%s/%s: readdir type %u, lstat type %u", rel, e->d_name, e->d_type,
+                 IFTODT(st.st_mode));
+        if (e->d_ino != st.st_ino)
+            fail("%s/%s: readdir inode %llu, lstat inode %llu", rel, e->d_name,
+                 (unsigned long long)e->d_ino, (unsigned long long)st.st_ino);
+    }
+    closedir(d);
+}
+
 /* Compare directory rel in both trees and everything under it. */
 static void cmp_dir(const char *rel)
 {
@@ -970,6 +992,7 @@ static void cmp_dir(const char *rel)
     }
     free_names(vm, nm);
     free_names(vf, nf);
+    if (!compare_only) check_dirents(rel);
 }
 
 static void compare(const char *when)
