@@ -1089,7 +1089,8 @@ int main(int argc, char **argv)
     root[1] = argv[4];
     archive = argc > 5 ? argv[5] : NULL;
     rng = seed * 0x9E3779B97F4A7C15ull + 1;
-    umask(022);
+    static const mode_t masks[] = {022, 0, 077, 002};
+    umask(masks[below(4)]); /* the kernel applies it on both sides, unless tadocfs asks not to */
     if (chdir("/")) return 1;
     /* Periods from the seed: tree comparisons and compactions. */
     long cmp_every = 5 + (long)below(30), compact_every = 20 + (long)below(80);
