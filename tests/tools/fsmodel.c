@@ -61,6 +61,7 @@
 #define MAXENT 4096 /* entries in one walk of the model */
 #define LOGN 40     /* operations kept for the failure report */
 #define BIGTREE 60  /* above this many entries only removals and renames are chosen */
+#define XNAME 256   /* an attribute name and its NUL */
 
 static uint64_t rng, seed;
 static long opno;
@@ -584,6 +585,22 @@ static void rand_target(char *t)
     }
 }
 
+/* An attribute name: user.a, user.b or user.c mostly; sometimes one of 255 bytes (the
+ * longest there is) or one with a space and a control byte. */
+static void xname(char *t)
+{
+    uint64_t k = below(12);
+    if (k == 0) {
+        memcpy(t, "user.", 5);
+        memset(t + 5, 'x', 250);
+        t[255] = 0;
+    } else if (k == 1) {
+        strcpy(t, "user.a b\001");
+    } else {
+        sprintf(t, "user.%c", letters[below(3)]);
+    }
+}
+
 /* Device numbers: small and large majors and minors (12 and 20 bits). */
 static dev_t rand_dev(void)
 {
@@ -671,15 +688,16 @@ static op_fn choose(int k, op *o)
     case K_SETX: {
         static const unsigned xf[] = {0, 0, XATTR_CREATE, XATTR_REPLACE};
         o->name = "setxattr";
-        sprintf(o->target, "user.%c", letters[below(3)]);
-        o->len = below(5) ? (off_t)below(100) : (off_t)below(1000); /* 3 fit in one ext4 block */
+        xname(o->target);
+        o->len = below(5) ? (off_t)below(100) : (off_t)below(500); /* 5 fit in an ext4 block */
         fill(wbuf, (size_t)o->len);
+        if (o->len && !below(4)) wbuf[below((uint64_t)o->len)] = 0; /* values are bytes */
         o->flags = xf[below(4)];
         return do_setxattr;
     }
     case K_REMX:
         o->name = "removexattr";
-        sprintf(o->target, "user.%c", letters[below(3)]);
+        xname(o->target);
         return do_removexattr;
     case K_MKNOD: {
         static const unsigned types[] = {S_IFIFO, S_IFCHR, S_IFBLK};
@@ -878,7 +896,7 @@ static int cmpname(const void *a, const void *b)
 
 /* The user.* attribute names of p (the test's are short), sorted, into v; the computed
  * user.tadoc.* are left out. Returns the count. */
-static size_t xnames(const char *p, char v[][64])
+static size_t xnames(const char *p, char v[][XNAME])
 {
     char list[8192];
     ssize_t n = llistxattr(p, list, sizeof list);
@@ -886,14 +904,14 @@ static size_t xnames(const char *p, char v[][64])
     if (n < 0) fail("listxattr %s: %s", p, strerror(errno));
     for (ssize_t i = 0; i < n; i += (ssize_t)strlen(list + i) + 1)
         if (!strncmp(list + i, "user.", 5) && strncmp(list + i, "user.tadoc.", 11) && k < 64)
-            snprintf(v[k++], 64, "%.63s", list + i);
-    qsort(v, k, 64, cmpname);
+            snprintf(v[k++], XNAME, "%.255s", list + i);
+    qsort(v, k, XNAME, cmpname);
     return k;
 }
 
 static void cmp_xattrs(const char *rel, const char *pm, const char *pf)
 {
-    static char xm[64][64], xf[64][64];
+    static char xm[64][XNAME], xf[64][XNAME];
     static char vm[70000], vf[70000];
     size_t nm = xnames(pm, xm), nf = xnames(pf, xf);
     for (size_t i = 0; i < nm || i < nf; i++) {
