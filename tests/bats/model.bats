@@ -45,7 +45,7 @@ model_dir() {
         mkfs.ext4 -q -b 4096 "$S/img"
         LOOP=$S/loop
         mkdir "$LOOP"
-        mount -o loop "$S/img" "$LOOP"
+        mount -o loop "$S/img" "$LOOP" || skip "$(stat -f -c %T "$S") here and no loop mount"
         MODEL=$LOOP/model
         ;;
     esac
