@@ -479,16 +479,21 @@ static unsigned char *held_bytes[2];
 static size_t held_n[2];
 
 /* Online compaction while fd is open: it must succeed, except that a removed file still
- * open makes it refuse with EBUSY (as documented: compact again once it is closed). */
+ * open makes it refuse with EBUSY (as documented: compact again once it is closed). An
+ * earlier removed file whose release is still on its way counts too: retry a little. */
 static void compact_holding(int fd, const char *rel)
 {
     struct stat st;
-    if (!setxattr(root[1], "user.tadoc.compact", "1", 1, 0)) return;
-    int e = errno;
-    if (fstat(fd, &st)) fail("fstat: %s", strerror(errno));
-    if (e != EBUSY || st.st_nlink != 0)
-        fail("online compaction with %s open (%lu links): %s", rel, (unsigned long)st.st_nlink,
-             strerror(e));
+    for (int tries = 0;; tries++) {
+        if (!setxattr(root[1], "user.tadoc.compact", "1", 1, 0)) return;
+        int e = errno;
+        if (fstat(fd, &st)) fail("fstat: %s", strerror(errno));
+        if (e == EBUSY && st.st_nlink == 0) return;
+        if (e != EBUSY || tries == 100)
+            fail("online compaction with %s open (%lu links): %s", rel,
+                 (unsigned long)st.st_nlink, strerror(e));
+        usleep(20000);
+    }
 }
 
 /* A file kept open across a namespace change: open rel a, then unlink it (mode 0), rename it
@@ -1054,7 +1059,13 @@ static void drop_caches(void)
 static void compact_online(void)
 {
     logop("-- online compaction");
-    if (setxattr(root[1], "user.tadoc.compact", "1", 1, 0)) {
+    /* EBUSY: a removed file is still open. The last close of one is answered before the
+     * kernel's (asynchronous) release reaches the daemon, so wait for it a little. */
+    int rc, tries = 0;
+    while ((rc = setxattr(root[1], "user.tadoc.compact", "1", 1, 0)) && errno == EBUSY &&
+           tries++ < 100)
+        usleep(20000);
+    if (rc) {
         char why[512] = "";
         int e = errno;
         ssize_t n = getxattr(root[1], "user.tadoc.compact_error", why, sizeof why - 1);
