@@ -4,8 +4,8 @@
 # devices, symlinks) on a mount of a fresh archive and on a directory of a local file system;
 # every result must agree, and so must the two trees, checked every few operations and after
 # each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction
-# and after a plain remount (journal replay); at the end the archive unpacked, and the model
-# packed and mounted, must agree with the model as well.
+# and after a plain remount (journal replay); at the end a read-only mount, the archive
+# unpacked, and the model packed and mounted, must agree with the model as well.
 # MODEL_SEEDS and MODEL_BG_SEEDS (the run with background compactions) list the seeds,
 # MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed
 # cases that once destroyed archives. A failure prints the seed, the operation number, the
@@ -66,7 +66,11 @@ model_seeds() {
         echo "$output" | grep -v '^compacted \|^ok: ' | tail -60
         [ "$status" -eq 0 ]
         fusermount3 -u "$M"
-        # The archive compacted and unpacked, and the model packed and mounted, agree too.
+        # A read-only mount (the journal replayed, not written), the archive compacted and
+        # unpacked, and the model packed and mounted, agree too.
+        mnt "$S/a.tdc" "$M" -o ro
+        "$TESTBIN/fsmodel" -c "$MODEL" "$M"
+        fusermount3 -u "$M"
         "$TADOC" compact "$S/a.tdc" >/dev/null
         "$TADOC" verify "$S/a.tdc"
         rm -rf "$MODEL.un"
