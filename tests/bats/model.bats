@@ -88,8 +88,8 @@ model_seeds() {
     model_seeds "$SEEDS" ""
 }
 
-@test "the same with background compactions (compact_threshold=2K) between the operations" {
-    model_seeds "$BG_SEEDS" compact_threshold=2K
+@test "the same with background compactions (compact_threshold=2K) and a preloaded grammar" {
+    model_seeds "$BG_SEEDS" compact_threshold=2K,preload
 }
 
 # ln -s target s1; ln -P s1 s2: a hard link of a symlink; compaction once failed on it and
