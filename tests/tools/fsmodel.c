@@ -256,8 +256,9 @@ static const char letters[] = "abcdef";
  * dot: .search and the analytics (.sort, ...) are names every directory resolves. */
 static const char *rand_name(void)
 {
-    static const char *const odd[] = {"a b", "a-b", "a.b", "a\nb", "\xc3\xa9t\xc3\xa9", "a\\b",
-                                      "-",   "a=b", "*?",  "A",    "a:b", "a0"};
+    static const char *const odd[] = {"a b",  "a-b", "a.b", "a\nb", "\xc3\xa9t\xc3\xa9",
+                                      "a\\b", "-",   "a=b", "*?",   "A",
+                                      "a:b",  "a0"};
     static char one[2], longest[256];
     if (!below(12)) {
         uint64_t k = below(sizeof odd / sizeof odd[0] + 1);
@@ -490,8 +491,8 @@ static void compact_holding(int fd, const char *rel)
         if (fstat(fd, &st)) fail("fstat: %s", strerror(errno));
         if (e == EBUSY && st.st_nlink == 0) return;
         if (e != EBUSY || tries == 100)
-            fail("online compaction with %s open (%lu links): %s", rel,
-                 (unsigned long)st.st_nlink, strerror(e));
+            fail("online compaction with %s open (%lu links): %s", rel, (unsigned long)st.st_nlink,
+                 strerror(e));
         usleep(20000);
     }
 }
@@ -615,8 +616,25 @@ static dev_t rand_dev(void)
 }
 
 enum {
-    K_CREATE, K_WRITE, K_TRUNC, K_RENAME, K_LINK, K_UNLINK, K_MKDIR, K_RMDIR, K_CHMOD, K_CHOWN,
-    K_UTIMES, K_SETX, K_REMX, K_MKNOD, K_FIFO, K_BIND, K_SYMLINK, K_HELD, K_N
+    K_CREATE,
+    K_WRITE,
+    K_TRUNC,
+    K_RENAME,
+    K_LINK,
+    K_UNLINK,
+    K_MKDIR,
+    K_RMDIR,
+    K_CHMOD,
+    K_CHOWN,
+    K_UTIMES,
+    K_SETX,
+    K_REMX,
+    K_MKNOD,
+    K_FIFO,
+    K_BIND,
+    K_SYMLINK,
+    K_HELD,
+    K_N
 };
 static const unsigned weight[K_N] = {8, 14, 6, 10, 8, 6, 6, 4, 4, 4, 6, 5, 3, 4, 2, 2, 5, 4};
 static long counts[K_N];
@@ -719,8 +737,9 @@ static op_fn choose(int k, op *o)
     case K_HELD: {
         pick_kind_of(o->a, 0);
         if (model_type(o->a) != S_IFREG) return NULL; /* only regular files are opened */
-        o->name = "held";
+        static const char *const hn[] = {"held+unlink", "held+rename", "held+link"};
         o->mode = (unsigned)below(3);
+        o->name = hn[o->mode]; /* flags 1: and an online compaction */
         o->flags = !below(3);
         if (o->mode) pick(o->b);
         off_t size = model_size(o->a);
@@ -772,10 +791,10 @@ static void describe(const op *o, char *d, size_t n)
     size_t w = 0;
     add(d, n, &w, "%s %s", o->name, o->a);
     if (o->b[0]) add(d, n, &w, " %s", o->b);
-    if (o->target[0])
-        add(d, n, &w, " '%.40s%s'", o->target, strlen(o->target) > 40 ? "..." : "");
+    if (o->target[0]) add(d, n, &w, " '%.40s%s'", o->target, strlen(o->target) > 40 ? "..." : "");
     if (o->flags) add(d, n, &w, " flags=%#x", o->flags);
-    if (o->mode || !strcmp(o->name, "chmod")) add(d, n, &w, " mode=%#o", o->mode);
+    if ((o->mode || !strcmp(o->name, "chmod")) && strncmp(o->name, "held", 4))
+        add(d, n, &w, " mode=%#o", o->mode);
     if (o->uid || o->gid) add(d, n, &w, " uid=%d gid=%d", (int)o->uid, (int)o->gid);
     if (o->rdev) add(d, n, &w, " rdev=%u:%u", major(o->rdev), minor(o->rdev));
     if (o->off || o->len) add(d, n, &w, " off=%lld len=%lld", (long long)o->off, (long long)o->len);
@@ -792,8 +811,7 @@ static void mark_explicit(const op *o)
     full(p, 0, o->a);
     int r = o->flags & AT_SYMLINK_NOFOLLOW ? lstat(p, &st) : stat(p, &st);
     if (r) return;
-    if (o->ts[1].tv_nsec == UTIME_OMIT)
-        return; /* mtime unchanged: keep what was known */
+    if (o->ts[1].tv_nsec == UTIME_OMIT) return; /* mtime unchanged: keep what was known */
     expl_set(st.st_ino);
 }
 
@@ -885,11 +903,12 @@ static void cmp_bytes(const char *rel, const char *pm, const char *pf)
 {
     size_t nm, nf;
     unsigned char *bm = slurp(pm, &nm), *bf = slurp(pf, &nf);
-    if (!bm || !bf) fail("%s: cannot open (model %s, mount %s)", rel, bm ? "ok" : "failed", bf ? "ok" : "failed");
+    if (!bm || !bf)
+        fail("%s: cannot open (model %s, mount %s)", rel, bm ? "ok" : "failed",
+             bf ? "ok" : "failed");
     if (nm != nf) fail("%s: read %zu bytes from the model, %zu from the mount", rel, nm, nf);
     for (size_t i = 0; i < nm; i++)
-        if (bm[i] != bf[i])
-            fail("%s: byte %zu: model 0x%02x, mount 0x%02x", rel, i, bm[i], bf[i]);
+        if (bm[i] != bf[i]) fail("%s: byte %zu: model 0x%02x, mount 0x%02x", rel, i, bm[i], bf[i]);
     free(bm);
     free(bf);
 }
@@ -979,7 +998,8 @@ static void check_dirents(const char *rel)
     while ((e = readdir(d))) {
         struct stat st;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW)) fail("%s/%s: listed but lstat fails: %s", rel, e->d_name, strerror(errno));
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW))
+            fail("%s/%s: listed but lstat fails: %s", rel, e->d_name, strerror(errno));
         if (e->d_type != DT_UNKNOWN && e->d_type != IFTODT(st.st_mode))
             fail("%s/%s: readdir type %u, lstat type %u", rel, e->d_name, e->d_type,
                  IFTODT(st.st_mode));
@@ -999,7 +1019,8 @@ static void cmp_dir(const char *rel)
     full(pf, 1, rel);
     char **vm = names_of(pm, &nm), **vf = names_of(pf, &nf);
     if (!vm || !vf)
-        fail("%s: cannot list (model %s, mount %s)", rel, vm ? "ok" : "failed", vf ? "ok" : "failed");
+        fail("%s: cannot list (model %s, mount %s)", rel, vm ? "ok" : "failed",
+             vf ? "ok" : "failed");
     for (size_t i = 0; i < nm || i < nf; i++)
         if (i >= nm || i >= nf || strcmp(vm[i], vf[i]))
             fail("%s: entry '%s' only in the %s", *rel ? rel : ".", i < nm ? vm[i] : vf[i],
@@ -1092,7 +1113,8 @@ static void remount(int compact)
     char *vf[] = {(char *)tadoc, "verify", (char *)archive, NULL};
     if (compact && (rc = run(vf))) fail("tadoc verify %s: status %d", archive, rc);
     char *opts = getenv("FSMODEL_MOUNT_OPTS"); /* as the first mount had them */
-    char *mt[] = {(char *)tadocfs, (char *)archive, (char *)root[1], opts ? "-o" : NULL, opts, NULL};
+    char *mt[] = {
+        (char *)tadocfs, (char *)archive, (char *)root[1], opts ? "-o" : NULL, opts, NULL};
     if ((rc = run(mt))) fail("remount %s: status %d", archive, rc);
 }
 
@@ -1145,10 +1167,10 @@ int main(int argc, char **argv)
     opno--;
     compare("end");
     printf("fsmodel: seed %llu: %ld operations (", (unsigned long long)seed, ops);
-    static const char *const kn[K_N] = {"create", "write", "truncate", "rename", "link",
-                                        "unlink", "mkdir", "rmdir", "chmod", "chown", "utimes",
-                                        "setxattr", "removexattr", "mknod", "mkfifo", "bind",
-                                        "symlink", "held"};
+    static const char *const kn[K_N] = {"create", "write",    "truncate",    "rename", "link",
+                                        "unlink", "mkdir",    "rmdir",       "chmod",  "chown",
+                                        "utimes", "setxattr", "removexattr", "mknod",  "mkfifo",
+                                        "bind",   "symlink",  "held"};
     for (int k = 0; k < K_N; k++)
         printf("%s%s %ld", k ? ", " : "", kn[k], counts[k]);
     printf(" succeeded), %ld entries compared, %ld online and %ld offline compactions, "
