@@ -6,7 +6,8 @@
 # each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction
 # and after a plain remount (journal replay); at the end a read-only mount, the archive
 # unpacked, and the model packed and mounted, must agree with the model as well.
-# MODEL_SEEDS and MODEL_BG_SEEDS (the run with background compactions) list the seeds,
+# MODEL_SEEDS, MODEL_BG_SEEDS (the run with background compactions) and MODEL_USER_SEEDS
+# (operations as uid 1000 on a mount with allow_other) list the seeds,
 # MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed
 # cases that once destroyed archives. A failure prints the seed, the operation number, the
 # last operations and the difference: `fsmodel SEED OPS MODELDIR MOUNTPOINT ARCHIVE` repeats
@@ -17,6 +18,7 @@ load helpers
 OPS=${MODEL_OPS:-500}
 SEEDS=${MODEL_SEEDS:-1 2 3 4}
 BG_SEEDS=${MODEL_BG_SEEDS:-5}
+USER_SEEDS=${MODEL_USER_SEEDS:-6}
 
 setup() {
     scratch
@@ -62,6 +64,7 @@ model_seeds() {
         "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
         # shellcheck disable=SC2086 # $opts is two words or none
         mnt "$S/a.tdc" "$M" $opts
+        if [ -n "${FSMODEL_AS:-}" ]; then chown "$FSMODEL_AS" "$M" "$MODEL"; fi
         FSMODEL_MOUNT_OPTS=$2 run "$TESTBIN/fsmodel" "$seed" "$OPS" "$MODEL" "$M" "$S/a.tdc"
         echo "$output" | grep -v '^compacted \|^ok: ' | tail -60
         [ "$status" -eq 0 ]
@@ -104,6 +107,11 @@ symlink_linked_twice() {
     [ "$(readlink "$M/s2")" = target ]
     [ "$(stat -c %h "$M/s2")" = 2 ]
     [ "$(stat -c %i "$M/s1")" = "$(stat -c %i "$M/s2")" ]
+}
+
+@test "the same as an unprivileged user (uid 1000): permission checks and their errors agree" {
+    chmod 755 "$S" # the user reaches the model and the mountpoint
+    FSMODEL_AS=1000:1000 model_seeds "$USER_SEEDS" allow_other
 }
 
 @test "a hard link of a symlink survives offline compaction" {

@@ -33,6 +33,9 @@
  * tadocfs's entries and attributes for a day; FSMODEL_DROP_CACHES=1 drops them (globally:
  * /proc/sys/vm/drop_caches) after each online compaction.
  *
+ * FSMODEL_AS=UID:GID runs the operations with those effective ids (the two roots should be
+ * theirs, and the mount needs allow_other); comparisons and compactions run as root.
+ *
  * `fsmodel -c MODELDIR OTHERDIR` only compares two trees (no mtimes): the model with an
  * unpacked archive, or with a mount of the model packed.
  *
@@ -42,6 +45,7 @@
  * difference, and exits 1; exits 0 with a summary otherwise. */
 
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -832,6 +836,32 @@ static const char *result(long r, char *s)
     return s;
 }
 
+/* FSMODEL_AS=UID:GID: operations run with those effective ids (no supplementary groups),
+ * so permission checks and the unprivileged rules (chown, setgid bits, ...) are compared;
+ * comparisons and compactions run as root. */
+static uid_t as_uid;
+static gid_t as_gid;
+static int as_set;
+
+static void become_user(int on)
+{
+    if (!as_set) return;
+    if (on ? setegid(as_gid) || seteuid(as_uid) : seteuid(0) || setegid(0))
+        fail("switching ids: %s", strerror(errno));
+}
+
+static void parse_as(void)
+{
+    const char *e = getenv("FSMODEL_AS");
+    unsigned u, g;
+    if (!e || !*e) return;
+    if (sscanf(e, "%u:%u", &u, &g) != 2) fail("FSMODEL_AS must be UID:GID");
+    if (setgroups(0, NULL)) fail("setgroups: %s", strerror(errno));
+    as_uid = u;
+    as_gid = g;
+    as_set = 1;
+}
+
 /* One random operation on both trees; a different result is a failure. */
 static void step(void)
 {
@@ -845,7 +875,9 @@ static void step(void)
         touched(o.a);
         if (o.b[0]) touched(o.b);
     }
+    become_user(1);
     long r0 = fn(0, &o), r1 = fn(1, &o);
+    become_user(0);
     char s0[32], s1[32];
     logop("#%ld %s -> %s / %s", opno, d, result(r0, s0), result(r1, s1));
     if (r0 != r1) fail("%s: model %s, mount %s", d, s0, s1);
@@ -1143,6 +1175,7 @@ int main(int argc, char **argv)
     static const mode_t masks[] = {022, 0, 077, 002};
     umask(masks[below(4)]); /* the kernel applies it on both sides, unless tadocfs asks not to */
     if (chdir("/")) return 1;
+    parse_as();
     /* Periods from the seed: tree comparisons and compactions. */
     long cmp_every = 5 + (long)below(30), compact_every = 20 + (long)below(80);
     long online = 0, offline = 0, replays = 0;
