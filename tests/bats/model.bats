@@ -79,6 +79,9 @@ model_seeds() {
         rm -rf "$MODEL.un"
         "$TADOC" unpack "$S/a.tdc" "$MODEL.un"
         "$TESTBIN/fsmodel" -c "$MODEL" "$MODEL.un"
+        mnt "$S/a.tdc" "$M" -o ro # the mount and unpack agree on the mtimes too
+        "$TESTBIN/fsmodel" -c -t "$M" "$MODEL.un"
+        fusermount3 -u "$M"
         "$TADOC" pack -q "$MODEL" -o "$S/b.tdc"
         mnt "$S/b.tdc" "$M"
         "$TESTBIN/fsmodel" -c "$MODEL" "$M"

@@ -1,7 +1,7 @@
 /* fsmodel: a randomized model test of a whole tree on a mounted archive.
  *
  * usage: fsmodel SEED OPS MODELDIR MOUNTPOINT [ARCHIVE]
- *        fsmodel -c MODELDIR OTHERDIR
+ *        fsmodel -c [-t] MODELDIR OTHERDIR
  * Applies OPS random operations, chosen from SEED, to MODELDIR (a plain directory on a local
  * file system: the model) and to MOUNTPOINT (a tadocfs mount), and checks that each gives
  * the same result (return value or errno) on both: create, write at random offsets (also
@@ -36,8 +36,9 @@
  * FSMODEL_AS=UID:GID runs the operations with those effective ids (the two roots should be
  * theirs, and the mount needs allow_other); comparisons and compactions run as root.
  *
- * `fsmodel -c MODELDIR OTHERDIR` only compares two trees (no mtimes): the model with an
- * unpacked archive, or with a mount of the model packed.
+ * `fsmodel -c [-t] MODELDIR OTHERDIR` only compares two trees (mtimes only with -t): the
+ * model with an unpacked archive, or with a mount of the model packed; with -t a mount of an
+ * archive with the archive unpacked.
  *
  * Never opens anything but regular files and directories (device nodes may name real
  * devices), and symlink targets contain no "..", so nothing outside the two trees is reached.
@@ -74,6 +75,7 @@ static const char *archive;
 static char oplog[LOGN][600];
 static long nlog;
 static int compare_only; /* fsmodel -c */
+static int all_mtimes;   /* fsmodel -c -t */
 
 static uint64_t next(void)
 {
@@ -999,7 +1001,7 @@ static void cmp_entry(const char *rel)
     SAME(st_nlink, "%lu");
     if (!S_ISDIR(m.st_mode)) SAME(st_size, "%ld");
     if (S_ISCHR(m.st_mode) || S_ISBLK(m.st_mode)) SAME(st_rdev, "%#lx");
-    if (expl_has(m.st_ino) &&
+    if ((all_mtimes || expl_has(m.st_ino)) &&
         (m.st_mtim.tv_sec != f.st_mtim.tv_sec || m.st_mtim.tv_nsec != f.st_mtim.tv_nsec))
         fail("%s: explicit mtime: model %lld.%09ld, mount %lld.%09ld", rel,
              (long long)m.st_mtim.tv_sec, m.st_mtim.tv_nsec, (long long)f.st_mtim.tv_sec,
@@ -1152,10 +1154,12 @@ static void remount(int compact)
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && !strcmp(argv[1], "-c")) {
-        /* Compare two trees only (mtimes aside): a model and an unpacked or packed copy. */
-        root[0] = argv[2];
-        root[1] = argv[3];
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "-c")) {
+        /* Compare two trees only: a model and an unpacked or packed copy (mtimes aside), or
+         * with -t two copies of one archive (mtimes too). */
+        all_mtimes = argc == 5 && !strcmp(argv[2], "-t");
+        root[0] = argv[argc - 2];
+        root[1] = argv[argc - 1];
         compare_only = 1;
         compare("-c");
         printf("fsmodel: %s and %s agree (%ld entries)\n", root[0], root[1], ncompared);
@@ -1163,7 +1167,7 @@ int main(int argc, char **argv)
     }
     if (argc < 5 || argc > 6) {
         fprintf(stderr, "usage: fsmodel SEED OPS MODELDIR MOUNTPOINT [ARCHIVE]\n"
-                        "       fsmodel -c MODELDIR OTHERDIR\n");
+                        "       fsmodel -c [-t] MODELDIR OTHERDIR\n");
         return 2;
     }
     seed = strtoull(argv[1], NULL, 10);
