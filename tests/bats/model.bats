@@ -137,3 +137,28 @@ symlink_linked_twice() {
     mnt "$S/a.tdc" "$M"
     symlink_linked_twice
 }
+
+# open(O_TRUNC) by an unprivileged caller drops setuid, and setgid where the group may
+# execute: the kernel sends the daemon no SETATTR for it (fsmodel as uid 1000 found it).
+@test "open with O_TRUNC by an unprivileged user drops setuid and setgid as truncate does" {
+    mnt "$S/a.tdc" "$M" -o allow_other
+    chmod 755 "$S"
+    chown 1000:1000 "$M"
+    for m in 6322 4755 2710 2700; do
+        setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo x >'$M/f$m'; chmod $m '$M/f$m'"
+        setpriv --reuid=1000 --regid=1000 --clear-groups sh -c ": >'$M/f$m'"
+    done
+    [ "$(stat -c %a "$M/f6322")" = 2322 ]
+    [ "$(stat -c %a "$M/f4755")" = 755 ]
+    [ "$(stat -c %a "$M/f2710")" = 710 ]
+    [ "$(stat -c %a "$M/f2700")" = 2700 ]
+    [ "$(stat -c %s "$M/f4755")" = 0 ]
+    # root keeps them (CAP_FSETID)
+    echo x >"$M/r"
+    chmod 4755 "$M/r"
+    : >"$M/r"
+    [ "$(stat -c %a "$M/r")" = 4755 ]
+    fusermount3 -u "$M"
+    mnt "$S/a.tdc" "$M"
+    [ "$(stat -c %a "$M/f6322")" = 2322 ]
+}
