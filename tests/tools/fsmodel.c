@@ -33,8 +33,9 @@
  * tadocfs's entries and attributes for a day; FSMODEL_DROP_CACHES=1 drops them (globally:
  * /proc/sys/vm/drop_caches) after each online compaction.
  *
- * FSMODEL_AS=UID:GID runs the operations with those effective ids (the two roots should be
- * theirs, and the mount needs allow_other); comparisons and compactions run as root.
+ * FSMODEL_AS=UID:GID[,UID:GID...] runs each operation with one of those effective ids (the
+ * two roots must let them in, and the mount needs allow_other); comparisons and compactions
+ * run as root.
  *
  * `fsmodel -c [-t] MODELDIR OTHERDIR` only compares two trees (mtimes only with -t): the
  * model with an unpacked archive, or with a mount of the model packed; with -t a mount of an
@@ -485,6 +486,8 @@ static struct stat held_st[2];
 static unsigned char *held_bytes[2];
 static size_t held_n[2];
 
+static void become_user(int on);
+
 /* Online compaction while fd is open: it must succeed, except that a removed file still
  * open makes it refuse with EBUSY (as documented: compact again once it is closed). An
  * earlier removed file whose release is still on its way counts too: retry a little. */
@@ -492,8 +495,10 @@ static void compact_holding(int fd, const char *rel)
 {
     struct stat st;
     for (int tries = 0;; tries++) {
-        if (!setxattr(root[1], "user.tadoc.compact", "1", 1, 0)) return;
-        int e = errno;
+        become_user(0); /* compactions run as root */
+        int rc = setxattr(root[1], "user.tadoc.compact", "1", 1, 0), e = errno;
+        become_user(1);
+        if (!rc) return;
         if (fstat(fd, &st)) fail("fstat: %s", strerror(errno));
         if (e == EBUSY && st.st_nlink == 0) return;
         if (e != EBUSY || tries == 100)
@@ -838,17 +843,19 @@ static const char *result(long r, char *s)
     return s;
 }
 
-/* FSMODEL_AS=UID:GID: operations run with those effective ids (no supplementary groups),
- * so permission checks and the unprivileged rules (chown, setgid bits, ...) are compared;
+/* FSMODEL_AS=UID:GID[,UID:GID...]: each operation runs with one of those effective ids
+ * (chosen from the seed; no supplementary groups), so permission checks and the rules for
+ * unprivileged callers (chown, setgid bits, sticky directories, ...) are compared;
  * comparisons and compactions run as root. */
-static uid_t as_uid;
-static gid_t as_gid;
-static int as_set;
+#define MAXAS 8
+static uid_t as_uid[MAXAS];
+static gid_t as_gid[MAXAS];
+static int nas, as_now;
 
 static void become_user(int on)
 {
-    if (!as_set) return;
-    if (on ? setegid(as_gid) || seteuid(as_uid) : seteuid(0) || setegid(0))
+    if (!nas) return;
+    if (on ? setegid(as_gid[as_now]) || seteuid(as_uid[as_now]) : seteuid(0) || setegid(0))
         fail("switching ids: %s", strerror(errno));
 }
 
@@ -856,12 +863,15 @@ static void parse_as(void)
 {
     const char *e = getenv("FSMODEL_AS");
     unsigned u, g;
-    if (!e || !*e) return;
-    if (sscanf(e, "%u:%u", &u, &g) != 2) fail("FSMODEL_AS must be UID:GID");
-    if (setgroups(0, NULL)) fail("setgroups: %s", strerror(errno));
-    as_uid = u;
-    as_gid = g;
-    as_set = 1;
+    int k;
+    while (e && *e && nas < MAXAS) {
+        if (sscanf(e, "%u:%u%n", &u, &g, &k) != 2) fail("FSMODEL_AS must be UID:GID[,UID:GID...]");
+        as_uid[nas] = u;
+        as_gid[nas++] = g;
+        e += k;
+        e += *e == ',';
+    }
+    if (nas && setgroups(0, NULL)) fail("setgroups: %s", strerror(errno));
 }
 
 /* One random operation on both trees; a different result is a failure. */
@@ -877,6 +887,8 @@ static void step(void)
         touched(o.a);
         if (o.b[0]) touched(o.b);
     }
+    as_now = nas > 1 ? (int)below((uint64_t)nas) : 0;
+    if (nas > 1) snprintf(d + strlen(d), sizeof d - strlen(d), " as %u", (unsigned)as_uid[as_now]);
     become_user(1);
     long r0 = fn(0, &o), r1 = fn(1, &o);
     become_user(0);
