@@ -64,7 +64,11 @@ model_seeds() {
         "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
         # shellcheck disable=SC2086 # $opts is two words or none
         mnt "$S/a.tdc" "$M" $opts
-        if [ -n "${FSMODEL_AS:-}" ]; then chown "$FSMODEL_AS" "$M" "$MODEL"; fi
+        case ${FSMODEL_AS:-} in
+        "") ;;
+        *,*) chmod 1777 "$M" "$MODEL" ;; # several users: a sticky directory for all
+        *) chown "$FSMODEL_AS" "$M" "$MODEL" ;;
+        esac
         FSMODEL_MOUNT_OPTS=$2 run "$TESTBIN/fsmodel" "$seed" "$OPS" "$MODEL" "$M" "$S/a.tdc"
         echo "$output" | grep -v '^compacted \|^ok: ' | tail -60
         [ "$status" -eq 0 ]
@@ -115,6 +119,19 @@ symlink_linked_twice() {
 @test "the same as an unprivileged user (uid 1000): permission checks and their errors agree" {
     chmod 755 "$S" # the user reaches the model and the mountpoint
     FSMODEL_AS=1000:1000 model_seeds "$USER_SEEDS" allow_other
+}
+
+# Left out by default (MODEL_MULTIUSER=1 runs it): a known difference. A write or truncate
+# by a caller outside a setgid file's group, where the group may not execute, drops setgid
+# on a local file system (should_remove_suid) but not on tadocfs: the kernel's FUSE fallback
+# (fuse_setattr without handle_killpriv) drops setgid only where the group may execute. The
+# fix is FUSE_CAP_HANDLE_KILLPRIV_V2 and the rule in tadocfs's write, setattr and open.
+# Seeds 5, 21, 27 and 30 of 1000 operations show it.
+@test "the same as root and three unprivileged users in a sticky directory" {
+    [ -n "${MODEL_MULTIUSER:-}" ] || skip "known difference: setgid after a non-member's write (see above)"
+    chmod 755 "$S"
+    export FSMODEL_AS=0:0,1000:1000,1001:1001,1002:1000
+    model_seeds "$USER_SEEDS" allow_other
 }
 
 @test "a hard link of a symlink survives offline compaction" {
