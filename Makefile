@@ -2,6 +2,8 @@
 # and a sanitizer (ASan+UBSan) tree and runs the whole suite under the sanitizer build;
 # it also runs the stress test on a ThreadSanitizer build (build/tsan; `make tsan` adds fsx);
 # `make demo` runs the main job on the bundled sample; `make bench` runs the benchmarks.
+# `make lib` adds the shared library and tadoc.pc, `make install` installs everything
+# (PREFIX, DESTDIR), `make deb` builds the Debian packages into build/deb-out/.
 # GPU=0 skips CUDA; otherwise kernels/*.cu are built when nvcc is found.
 
 CC      ?= cc
@@ -25,10 +27,10 @@ OPT      = -O2
 endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g -Wall -Wextra -Werror \
-             -pthread $(SANFLAGS) $(shell pkg-config --cflags fuse3 2>/dev/null) $(CFLAGS)
+             -pthread $(SANFLAGS) $(shell pkg-config --cflags fuse3 2>/dev/null) $(CPPFLAGS) $(CFLAGS)
 LDLIBS_ALL = -lzstd -lxxhash -pthread $(SANFLAGS) $(LDFLAGS)
 
-ENGINE_SRC = $(wildcard engine/*.c) $(wildcard index/*.c)
+ENGINE_SRC = $(wildcard engine/*.c) $(wildcard index/*.c) $(wildcard lib/*.c)
 ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 
 ifneq ($(GPU),0)
@@ -68,8 +70,33 @@ FUZZ_SECONDS ?= 60
 FUZZ_SAN   = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+# mount(8) looks for mount.TYPE helpers in /sbin only, whatever the prefix.
+SBINDIR ?= /sbin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/tadoc
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
-.PHONY: tsan fuzz fuzz-build test-long all clean test demo bench deps format install
+# libtadoc as a shared library: soname libtadoc.so.$(SOVERSION), exporting only the API of
+# include/tadoc.h (lib/tadoc.map). Its objects are position-independent copies of the engine
+# objects, compiled into $(BUILD)/pic only when `make lib` asks, so `make all` is unchanged.
+# PIC=1 makes every object position-independent instead (the package build: the engine is
+# compiled once for tools, static and shared library). The shared library never has CUDA.
+VERSION   = 0.1.0
+SOVERSION = 0
+PICFLAGS  = -fPIC -fno-semantic-interposition
+ifeq ($(PIC),1)
+CFLAGS_ALL += $(PICFLAGS)
+PIC_OBJ = $(ENGINE_OBJ)
+else
+PIC_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/pic/%.o)
+endif
+SHLIB = $(BUILD)/libtadoc.so.$(VERSION)
+PCFILE = $(BUILD)/tadoc.pc
+
+.PHONY: tsan fuzz fuzz-build test-long all clean test demo bench deps format install lib tools deb
 .SECONDARY:
 all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
 
@@ -85,6 +112,26 @@ $(BUILD)/%.cu.o: %.cu
 $(LIB): $(ENGINE_OBJ) $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+tools: $(TOOLS)
+lib: $(LIB) $(SHLIB) $(PCFILE)
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $< (PIC)"
+	@$(CC) $(filter-out -DTDC_HAVE_CUDA,$(CFLAGS_ALL)) $(PICFLAGS) -MMD -MP -c $< -o $@
+
+# --no-undefined: every engine symbol must resolve inside the library or its listed libraries.
+$(SHLIB): $(PIC_OBJ) lib/tadoc.map
+	$(CC) -shared -Wl,-soname,libtadoc.so.$(SOVERSION) -Wl,--version-script=lib/tadoc.map \
+	    -Wl,--no-undefined -o $@ $(PIC_OBJ) -lzstd -lxxhash -pthread $(LDFLAGS)
+	ln -sf $(notdir $@) $(BUILD)/libtadoc.so.$(SOVERSION)
+	ln -sf $(notdir $@) $(BUILD)/libtadoc.so
+
+$(PCFILE): lib/tadoc.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 $(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
@@ -151,19 +198,44 @@ tsan: deps
 	@BUILD=build/tsan BATS_ONLY=stress.bats tests/run.sh
 	@BUILD=build/tsan BATS_ONLY=fsx.bats tests/run.sh
 
-demo: deps
-	$(MAKE) all
+# The demo needs only the tools (no cmocka, bats or test corpora): its own package group.
+demo:
+	@tools/deps.sh build demo
+	$(MAKE) tools
 	@tools/demo.sh build/rel
 
 bench: deps
+	@tools/deps.sh bench
 	$(MAKE) all
 	@bench/run.sh build/rel
 
-# tadocfs in $(PREFIX)/bin is what `mount -t fuse.tadocfs` (and /etc/fstab) runs through
-# mount.fuse3, since mount(8) searches only the system PATH.
-install: $(TOOLS)
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+# tadocfs in $(BINDIR) is what `mount -t fuse.tadocfs` (and /etc/fstab) runs through
+# mount.fuse3, which searches the PATH; mount.tadocfs in $(SBINDIR) makes `mount -t tadocfs`
+# work too. The library goes in with its header, tadoc.pc and the example program.
+install: $(TOOLS) lib
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 0755 tools/mount.tadocfs $(DESTDIR)$(SBINDIR)/
+	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libtadoc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libtadoc.so.$(SOVERSION)
+	ln -sf libtadoc.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libtadoc.so
+	install -m 0644 $(PCFILE) $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 0644 include/tadoc.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 man/tadoc.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/tadocfs.8 $(DESTDIR)$(MANDIR)/man8/
+	ln -sf tadocfs.8 $(DESTDIR)$(MANDIR)/man8/mount.tadocfs.8
+	install -m 0644 tools/tadoc.bash-completion $(DESTDIR)$(BASHCOMPDIR)/tadoc
+	install -m 0644 docs/example.c $(DESTDIR)$(DOCDIR)/examples/
+
+# The Debian packages (tadoc, libtadoc0, libtadoc-dev) with dpkg-buildpackage, built from a
+# copy of the sources in build/deb-src, into build/deb-out/ with lintian's report; a no-op
+# while the sources are unchanged since the last build.
+deb:
+	@tools/deps.sh build deb
+	@tools/mkdeb.sh
 
 format:
 	clang-format -i $(shell git ls-files '*.c' '*.h' '*.cu')

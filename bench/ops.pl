@@ -9,6 +9,12 @@
 #          extract  COUNT extracts of LEN bytes, files of at least LEN bytes, offsets uniform
 #          dirty:P  one append to each of P percent of the files (distinct, chosen at random;
 #                   COUNT is ignored)
+#          history:D  COUNT edits of a random-operation tester, in order (needs --offsets=
+#                   sequence): overwrites, inserts, appends and truncates of live files, and
+#                   deletes of D percent of the files spread over the history. Texts are LEN
+#                   bytes or less, half dictionary words and half made-up words (new tokens), now
+#                   and then a burst of up to 16 times as much; offsets and sizes follow each
+#                   file's size through the history.
 #   FILES  `tadoc ls -l` output of the archive (regular files are used)
 #   WORDS  one word a line (e.g. the second column of `tadoc wordcount`)
 # Strings are words joined by spaces, cut to exactly LEN bytes. Same SEED, same output.
@@ -81,6 +87,71 @@ if ($kind eq 'insert') {
         @idx[$i, $j] = @idx[$j, $i];
     }
     printf "append\t%s\t%s\n", esc($path[$_]), text() for sort { $a <=> $b } @idx[0 .. $k - 1];
+} elsif ($kind =~ /^history:([\d.]+)$/) {
+    history($count, $1);
 } else {
     die "ops.pl: unknown kind $kind\n";
+}
+
+# A made-up word: 3 to 10 random letters and digits, most of them new to the dictionary.
+sub noise_word {
+    my @c = ('a' .. 'z', 'A' .. 'Z', '0' .. '9');
+    return join '', map { $c[int(rand(@c))] } 1 .. 3 + int(rand(8));
+}
+
+# Up to $n bytes of text: words from the archive and made-up ones, spaces and newlines.
+sub mixed_text {
+    my $n = 1 + int(rand(shift));
+    my $s = '';
+    while (length($s) < $n) {
+        $s .= rand() < 0.5 ? $w[int(rand(@w))] : noise_word();
+        $s .= rand() < 0.1 ? "\n" : ' ';
+    }
+    return esc(substr($s, 0, $n));
+}
+
+sub history {
+    my ($count, $pct) = @_;
+    my @live = 0 .. $#path;
+    my $deletes = int(@path * $pct / 100 + 0.5);
+    $deletes = @path - 1 if $deletes >= @path; # one file stays to edit
+    # Each op is a delete with the probability that spreads the deletes over the history.
+    my $pdel = $count ? $deletes / $count : 0;
+    for (1 .. $count) {
+        my $li = int(rand(@live));
+        my $i = $live[$li];
+        my $p = esc($path[$i]);
+        my $r = rand();
+        my $len = rand() < 0.05 ? $len * 16 : $len;
+        if ($deletes && rand() < $pdel && @live > 1) {
+            print "delete\t$p\n";
+            splice(@live, $li, 1);
+            $deletes--;
+        } elsif ($r < 0.3) {
+            my $t = mixed_text($len);
+            my $off = int(rand($size[$i] + 1));
+            printf "write\t%s\t%d\t%s\n", $p, $off, $t;
+            my $n = length(unesc($t));
+            $size[$i] = $off + $n if $off + $n > $size[$i];
+        } elsif ($r < 0.6) {
+            my $t = mixed_text($len);
+            printf "insert\t%s\t%d\t%s\n", $p, int(rand($size[$i] + 1)), $t;
+            $size[$i] += length(unesc($t));
+        } elsif ($r < 0.8) {
+            my $t = mixed_text($len);
+            printf "append\t%s\t%s\n", $p, $t;
+            $size[$i] += length(unesc($t));
+        } else {
+            # Mostly a small cut from the end; now and then down to a random size.
+            my $cut = rand() < 0.8 ? int(rand($len * 4)) : int(rand($size[$i] + 1));
+            $size[$i] = $cut > $size[$i] ? 0 : $size[$i] - $cut;
+            printf "truncate\t%s\t%d\n", $p, $size[$i];
+        }
+    }
+}
+
+sub unesc {
+    my $s = shift;
+    $s =~ s/\\(x[0-9a-f]{2}|[nt\\])/$1 eq 'n' ? "\n" : $1 eq 't' ? "\t" : $1 eq '\\' ? '\\' : chr(hex(substr($1, 1)))/ge;
+    return $s;
 }

@@ -5,8 +5,9 @@
 # Applies the operations of OPS (see ops.pl) to the files of TREE in memory, with the offset
 # semantics of `tadoc apply --offsets=MODE`, and compares every regular file of TREE with the
 # same path under RESULT (e.g. `tadoc unpack` of the edited archive); with EXTRACTS, also the
-# printed extracts (C-escaped lines, in operation order). Prints "ok: ..." or the first
-# differences, and exits non-zero on any.
+# printed extracts (C-escaped lines, in operation order). In sequence mode OPS may also hold
+# writes, truncates and deletes (ops.pl history:D); a deleted file must be absent from RESULT.
+# Prints "ok: ..." or the first differences, and exits non-zero on any.
 use strict;
 use warnings;
 use File::Find;
@@ -39,7 +40,8 @@ sub slurp {
     return defined $s ? $s : '';
 }
 
-my %c; # path -> content (touched files)
+my %c;    # path -> content (touched files)
+my %gone; # deleted paths
 my @ops;
 open(my $fh, '<', $opsf) or die "opscheck.pl: $opsf: $!\n";
 while (<$fh>) {
@@ -53,12 +55,28 @@ while (<$fh>) {
 }
 close $fh;
 
+# Write $t at byte $off of $$s, zero-filling a gap past the end, as pwrite does.
+sub overwrite {
+    my ($s, $off, $t) = @_;
+    $$s .= "\0" x ($off - length $$s) if $off > length $$s;
+    substr($$s, $off, length $t) = $t;
+}
+
+sub resize {
+    my ($s, $n) = @_;
+    if ($n < length $$s) { substr($$s, $n) = '' }
+    else { $$s .= "\0" x ($n - length $$s) }
+}
+
 my @want; # expected extract lines
 if ($mode eq 'sequence') {
     for my $o (@ops) {
         my ($k, $p) = @$o;
         if ($k eq 'insert') { substr($c{$p}, $o->[2], 0) = unesc($o->[3]) }
         elsif ($k eq 'append') { $c{$p} .= unesc($o->[2]) }
+        elsif ($k eq 'write') { overwrite(\$c{$p}, $o->[2], unesc($o->[3])) }
+        elsif ($k eq 'truncate') { resize(\$c{$p}, $o->[2]) }
+        elsif ($k eq 'delete') { $gone{$p} = 1 }
         else { push @want, esc(substr($c{$p}, $o->[2], $o->[3])) }
     }
 } elsif ($mode eq 'batch') {
@@ -81,6 +99,13 @@ find({no_chdir => 1, wanted => sub {
     return if -l $_ || !-f _;
     (my $rel = $File::Find::name) =~ s/^\Q$tree\E\/?//;
     $files++;
+    if (exists $gone{$rel}) {
+        if (-e "$result/$rel") {
+            print STDERR "opscheck.pl: $rel was deleted but is in $result\n" if $bad < 10;
+            $bad++;
+        }
+        return;
+    }
     my $want = exists $c{$rel} ? $c{$rel} : slurp($File::Find::name);
     my $got = slurp("$result/$rel");
     if (!defined $got || $got ne $want) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: prepare the corpora (DESIGN.md section 8) and run every benchmark, writing
+# make bench: prepare the corpora (docs/DESIGN.md, "Corpora") and run every benchmark, writing
 # markdown tables under bench/results/ (see bench/README.md). usage: bench/run.sh BUILD_DIR
 # Needs root (mounts, page-cache drops). Takes a few hours on 2 cores: xz -9 and zstd -19 of
 # the Linux tree dominate.
@@ -84,7 +84,17 @@ writes_all() {
     echo
     echo "## Compaction against the dirty fraction"
     echo
-    BUILD="$build" ARCHIVE="$la" "$top/bench/compact.sh" "$data/linux-source-6.1" "Linux 6.1 source tree"
+    BUILD="$build" ARCHIVE="$la" HISTORY=0 "$top/bench/compact.sh" "$data/linux-source-6.1" \
+        "Linux 6.1 source tree"
+}
+
+# Space against live content: random edit histories on the Linux slice, compacted in 10 parts
+# of 100 edits and in 100 parts of 10, against a fresh pack of the result.
+compact_all() {
+    local slice=$top/tests/tmp/corpora/linux-slice
+    BUILD="$build" FRACTIONS="" "$top/bench/compact.sh" "$slice" "Linux slice"
+    echo
+    BUILD="$build" FRACTIONS="" COMPACTIONS=100 "$top/bench/compact.sh" "$slice" "Linux slice"
 }
 
 run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
@@ -92,3 +102,6 @@ run mount.md "Mounted reads" "bench/mount.sh" mount_all
 [ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
+run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all
+# The tables as PNG charts beside them (gnuplot; bench/charts.sh).
+"$top/bench/charts.sh" "$top/bench/results"

@@ -167,8 +167,10 @@ static int reduce_task(void *x, const ana_team *t)
     return 0;
 }
 
-/* Count the words of [first, end) into c, with p prepared for the archive. */
-static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, int kind, counts *c)
+/* Count the words of the files of [first, end) visible in vis into c, with p prepared for the
+ * archive. */
+static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, const unsigned char *vis,
+                       int kind, counts *c)
 {
     const arc *a = p->a;
     const gram *g = &a->g;
@@ -178,7 +180,7 @@ static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, int kind
     uint64_t *w = NULL, *tok[2] = {NULL, NULL};
     unsigned char *need = NULL;
     int rc = -ENOMEM;
-    ana_plan_make(p, kind, first, end, &pl);
+    ana_plan_make(p, kind, first, end, vis, &pl);
     if (!(w = calloc((size_t)g->nrules + 1, sizeof *w)) ||
         !(c->tok = calloc((size_t)g->ntokens + 1, sizeof *c->tok)))
         goto out;
@@ -189,7 +191,7 @@ static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, int kind
     rc = 0;
     /* Files with cut words are read as token streams; the others go through the grammar. */
     for (uint32_t e = first; e < end && !rc; e++) {
-        if (a->ents[e].type != ARC_REG) continue;
+        if (a->ents[e].type != ARC_REG || !ana_visible(vis, e)) continue;
         if (ana_file_has_cut(p, e))
             rc = ana_file_words(a, e, count_word, c);
         else if (vec32_push(&files, e))
@@ -316,7 +318,8 @@ static int print(const arc *a, const counts *c, const uint32_t *order, uint32_t 
     return rc;
 }
 
-static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_first)
+static int emit(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis, buf *out,
+                int count_first)
 {
     counts c;
     ana_prep p;
@@ -325,23 +328,24 @@ static int emit(const arc *a, uint32_t first, uint32_t end, buf *out, int count_
      * Levels only for bottom-up (top-down goes in g->topo's order). */
     uint64_t syms;
     uint32_t nfiles;
-    ana_plan_threads(a, first, end, &syms, &nfiles);
+    ana_plan_threads(a, first, end, vis, &syms, &nfiles);
     int flags = ana_traversal() == ANA_BOTTOMUP ? ANA_PREP_LEVELS : 0;
     if (syms >= a->g.root.n / 8) flags |= ANA_PREP_ORDER;
     ana_mark(NULL);
     int rc = ana_prep_init(&p, a, flags);
     if (rc) return rc;
     ana_mark("levels");
-    rc = count_scope(&p, first, end, count_first ? ANA_K_WORDCOUNT : ANA_K_SORT, &c);
+    rc = count_scope(&p, first, end, vis, count_first ? ANA_K_WORDCOUNT : ANA_K_SORT, &c);
     if (!rc) rc = print(a, &c, p.order, p.norder, out, count_first, ana_threads());
     counts_free(&c);
     ana_prep_free(&p);
     return rc;
 }
 
-int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out)
+int ana_wordcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                  buf *out)
 {
-    return emit(a, first, end, out, 1);
+    return emit(a, first, end, vis, out, 1);
 }
 
 int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out)
@@ -350,7 +354,7 @@ int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out)
     return print(a, &c, NULL, 0, out, 1, ana_threads());
 }
 
-int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out)
+int ana_sort(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
 {
-    return emit(a, first, end, out, 0);
+    return emit(a, first, end, vis, out, 0);
 }

@@ -1,5 +1,5 @@
-/* ana: text analytics computed on the grammar, never on expanded text (DESIGN.md section 5).
- * Paths in outputs are relative to the scope's directory (a file scope: its parent) and
+/* ana: text analytics computed on the grammar, never on expanded text (docs/DESIGN.md,
+ * "Analytics"). Paths in outputs are relative to the scope's directory (a file scope: its parent) and
  * written with C escapes for tab, newline and backslash.
  *
  * A scope is a range of file-table entries [first, end): the whole archive, one directory's
@@ -9,7 +9,7 @@
  *
  * Functions only read the archive; several may run at once on one archive.
  *
- * Traversals (G-TADOC IV-B, papers/g-tadoc-icde21.txt). Each analytic runs either
+ * Traversals (G-TADOC, ICDE 2021, section IV-B). Each analytic runs either
  * - top-down: rule weights (occurrences in the scope, or in one file for the per-file
  *   analytics) pushed from the root level down the topological levels, then every rule's own
  *   words (or crossing sequences) counted times its weight. The per-file analytics (invindex,
@@ -63,6 +63,16 @@
 #include "arc.h"
 #include "buf.h"
 
+/* Visibility masks. Every analytic takes `vis`: NULL for every entry, or one byte per entry of
+ * the archive (a->nents), non-zero for the entries the caller may see. A regular file whose
+ * byte is 0 is left out as if it were not in the scope: no path, word, count or sequence of it
+ * reaches the output. The daemon builds one per caller from the files' modes (fs/perm.h); NULL
+ * keeps every analytic exactly as it was. The same mask goes to the GPU (gpu_analytic). */
+static inline int ana_visible(const unsigned char *vis, uint32_t e)
+{
+    return !vis || vis[e];
+}
+
 /* One past the last entry of the subtree rooted at entry `dir` (entries in path order put a
  * directory's descendants right after it). For a file, ent + 1. */
 uint32_t ana_subtree_end(const arc *a, uint32_t dir);
@@ -82,36 +92,44 @@ void ana_set_threads(int n);
 int ana_traversal(void);
 int ana_threads(void);
 
-/* The regular files of [first, end), appended to out in byte order of their paths. */
-int ana_scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out);
+/* The regular files of [first, end) visible in `vis`, appended to out in byte order of their
+ * paths. */
+int ana_scope_files(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                    vec32 *out);
 
 /* Bytes to strip from archive paths so they are relative to the scope starting at `first`:
  * its directory, or for a single file its parent directory. */
 size_t ana_scope_prefix(const arc *a, uint32_t first);
 
 /* Word count: "count<TAB>word\n" lines, count descending, then word. Appends to out. */
-int ana_wordcount(const arc *a, uint32_t first, uint32_t end, buf *out);
+int ana_wordcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                  buf *out);
 
 /* Word count records for per-token counts computed elsewhere (the GPU backend): tok has one
  * count per token id, separators 0; the output is what ana_wordcount prints for them. */
 int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out);
 
 /* Sort: "word<TAB>count\n" lines by word. Appends to out. */
-int ana_sort(const arc *a, uint32_t first, uint32_t end, buf *out);
+int ana_sort(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+             buf *out);
 
 /* Inverted index: "word<TAB>path<TAB>path...\n", words by word, paths by path. */
-int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out);
+int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                 buf *out);
 
 /* Term vector: "path<TAB>count<TAB>word\n" for every word of every file: files by path, then
  * count descending, then word. */
-int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out);
+int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                   buf *out);
 
 /* Sequence count: "count<TAB>w1 w2 w3\n" for every run of three consecutive words inside one
  * file (separators between them do not matter), count descending, then sequence. */
-int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out);
+int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                 buf *out);
 
 /* Ranked inverted index: "w1 w2 w3<TAB>path:count<TAB>...\n", sequences by sequence, files
  * by count descending, then path. */
-int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out);
+int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                       buf *out);
 
 #endif

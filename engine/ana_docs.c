@@ -592,8 +592,9 @@ static void docs_free(docs *d)
     free(d->w);
 }
 
-/* Levels, plan, the scope's files, long words, and for bottom-up the tables. */
-static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t end)
+/* Levels, plan, the scope's visible files, long words, and for bottom-up the tables. */
+static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t end,
+                     const unsigned char *vis)
 {
     int seq = kind == ANA_K_SEQCOUNT || kind == ANA_K_RANKEDINVINDEX;
     memset(d, 0, sizeof *d);
@@ -603,10 +604,10 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
     int rc = ana_prep_init(&d->p, a, ANA_PREP_LEVELS | (seq ? ANA_PREP_HT : 0));
     if (rc) return rc;
     ana_mark("levels, head/tail");
-    ana_plan_make(&d->p, kind, first, end, &d->pl);
+    ana_plan_make(&d->p, kind, first, end, vis, &d->pl);
     ana_mark("selector");
     unsigned char *need = NULL;
-    if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, &d->files)) goto nomem;
+    if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, vis, &d->files)) goto nomem;
     for (size_t i = 0; i < d->files.n; i++) {
         uint32_t e = d->files.p[i];
         if (!ana_file_has_cut(&d->p, e)) {
@@ -713,10 +714,12 @@ size_t ana_scope_prefix(const arc *a, uint32_t first)
     return slash ? (size_t)(slash - p) + 1 : 0;
 }
 
-int ana_scope_files(const arc *a, uint32_t first, uint32_t end, vec32 *out)
+int ana_scope_files(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                    vec32 *out)
 {
     for (uint32_t e = first; e < end; e++)
-        if (a->ents[e].type == ARC_REG && vec32_push(out, e)) return -ENOMEM;
+        if (a->ents[e].type == ARC_REG && ana_visible(vis, e) && vec32_push(out, e))
+            return -ENOMEM;
     sort_r(out->p, out->n, sizeof *out->p, by_path, (void *)a);
     return 0;
 }
@@ -802,10 +805,11 @@ static int tv_task(void *x, const ana_team *t)
     return rc;
 }
 
-int ana_termvector(const arc *a, uint32_t first, uint32_t end, buf *out)
+int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                   buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_TERMVECTOR, first, end);
+    int rc = docs_init(&d, a, ANA_K_TERMVECTOR, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out};
     ranks rk = {0};
@@ -896,10 +900,11 @@ static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
-int ana_invindex(const arc *a, uint32_t first, uint32_t end, buf *out)
+int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                 buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_INVINDEX, first, end);
+    int rc = docs_init(&d, a, ANA_K_INVINDEX, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     ranks rk = {0};
@@ -1042,10 +1047,11 @@ static int sc_task(void *x, const ana_team *t)
     return rc;
 }
 
-int ana_seqcount(const arc *a, uint32_t first, uint32_t end, buf *out)
+int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                 buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_SEQCOUNT, first, end);
+    int rc = docs_init(&d, a, ANA_K_SEQCOUNT, first, end, vis);
     if (rc) return rc;
     scjob j = {.d = &d};
     seqrec *recs = NULL;
@@ -1155,10 +1161,11 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
-int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, buf *out)
+int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                       buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_RANKEDINVINDEX, first, end);
+    int rc = docs_init(&d, a, ANA_K_RANKEDINVINDEX, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     rc = ana_par(d.pl.threads, ri_task, &j);

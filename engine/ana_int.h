@@ -42,7 +42,7 @@ int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx);
  *   second thread while the first computes the levels.
  * The last grammar's preparation is kept for the next call (a daemon answering analytics on
  * one archive computes it once): it is found again by a 128-bit XXH3 fingerprint of the
- * grammar and the dictionary's word flags and lengths (about 40 ms per 400 MB hashed), so an
+ * grammar and the dictionary's word flags and lengths (a hash pass over the grammar, far cheaper than recomputing), so an
  * archive freed and another one allocated at the same addresses can never be mistaken for
  * it. It costs 1 byte per symbol, up to 32 more per rule with levels (12 without head/tail),
  * and 4 per word token with the order; a call that needs a part the kept one lacks recomputes
@@ -106,16 +106,20 @@ typedef struct ana_plan {
     uint32_t nfiles;     /* regular files in the scope */
 } ana_plan;
 
-/* Choose the traversal and thread count for analytic `kind` over [first, end) (see ana.h
- * for the rule). Never fails: without memory for the estimate it picks top-down. Prints the
- * choice on stderr when TADOC_ANA_VERBOSE is set. */
-void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, ana_plan *out);
+/* Choose the traversal and thread count for analytic `kind` over the files of [first, end)
+ * visible in `vis` (see ana.h for the rule and the mask). Never fails: without memory for the
+ * estimate it picks top-down. Prints the choice on stderr when TADOC_ANA_VERBOSE is set. */
+void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
+                   const unsigned char *vis, ana_plan *out);
 
-/* The threads ana_plan_make gives [first, end), and the scope's root symbols and files. */
-int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, uint64_t *syms, uint32_t *nfiles);
+/* The threads ana_plan_make gives [first, end), and the root symbols and files of its files
+ * visible in `vis`. */
+int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                     uint64_t *syms, uint32_t *nfiles);
 
-/* The files of [first, end) that hold no cut word, in entry order. */
-int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, vec32 *out);
+/* The files of [first, end) visible in `vis` that hold no cut word, in entry order. */
+int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, const unsigned char *vis,
+                    vec32 *out);
 
 /* Split files[0..n) into `parts` contiguous ranges of about equal root symbols:
  * range t is [at[t], at[t + 1]). */

@@ -355,10 +355,12 @@ nomem:
 
 /* ---- scope helpers ---- */
 
-int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, vec32 *out)
+int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, const unsigned char *vis,
+                    vec32 *out)
 {
     for (uint32_t e = first; e < end; e++)
-        if (p->a->ents[e].type == ARC_REG && !ana_file_has_cut(p, e) && vec32_push(out, e))
+        if (p->a->ents[e].type == ARC_REG && ana_visible(vis, e) && !ana_file_has_cut(p, e) &&
+            vec32_push(out, e))
             return -ENOMEM;
     return 0;
 }
@@ -510,12 +512,13 @@ static const char *kind_name(int kind)
     return n[kind];
 }
 
-int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, uint64_t *syms, uint32_t *nfiles)
+int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                     uint64_t *syms, uint32_t *nfiles)
 {
     *syms = 0;
     *nfiles = 0;
     for (uint32_t e = first; e < end; e++)
-        if (a->ents[e].type == ARC_REG) {
+        if (a->ents[e].type == ARC_REG && ana_visible(vis, e)) {
             ++*nfiles;
             *syms += a->ents[e].root_len;
         }
@@ -523,10 +526,11 @@ int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, uint64_t *syms,
     return ana_threads();
 }
 
-void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, ana_plan *o)
+void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
+                   const unsigned char *vis, ana_plan *o)
 {
     memset(o, 0, sizeof *o);
-    o->threads = ana_plan_threads(p->a, first, end, &o->scope_syms, &o->nfiles);
+    o->threads = ana_plan_threads(p->a, first, end, vis, &o->scope_syms, &o->nfiles);
     int t = ana_traversal();
     const char *why = "";
     if (t != ANA_AUTO) {
@@ -534,7 +538,7 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end, an
         o->bottomup = t == ANA_BOTTOMUP;
     } else if (per_file(kind)) {
         vec32 files = {0};
-        if (!ana_plain_files(p, first, end, &files) &&
+        if (!ana_plain_files(p, first, end, vis, &files) &&
             !estimate(p, is_seq(kind), &files, o->threads, &o->est_td, &o->est_bu))
             o->bottomup = o->est_bu < o->est_td;
         else

@@ -53,7 +53,7 @@ int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, b
 #else
     (void)g;
 #endif
-    return ana_wordcount(a, first, end, out);
+    return ana_wordcount(a, first, end, NULL, out);
 }
 
 /* ---- The daemon's entry points ---- */
@@ -93,7 +93,7 @@ int backend_stats(char *out, size_t n)
                     r0, b0, r1, b1, reads, tail);
 }
 
-typedef int (*ana_fn)(const arc *, uint32_t, uint32_t, buf *);
+typedef int (*ana_fn)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
 
 static const struct {
     const char *name;
@@ -168,17 +168,18 @@ void backend_drop(const gpu_gram *g)
         }
 }
 
-/* Analytic `kind` of [first, end) from the GPU, appended to out: 0, 1 when the GPU does not
- * take it (mode, size, busy, a scope it leaves to the CPU: cut long words, keys too wide), or
- * -1 when it failed (out is left as it was). */
-static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end, buf *out)
+/* Analytic `kind` of the files of [first, end) visible in vis from the GPU, appended to out:
+ * 0, 1 when the GPU does not take it (mode, size, busy, a scope it leaves to the CPU: cut long
+ * words, keys too wide), or -1 when it failed (out is left as it was). */
+static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end,
+                    const unsigned char *vis, buf *out)
 {
     int m = backend_get_mode();
     if (m == BACKEND_OFF) return 1;
     if (m == BACKEND_AUTO) {
         uint64_t bytes = 0, min = __atomic_load_n(&auto_min, __ATOMIC_RELAXED);
         for (uint32_t e = first; e < end && bytes < min; e++)
-            if (a->ents[e].type == ARC_REG) bytes += a->ents[e].size;
+            if (a->ents[e].type == ARC_REG && ana_visible(vis, e)) bytes += a->ents[e].size;
         /* sizes first: probing starts CUDA, which a small scope does not need */
         if (!gen || bytes < min || !backend_gpu_available() ||
             pthread_mutex_trylock(&backend_gpu_lock))
@@ -191,9 +192,9 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
     gpu_gram *g = NULL;
     if (gen) {
         s = slot(a, gen);
-        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, out);
+        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, out);
     } else {
-        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, out);
+        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, out);
         gpu_free(g);
     }
     if (rc && rc != -ENOTSUP && s >= 0) backend_drop(cache[s].g); /* may be unusable */
@@ -203,7 +204,7 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
 #endif
 
 int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
-                     buf *out)
+                     const unsigned char *vis, buf *out)
 {
     int kind = -1;
     for (size_t i = 0; i < sizeof analytics / sizeof *analytics; i++)
@@ -212,7 +213,7 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
-    int r = gpu_text(a, gen, kind, first, end, out);
+    int r = gpu_text(a, gen, kind, first, end, vis, out);
     if (r == 0) {
         account(0, out->n - n0);
         return 0;
@@ -222,7 +223,7 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
 #else
     (void)gen;
 #endif
-    int rc = analytics[kind].fn(a, first, end, out);
+    int rc = analytics[kind].fn(a, first, end, vis, out);
     if (!rc) account(1, out->n - n0);
     return rc;
 }
@@ -244,7 +245,7 @@ int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_
 {
     backend_cli_mode();
     backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
-    int rc = backend_analytic(name, a, 1, first, end, out);
+    int rc = backend_analytic(name, a, 1, first, end, NULL, out);
     backend_release(a);
     return rc;
 }

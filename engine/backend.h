@@ -36,9 +36,10 @@ enum { BACKEND_OFF = 0, BACKEND_AUTO = 1, BACKEND_ON = 2 };
 void backend_set_mode(int mode);
 int backend_get_mode(void);
 
-/* Measured on an H100 (bench/results/gpu.md): the resident GPU word count beat the CPU on every
- * scope from 4.9 KB up on the Linux slice and Brown (the CPU's cost has a part that grows with
- * the archive, not the scope); on a 3 KB archive the CPU took 2 us against 31 us. */
+/* From measurement (bench/results/gpu.md, "Word count by scope size"): the resident GPU word
+ * count beats the CPU from scopes of a few KB up on the test corpora (the CPU's cost has a part
+ * that grows with the archive, not the scope), and loses on archives of a few KB, where the
+ * GPU's fixed cost per call dominates. */
 #define BACKEND_AUTO_MIN_BYTES ((uint64_t)16 << 10)
 
 /* The scope size from which auto mode uses the GPU (BACKEND_AUTO_MIN_BYTES until set). */
@@ -52,16 +53,17 @@ void backend_set_auto_min(uint64_t bytes);
 int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out);
 
 /* Analytic `name` ("wordcount", "sort", "invindex", "termvector", "seqcount",
- * "rankedinvindex") over entries [first, end) of `a`, appended to out: exactly what the ana_*
- * function of that name prints. Each may run on the GPU (gpu_analytic; backend_set_mode): the
- * archive is uploaded and indexed once per (a, gen) and stays resident in a small cache (the
- * least recently used of BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
+ * "rankedinvindex") over the files of entries [first, end) of `a` visible in `vis` (ana.h:
+ * NULL for all), appended to out: exactly what the ana_* function of that name prints. Each
+ * may run on the GPU (gpu_analytic; backend_set_mode): the archive is uploaded and indexed
+ * once per (a, gen) and stays resident in a small cache (the least recently used of
+ * BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
  * archive's contents for the cache: give a new value whenever `a` may be another archive or
  * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
  * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
  * in backend_stats). Returns 0, -EINVAL for an unknown name, or the ana_* error. */
 int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
-                     buf *out);
+                     const unsigned char *vis, buf *out);
 
 #define BACKEND_GPU_CACHE 2
 
@@ -97,12 +99,11 @@ typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void 
 ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
                      backend_cpu_read cpu, void *arg);
 
-/* Measured on an H100 and an H200 (bench/results/gpu.md, "Reads"; gpucheck --reads): one read
- * on the GPU (requests up, extract, bytes back into pinned memory, copied out) against one on a
- * CPU core: 4 KiB 42-65 vs 6-23 us, 32 KiB 42-77 vs 15-82 us, 64 KiB 62-89 vs 25-149 us,
- * 128 KiB 54-96 vs 60-286 us, 1 MiB 239 vs 1368 us; a batch of four reads takes about as long
- * as one on a CPU core (128 KiB: 113-179 vs 208-286 us; 1 MiB: 894 vs 1368 us). So auto sends
- * reads of 64 KiB and more, and a read joins a waiting batch while that batch stays within
+/* From measurement (bench/results/gpu.md, "One read: CPU vs GPU"; gpucheck --reads): one read
+ * on the GPU (requests up, extract, bytes back into pinned memory, copied out) costs nearly the
+ * same whatever its size up to about 128 KiB, while a read on a CPU core grows with its bytes;
+ * the GPU wins from about 32-64 KiB, and a batch of a few reads costs about what one costs on
+ * a CPU core. So auto sends reads of 64 KiB and more, and a read joins a waiting batch while that batch stays within
  * BACKEND_READ_QUEUE times the read's bytes; no window: batches form from the reads that arrive
  * while one runs. */
 #define BACKEND_READ_MIN_BYTES ((size_t)64 << 10)
@@ -136,9 +137,9 @@ int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const 
 int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
                   uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu);
 
-/* 100,000 offsets take about 12 ms on a CPU core and 0.7 ms on an H100 (bench/results/gpu.md),
- * but a tadoc process first pays for starting CUDA (hundreds of ms): an estimate, not measured
- * as a crossover. */
+/* The GPU computes a batch of offsets far faster than a CPU core (bench/results/gpu.md), but a
+ * tadoc process first pays for starting CUDA, which costs more than the CPU's whole batch
+ * unless the batch is very large: an estimate, not measured as a crossover. */
 #define BACKEND_EDIT_AUTO_MIN ((size_t)2000000)
 
 /* For the tadoc tool: the mode from TADOC_GPU (off, auto (unset) or on). */

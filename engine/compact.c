@@ -33,14 +33,64 @@ static int flush_seg(cbuild *c)
     return rc;
 }
 
+/* Add token `id` to the segment, compressing the segment once it is full. */
+static int push_tok(cbuild *c, uint32_t id)
+{
+    if (vec32_push(&c->toks, id)) return -ENOMEM;
+    return c->toks.n >= c->seg ? flush_seg(c) : 0;
+}
+
 static int emit(void *ctx, const unsigned char *t, size_t n)
 {
     cbuild *c = ctx;
     uint32_t id;
     int rc = dict_intern(c->d, t, n, &id);
-    if (rc) return rc;
-    if (vec32_push(&c->toks, id)) return -ENOMEM;
-    return c->toks.n >= c->seg ? flush_seg(c) : 0;
+    return rc ? rc : push_tok(c, id);
+}
+
+/* Feed the tokens of a kept file's root run (symbols of the old grammar) to the segment, as
+ * if its bytes had been tokenized again: the copied dictionary gives old tokens their old
+ * ids. Depth-first with an explicit stack (the DAG may be deep). */
+static int expand_run(cbuild *c, const gram *og, const uint32_t *run, uint64_t n)
+{
+    typedef struct frame {
+        const uint32_t *p;
+        uint64_t left;
+    } frame;
+    frame *st = NULL;
+    size_t depth = 0, cap = 0;
+    int rc = 0;
+    const uint32_t *p = run;
+    uint64_t left = n;
+    for (;;) {
+        if (!left) {
+            if (!depth) break;
+            depth--;
+            p = st[depth].p;
+            left = st[depth].left;
+            continue;
+        }
+        uint32_t s = *p++;
+        left--;
+        if (s < og->ntokens) {
+            if ((rc = push_tok(c, s))) break;
+            continue;
+        }
+        if (depth == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            frame *ns = realloc(st, nc * sizeof *ns);
+            if (!ns) {
+                rc = -ENOMEM;
+                break;
+            }
+            st = ns;
+            cap = nc;
+        }
+        st[depth++] = (frame){p, left};
+        p = gram_body(og, s - og->ntokens, &left);
+    }
+    free(st);
+    return rc;
 }
 
 /* Tokenize new entry i through fn; records its hash. */
@@ -119,8 +169,112 @@ out:
     return rc;
 }
 
+/* Uses of each token by the rules and the root: cnt[t] for t < g->ntokens. */
+static uint64_t *count_tokens(const gram *g)
+{
+    uint32_t nt = g->ntokens;
+    uint64_t *cnt = calloc(nt ? nt : 1, sizeof *cnt);
+    if (!cnt) return NULL;
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] < nt) cnt[g->syms.p[i]]++;
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] < nt) cnt[g->root.p[i]]++;
+    return cnt;
+}
+
+/* Rewrite every symbol of g: token t becomes tid[t], rule r keeps its number above the
+ * new token count nt. */
+static void remap_symbols(gram *g, const uint32_t *tid, uint32_t nt)
+{
+    uint32_t ot = g->ntokens;
+    for (size_t i = 0; i < g->syms.n; i++) {
+        uint32_t s = g->syms.p[i];
+        g->syms.p[i] = s < ot ? tid[s] : s - ot + nt;
+    }
+    for (size_t i = 0; i < g->root.n; i++) {
+        uint32_t s = g->root.p[i];
+        g->root.p[i] = s < ot ? tid[s] : s - ot + nt;
+    }
+    g->ntokens = nt;
+}
+
+/* The dictionary the grammar still needs: tokens no kept rule or root run uses are dropped
+ * (text overwritten, truncated or deleted since they were added), and the rest are numbered
+ * by use, most used first, as a fresh pack numbers them (small ids encode best). Replaces *d
+ * and rewrites every symbol of g through the old -> new id table. Costs one pass over the
+ * grammar and a sort of the tokens. */
+static int rebuild_dict(gram *g, dict **d)
+{
+    uint32_t ot = g->ntokens, nt = 0;
+    uint64_t *cnt = count_tokens(g);
+    uint32_t *order = malloc((ot ? ot : 1) * sizeof *order);
+    uint32_t *tid = malloc((ot ? ot : 1) * sizeof *tid);
+    dict *nd = dict_new();
+    int rc = -ENOMEM;
+    if (!cnt || !order || !tid || !nd) goto out;
+    for (uint32_t t = 0; t < ot; t++)
+        if (cnt[t]) order[nt++] = t;
+    gram_by_count(order, nt, cnt);
+    for (uint32_t k = 0; k < nt; k++) {
+        size_t len;
+        const unsigned char *b = dict_bytes(*d, order[k], &len);
+        if ((rc = dict_intern(nd, b, len, &tid[order[k]]))) goto out;
+    }
+    /* Distinct bytes give distinct ids, so the count is nt; a decoded dictionary with a
+     * repeated token would fold the two into one id, which reads back the same. */
+    remap_symbols(g, tid, dict_count(nd));
+    dict_free(*d);
+    *d = nd;
+    nd = NULL;
+    rc = 0;
+out:
+    dict_free(nd);
+    free(cnt);
+    free(order);
+    free(tid);
+    return rc;
+}
+
+/* Whether the grammar has decayed: at least 1/COMPACT_DECAY_DIV of its rules are used only
+ * once. Sequitur leaves none (rule utility), and so does a full rebuild; they appear when the
+ * other users of a kept rule were rewritten or deleted, and they come with the loss that only
+ * compressing everything together recovers: the new text's rules repeat phrases the kept
+ * rules hold (measured on edit histories, the archive grows against a fresh pack about as
+ * the share of once-used rules does). One pass over the grammar. -ENOMEM or 0/1. */
+static int decayed(const gram *g)
+{
+    uint32_t nt = g->ntokens, once = 0;
+    uint8_t *uses = calloc((size_t)g->nrules + 1, 1); /* 0, 1, or 2 for "more" */
+    if (!uses) return -ENOMEM;
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] >= nt && uses[g->syms.p[i] - nt] < 2) uses[g->syms.p[i] - nt]++;
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] >= nt && uses[g->root.p[i] - nt] < 2) uses[g->root.p[i] - nt]++;
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        once += uses[r] == 1;
+    free(uses);
+    return once && once >= g->nrules / COMPACT_DECAY_DIV;
+}
+
+/* Whether to compress all content again, as pack would, rather than only the new bytes. Only
+ * when there are new bytes, and then when they are at least 1/COMPACT_FULL_DIV of all (the
+ * cost stays within that factor of compressing them alone), or when the old grammar has
+ * decayed (the rewrites that decayed it were a share of the archive, so the rebuilds' cost
+ * is spread over edits in proportion to it). -ENOMEM or 0/1. */
+static int rebuild_all(const gram *og, const arc *nw, const int64_t *src)
+{
+    uint64_t fresh = 0, all = 0;
+    for (uint32_t i = 0; i < nw->nents; i++) {
+        if (nw->ents[i].type != ARC_REG || src[i] == -2) continue;
+        all += nw->ents[i].size;
+        if (src[i] == -1) fresh += nw->ents[i].size;
+    }
+    if (!fresh) return 0;
+    return fresh >= all / COMPACT_FULL_DIV ? 1 : decayed(og);
+}
+
 int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
-                  compact_stats *st)
+                  unsigned flags, compact_stats *st)
 {
     const gram *og = &old->g;
     cbuild c = {.seg = PACK_SEG_DEFAULT};
@@ -137,16 +291,34 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         goto out;
     }
     if ((rc = dict_decode(enc.p, enc.n, &c.d))) goto out;
-    /* New content: tokens into the copied dictionary, Sequitur over them. */
+    int full = 0;
+    if ((flags & COMPACT_MAY_REBUILD) && (full = rebuild_all(og, nw, src)) < 0) {
+        rc = full;
+        goto out;
+    }
+    st->full = full;
+    /* New content (with `full`, all content): tokens into the copied dictionary, Sequitur
+     * over them. */
     for (uint32_t i = 0; i < nw->nents; i++) {
         arc_entry *e = &nw->ents[i];
-        if (e->type != ARC_REG || src[i] != -1) continue;
+        if (e->type != ARC_REG || src[i] == -2 || (src[i] >= 0 && !full)) continue;
+        if (src[i] >= 0) {
+            const arc_entry *o = &old->ents[src[i]];
+            if ((rc = expand_run(&c, og, og->root.p + o->root_start, o->root_len))) goto out;
+            if (vec32_push(&c.toks, SEQ_BARRIER)) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            continue;
+        }
         if ((rc = add_file(&c, e, i, fn, ctx, blk, blksz))) goto out;
         st->new_files++;
         st->new_bytes += e->size;
     }
     if ((rc = flush_seg(&c))) goto out;
-    uint32_t t0 = og->ntokens, t1 = dict_count(c.d), r0 = og->nrules;
+    /* Kept rules: all of the old grammar's (the sweep drops the dead ones), none if `full`. */
+    uint32_t t0 = og->ntokens, t1 = dict_count(c.d), r0 = full ? 0 : og->nrules;
+    uint64_t osyms = full ? 0 : og->syms.n;
     if ((rc = gbuild_finish(&c.gb, t1, &ng))) goto out;
     st->rules_new = ng.nrules;
     if ((uint64_t)t1 + r0 + ng.nrules + 1 > 0xffffffffu) {
@@ -156,12 +328,12 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
     /* Old rules first (token ids kept, rule symbols moved up by the new tokens), then new. */
     g->ntokens = t1;
     g->nrules = r0 + ng.nrules;
-    if (vec32_reserve(&g->syms, og->syms.n + ng.syms.n) ||
+    if (vec32_reserve(&g->syms, osyms + ng.syms.n) ||
         vec64_reserve(&g->rule_start, (size_t)g->nrules + 1)) {
         rc = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < og->syms.n; i++) {
+    for (size_t i = 0; i < osyms; i++) {
         uint32_t s = og->syms.p[i];
         g->syms.p[g->syms.n++] = s < t0 ? s : s - t0 + t1;
     }
@@ -169,10 +341,11 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         uint32_t s = ng.syms.p[i];
         g->syms.p[g->syms.n++] = s < t1 ? s : s + r0;
     }
-    for (uint32_t r = 0; r <= r0; r++)
+    g->rule_start.p[g->rule_start.n++] = 0;
+    for (uint32_t r = 1; r <= r0; r++)
         g->rule_start.p[g->rule_start.n++] = og->rule_start.p[r];
     for (uint32_t r = 1; r <= ng.nrules; r++)
-        g->rule_start.p[g->rule_start.n++] = og->syms.n + ng.rule_start.p[r];
+        g->rule_start.p[g->rule_start.n++] = osyms + ng.rule_start.p[r];
     /* The root: each file's run, kept or new, in entry order. */
     uint64_t k = 0, nstart = 0;
     for (uint32_t i = 0; i < nw->nents; i++) {
@@ -183,11 +356,11 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
         const uint32_t *run;
         uint64_t n;
         uint32_t tbase, rshift;
-        if (src[i] >= 0) {
+        if (src[i] >= 0) e->hash = old->ents[src[i]].hash;
+        if (src[i] >= 0 && !full) {
             const arc_entry *o = &old->ents[src[i]];
             run = og->root.p + o->root_start;
             n = o->root_len;
-            e->hash = o->hash;
             tbase = t0;
             rshift = t1 - t0;
         } else {
@@ -205,7 +378,7 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
             g->root.p[g->root.n++] = run[j] < tbase ? run[j] : run[j] + rshift;
         e->root_len = n;
     }
-    if ((rc = sweep(g)) || (rc = gram_renumber_rules(g))) goto out;
+    if ((rc = sweep(g)) || (rc = rebuild_dict(g, &c.d)) || (rc = gram_renumber_rules(g))) goto out;
     st->rules_after = g->nrules;
     nw->dict = c.d;
     c.d = NULL;

@@ -126,7 +126,8 @@ static void fill_stat(const vol *v, const vnode *n, struct stat *st)
     memset(st, 0, sizeof *st);
     st->st_ino = (ino_t)n->ino;
     st->st_mode = n->mode;
-    st->st_nlink = S_ISDIR(n->mode) ? 2 + n->nsub : n->nlink;
+    /* A directory counts "." and its subdirectories' ".."; a removed one (still open) 0. */
+    st->st_nlink = S_ISDIR(n->mode) ? (n->nlink ? 2 + n->nsub : 0) : n->nlink;
     st->st_uid = n->uid;
     st->st_gid = n->gid;
     st->st_size = (off_t)n->size;
@@ -897,6 +898,8 @@ int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st)
     rbegin(v);
     vnode *d = vol_node(v, dir), *n = NULL;
     int rc = !d ? -ENOENT : !S_ISDIR(d->mode) ? -ENOTDIR : 0;
+    /* No name this long can exist: say so (as ext4 does), not merely ENOENT. */
+    if (!rc && strlen(name) > VOL_NAME_MAX) rc = -ENAMETOOLONG;
     if (!rc) {
         if (!strcmp(name, "."))
             n = d;

@@ -74,7 +74,8 @@ void vol_close(vol *v);
 /* Attributes of inode `ino`: 0 or -ENOENT. */
 int vol_getattr(vol *v, uint64_t ino, struct stat *st);
 
-/* The inode called `name` in directory `dir`: 0 (st filled), -ENOENT or -ENOTDIR. */
+/* The inode called `name` in directory `dir`: 0 (st filled), -ENOENT, -ENOTDIR or
+ * -ENAMETOOLONG (a name over VOL_NAME_MAX bytes). */
 int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st);
 
 /* Inode of a relative path ("" is the root), following no symlinks: 0, -ENOENT, -ENOTDIR. */
@@ -101,7 +102,7 @@ void vol_list_free(vol_dirent *ents, size_t n);
 int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
                const char *target, uint64_t rdev, struct stat *st);
 
-/* A new name for a non-directory inode (a hard link). */
+/* A new name for a regular file (a hard link): -EPERM for a directory or a symlink. */
 int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st);
 
 /* Remove a name: a non-directory (`isdir` 0) or an empty directory (`isdir` 1). An inode

@@ -35,6 +35,7 @@ typedef struct cctx {
     int64_t *src;
     uint64_t *ino; /* per new entry */
     vol_reader rd;
+    int view; /* building an in-memory view, not an archive to write */
 } cctx;
 
 static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
@@ -128,7 +129,8 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         rc = add_tree(c, vol_node(v, 1), root, first);
         root = NULL;
     }
-    if (!rc) rc = compact_build(v->a, &c->nw, c->src, read_new, c, cs);
+    unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
+    if (!rc) rc = compact_build(v->a, &c->nw, c->src, read_new, c, flags, cs);
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
     free(root);
@@ -322,7 +324,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     }
     vol_unlock_arc(v);
     /* Pending edits below `ino`: recompress the current state in memory. */
-    cctx c = {.v = v};
+    cctx c = {.v = v, .view = 1};
     compact_stats cs;
     pthread_mutex_lock(&v->wlock);
     vol_rdlock(v);
@@ -332,15 +334,18 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     arc *own = NULL;
     if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
     if (!rc) {
-        /* Symlink targets and xattrs are the model's (borrowed): analytics need neither. */
+        /* Symlink targets and xattrs are the model's (borrowed): the snapshot owns copies of
+         * the targets (the file table's rules need them) and drops the xattrs (analytics need
+         * none). */
         for (uint32_t i = 0; i < c.nw.nents; i++) {
-            c.nw.ents[i].link = NULL;
-            c.nw.ents[i].xattrs = NULL;
-            c.nw.ents[i].nxattrs = 0;
+            arc_entry *e = &c.nw.ents[i];
+            e->xattrs = NULL;
+            e->nxattrs = 0;
+            if (e->link && !(e->link = strdup(e->link))) rc = -ENOMEM;
         }
         *own = c.nw;
         memset(&c.nw, 0, sizeof c.nw);
-        rc = arc_finish(own);
+        if (!rc) rc = arc_finish(own);
     }
     if (!rc) w->ent = arc_ino_entry(own, ino);
     if (!rc && w->ent < 0) rc = -ENOENT;

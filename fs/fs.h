@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "../engine/vol.h"
+#include "vcache.h"
 
 /* Virtual files per directory that inode numbers leave room for. */
 #define FS_VKINDS 8
@@ -20,6 +21,7 @@ typedef struct fs_ctx {
     vol *v;
     int ro;
     uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
+    uint32_t owner;          /* the uid that started the daemon: sees every virtual file whole */
     double timeout;          /* entry and attribute cache timeout, seconds */
     pthread_mutex_t slock;   /* guards everything below */
     struct idx_words *words; /* word index of archive generation `words_gen` (0: none yet) */
@@ -31,10 +33,12 @@ typedef struct fs_ctx {
     size_t nsearch, capsearch;
     struct fs_vsize {
         uint64_t ino, size;
-    } * vsize; /* sizes of virtual files computed so far */
+        uint64_t vis[2]; /* the visible set it was computed for (fs_vis_key) */
+    } * vsize;           /* sizes of virtual files computed so far */
     size_t nvsize, capvsize;
     uint64_t *damaged; /* inodes whose content failed its hash; reads fail */
     size_t ndamaged;
+    vcache vc; /* virtual file texts computed so far (its own lock) */
 } fs_ctx;
 
 /* The operation table; every handler replies exactly once. */

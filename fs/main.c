@@ -52,6 +52,13 @@ static const struct fuse_opt spec[] = {
     {"uid=", offsetof(options, uid_set), 1},
     {"gid=%u", offsetof(options, gid), 0},
     {"gid=", offsetof(options, gid_set), 1},
+    /* Words of fstab's options field that mean nothing to the daemon: mount.fuse3 hands
+     * "defaults" (and with -t, what mount(8) passes) on to us. */
+    FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -235,6 +242,8 @@ int main(int argc, char **argv)
     int ret = EX_FAIL, rc;
 
     pthread_mutex_init(&c.slock, NULL);
+    pthread_mutex_init(&c.vc.lock, NULL);
+    c.owner = (uint32_t)getuid();
     if (fuse_opt_parse(&args, &o, spec, proc) < 0) {
         fputs(usage, stderr);
         ret = EX_USAGE;
@@ -378,6 +387,8 @@ out_arc:
     free(c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
+    vcache_clear(&c.vc);
+    pthread_mutex_destroy(&c.vc.lock);
     free(c.vsize);
     free(c.damaged);
 out_args:

@@ -14,6 +14,7 @@
 #include "../engine/backend.h"
 #include "../engine/err.h"
 #include "../index/words.h"
+#include "perm.h"
 
 #define USER_PREFIX "user."
 #define TADOC_PREFIX "user.tadoc."
@@ -77,21 +78,24 @@ static int vino_of(fuse_ino_t ino, uint64_t *dir, uint32_t *kind)
     return *kind <= SEARCH_DIR ? 0 : -1;
 }
 
-static uint64_t vsize_get(fs_ctx *c, uint64_t ino)
+/* The size of virtual file `ino` last computed for the visible set `key` (0 if none). */
+static uint64_t vsize_get(fs_ctx *c, uint64_t ino, const uint64_t key[2])
 {
     uint64_t s = 0;
     pthread_mutex_lock(&c->slock);
     for (size_t i = 0; i < c->nvsize; i++)
-        if (c->vsize[i].ino == ino) s = c->vsize[i].size;
+        if (c->vsize[i].ino == ino && c->vsize[i].vis[0] == key[0] && c->vsize[i].vis[1] == key[1])
+            s = c->vsize[i].size;
     pthread_mutex_unlock(&c->slock);
     return s;
 }
 
-static void vsize_set(fs_ctx *c, uint64_t ino, uint64_t size)
+static void vsize_set(fs_ctx *c, uint64_t ino, const uint64_t key[2], uint64_t size)
 {
     pthread_mutex_lock(&c->slock);
     size_t i = 0;
-    while (i < c->nvsize && c->vsize[i].ino != ino)
+    while (i < c->nvsize && (c->vsize[i].ino != ino || c->vsize[i].vis[0] != key[0] ||
+                             c->vsize[i].vis[1] != key[1]))
         i++;
     if (i == c->nvsize && c->nvsize == c->capvsize) {
         size_t cap = c->capvsize ? c->capvsize * 2 : 32;
@@ -102,10 +106,34 @@ static void vsize_set(fs_ctx *c, uint64_t ino, uint64_t size)
         }
     }
     if (i < c->capvsize) {
-        c->vsize[i] = (struct fs_vsize){ino, size};
+        c->vsize[i] = (struct fs_vsize){ino, size, {key[0], key[1]}};
         if (i == c->nvsize) c->nvsize++;
     }
     pthread_mutex_unlock(&c->slock);
+}
+
+/* The key (fs_vis_key) of the files below directory `dir` that the caller of req may see,
+ * when the archive itself shows them: 0; -EAGAIN when changes are pending below dir (that
+ * would take a snapshot, which a getattr does not build); -ENOMEM; a load error. */
+static int caller_key(fuse_req_t req, fs_ctx *c, uint64_t dir, uint64_t key[2])
+{
+    fs_who who;
+    key[0] = key[1] = 0;
+    int rc = fs_who_of(req, c, &who);
+    if (rc || who.all) return rc;
+    const arc *a;
+    const idx *x;
+    if (!(rc = vol_lock_arc(c->v, &a, &x))) {
+        int64_t e = vol_clean_entry(c->v, dir);
+        unsigned char *vis = NULL;
+        uint32_t first = e < 0 ? 0 : (uint32_t)e, end = e < 0 ? 0 : ana_subtree_end(a, first);
+        rc = e < 0 ? -EAGAIN : fs_vis_build(c, &who, a, first, end, &vis);
+        if (!rc) fs_vis_key(vis, first, end, key);
+        free(vis);
+        vol_unlock_arc(c->v);
+    }
+    fs_who_free(&who);
+    return rc;
 }
 
 /* Registry index of search file inode `ino`, with its directory and word (copied); -1 if
@@ -123,11 +151,13 @@ static int64_t sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, char **word)
     return k;
 }
 
-/* Attributes of any virtual inode; 0 if `ino` is one whose directory still exists. */
-static int vattr(fs_ctx *c, fuse_ino_t ino, struct stat *st)
+/* Attributes of any virtual inode; 0 if `ino` is one whose directory still exists. The size
+ * of a virtual file is the one last computed for the visible set of req's caller (0 when
+ * none was, or when that set is not known without a snapshot): never another set's. */
+static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
 {
     uint64_t dir;
-    uint32_t kind;
+    uint32_t kind = 0;
     int search = 0;
     if (vino_of(ino, &dir, &kind)) {
         if (sfile_of(c, ino, &dir, NULL) < 0) return -1;
@@ -137,7 +167,10 @@ static int vattr(fs_ctx *c, fuse_ino_t ino, struct stat *st)
     st->st_ino = (ino_t)ino;
     st->st_mode = !search && kind == SEARCH_DIR ? S_IFDIR | 0555 : S_IFREG | 0444;
     st->st_nlink = !search && kind == SEARCH_DIR ? 2 : 1;
-    st->st_size = search ? 0 : (off_t)vsize_get(c, ino);
+    uint64_t key[2];
+    st->st_size = search || kind == SEARCH_DIR || caller_key(req, c, dir, key)
+                      ? 0
+                      : (off_t)vsize_get(c, ino, key);
     st->st_blocks = (st->st_size + 511) / 512;
     if (c->uid != (uint32_t)-1) st->st_uid = c->uid;
     if (c->gid != (uint32_t)-1) st->st_gid = c->gid;
@@ -249,7 +282,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (!vino_of(parent, &sdir, &skind) && skind == SEARCH_DIR) {
         /* Any name inside .search is a word to look for. */
         fuse_ino_t ino;
-        if (search_register(c, sdir, name, &ino) || vattr(c, ino, &st)) {
+        if (search_register(c, sdir, name, &ino) || vattr(c, req, ino, &st)) {
             fuse_reply_err(req, ENOMEM);
             return;
         }
@@ -267,7 +300,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
             if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
             struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
-            if (vattr(c, ve.ino, &ve.attr)) break;
+            if (vattr(c, req, ve.ino, &ve.attr)) break;
             fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
             return;
         }
@@ -289,7 +322,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fs_ctx *c = ctx_of(req);
     struct stat st;
     if (!is_real(ino)) {
-        if (vattr(c, ino, &st))
+        if (vattr(c, req, ino, &st))
             fuse_reply_err(req, ENOENT);
         else
             fuse_reply_attr(req, &st, 0);
@@ -469,6 +502,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         reply_rc(req, rc);
         return;
     }
+    /* Counted like an open file: a directory removed while open keeps its attributes
+     * (fstat, fchmod) until the handle goes, as on ext4. */
+    vol_ref(c->v, ino, 1);
     fi->fh = (uint64_t)(uintptr_t)d;
     fuse_reply_open(req, fi);
 }
@@ -544,8 +580,8 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     fs_dir *d = (fs_dir *)(uintptr_t)fi->fh;
+    if (is_real(ino)) vol_ref(ctx_of(req)->v, ino, -1);
     vol_list_free(d->ents, d->n);
     free(d);
     fuse_reply_err(req, 0);
@@ -561,9 +597,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 /* ---------------- virtual files ---------------- */
 
-/* "path:offset" for every occurrence of the word in the subtree, paths relative to it, in
- * path order; found through the word index without reading the files. */
-static int search_text(fs_ctx *c, const vol_view *w, const char *word, buf *out)
+/* "path:offset" for every occurrence of the word in the subtree's files visible in vis
+ * (every name of a hard-linked file its own), paths relative to it, in path order; found
+ * through the word index without reading the files. */
+static int search_text(fs_ctx *c, const vol_view *w, const char *word, const unsigned char *vis,
+                       buf *out)
 {
     int rc = 0;
     idx_words *words = NULL;
@@ -585,7 +623,7 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, buf *out)
     size_t plen = ana_scope_prefix(w->a, dir);
     vec32 files = {0};
     vec64 offs = {0};
-    rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), &files);
+    rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), vis, &files);
     for (size_t i = 0; i < files.n && !rc; i++) {
         offs.n = 0;
         rc = idx_search(words, files.p[i], word, strlen(word), &offs);
@@ -599,6 +637,60 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, buf *out)
     if (w->own) idx_words_free(words);
     vec32_free(&files);
     vec64_free(&offs);
+    return rc;
+}
+
+/* Analytic `kind` of the view's scope over its files visible in vis, with hard links whose
+ * content the caller would otherwise miss given to a name it sees (fs_vis_relink). */
+static int analytic_text(const vol_view *w, uint32_t kind, const unsigned char *vis, buf *out)
+{
+    uint32_t first = (uint32_t)w->ent, end = ana_subtree_end(w->a, first);
+    arc *cp;
+    int rc = fs_vis_relink(w->a, vis, first, end, &cp);
+    if (rc) return rc;
+    /* On the GPU where the backend finds it worth it, else ana_* on the CPU. A snapshot or a
+     * relinked copy is not kept on the GPU (generation 0). */
+    rc = backend_analytic(vfiles[kind].name + 1, cp ? cp : w->a, cp || w->own ? 0 : w->gen,
+                          first, end, vis, out);
+    fs_vis_relink_free(cp);
+    return rc;
+}
+
+/* The text of virtual file `kind` of directory `dir`, or with a word of `.search/word`, as
+ * the caller of req may see it: over the files it may reach (fs/perm.h), from the cache of
+ * texts when one was computed for the same scope, archive generation and visible set. The
+ * key of that set goes to key. */
+static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
+                        buf *out, uint64_t key[2])
+{
+    fs_who who;
+    vol_view w;
+    unsigned char *vis = NULL;
+    int rc = fs_who_of(req, c, &who);
+    if (rc) return rc;
+    if ((rc = vol_view_open(c->v, dir, word != NULL, &w))) {
+        fs_who_free(&who);
+        return rc;
+    }
+    uint32_t first = (uint32_t)w.ent, end = ana_subtree_end(w.a, first);
+    if (!(rc = fs_vis_build(c, &who, w.a, first, end, &vis))) {
+        fs_vis_key(vis, first, end, key);
+        vcache_key k = {.dir = dir,
+                        .gen = w.own ? 0 : w.gen, /* snapshots are not kept */
+                        .kind = kind,
+                        .word = word,
+                        .vis = {key[0], key[1]}};
+        rc = vcache_get(&c->vc, &k, out);
+        if (rc == 0) {
+            rc = word ? search_text(c, &w, word, vis, out) : analytic_text(&w, kind, vis, out);
+            if (!rc) vcache_put(&c->vc, &k, out); /* when it cannot, the next one recomputes */
+        } else if (rc == 1) {
+            rc = 0;
+        }
+    }
+    free(vis);
+    vol_view_close(&w);
+    fs_who_free(&who);
     return rc;
 }
 
@@ -623,16 +715,10 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
         return;
     }
     fs_file *f = calloc(1, sizeof *f);
-    vol_view w;
-    int rc = !f || (search && !word) ? -ENOMEM : vol_view_open(c->v, dir, search, &w);
-    if (!rc) {
-        if (search)
-            rc = search_text(c, &w, word, &f->vout);
-        else /* on the GPU where the backend finds it worth it, else ana_* on the CPU */
-            rc = backend_analytic(vfiles[kind].name + 1, w.a, w.own ? 0 : w.gen, (uint32_t)w.ent,
-                                  ana_subtree_end(w.a, (uint32_t)w.ent), &f->vout);
-        vol_view_close(&w);
-    }
+    uint64_t key[2];
+    int rc = !f || (search && !word)
+                 ? -ENOMEM
+                 : virtual_text(req, c, dir, search ? SEARCH_DIR : kind, word, &f->vout, key);
     free(word);
     if (rc) {
         syslog(LOG_ERR, "virtual file of directory %llu: %s", (unsigned long long)dir,
@@ -644,7 +730,7 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     }
     pthread_mutex_init(&f->lock, NULL);
     f->virt = 1;
-    if (!search) vsize_set(c, ino, f->vout.n);
+    if (!search) vsize_set(c, ino, key, f->vout.n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->direct_io = 1;
     fuse_reply_open(req, fi);
@@ -690,8 +776,8 @@ static mode_t mode_after_trunc(fuse_req_t req, const struct stat *st)
     return m;
 }
 
-/* open(O_TRUNC) for writing: empty the file and drop setuid and setgid bits as truncate
- * does; also when it is empty already. */
+/* open(O_TRUNC): empty the file and drop setuid and setgid bits as truncate does; also when
+ * it is empty already. */
 static int open_trunc(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct stat *st)
 {
     struct stat in = {.st_size = 0, .st_mode = mode_after_trunc(req, st)};
@@ -711,8 +797,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = vol_getattr(c->v, ino, &st);
     if (!rc && S_ISDIR(st.st_mode)) rc = -EISDIR;
     if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY && c->ro) rc = -EROFS;
-    if (!rc && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(st.st_mode))
-        rc = open_trunc(req, c, ino, &st);
+    /* O_TRUNC truncates whatever the access mode (O_RDONLY too, as on ext4): the kernel
+     * checked write permission and leaves the truncation to this open (atomic_o_trunc),
+     * setuid and setgid bits included. */
+    if (!rc && (fi->flags & O_TRUNC) && c->ro) rc = -EROFS;
+    if (!rc && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode)) rc = open_trunc(req, c, ino, &st);
     fs_file *f = rc ? NULL : new_file(c, ino);
     if (!rc && !f) rc = -ENOMEM;
     if (rc) {
@@ -929,11 +1018,24 @@ static int root_rules(fs_ctx *c, char *v, size_t n)
     return 0;
 }
 
-/* Value of tadoc attribute `name` (without prefix) of inode `ino` into v. */
-static int attr_value(fs_ctx *c, uint64_t ino, const char *name, char *v, size_t n)
+/* 1 when the caller of req is root or the mount's owner. The root directory's tadoc
+ * attributes describe the whole archive (file count, content bytes, rules, journal activity,
+ * the backend's request counts), private files included, so only they see them; the kernel
+ * already asks for read permission on a file before its own attributes (size, share, rules,
+ * pending) are read. */
+static int sees_all(fuse_req_t req, const fs_ctx *c)
+{
+    uint32_t uid = fuse_req_ctx(req)->uid;
+    return uid == 0 || uid == c->owner;
+}
+
+/* Value of tadoc attribute `name` (without prefix) of inode `ino` into v; `all`: the caller
+ * may see archive-wide values (sees_all). */
+static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *v, size_t n)
 {
     struct stat st;
     if (vol_getattr(c->v, ino, &st)) return -ENOENT;
+    if (ino == 1 && !all) return -ENODATA;
     if (ino == 1) {
         vol_info in;
         vol_get_info(c->v, &in);
@@ -1001,16 +1103,32 @@ static void reply_value(fuse_req_t req, const void *p, size_t n, size_t size)
         fuse_reply_buf(req, p, n);
 }
 
+/* What getxattr answers for a name outside user.* (where nothing is stored), as ext4
+ * does: absent in the namespaces it knows, "not supported" in any other. */
+static int foreign_xattr(const char *name)
+{
+    static const char *const known[] = {"trusted.", "security.", "system.posix_acl_access",
+                                        "system.posix_acl_default"};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (!strncmp(name, known[i], strlen(known[i]))) return -ENODATA;
+    return -EOPNOTSUPP;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     fs_ctx *c = ctx_of(req);
-    if (!is_real(ino) || strncmp(name, USER_PREFIX, strlen(USER_PREFIX))) {
-        fuse_reply_err(req, ENODATA);
+    int user = !strncmp(name, USER_PREFIX, strlen(USER_PREFIX));
+    if (!is_real(ino) || !user) {
+        reply_rc(req, user ? -ENODATA : foreign_xattr(name));
+        return;
+    }
+    if (!name[strlen(USER_PREFIX)]) { /* "user." alone names nothing */
+        fuse_reply_err(req, EINVAL);
         return;
     }
     if (!strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
         char v[256];
-        int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), v, sizeof v);
+        int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), sees_all(req, c), v, sizeof v);
         if (rc)
             reply_rc(req, rc);
         else
@@ -1043,7 +1161,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
                  ? -ENOMEM
                  : 0;
     const char *const *ta = ino == 1 ? root_attrs : file_attrs;
-    size_t nta = ino == 1 ? NROOT_ATTRS : S_ISREG(st.st_mode) ? NFILE_ATTRS : 0;
+    size_t nta = ino == 1 ? (sees_all(req, c) ? NROOT_ATTRS : 0)
+                 : S_ISREG(st.st_mode) ? NFILE_ATTRS
+                                       : 0;
     for (size_t i = 0; !rc && i < nta; i++)
         rc = buf_put(&out, TADOC_PREFIX, strlen(TADOC_PREFIX)) ||
                      buf_put(&out, ta[i], strlen(ta[i]) + 1)

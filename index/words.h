@@ -1,5 +1,5 @@
-/* words: word queries on the grammar (papers/gpu-random-access-tpds23.txt IV-B): how often a
- * word occurs in a file, and at which byte offsets, without expanding the file.
+/* words: word queries on the grammar (the TADOC random-access paper, TPDS 2023, section
+ * IV-B): how often a word occurs in a file, and at which byte offsets, without expanding it.
  *
  * Built on first use from an index: word2rule (for every token, the rules whose bodies hold
  * it, with local counts) and the reverse edges of the DAG (the parents of every rule). A

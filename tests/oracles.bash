@@ -1,6 +1,6 @@
-# Oracle pipelines for the six analytics (DESIGN.md section 5): plain tr, sort, uniq -c and awk
-# over the original files, byte-identical to `tadoc ANALYTIC ARCHIVE [SCOPE]` for the tree
-# DIR. Shared by tests/bats/analytics.bats (load ../oracles) and bench/analytics.sh (source).
+# Oracle pipelines for the six analytics (docs/DESIGN.md, "Analytics"): plain tr, sort,
+# uniq -c and awk over the original files, byte-identical to `tadoc ANALYTIC ARCHIVE [SCOPE]`
+# for the tree DIR. Shared by tests/bats/analytics.bats (load ../oracles) and bench/analytics.sh (source).
 # Usage: oracle_wordcount|oracle_sort|oracle_invindex|oracle_termvector|oracle_seqcount|
 #        oracle_rankedinvindex DIR
 

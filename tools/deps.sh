@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Install the Debian packages a task needs when they are missing (as root), else say which.
-# usage: tools/deps.sh [build] [test] [bench] [fuzz]
+# usage: tools/deps.sh [build] [test] [demo] [deb] [bench] [fuzz]
 set -euo pipefail
 pkgs=()
 for what in "$@"; do
     case "$what" in
     build) pkgs+=(gcc make pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev) ;;
-    test) pkgs+=(libcmocka-dev bats attr xxhash linux-source-6.1 npm xz-utils vim git perl tar) ;;
+    test) pkgs+=(libcmocka-dev bats attr xxhash zstd linux-source-6.1 npm xz-utils vim git perl tar python3 util-linux
+                 debhelper dpkg-dev fakeroot lintian man-db) ;; # the last line: deb.bats, man.bats
+    demo) pkgs+=(fuse3 util-linux diffutils) ;;          # tools/demo.sh: fusermount3, mountpoint, diff
+    deb) pkgs+=(debhelper dpkg-dev fakeroot lintian) ;; # make deb (dpkg-buildpackage, lintian)
     fuzz) pkgs+=(clang libclang-rt-14-dev) ;; # libFuzzer and the sanitizer runtimes
-    bench) pkgs+=(linux-source-6.1 npm zstd xz-utils gzip squashfs-tools squashfuse fio time) ;;
+    bench) pkgs+=(linux-source-6.1 npm zstd xz-utils gzip squashfs-tools squashfuse fio time gnuplot-nox) ;;
     *) echo "deps.sh: unknown group $what" >&2; exit 2 ;;
     esac
 done

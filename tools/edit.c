@@ -23,6 +23,11 @@ const char usage_apply[] =
     "  insert<TAB>PATH<TAB>OFFSET<TAB>TEXT   insert TEXT at byte OFFSET\n"
     "  append<TAB>PATH<TAB>TEXT              add TEXT at the end\n"
     "  extract<TAB>PATH<TAB>OFFSET<TAB>LEN   print LEN bytes from OFFSET (C-escaped, one line)\n"
+    "  write<TAB>PATH<TAB>OFFSET<TAB>TEXT    overwrite with TEXT at OFFSET (may extend the file)\n"
+    "  truncate<TAB>PATH<TAB>SIZE            cut or extend (with zero bytes) to SIZE bytes\n"
+    "  delete<TAB>PATH                       remove the name PATH (not a directory)\n"
+    "write, truncate and delete need --offsets=sequence; a path must exist when the file is\n"
+    "read, before any line is applied.\n"
     "Empty lines and lines starting with '#' are skipped.\n"
     "\n"
     "  --offsets=sequence  each offset sees the earlier operations of the batch (default)\n"
@@ -36,20 +41,24 @@ const char usage_compact[] =
     "usage: tadoc compact [--level N] [--force] ARCHIVE\n"
     "\n"
     "Fold ARCHIVE.journal into the archive: edited files are tokenized and compressed into new\n"
-    "rules against the existing dictionary, unreachable rules are dropped, the new archive is\n"
-    "written to a temporary file, fsynced and renamed over the old one, and the journal\n"
-    "restarts empty. Does nothing when the journal is empty, unless --force.\n"
+    "rules against the existing dictionary (or, when they are a quarter of the content or the\n"
+    "grammar has decayed, every file is compressed again, as pack would), unreachable rules\n"
+    "and unused tokens are dropped, the new archive is written to a temporary file, fsynced\n"
+    "and renamed over the old one, and the journal restarts empty. Does nothing when the\n"
+    "journal is empty, unless --force.\n"
     "\n"
     "  -l, --level N   zstd level of the rewritten sections (default 9)\n"
     "  -f, --force     rewrite the archive even with an empty journal\n";
 
-enum { OP_INSERT, OP_APPEND, OP_EXTRACT };
+enum { OP_INSERT, OP_APPEND, OP_EXTRACT, OP_WRITE, OP_TRUNCATE, OP_DELETE };
 
 typedef struct op {
     int kind;
     uint64_t ino, off, len;
     size_t line;
     buf text;
+    uint64_t dir; /* OP_DELETE: the parent directory and the last component (malloc'ed) */
+    char *name;
 } op;
 
 static int hexval(char c)
@@ -129,6 +138,23 @@ static int parse_u64(const char *s, size_t n, uint64_t *out)
     return errno || *end || tmp[0] == '-' ? -1 : 0;
 }
 
+/* A delete names its parent directory and last component: resolve the one, keep the other. */
+static int parse_parent(vol *v, char *path, size_t lineno, op *o)
+{
+    char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    int r = 0;
+    o->dir = 1; /* the root directory */
+    if (slash) {
+        *slash = 0;
+        r = vol_resolve(v, path, &o->dir);
+        *slash = '/';
+    }
+    if (!r && !(o->name = strdup(name))) r = -ENOMEM;
+    if (r) fprintf(stderr, "%s: line %zu: %s: %s\n", prog, lineno, path, strerror(-r));
+    return r ? -1 : 0;
+}
+
 /* Parse one line into `o`; 1 for a line to skip, 0 for an op, -1 with a message. */
 static int parse_line(vol *v, char *line, size_t lineno, op *o)
 {
@@ -154,9 +180,17 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
         o->kind = OP_APPEND;
     else if (!strcmp(f[0], "extract") && nf == 4)
         o->kind = OP_EXTRACT;
+    else if (!strcmp(f[0], "write") && nf == 4)
+        o->kind = OP_WRITE;
+    else if (!strcmp(f[0], "truncate") && nf == 3)
+        o->kind = OP_TRUNCATE;
+    else if (!strcmp(f[0], "delete") && nf == 2)
+        o->kind = OP_DELETE;
     else {
-        fprintf(stderr, "%s: line %zu: expected insert/append/extract with its fields\n", prog,
-                lineno);
+        fprintf(stderr,
+                "%s: line %zu: expected insert/append/extract/write/truncate/delete with its "
+                "fields\n",
+                prog, lineno);
         return -1;
     }
     if (unescape(f[1], strlen(f[1]), &path) || buf_put(&path, "", 1)) {
@@ -168,8 +202,17 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
         fprintf(stderr, "%s: line %zu: %s: %s\n", prog, lineno, (char *)path.p, strerror(-r));
         goto out;
     }
+    if (o->kind == OP_DELETE) {
+        rc = parse_parent(v, (char *)path.p, lineno, o);
+        goto out;
+    }
     if (o->kind != OP_APPEND && parse_u64(f[2], strlen(f[2]), &o->off)) {
-        fprintf(stderr, "%s: line %zu: bad offset\n", prog, lineno);
+        fprintf(stderr, "%s: line %zu: bad %s\n", prog, lineno,
+                o->kind == OP_TRUNCATE ? "size" : "offset");
+        goto out;
+    }
+    if (o->kind == OP_TRUNCATE) {
+        rc = 0;
         goto out;
     }
     if (o->kind == OP_EXTRACT) {
@@ -178,7 +221,7 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
             goto out;
         }
     } else {
-        const char *t = o->kind == OP_INSERT ? f[3] : f[2];
+        const char *t = o->kind == OP_APPEND ? f[2] : f[3];
         if (unescape(t, strlen(t), &o->text)) {
             fprintf(stderr, "%s: line %zu: bad escape in text\n", prog, lineno);
             goto out;
@@ -204,8 +247,19 @@ static int do_extract(vol *v, vol_reader *r, const op *o)
 static int do_change(vol *v, const op *o)
 {
     struct stat st;
-    int rc = vol_getattr(v, o->ino, &st);
+    int rc;
+    if (o->kind == OP_DELETE) {
+        /* vol_unlink answers as unlink(2) does, with an errno and no message. */
+        rc = vol_unlink(v, o->dir, o->name, 0);
+        return rc ? tdc_error(rc, "line %zu: delete %s: %s", o->line, o->name, strerror(-rc)) : 0;
+    }
+    rc = vol_getattr(v, o->ino, &st);
     if (rc) return rc;
+    if (o->kind == OP_WRITE) return vol_write(v, o->ino, o->off, o->text.p, o->text.n);
+    if (o->kind == OP_TRUNCATE) {
+        struct stat in = {.st_size = (off_t)o->off}, out;
+        return vol_setattr(v, o->ino, VOL_SET_SIZE, &in, &out);
+    }
     if (o->kind == OP_APPEND)
         return vol_write(v, o->ino, (uint64_t)st.st_size, o->text.p, o->text.n);
     if (o->off > (uint64_t)st.st_size)
@@ -303,6 +357,12 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
         for (size_t i = 0; i < nops && !rc; i++)
             rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
     } else if (!rc && ret == EX_OK) {
+        for (size_t i = 0; i < nops && !rc; i++)
+            if (ops[i].kind >= OP_WRITE)
+                rc = tdc_error(-EINVAL, "line %zu: write, truncate and delete need %s", ops[i].line,
+                               "--offsets=sequence");
+    }
+    if (!rc && ret == EX_OK && batch) {
         /* Everything refers to the text before the batch: extracts first, then the changes. */
         op **chg = malloc((nops ? nops : 1) * sizeof *chg);
         size_t nch = 0;
@@ -322,8 +382,10 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
         as->inserts += ops[i].kind == OP_INSERT;
         as->appends += ops[i].kind == OP_APPEND;
         as->extracts += ops[i].kind == OP_EXTRACT;
+        as->others += ops[i].kind >= OP_WRITE;
         as->bytes += ops[i].text.n;
         buf_free(&ops[i].text);
+        free(ops[i].name);
     }
     free(ops);
     vol_reader_free(&rd);
@@ -366,11 +428,12 @@ int cmd_apply(int argc, char **argv)
     int ret = apply_stream(v, in, batch, &as);
     if (in != stdin) fclose(in);
     if (ret == EX_OK && !quiet) {
-        uint64_t n = as.inserts + as.appends + as.extracts;
+        uint64_t n = as.inserts + as.appends + as.extracts + as.others;
         fprintf(stderr,
                 "%s: %" PRIu64 " inserts, %" PRIu64 " appends (%" PRIu64 " bytes), %" PRIu64
-                " extracts in %.3f s (%.0f ops/s, offsets=%s%s), journaled and synced\n",
-                prog, as.inserts, as.appends, as.bytes, as.extracts, as.secs,
+                " writes/truncates/deletes, %" PRIu64 " extracts in %.3f s (%.0f ops/s, "
+                "offsets=%s%s), journaled and synced\n",
+                prog, as.inserts, as.appends, as.bytes, as.others, as.extracts, as.secs,
                 as.secs > 0 ? (double)n / as.secs : 0, batch ? "batch" : "sequence",
                 as.offsets_gpu ? " computed on the GPU" : "");
     }

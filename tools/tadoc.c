@@ -56,10 +56,12 @@ static const char usage_main[] =
     "  rankedinvindex ARCHIVE [SCOPE]  w1 w2 w3<TAB>path:count..., files by count\n"
     "  count ARCHIVE PATH WORD      occurrences of WORD in PATH, from the grammar\n"
     "  search ARCHIVE PATH WORD     byte offset of every occurrence of WORD in PATH\n"
-    "  apply ARCHIVE OPS_FILE       a batch of insert/append/extract operations, journaled\n"
+    "  apply ARCHIVE OPS_FILE       a batch of insert/append/extract/write/truncate/delete\n"
+    "                               operations, journaled\n"
     "  compact ARCHIVE              fold the journal (ARCHIVE.journal) into the archive\n"
     "\n"
-    "Run 'tadoc COMMAND --help' for a command's options.\n"
+    "Run 'tadoc COMMAND --help' for a command's options; 'tadoc -h, --help' prints this,\n"
+    "'tadoc --version' the version and backend. Manual: tadoc(1), tadocfs(8).\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
     "             3 archive corrupt or verification mismatch\n";
@@ -765,7 +767,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-        int (*ana)(const arc *, uint32_t, uint32_t, buf *);
+        int (*ana)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
     } cmds[] = {{"pack", cmd_pack, usage_pack, NULL},
                 {"unpack", cmd_unpack, usage_unpack, NULL},
                 {"ls", cmd_ls, usage_ls, NULL},

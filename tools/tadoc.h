@@ -24,6 +24,7 @@ int cmd_compact(int argc, char **argv);
 
 typedef struct apply_stats {
     uint64_t inserts, appends, extracts, bytes; /* operations parsed, text bytes */
+    uint64_t others;                            /* writes, truncates and deletes */
     double secs;                                /* time spent applying them */
     int offsets_gpu;                            /* batch offsets computed on the GPU */
 } apply_stats;

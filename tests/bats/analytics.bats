@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The six analytics on the grammar against plain pipelines over the original files
-# (DESIGN.md section 5), through the CLI and through the mounted virtual files. Each oracle is
-# computed once and compared with every traversal (top-down, bottom-up and the selector's
-# choice) on one and on two threads.
+# (docs/DESIGN.md, "Analytics"), through the CLI and through the mounted virtual files. Each
+# oracle is computed once and compared with every traversal (top-down, bottom-up and the
+# selector's choice) on one and on two threads.
 
 load helpers
 load ../oracles

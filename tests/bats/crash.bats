@@ -628,6 +628,11 @@ damaged_mount() { # GOOD CUT WHY
     cmp "$S/full/a.tdc" "$S/before.tdc"
     [ -z "$(find "$S/full" -maxdepth 1 -name '*.tmp*')" ]
     cmp "$M/kernel/sched/core.c" "$L/kernel/sched/core.c"
+    # ... and says why on the root's user.tadoc.compact_error.
+    run getfattr -n user.tadoc.compact_error --only-values "$M"
+    echo "compact_error: $output"
+    [[ "$output" == *"No space left on device"* ]]
+    [[ "$output" == *"the archive and its journal are unchanged"* ]]
     # Free space on the disk: the daemon takes appends again.
     rm "$S/full/filler"
     run "$W" more "$M/big" "$S/log" 20000

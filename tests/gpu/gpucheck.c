@@ -177,7 +177,7 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
     for (int r = 0; r < REPS; r++) {
         want.n = 0;
         double t0 = now_ms();
-        if (ana_wordcount(a, 0, a->nents, &want)) DIE("ana_wordcount");
+        if (ana_wordcount(a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
         c[r] = now_ms() - t0;
     }
     /* Whether the GPU serves the whole archive or leaves it to the CPU (cut long words). */
@@ -204,7 +204,7 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
     for (int s = 0; s < NSCOPE; s++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         want.n = got.n = 0;
-        if (ana_wordcount(a, first, end, &want)) DIE("ana_wordcount");
+        if (ana_wordcount(a, first, end, NULL, &want)) DIE("ana_wordcount");
         if (backend_wordcount(a, g, first, end, &got)) DIE("backend_wordcount");
         if (!same(&got, &want) && !bad++)
             FAIL("wordcount of entries [%u, %u) ('%s') differs", first, end, a->ents[first].path);
@@ -594,8 +594,8 @@ static void *thr_main(void *p)
         uint32_t first = (uint32_t)(rnd(&t->seed) % t->a->nents);
         uint32_t end = i % 3 ? ana_subtree_end(t->a, first) : t->a->nents;
         want.n = got.n = 0;
-        if (ana_wordcount(t->a, first, end, &want) ||
-            backend_analytic("wordcount", t->a, 7, first, end, &got) || !same(&got, &want))
+        if (ana_wordcount(t->a, first, end, NULL, &want) ||
+            backend_analytic("wordcount", t->a, 7, first, end, NULL, &got) || !same(&got, &want))
             t->bad++;
         t->runs++;
     }
@@ -632,8 +632,8 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
         backend_set_mode(m);
         want.n = got.n = 0;
         unsigned long long r0 = gpu_requests(st, sizeof st);
-        if (ana_wordcount(a, 0, a->nents, &want)) DIE("ana_wordcount");
-        if (backend_analytic("wordcount", a, 1, 0, a->nents, &got)) DIE("backend_analytic");
+        if (ana_wordcount(a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
+        if (backend_analytic("wordcount", a, 1, 0, a->nents, NULL, &got)) DIE("backend_analytic");
         if (!same(&got, &want)) FAIL("backend_analytic wordcount, mode %d, differs", m);
         int exp =
             whole && (m == BACKEND_ON || (m == BACKEND_AUTO && all >= BACKEND_AUTO_MIN_BYTES));
@@ -646,24 +646,24 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         uint64_t gen = s % 5 == 0 ? 0 : s % 5 == 1 ? 2 : 1;
         want.n = got.n = 0;
-        if (ana_wordcount(a, first, end, &want)) DIE("ana_wordcount");
-        if (backend_analytic("wordcount", a, gen, first, end, &got)) DIE("backend_analytic");
+        if (ana_wordcount(a, first, end, NULL, &want)) DIE("ana_wordcount");
+        if (backend_analytic("wordcount", a, gen, first, end, NULL, &got)) DIE("backend_analytic");
         if (!same(&got, &want))
             FAIL("backend_analytic wordcount [%u, %u) gen %llu differs", first, end,
                  (unsigned long long)gen);
     }
     /* The other analytics go to the CPU function of the name; unknown names fail. */
     static const char *names[] = {"sort", "invindex", "termvector", "seqcount", "rankedinvindex"};
-    static int (*fns[])(const arc *, uint32_t, uint32_t, buf *) = {
+    static int (*fns[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
         ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
     for (int i = 0; i < 5; i++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         want.n = got.n = 0;
-        if (fns[i](a, first, end, &want)) DIE(names[i]);
-        if (backend_analytic(names[i], a, 1, first, end, &got)) DIE("backend_analytic");
+        if (fns[i](a, first, end, NULL, &want)) DIE(names[i]);
+        if (backend_analytic(names[i], a, 1, first, end, NULL, &got)) DIE("backend_analytic");
         if (!same(&got, &want)) FAIL("backend_analytic %s differs", names[i]);
     }
-    if (backend_analytic("nosuch", a, 1, 0, a->nents, &got) != -EINVAL)
+    if (backend_analytic("nosuch", a, 1, 0, a->nents, NULL, &got) != -EINVAL)
         FAIL("backend_analytic accepted an unknown analytic");
     /* Four threads at once in "auto" mode (the GPU when free and the scope is big). */
     backend_set_mode(BACKEND_AUTO);
@@ -700,7 +700,8 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
             for (int r = -1; r < REPS; r++) {
                 got.n = 0;
                 double t0 = now_ms();
-                if (backend_analytic("wordcount", a, 1, 0, end, &got)) DIE("backend_analytic");
+                if (backend_analytic("wordcount", a, 1, 0, end, NULL, &got))
+                    DIE("backend_analytic");
                 if (r >= 0) tm[m][r] = now_ms() - t0;
             }
             if (m == BACKEND_AUTO) r1 = gpu_requests(st, sizeof st);
@@ -720,8 +721,30 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
 
 static const char *ana_names[6] = {"wordcount",  "sort",     "invindex",
                                    "termvector", "seqcount", "rankedinvindex"};
-static int (*const ana_fns[6])(const arc *, uint32_t, uint32_t, buf *) = {
+static int (*const ana_fns[6])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
     ana_wordcount, ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
+
+/* With a random visibility mask (about half the entries hidden): gpu_analytic against the ana_*
+ * function given the same mask. 1 when they differ (reported), else 0. */
+static int masked_check(const arc *a, gpu_gram *g, int k, uint32_t first, uint32_t end,
+                        uint64_t *seed)
+{
+    unsigned char *vis = malloc(a->nents ? a->nents : 1);
+    buf want = {0}, got = {0};
+    if (!vis) DIE("out of memory");
+    for (uint32_t e = 0; e < a->nents; e++)
+        vis[e] = rnd(seed) % 2;
+    if (ana_fns[k](a, first, end, vis, &want)) DIE(ana_names[k]);
+    int rc = gpu_analytic(g, k, first, end, vis, &got);
+    if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
+    int differ = !rc && !same(&got, &want);
+    if (differ)
+        FAIL("%s of entries [%u, %u) with a visibility mask differs", ana_names[k], first, end);
+    free(vis);
+    buf_free(&want);
+    buf_free(&got);
+    return differ;
+}
 
 static double median_n(double *v, int n)
 {
@@ -762,9 +785,9 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         want.n = got.n = 0;
         ana_set_threads(1);
         double tc = now_ms();
-        if (ana_fns[k](a, 0, a->nents, &want)) DIE(ana_names[k]);
+        if (ana_fns[k](a, 0, a->nents, NULL, &want)) DIE(ana_names[k]);
         tc = now_ms() - tc; /* one thread: the first timing when creps is 1 */
-        int rc = gpu_analytic(g, k, 0, a->nents, &got);
+        int rc = gpu_analytic(g, k, 0, a->nents, NULL, &got);
         if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
         r->gpu = rc == 0;
         if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
@@ -780,7 +803,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             for (int i = -1; i < reps; i++) {
                 got.n = 0;
                 double t1 = now_ms();
-                int rt = gpu_analytic(g, k, 0, a->nents, &got);
+                int rt = gpu_analytic(g, k, 0, a->nents, NULL, &got);
                 if (rt == -ENOTSUP || rt == -ENOMEM) { /* then tt stays 0: not printed */
                     printf("%s: forced %s left to the CPU: %s\n", ana_names[k],
                            tr == ANA_TOPDOWN ? "top-down" : "bottom-up", tdc_errmsg());
@@ -804,9 +827,9 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
                 first = (uint32_t)(rnd(seed) % a->nents); /* every other scope a directory */
             uint32_t end = ana_subtree_end(a, first);
             want.n = got.n = 0;
-            if (ana_fns[k](a, first, end, &want)) DIE(ana_names[k]);
+            if (ana_fns[k](a, first, end, NULL, &want)) DIE(ana_names[k]);
             ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
-            rc = gpu_analytic(g, k, first, end, &got);
+            rc = gpu_analytic(g, k, first, end, NULL, &got);
             ana_set_traversal(-1);
             if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
             on_gpu += rc == 0;
@@ -814,9 +837,11 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
                 FAIL("%s of entries [%u, %u) ('%s') differs", ana_names[k], first, end,
                      a->ents[first].path);
             got.n = 0;
-            if (backend_analytic(ana_names[k], a, 3, first, end, &got)) DIE("backend_analytic");
+            if (backend_analytic(ana_names[k], a, 3, first, end, NULL, &got))
+                DIE("backend_analytic");
             if (!same(&got, &want) && !bad++)
                 FAIL("backend_analytic %s of entries [%u, %u) differs", ana_names[k], first, end);
+            bad += masked_check(a, g, k, first, end, seed);
         }
         if (bad) FAIL("%s: %d of %d scopes differ", ana_names[k], bad, nscope);
         printf("%s: whole archive (%s) and %d random scopes (%d on the GPU) %s\n", ana_names[k],
@@ -829,7 +854,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             for (int i = th == 1 && creps == 1; i < creps; i++) {
                 want.n = 0;
                 double t1 = now_ms();
-                if (ana_fns[k](a, 0, a->nents, &want)) DIE(ana_names[k]);
+                if (ana_fns[k](a, 0, a->nents, NULL, &want)) DIE(ana_names[k]);
                 c[i] = now_ms() - t1;
             }
             *(th == 1 ? &r->cpu1 : &r->cpu2) = median_n(c, creps);
@@ -837,7 +862,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         for (int i = -1; r->gpu && i < reps; i++) {
             got.n = 0;
             double t1 = now_ms();
-            if (gpu_analytic(g, k, 0, a->nents, &got)) DIE("gpu_analytic");
+            if (gpu_analytic(g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
             if (i < 0) continue;
             e[i] = now_ms() - t1;
             kk[i] = gpu_kernel_ms(g);

@@ -1,0 +1,179 @@
+#include "perm.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "../engine/ana.h"
+
+enum { MAY_X = 1, MAY_R = 4 };
+
+int fs_who_of(fuse_req_t req, const fs_ctx *c, fs_who *w)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    memset(w, 0, sizeof *w);
+    w->uid = ctx->uid;
+    w->gid = ctx->gid;
+    w->all = ctx->uid == 0 || ctx->uid == c->owner;
+    if (w->all) return 0;
+    /* The count may exceed the buffer: ask again with room for all of them. */
+    int size = 32;
+    for (;;) {
+        gid_t *g = realloc(w->groups, (size_t)size * sizeof *g);
+        if (!g) {
+            fs_who_free(w);
+            return -ENOMEM;
+        }
+        w->groups = g;
+        int n = fuse_req_getgroups(req, size, g);
+        if (n < 0) n = 0; /* unreadable: no supplementary groups, which only hides more */
+        if (n <= size) {
+            w->ngroups = (size_t)n;
+            return 0;
+        }
+        size = n;
+    }
+}
+
+void fs_who_free(fs_who *w)
+{
+    free(w->groups);
+    memset(w, 0, sizeof *w);
+}
+
+static int in_group(const fs_who *w, uint32_t gid)
+{
+    if (w->gid == gid) return 1;
+    for (size_t i = 0; i < w->ngroups; i++)
+        if ((uint32_t)w->groups[i] == gid) return 1;
+    return 0;
+}
+
+/* 1 when w has every permission in `want` (MAY_R, MAY_X) on entry e, as generic_permission
+ * judges it: the owner's bits for the owner, else the group's for a member, else the
+ * others'. Owners are those the mount shows. */
+static int may(const fs_ctx *c, const fs_who *w, const arc_entry *e, unsigned want)
+{
+    uint32_t uid = c->uid != (uint32_t)-1 ? c->uid : e->uid;
+    uint32_t gid = c->gid != (uint32_t)-1 ? c->gid : e->gid;
+    unsigned bits = uid == w->uid ? e->mode >> 6 : in_group(w, gid) ? e->mode >> 3 : e->mode;
+    return (bits & want) == want;
+}
+
+/* Directories open on the walk: where each one's subtree ends, and whether it is reachable. */
+typedef struct dstack {
+    struct dlevel {
+        uint32_t end;
+        int ok;
+    } * p;
+    size_t n, cap;
+} dstack;
+
+static int push(dstack *s, uint32_t end, int ok)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct dlevel *p = realloc(s->p, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        s->p = p;
+        s->cap = cap;
+    }
+    s->p[s->n++] = (struct dlevel){end, ok};
+    return 0;
+}
+
+int fs_vis_build(const fs_ctx *c, const fs_who *w, const arc *a, uint32_t first, uint32_t end,
+                 unsigned char **vis)
+{
+    *vis = NULL;
+    if (w->all || first >= end) return 0;
+    unsigned char *m = calloc(a->nents, 1);
+    dstack s = {0};
+    int rc = m ? 0 : -ENOMEM, hidden = 0;
+    /* Entries are in path order: a directory's subtree follows it, so the innermost open
+     * directory whose subtree holds e is e's parent. The scope's own directory needs x too. */
+    for (uint32_t e = first; e < end && !rc; e++) {
+        while (s.n && s.p[s.n - 1].end <= e)
+            s.n--;
+        int up = s.n ? s.p[s.n - 1].ok : 1;
+        const arc_entry *x = &a->ents[e];
+        if (x->type == ARC_DIR) {
+            rc = push(&s, ana_subtree_end(a, e), up && may(c, w, x, MAY_X));
+        } else if (x->type == ARC_REG) {
+            m[e] = (unsigned char)(up && may(c, w, x, MAY_R));
+            hidden |= !m[e];
+        }
+    }
+    free(s.p);
+    if (rc || !hidden) {
+        free(m);
+        return rc;
+    }
+    *vis = m;
+    return 0;
+}
+
+void fs_vis_key(const unsigned char *vis, uint32_t first, uint32_t end, uint64_t key[2])
+{
+    key[0] = key[1] = 0;
+    if (!vis) return;
+    XXH128_hash_t h = XXH3_128bits(vis + first, end - first);
+    key[0] = h.low64;
+    key[1] = h.high64 ? h.high64 : 1; /* never {0, 0}, which names "everything" */
+}
+
+/* 1 when regular entry e is a further name of a hard-linked file whose content the analytics
+ * of [first, end) under vis would not count: its holder is outside the scope or hidden. */
+static int orphan_link(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
+                       uint32_t e)
+{
+    const arc_entry *x = &a->ents[e];
+    if (x->type != ARC_REG || x->root_len || !x->size || !ana_visible(vis, e)) return 0;
+    int64_t h = arc_ino_entry(a, x->ino);
+    return h >= 0 && (uint32_t)h != e &&
+           ((uint32_t)h < first || (uint32_t)h >= end || !ana_visible(vis, (uint32_t)h));
+}
+
+int fs_vis_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end, arc **out)
+{
+    *out = NULL;
+    arc *cp = NULL;
+    uint64_t *done = NULL; /* inodes already given a name here (few: a linear search) */
+    size_t ndone = 0;
+    for (uint32_t e = first; e < end; e++) {
+        if (!orphan_link(a, vis, first, end, e)) continue;
+        uint64_t ino = a->ents[e].ino;
+        size_t k = 0;
+        while (k < ndone && done[k] != ino)
+            k++;
+        if (k < ndone) continue; /* an earlier visible name holds it */
+        uint64_t *d = realloc(done, (ndone + 1) * sizeof *d);
+        if (!d) goto nomem;
+        done = d;
+        done[ndone++] = ino;
+        if (!cp) {
+            if (!(cp = malloc(sizeof *cp))) goto nomem;
+            *cp = *a;
+            if (!(cp->ents = malloc((size_t)a->nents * sizeof *cp->ents))) goto nomem;
+            memcpy(cp->ents, a->ents, (size_t)a->nents * sizeof *cp->ents);
+        }
+        const arc_entry *h = &a->ents[arc_ino_entry(a, ino)];
+        cp->ents[e].root_start = h->root_start;
+        cp->ents[e].root_len = h->root_len;
+    }
+    free(done);
+    *out = cp;
+    return 0;
+nomem:
+    free(done);
+    fs_vis_relink_free(cp);
+    return -ENOMEM;
+}
+
+void fs_vis_relink_free(arc *cp)
+{
+    if (!cp) return;
+    free(cp->ents); /* everything else is the original archive's */
+    free(cp);
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# Compaction never loses an archive: stopped (killed, or failing) after each of its steps it
+# leaves either the old archive with its journal or the new archive with an empty journal,
+# and what the archive shows is the same either way; a damaged new archive is caught before
+# it replaces the old one. Every inode type survives pack, unpack, the mount and compaction.
+
+load helpers
+: "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+wait_unmounted() {
+    for _ in $(seq 100); do is_mounted "$1" || return 0; sleep 0.05; done
+    return 1
+}
+mnt() { "$TADOCFS" "$@" 3>&-; }
+umnt() { # ARCHIVE: unmount $M and wait for its daemon to exit
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    for _ in $(seq 100); do pgrep -f -- "$1 $M" >/dev/null || return 0; sleep 0.05; done
+    return 1
+}
+
+# An archive whose journal holds every kind of change: content edits, a hard-linked
+# symlink, a FIFO, a socket, devices, xattrs, a rename and a removal.
+setup_file() {
+    local t=$BATS_FILE_TMPDIR/tree M=$BATS_FILE_TMPDIR/m
+    mkdir -p "$t/d" "$M"
+    printf 'hello world\n' >"$t/d/hello.txt"
+    cp "$CORPORA/brown/ca01" "$t/ca01"
+    cp "$CORPORA/brown/ca02" "$t/d/ca02"
+    "$TADOC" pack -q "$t" -o "$BATS_FILE_TMPDIR/a.tdc"
+    mnt "$BATS_FILE_TMPDIR/a.tdc" "$M"
+    (
+        cd "$M"
+        printf 'appended line\n' >>ca01
+        printf 'new file\n' >d/new.txt
+        ln -s d/hello.txt s1
+        ln -P s1 s2
+        mkfifo d/fifo
+        ln d/fifo fifo2
+        mknod cdev c 1 3
+        mknod bdev b 7 0
+        python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")'
+        setfattr -n user.note -v kept d/new.txt
+        mv d/ca02 ca02
+        rm d/hello.txt
+    )
+    M=$BATS_FILE_TMPDIR/m umnt "$BATS_FILE_TMPDIR/a.tdc"
+    "$TESTBIN/voldump" "$BATS_FILE_TMPDIR/a.tdc" >"$BATS_FILE_TMPDIR/want" 2>/dev/null
+}
+
+setup() {
+    scratch
+    cp "$BATS_FILE_TMPDIR/a.tdc" "$BATS_FILE_TMPDIR/a.tdc.journal" "$S/"
+}
+
+teardown() {
+    [ -n "${M:-}" ] && { fusermount3 -u "$M" 2>/dev/null || true; }
+    rm -rf "$S"
+}
+
+temps() { find "$S" -maxdepth 1 -name 'a.tdc*.tmp*' | wc -l; }
+
+# What the archive shows (archive plus journal) must be what it showed before.
+same_view() {
+    "$TESTBIN/voldump" "$S/a.tdc" >"$S/got" 2>/dev/null
+    diff "$BATS_FILE_TMPDIR/want" "$S/got"
+}
+
+@test "killed after each step of a compaction: the old archive with its journal, or the new one; the same tree either way" {
+    local step
+    for step in 1 2 3 4 5; do
+        rm -f "$S"/a.tdc*
+        cp "$BATS_FILE_TMPDIR/a.tdc" "$BATS_FILE_TMPDIR/a.tdc.journal" "$S/"
+        run "$TESTBIN/compactstep" "$S/a.tdc" "$step" crash
+        [ "$status" -eq 42 ] || { echo "step $step: status $status: $output"; false; }
+        if [ "$step" -le 3 ]; then
+            # Before the rename: the old archive and journal, byte for byte.
+            cmp "$S/a.tdc" "$BATS_FILE_TMPDIR/a.tdc"
+            cmp "$S/a.tdc.journal" "$BATS_FILE_TMPDIR/a.tdc.journal"
+        else
+            ! cmp -s "$S/a.tdc" "$BATS_FILE_TMPDIR/a.tdc"
+            "$TADOC" verify "$S/a.tdc"
+        fi
+        same_view || { echo "step $step: the tree changed"; false; }
+        # The next writable open removes what the killed compaction left, and compacts.
+        run "$TESTBIN/compactstep" "$S/a.tdc" 0 none
+        [ "$status" -eq 0 ] || { echo "step $step: recompaction: $output"; false; }
+        [ "$(temps)" -eq 0 ]
+        same_view
+        [ "$("$TADOC" verify "$S/a.tdc" | grep -c 'journal:')" -eq 0 ]
+    done
+}
+
+@test "a failure after each step before the rename leaves archive and journal unchanged and no temporary file" {
+    local step
+    for step in 1 2 3; do
+        run "$TESTBIN/compactstep" "$S/a.tdc" "$step" fail
+        [ "$status" -eq 1 ] || { echo "step $step: status $status: $output"; false; }
+        [[ "$output" == *"the archive and its journal are unchanged"* ]]
+        cmp "$S/a.tdc" "$BATS_FILE_TMPDIR/a.tdc"
+        cmp "$S/a.tdc.journal" "$BATS_FILE_TMPDIR/a.tdc.journal"
+        [ "$(temps)" -eq 0 ]
+        same_view
+    done
+}
+
+@test "a new archive damaged after it was written is caught by the check before the rename" {
+    run "$TESTBIN/compactstep" "$S/a.tdc" 2 damage
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"checking the compacted archive before it replaces the old one"* ]]
+    [[ "$output" == *"unchanged"* ]]
+    cmp "$S/a.tdc" "$BATS_FILE_TMPDIR/a.tdc"
+    cmp "$S/a.tdc.journal" "$BATS_FILE_TMPDIR/a.tdc.journal"
+    [ "$(temps)" -eq 0 ]
+    same_view
+    # and a clean compaction after it succeeds
+    "$TADOC" compact "$S/a.tdc"
+    same_view
+}
+
+@test "every inode type: mount, compaction, unpack and pack keep type, mode, owner, rdev, links and xattrs" {
+    "$TADOC" compact "$S/a.tdc"
+    "$TADOC" verify "$S/a.tdc"
+    same_view
+    "$TADOC" ls -l "$S/a.tdc" >"$S/ls"
+    grep -q '^p0644 .* d/fifo$' "$S/ls"
+    grep -q '^c0644 .* cdev$' "$S/ls"
+    grep -q '^b0644 .* bdev$' "$S/ls"
+    grep -q '^s0755 .* sock$' "$S/ls"
+    grep -q '^l0777 .* s2 -> d/hello.txt$' "$S/ls"
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/a.tdc" "$M"
+    [ "$(stat -c '%F %h' "$M/s2")" = "symbolic link 2" ]
+    [ "$(stat -c '%i' "$M/s1")" = "$(stat -c '%i' "$M/s2")" ]
+    [ "$(stat -c '%F %h' "$M/fifo2")" = "fifo 2" ]
+    [ "$(stat -c '%F %t %T' "$M/cdev")" = "character special file 1 3" ]
+    [ "$(stat -c '%F %t %T' "$M/bdev")" = "block special file 7 0" ]
+    [ "$(stat -c '%F' "$M/sock")" = "socket" ]
+    # A FIFO of the mount works as one.
+    (echo through >"$M/d/fifo" &)
+    [ "$(timeout 5 cat "$M/d/fifo")" = through ]
+    umnt "$S/a.tdc"
+    # unpack recreates them; pack of that tree gives the same tree again.
+    "$TADOC" unpack "$S/a.tdc" "$S/u"
+    [ "$(stat -c '%F %h %t %T' "$S/u/bdev")" = "block special file 1 7 0" ]
+    [ "$(stat -c '%i' "$S/u/s1")" = "$(stat -c '%i' "$S/u/s2")" ]
+    [ "$(getfattr -n user.note --only-values "$S/u/d/new.txt")" = kept ]
+    run "$TADOC" pack "$S/u" -o "$S/b.tdc"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"2 symlinks, 5 special files"* ]]
+    "$TADOC" unpack "$S/b.tdc" "$S/u2"
+    tree_rdev() { (cd "$1" && find . -printf '%P\t%y\t%m\t%s\t%n\t%U\t%G\t%l\n' -exec stat -c '%t:%T' {} \; | LC_ALL=C sort); }
+    diff <(tree_rdev "$S/u") <(tree_rdev "$S/u2")
+    diff -r --no-dereference -x fifo -x fifo2 -x sock -x cdev -x bdev "$S/u" "$S/u2"
+}
+
+@test "unpack without root: devices are reported, the rest is restored, the exit status says so" {
+    "$TADOC" compact "$S/a.tdc"
+    chmod 755 "$S"
+    mkdir "$S/o"
+    chown 65534:65534 "$S/o"
+    run setpriv --reuid=65534 --regid=65534 --clear-groups "$TADOC" unpack "$S/a.tdc" "$S/o/u"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"cdev: device not created (needs root)"* ]]
+    [[ "$output" == *"bdev: device not created (needs root)"* ]]
+    [[ "$output" == *"2 device names not created"* ]]
+    [ -p "$S/o/u/d/fifo" ]
+    [ -S "$S/o/u/sock" ]
+    [ ! -e "$S/o/u/cdev" ]
+    cmp "$S/o/u/ca01" <(cat "$CORPORA/brown/ca01"; printf 'appended line\n')
+}
+
+@test "a version 2 archive (made by the previous release) opens, mounts, and compacts to version 3 unchanged" {
+    cp "$BATS_TEST_DIRNAME/../data/v2.tdc" "$S/v2.tdc"
+    [ "$(od -An -tu4 -j8 -N4 "$S/v2.tdc" | tr -d ' ')" = 2 ]
+    "$TADOC" verify "$S/v2.tdc"
+    "$TESTBIN/voldump" "$S/v2.tdc" >"$S/before" 2>/dev/null
+    grep -q 'old archive, version 2' "$S/before"
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/v2.tdc" "$M"
+    [ "$(cat "$M/hard")" = "old archive, version 2" ]
+    [ "$(stat -c %h "$M/d/a.txt")" = 2 ]
+    [ "$(getfattr -n user.k --only-values "$M/d/a.txt")" = v ]
+    umnt "$S/v2.tdc"
+    "$TADOC" compact --force "$S/v2.tdc"
+    [ "$(od -An -tu4 -j8 -N4 "$S/v2.tdc" | tr -d ' ')" = 3 ]
+    "$TESTBIN/voldump" "$S/v2.tdc" >"$S/after" 2>/dev/null
+    diff "$S/before" "$S/after"
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bats
+# docs/FORMAT.md is complete: tests/format/readfmt.py, a reader written from that document
+# alone (Python's standard library, `zstd -d` and `xxhsum -H3`), reads archives of every
+# inode type and a journal holding every record type, and what it prints equals what the C
+# code shows: `tadoc ls -l`, `tadoc cat`, and tests/tools/fmtdump (the tree through the
+# engine's own reader and journal replay, and the records that replay). A reader that gets one
+# detail of the format wrong disagrees, so the comparison can fail.
+
+load helpers
+: "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
+
+READFMT="$BATS_TEST_DIRNAME/../format/readfmt.py"
+# The interpreter itself, not a version manager's shim (the corrupt-file test starts it often).
+python3() { command "${PYTHON3:=$(command python3 -c 'import sys; print(sys.executable)')}" "$@"; }
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+umnt() { # ARCHIVE MOUNTPOINT: unmount and wait for the daemon to exit
+    fusermount3 -u "$2"
+    for _ in $(seq 100); do is_mounted "$2" || break; sleep 0.05; done
+    for _ in $(seq 100); do pgrep -f -- "$1 $2" >/dev/null || return 0; sleep 0.05; done
+    return 1
+}
+
+# j.tdc: a packed tree plus a journal with every record type; c.tdc: the same compacted
+# (version 3, every inode type, hard links, xattrs, devices); tiny.tdc: sections kept raw.
+setup_file() {
+    local d=$BATS_FILE_TMPDIR t=$BATS_FILE_TMPDIR/tree M=$BATS_FILE_TMPDIR/m
+    mkdir -p "$t/dir/sub" "$M" "$d/tiny"
+    printf 'hello world\n' >"$t/dir/hello.txt"
+    cp "$CORPORA/brown/ca01" "$t/ca01"
+    cp "$CORPORA/brown/ca02" "$t/dir/sub/ca02"
+    printf 'to be cut short, then grown\n' >"$t/cut.txt"
+    ln "$t/dir/hello.txt" "$t/hardlink"
+    ln -s dir/hello.txt "$t/sym"
+    "$TADOC" pack -q "$t" -o "$d/j.tdc"
+    "$TADOCFS" "$d/j.tdc" "$M" 3>&-
+    (
+        cd "$M"
+        printf 'appended line\n' >>ca01                      # write
+        printf 'XY' | dd of=dir/sub/ca02 bs=1 seek=10 conv=notrunc status=none
+        truncate -s 6 cut.txt                                # truncate
+        truncate -s 20 cut.txt                               # truncate (grows with zeros)
+        printf 'new file\n' >dir/new.txt                     # create, write
+        mkdir newdir                                         # create (directory)
+        ln -s ../ca01 newdir/up                              # create (symlink)
+        ln dir/new.txt newdir/new-link                       # link
+        ln -P sym sym2                                       # link of a symlink
+        mkfifo newdir/fifo                                   # create (FIFO)
+        ln newdir/fifo fifo2
+        mknod cdev c 1 3                                     # create (devices, with rdev)
+        mknod bdev b 7 0
+        python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")'
+        setfattr -n user.note -v kept dir/new.txt            # setxattr
+        setfattr -n user.gone -v x ca01
+        setfattr -x user.gone ca01                           # rmxattr
+        chmod 600 dir/hello.txt                              # setattr
+        touch -m -d '2001-02-03 04:05:06' ca01               # setattr (mtime)
+        mv dir/sub/ca02 ca02                                 # rename
+        printf 'doomed\n' >dir/doomed
+        rm dir/doomed                                        # unlink
+        rmdir dir/sub                                        # unlink (directory)
+    )
+    umnt "$d/j.tdc" "$M"
+    printf 'insert\tdir/hello.txt\t6\tbig \n' >"$d/ops"
+    "$TADOC" apply "$d/j.tdc" "$d/ops" >/dev/null               # insert
+    cp "$d/j.tdc" "$d/c.tdc"
+    cp "$d/j.tdc.journal" "$d/c.tdc.journal"
+    "$TADOC" compact "$d/c.tdc"
+    printf 'tiny\n' >"$d/tiny/t"
+    "$TADOC" pack -q "$d/tiny" -o "$d/tiny.tdc"
+}
+
+setup() {
+    scratch
+}
+
+teardown() {
+    rm -rf "$S"
+}
+
+# The tree readfmt.py reads equals the one the engine shows, and ls -l and cat agree too.
+agree() { # ARCHIVE
+    python3 "$READFMT" tree "$1" >"$S/py" || return 1
+    "$TESTBIN/fmtdump" "$1" >"$S/c" || return 1
+    diff "$S/c" "$S/py" || return 1
+    python3 "$READFMT" ls "$1" >"$S/py.ls" || return 1
+    "$TADOC" ls -l "$1" >"$S/c.ls" 2>/dev/null || return 1
+    diff "$S/c.ls" "$S/py.ls" || return 1
+    local p
+    for p in $(awk '$1 ~ /^-/ { print $NF }' "$S/c.ls"); do
+        cmp <("$TADOC" cat "$1" "$p" 2>/dev/null) <(python3 "$READFMT" cat "$1" "$p") || return 1
+    done
+}
+
+@test "format: a compacted version 3 archive of every inode type reads the same from FORMAT.md" {
+    [ "$(od -An -tu4 -j8 -N4 "$BATS_FILE_TMPDIR/c.tdc" | tr -d ' ')" = 3 ]
+    [ ! -s "$BATS_FILE_TMPDIR/c.tdc.journal" ] || [ "$(stat -c %s "$BATS_FILE_TMPDIR/c.tdc.journal")" = 32 ]
+    agree "$BATS_FILE_TMPDIR/c.tdc"
+    # the listing holds what it should: devices with rdev, hard links, xattrs, a FIFO
+    grep -qP '^cdev\tc\t.*\t259\t-\t-\t-$' "$S/py"
+    grep -qP '^bdev\tb\t.*\t1792\t-\t-\t-$' "$S/py"
+    grep -qP '^newdir/fifo\tp\t' "$S/py"
+    grep -qP '^sock\ts\t' "$S/py"
+    grep -qP '^dir/new.txt\t.*\tnote=6b657074\t' "$S/py"
+    [ "$(awk -F'\t' '$1 == "hardlink" { print $8, $9 }' "$S/py")" = \
+      "$(awk -F'\t' '$1 == "dir/hello.txt" { print $8, $9 }' "$S/py")" ]
+    [ "$(awk -F'\t' '$1 == "sym2" { print $2, $9 }' "$S/py")" = "l 2" ]
+}
+
+@test "format: raw (uncompressed) sections and a version 2 archive read the same" {
+    "$TADOC" stat "$BATS_FILE_TMPDIR/tiny.tdc" | grep -qE '^ +dictionary +raw '
+    "$TADOC" stat "$BATS_FILE_TMPDIR/c.tdc" | grep -qE '^ +dictionary +zstd '
+    agree "$BATS_FILE_TMPDIR/tiny.tdc"
+    agree "$BATS_TEST_DIRNAME/../data/v2.tdc"
+}
+
+@test "format: the journal's records replay to the same tree, every record type present" {
+    local a=$BATS_FILE_TMPDIR/j.tdc
+    python3 "$READFMT" records "$a" >"$S/recs"
+    "$TESTBIN/fmtdump" -j "$a" >"$S/c.recs"
+    diff "$S/c.recs" <(cut -f1-3 "$S/recs")
+    local t
+    for t in create link unlink rename setattr truncate write insert setxattr rmxattr; do
+        grep -qP "^\d+\t$t\t" "$S/recs" || { echo "no $t record"; false; }
+    done
+    # a device's create carries its rdev as the optional last field
+    grep -qP '\tcreate\t.*name=63646576 .*rdev=259$' "$S/recs"
+    agree "$a"
+    # the archive alone (journal ignored) differs: the records matter
+    python3 "$READFMT" archive "$a" >"$S/alone"
+    ! diff -q "$S/alone" "$S/py"
+}
+
+@test "format: a torn or damaged tail is dropped, a journal of another archive refused" {
+    cp "$BATS_FILE_TMPDIR/j.tdc" "$BATS_FILE_TMPDIR/j.tdc.journal" "$S/"
+    local size
+    size=$(stat -c %s "$S/j.tdc.journal")
+    truncate -s $((size - 3)) "$S/j.tdc.journal"
+    python3 "$READFMT" records "$S/j.tdc" >"$S/recs"
+    "$TESTBIN/fmtdump" -j "$S/j.tdc" >"$S/c.recs"
+    diff "$S/c.recs" <(cut -f1-3 "$S/recs")
+    [ "$(wc -l <"$S/recs")" -eq $(($(python3 "$READFMT" records "$BATS_FILE_TMPDIR/j.tdc" | wc -l) - 1)) ]
+    agree "$S/j.tdc"
+    # bound to another archive: both refuse it
+    cp "$BATS_FILE_TMPDIR/tiny.tdc" "$S/other.tdc"
+    cp "$BATS_FILE_TMPDIR/j.tdc.journal" "$S/other.tdc.journal"
+    run python3 "$READFMT" tree "$S/other.tdc"
+    [ "$status" -eq 3 ]
+    run "$TESTBIN/fmtdump" "$S/other.tdc"
+    [ "$status" -eq 3 ]
+}
+
+@test "format: the comparison can fail: a reader that gets one detail wrong disagrees" {
+    local a=$BATS_FILE_TMPDIR/c.tdc m
+    "$TESTBIN/fmtdump" "$a" >"$S/c"
+    for m in planes varint order; do
+        run env READFMT_MISTAKE=$m python3 "$READFMT" tree "$a"
+        [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || { echo "mistake $m: $output"; false; }
+        if [ "$status" -eq 0 ]; then
+            ! diff -q "$S/c" <(printf '%s\n' "$output") || { echo "mistake $m went unnoticed"; false; }
+        fi
+    done
+    # and a damaged byte inside a section fails its checksum
+    cp "$a" "$S/bad.tdc"
+    flip_byte "$S/bad.tdc" 50
+    run python3 "$READFMT" archive "$S/bad.tdc"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"checksum mismatch"* ]]
+}
+
+# Every damaged archive and journal of tests/corrupt/ (MANIFEST: FILE, exit status, message,
+# K:OFFSET for a journal whose tail is dropped) is judged alike by the rules of FORMAT.md and
+# by the C reader: refused (3) or accepted with the same tree, with the same records replayed.
+@test "format: the validation rules of FORMAT.md refuse exactly what the C reader refuses (tests/corrupt)" {
+    local C=$BATS_TEST_DIRNAME/../corrupt f code rec k prc crc miss=0
+    while IFS=$'\t' read -r f code _ rec; do
+        case "$f" in
+        \#*) continue ;;
+        *.tdc)
+            run python3 "$READFMT" archive "$C/$f"
+            [ "$status" -eq "$code" ] || { echo "$f: readfmt $status, want $code: $output"; miss=1; }
+            ;;
+        *.journal)
+            cp "$C/base.tdc" "$S/x.tdc"
+            cp "$C/$f" "$S/x.tdc.journal"
+            prc=0 crc=0
+            python3 "$READFMT" tree "$S/x.tdc" >"$S/py" 2>"$S/err" || prc=$?
+            "$TESTBIN/fmtdump" "$S/x.tdc" >"$S/c" 2>/dev/null || crc=$?
+            if [ "$rec" = "-" ]; then
+                [ "$prc" -eq "$code" ] && [ "$crc" -eq "$code" ] ||
+                    { echo "$f: readfmt $prc, fmtdump $crc, want $code: $(cat "$S/err")"; miss=1; }
+            else
+                k=${rec%%:*}
+                [ "$(python3 "$READFMT" records "$S/x.tdc" | wc -l)" -eq "$k" ] &&
+                    [ "$("$TESTBIN/fmtdump" -j "$S/x.tdc" | wc -l)" -eq "$k" ] ||
+                    { echo "$f: not $k records replayed"; miss=1; }
+            fi
+            if [ "$prc" -eq 0 ] && ! cmp -s "$S/py" "$S/c"; then echo "$f: trees differ"; miss=1; fi
+            ;;
+        esac
+    done <"$C/MANIFEST"
+    [ "$miss" -eq 0 ]
+}

@@ -1,0 +1,745 @@
+#!/usr/bin/env python3
+"""readfmt: an independent reader of tadocfs archives (.tdc) and journals, written from
+docs/FORMAT.md alone (it shares no code with the C implementation), so that comparing what
+it prints with what the C tools print (tests/bats/format.bats) shows the document is complete.
+
+Only the Python standard library, plus two command-line tools for what the standard library
+lacks: `zstd -d` decompresses zstd sections and `xxhsum -H3` computes XXH3-64.
+
+usage: readfmt.py tree ARCHIVE     the tree the archive plus its journal shows
+       readfmt.py archive ARCHIVE  the tree of the archive alone (journal ignored)
+       readfmt.py ls ARCHIVE       what `tadoc ls -l ARCHIVE` prints
+       readfmt.py cat ARCHIVE PATH the content of a regular file, as `tadoc cat` writes it
+       readfmt.py records ARCHIVE  each journal record that replays: seq, type, body length,
+                                   then the record's fields
+The tree listing is the one tests/tools/fmtdump prints (see there). Every rule FORMAT.md
+gives for a valid archive and for a journal record that applies is checked: exit 3 when the
+archive or journal breaks one, with a message on stderr.
+
+READFMT_MISTAKE=planes|varint|order makes the reader get one detail wrong on purpose (symbols
+read as interleaved little-endian u32 instead of byte planes; varints read big-endian; hard
+link content taken from the last name), so the test can show that such a reader disagrees.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+MISTAKE = os.environ.get("READFMT_MISTAKE", "")
+
+
+class Bad(Exception):
+    pass
+
+
+def xxh3(data):
+    out = subprocess.run(["xxhsum", "-H3", "-"], input=data, stdout=subprocess.PIPE,
+                         check=True).stdout.decode().split()
+    # "XXH3 (stdin) = HEX" (BSD style) or "HEX  stdin" (GNU style): the value is big-endian hex
+    return int(out[-1] if "=" in out else out[0], 16)
+
+
+def xxh3_many(blobs):
+    """XXH3-64 of several byte strings with one xxhsum process (files in a temporary folder)."""
+    if len(blobs) < 2:
+        return [xxh3(b) for b in blobs]
+    with tempfile.TemporaryDirectory() as d:
+        names = []
+        for i, b in enumerate(blobs):
+            names.append(os.path.join(d, str(i)))
+            with open(names[-1], "wb") as f:
+                f.write(b)
+        out = subprocess.run(["xxhsum", "-H3"] + names, stdout=subprocess.PIPE,
+                             check=True).stdout.decode().splitlines()
+    vals = {}
+    for line in out:
+        w = line.split()
+        if "=" in w:  # XXH3 (NAME) = HEX
+            vals[line[line.index("(") + 1:line.rindex(")")]] = int(w[-1], 16)
+        else:  # HEX  NAME
+            vals[line.split(None, 1)[1].strip()] = int(w[0], 16)
+    return [vals[n] for n in names]
+
+
+def unzstd(data, size):
+    out = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    if out.returncode != 0 or len(out.stdout) != size:
+        raise Bad("zstd section does not decompress to its declared size")
+    return out.stdout
+
+
+def u32(b, o):
+    return int.from_bytes(b[o:o + 4], "little")
+
+
+def u64(b, o):
+    return int.from_bytes(b[o:o + 8], "little")
+
+
+class Reader:
+    def __init__(self, data, what):
+        self.b, self.p, self.what = data, 0, what
+
+    def left(self):
+        return len(self.b) - self.p
+
+    def bytes(self, n):
+        if n > self.left():
+            raise Bad(self.what + ": truncated")
+        v = self.b[self.p:self.p + n]
+        self.p += n
+        return v
+
+    def byte(self):
+        return self.bytes(1)[0]
+
+    def u64(self):
+        return int.from_bytes(self.bytes(8), "little")
+
+    def varint(self):
+        # LEB128: 7 bits per byte, least significant group first, high bit = more follows
+        groups = []
+        while True:
+            c = self.byte()
+            groups.append(c & 0x7F)
+            if not c & 0x80:
+                break
+            if len(groups) == 10:
+                raise Bad(self.what + ": varint too long")
+        if MISTAKE == "varint":
+            groups.reverse()
+        v = 0
+        for k, g in enumerate(groups):
+            v |= g << (7 * k)
+        if v >= 1 << 64:
+            raise Bad(self.what + ": varint overflows 64 bits")
+        return v
+
+    def zigzag(self):
+        z = self.varint()
+        return (z >> 1) ^ -(z & 1)
+
+    def string(self):
+        return self.bytes(self.varint())
+
+    def syms(self, n):
+        raw = self.bytes(4 * n)
+        if MISTAKE == "planes":
+            return [u32(raw, 4 * i) for i in range(n)]
+        # four byte planes: all low bytes, then all second bytes, ...
+        return [raw[i] | raw[n + i] << 8 | raw[2 * n + i] << 16 | raw[3 * n + i] << 24
+                for i in range(n)]
+
+    def end(self):
+        if self.left():
+            raise Bad(self.what + ": trailing bytes")
+
+
+def is_word_byte(c):
+    return (chr(c).isascii() and (chr(c).isalnum() or c == ord("_"))) or c >= 0x80
+
+
+REG, DIR, LNK, FIFO, SOCK, CHR, BLK = range(1, 8)
+TYPE_CHARS = "?-dlpscb"
+S_IFMT = 0o170000
+TYPE_BITS = {REG: 0o100000, DIR: 0o040000, LNK: 0o120000, FIFO: 0o010000, SOCK: 0o140000,
+             CHR: 0o020000, BLK: 0o060000}
+TYPE_OF_BITS = {v: k for k, v in TYPE_BITS.items()}
+
+
+def path_key(p):
+    # archive path order: a directory's descendants follow it directly ('/' sorts first)
+    return p.split(b"/")
+
+
+def check_path(p):
+    if p.startswith(b"/"):
+        raise Bad("absolute path")
+    for c in p.split(b"/"):
+        if c in (b"", b".", b".."):
+            raise Bad("unsafe path component in %r" % p)
+
+
+def read_archive(path):
+    data = open(path, "rb").read()
+    if len(data) < 40:
+        raise Bad("too short to be an archive")
+    hdr = data[:40]
+    if hdr[:8] != b"TADOCFS\0":
+        raise Bad("bad magic")
+    if xxh3(hdr[:32]) != u64(hdr, 32):
+        raise Bad("header checksum mismatch")
+    version, toff, nsec = u32(hdr, 8), u64(hdr, 16), u32(hdr, 24)
+    if not 1 <= version <= 3:
+        raise Bad("unsupported version %d" % version)
+    tlen = nsec * 40 + 8
+    if not 4 <= nsec <= 8 or toff < 40 or toff + tlen != len(data):
+        raise Bad("section table is not at the end of the file")
+    tab = data[toff:toff + tlen]
+    if xxh3(tab[:-8]) != u64(tab, tlen - 8):
+        raise Bad("section table checksum mismatch")
+    entries = []
+    for i in range(nsec):
+        e = tab[40 * i:40 * i + 40]
+        entries.append((u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16), u64(e, 24), u64(e, 32)))
+        typ, codec, off, stored, raw, h = entries[-1]
+        if typ != i + 1 or codec > 1 or off < 40 or off + stored > toff:
+            raise Bad("section %d has a bad table entry" % i)
+    secs = {}
+    # the file table is read first (as a mount does), then the rest
+    todo = [entries[3]] + entries[:3]
+    sums = xxh3_many([data[e[2]:e[2] + e[3]] for e in todo])
+    for (typ, codec, off, stored, raw, h), got in zip(todo, sums):
+        if raw > 1 << 40 or (codec == 0 and raw != stored):
+            raise Bad("section %d: impossible size" % typ)
+        body = data[off:off + stored]
+        if got != h:
+            raise Bad("section %d: checksum mismatch" % typ)
+        secs[typ] = body if codec == 0 else unzstd(body, raw)
+    a = {"version": version}
+    read_files(a, secs[4], version, tab, tlen)
+    # dictionary
+    r = Reader(secs[1], "dictionary")
+    count = r.varint()
+    if count > 0x7FFFFFFF or count > len(secs[1]):
+        raise Bad("dictionary: bad token count")
+    lens = [r.varint() for _ in range(count)]
+    if any(n == 0 or n > 1024 for n in lens):
+        raise Bad("dictionary: bad token length")
+    if sum(lens) != r.left():
+        raise Bad("dictionary: blob size")
+    toks = [r.bytes(n) for n in lens]
+    for t in toks:
+        if len({is_word_byte(c) for c in t}) != 1:
+            raise Bad("dictionary: token mixes word and separator bytes")
+    a["toks"] = toks
+    nt = len(toks)
+    # rules
+    n = len(secs[2])
+    r = Reader(secs[2], "rules")
+    nrules = r.varint()
+    if nrules > n or nt + nrules + 1 > 0xFFFFFFFF:
+        raise Bad("rules: bad rule count")
+    rlens = [r.varint() for _ in range(nrules)]
+    if any(k == 0 or k > n for k in rlens):
+        raise Bad("rules: bad rule length")
+    if 4 * sum(rlens) > r.left():
+        raise Bad("rules: symbol count too large")
+    flat = r.syms(sum(rlens))
+    r.end()
+    rules, k = [None], 0
+    for m in rlens:
+        rules.append(flat[k:k + m])
+        k += m
+    for body in rules[1:]:
+        for s_ in body:
+            if s_ >= nt and not 1 <= s_ - nt <= nrules:
+                raise Bad("rules: reference out of range")
+    a["rules"] = rules
+    order = topo(rules, nt)
+    # root
+    r = Reader(secs[3], "root")
+    cnt = r.varint()
+    if 4 * cnt > r.left():
+        raise Bad("root: symbol count too large")
+    root = r.syms(cnt)
+    r.end()
+    for s_ in root:
+        if s_ >= nt and not 1 <= s_ - nt <= nrules:
+            raise Bad("root: reference out of range")
+    a["root"] = root
+    for e in a["ents"]:
+        if e["type"] == REG and e["root_start"] + e["root_len"] > len(root):
+            raise Bad("root run outside the root")
+    # expanded lengths (children first), each at most 2^62, and every file's size
+    ln = [0] * (nrules + 1)
+    for rr in order + [0]:
+        total = 0
+        for s_ in (rules[rr] if rr else root):
+            total += lens[s_] if s_ < nt else ln[s_ - nt]
+            if total > 1 << 62:
+                raise Bad("rules: expansion of rule %d overflows" % rr)
+        ln[rr] = total
+    first = {}
+    for e in a["ents"]:
+        if e["type"] == REG and e["ino"] not in first:
+            first[e["ino"]] = e
+            run = root[e["root_start"]:e["root_start"] + e["root_len"]]
+            if sum(lens[s_] if s_ < nt else ln[s_ - nt] for s_ in run) != e["size"]:
+                raise Bad("%s: run does not expand to its size" % e["path"].decode())
+    return a
+
+
+def topo(rules, nt):
+    """Rules 1..R children first; a cycle is an error (iterative depth-first search)."""
+    state, order = [0] * len(rules), []
+    for top in range(1, len(rules)):
+        if state[top]:
+            continue
+        state[top] = 1
+        stack = [(top, 0)]
+        while stack:
+            r, i = stack[-1]
+            body = rules[r]
+            while i < len(body) and (body[i] < nt or state[body[i] - nt] == 2):
+                i += 1
+            if i == len(body):
+                state[r] = 2
+                order.append(r)
+                stack.pop()
+                continue
+            stack[-1] = (r, i + 1)
+            c = body[i] - nt
+            if state[c] == 1:
+                raise Bad("rules: cycle through rule %d" % c)
+            state[c] = 1
+            stack.append((c, 0))
+    return order
+
+
+def read_files(a, sec, version, tab, tlen):
+    r = Reader(sec, "file table")
+    if version >= 2:
+        a["id"], a["prev_id"], a["next_ino"] = r.u64(), r.u64(), r.varint()
+        if a["next_ino"] > 1 << 60:
+            raise Bad("file table: bad header")
+    else:
+        a["id"] = u64(tab, tlen - 8) | 1
+        a["prev_id"] = 0
+    count = r.varint()
+    if count == 0 or count > len(sec):
+        raise Bad("file table: bad entry count")
+    if version < 2:
+        a["next_ino"] = count + 1
+
+    def string():
+        v = r.string()
+        if b"\0" in v:
+            raise Bad("file table: NUL byte in a string")
+        return v
+
+    ents = []
+    for i in range(count):
+        e = {"path": string(), "type": r.byte(), "mode": r.varint(), "uid": r.varint(),
+             "gid": r.varint(), "mtime": r.zigzag(), "nsec": r.varint(), "size": r.varint(),
+             "root_start": r.varint(), "root_len": r.varint(), "hash": r.u64(),
+             "link": string(), "ino": i + 1, "rdev": 0, "xattrs": {}}
+        if version >= 2:
+            e["ino"] = r.varint()
+        if version >= 3 and e["type"] in (CHR, BLK):
+            e["rdev"] = r.varint()
+        if version >= 2:
+            nx = r.varint()
+            if nx > r.left():
+                raise Bad("file table: bad xattr count")
+            names = []
+            for _ in range(nx):
+                name = string()
+                value = r.string()
+                if not name or (names and names[-1] >= name):
+                    raise Bad("file table: xattrs empty or out of order")
+                names.append(name)
+                e["xattrs"][name] = value
+        ents.append(e)
+    r.end()
+    by_path = {}
+    for i, e in enumerate(ents):
+        if e["mode"] > 0o7777 or e["uid"] >= 1 << 32 or e["gid"] >= 1 << 32 \
+                or e["nsec"] >= 10**9:
+            raise Bad("bad mode, owner or time")
+        if e["type"] not in TYPE_BITS or (version < 3 and e["type"] > LNK):
+            raise Bad("unknown type")
+        if i == 0:
+            if e["path"] != b"" or e["type"] != DIR:
+                raise Bad("first entry is not the root directory")
+        else:
+            check_path(e["path"])
+            if path_key(ents[i - 1]["path"]) >= path_key(e["path"]):
+                raise Bad("paths out of order")
+            if (e["type"] == LNK) != (e["link"] != b""):
+                raise Bad("bad symlink target")
+            if e["type"] != REG and e["root_len"]:
+                raise Bad("root run on a non-file")
+            if e["type"] == LNK and e["size"] != len(e["link"]):
+                raise Bad("bad symlink size")
+            if e["type"] > LNK and e["size"]:
+                raise Bad("special file has a size")
+            parent = e["path"].rpartition(b"/")[0]
+            if parent not in by_path or by_path[parent]["type"] != DIR:
+                raise Bad("%s has no parent directory" % e["path"].decode())
+        by_path[e["path"]] = e
+    if ents[0]["ino"] != 1:
+        raise Bad("root is not inode 1")
+    first = {}
+    for e in ents:
+        if not 1 <= e["ino"] < a["next_ino"]:
+            raise Bad("bad inode number")
+        f = first.setdefault(e["ino"], e)
+        if f is not e:
+            if (e["type"] != f["type"] or e["type"] == DIR or e["root_len"] or any(
+                    e[k] != f[k] for k in ("size", "hash", "mode", "uid", "gid", "rdev", "link"))):
+                raise Bad("%s shares an inode but differs" % e["path"].decode())
+    a["ents"] = ents
+
+
+def expand(a, syms, memo):
+    out = []
+    nt, toks = len(a["toks"]), a["toks"]
+    for s in syms:
+        if s < nt:
+            out.append(toks[s])
+        else:
+            r = s - nt
+            if r not in memo:
+                memo[r] = expand(a, a["rules"][r], memo)
+            out.append(memo[r])
+    return b"".join(out)
+
+
+def contents(a):
+    """Content of every inode that has some, by inode number: the first entry (in path order)
+    of each inode number holds it."""
+    memo, content = {}, {}
+    ents = a["ents"]
+    if MISTAKE == "order":
+        ents = list(reversed(ents))
+    holders = []
+    for e in ents:
+        if e["type"] != REG or e["ino"] in content:
+            continue
+        b = expand(a, a["root"][e["root_start"]:e["root_start"] + e["root_len"]], memo)
+        if len(b) != e["size"]:
+            raise Bad("%s: content does not match its size" % e["path"].decode())
+        content[e["ino"]] = b
+        holders.append(e)
+    for e, h in zip(holders, xxh3_many([content[e["ino"]] for e in holders])):
+        if h != e["hash"]:
+            raise Bad("%s: content does not match its hash" % e["path"].decode())
+    return content
+
+
+# ---------------- the tree: nodes by inode number ----------------
+
+def model(a):
+    content = contents(a)
+    nodes, by_path = {}, {}
+    for e in a["ents"]:
+        n = nodes.get(e["ino"])
+        if n:
+            n["nlink"] += 1
+        else:
+            n = nodes[e["ino"]] = {
+                "mode": TYPE_BITS[e["type"]] | e["mode"], "uid": e["uid"], "gid": e["gid"],
+                "mtime": (e["mtime"], e["nsec"]), "size": e["size"], "rdev": e["rdev"],
+                "link": e["link"], "xattrs": dict(e["xattrs"]), "nlink": 1,
+                "data": content.get(e["ino"], b""), "kids": {}, "parent": 1}
+        if e["path"]:
+            parent = by_path[e["path"].rpartition(b"/")[0]]
+            nodes[parent]["kids"][e["path"].rpartition(b"/")[2]] = e["ino"]
+            n["parent"] = parent
+        by_path[e["path"]] = e["ino"]
+    return nodes
+
+
+def is_dir(n):
+    return n["mode"] & S_IFMT == 0o040000
+
+
+def listing(nodes, out):
+    def line(path, ino):
+        n = nodes[ino]
+        nlink = 2 + sum(is_dir(nodes[k]) for k in n["kids"].values()) if is_dir(n) else n["nlink"]
+        typ = TYPE_CHARS[TYPE_OF_BITS[n["mode"] & S_IFMT]]
+        xa = ",".join(k.decode() + "=" + v.hex() for k, v in sorted(n["xattrs"].items()))
+        out.write("%s\t%s\t%04o\t%d\t%d\t%d\t%d.%09d\t%d\t%d\t%d\t%s\t%s\t%s\n" % (
+            path, typ, n["mode"] & 0o7777, n["uid"], n["gid"], n["size"], n["mtime"][0],
+            n["mtime"][1], ino, nlink, n["rdev"], n["link"].hex() if typ == "l" else "-",
+            xa or "-", n["data"].hex() if typ == "-" else "-"))
+        if is_dir(n):
+            for name in sorted(n["kids"]):
+                line((path + "/" if path != "." else "") + name.decode("utf-8", "surrogateescape"),
+                     n["kids"][name])
+    line(".", 1)
+
+
+# ---------------- the journal ----------------
+
+TYPES = [None, "create", "link", "unlink", "rename", "setattr", "truncate", "write", "insert",
+         "setxattr", "rmxattr"]
+
+
+def read_journal(path, a):
+    """The records that replay, as (seq, type name, body length, fields)."""
+    try:
+        data = open(path, "rb").read()
+    except FileNotFoundError:
+        return []
+    if len(data) < 32 or data[:8] != b"TDCJRNL\0" or xxh3(data[:24]) != u64(data, 24) \
+            or u32(data, 8) != 1:
+        raise Bad("journal header is damaged")
+    owner = u64(data, 16)
+    if a["prev_id"] and owner == a["prev_id"]:
+        return []  # already folded in by a compaction
+    if owner != a["id"]:
+        raise Bad("journal belongs to another archive")
+    recs, off, seq = [], 32, 0
+    while len(data) - off >= 24:
+        blen, typ, s = u32(data, off), u32(data, off + 4), u64(data, off + 8)
+        if blen > 64 << 20 or off + 24 + blen > len(data):
+            break
+        if xxh3(data[off:off + 16 + blen]) != u64(data, off + 16 + blen):
+            break
+        if s != seq + 1 or not 1 <= typ <= 10:
+            break
+        recs.append((s, TYPES[typ], blen, fields(TYPES[typ], data[off + 16:off + 16 + blen])))
+        seq = s
+        off += 24 + blen
+    return recs
+
+
+def fields(typ, body):
+    """A record's fields, in order; Bad("malformed ...") when they cannot be read. Bytes after
+    the last field are ignored (the data of WRITE and INSERT and the value of SETXATTR are
+    all the remaining bytes)."""
+    r = Reader(body, typ)
+
+    def time_():  # zigzag seconds, nanoseconds
+        t = (r.zigzag(), r.varint())
+        if t[1] >= 10**9:
+            raise Bad("malformed " + typ)
+        return t
+
+    def u32_():
+        v = r.varint()
+        if v >= 1 << 32:
+            raise Bad("malformed " + typ)
+        return v
+
+    def str_(cap):
+        v = r.string()
+        if len(v) >= cap or b"\0" in v:
+            raise Bad("malformed " + typ)
+        return v
+
+    try:
+        if typ == "create":
+            f = dict(ino=r.varint(), parent=r.varint(), mode=u32_(), uid=u32_(), gid=u32_(),
+                     time=time_(), name=str_(256), link=str_(4096))
+            f["rdev"] = r.varint() if r.left() else 0
+        elif typ == "link":
+            f = dict(ino=r.varint(), parent=r.varint(), time=time_(), name=str_(256))
+        elif typ == "unlink":
+            f = dict(parent=r.varint(), time=time_(), name=str_(256))
+        elif typ == "rename":
+            f = dict(parent=r.varint(), newparent=r.varint(), flags=u32_(), time=time_(),
+                     name=str_(256), newname=str_(256))
+        elif typ == "setattr":
+            f = dict(ino=r.varint(), valid=u32_(), mode=u32_(), uid=u32_(), gid=u32_(),
+                     atime=time_(), mtime=time_(), time=time_())
+        elif typ == "truncate":
+            f = dict(ino=r.varint(), size=r.varint(), time=time_())
+        elif typ in ("write", "insert"):
+            f = dict(ino=r.varint(), off=r.varint(), time=time_())
+            f["data"] = r.bytes(r.left())
+        else:
+            f = dict(ino=r.varint(), time=time_(), name=str_(256))
+            if typ == "setxattr":
+                f["value"] = r.bytes(r.left())
+    except Bad:
+        raise Bad("journal record does not apply: malformed " + typ)
+    return f
+
+
+S_IFDIR, S_IFLNK, S_IFREG, S_IFCHR, S_IFBLK = 0o040000, 0o120000, 0o100000, 0o020000, 0o060000
+
+
+def name_ok(name):
+    return 0 < len(name) <= 255 and b"/" not in name and name not in (b".", b"..")
+
+
+def apply(st, typ, f):
+    """Apply one record to the tree `st` ({"nodes": by inode, "next": next inode number}),
+    refusing what the format says does not apply."""
+    nodes = st["nodes"]
+
+    def bad(what):
+        raise Bad("journal record does not apply: " + what)
+
+    def node(ino):
+        return nodes.get(ino)
+
+    def dirnode(ino):
+        n = nodes.get(ino)
+        return n if n and is_dir(n) else None
+
+    def kid(d, name):
+        return nodes[d["kids"][name]] if d and name in d["kids"] else None
+
+    def ancestor(anc, ino):  # directory `anc` is `ino` or above it
+        while True:
+            if ino == anc:
+                return True
+            n = nodes.get(ino)
+            if not n or ino == 1:
+                return False
+            ino = n["parent"]
+
+    if typ == "create":
+        d, mode, ino = dirnode(f["parent"]), f["mode"], f["ino"]
+        fmt = mode & S_IFMT
+        if (not d or ino in nodes or kid(d, f["name"]) or not name_ok(f["name"])
+                or ino < st["next"] or ino - st["next"] > 1 << 24 or mode & ~(S_IFMT | 0o7777)
+                or fmt not in TYPE_OF_BITS or (fmt == S_IFLNK) != (f["link"] != b"")
+                or (f["rdev"] and fmt not in (S_IFCHR, S_IFBLK))):
+            bad("create")
+        nodes[ino] = {
+            "mode": mode, "uid": f["uid"], "gid": f["gid"], "mtime": f["time"], "rdev": f["rdev"],
+            "link": f["link"], "xattrs": {}, "nlink": 1, "data": b"", "kids": {},
+            "parent": f["parent"],
+            "size": len(f["link"]) if fmt == S_IFLNK else 4096 if fmt == S_IFDIR else 0}
+        st["next"] = max(st["next"], ino + 1)
+        d["kids"][f["name"]] = ino
+        d["mtime"] = f["time"]
+    elif typ == "link":
+        d, n = dirnode(f["parent"]), node(f["ino"])
+        if not d or not n or is_dir(n) or kid(d, f["name"]) or not name_ok(f["name"]):
+            bad("link")
+        d["kids"][f["name"]] = f["ino"]
+        n["nlink"] += 1
+        d["mtime"] = f["time"]
+    elif typ == "unlink":
+        d = dirnode(f["parent"])
+        n = kid(d, f["name"])
+        if not n or (is_dir(n) and n["kids"]):
+            bad("unlink")
+        del d["kids"][f["name"]]
+        n["nlink"] -= 1
+        d["mtime"] = f["time"]
+    elif typ == "rename":
+        p1, p2, x = f["parent"], f["newparent"], f["flags"] & 2  # EXCHANGE
+        d1, d2 = dirnode(p1), dirnode(p2)
+        a, b = kid(d1, f["name"]), kid(d2, f["newname"])
+        if not a or not d2 or (x and not b) or not name_ok(f["newname"]):
+            bad("rename")
+        if a is b:
+            return
+        if (is_dir(a) and ancestor(d1["kids"][f["name"]], p2)) or (
+                b and x and is_dir(b) and ancestor(d2["kids"][f["newname"]], p1)) or (
+                b and not x and is_dir(a) != is_dir(b)):
+            bad("rename into itself or across types")
+        ai = d1["kids"][f["name"]]
+        if x:
+            bi = d2["kids"][f["newname"]]
+            d1["kids"][f["name"]], d2["kids"][f["newname"]] = bi, ai
+            if is_dir(a):
+                a["parent"] = p2
+            if is_dir(b):
+                b["parent"] = p1
+        else:
+            if b:
+                if is_dir(b) and b["kids"]:
+                    bad("rename over a non-empty directory")
+                b["nlink"] -= 1
+                del d2["kids"][f["newname"]]
+            del d1["kids"][f["name"]]
+            d2["kids"][f["newname"]] = ai
+            if is_dir(a):
+                a["parent"] = p2
+        d1["mtime"] = d2["mtime"] = f["time"]
+    elif typ == "setattr":
+        n = node(f["ino"])
+        if not n:
+            bad("setattr")
+        v = f["valid"]
+        if v & 1:
+            n["mode"] = n["mode"] & S_IFMT | f["mode"] & 0o7777
+        if v & 2:
+            n["uid"] = f["uid"]
+        if v & 4:
+            n["gid"] = f["gid"]
+        if v & 32:
+            n["mtime"] = f["mtime"]
+    elif typ == "truncate":
+        n = node(f["ino"])
+        if not n or n["mode"] & S_IFMT != S_IFREG:
+            bad("truncate")
+        n["data"] = n["data"][:f["size"]].ljust(f["size"], b"\0")
+        n["size"] = f["size"]
+        n["mtime"] = f["time"]
+    elif typ in ("write", "insert"):
+        n = node(f["ino"])
+        if not n or n["mode"] & S_IFMT != S_IFREG or (typ == "insert" and f["off"] > n["size"]):
+            bad("write")
+        d, off, new = n["data"], f["off"], f["data"]
+        if typ == "insert":
+            d = d[:off] + new + d[off:]
+        else:
+            d = d.ljust(off, b"\0")
+            d = d[:off] + new + d[off + len(new):]
+        n["data"], n["size"] = d, len(d)
+        n["mtime"] = f["time"]
+    else:
+        n = node(f["ino"])
+        if not n or not f["name"]:
+            bad("xattr")
+        if typ == "setxattr":
+            n["xattrs"][f["name"]] = f["value"]
+        elif f["name"] in n["xattrs"]:
+            del n["xattrs"][f["name"]]
+        else:
+            bad("removexattr of a missing attribute")
+
+
+def show(v):
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, tuple):
+        return "%d.%09d" % v
+    return str(v)
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    cmd, path = argv[1], argv[2]
+    a = read_archive(path)
+    out = sys.stdout
+    if cmd in ("tree", "archive"):
+        nodes = model(a)
+        if cmd == "tree":
+            st = {"nodes": nodes, "next": a["next_ino"]}
+            for seq, typ, _, f in read_journal(path + ".journal", a):
+                try:
+                    apply(st, typ, f)
+                except Bad as e:
+                    raise Bad("journal record %d: %s" % (seq, e))
+        listing(nodes, out)
+    elif cmd == "ls":
+        for e in a["ents"][1:]:
+            out.write("%s%04o %5d %5d %12d %s %s%s\n" % (
+                TYPE_CHARS[e["type"]], e["mode"], e["uid"], e["gid"], e["size"],
+                time.strftime("%Y-%m-%d %H:%M", time.gmtime(e["mtime"])),
+                e["path"].decode("utf-8", "surrogateescape"),
+                " -> " + e["link"].decode("utf-8", "surrogateescape") if e["type"] == LNK else ""))
+    elif cmd == "cat":
+        ino = [e["ino"] for e in a["ents"] if e["path"] == argv[3].encode()][0]
+        sys.stdout.buffer.write(contents(a)[ino])
+    elif cmd == "records":
+        for s, typ, blen, f in read_journal(path + ".journal", a):
+            out.write("%d\t%s\t%d\t%s\n" % (s, typ, blen, " ".join(
+                "%s=%s" % (k, show(v)) for k, v in f.items())))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Bad as e:
+        sys.stderr.write("readfmt: %s\n" % e)
+        sys.exit(3)
