@@ -329,7 +329,7 @@ static mode_t model_type(const char *rel)
 /* One operation's arguments; both sides get the same. */
 typedef struct op {
     const char *name;
-    char a[PATH_MAX], b[PATH_MAX], target[400];
+    char a[PATH_MAX], b[PATH_MAX], target[PATH_MAX]; /* target: a symlink's or an xattr name */
     unsigned flags, mode;
     uid_t uid;
     gid_t gid;
@@ -585,6 +585,7 @@ static void rand_times(struct timespec *ts)
     if (!below(8)) ts[below(2)].tv_nsec = UTIME_OMIT;
 }
 
+/* A symlink target into t (PATH_MAX bytes): an entry of the tree, a letter, or a long one. */
 static void rand_target(char *t)
 {
     uint64_t k = below(10);
