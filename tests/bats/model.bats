@@ -102,20 +102,6 @@ model_seeds() {
     model_seeds "$BG_SEEDS" compact_threshold=2K,preload
 }
 
-# ln -s target s1; ln -P s1 s2: a hard link of a symlink; compaction once failed on it and
-# took the archive with it.
-link_symlink() {
-    ln -s target "$M/s1"
-    ln -P "$M/s1" "$M/s2"
-}
-
-symlink_linked_twice() {
-    [ -L "$M/s1" ] && [ -L "$M/s2" ]
-    [ "$(readlink "$M/s2")" = target ]
-    [ "$(stat -c %h "$M/s2")" = 2 ]
-    [ "$(stat -c %i "$M/s1")" = "$(stat -c %i "$M/s2")" ]
-}
-
 @test "the same as an unprivileged user (uid 1000): permission checks and their errors agree" {
     chmod 755 "$S" # the user reaches the model and the mountpoint
     FSMODEL_AS=1000:1000 model_seeds "$USER_SEEDS" allow_other
@@ -132,6 +118,20 @@ symlink_linked_twice() {
     chmod 755 "$S"
     export FSMODEL_AS=0:0,1000:1000,1001:1001,1002:1000
     model_seeds "$USER_SEEDS" allow_other
+}
+
+# ln -s target s1; ln -P s1 s2: a hard link of a symlink; compaction once failed on it and
+# took the archive with it.
+link_symlink() {
+    ln -s target "$M/s1"
+    ln -P "$M/s1" "$M/s2"
+}
+
+symlink_linked_twice() {
+    [ -L "$M/s1" ] && [ -L "$M/s2" ]
+    [ "$(readlink "$M/s2")" = target ]
+    [ "$(stat -c %h "$M/s2")" = 2 ]
+    [ "$(stat -c %i "$M/s1")" = "$(stat -c %i "$M/s2")" ]
 }
 
 @test "a hard link of a symlink survives offline compaction" {
