@@ -112,7 +112,9 @@ model_seeds() {
 # on a local file system (should_remove_suid) but not on tadocfs: the kernel's FUSE fallback
 # (fuse_setattr without handle_killpriv) drops setgid only where the group may execute. The
 # fix is FUSE_CAP_HANDLE_KILLPRIV_V2 and the rule in tadocfs's write, setattr and open.
-# Seeds 5, 21, 27 and 30 of 1000 operations show it.
+# It shows as a mode that keeps 02000 (seeds 5, 21, 27, 30, 46, 69, 74 of 1000 operations)
+# and as chown(f, -1, -1) by a non-owner outside the group of such a file: EPERM on ext4
+# (dropping setgid needs ownership), 0 on tadocfs (seeds 43, 63, 90).
 @test "the same as root and three unprivileged users in a sticky directory" {
     [ -n "${MODEL_MULTIUSER:-}" ] || skip "known difference: setgid after a non-member's write (see above)"
     chmod 755 "$S"
