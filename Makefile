@@ -173,10 +173,12 @@ test: deps
 	$(MAKE) SAN=thread GPU=0 all
 	@BUILD=build/san TSAN_BUILD=build/tsan tests/run.sh
 
-# The long random-operation run: 100,000 fsx operations per file on a mounted archive.
+# The long random-operation runs: 100,000 fsx operations per file on a mounted archive, and
+# the whole-tree model test (model.bats) with 20 times its usual operations per seed.
 test-long: deps
 	$(MAKE) SAN=1 all
 	@BUILD=build/san FSX_OPS=100000 BATS_ONLY=fsx.bats tests/run.sh
+	@BUILD=build/san MODEL_OPS=10000 BATS_ONLY=model.bats tests/run.sh
 
 # libFuzzer builds of the fuzz targets (clang, ASan+UBSan) in build/fuzz, each run for
 # FUZZ_SECONDS from its seeds (tests/fuzz/seeds/); crashes land in build/fuzz/crashes/.

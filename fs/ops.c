@@ -752,6 +752,40 @@ static fs_file *new_file(fs_ctx *c, uint64_t ino)
     return f;
 }
 
+/* Is the caller in group gid (its own or a supplementary one)? */
+static int caller_in_group(fuse_req_t req, gid_t gid)
+{
+    gid_t groups[64];
+    if (fuse_req_ctx(req)->gid == gid) return 1;
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; i++)
+        if (groups[i] == gid) return 1;
+    return 0;
+}
+
+/* The mode bits that truncating an existing regular file through open(O_TRUNC) keeps, as the
+ * kernel's rule for any truncate by an unprivileged caller: setuid goes, and setgid too when
+ * the group may execute or the caller is not in the file's group. The kernel leaves this to
+ * us: with atomic O_TRUNC it sends no SETATTR (which would carry the mode) for the open. */
+static mode_t mode_after_trunc(fuse_req_t req, const struct stat *st)
+{
+    mode_t m = st->st_mode & 07777;
+    if (fuse_req_ctx(req)->uid == 0) return m; /* root: CAP_FSETID */
+    m &= ~(mode_t)S_ISUID;
+    if ((m & S_IXGRP) || !caller_in_group(req, st->st_gid)) m &= ~(mode_t)S_ISGID;
+    return m;
+}
+
+/* open(O_TRUNC): empty the file and drop setuid and setgid bits as truncate does; also when
+ * it is empty already. */
+static int open_trunc(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct stat *st)
+{
+    struct stat in = {.st_size = 0, .st_mode = mode_after_trunc(req, st)};
+    unsigned valid =
+        (st->st_size ? VOL_SET_SIZE : 0) | (in.st_mode != (st->st_mode & 07777) ? VOL_SET_MODE : 0);
+    return valid ? logged(vol_setattr(c->v, ino, valid, &in, NULL), "truncate") : 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
@@ -764,12 +798,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!rc && S_ISDIR(st.st_mode)) rc = -EISDIR;
     if (!rc && (fi->flags & O_ACCMODE) != O_RDONLY && c->ro) rc = -EROFS;
     /* O_TRUNC truncates whatever the access mode (O_RDONLY too, as on ext4): the kernel
-     * checked write permission and leaves the truncation to this open (atomic_o_trunc). */
+     * checked write permission and leaves the truncation to this open (atomic_o_trunc),
+     * setuid and setgid bits included. */
     if (!rc && (fi->flags & O_TRUNC) && c->ro) rc = -EROFS;
-    if (!rc && (fi->flags & O_TRUNC) && st.st_size) {
-        struct stat in = {.st_size = 0};
-        rc = logged(vol_setattr(c->v, ino, VOL_SET_SIZE, &in, NULL), "truncate");
-    }
+    if (!rc && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode)) rc = open_trunc(req, c, ino, &st);
     fs_file *f = rc ? NULL : new_file(c, ino);
     if (!rc && !f) rc = -ENOMEM;
     if (rc) {

@@ -1,0 +1,183 @@
+#!/usr/bin/env bats
+# The whole tree against a model (tests/tools/fsmodel.c): random creates, writes, truncates,
+# renames, links, removals, mode/owner/time/xattr changes and special files (FIFOs, sockets,
+# devices, symlinks) on a mount of a fresh archive and on a directory of a local file system;
+# every result must agree, and so must the two trees, checked every few operations and after
+# each online (user.tadoc.compact) and offline (unmount, tadoc compact, remount) compaction
+# and after a plain remount (journal replay); at the end a read-only mount, the archive
+# unpacked, and the model packed and mounted, must agree with the model as well.
+# MODEL_SEEDS, MODEL_BG_SEEDS (the run with background compactions) and MODEL_USER_SEEDS
+# (operations as uid 1000 on a mount with allow_other) list the seeds,
+# MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed
+# cases that once destroyed archives. A failure prints the seed, the operation number, the
+# last operations and the difference: `fsmodel SEED OPS MODELDIR MOUNTPOINT ARCHIVE` repeats
+# it (with an empty archive mounted and an empty model directory).
+
+load helpers
+: "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
+OPS=${MODEL_OPS:-500}
+SEEDS=${MODEL_SEEDS:-1 2 3 4}
+BG_SEEDS=${MODEL_BG_SEEDS:-5}
+USER_SEEDS=${MODEL_USER_SEEDS:-6}
+
+setup() {
+    scratch
+    M=$S/m
+    mkdir "$M" "$S/empty"
+    "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
+}
+
+teardown() {
+    fusermount3 -u "$M" 2>/dev/null || true
+    if [ -n "${LOOP:-}" ]; then umount "$LOOP" 2>/dev/null || umount -l "$LOOP" || true; fi
+    rm -rf "$S"
+}
+
+# Mount; the daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
+mnt() { "$TADOCFS" "$@" 3>&-; }
+
+# A directory on a real local file system for the model, in MODEL: tmpfs and overlay (what
+# /tmp often is in containers) lack or limit user.* attributes, device nodes or sockets, so
+# there the model lives on a loop-mounted ext4 image, unmounted by teardown.
+model_dir() {
+    case $(stat -f -c %T "$S") in
+    ext2/ext3 | xfs | btrfs) MODEL=$S/model ;;
+    *)
+        truncate -s 64M "$S/img"
+        mkfs.ext4 -q -b 4096 "$S/img"
+        LOOP=$S/loop
+        mkdir "$LOOP"
+        mount -o loop "$S/img" "$LOOP" || skip "$(stat -f -c %T "$S") here and no loop mount"
+        MODEL=$LOOP/model
+        ;;
+    esac
+    mkdir "$MODEL"
+}
+
+# fsmodel for each seed in $1 on a fresh archive mounted with options $2 (may be empty).
+model_seeds() {
+    local seed opts=${2:+-o $2}
+    model_dir
+    for seed in $1; do
+        rm -rf "$MODEL" "$S"/a.tdc*
+        mkdir "$MODEL"
+        "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
+        # shellcheck disable=SC2086 # $opts is two words or none
+        mnt "$S/a.tdc" "$M" $opts
+        case ${FSMODEL_AS:-} in
+        "") ;;
+        *,*) chmod 1777 "$M" "$MODEL" ;; # several users: a sticky directory for all
+        *) chown "$FSMODEL_AS" "$M" "$MODEL" ;;
+        esac
+        FSMODEL_MOUNT_OPTS=$2 run "$TESTBIN/fsmodel" "$seed" "$OPS" "$MODEL" "$M" "$S/a.tdc"
+        echo "$output" | grep -v '^compacted \|^ok: ' | tail -60
+        [ "$status" -eq 0 ]
+        fusermount3 -u "$M"
+        # A read-only mount (the journal replayed, not written), the archive compacted and
+        # unpacked, and the model packed and mounted, agree too.
+        mnt "$S/a.tdc" "$M" -o ro
+        "$TESTBIN/fsmodel" -c "$MODEL" "$M"
+        fusermount3 -u "$M"
+        "$TADOC" compact "$S/a.tdc" >/dev/null
+        "$TADOC" verify "$S/a.tdc"
+        rm -rf "$MODEL.un"
+        "$TADOC" unpack "$S/a.tdc" "$MODEL.un"
+        "$TESTBIN/fsmodel" -c "$MODEL" "$MODEL.un"
+        mnt "$S/a.tdc" "$M" -o ro # the mount and unpack agree on the mtimes too
+        "$TESTBIN/fsmodel" -c -t "$M" "$MODEL.un"
+        fusermount3 -u "$M"
+        "$TADOC" pack -q "$MODEL" -o "$S/b.tdc"
+        mnt "$S/b.tdc" "$M"
+        "$TESTBIN/fsmodel" -c "$MODEL" "$M"
+        fusermount3 -u "$M"
+        rm -f "$S"/b.tdc*
+    done
+}
+
+@test "random operations on a mount agree with a local model, across compactions and remounts" {
+    model_seeds "$SEEDS" ""
+}
+
+@test "the same with background compactions (compact_threshold=2K) and a preloaded grammar" {
+    model_seeds "$BG_SEEDS" compact_threshold=2K,preload
+}
+
+@test "the same as an unprivileged user (uid 1000): permission checks and their errors agree" {
+    chmod 755 "$S" # the user reaches the model and the mountpoint
+    FSMODEL_AS=1000:1000 model_seeds "$USER_SEEDS" allow_other
+}
+
+# Left out by default (MODEL_MULTIUSER=1 runs it): a known difference. A write or truncate
+# by a caller outside a setgid file's group, where the group may not execute, drops setgid
+# on a local file system (should_remove_suid) but not on tadocfs: the kernel's FUSE fallback
+# (fuse_setattr without handle_killpriv) drops setgid only where the group may execute. The
+# fix is FUSE_CAP_HANDLE_KILLPRIV_V2 and the rule in tadocfs's write, setattr and open.
+# It shows as a mode that keeps 02000 (seeds 5, 21, 27, 30, 46, 69, 74 of 1000 operations)
+# and as chown(f, -1, -1) by a non-owner outside the group of such a file: EPERM on ext4
+# (dropping setgid needs ownership), 0 on tadocfs (seeds 43, 63, 90).
+@test "the same as root and three unprivileged users in a sticky directory" {
+    [ -n "${MODEL_MULTIUSER:-}" ] || skip "known difference: setgid after a non-member's write (see above)"
+    chmod 755 "$S"
+    export FSMODEL_AS=0:0,1000:1000,1001:1001,1002:1000
+    model_seeds "$USER_SEEDS" allow_other
+}
+
+# ln -s target s1; ln -P s1 s2: a hard link of a symlink; compaction once failed on it and
+# took the archive with it.
+link_symlink() {
+    ln -s target "$M/s1"
+    ln -P "$M/s1" "$M/s2"
+}
+
+symlink_linked_twice() {
+    [ -L "$M/s1" ] && [ -L "$M/s2" ]
+    [ "$(readlink "$M/s2")" = target ]
+    [ "$(stat -c %h "$M/s2")" = 2 ]
+    [ "$(stat -c %i "$M/s1")" = "$(stat -c %i "$M/s2")" ]
+}
+
+@test "a hard link of a symlink survives offline compaction" {
+    mnt "$S/a.tdc" "$M"
+    link_symlink
+    fusermount3 -u "$M"
+    "$TADOC" compact "$S/a.tdc"
+    "$TADOC" verify "$S/a.tdc"
+    mnt "$S/a.tdc" "$M"
+    symlink_linked_twice
+}
+
+@test "a hard link of a symlink survives online compaction and a remount" {
+    mnt "$S/a.tdc" "$M"
+    link_symlink
+    setfattr -n user.tadoc.compact -v 1 "$M"
+    symlink_linked_twice
+    fusermount3 -u "$M"
+    "$TADOC" verify "$S/a.tdc"
+    mnt "$S/a.tdc" "$M"
+    symlink_linked_twice
+}
+
+# open(O_TRUNC) by an unprivileged caller drops setuid, and setgid where the group may
+# execute: the kernel sends the daemon no SETATTR for it (fsmodel as uid 1000 found it).
+@test "open with O_TRUNC by an unprivileged user drops setuid and setgid as truncate does" {
+    mnt "$S/a.tdc" "$M" -o allow_other
+    chmod 755 "$S"
+    chown 1000:1000 "$M"
+    for m in 6322 4755 2710 2700; do
+        setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo x >'$M/f$m'; chmod $m '$M/f$m'"
+        setpriv --reuid=1000 --regid=1000 --clear-groups sh -c ": >'$M/f$m'"
+    done
+    [ "$(stat -c %a "$M/f6322")" = 2322 ]
+    [ "$(stat -c %a "$M/f4755")" = 755 ]
+    [ "$(stat -c %a "$M/f2710")" = 710 ]
+    [ "$(stat -c %a "$M/f2700")" = 2700 ]
+    [ "$(stat -c %s "$M/f4755")" = 0 ]
+    # root keeps them (CAP_FSETID)
+    echo x >"$M/r"
+    chmod 4755 "$M/r"
+    : >"$M/r"
+    [ "$(stat -c %a "$M/r")" = 4755 ]
+    fusermount3 -u "$M"
+    mnt "$S/a.tdc" "$M"
+    [ "$(stat -c %a "$M/f6322")" = 2322 ]
+}
