@@ -26,7 +26,7 @@ endif
 
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g -Wall -Wextra -Werror \
              -pthread $(SANFLAGS) $(shell pkg-config --cflags fuse3 2>/dev/null) $(CFLAGS)
-LDLIBS_ALL = -lzstd -lxxhash -pthread $(SANFLAGS) $(LDFLAGS)
+LDLIBS_ALL = -lzstd -lhtscodecs -llzma -lxxhash -pthread $(SANFLAGS) $(LDFLAGS)
 
 ENGINE_SRC = $(wildcard engine/*.c) $(wildcard index/*.c)
 ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/%.o)

@@ -674,6 +674,12 @@ fail:
     return rc;
 }
 
+int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
+{
+    if (i >= a->nsecs || !a->pending) return tdc_error(-EINVAL, "no section %u", i);
+    return load_section(a->fd, a->path, &a->secs[i], out);
+}
+
 /* Every regular file's run lies inside the root (checked once the root is decoded). */
 static int check_runs(const arc *a)
 {
