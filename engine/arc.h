@@ -2,7 +2,8 @@
  *
  * Layout: a 40-byte header (magic "TADOCFS\0", version, flags, section-table offset, section
  * count, header checksum), the sections, then the section table (40 bytes per section and an
- * XXH3-64 of the table). Each section records its type, codec (raw or zstd), offset, stored
+ * XXH3-64 of the table). Each section records its type, codec (raw, zstd, or for the
+ * dictionary zstd of its front coding: arc_codec_name), offset, stored
  * and raw lengths and the XXH3-64 of its stored bytes, checked before it is decoded.
  *
  * An opened archive is read-only and may be shared by any number of threads. */
@@ -120,6 +121,10 @@ int64_t arc_ino_entry(const arc *a, uint64_t ino);
 
 /* Human name of a section type ("dictionary", "rules", ...). */
 const char *arc_section_name(uint32_t type);
+
+/* Name of a section codec: "raw", "zstd", "zstd-front" (a front-coded dictionary, see
+ * dict_front_encode, then zstd), as tadoc stat prints it. */
+const char *arc_codec_name(uint32_t codec);
 
 /* Compare paths so that a directory's descendants follow it directly ('/' sorts first). */
 int arc_path_cmp(const char *a, const char *b);

@@ -352,8 +352,45 @@ static int is_extra_link(const packer *p, size_t i)
     return p->ents[i].ino && p->ents[i].ino != i + 1;
 }
 
+#define CLASS_MIN 256
+
+/* Token bytes in dictionary order, for sorting token ids by their text. */
+static int by_bytes_r(const void *a, const void *b, void *ctx)
+{
+    const dict *d = ctx;
+    size_t m, n;
+    const unsigned char *p = dict_bytes(d, *(const uint32_t *)a, &m);
+    const unsigned char *q = dict_bytes(d, *(const uint32_t *)b, &n);
+    int c = memcmp(p, q, m < n ? m : n);
+    return c ? c : (m > n) - (m < n);
+}
+
+/* Whether tokens are sorted by text within frequency classes (TADOC_FREQ_ORDER=1 keeps the
+ * order of gram_by_count, for the ablation measurements of bench/results/codecs.md). */
+static int class_sort_allowed(void)
+{
+    const char *e = getenv("TADOC_FREQ_ORDER");
+    return !e || strcmp(e, "1");
+}
+
+/* Within each frequency class (ranks [2^k, 2^(k+1)) past the first CLASS_MIN), order the
+ * tokens by their text, so that neighbours in the dictionary share prefixes, which the
+ * front-coded dictionary codec turns into a much smaller section, with no permutation to
+ * store. The symbol streams pay a little: the class fixes the high bits of an id, but the
+ * order of first use that ties kept (ids used together are close) is lost within a class. */
+static void sort_classes(uint32_t *order, uint32_t n, const dict *d)
+{
+    if (!class_sort_allowed()) return;
+    const char *e = getenv("TADOC_CLASS_MIN");
+    uint64_t min = e ? strtoull(e, NULL, 10) : CLASS_MIN;
+    for (uint64_t lo = min ? min : 1; lo < n; lo *= 2) {
+        uint64_t hi = lo * 2 < n ? lo * 2 : n;
+        sort_r(order + lo, hi - lo, sizeof *order, by_bytes_r, (void *)d);
+    }
+}
+
 /* Renumber tokens by how often the grammar uses them, most used first, so the common ones
- * get one-byte varints on disk. Replaces *d with the reordered dictionary. */
+ * have small ids (zero high byte planes on disk), text-sorted within frequency classes (sort_classes). Replaces *d with the reordered dictionary. */
 static int renumber_tokens(gram *g, dict **d)
 {
     uint32_t n = g->ntokens;
@@ -369,6 +406,7 @@ static int renumber_tokens(gram *g, dict **d)
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
     gram_by_count(order, n, cnt);
+    sort_classes(order, n, *d);
     for (uint32_t i = 0; i < n; i++) {
         size_t len;
         const unsigned char *b = dict_bytes(*d, order[i], &len);

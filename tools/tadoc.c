@@ -561,11 +561,11 @@ static int cmd_stat(int argc, char **argv)
     printf("dag depth    %u\n", idx_depth(x));
     printf("index        %llu bytes in memory (rules up to %u bytes kept flat)\n",
            (unsigned long long)idx_mem(x), idx_flat_max(x));
-    printf("sections     %-11s %-5s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
+    printf("sections     %-11s %-10s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
     for (uint32_t i = 0; i < a->nsecs; i++) {
         const arc_secinfo *s = &a->secs[i];
-        printf("             %-11s %-5s %12llu %12llu %12llu\n", arc_section_name(s->type),
-               s->codec ? "zstd" : "raw", (unsigned long long)s->offset,
+        printf("             %-11s %-10s %12llu %12llu %12llu\n", arc_section_name(s->type),
+               arc_codec_name(s->codec), (unsigned long long)s->offset,
                (unsigned long long)s->stored, (unsigned long long)s->raw);
     }
     close_all(a, x);
