@@ -430,6 +430,26 @@ out:
     return rc;
 }
 
+/* Inline the rules that do not pay for themselves (gram_inline_cheap) and move the files'
+ * runs to the new root positions. TADOC_NO_PRUNE=1 keeps every rule, for the ablation
+ * measurements of bench/results/codecs.md. */
+static int prune_rules(gram *g, arc_entry *ents, size_t n)
+{
+    const char *e = getenv("TADOC_NO_PRUNE");
+    if (e && !strcmp(e, "1")) return 0;
+    uint64_t *pos;
+    int rc = gram_inline_cheap(g, &pos);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (ents[i].type != ARC_REG) continue;
+        uint64_t s = ents[i].root_start, end = s + ents[i].root_len;
+        ents[i].root_start = pos[s];
+        ents[i].root_len = pos[end] - pos[s];
+    }
+    free(pos);
+    return 0;
+}
+
 int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
 {
     static const pack_opts none = {0};
@@ -474,7 +494,8 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
         p.ents[i].root_len = p.gb.file_end.p[k] - start;
         start = p.gb.file_end.p[k++];
     }
-    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) || (rc = renumber_tokens(&a.g, &p.d)) ||
+    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) ||
+        (rc = prune_rules(&a.g, p.ents, p.nents)) || (rc = renumber_tokens(&a.g, &p.d)) ||
         (rc = gram_renumber_rules(&a.g)))
         goto done;
     a.dict = p.d;
