@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ablation of the section-size techniques of issue 18 on one tree: the archive with each
 # technique alone and together (TADOC_NO_FRONT=1 turns off the front-coded dictionary codec,
-# TADOC_FREQ_ORDER=1 the text order within frequency classes), each with its pack time and
+# TADOC_FREQ_ORDER=1 the text order within frequency classes, TADOC_NO_PRUNE=1 the inlining
+# of rules that do not pay for themselves), each with its pack time and
 # its whole-archive decode time (tests/codecs -d: best of five, dictionary and root on a
 # second thread), next to zstd -19 --long=27 and xz -9 of a tar of the tree in the same run.
 # usage: bench/codecs.sh BUILD_DIR NAME TREE   (prints a markdown table on stdout)
@@ -29,10 +30,12 @@ while IFS='|' read -r label envs; do
     rate=$(sed -n 's/.*: \([0-9]*\) MB\/s of content/\1/p' <<<"$d")
     echo "| $label | $sz | $(rel "$sz" "$zs") | $(rel "$sz" "$xs") | $p | $ms | $rate |"
 done <<'EOF'
-before (zstd only, frequency order)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1
-front-coded dictionary alone|TADOC_FREQ_ORDER=1
-class text order alone|TADOC_NO_FRONT=1
-both (the default)|TADOC_CODECS_DEFAULT=1
+before (zstd only, frequency order, every rule)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
+front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
+class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1
+front coding + class text order|TADOC_NO_PRUNE=1
+rule pruning alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1
+all three (the default)|TADOC_DEFAULTS=1
 EOF
 echo "| zstd -19 --long=27 of a tar | $zs | | $(rel "$zs" "$xs") | | | |"
 echo "| xz -9 of a tar | $xs | $(rel "$xs" "$zs") | | | | |"

@@ -119,6 +119,23 @@ out:
     return rc;
 }
 
+/* Inline the rules that no longer pay for themselves (gram_inline_cheap: the new content's,
+ * and old rules left with one use by deleted files) and move the files' runs to match. */
+static int prune(gram *g, arc *nw)
+{
+    uint64_t *pos;
+    int rc = gram_inline_cheap(g, &pos);
+    if (rc) return rc;
+    for (uint32_t i = 0; i < nw->nents; i++) {
+        arc_entry *e = &nw->ents[i];
+        uint64_t end = e->root_start + e->root_len;
+        e->root_start = pos[e->root_start];
+        e->root_len = pos[end] - e->root_start;
+    }
+    free(pos);
+    return 0;
+}
+
 int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
                   compact_stats *st)
 {
@@ -205,7 +222,7 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
             g->root.p[g->root.n++] = run[j] < tbase ? run[j] : run[j] + rshift;
         e->root_len = n;
     }
-    if ((rc = sweep(g)) || (rc = gram_renumber_rules(g))) goto out;
+    if ((rc = sweep(g)) || (rc = prune(g, nw)) || (rc = gram_renumber_rules(g))) goto out;
     st->rules_after = g->nrules;
     nw->dict = c.d;
     c.d = NULL;
