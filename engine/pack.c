@@ -506,6 +506,7 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
     stats->dict_tokens = dict_count(p.d);
     stats->rules = a.g.nrules;
     gram_free(&a.g);
+    free(a.byino); /* the writer's file-table check indexes inodes */
 done:
     for (int i = 0; i < PACK_WORKERS; i++) {
         if (p.w[i].running) pthread_join(p.w[i].th, NULL);
