@@ -242,38 +242,52 @@ static int front_allowed(void)
     return !e || strcmp(e, "1");
 }
 
-/* The dictionary front coded, then zstd: *z is left NULL when that fails or is not tried. */
-static int front_section(const buf *raw, int level, unsigned char **z, size_t *zn)
+/* The zstd level of the quick trial that picks the dictionary's layout. */
+#define TRIAL_LEVEL 3
+
+/* zstd size of `n` bytes at the trial level (SIZE_MAX when that fails). */
+static size_t trial_size(const void *p, size_t n)
 {
-    buf fc = {0};
-    *z = NULL;
-    if (!front_allowed()) return 0;
-    int rc = dict_front_encode(raw->p, raw->n, &fc);
-    if (rc == -ENOMEM) return tdc_error(rc, "out of memory front coding the dictionary");
-    if (rc) return tdc_error(-EIO, "dictionary: cannot front code its own encoding");
-    rc = zstd_section(fc.p, fc.n, level, ARC_SEC_DICT, z, zn);
-    buf_free(&fc);
-    return rc;
+    size_t cap = ZSTD_compressBound(n);
+    void *z = malloc(cap ? cap : 1);
+    if (!z) return SIZE_MAX;
+    size_t r = ZSTD_compress(z, cap, p, n, TRIAL_LEVEL);
+    free(z);
+    return ZSTD_isError(r) ? SIZE_MAX : r;
 }
 
-/* Code `raw` with each codec the section may use, keep the smallest (raw when nothing
- * helps) and append it as a section at file offset *off. */
+/* Whether the dictionary is coded from its front coding (*front = 1, in *fc) or as it is:
+ * a quick zstd trial of both decides, so the slow full-level pass runs once. */
+static int dict_layout(const buf *raw, buf *fc, int *front)
+{
+    *front = 0;
+    if (!front_allowed()) return 0;
+    int rc = dict_front_encode(raw->p, raw->n, fc);
+    if (rc == -ENOMEM) return tdc_error(rc, "out of memory front coding the dictionary");
+    if (rc) return tdc_error(-EIO, "dictionary: cannot front code its own encoding");
+    *front = trial_size(fc->p, fc->n) < trial_size(raw->p, raw->n);
+    return 0;
+}
+
+/* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
+ * of its front coding, dict_layout), or keep it raw when that does not help, and append it
+ * as a section at file offset *off. */
 static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw, int level,
                        uint64_t *off)
 {
-    unsigned char *z = NULL, *f = NULL;
-    size_t zn = 0, fn = 0;
-    int rc = zstd_section(raw->p, raw->n, level, type, &z, &zn);
-    if (!rc && type == ARC_SEC_DICT) rc = front_section(raw, level, &f, &fn);
-    if (rc) {
-        free(z);
-        return rc;
-    }
+    unsigned char *z = NULL;
+    size_t zn = 0;
+    buf fc = {0};
+    int front = 0, rc = 0;
+    if (type == ARC_SEC_DICT) rc = dict_layout(raw, &fc, &front);
+    const buf *src = front ? &fc : raw;
+    if (!rc) rc = zstd_section(src->p, src->n, level, type, &z, &zn);
+    buf_free(&fc);
+    if (rc) return rc;
     const void *data = raw->p;
     size_t n = raw->n;
     uint32_t codec = CODEC_RAW;
-    if (zn < n) data = z, n = zn, codec = CODEC_ZSTD;
-    if (f && fn < n) data = f, n = fn, codec = CODEC_ZSTD_FRONT;
+    if (zn < n) data = z, n = zn, codec = front ? CODEC_ZSTD_FRONT : CODEC_ZSTD;
     arc_secinfo *s = &a->secs[a->nsecs++];
     s->type = type;
     s->codec = codec;
@@ -283,7 +297,6 @@ static int put_section(int fd, const char *path, arc *a, uint32_t type, const bu
     s->hash = XXH3_64bits(data, n);
     rc = fio_write_all(fd, data, n, path);
     free(z);
-    free(f);
     *off += n;
     return rc;
 }
