@@ -47,8 +47,9 @@ int dict_decode(const unsigned char *p, size_t n, dict **out);
 int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count);
 
 /* Front coding of an encoded dictionary (what dict_encode wrote), for the archive's
- * front-coded dictionary codec: varint count, then per token the varint length of the
- * prefix it shares with the previous token, the varint length of the rest and the rest.
+ * front-coded dictionary codec: varint count; per token the varint length of the prefix it
+ * shares with the previous token and the varint length of the rest; then the rests of all
+ * tokens, in order.
  * Neighbours that share prefixes (tokens sorted within a frequency class, see pack.c) make
  * the text far more compressible than the plain blob. Any dictionary can be front coded;
  * decoding gives back exactly the bytes that were encoded. dict_front_encode: 0, -EBADMSG

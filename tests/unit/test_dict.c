@@ -149,7 +149,7 @@ static void test_front_rejects(void **state)
             fc.p[i] ^= (unsigned char)(1 << bit);
         }
     /* token 1 claims 9 shared bytes; token 0 has 5 */
-    const unsigned char longpre[] = {2, 0, 5, 'a', 'l', 'p', 'h', 'a', 9, 1, 's'};
+    const unsigned char longpre[] = {2, 0, 5, 9, 1, 'a', 'l', 'p', 'h', 'a', 's'};
     out.n = 0;
     assert_int_equal(dict_front_decode(longpre, sizeof longpre, 100, &out), -EBADMSG);
     assert_non_null(strstr(tdc_errmsg(), "bad front coding of token 1"));
