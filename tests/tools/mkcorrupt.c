@@ -69,7 +69,8 @@ static void front_cases(const sarc *a)
     front_case(a, "front-good.tdc", fc.p, fc.n, 0, "ok:");
     const unsigned char longpre[] = {1, 3, 1, 'a'};
     front_case(a, "front-prefix.tdc", longpre, sizeof longpre, 3, "bad front coding of token 0");
-    front_case(a, "front-short.tdc", fc.p, fc.n - 1, 3, "dictionary: bad front coding of token");
+    front_case(a, "front-short.tdc", fc.p, fc.n - 1, 3,
+               "dictionary: front coding does not match the declared size");
     buf_free(&fc);
 }
 
