@@ -19,7 +19,7 @@
 #define SECENT_SIZE 40
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
-#define CODEC_ZSTD_FRONT 2 /* dictionary only: zstd of dict_front_encode's output */
+#define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -881,8 +881,8 @@ int arc_open_meta(const char *path, arc **out)
         s->stored = le64(e + 16);
         s->raw = le64(e + 24);
         s->hash = le64(e + 32);
-        if (s->type != i + 1 || s->codec > CODEC_ZSTD_FRONT || s->offset < HDR_SIZE || s->offset > toff ||
-            s->stored > toff - s->offset) {
+        if (s->type != i + 1 || s->codec > CODEC_ZSTD_FRONT || s->offset < HDR_SIZE ||
+            s->offset > toff || s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));
             goto fail;

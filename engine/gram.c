@@ -323,8 +323,8 @@ int gram_inline_cheap(gram *g, uint64_t **root_pos)
     if (!pos || !uses || !in.drop || !in.exp_at || !in.exp_len || !in.nid) goto out;
     if ((rc = gram_topo(g))) goto out;
     inl_count(g, uses);
-    if ((rc = inl_expand(&in, uses)) ||
-        (rc = inl_root(&in, &root, pos)) || (rc = inl_rules(&in, &syms, &start)))
+    if ((rc = inl_expand(&in, uses)) || (rc = inl_root(&in, &root, pos)) ||
+        (rc = inl_rules(&in, &syms, &start)))
         goto out;
     vec32_free(&g->root);
     vec32_free(&g->syms);

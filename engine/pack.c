@@ -352,7 +352,7 @@ static int is_extra_link(const packer *p, size_t i)
     return p->ents[i].ino && p->ents[i].ino != i + 1;
 }
 
-#define CLASS_MIN 256
+#define CLASS_MIN 256 /* the most used tokens keep their frequency order */
 
 /* Token bytes in dictionary order, for sorting token ids by their text. */
 static int by_bytes_r(const void *a, const void *b, void *ctx)
@@ -381,16 +381,15 @@ static int class_sort_allowed(void)
 static void sort_classes(uint32_t *order, uint32_t n, const dict *d)
 {
     if (!class_sort_allowed()) return;
-    const char *e = getenv("TADOC_CLASS_MIN");
-    uint64_t min = e ? strtoull(e, NULL, 10) : CLASS_MIN;
-    for (uint64_t lo = min ? min : 1; lo < n; lo *= 2) {
+    for (uint64_t lo = CLASS_MIN; lo < n; lo *= 2) {
         uint64_t hi = lo * 2 < n ? lo * 2 : n;
         sort_r(order + lo, hi - lo, sizeof *order, by_bytes_r, (void *)d);
     }
 }
 
 /* Renumber tokens by how often the grammar uses them, most used first, so the common ones
- * have small ids (zero high byte planes on disk), text-sorted within frequency classes (sort_classes). Replaces *d with the reordered dictionary. */
+ * have small ids (zero high byte planes on disk), text-sorted within frequency classes
+ * (sort_classes). Replaces *d with the reordered dictionary. */
 static int renumber_tokens(gram *g, dict **d)
 {
     uint32_t n = g->ntokens;

@@ -42,8 +42,8 @@ static void emit(const char *name, const void *p, size_t n, int code, const char
 /* The dictionary stored with the front-coded codec (zstd-front) around a damaged front
  * coding, behind valid checksums: a prefix longer than the token before it, a truncated
  * coding; and the intact coding, which must open. */
-static void front_case(const sarc *a, const char *name, const unsigned char *fc, size_t n,
-                       int code, const char *msg)
+static void front_case(const sarc *a, const char *name, const unsigned char *fc, size_t n, int code,
+                       const char *msg)
 {
     sarc b = *a;
     buf z = {0}, o = {0};

@@ -169,10 +169,8 @@ static void test_front_rejects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_intern_find),
-        cmocka_unit_test(test_many_roundtrip),
-        cmocka_unit_test(test_decode_rejects),
-        cmocka_unit_test(test_front_roundtrip),
+        cmocka_unit_test(test_intern_find),    cmocka_unit_test(test_many_roundtrip),
+        cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_front_roundtrip),
         cmocka_unit_test(test_front_rejects),
     };
     return cmocka_run_group_tests_name("dict", tests, NULL, NULL);
