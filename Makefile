@@ -151,6 +151,12 @@ $(BUILD)/tests/gpucheck: $(BUILD)/tests/gpu/gpucheck.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
+# The section-coder measurements (issue 18) try htscodecs' rANS and arithmetic coders and
+# LZMA besides zstd; the archive itself needs neither.
+$(BUILD)/tests/codecs: $(BUILD)/tests/tools/codecs.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -lhtscodecs -llzma $(LDLIBS_ALL)
+
 $(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)

@@ -19,6 +19,7 @@
 #define SECENT_SIZE 40
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
+#define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -34,6 +35,19 @@ const char *arc_section_name(uint32_t type)
         return "root";
     case ARC_SEC_FILES:
         return "file table";
+    }
+    return "unknown";
+}
+
+const char *arc_codec_name(uint32_t codec)
+{
+    switch (codec) {
+    case CODEC_RAW:
+        return "raw";
+    case CODEC_ZSTD:
+        return "zstd";
+    case CODEC_ZSTD_FRONT:
+        return "zstd-front";
     }
     return "unknown";
 }
@@ -191,15 +205,15 @@ uint64_t arc_new_id(void)
     return id ? id : 1;
 }
 
-/* Compress `raw` with zstd and append it as a section at file offset *off. */
-static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw, int level,
-                       uint64_t *off)
+/* zstd of `n` bytes into a fresh buffer (*z, *zn). */
+static int zstd_section(const void *p, size_t n, int level, uint32_t type, unsigned char **z,
+                        size_t *zn)
 {
-    size_t cap = ZSTD_compressBound(raw->n);
-    void *z = malloc(cap ? cap : 1);
-    if (!z) return tdc_error(-ENOMEM, "out of memory compressing %s", arc_section_name(type));
+    size_t cap = ZSTD_compressBound(n);
+    *z = malloc(cap ? cap : 1);
+    if (!*z) return tdc_error(-ENOMEM, "out of memory compressing %s", arc_section_name(type));
     ZSTD_CCtx *cc = ZSTD_createCCtx();
-    size_t zn = 0;
+    *zn = 0;
     if (cc) {
         ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
         ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, 2); /* ignored where zstd lacks threads */
@@ -209,25 +223,70 @@ static int put_section(int fd, const char *path, arc *a, uint32_t type, const bu
             ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
         }
         ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
-        zn = ZSTD_compress2(cc, z, cap, raw->p, raw->n);
+        *zn = ZSTD_compress2(cc, *z, cap, p, n);
         ZSTD_freeCCtx(cc);
     }
-    if (!cc || ZSTD_isError(zn)) {
-        free(z);
+    if (!cc || ZSTD_isError(*zn)) {
+        free(*z);
+        *z = NULL;
         return tdc_error(-EIO, "zstd failed on section %s", arc_section_name(type));
     }
-    /* Keep the section raw when compression does not help. */
-    int useraw = zn >= raw->n;
-    const void *data = useraw ? raw->p : z;
-    size_t n = useraw ? raw->n : zn;
+    return 0;
+}
+
+/* The zstd level of the quick trial that picks the dictionary's layout. */
+#define TRIAL_LEVEL 3
+
+/* zstd size of `n` bytes at the trial level (SIZE_MAX when that fails). */
+static size_t trial_size(const void *p, size_t n)
+{
+    size_t cap = ZSTD_compressBound(n);
+    void *z = malloc(cap ? cap : 1);
+    if (!z) return SIZE_MAX;
+    size_t r = ZSTD_compress(z, cap, p, n, TRIAL_LEVEL);
+    free(z);
+    return ZSTD_isError(r) ? SIZE_MAX : r;
+}
+
+/* Whether the dictionary is coded from its front coding (*front = 1, in *fc) or as it is:
+ * a quick zstd trial of both decides, so the slow full-level pass runs once. */
+static int dict_layout(const buf *raw, buf *fc, int *front)
+{
+    *front = 0;
+    int rc = dict_front_encode(raw->p, raw->n, fc);
+    if (rc == -ENOMEM) return tdc_error(rc, "out of memory front coding the dictionary");
+    if (rc) return tdc_error(-EIO, "dictionary: cannot front code its own encoding");
+    *front = trial_size(fc->p, fc->n) < trial_size(raw->p, raw->n);
+    return 0;
+}
+
+/* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
+ * of its front coding, dict_layout), or keep it raw when that does not help, and append it
+ * as a section at file offset *off. */
+static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw, int level,
+                       uint64_t *off)
+{
+    unsigned char *z = NULL;
+    size_t zn = 0;
+    buf fc = {0};
+    int front = 0, rc = 0;
+    if (type == ARC_SEC_DICT && !a->plain_dict) rc = dict_layout(raw, &fc, &front);
+    const buf *src = front ? &fc : raw;
+    if (!rc) rc = zstd_section(src->p, src->n, level, type, &z, &zn);
+    buf_free(&fc);
+    if (rc) return rc;
+    const void *data = raw->p;
+    size_t n = raw->n;
+    uint32_t codec = CODEC_RAW;
+    if (zn < n) data = z, n = zn, codec = front ? CODEC_ZSTD_FRONT : CODEC_ZSTD;
     arc_secinfo *s = &a->secs[a->nsecs++];
     s->type = type;
-    s->codec = useraw ? CODEC_RAW : CODEC_ZSTD;
+    s->codec = codec;
     s->offset = *off;
     s->stored = n;
     s->raw = raw->n;
     s->hash = XXH3_64bits(data, n);
-    int rc = fio_write_all(fd, data, n, path);
+    rc = fio_write_all(fd, data, n, path);
     free(z);
     *off += n;
     return rc;
@@ -638,12 +697,60 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
     return arc_check_table(a);
 }
 
+/* Expand a zstd frame that must hold exactly `want` bytes into a fresh buffer. */
+static int unzstd(const unsigned char *z, size_t zn, uint64_t want, const char *name,
+                  unsigned char **out)
+{
+    unsigned long long fcs = ZSTD_getFrameContentSize(z, zn);
+    if (fcs != want)
+        return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
+                         name);
+    unsigned char *raw = malloc(want ? want : 1);
+    if (!raw)
+        return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
+                         (unsigned long long)want);
+    mem_huge(raw, want);
+    size_t got = ZSTD_decompress(raw, want, z, zn);
+    if (ZSTD_isError(got) || got != want) {
+        free(raw);
+        return tdc_error(-EBADMSG, "section %s: decompression failed", name);
+    }
+    *out = raw;
+    return 0;
+}
+
+/* A front-coded dictionary (CODEC_ZSTD_FRONT): the zstd frame, then dict_front_decode back
+ * to dict_encode's layout of s->raw bytes. The front coding is never much longer than that
+ * layout (three bytes of prefix per token at most, and a token has two bytes at least). */
+static int unfront(const unsigned char *z, const arc_secinfo *s, const char *name,
+                   unsigned char **out)
+{
+    unsigned long long fcs = ZSTD_getFrameContentSize(z, s->stored);
+    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs > 3 * s->raw + 16)
+        return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
+                         name);
+    unsigned char *fc;
+    int rc = unzstd(z, s->stored, fcs, name, &fc);
+    if (rc) return rc;
+    buf b = {0};
+    rc = dict_front_decode(fc, fcs, s->raw, &b);
+    free(fc);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    *out = b.p;
+    return 0;
+}
+
 /* Read, verify and expand one section into a fresh buffer. */
 static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
 {
     const char *name = arc_section_name(s->type);
     unsigned char *st = NULL, *raw = NULL;
     int rc;
+    if (s->codec == CODEC_ZSTD_FRONT && s->type != ARC_SEC_DICT)
+        return tdc_error(-EBADMSG, "section %s: front coding applies to the dictionary only", name);
     if (s->raw > RAW_MAX || (s->codec == CODEC_RAW && s->raw != s->stored))
         return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
                          (unsigned long long)s->raw);
@@ -659,29 +766,23 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
         *out = st;
         return 0;
     }
-    unsigned long long fcs = ZSTD_getFrameContentSize(st, s->stored);
-    if (fcs != s->raw) {
-        rc = tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size", name);
-        goto fail;
-    }
-    if (!(raw = malloc(s->raw ? s->raw : 1))) {
-        rc = tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
-                       (unsigned long long)s->raw);
-        goto fail;
-    }
-    mem_huge(raw, s->raw);
-    size_t got = ZSTD_decompress(raw, s->raw, st, s->stored);
-    if (ZSTD_isError(got) || got != s->raw) {
-        rc = tdc_error(-EBADMSG, "section %s: decompression failed", name);
-        goto fail;
-    }
+    if (s->codec == CODEC_ZSTD_FRONT)
+        rc = unfront(st, s, name, &raw);
+    else
+        rc = unzstd(st, s->stored, s->raw, name, &raw);
+    if (rc) goto fail;
     free(st);
     *out = raw;
     return 0;
 fail:
     free(st);
-    free(raw);
     return rc;
+}
+
+int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
+{
+    if (i >= a->nsecs || !a->pending) return tdc_error(-EINVAL, "no section %u", i);
+    return load_section(a->fd, a->path, &a->secs[i], out);
 }
 
 /* Every regular file's run lies inside the root (checked once the root is decoded). */
@@ -781,8 +882,8 @@ int arc_open_meta(const char *path, arc **out)
         s->stored = le64(e + 16);
         s->raw = le64(e + 24);
         s->hash = le64(e + 32);
-        if (s->type != i + 1 || s->codec > CODEC_ZSTD || s->offset < HDR_SIZE || s->offset > toff ||
-            s->stored > toff - s->offset) {
+        if (s->type != i + 1 || s->codec > CODEC_ZSTD_FRONT || s->offset < HDR_SIZE ||
+            s->offset > toff || s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));
             goto fail;

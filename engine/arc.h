@@ -2,7 +2,8 @@
  *
  * Layout: a 40-byte header (magic "TADOCFS\0", version, flags, section-table offset, section
  * count, header checksum), the sections, then the section table (40 bytes per section and an
- * XXH3-64 of the table). Each section records its type, codec (raw or zstd), offset, stored
+ * XXH3-64 of the table). Each section records its type, codec (raw, zstd, or for the
+ * dictionary zstd of its front coding: arc_codec_name), offset, stored
  * and raw lengths and the XXH3-64 of its stored bytes, checked before it is decoded.
  *
  * An opened archive is read-only and may be shared by any number of threads. */
@@ -95,6 +96,7 @@ typedef struct arc {
     uint32_t *byino;   /* entry indices ordered by (ino, index), from arc_open */
     uint32_t version;  /* format version read (arc_open*) */
     char *path;        /* as opened (arc_open*) */
+    int plain_dict;    /* writer: never the front-coded dictionary (ablation measurements) */
     int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
     int fd;            /* the open archive while pending */
 } arc;
@@ -124,6 +126,10 @@ uint32_t arc_ino_links(const arc *a, uint64_t ino, uint32_t *pos);
 
 /* Human name of a section type ("dictionary", "rules", ...). */
 const char *arc_section_name(uint32_t type);
+
+/* Name of a section codec: "raw", "zstd", "zstd-front" (a front-coded dictionary, see
+ * dict_front_encode, then zstd), as tadoc stat prints it. */
+const char *arc_codec_name(uint32_t codec);
 
 /* Compare paths so that a directory's descendants follow it directly ('/' sorts first). */
 int arc_path_cmp(const char *a, const char *b);

@@ -7,6 +7,7 @@
 #include "err.h"
 #include "pack.h"
 #include "seq.h"
+#include "shape.h"
 #include "tok.h"
 
 typedef struct cbuild {
@@ -169,72 +170,6 @@ out:
     return rc;
 }
 
-/* Uses of each token by the rules and the root: cnt[t] for t < g->ntokens. */
-static uint64_t *count_tokens(const gram *g)
-{
-    uint32_t nt = g->ntokens;
-    uint64_t *cnt = calloc(nt ? nt : 1, sizeof *cnt);
-    if (!cnt) return NULL;
-    for (size_t i = 0; i < g->syms.n; i++)
-        if (g->syms.p[i] < nt) cnt[g->syms.p[i]]++;
-    for (size_t i = 0; i < g->root.n; i++)
-        if (g->root.p[i] < nt) cnt[g->root.p[i]]++;
-    return cnt;
-}
-
-/* Rewrite every symbol of g: token t becomes tid[t], rule r keeps its number above the
- * new token count nt. */
-static void remap_symbols(gram *g, const uint32_t *tid, uint32_t nt)
-{
-    uint32_t ot = g->ntokens;
-    for (size_t i = 0; i < g->syms.n; i++) {
-        uint32_t s = g->syms.p[i];
-        g->syms.p[i] = s < ot ? tid[s] : s - ot + nt;
-    }
-    for (size_t i = 0; i < g->root.n; i++) {
-        uint32_t s = g->root.p[i];
-        g->root.p[i] = s < ot ? tid[s] : s - ot + nt;
-    }
-    g->ntokens = nt;
-}
-
-/* The dictionary the grammar still needs: tokens no kept rule or root run uses are dropped
- * (text overwritten, truncated or deleted since they were added), and the rest are numbered
- * by use, most used first, as a fresh pack numbers them (small ids encode best). Replaces *d
- * and rewrites every symbol of g through the old -> new id table. Costs one pass over the
- * grammar and a sort of the tokens. */
-static int rebuild_dict(gram *g, dict **d)
-{
-    uint32_t ot = g->ntokens, nt = 0;
-    uint64_t *cnt = count_tokens(g);
-    uint32_t *order = malloc((ot ? ot : 1) * sizeof *order);
-    uint32_t *tid = malloc((ot ? ot : 1) * sizeof *tid);
-    dict *nd = dict_new();
-    int rc = -ENOMEM;
-    if (!cnt || !order || !tid || !nd) goto out;
-    for (uint32_t t = 0; t < ot; t++)
-        if (cnt[t]) order[nt++] = t;
-    gram_by_count(order, nt, cnt);
-    for (uint32_t k = 0; k < nt; k++) {
-        size_t len;
-        const unsigned char *b = dict_bytes(*d, order[k], &len);
-        if ((rc = dict_intern(nd, b, len, &tid[order[k]]))) goto out;
-    }
-    /* Distinct bytes give distinct ids, so the count is nt; a decoded dictionary with a
-     * repeated token would fold the two into one id, which reads back the same. */
-    remap_symbols(g, tid, dict_count(nd));
-    dict_free(*d);
-    *d = nd;
-    nd = NULL;
-    rc = 0;
-out:
-    dict_free(nd);
-    free(cnt);
-    free(order);
-    free(tid);
-    return rc;
-}
-
 /* Whether the grammar has decayed: at least 1/COMPACT_DECAY_DIV of its rules are used only
  * once. Sequitur leaves none (rule utility), and so does a full rebuild; they appear when the
  * other users of a kept rule were rewritten or deleted, and they come with the loss that only
@@ -378,7 +313,7 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
             g->root.p[g->root.n++] = run[j] < tbase ? run[j] : run[j] + rshift;
         e->root_len = n;
     }
-    if ((rc = sweep(g)) || (rc = rebuild_dict(g, &c.d)) || (rc = gram_renumber_rules(g))) goto out;
+    if ((rc = sweep(g)) || (rc = shape_grammar(g, &c.d, nw->ents, nw->nents, NULL))) goto out;
     st->rules_after = g->nrules;
     nw->dict = c.d;
     c.d = NULL;

@@ -183,3 +183,104 @@ nomem:
     dict_free(d);
     return tdc_error(-ENOMEM, "dictionary: out of memory");
 }
+
+int dict_front_encode(const unsigned char *p, size_t n, buf *out)
+{
+    rd r = {p, p + n}, lens;
+    uint64_t count, len, prev_len = 0, total = 0;
+    if (rd_varint(&r, &count) || count > n || buf_put_varint(out, count)) return -EBADMSG;
+    lens = r;
+    for (uint64_t i = 0; i < count; i++) /* find where the blob starts */
+        if (rd_varint(&r, &len) || (total += len) > n) return -EBADMSG;
+    const unsigned char *blob = r.p, *prev = NULL, *tok = blob;
+    if ((uint64_t)(r.end - blob) != total) return -EBADMSG;
+    /* The lengths first, then the new bytes of every token: each stream is more regular
+     * alone, which zstd turns into a smaller section than the two interleaved. */
+    for (int pass = 0; pass < 2; pass++) {
+        rd l = lens;
+        prev = NULL, prev_len = 0, tok = blob;
+        for (uint64_t i = 0; i < count; i++) {
+            rd_varint(&l, &len); /* read once above */
+            uint64_t pre = 0;
+            while (pre < len && pre < prev_len && tok[pre] == prev[pre])
+                pre++;
+            int rc = pass ? buf_put(out, tok + pre, len - pre)
+                          : buf_put_varint(out, pre) || buf_put_varint(out, len - pre);
+            if (rc) return -ENOMEM;
+            prev = tok;
+            prev_len = len;
+            tok += len;
+        }
+    }
+    return 0;
+}
+
+static size_t varint_len(uint64_t x)
+{
+    size_t k = 1;
+    while (x >= 0x80)
+        x >>= 7, k++;
+    return k;
+}
+
+/* Where the blob starts in dict_encode's layout of `count` tokens of `total` bytes that
+ * take `want` bytes in all: the header is the count and one varint per token. */
+static int front_header_len(uint64_t count, uint64_t total, size_t want, size_t *hdr)
+{
+    if (total > want) return -1;
+    *hdr = want - total;
+    return *hdr < 1 + count ? -1 : 0;
+}
+
+/* Check the lengths of a front coding (read from *r) and add up the new bytes (*rest_total)
+ * and the tokens' bytes (*total). */
+static int front_check_lens(rd *r, uint64_t count, uint64_t *rest_total, uint64_t *total)
+{
+    uint64_t pre, rest, prev_len = 0;
+    *rest_total = *total = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        if (rd_varint(r, &pre) || rd_varint(r, &rest) || pre > prev_len || rest > TOK_CAP ||
+            pre + rest == 0 || pre + rest > TOK_CAP)
+            return tdc_error(-EBADMSG, "dictionary: bad front coding of token %llu",
+                             (unsigned long long)i);
+        prev_len = pre + rest;
+        *rest_total += rest;
+        *total += prev_len;
+    }
+    return 0;
+}
+
+int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out)
+{
+    rd r = {p, p + n};
+    uint64_t count, pre, rest, rest_total, total;
+    if (rd_varint(&r, &count) || count > n)
+        return tdc_error(-EBADMSG, "dictionary: bad token count in the front coding");
+    rd lens = r;
+    int rc = front_check_lens(&r, count, &rest_total, &total);
+    if (rc) return rc;
+    const unsigned char *text = r.p;
+    size_t hdr;
+    if ((uint64_t)(r.end - text) != rest_total || front_header_len(count, total, want, &hdr))
+        return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
+    size_t base = out->n;
+    /* Room for the varint writes to never move the buffer (blob points into it). */
+    if (buf_reserve(out, want + 16)) return tdc_error(-ENOMEM, "dictionary: out of memory");
+    unsigned char *blob = out->p + base + hdr, *prev = NULL;
+    if (buf_put_varint(out, count)) return -ENOMEM; /* reserved above */
+    for (uint64_t i = 0; i < count; i++) {
+        rd_varint(&lens, &pre); /* all checked by front_check_lens */
+        rd_varint(&lens, &rest);
+        if (out->n + varint_len(pre + rest) > base + hdr || buf_put_varint(out, pre + rest))
+            return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
+        if (pre) memcpy(blob, prev, pre); /* prev ends where blob starts: no overlap */
+        memcpy(blob + pre, text, rest);
+        text += rest;
+        prev = blob;
+        blob += pre + rest;
+    }
+    if (out->n != base + hdr)
+        return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
+    out->n = base + want;
+    return 0;
+}

@@ -46,6 +46,19 @@ int dict_decode(const unsigned char *p, size_t n, dict **out);
  * without decoding the rest: 0, or -EBADMSG (with tdc_error set). */
 int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count);
 
+/* Front coding of an encoded dictionary (what dict_encode wrote), for the archive's
+ * front-coded dictionary codec: varint count; per token the varint length of the prefix it
+ * shares with the previous token and the varint length of the rest; then the rests of all
+ * tokens, in order.
+ * Neighbours that share prefixes (tokens sorted within a frequency class, see pack.c) make
+ * the text far more compressible than the plain blob. Any dictionary can be front coded;
+ * decoding gives back exactly the bytes that were encoded. dict_front_encode: 0, -EBADMSG
+ * on a malformed input, -ENOMEM. dict_front_decode appends the dict_encode layout to `out`
+ * and refuses (-EBADMSG, with a message) anything that would not come from
+ * dict_front_encode or would not decode to exactly `want` bytes. */
+int dict_front_encode(const unsigned char *p, size_t n, buf *out);
+int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out);
+
 /* Implementation detail exposed for the inline accessor; treat as opaque. */
 struct dict {
     vec64 offs; /* count + 1 offsets into blob */

@@ -208,3 +208,147 @@ out:
     vec64_free(&start);
     return rc;
 }
+
+/* Inlining state: which rules go, their expansions (children first), the new numbers of
+ * the rules that stay. */
+typedef struct inliner {
+    const gram *g;
+    unsigned char *drop; /* drop[r]: rule r is inlined */
+    uint64_t *exp_at;    /* expansion of a dropped rule r: exp[exp_at[r] .. + exp_len[r]) */
+    uint64_t *exp_len;
+    uint32_t *nid; /* new number of a kept rule */
+    vec32 exp;
+} inliner;
+
+/* Append symbol s as the grammar without dropped rules spells it. */
+static int inl_put(const inliner *in, vec32 *out, uint32_t s)
+{
+    uint32_t nt = in->g->ntokens;
+    if (s < nt) return vec32_push(out, s);
+    uint32_t r = s - nt;
+    if (!in->drop[r]) return vec32_push(out, nt + in->nid[r]);
+    if (vec32_reserve(out, in->exp_len[r])) return -ENOMEM;
+    memcpy(out->p + out->n, in->exp.p + in->exp_at[r], in->exp_len[r] * sizeof *out->p);
+    out->n += in->exp_len[r];
+    return 0;
+}
+
+/* How often each rule is used (in the root and in rules), into uses[1..nrules]. */
+static void inl_count(const gram *g, uint64_t *uses)
+{
+    uint32_t nt = g->ntokens;
+    for (size_t i = 0; i < g->root.n; i++)
+        if (g->root.p[i] >= nt) uses[g->root.p[i] - nt]++;
+    for (size_t i = 0; i < g->syms.n; i++)
+        if (g->syms.p[i] >= nt) uses[g->syms.p[i] - nt]++;
+}
+
+/* Children first (g->topo), which rules cost more than they save, and their expansions. A
+ * rule whose body spells `len` symbols once its dropped children are expanded, used `u`
+ * times, costs its body, its length and one symbol per use; inlined it costs u*len symbols.
+ * Deciding on the expanded length keeps a dropped rule at three symbols at most, so the
+ * grammar never grows by more than that factor (a chain of doubling rules, as a repetitive
+ * file makes, loses every other level rather than all of them). */
+static int inl_expand(inliner *in, const uint64_t *uses)
+{
+    const gram *g = in->g;
+    uint32_t nt = g->ntokens;
+    for (uint32_t k = 0; k < g->topo.n; k++) {
+        uint32_t r = g->topo.p[k];
+        uint64_t n, len = 0;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++)
+            len += b[i] >= nt && in->drop[b[i] - nt] ? in->exp_len[b[i] - nt] : 1;
+        if (uses[r] * len > uses[r] + len + 1) continue;
+        in->drop[r] = 1;
+        in->exp_len[r] = len;
+    }
+    uint32_t kept = 0;
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        if (!in->drop[r]) in->nid[r] = ++kept;
+    /* Now that the kept rules have their numbers, spell the expansions out. */
+    for (uint32_t k = 0; k < g->topo.n; k++) {
+        uint32_t r = g->topo.p[k];
+        if (!in->drop[r]) continue;
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        in->exp_at[r] = in->exp.n;
+        for (uint64_t i = 0; i < n; i++)
+            if (inl_put(in, &in->exp, b[i])) return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The new root, and where each old root position lands in it (pos[old] for 0..root.n). */
+static int inl_root(const inliner *in, vec32 *root, uint64_t *pos)
+{
+    const gram *g = in->g;
+    for (size_t i = 0; i < g->root.n; i++) {
+        pos[i] = root->n;
+        if (inl_put(in, root, g->root.p[i])) return -ENOMEM;
+    }
+    pos[g->root.n] = root->n;
+    return 0;
+}
+
+static int inl_rules(const inliner *in, vec32 *syms, vec64 *start)
+{
+    const gram *g = in->g;
+    if (vec64_push(start, 0)) return -ENOMEM;
+    for (uint32_t r = 1; r <= g->nrules; r++) {
+        if (in->drop[r]) continue;
+        uint64_t n;
+        const uint32_t *b = gram_body(g, r, &n);
+        for (uint64_t i = 0; i < n; i++)
+            if (inl_put(in, syms, b[i])) return -ENOMEM;
+        if (vec64_push(start, syms->n)) return -ENOMEM;
+    }
+    return 0;
+}
+
+int gram_inline_cheap(gram *g, uint64_t **root_pos)
+{
+    uint32_t nr = g->nrules;
+    inliner in = {.g = g};
+    vec32 root = {0}, syms = {0};
+    vec64 start = {0};
+    uint64_t *pos = malloc((g->root.n + 1) * sizeof *pos);
+    uint64_t *uses = calloc((size_t)nr + 1, sizeof *uses);
+    in.drop = calloc((size_t)nr + 1, 1);
+    in.exp_at = calloc((size_t)nr + 1, sizeof *in.exp_at);
+    in.exp_len = calloc((size_t)nr + 1, sizeof *in.exp_len);
+    in.nid = calloc((size_t)nr + 1, sizeof *in.nid);
+    int rc = -ENOMEM;
+    *root_pos = NULL;
+    if (!pos || !uses || !in.drop || !in.exp_at || !in.exp_len || !in.nid) goto out;
+    if ((rc = gram_topo(g))) goto out;
+    inl_count(g, uses);
+    if ((rc = inl_expand(&in, uses)) || (rc = inl_root(&in, &root, pos)) ||
+        (rc = inl_rules(&in, &syms, &start)))
+        goto out;
+    vec32_free(&g->root);
+    vec32_free(&g->syms);
+    vec64_free(&g->rule_start);
+    g->root = root;
+    g->syms = syms;
+    g->rule_start = start;
+    g->nrules = (uint32_t)(start.n - 1);
+    g->topo.n = 0; /* stale: the caller renumbers, then gram_topo when it needs the order */
+    root = (vec32){0};
+    syms = (vec32){0};
+    start = (vec64){0};
+    *root_pos = pos;
+    pos = NULL;
+out:
+    free(pos);
+    free(uses);
+    free(in.drop);
+    free(in.exp_at);
+    free(in.exp_len);
+    free(in.nid);
+    vec32_free(&in.exp);
+    vec32_free(&root);
+    vec32_free(&syms);
+    vec64_free(&start);
+    return rc;
+}

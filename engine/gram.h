@@ -56,6 +56,13 @@ void gram_sort_topo(const uint32_t *pos, uint32_t *rules, size_t n, int parents_
  * reference. Needs a finished gram (after gbuild_finish). 0 or -ENOMEM. */
 int gram_renumber_rules(gram *g);
 
+/* Inline the rules that cost more than they save (a rule of len symbols used u times, with
+ * u*len <= u + len + 1: most are pairs used twice), rewriting every use with the rule's
+ * body and renumbering the rules that stay (keeping their order). *root_pos (malloc'ed,
+ * root.n + 1 entries) maps each old root position to the new one, for the files' runs.
+ * 0, -EBADMSG (a cycle) or -ENOMEM; on failure g is unchanged. */
+int gram_inline_cheap(gram *g, uint64_t **root_pos);
+
 /* gbuild: joins the grammars of consecutive segments into one gram. Segment rules are
  * renumbered after the rules already present; barriers close files. Not thread-safe. */
 typedef struct gbuild {

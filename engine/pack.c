@@ -14,6 +14,7 @@
 #include "arc.h"
 #include "err.h"
 #include "seq.h"
+#include "shape.h"
 #include "tok.h"
 
 /* A segment being compressed on the worker thread. */
@@ -352,46 +353,6 @@ static int is_extra_link(const packer *p, size_t i)
     return p->ents[i].ino && p->ents[i].ino != i + 1;
 }
 
-/* Renumber tokens by how often the grammar uses them, most used first, so the common ones
- * get one-byte varints on disk. Replaces *d with the reordered dictionary. */
-static int renumber_tokens(gram *g, dict **d)
-{
-    uint32_t n = g->ntokens;
-    uint64_t *cnt = calloc(n ? n : 1, sizeof *cnt);
-    uint32_t *order = malloc((n ? n : 1) * sizeof *order), *pos = malloc((n ? n : 1) * sizeof *pos);
-    dict *nd = dict_new();
-    int rc = -ENOMEM;
-    if (!cnt || !order || !pos || !nd) goto out;
-    for (size_t i = 0; i < g->syms.n; i++)
-        if (g->syms.p[i] < n) cnt[g->syms.p[i]]++;
-    for (size_t i = 0; i < g->root.n; i++)
-        if (g->root.p[i] < n) cnt[g->root.p[i]]++;
-    for (uint32_t i = 0; i < n; i++)
-        order[i] = i;
-    gram_by_count(order, n, cnt);
-    for (uint32_t i = 0; i < n; i++) {
-        size_t len;
-        const unsigned char *b = dict_bytes(*d, order[i], &len);
-        uint32_t id;
-        if ((rc = dict_intern(nd, b, len, &id))) goto out;
-        pos[order[i]] = id;
-    }
-    for (size_t i = 0; i < g->syms.n; i++)
-        if (g->syms.p[i] < n) g->syms.p[i] = pos[g->syms.p[i]];
-    for (size_t i = 0; i < g->root.n; i++)
-        if (g->root.p[i] < n) g->root.p[i] = pos[g->root.p[i]];
-    dict_free(*d);
-    *d = nd;
-    nd = NULL;
-    rc = 0;
-out:
-    dict_free(nd);
-    free(cnt);
-    free(order);
-    free(pos);
-    return rc;
-}
-
 int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
 {
     static const pack_opts none = {0};
@@ -436,10 +397,12 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
         p.ents[i].root_len = p.gb.file_end.p[k] - start;
         start = p.gb.file_end.p[k++];
     }
-    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) || (rc = renumber_tokens(&a.g, &p.d)) ||
-        (rc = gram_renumber_rules(&a.g)))
+    shape_opts so = {.keep_rules = p.o->keep_rules, .freq_order = p.o->freq_order};
+    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) ||
+        (rc = shape_grammar(&a.g, &p.d, p.ents, p.nents, &so)))
         goto done;
     a.dict = p.d;
+    a.plain_dict = p.o->plain_dict;
     a.ents = p.ents;
     a.nents = (uint32_t)p.nents;
     rc = arc_write(out, &a, p.o->level ? p.o->level : PACK_LEVEL_DEFAULT);

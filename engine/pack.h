@@ -13,6 +13,9 @@
 typedef struct pack_opts {
     uint64_t seg_tokens; /* tokens per Sequitur segment (bounds memory); 0 = default */
     int level;           /* zstd level for sections; 0 = default */
+    /* Switches for the ablation measurements (bench/codecs.sh), off by default: keep every
+     * rule, plain frequency order of tokens, never the front-coded dictionary. */
+    int keep_rules, freq_order, plain_dict;
     /* Optional progress report, called from the packing thread now and then. */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
     void (*warn)(void *ctx, const char *msg);

@@ -5,13 +5,13 @@ set -euo pipefail
 pkgs=()
 for what in "$@"; do
     case "$what" in
-    build) pkgs+=(gcc make pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev) ;;
+    build) pkgs+=(gcc make pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libhtscodecs-dev liblzma-dev) ;;
     test) pkgs+=(libcmocka-dev bats attr xxhash zstd linux-source-6.1 npm xz-utils vim git perl tar python3 util-linux
                  debhelper dpkg-dev fakeroot lintian man-db) ;; # the last line: deb.bats, man.bats
     demo) pkgs+=(fuse3 util-linux diffutils) ;;          # tools/demo.sh: fusermount3, mountpoint, diff
     deb) pkgs+=(debhelper dpkg-dev fakeroot lintian) ;; # make deb (dpkg-buildpackage, lintian)
     fuzz) pkgs+=(clang libclang-rt-14-dev) ;; # libFuzzer and the sanitizer runtimes
-    bench) pkgs+=(linux-source-6.1 npm zstd xz-utils gzip squashfs-tools squashfuse fio time gnuplot-nox) ;;
+    bench) pkgs+=(linux-source-6.1 npm wordnet-base zstd xz-utils gzip squashfs-tools squashfuse fio time gnuplot-nox) ;;
     *) echo "deps.sh: unknown group $what" >&2; exit 2 ;;
     esac
 done

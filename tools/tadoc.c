@@ -203,7 +203,18 @@ static const char usage_pack[] =
     "  -l, --level N          zstd level of the sections, 1..22 (default 19)\n"
     "  -s, --segment TOKENS   tokens per Sequitur segment; bounds memory at about\n"
     "                         40 bytes per token (default 25165824)\n"
-    "  -q, --quiet            no progress bar and no summary\n";
+    "  -q, --quiet            no progress bar and no summary\n"
+    "\n"
+    "For the size measurements of bench/codecs.sh, three environment variables switch off one\n"
+    "size technique each when set to 1: TADOC_NO_PRUNE (keep every rule), TADOC_FREQ_ORDER\n"
+    "(tokens in plain frequency order) and TADOC_NO_FRONT (no front-coded dictionary).\n";
+
+/* 1 when environment variable `name` is "1" (the ablation switches of tadoc pack). */
+static int env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, "1");
+}
 
 typedef struct progress {
     int tty;
@@ -272,6 +283,9 @@ static int cmd_pack(int argc, char **argv)
     pr.start = pr.last = now();
     o.progress = on_progress;
     o.warn = on_warn;
+    o.keep_rules = env_on("TADOC_NO_PRUNE");
+    o.freq_order = env_on("TADOC_FREQ_ORDER");
+    o.plain_dict = env_on("TADOC_NO_FRONT");
     o.ctx = &pr;
     pack_stats st;
     int rc = pack_dir(argv[optind], out, &o, &st);
@@ -563,11 +577,11 @@ static int cmd_stat(int argc, char **argv)
     printf("dag depth    %u\n", idx_depth(x));
     printf("index        %llu bytes in memory (rules up to %u bytes kept flat)\n",
            (unsigned long long)idx_mem(x), idx_flat_max(x));
-    printf("sections     %-11s %-5s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
+    printf("sections     %-11s %-10s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
     for (uint32_t i = 0; i < a->nsecs; i++) {
         const arc_secinfo *s = &a->secs[i];
-        printf("             %-11s %-5s %12llu %12llu %12llu\n", arc_section_name(s->type),
-               s->codec ? "zstd" : "raw", (unsigned long long)s->offset,
+        printf("             %-11s %-10s %12llu %12llu %12llu\n", arc_section_name(s->type),
+               arc_codec_name(s->codec), (unsigned long long)s->offset,
                (unsigned long long)s->stored, (unsigned long long)s->raw);
     }
     close_all(a, x);

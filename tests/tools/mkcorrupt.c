@@ -39,6 +39,41 @@ static void emit(const char *name, const void *p, size_t n, int code, const char
         if ((x)) fz_die(#x);                                                                       \
     } while (0)
 
+/* The dictionary stored with the front-coded codec (zstd-front) around a damaged front
+ * coding, behind valid checksums: a prefix longer than the token before it, a truncated
+ * coding; and the intact coding, which must open. */
+static void front_case(const sarc *a, const char *name, const unsigned char *fc, size_t n, int code,
+                       const char *msg)
+{
+    sarc b = *a;
+    buf z = {0}, o = {0};
+    OK(buf_reserve(&z, ZSTD_compressBound(n)));
+    z.n = ZSTD_compress(z.p, ZSTD_compressBound(n), fc, n, 3);
+    OK(ZSTD_isError(z.n));
+    b.sec[0] = z;
+    sarc_save(&b, &o);
+    uint64_t toff = le64(o.p + 16);
+    st32(o.p + toff + 4, 2);
+    st64(o.p + toff + 24, a->sec[0].n);
+    st64(o.p + toff + b.nsec * 40, XXH3_64bits(o.p + toff, b.nsec * 40));
+    st64(o.p + 32, XXH3_64bits(o.p, 32));
+    emit(name, o.p, o.n, code, msg, NULL);
+    buf_free(&z);
+    buf_free(&o);
+}
+
+static void front_cases(const sarc *a)
+{
+    buf fc = {0};
+    OK(dict_front_encode(a->sec[0].p, a->sec[0].n, &fc));
+    front_case(a, "front-good.tdc", fc.p, fc.n, 0, "ok:");
+    const unsigned char longpre[] = {1, 3, 1, 'a'};
+    front_case(a, "front-prefix.tdc", longpre, sizeof longpre, 3, "bad front coding of token 0");
+    front_case(a, "front-short.tdc", fc.p, fc.n - 1, 3,
+               "dictionary: front coding does not match the declared size");
+    buf_free(&fc);
+}
+
 /* ---- section contents, decoded ---- */
 
 typedef struct syms {
@@ -241,8 +276,14 @@ static void archive_cases(void)
     emit("tab-rawhuge.tdc", o.p, o.n, 3, "is impossible", NULL);
     memcpy(o.p, save, o.n), st32(o.p + rtoff + 4, 1), st64(o.p + rtoff + 24, 1 << 20), REHASH();
     emit("tab-notzstd.tdc", o.p, o.n, 3, "compressed frame does not match declared size", NULL);
+    memcpy(o.p, save, o.n), st32(o.p + rtoff + 40 + 4, 2), REHASH();
+    emit("tab-front-rules.tdc", o.p, o.n, 3, "front coding applies to the dictionary only", NULL);
+    memcpy(o.p, save, o.n), st32(o.p + rtoff + 4, 2), REHASH();
+    emit("tab-front-notzstd.tdc", o.p, o.n, 3, "compressed frame does not match declared size",
+         NULL);
     free(save);
     buf_free(&o);
+    front_cases(&a);
 
     /* Dictionary. */
     sarc_free(&a), load(&a);

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include "../../engine/arc.h"
 #include "../../engine/err.h"
@@ -145,6 +146,102 @@ static void test_paths(void **state)
     assert_int_equal(arc_path_cmp("x", "x"), 0);
 }
 
+/* Rewrite section `i`'s codec and stored bytes in an archive image, recomputing the section
+ * and table checksums (the table keeps its place: `n` stored bytes replace as many). */
+static void reseal(unsigned char *img, size_t len, uint32_t i, uint32_t codec)
+{
+    uint64_t toff = le64(img + 16);
+    uint32_t nsec = le32(img + 24);
+    unsigned char *e = img + toff + i * 40;
+    st32(e + 4, codec);
+    st64(e + 32, XXH3_64bits(img + le64(e + 8), le64(e + 16)));
+    st64(img + toff + nsec * 40, XXH3_64bits(img + toff, nsec * 40));
+    assert_true(toff + nsec * 40 + 8 == len);
+}
+
+/* Open an image written to a file: the return code, the message in tdc_errmsg. */
+static int open_image(const unsigned char *img, size_t len)
+{
+    char *p = tu_tmppath("codec.tdc");
+    FILE *f = fopen(p, "wb");
+    fwrite(img, 1, len, f);
+    fclose(f);
+    arc *a = NULL;
+    int rc = arc_open(p, &a);
+    if (!rc) arc_free(a);
+    unlink(p);
+    free(p);
+    return rc;
+}
+
+/* A dictionary of many words that share prefixes is stored front coded (codec
+ * "zstd-front"), reads back, and extracts; the same archive with the codec id on another
+ * section, an unknown codec id, or damage inside the coded dictionary behind valid
+ * checksums fails with a message. */
+static void test_front_codec(void **state)
+{
+    (void)state;
+    char *tree = tu_tmppath("fronttree"), *out = tu_tmppath("front.tdc"), path[8300];
+    mkdir(tree, 0755);
+    snprintf(path, sizeof path, "%s/words.txt", tree);
+    FILE *f = fopen(path, "w");
+    uint64_t seed = 7;
+    for (int i = 0; i < 20000; i++)
+        fprintf(f, "%s%llu%c", i % 3 ? "interconnection" : "prefix",
+                (unsigned long long)(tu_rand(&seed) % 50000), i % 10 ? ' ' : '\n');
+    fclose(f);
+    pack_stats st;
+    assert_int_equal(pack_dir(tree, out, NULL, &st), 0);
+    arc *a;
+    assert_int_equal(arc_open(out, &a), 0);
+    assert_string_equal(arc_codec_name(a->secs[0].codec), "zstd-front");
+    assert_string_equal(arc_codec_name(a->secs[1].codec), "zstd");
+    idx *x;
+    assert_int_equal(idx_build(a, &x), 0);
+    size_t len = 0;
+    unsigned char *want = tu_slurp(path, &len);
+    char *got = malloc(len);
+    assert_int_equal(idx_extract(x, 1, 0, got, len), (int64_t)len);
+    assert_memory_equal(got, want, len);
+    idx_free(x);
+    arc_free(a);
+
+    size_t n = 0;
+    unsigned char *img = tu_slurp(out, &n);
+    assert_int_equal(open_image(img, n), 0);
+    reseal(img, n, 1, 2); /* front coding on the rules */
+    assert_int_equal(open_image(img, n), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "front coding applies to the dictionary only"));
+    reseal(img, n, 1, 1);
+    reseal(img, n, 0, 3); /* a codec this reader does not know */
+    assert_int_equal(open_image(img, n), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "bad table entry"));
+    reseal(img, n, 0, 1); /* the front coding read as the plain encoding */
+    assert_int_equal(open_image(img, n), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "section dictionary: compressed frame does not match"));
+    /* bytes all through the coded dictionary damaged in turn (about 300), checksums fixed */
+    uint64_t toff = le64(img + 16), at = le64(img + toff + 8), stored = le64(img + toff + 16);
+    for (uint64_t k = 0; k < stored; k += 1 + stored / 300) {
+        img[at + k] ^= 0x10;
+        reseal(img, n, 0, 2);
+        int rc = open_image(img, n);
+        if (rc) {
+            assert_int_equal(rc, -EBADMSG);
+            assert_non_null(strstr(tdc_errmsg(), "dictionary"));
+        }
+        img[at + k] ^= 0x10;
+    }
+    reseal(img, n, 0, 2);
+    assert_int_equal(open_image(img, n), 0);
+    free(img);
+    free(want);
+    free(got);
+    snprintf(path, sizeof path, "rm -rf '%s' '%s'", tree, out);
+    assert_int_equal(system(path), 0);
+    free(tree);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_front_codec),
     };
     return cmocka_run_group_tests_name("arc", tests, setup, teardown);
 }

@@ -5,6 +5,7 @@
 
 #include "../../engine/dict.h"
 #include "../../engine/err.h"
+#include "../../engine/tok.h"
 #include "testutil.h"
 
 static void test_intern_find(void **state)
@@ -75,12 +76,102 @@ static void test_decode_rejects(void **state)
     assert_null(e);
 }
 
+/* Front code `enc` (dict_encode's layout), decode it back and compare. */
+static void front_roundtrip(const buf *enc)
+{
+    buf fc = {0}, back = {0};
+    assert_int_equal(dict_front_encode(enc->p, enc->n, &fc), 0);
+    assert_int_equal(dict_front_decode(fc.p, fc.n, enc->n, &back), 0);
+    assert_int_equal(back.n, enc->n);
+    assert_memory_equal(back.p, enc->p, enc->n);
+    /* the declared size must match exactly */
+    back.n = 0;
+    assert_int_equal(dict_front_decode(fc.p, fc.n, enc->n + 1, &back), -EBADMSG);
+    back.n = 0;
+    if (enc->n > 1) assert_int_equal(dict_front_decode(fc.p, fc.n, enc->n - 1, &back), -EBADMSG);
+    buf_free(&fc);
+    buf_free(&back);
+}
+
+/* Random dictionaries (words and separators of random lengths up to TOK_CAP, in random
+ * order), sorted ones, and the empty one survive the front coding. */
+static void test_front_roundtrip(void **state)
+{
+    (void)state;
+    uint64_t seed = 18;
+    for (int round = 0; round < 20; round++) {
+        dict *d = dict_new();
+        int n = round == 0 ? 0 : (int)(tu_rand(&seed) % 3000);
+        unsigned char w[TOK_CAP];
+        for (int i = 0; i < n; i++) {
+            size_t len = 1 + (size_t)(tu_rand(&seed) % (round % 4 == 3 ? TOK_CAP : 12));
+            int word = (int)(tu_rand(&seed) & 1);
+            for (size_t k = 0; k < len; k++)
+                w[k] = word ? (unsigned char)('a' + tu_rand(&seed) % (round % 2 ? 3 : 26))
+                            : (unsigned char)" \n\t"[tu_rand(&seed) % 3];
+            uint32_t id;
+            assert_int_equal(dict_intern(d, w, len, &id), 0);
+        }
+        buf enc = {0};
+        assert_int_equal(dict_encode(d, &enc), 0);
+        front_roundtrip(&enc);
+        buf_free(&enc);
+        dict_free(d);
+    }
+}
+
+/* Damaged front codings fail with a message and never read or write out of bounds:
+ * every truncation, every flipped byte, a prefix longer than the previous token. */
+static void test_front_rejects(void **state)
+{
+    (void)state;
+    dict *d = dict_new();
+    const char *words[] = {"alpha", "alphabet", "alphabets", " ", "beta", "bet", "\n\n"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        uint32_t id;
+        assert_int_equal(dict_intern(d, (const unsigned char *)words[i], strlen(words[i]), &id), 0);
+    }
+    buf enc = {0}, fc = {0}, out = {0};
+    assert_int_equal(dict_encode(d, &enc), 0);
+    assert_int_equal(dict_front_encode(enc.p, enc.n, &fc), 0);
+    for (size_t n = 0; n < fc.n; n++) {
+        out.n = 0;
+        assert_int_equal(dict_front_decode(fc.p, n, enc.n, &out), -EBADMSG);
+        assert_non_null(strstr(tdc_errmsg(), "dictionary:"));
+    }
+    for (size_t i = 0; i < fc.n; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            fc.p[i] ^= (unsigned char)(1 << bit);
+            out.n = 0;
+            int rc = dict_front_decode(fc.p, fc.n, enc.n, &out);
+            assert_true(rc == 0 || rc == -EBADMSG);
+            if (!rc) assert_int_equal(out.n, enc.n);
+            fc.p[i] ^= (unsigned char)(1 << bit);
+        }
+    /* token 1 claims 9 shared bytes; token 0 has 5 */
+    const unsigned char longpre[] = {2, 0, 5, 9, 1, 'a', 'l', 'p', 'h', 'a', 's'};
+    out.n = 0;
+    assert_int_equal(dict_front_decode(longpre, sizeof longpre, 100, &out), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "bad front coding of token 1"));
+    /* an empty token */
+    const unsigned char empty[] = {1, 0, 0};
+    out.n = 0;
+    assert_int_equal(dict_front_decode(empty, sizeof empty, 2, &out), -EBADMSG);
+    /* dict_encode's layout is checked when front coding it, too */
+    const unsigned char shortblob[] = {1, 3, 'a', 'b'};
+    assert_int_equal(dict_front_encode(shortblob, sizeof shortblob, &out), -EBADMSG);
+    buf_free(&enc);
+    buf_free(&fc);
+    buf_free(&out);
+    dict_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_intern_find),
-        cmocka_unit_test(test_many_roundtrip),
-        cmocka_unit_test(test_decode_rejects),
+        cmocka_unit_test(test_intern_find),    cmocka_unit_test(test_many_roundtrip),
+        cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_front_roundtrip),
+        cmocka_unit_test(test_front_rejects),
     };
     return cmocka_run_group_tests_name("dict", tests, NULL, NULL);
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Ablation of the section-size techniques of issue 18 on one tree: the archive with each
+# technique alone and together (TADOC_NO_FRONT=1 turns off the front-coded dictionary codec,
+# TADOC_FREQ_ORDER=1 the text order within frequency classes, TADOC_NO_PRUNE=1 the inlining
+# of rules that do not pay for themselves), each with its pack time and
+# its whole-archive decode time (tests/codecs -d: best of five, dictionary and root on a
+# second thread), next to zstd -19 --long=27 and xz -9 of a tar of the tree in the same run.
+# usage: bench/codecs.sh BUILD_DIR NAME TREE   (prints a markdown table on stdout)
+set -euo pipefail
+build=$1 name=$2 tree=$3
+w=$(mktemp -d "${BENCH_TMP:-/tmp}/codecbench.XXXXXX")
+trap 'rm -rf "$w"' EXIT
+bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+
+secs() { /usr/bin/time -f '%e' -o "$w/time" "$@" >/dev/null && cat "$w/time"; }
+
+echo "### $name: $(awk -v b="$bytes" 'BEGIN{printf "%.1f", b/1e6}') MB of content"
+echo
+echo "| archive | bytes | vs zstd -19 --long=27 | vs xz -9 | pack s | decode ms | decode MB/s of content |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+tar cf "$w/t.tar" -C "$tree" .
+zs=$(zstd -19 --long=27 -q -c <"$w/t.tar" | wc -c)
+xs=$(xz -9 -c <"$w/t.tar" | wc -c)
+rel() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }'; }
+while IFS='|' read -r label envs; do
+    p=$(env $envs /usr/bin/time -f '%e' -o "$w/time" "$build/tadoc" pack -q "$tree" -o "$w/a.tdc" && cat "$w/time")
+    sz=$(stat -c %s "$w/a.tdc")
+    d=$("$build/tests/codecs" -d "$w/a.tdc")
+    ms=$(sed -n 's/.*decoded in \([0-9.]*\) ms.*/\1/p' <<<"$d")
+    rate=$(sed -n 's/.*: \([0-9]*\) MB\/s of content/\1/p' <<<"$d")
+    echo "| $label | $sz | $(rel "$sz" "$zs") | $(rel "$sz" "$xs") | $p | $ms | $rate |"
+done <<'EOF'
+before (zstd only, frequency order, every rule)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
+front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
+class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1
+front coding + class text order|TADOC_NO_PRUNE=1
+rule pruning alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1
+all three (the default)|TADOC_DEFAULTS=1
+EOF
+echo "| zstd -19 --long=27 of a tar | $zs | | $(rel "$zs" "$xs") | | | |"
+echo "| xz -9 of a tar | $xs | $(rel "$xs" "$zs") | | | | |"
