@@ -65,9 +65,45 @@ def xxh3_many(blobs):
 def unzstd(data, size):
     out = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
-    if out.returncode != 0 or len(out.stdout) != size:
+    if out.returncode != 0 or (size is not None and len(out.stdout) != size):
         raise Bad("zstd section does not decompress to its declared size")
     return out.stdout
+
+
+def put_varint(x):
+    out = bytearray()
+    while True:
+        if x < 0x80:
+            out.append(x)
+            return bytes(out)
+        out.append(x & 0x7F | 0x80)
+        x >>= 7
+
+
+def unfront(data, size):
+    # codec 2: a zstd frame of the front coding (count; per token the shared prefix length
+    # and the rest length; then all the rests), back to the plain dictionary layout of
+    # `size` bytes (count, per token its length, the token bytes)
+    fc = unzstd(data, None)
+    if len(fc) > 3 * size + 16:
+        raise Bad("zstd section does not decompress to its declared size")
+    r = Reader(fc, "dictionary")
+    count = r.varint()
+    if count > len(fc):
+        raise Bad("dictionary: bad token count in the front coding")
+    pairs = [(r.varint(), r.varint()) for _ in range(count)]
+    toks, prev = [], b""
+    for pre, rest in pairs:
+        if pre > len(prev):
+            raise Bad("dictionary: front coding prefix longer than the previous token")
+        prev = prev[:pre] + r.bytes(rest)
+        toks.append(prev)
+    if r.left():
+        raise Bad("dictionary: front coding does not match the declared size")
+    plain = put_varint(count) + b"".join(put_varint(len(t)) for t in toks) + b"".join(toks)
+    if len(plain) != size:
+        raise Bad("dictionary: front coding does not match the declared size")
+    return plain
 
 
 def u32(b, o):
@@ -185,7 +221,7 @@ def read_archive(path):
         e = tab[40 * i:40 * i + 40]
         entries.append((u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16), u64(e, 24), u64(e, 32)))
         typ, codec, off, stored, raw, h = entries[-1]
-        if typ != i + 1 or codec > 1 or off < 40 or off + stored > toff:
+        if typ != i + 1 or codec > 2 or off < 40 or off + stored > toff or (codec == 2 and typ != 1):
             raise Bad("section %d has a bad table entry" % i)
     secs = {}
     # the file table is read first (as a mount does), then the rest
@@ -197,7 +233,7 @@ def read_archive(path):
         body = data[off:off + stored]
         if got != h:
             raise Bad("section %d: checksum mismatch" % typ)
-        secs[typ] = body if codec == 0 else unzstd(body, raw)
+        secs[typ] = body if codec == 0 else unzstd(body, raw) if codec == 1 else unfront(body, raw)
     a = {"version": version}
     read_files(a, secs[4], version, tab, tlen)
     # dictionary
