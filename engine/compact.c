@@ -313,7 +313,11 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
             g->root.p[g->root.n++] = run[j] < tbase ? run[j] : run[j] + rshift;
         e->root_len = n;
     }
-    if ((rc = sweep(g)) || (rc = shape_grammar(g, &c.d, nw->ents, nw->nents, NULL))) goto out;
+    /* An incremental build keeps the old rules that lost their other uses: they are what
+     * tells a later compaction the grammar has decayed (decayed()), and the full rebuild
+     * that follows inlines what does not pay. */
+    shape_opts so = {.keep_rules = !full};
+    if ((rc = sweep(g)) || (rc = shape_grammar(g, &c.d, nw->ents, nw->nents, &so))) goto out;
     st->rules_after = g->nrules;
     nw->dict = c.d;
     c.d = NULL;
