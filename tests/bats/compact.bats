@@ -7,12 +7,6 @@
 load helpers
 : "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
 
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
-wait_unmounted() {
-    for _ in $(seq 100); do is_mounted "$1" || return 0; sleep 0.05; done
-    return 1
-}
-mnt() { "$TADOCFS" "$@" 3>&-; }
 umnt() { # ARCHIVE: unmount $M and wait for its daemon to exit
     fusermount3 -u "$M"
     wait_unmounted "$M"

@@ -42,18 +42,6 @@ teardown() {
     rm -rf "$S"
 }
 
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
-not_mounted() { ! is_mounted "$1"; }
-wait_mounted() {
-    for _ in $(seq 100); do is_mounted "$1" && return 0; sleep 0.05; done
-    return 1
-}
-wait_unmounted() {
-    for _ in $(seq 100); do is_mounted "$1" || return 0; sleep 0.05; done
-    return 1
-}
-# The daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
-mnt() { "$TADOCFS" "$@" 3>&-; }
 # Unmount and wait until the daemon (of archive $1) has written its journal out and exited.
 umnt() {
     fusermount3 -u "$M"

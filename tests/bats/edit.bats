@@ -54,21 +54,6 @@ teardown() {
     rm -rf "$S"
 }
 
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
-
-wait_mounted() {
-    for _ in $(seq 50); do is_mounted "$1" && return 0; sleep 0.1; done
-    return 1
-}
-
-wait_unmounted() {
-    for _ in $(seq 50); do is_mounted "$1" || return 0; sleep 0.1; done
-    return 1
-}
-
-# Mount; the daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
-mnt() { "$TADOCFS" "$@" 3>&-; }
-
 # Mount the archive under test (extra options after it).
 mount_a() {
     mnt "$A" "$M" "$@"

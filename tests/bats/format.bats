@@ -13,7 +13,6 @@ READFMT="$BATS_TEST_DIRNAME/../format/readfmt.py"
 # The interpreter itself, not a version manager's shim (the corrupt-file test starts it often).
 python3() { command "${PYTHON3:=$(command python3 -c 'import sys; print(sys.executable)')}" "$@"; }
 
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
 umnt() { # ARCHIVE MOUNTPOINT: unmount and wait for the daemon to exit
     fusermount3 -u "$2"
     for _ in $(seq 100); do is_mounted "$2" || break; sleep 0.05; done

@@ -20,8 +20,6 @@ teardown() {
     rm -rf "$S"
 }
 
-mnt() { "$TADOCFS" "$@" 3>&-; }
-
 @test "fsx on a new file and on archived files: every read matches the model, also after remount and compaction" {
     mnt "$S/a.tdc" "$M"
     big=$(cd "$CORPORA/linux-slice" && find . -type f -size +40k | LC_ALL=C sort | head -1)

@@ -35,3 +35,17 @@ flip_byte() { # FILE OFFSET
     b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
     printf "$(printf '\\%03o' $(((b + 1) % 256)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
+
+# Mount state of a mountpoint, from /proc/mounts.
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+not_mounted() { ! is_mounted "$1"; }
+wait_mounted() { # MOUNTPOINT: up to 5 s
+    for _ in $(seq 100); do is_mounted "$1" && return 0; sleep 0.05; done
+    return 1
+}
+wait_unmounted() { # MOUNTPOINT: up to 5 s
+    for _ in $(seq 100); do is_mounted "$1" || return 0; sleep 0.05; done
+    return 1
+}
+# Start the daemon; it must not inherit BATS's fd 3 or the suite waits for it to exit.
+mnt() { "$TADOCFS" "$@" 3>&-; }

@@ -33,9 +33,6 @@ teardown() {
     rm -rf "$S"
 }
 
-# Mount; the daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
-mnt() { "$TADOCFS" "$@" 3>&-; }
-
 # A directory on a real local file system for the model, in MODEL: tmpfs and overlay (what
 # /tmp often is in containers) lack or limit user.* attributes, device nodes or sockets, so
 # there the model lives on a loop-mounted ext4 image, unmounted by teardown.

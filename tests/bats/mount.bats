@@ -52,28 +52,12 @@ teardown() {
     rm -rf "$S"
 }
 
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
-not_mounted() { ! is_mounted "$1"; }
-
 # The process has exited (a zombie waiting for init to reap it counts as gone).
 gone() {
     local st
     st=$(ps -o stat= -p "$1") || return 0
     [[ $st == Z* ]]
 }
-
-wait_mounted() {
-    for _ in $(seq 50); do is_mounted "$1" && return 0; sleep 0.1; done
-    return 1
-}
-
-wait_unmounted() {
-    for _ in $(seq 50); do is_mounted "$1" || return 0; sleep 0.1; done
-    return 1
-}
-
-# Mount; the daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
-mnt() { "$TADOCFS" "$@" 3>&-; }
 
 # tree_meta without directory sizes (the archive does not keep them: they belong to the host
 # filesystem) and with link counts (a directory has 2 + its subdirectories).

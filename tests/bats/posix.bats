@@ -10,16 +10,6 @@
 load helpers
 : "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
 
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
-
-wait_unmounted() {
-    for _ in $(seq 50); do is_mounted "$1" || return 0; sleep 0.1; done
-    return 1
-}
-
-# The daemon must not inherit BATS's fd 3 or the suite waits for it to exit.
-mnt() { "$TADOCFS" "$@" 3>&-; }
-
 umount_a() {
     fusermount3 -u "$M"
     wait_unmounted "$M"
