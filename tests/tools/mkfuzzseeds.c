@@ -5,6 +5,8 @@
 #include "../fuzz/fuzz.h"
 #include "sarc.h"
 
+#include <sys/sysmacros.h>
+
 static const char *seeds;
 
 static void save_journal(const char *arcpath, const char *name)
@@ -91,6 +93,20 @@ int main(int argc, char **argv)
     OK(vol_removexattr(v, a, "k0"));
     vol_close(v);
     save_journal(path, "attrs.journal");
+    /* 4: special files (FIFO, socket, devices with their numbers) and a hard-linked
+     * symlink. */
+    fz_reset_fixture();
+    OK(vol_open(path, &o, &v, NULL));
+    OK(vol_resolve(v, "d", &d));
+    OK(vol_mknode(v, d, "fifo", S_IFIFO | 0644, 0, 0, NULL, 0, &st));
+    OK(vol_link(v, st.st_ino, 1, "fifo2", &st));
+    OK(vol_mknode(v, 1, "sock", S_IFSOCK | 0755, 0, 0, NULL, 0, &st));
+    OK(vol_mknode(v, 1, "cdev", S_IFCHR | 0600, 0, 0, NULL, makedev(1, 3), &st));
+    OK(vol_mknode(v, d, "bdev", S_IFBLK | 0660, 0, 6, NULL, makedev(7, 0), &st));
+    OK(vol_mknode(v, 1, "s1", S_IFLNK | 0777, 0, 0, "d/b.c", 0, &st));
+    OK(vol_link(v, st.st_ino, d, "s2", &st));
+    vol_close(v);
+    save_journal(path, "special.journal");
     fz_reset_fixture();
     printf("seeds written to %s\n", seeds);
     return 0;
