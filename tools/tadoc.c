@@ -17,7 +17,6 @@
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "../engine/ana.h"
 #include "../engine/arc.h"
@@ -161,9 +160,8 @@ static int write_full(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Stream entry `e` into fd (and into a hash state when hs is not NULL). */
-static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, XXH3_state_t *hs,
-                    const char *name)
+/* Stream `len` bytes of entry `e` from `off` into fd. */
+static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name)
 {
     static unsigned char blk[CHUNK];
     idx_cursor c;
@@ -176,8 +174,7 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
             break;
         }
         if (k == 0) break;
-        if (hs) XXH3_64bits_update(hs, blk, (size_t)k);
-        if (fd >= 0 && (rc = write_full(fd, blk, (size_t)k))) {
+        if ((rc = write_full(fd, blk, (size_t)k))) {
             rc = tdc_error(rc, "%s: write: %s", name, strerror(-rc));
             break;
         }
@@ -411,7 +408,7 @@ static int cmd_unpack(int argc, char **argv)
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
                 break;
             }
-            rc = copy_out(x, i, 0, e->size, fd, NULL, path);
+            rc = copy_out(x, i, 0, e->size, fd, path);
             if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             if (!rc) rc = restore_meta(path, e);
         }
@@ -503,7 +500,7 @@ static int cmd_cat(int argc, char **argv)
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
     if (!(rc = find_file(a, argv[2], &e)))
-        rc = copy_out(x, e, 0, a->ents[e].size, 1, NULL, "stdout");
+        rc = copy_out(x, e, 0, a->ents[e].size, 1, "stdout");
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
@@ -534,7 +531,7 @@ static int cmd_extract(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, NULL, "stdout");
+    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, "stdout");
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
