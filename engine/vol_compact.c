@@ -258,13 +258,18 @@ int vol_compact(vol *v, vol_compact_stats *st)
     if (!rc) rc = check_new(v, tmp, &na, &nx);
     if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
     vol_unlock(v);
-    /* Until the rename, a failure leaves the old archive and journal in force. */
-    if (!rc && (rc = arc_commit(tmp, v->path)) < 0) free(tmp), tmp = NULL;
-    if (rc > 0) rc = 0; /* renamed; the journal restart's directory fsync makes it durable */
+    /* Until the rename, a failure leaves the old archive and journal in force. arc_commit
+     * removes the temporary file itself when the rename fails; a positive result is a rename
+     * whose directory fsync failed, which the journal restart's directory fsync makes good. */
+    if (!rc) {
+        rc = arc_commit(tmp, v->path);
+        free(tmp);
+        tmp = NULL;
+        if (rc > 0) rc = 0;
+    }
     if (rc) goto fail;
-    free(tmp);
-    tmp = NULL;
-    if ((rc = step_done(v, VOL_STEP_RENAMED, NULL))) goto fail_after_rename;
+    /* The new archive is in place: switch to it whatever the test hook says. */
+    int hook = step_done(v, VOL_STEP_RENAMED, NULL);
     double t2 = secs();
     swap_in(v, na, nx);
     na = NULL;
@@ -276,14 +281,7 @@ int vol_compact(vol *v, vol_compact_stats *st)
     st->rules_after = cs.rules_after;
     st->files = c.nw.nents;
     st->archive_after = v->a->file_size;
-    if (v->broken) rc = -EIO;
-    else rc = step_done(v, VOL_STEP_RESET, NULL);
-    goto done;
-fail_after_rename:
-    /* Only the test hook gets here: the new archive is in place, so switch to it anyway. */
-    swap_in(v, na, nx);
-    na = NULL;
-    nx = NULL;
+    rc = v->broken ? -EIO : hook ? hook : step_done(v, VOL_STEP_RESET, NULL);
     goto done;
 fail:
     if (tmp) unlink(tmp);
