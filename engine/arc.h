@@ -17,9 +17,9 @@
 
 /* Version 2 added inode numbers (shared by hard links), user xattrs and the archive ids the
  * journal binds to; version 3 added FIFOs, sockets and devices (with their rdev) and hard
- * links of any non-directory type. Versions 1 and 2 are still read (v1: inode = entry
- * index + 1). */
-#define ARC_VERSION 3
+ * links of any non-directory type; version 4 cut the grammar into shards (below). Versions
+ * 1 to 3 are still read, as one shard (v1: inode = entry index + 1). */
+#define ARC_VERSION 4
 
 enum arc_type {
     ARC_REG = 1,
@@ -42,6 +42,7 @@ enum arc_section {
     ARC_SEC_RULES = 2,
     ARC_SEC_ROOT = 3,
     ARC_SEC_FILES = 4,
+    ARC_SEC_SHARDS = 5, /* version 4 on: the shard table */
 };
 
 /* One extended attribute (name without the "user." prefix, value of any bytes). */
@@ -68,7 +69,12 @@ typedef struct arc_entry {
     uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length;
                       0 for FIFOs, sockets and devices */
     uint64_t rdev; /* device number of ARC_CHR and ARC_BLK entries (as st_rdev), else 0 */
-    uint64_t root_start, root_len; /* the file's run of root symbols */
+    /* The file's run of root symbols. In memory: a range of the archive's root, which is the
+     * roots of all shards concatenated in shard order. On disk (version 4): root_start counts
+     * from the start of shard `shard`'s root, and a run longer than the rest of that root goes
+     * on through the roots of the following shards (a file larger than a shard). */
+    uint64_t root_start, root_len;
+    uint32_t shard; /* the shard where the file's run starts (0 for entries without content) */
     uint64_t hash;                 /* XXH3-64 of the content */
     uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
     arc_xattr *xattrs;             /* user.* attributes, sorted by name */
@@ -82,13 +88,39 @@ typedef struct arc_secinfo {
     uint64_t offset, stored, raw, hash;
 } arc_secinfo;
 
+/* Shards (version 4). The grammar is cut into shards, each an independent grammar (its own
+ * dictionary, rules and root, in three sections of its own) over whole files, cut on a token
+ * boundary where one file is larger than a shard. The shard table records per shard what the
+ * global part needs without decoding it. */
+typedef struct arc_shard {
+    uint64_t bytes;     /* content bytes its root spells */
+    uint64_t root_syms; /* symbols of its root */
+    uint64_t root_off;  /* where its root starts in the archive's (concatenated) root */
+    uint32_t ntokens;   /* tokens of its dictionary */
+    uint32_t nrules;    /* rules besides its root */
+    uint32_t sec;       /* index in a->secs of its dictionary section (rules and root follow) */
+} arc_shard;
+
+/* A shard coded for writing (arc_shard_encode): its three sections as they go to disk. Pack
+ * codes shards on worker threads and hands them to arc_write_coded. */
+typedef struct arc_coded {
+    arc_shard info;      /* bytes, root_syms, ntokens, nrules (root_off and sec: the writer) */
+    arc_secinfo secs[3]; /* dictionary, rules, root (offset: the writer) */
+    unsigned char *data[3];
+} arc_coded;
+
 typedef struct arc {
+    /* The grammar, whole: after arc_load_data the shards' grammars merged into one (token ids
+     * of all dictionaries unified, rules renumbered, roots concatenated); for a writer, the
+     * grammar to write as one shard. */
     dict *dict;
     gram g;
     arc_entry *ents;
     uint32_t nents;
-    arc_secinfo secs[8];
+    arc_secinfo *secs; /* as read or written */
     uint32_t nsecs;
+    arc_shard *shards; /* as read or written (version 4; older versions: one shard) */
+    uint32_t nshards;
     uint64_t file_size;
     uint64_t id;       /* random identity of this archive (journals name the one they extend) */
     uint64_t prev_id;  /* identity of the archive this one was compacted from, or 0 */
@@ -147,6 +179,22 @@ int arc_write(const char *path, arc *a, int level);
  * root and runs): an archive the reader would refuse is not written (-EBADMSG). On failure
  * nothing is left behind and *tmp is NULL. */
 int arc_write_tmp(const char *path, arc *a, int level, char **tmp);
+
+/* Code one shard's grammar (dictionary d, rules and root of g) for arc_write_coded: `bytes`
+ * is the content its root spells, level the zstd level, plain_dict as in struct arc.
+ * Thread-safe (one call per shard on any thread). 0 or -ENOMEM. */
+int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+                     arc_coded *out);
+void arc_coded_free(arc_coded *c);
+
+/* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
+ * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).
+ * The table and the runs are checked as arc_write_tmp does. Fills a->secs, a->shards. */
+int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                        char **tmp);
+
+/* arc_write_coded_tmp, then arc_commit. */
+int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level);
 
 /* Rename the temporary file `tmp` over `path` and make the rename durable (directory
  * fsync). 0 when done; a negative errno when the rename failed (`tmp` is removed and `path`
