@@ -35,6 +35,8 @@ const char *arc_section_name(uint32_t type)
         return "root";
     case ARC_SEC_FILES:
         return "file table";
+    case ARC_SEC_SHARDS:
+        return "shard table";
     }
     return "unknown";
 }
@@ -165,7 +167,8 @@ static int enc_str(buf *b, const char *s)
     return buf_put(b, s, n);
 }
 
-static int enc_files(const arc *a, buf *b)
+/* `flat`: runs are archive-wide and go to disk as shard 0's (see write_coded). */
+static int enc_files(const arc *a, buf *b, int flat)
 {
     if (buf_put_u64(b, a->id) || buf_put_u64(b, a->prev_id) || buf_put_varint(b, a->next_ino) ||
         buf_put_varint(b, a->nents))
@@ -177,7 +180,8 @@ static int enc_files(const arc *a, buf *b)
         if (enc_str(b, e->path) || buf_put(b, &e->type, 1) || buf_put_varint(b, e->mode) ||
             buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
             buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
-            buf_put_varint(b, e->root_start) || buf_put_varint(b, e->root_len) ||
+            buf_put_varint(b, flat ? 0 : e->shard) || buf_put_varint(b, e->root_start) ||
+            buf_put_varint(b, e->root_len) ||
             buf_put_u64(b, e->hash) || enc_str(b, e->link) || buf_put_varint(b, e->ino) ||
             (is_dev(e->type) && buf_put_varint(b, e->rdev)) || buf_put_varint(b, e->nxattrs))
             return -ENOMEM;
@@ -261,94 +265,190 @@ static int dict_layout(const buf *raw, buf *fc, int *front)
 }
 
 /* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
- * of its front coding, dict_layout), or keep it raw when that does not help, and append it
- * as a section at file offset *off. */
-static int put_section(int fd, const char *path, arc *a, uint32_t type, const buf *raw, int level,
-                       uint64_t *off)
+ * of its front coding, dict_layout), or keep it raw when that does not help. The stored bytes
+ * go to *data (raw's buffer itself when kept raw: raw is left empty); s gets everything but
+ * the offset. */
+static int code_section(uint32_t type, buf *raw, int level, int plain_dict, arc_secinfo *s,
+                        unsigned char **data)
 {
     unsigned char *z = NULL;
     size_t zn = 0;
     buf fc = {0};
     int front = 0, rc = 0;
-    if (type == ARC_SEC_DICT && !a->plain_dict) rc = dict_layout(raw, &fc, &front);
+    if (type == ARC_SEC_DICT && !plain_dict) rc = dict_layout(raw, &fc, &front);
     const buf *src = front ? &fc : raw;
     if (!rc) rc = zstd_section(src->p, src->n, level, type, &z, &zn);
     buf_free(&fc);
     if (rc) return rc;
-    const void *data = raw->p;
-    size_t n = raw->n;
-    uint32_t codec = CODEC_RAW;
-    if (zn < n) data = z, n = zn, codec = front ? CODEC_ZSTD_FRONT : CODEC_ZSTD;
-    arc_secinfo *s = &a->secs[a->nsecs++];
-    s->type = type;
-    s->codec = codec;
-    s->offset = *off;
-    s->stored = n;
-    s->raw = raw->n;
-    s->hash = XXH3_64bits(data, n);
-    rc = fio_write_all(fd, data, n, path);
-    free(z);
-    *off += n;
+    *s = (arc_secinfo){.type = type, .raw = raw->n};
+    if (zn < raw->n) {
+        s->codec = front ? CODEC_ZSTD_FRONT : CODEC_ZSTD;
+        s->stored = zn;
+        *data = z;
+    } else {
+        free(z);
+        s->codec = CODEC_RAW;
+        s->stored = raw->n;
+        *data = raw->p ? raw->p : malloc(1);
+        *raw = (buf){0};
+        if (!*data) return -ENOMEM;
+    }
+    s->hash = XXH3_64bits(*data, s->stored);
+    return 0;
+}
+
+/* Every root symbol is a token or one of rules 1..nrules. */
+static int check_root(const gram *g)
+{
+    for (uint64_t i = 0; i < g->root.n; i++) {
+        uint32_t s = g->root.p[i];
+        if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
+            return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
+                             (unsigned long long)i, s - g->ntokens);
+    }
+    return 0;
+}
+
+int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+                     arc_coded *out)
+{
+    memset(out, 0, sizeof *out);
+    if (dict_count(d) != g->ntokens)
+        return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u",
+                         g->ntokens, dict_count(d));
+    int rc = check_root(g);
+    if (rc) return rc;
+    out->info = (arc_shard){.bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens,
+                            .nrules = g->nrules};
+    buf b = {0};
+    for (uint32_t i = 0; i < 3 && !rc; i++) {
+        uint32_t type = ARC_SEC_DICT + i;
+        b.n = 0;
+        rc = type == ARC_SEC_DICT ? dict_encode(d, &b)
+             : type == ARC_SEC_RULES ? enc_rules(g, &b)
+                                     : enc_root(g, &b);
+        if (rc) rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
+        if (!rc) rc = code_section(type, &b, level, plain_dict, &out->secs[i], &out->data[i]);
+    }
+    buf_free(&b);
+    if (rc) arc_coded_free(out);
     return rc;
 }
 
-static int check_root(const arc *a);
-static int check_runs(const arc *a);
+void arc_coded_free(arc_coded *c)
+{
+    for (int i = 0; i < 3; i++)
+        free(c->data[i]);
+    memset(c, 0, sizeof *c);
+}
 
-/* What the reader checks once the grammar is decoded, for an archive about to be written. */
-static int check_before_write(arc *a)
+static int enc_shards(const arc *a, buf *b)
+{
+    if (buf_put_varint(b, a->nshards)) return -ENOMEM;
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        const arc_shard *s = &a->shards[k];
+        if (buf_put_varint(b, s->bytes) || buf_put_varint(b, s->root_syms) ||
+            buf_put_varint(b, s->ntokens) || buf_put_varint(b, s->nrules))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int check_runs(const arc *a, uint64_t root_syms);
+
+/* Runs given on-disk style (shard, start within it): inside the concatenated roots. */
+static int check_coded_runs(const arc *a)
+{
+    uint64_t total = a->nshards ? a->shards[a->nshards - 1].root_off +
+                                      a->shards[a->nshards - 1].root_syms
+                                : 0;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (e->shard >= a->nshards || e->root_start > a->shards[e->shard].root_syms ||
+            e->root_len > total - a->shards[e->shard].root_off - e->root_start)
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+    }
+    return 0;
+}
+
+/* The table the reader checks first (also for the writer: nothing it would refuse is
+ * written), and the runs against the grammar. */
+static int check_before_write(arc *a, int flat)
 {
     int rc = arc_check_table(a);
-    if (!rc) rc = check_root(a);
-    if (!rc) rc = check_runs(a);
+    if (!rc) rc = flat ? check_root(&a->g) : 0;
+    if (!rc) rc = flat ? check_runs(a, a->g.root.n) : check_coded_runs(a);
     return rc ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : 0;
 }
 
-static int write_tmp(const char *path, arc *a, int level, int check, char **tmpout)
+/* Write the shards' sections, the file table, the shard table, the section table and the
+ * header into a new temporary file. `flat`: the shard is a->g, whose runs are already
+ * archive-wide (every entry is written as shard 0). */
+static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                       int check, int flat, char **tmpout)
 {
     char *tmp = malloc(strlen(path) + 16);
     buf b = {0};
+    unsigned char *data = NULL;
     int fd = -1, rc;
     *tmpout = NULL;
     if (!tmp) return -ENOMEM;
-    sprintf(tmp, "%s.tmpXXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0) {
-        rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+    free(a->secs);
+    free(a->shards);
+    a->nsecs = a->nshards = 0;
+    a->secs = calloc((size_t)n * 3 + 2, sizeof *a->secs);
+    a->shards = calloc(n ? n : 1, sizeof *a->shards);
+    if (!a->secs || !a->shards) {
         free(tmp);
-        return rc;
+        return tdc_error(-ENOMEM, "out of memory writing %s", path);
     }
-    unsigned char hdr[HDR_SIZE] = {0};
-    uint64_t off = HDR_SIZE;
-    a->nsecs = 0;
+    uint64_t root = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        a->shards[k] = sh[k].info;
+        a->shards[k].root_off = root;
+        a->shards[k].sec = 3 * k;
+        root += sh[k].info.root_syms;
+    }
+    a->nshards = n;
     if (!a->id) a->id = arc_new_id();
     a->next_ino = 2;
     for (uint32_t i = 0; i < a->nents; i++) {
         if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
-    if (check && (rc = check_before_write(a))) goto fail;
+    if (check && (rc = check_before_write(a, flat))) goto fail_early;
+    sprintf(tmp, "%s.tmpXXXXXX", path);
+    if ((fd = mkstemp(tmp)) < 0) {
+        rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+        goto fail_early;
+    }
+    unsigned char hdr[HDR_SIZE] = {0};
+    uint64_t off = HDR_SIZE;
     if ((rc = fio_write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
-
-    for (uint32_t type = ARC_SEC_DICT; type <= ARC_SEC_FILES; type++) {
-        b.n = 0;
-        switch (type) {
-        case ARC_SEC_DICT:
-            rc = dict_encode(a->dict, &b);
-            break;
-        case ARC_SEC_RULES:
-            rc = enc_rules(&a->g, &b);
-            break;
-        case ARC_SEC_ROOT:
-            rc = enc_root(&a->g, &b);
-            break;
-        default:
-            rc = enc_files(a, &b);
+    for (uint32_t k = 0; k < n; k++)
+        for (int i = 0; i < 3; i++) {
+            arc_secinfo *s = &a->secs[a->nsecs++];
+            *s = sh[k].secs[i];
+            s->offset = off;
+            if ((rc = fio_write_all(fd, sh[k].data[i], s->stored, tmp))) goto fail;
+            off += s->stored;
         }
+    for (uint32_t type = ARC_SEC_FILES; type <= ARC_SEC_SHARDS; type++) {
+        b.n = 0;
+        rc = type == ARC_SEC_FILES ? enc_files(a, &b, flat) : enc_shards(a, &b);
         if (rc) {
             rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
             goto fail;
         }
-        if ((rc = put_section(fd, tmp, a, type, &b, level, &off))) goto fail;
+        arc_secinfo *s = &a->secs[a->nsecs];
+        if ((rc = code_section(type, &b, level, 1, s, &data))) goto fail;
+        s->offset = off;
+        a->nsecs++;
+        rc = fio_write_all(fd, data, s->stored, tmp);
+        off += s->stored;
+        free(data);
+        data = NULL;
+        if (rc) goto fail;
     }
     /* Section table, then its checksum. */
     b.n = 0;
@@ -392,8 +492,35 @@ static int write_tmp(const char *path, arc *a, int level, int check, char **tmpo
 fail:
     if (fd >= 0) close(fd);
     unlink(tmp);
+fail_early:
+    free(data);
     buf_free(&b);
     free(tmp);
+    return rc;
+}
+
+/* Content bytes of a single-grammar archive: every regular entry that holds its data. */
+static uint64_t content_bytes(const arc *a)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].type == ARC_REG && a->ents[i].root_len) n += a->ents[i].size;
+    return n;
+}
+
+/* The writer's grammar (a->dict, a->g) as one shard. */
+static int write_tmp(const char *path, arc *a, int level, int check, char **tmpout)
+{
+    arc_coded c;
+    dict *empty = NULL;
+    const dict *d = a->dict;
+    *tmpout = NULL;
+    if (!d && !(d = empty = dict_new())) return tdc_error(-ENOMEM, "out of memory");
+    int rc = arc_shard_encode(d, &a->g, content_bytes(a), level, a->plain_dict, &c);
+    dict_free(empty);
+    if (rc) return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : rc;
+    rc = write_coded(path, a, &c, 1, level, check, 1, tmpout);
+    arc_coded_free(&c);
     return rc;
 }
 
@@ -402,13 +529,11 @@ int arc_write_tmp(const char *path, arc *a, int level, char **tmp)
     return write_tmp(path, a, level, 1, tmp);
 }
 
-int arc_write_unchecked(const char *path, arc *a, int level)
+int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                        char **tmp)
 {
-    char *tmp;
-    int rc = write_tmp(path, a, level, 0, &tmp);
-    if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO;
-    free(tmp);
-    return rc;
+    if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
+    return write_coded(path, a, sh, n, level, 1, 0, tmp);
 }
 
 int arc_commit(const char *tmp, const char *path)
@@ -422,13 +547,34 @@ int arc_commit(const char *tmp, const char *path)
     return fio_sync_dir(path) ? 1 : 0;
 }
 
-int arc_write(const char *path, arc *a, int level)
+/* A written temporary file committed; an fsync failure of the directory counts as -EIO
+ * (the message names it). */
+static int commit_written(int rc, char *tmp, const char *path)
 {
-    char *tmp;
-    int rc = arc_write_tmp(path, a, level, &tmp);
-    if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO; /* the message names the fsync */
+    if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO;
     free(tmp);
     return rc;
+}
+
+int arc_write_unchecked(const char *path, arc *a, int level)
+{
+    char *tmp = NULL;
+    int rc = write_tmp(path, a, level, 0, &tmp);
+    return commit_written(rc, tmp, path);
+}
+
+int arc_write(const char *path, arc *a, int level)
+{
+    char *tmp = NULL;
+    int rc = arc_write_tmp(path, a, level, &tmp);
+    return commit_written(rc, tmp, path);
+}
+
+int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level)
+{
+    char *tmp = NULL;
+    int rc = arc_write_coded_tmp(path, a, sh, n, level, &tmp);
+    return commit_written(rc, tmp, path);
 }
 
 /* ---------------- decoding ---------------- */
@@ -446,10 +592,9 @@ static int dec_syms(rd *r, uint64_t n, vec32 *v, const char *what)
     return 0;
 }
 
-static int dec_rules(arc *a, const unsigned char *p, size_t n)
+static int dec_rules(gram *g, const unsigned char *p, size_t n)
 {
     rd r = {p, p + n};
-    gram *g = &a->g;
     uint64_t nr;
     if (rd_varint(&r, &nr) || nr > n || nr + g->ntokens + 1 > 0xffffffffu)
         return tdc_error(-EBADMSG, "rules: bad rule count");
@@ -470,26 +615,14 @@ static int dec_rules(arc *a, const unsigned char *p, size_t n)
 }
 
 /* The root's symbols; check_root checks them once the rules are known. */
-static int dec_root(arc *a, const unsigned char *p, size_t n)
+static int dec_root(gram *g, const unsigned char *p, size_t n)
 {
     rd r = {p, p + n};
     uint64_t cnt;
     if (rd_varint(&r, &cnt)) return tdc_error(-EBADMSG, "root: bad symbol count");
-    int rc = dec_syms(&r, cnt, &a->g.root, "root");
+    int rc = dec_syms(&r, cnt, &g->root, "root");
     if (rc) return rc;
     if (r.p != r.end) return tdc_error(-EBADMSG, "root: trailing bytes");
-    return 0;
-}
-
-static int check_root(const arc *a)
-{
-    const gram *g = &a->g;
-    for (uint64_t i = 0; i < g->root.n; i++) {
-        uint32_t s = g->root.p[i];
-        if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
-            return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
-                             (unsigned long long)i, s - g->ntokens);
-    }
     return 0;
 }
 
@@ -670,13 +803,14 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
         return tdc_error(-ENOMEM, "file table: out of memory");
     for (uint64_t i = 0; i < cnt; i++) {
         arc_entry *e = &a->ents[i];
-        uint64_t mode, uid, gid, zz, nsec;
+        uint64_t mode, uid, gid, zz, nsec, shard = 0;
         a->nents = (uint32_t)i + 1;
         e->ino = i + 1;
         if (dec_str(&r, &e->path, 0) || rd_bytes(&r, 1, (const unsigned char **)&p) ||
             (e->type = *p, 0) || rd_varint(&r, &mode) || rd_varint(&r, &uid) ||
             rd_varint(&r, &gid) || rd_varint(&r, &zz) || rd_varint(&r, &nsec) ||
-            rd_varint(&r, &e->size) || rd_varint(&r, &e->root_start) ||
+            rd_varint(&r, &e->size) || (version >= 4 && rd_varint(&r, &shard)) ||
+            rd_varint(&r, &e->root_start) ||
             rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1) ||
             (version >= 2 && rd_varint(&r, &e->ino)) ||
             (version >= 3 && is_dev(e->type) && rd_varint(&r, &e->rdev)) ||
@@ -687,6 +821,10 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
             return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
         if (e->type > (version >= 3 ? ARC_BLK : ARC_LNK))
             return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
+        if (shard >= a->nshards || e->root_start > a->shards[shard].root_syms)
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad shard or root range", e->path);
+        e->shard = (uint32_t)shard;
+        e->root_start += a->shards[shard].root_off; /* archive-wide from here on */
         e->mode = (uint32_t)mode;
         e->uid = (uint32_t)uid;
         e->gid = (uint32_t)gid;
@@ -785,13 +923,13 @@ int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
     return load_section(a->fd, a->path, &a->secs[i], out);
 }
 
-/* Every regular file's run lies inside the root (checked once the root is decoded). */
-static int check_runs(const arc *a)
+/* Every regular file's run lies inside the archive's root of `root_syms` symbols. */
+static int check_runs(const arc *a, uint64_t root_syms)
 {
     for (uint32_t i = 0; i < a->nents; i++) {
         const arc_entry *e = &a->ents[i];
         if (e->type == ARC_REG &&
-            (e->root_start > a->g.root.n || e->root_len > a->g.root.n - e->root_start))
+            (e->root_start > root_syms || e->root_len > root_syms - e->root_start))
             return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
     }
     return 0;
@@ -804,10 +942,92 @@ static int with_path(int rc, const char *path)
     return rc;
 }
 
+/* The section table's shape: version 4 holds three sections per shard (dictionary, rules,
+ * root), then the file table and the shard table; older versions the four sections of
+ * their one grammar. Sets a->nshards (older versions: one shard, its figures unknown until
+ * it is loaded). */
+static int check_layout(arc *a)
+{
+    uint32_t n = a->nsecs;
+    if (a->version < 4) {
+        if (n != 4) return tdc_error(-EBADMSG, "%u sections where version %u has 4", n, a->version);
+        for (uint32_t i = 0; i < n; i++)
+            if (a->secs[i].type != i + 1)
+                return tdc_error(-EBADMSG, "section %u has type %u, not %u", i, a->secs[i].type,
+                                 i + 1);
+        a->nshards = 1;
+        return (a->shards = calloc(1, sizeof *a->shards)) ? 0 : -ENOMEM;
+    }
+    if (n < 5 || (n - 2) % 3)
+        return tdc_error(-EBADMSG, "%u sections: not three per shard and two more", n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t want = i + 2 >= n ? ARC_SEC_FILES + (i + 2 - n) : ARC_SEC_DICT + i % 3;
+        if (a->secs[i].type != want)
+            return tdc_error(-EBADMSG, "section %u is a %s where a %s belongs", i,
+                             arc_section_name(a->secs[i].type), arc_section_name(want));
+    }
+    a->nshards = (n - 2) / 3;
+    return (a->shards = calloc(a->nshards, sizeof *a->shards)) ? 0 : -ENOMEM;
+}
+
+/* The shard table (version 4): per shard its content bytes, root symbols, tokens and rules,
+ * in the order of its sections. */
+static int dec_shards(arc *a, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    uint64_t cnt, root = 0;
+    if (rd_varint(&r, &cnt) || cnt != a->nshards)
+        return tdc_error(-EBADMSG, "shard table: shard count does not match the sections");
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        arc_shard *s = &a->shards[k];
+        uint64_t nt, nr;
+        if (rd_varint(&r, &s->bytes) || rd_varint(&r, &s->root_syms) || rd_varint(&r, &nt) ||
+            rd_varint(&r, &nr) || nt > 0x7fffffffu || nr + nt + 1 > 0xffffffffu ||
+            s->root_syms > (uint64_t)1 << 56 || root + s->root_syms < root)
+            return tdc_error(-EBADMSG, "shard table: shard %u is malformed", k);
+        s->ntokens = (uint32_t)nt;
+        s->nrules = (uint32_t)nr;
+        s->root_off = root;
+        s->sec = 3 * k;
+        root += s->root_syms;
+    }
+    if (r.p != r.end) return tdc_error(-EBADMSG, "shard table: trailing bytes");
+    return 0;
+}
+
+/* Symbols of the archive's root: all shards' roots. */
+static uint64_t total_root(const arc *a)
+{
+    const arc_shard *l = &a->shards[a->nshards - 1];
+    return l->root_off + l->root_syms;
+}
+
+/* Read and check the table sections: the shard table (version 4) and the file table. */
+static int load_tables(arc *a)
+{
+    unsigned char *p = NULL;
+    int rc = 0;
+    uint32_t files = a->version >= 4 ? a->nsecs - 2 : 3;
+    if (a->version >= 4) {
+        rc = load_section(a->fd, a->path, &a->secs[a->nsecs - 1], &p);
+        if (!rc) rc = dec_shards(a, p, a->secs[a->nsecs - 1].raw);
+        free(p);
+        p = NULL;
+    } else {
+        a->shards[0].root_syms = UINT64_MAX >> 8; /* known once loaded */
+    }
+    if (!rc) rc = load_section(a->fd, a->path, &a->secs[files], &p);
+    if (!rc) rc = dec_files(a, p, a->secs[files].raw, a->version);
+    free(p);
+    if (!rc && a->version >= 4) rc = check_runs(a, total_root(a));
+    if (!rc && a->version < 4) a->shards[0].bytes = content_bytes(a);
+    return rc;
+}
+
 int arc_open_meta(const char *path, arc **out)
 {
     arc *a = calloc(1, sizeof *a);
-    unsigned char hdr[HDR_SIZE], *tab = NULL, *files = NULL;
+    unsigned char hdr[HDR_SIZE], *tab = NULL;
     struct stat st;
     int rc;
     if (!a) return tdc_error(-ENOMEM, "out of memory");
@@ -852,8 +1072,7 @@ int arc_open_meta(const char *path, arc **out)
     uint64_t toff = le64(hdr + 16);
     uint32_t nsec = le32(hdr + 24);
     uint64_t tlen = (uint64_t)nsec * SECENT_SIZE + 8;
-    if (nsec < 4 || nsec > 8 || toff < HDR_SIZE || toff > a->file_size ||
-        tlen > a->file_size - toff) {
+    if (nsec < 4 || toff < HDR_SIZE || toff > a->file_size || tlen > a->file_size - toff) {
         rc = tdc_error(-EBADMSG, "%s: section table lies outside the file (truncated archive?)",
                        path);
         goto fail;
@@ -863,7 +1082,7 @@ int arc_open_meta(const char *path, arc **out)
                        path, (unsigned long long)(a->file_size - toff - tlen));
         goto fail;
     }
-    if (!(tab = malloc(tlen))) {
+    if (!(tab = malloc(tlen)) || !(a->secs = calloc(nsec, sizeof *a->secs))) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -882,32 +1101,32 @@ int arc_open_meta(const char *path, arc **out)
         s->stored = le64(e + 16);
         s->raw = le64(e + 24);
         s->hash = le64(e + 32);
-        if (s->type != i + 1 || s->codec > CODEC_ZSTD_FRONT || s->offset < HDR_SIZE ||
-            s->offset > toff || s->stored > toff - s->offset) {
+        if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || s->codec > CODEC_ZSTD_FRONT ||
+            s->offset < HDR_SIZE || s->offset > toff || s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));
             goto fail;
         }
     }
     a->nsecs = nsec;
-    if ((rc = load_section(a->fd, path, &a->secs[3], &files)) ||
-        (rc = dec_files(a, files, a->secs[3].raw, a->version)))
-        goto fail;
-    free(files);
+    if ((rc = check_layout(a)) || (rc = load_tables(a))) goto fail;
     free(tab);
     *out = a;
     return 0;
 fail:
-    free(files);
     free(tab);
     arc_free(a);
     return with_path(rc, path);
 }
 
-/* The dictionary and the root, read and decoded beside the rules. The rules need only the
- * token count, which is handed over as soon as the dictionary section is expanded. */
+/* One shard's grammar being loaded: the dictionary and the root are read and decoded on a
+ * second thread beside the rules, which need only the token count, handed over as soon as
+ * the dictionary section is expanded. */
 typedef struct side_job {
-    arc *a;
+    const arc *a;
+    const arc_secinfo *secs; /* the shard's dictionary, rules and root */
+    dict *dict;
+    gram *g;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int count_known; /* ntokens is set */
@@ -928,17 +1147,17 @@ static void side_publish_count(side_job *j, uint32_t ntokens)
 
 static int side_load(side_job *j)
 {
-    arc *a = j->a;
+    const arc *a = j->a;
     unsigned char *raw = NULL;
-    int rc = load_section(a->fd, a->path, &a->secs[0], &raw);
+    int rc = load_section(a->fd, a->path, &j->secs[0], &raw);
     if (rc) return rc;
     uint32_t nt;
-    if (!dict_encoded_count(raw, a->secs[0].raw, &nt)) side_publish_count(j, nt);
-    rc = dict_decode(raw, a->secs[0].raw, &a->dict);
+    if (!dict_encoded_count(raw, j->secs[0].raw, &nt)) side_publish_count(j, nt);
+    rc = dict_decode(raw, j->secs[0].raw, &j->dict);
     free(raw);
     raw = NULL;
-    if (!rc) rc = load_section(a->fd, a->path, &a->secs[2], &raw);
-    if (!rc) rc = dec_root(a, raw, a->secs[2].raw);
+    if (!rc) rc = load_section(a->fd, a->path, &j->secs[2], &raw);
+    if (!rc) rc = dec_root(j->g, raw, j->secs[2].raw);
     free(raw);
     return rc;
 }
@@ -969,33 +1188,119 @@ static int side_wait_count(side_job *j, uint32_t *ntokens)
 }
 
 /* The rules, decoded and ordered while the side job runs. */
-static int load_rules(arc *a, side_job *j)
+static int load_rules(side_job *j)
 {
     unsigned char *rules = NULL;
-    int rc = load_section(a->fd, a->path, &a->secs[1], &rules);
-    if (!rc && !side_wait_count(j, &a->g.ntokens)) rc = dec_rules(a, rules, a->secs[1].raw);
+    int rc = load_section(j->a->fd, j->a->path, &j->secs[1], &rules);
+    if (!rc && !side_wait_count(j, &j->g->ntokens)) rc = dec_rules(j->g, rules, j->secs[1].raw);
     free(rules);
     return rc;
 }
 
-int arc_load_data(arc *a)
+/* Read, verify and decode shard k's grammar into *d and *g (freed again on failure), and
+ * check it against the shard table. */
+static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
 {
-    if (!a->pending) return 0; /* loaded already */
-    side_job j = {.a = a};
+    const arc_shard *sh = &a->shards[k];
+    side_job j = {.a = a, .secs = &a->secs[sh->sec], .g = g};
     pthread_mutex_init(&j.lock, NULL);
     pthread_cond_init(&j.cond, NULL);
     pthread_t th;
     int threaded = !pthread_create(&th, NULL, side_main, &j);
     if (!threaded) side_main(&j);
-    int rc = load_rules(a, &j);
+    int rc = load_rules(&j);
     if (threaded) pthread_join(th, NULL);
     pthread_mutex_destroy(&j.lock);
     pthread_cond_destroy(&j.cond);
+    *d = j.dict;
     if (j.rc) /* first: without a count the rules were not decoded */
         rc = tdc_error(j.rc, "%s", j.msg);
-    else if (!rc && dict_count(a->dict) != a->g.ntokens)
+    else if (!rc && dict_count(*d) != g->ntokens)
         rc = tdc_error(-EBADMSG, "dictionary: token count changed while decoding");
-    if (!rc && !(rc = check_root(a))) rc = check_runs(a);
+    else if (!rc && a->version >= 4 &&
+             (g->ntokens != sh->ntokens || g->nrules != sh->nrules || g->root.n != sh->root_syms))
+        rc = tdc_error(-EBADMSG, "grammar does not match the shard table");
+    if (!rc) rc = check_root(g);
+    if (rc) {
+        dict_free(*d);
+        *d = NULL;
+        gram_free(g);
+        memset(g, 0, sizeof *g);
+        if (a->nshards > 1) tdc_error_ctx(rc, "shard %u", k);
+    }
+    return rc;
+}
+
+/* Shards loaded by several threads, each taking the next shard not yet taken. */
+typedef struct shard_load {
+    const arc *a;
+    dict **d;
+    gram *g;
+    pthread_mutex_t lock;
+    uint32_t next;
+    int rc; /* the first failure, with its message */
+    char msg[512];
+} shard_load;
+
+static void *shard_load_main(void *arg)
+{
+    shard_load *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        uint32_t k = l->rc ? l->a->nshards : l->next++;
+        pthread_mutex_unlock(&l->lock);
+        if (k >= l->a->nshards) return NULL;
+        int rc = load_shard(l->a, k, &l->d[k], &l->g[k]);
+        if (rc) {
+            pthread_mutex_lock(&l->lock);
+            if (!l->rc) {
+                l->rc = rc;
+                snprintf(l->msg, sizeof l->msg, "%s", tdc_errmsg());
+            }
+            pthread_mutex_unlock(&l->lock);
+        }
+    }
+}
+
+/* Load every shard, on up to one thread per CPU. */
+static int load_shards(const arc *a, dict **d, gram *g)
+{
+    shard_load l = {.a = a, .d = d, .g = g};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t nth = a->nshards < (cpus > 1 ? (uint32_t)cpus : 1) ? a->nshards : (uint32_t)cpus;
+    pthread_t th[64];
+    uint32_t started = 0;
+    if (nth > 64) nth = 64;
+    pthread_mutex_init(&l.lock, NULL);
+    for (; nth > 1 && started < nth - 1; started++)
+        if (pthread_create(&th[started], NULL, shard_load_main, &l)) break;
+    shard_load_main(&l);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&l.lock);
+    return l.rc ? tdc_error(l.rc, "%s", l.msg) : 0;
+}
+
+int arc_load_data(arc *a)
+{
+    if (!a->pending) return 0; /* loaded already */
+    uint32_t n = a->nshards;
+    dict **d = calloc(n, sizeof *d);
+    gram *g = calloc(n, sizeof *g);
+    int rc = d && g ? load_shards(a, d, g) : tdc_error(-ENOMEM, "out of memory");
+    if (!rc && a->version < 4) {
+        a->shards[0].root_syms = g[0].root.n;
+        a->shards[0].ntokens = g[0].ntokens;
+        a->shards[0].nrules = g[0].nrules;
+    }
+    if (!rc) rc = gram_merge(d, g, n, &a->dict, &a->g);
+    if (!rc) rc = check_runs(a, a->g.root.n);
+    for (uint32_t k = 0; d && g && k < n; k++) {
+        dict_free(d[k]);
+        gram_free(&g[k]);
+    }
+    free(d);
+    free(g);
     if (rc) {
         /* Leave the archive as arc_open_meta made it: a later call fails the same way. */
         dict_free(a->dict);
@@ -1043,6 +1348,8 @@ void arc_free(arc *a)
         arc_entry_clear(&a->ents[i]);
     free(a->ents);
     free(a->byino);
+    free(a->secs);
+    free(a->shards);
     free(a->path);
     if (a->pending) close(a->fd);
     free(a);

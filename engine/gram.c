@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dict.h"
 #include "err.h"
 
 void gram_free(gram *g)
@@ -350,5 +351,84 @@ out:
     vec32_free(&root);
     vec32_free(&syms);
     vec64_free(&start);
+    return rc;
+}
+
+/* Token ids of each dictionary in the merged one: map[k][id]. */
+static int merge_dicts(dict **d, uint32_t n, dict *od, uint32_t **map)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t c = dict_count(d[k]);
+        if (!(map[k] = malloc((c ? c : 1) * sizeof **map))) return -ENOMEM;
+        for (uint32_t id = 0; id < c; id++) {
+            size_t len;
+            const unsigned char *p = dict_bytes(d[k], id, &len);
+            int rc = dict_intern(od, p, len, &map[k][id]);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+/* Symbol s of grammar k in the merged numbering: tokens through map, rule r to base + r. */
+static inline uint32_t merged_sym(const gram *g, const uint32_t *map, uint32_t ntok,
+                                  uint32_t base, uint32_t s)
+{
+    return s < g->ntokens ? map[s] : ntok + base + (s - g->ntokens);
+}
+
+int gram_merge(dict **d, gram *g, uint32_t n, dict **od, gram *og)
+{
+    memset(og, 0, sizeof *og);
+    *od = NULL;
+    if (n == 1) {
+        *od = d[0];
+        *og = g[0];
+        d[0] = NULL;
+        memset(&g[0], 0, sizeof g[0]);
+        return 0;
+    }
+    uint32_t **map = calloc(n ? n : 1, sizeof *map);
+    uint64_t rules = 0, syms = 0, root = 0;
+    int rc = (*od = dict_new()) && map ? merge_dicts(d, n, *od, map) : -ENOMEM;
+    for (uint32_t k = 0; k < n; k++) {
+        rules += g[k].nrules;
+        syms += g[k].syms.n;
+        root += g[k].root.n;
+    }
+    uint32_t ntok = *od ? dict_count(*od) : 0;
+    if (!rc && (uint64_t)ntok + rules + 1 > 0xffffffffu)
+        rc = tdc_error(-EOVERFLOW, "merged grammar: too many symbols for 32-bit ids");
+    if (!rc && (vec32_reserve(&og->root, root) || vec32_reserve(&og->syms, syms) ||
+                vec64_reserve(&og->rule_start, rules + 1) || vec32_reserve(&og->topo, rules)))
+        rc = -ENOMEM;
+    if (!rc) {
+        og->ntokens = ntok;
+        og->nrules = (uint32_t)rules;
+        og->rule_start.p[og->rule_start.n++] = 0;
+        uint32_t base = 0;
+        for (uint32_t k = 0; k < n; k++) {
+            const gram *s = &g[k];
+            for (uint64_t i = 0; i < s->root.n; i++)
+                og->root.p[og->root.n++] = merged_sym(s, map[k], ntok, base, s->root.p[i]);
+            for (uint64_t i = 0; i < s->syms.n; i++)
+                og->syms.p[og->syms.n++] = merged_sym(s, map[k], ntok, base, s->syms.p[i]);
+            uint64_t at = og->rule_start.p[og->rule_start.n - 1];
+            for (uint32_t r = 1; r <= s->nrules; r++)
+                og->rule_start.p[og->rule_start.n++] = at + s->rule_start.p[r];
+            for (uint64_t i = 0; i < s->topo.n; i++)
+                og->topo.p[og->topo.n++] = base + s->topo.p[i];
+            base += s->nrules;
+        }
+    }
+    for (uint32_t k = 0; map && k < n; k++)
+        free(map[k]);
+    free(map);
+    if (rc) {
+        dict_free(*od);
+        *od = NULL;
+        gram_free(og);
+        memset(og, 0, sizeof *og);
+    }
     return rc;
 }

@@ -63,6 +63,15 @@ int gram_renumber_rules(gram *g);
  * 0, -EBADMSG (a cycle) or -ENOMEM; on failure g is unchanged. */
 int gram_inline_cheap(gram *g, uint64_t **root_pos);
 
+struct dict;
+
+/* Merge n grammars, each over its own dictionary (d[k], g[k] with topological orders), into
+ * one: the dictionaries unified (each distinct token once), rules renumbered shard after
+ * shard, roots concatenated in order, topological order kept. One grammar is moved, not
+ * copied (d[0] and g[0] are left empty). On failure the outputs are empty. 0, -EOVERFLOW (too
+ * many symbols for 32-bit ids) or -ENOMEM. */
+int gram_merge(struct dict **d, gram *g, uint32_t n, struct dict **od, gram *og);
+
 /* gbuild: joins the grammars of consecutive segments into one gram. Segment rules are
  * renumbered after the rules already present; barriers close files. Not thread-safe. */
 typedef struct gbuild {

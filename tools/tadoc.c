@@ -573,6 +573,18 @@ static int cmd_stat(int argc, char **argv)
     printf("dag depth    %u\n", idx_depth(x));
     printf("index        %llu bytes in memory (rules up to %u bytes kept flat)\n",
            (unsigned long long)idx_mem(x), idx_flat_max(x));
+    printf("shards       %u\n", a->nshards);
+    printf("             %5s %12s %12s %10s %10s %12s\n", "shard", "content", "stored", "tokens",
+           "rules", "root syms");
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        const arc_shard *sh = &a->shards[k];
+        uint64_t stored = 0;
+        for (uint32_t i = sh->sec; i < sh->sec + 3 && i < a->nsecs; i++)
+            stored += a->secs[i].stored;
+        printf("             %5u %12llu %12llu %10u %10u %12llu\n", k,
+               (unsigned long long)sh->bytes, (unsigned long long)stored, sh->ntokens, sh->nrules,
+               (unsigned long long)sh->root_syms);
+    }
     printf("sections     %-11s %-10s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
     for (uint32_t i = 0; i < a->nsecs; i++) {
         const arc_secinfo *s = &a->secs[i];

@@ -1,0 +1,223 @@
+/* Archives of several shards, assembled from independently packed pieces: the reader merges
+ * their grammars, a file whose run crosses two shard cuts reads back whole and at any offset,
+ * analytics equal those of the same tree packed as one shard, and a damaged shard is named. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "../../engine/ana.h"
+#include "../../engine/arc.h"
+#include "../../engine/err.h"
+#include "../../engine/pack.h"
+#include "../../index/idx.h"
+#include "testutil.h"
+
+static char *dir, *sharded, *whole;
+static buf big; /* the file cut over three shards */
+
+static void put(const char *sub, const char *name, const void *p, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* Pack DIR/sub into its own archive and open it. */
+static arc *pack_part(const char *sub)
+{
+    char src[4096], out[4096];
+    snprintf(src, sizeof src, "%s/%s", dir, sub);
+    snprintf(out, sizeof out, "%s/%s.tdc", dir, sub);
+    pack_stats st;
+    arc *a;
+    if (pack_dir(src, out, NULL, &st) || arc_open(out, &a)) fail_msg("%s", tdc_errmsg());
+    return a;
+}
+
+static arc_entry copy_entry(const arc_entry *e, uint32_t shard)
+{
+    arc_entry c = *e;
+    c.path = strdup(e->path);
+    c.link = NULL;
+    c.xattrs = NULL;
+    c.nxattrs = 0;
+    c.ino = 0;
+    c.shard = shard;
+    return c;
+}
+
+/* Words with some repetition, cut into three parts on separators. */
+static void make_text(void)
+{
+    uint64_t seed = 7;
+    static const char *w[] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta"};
+    while (big.n < 30000) {
+        const char *s = w[tu_rand(&seed) % 7];
+        buf_put(&big, s, strlen(s));
+        buf_put(&big, tu_rand(&seed) % 9 ? " " : ".\n", tu_rand(&seed) % 9 ? 1 : 2);
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = tu_tmppath("shards");
+    sharded = tu_tmppath("sharded.tdc");
+    whole = tu_tmppath("whole.tdc");
+    mkdir(dir, 0755);
+    make_text();
+    size_t c1 = 9000, c2 = 21000;
+    while (big.p[c1 - 1] != ' ') c1++;
+    while (big.p[c2 - 1] != ' ') c2++;
+    const char *a = "the quick brown fox jumps over the lazy dog\n";
+    const char *z = "zeta eta alpha and the end\n";
+    put("p0", "a.txt", a, strlen(a));
+    put("p0", "big", big.p, c1);
+    put("p1", "big", big.p + c1, c2 - c1);
+    put("p2", "big", big.p + c2, big.n - c2);
+    put("p2", "zz.txt", z, strlen(z));
+    put("all", "a.txt", a, strlen(a));
+    put("all", "big", big.p, big.n);
+    put("all", "zz.txt", z, strlen(z));
+
+    arc *p[3] = {pack_part("p0"), pack_part("p1"), pack_part("p2")};
+    arc_coded c[3];
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(arc_shard_encode(p[k]->dict, &p[k]->g, p[k]->shards[0].bytes, 3, 0, &c[k]),
+                         0);
+    /* Entries: "", a.txt and big from part 0 (big goes on through parts 1 and 2), zz.txt
+     * from part 2. */
+    arc w = {0};
+    w.nents = 4;
+    w.ents = calloc(4, sizeof *w.ents);
+    w.ents[0] = copy_entry(&p[0]->ents[0], 0);
+    w.ents[1] = copy_entry(&p[0]->ents[1], 0);
+    w.ents[2] = copy_entry(&p[0]->ents[2], 0);
+    w.ents[2].root_len += p[1]->ents[1].root_len + p[2]->ents[1].root_len;
+    w.ents[2].size = big.n;
+    w.ents[2].hash = XXH3_64bits(big.p, big.n);
+    w.ents[3] = copy_entry(&p[2]->ents[2], 2);
+    assert_string_equal(w.ents[3].path, "zz.txt");
+    int rc = arc_write_coded(sharded, &w, c, 3, 3);
+    if (rc) fail_msg("%s", tdc_errmsg());
+    for (int k = 0; k < 3; k++) {
+        arc_coded_free(&c[k]);
+        arc_free(p[k]);
+    }
+    for (uint32_t i = 0; i < w.nents; i++)
+        arc_entry_clear(&w.ents[i]);
+    free(w.ents);
+    free(w.byino);
+    free(w.secs);
+    free(w.shards);
+
+    char src[4096];
+    snprintf(src, sizeof src, "%s/all", dir);
+    pack_stats st;
+    return pack_dir(src, whole, NULL, &st);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", dir, sharded, whole);
+    if (system(cmd)) return -1;
+    free(dir);
+    free(sharded);
+    free(whole);
+    buf_free(&big);
+    return 0;
+}
+
+static void test_reads_across_cuts(void **state)
+{
+    (void)state;
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(sharded, &a), 0);
+    assert_int_equal(a->nshards, 3);
+    assert_int_equal(a->version, ARC_VERSION);
+    assert_int_equal(a->ents[2].shard, 0);
+    assert_int_equal(a->ents[3].shard, 2);
+    assert_int_equal(idx_build(a, &x), 0);
+    uint64_t files = 0;
+    assert_int_equal(idx_check_content(x, NULL, NULL, &files, NULL), 0);
+    assert_int_equal(files, 3);
+    unsigned char *out = malloc(big.n);
+    uint64_t seed = 3;
+    for (int i = 0; i < 200; i++) {
+        size_t off = tu_rand(&seed) % big.n, n = 1 + tu_rand(&seed) % 12000;
+        ssize_t got = idx_extract(x, 2, off, out, n);
+        size_t want = off + n > big.n ? big.n - off : n;
+        assert_int_equal(got, want);
+        assert_memory_equal(out, big.p + off, want);
+    }
+    free(out);
+    idx_free(x);
+    arc_free(a);
+}
+
+/* Sequences and counts over the cuts are those of the same tree in one grammar. */
+static void test_analytics_as_one_grammar(void **state)
+{
+    (void)state;
+    arc *s, *w;
+    assert_int_equal(arc_open(sharded, &s), 0);
+    assert_int_equal(arc_open(whole, &w), 0);
+    assert_int_equal(w->nshards, 1);
+    int (*fn[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
+        ana_wordcount, ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
+    for (size_t k = 0; k < sizeof fn / sizeof *fn; k++) {
+        buf x = {0}, y = {0};
+        assert_int_equal(fn[k](s, 0, s->nents, NULL, &x), 0);
+        assert_int_equal(fn[k](w, 0, w->nents, NULL, &y), 0);
+        assert_int_equal(x.n, y.n);
+        assert_memory_equal(x.p, y.p, x.n);
+        buf_free(&x);
+        buf_free(&y);
+    }
+    arc_free(s);
+    arc_free(w);
+}
+
+/* A flipped byte in the middle shard's root: the message names the shard and the section. */
+static void test_damaged_shard_named(void **state)
+{
+    (void)state;
+    arc *a;
+    assert_int_equal(arc_open_meta(sharded, &a), 0);
+    uint64_t at = a->secs[a->shards[1].sec + 2].offset;
+    arc_free(a);
+    size_t n = 0;
+    unsigned char *img = tu_slurp(sharded, &n);
+    img[at] ^= 1;
+    char *p = tu_tmppath("bad.tdc");
+    FILE *f = fopen(p, "wb");
+    fwrite(img, 1, n, f);
+    fclose(f);
+    assert_int_equal(arc_open(p, &a), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "shard 1"));
+    assert_non_null(strstr(tdc_errmsg(), "section root: checksum mismatch"));
+    unlink(p);
+    free(p);
+    free(img);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reads_across_cuts),
+        cmocka_unit_test(test_analytics_as_one_grammar),
+        cmocka_unit_test(test_damaged_shard_named),
+    };
+    return cmocka_run_group_tests_name("shard", tests, setup, teardown);
+}
