@@ -342,11 +342,11 @@ void arc_coded_free(arc_coded *c)
     memset(c, 0, sizeof *c);
 }
 
-static int enc_shards(const arc *a, buf *b)
+static int enc_shards(const arc_shard *sh, uint32_t n, buf *b)
 {
-    if (buf_put_varint(b, a->nshards)) return -ENOMEM;
-    for (uint32_t k = 0; k < a->nshards; k++) {
-        const arc_shard *s = &a->shards[k];
+    if (buf_put_varint(b, n)) return -ENOMEM;
+    for (uint32_t k = 0; k < n; k++) {
+        const arc_shard *s = &sh[k];
         if (buf_put_varint(b, s->bytes) || buf_put_varint(b, s->root_syms) ||
             buf_put_varint(b, s->ntokens) || buf_put_varint(b, s->nrules))
             return -ENOMEM;
@@ -357,15 +357,13 @@ static int enc_shards(const arc *a, buf *b)
 static int check_runs(const arc *a, uint64_t root_syms);
 
 /* Runs given on-disk style (shard, start within it): inside the concatenated roots. */
-static int check_coded_runs(const arc *a)
+static int check_coded_runs(const arc *a, const arc_shard *sh, uint32_t n)
 {
-    uint64_t total = a->nshards ? a->shards[a->nshards - 1].root_off +
-                                      a->shards[a->nshards - 1].root_syms
-                                : 0;
+    uint64_t total = sh[n - 1].root_off + sh[n - 1].root_syms;
     for (uint32_t i = 0; i < a->nents; i++) {
         const arc_entry *e = &a->ents[i];
-        if (e->shard >= a->nshards || e->root_start > a->shards[e->shard].root_syms ||
-            e->root_len > total - a->shards[e->shard].root_off - e->root_start)
+        if (e->shard >= n || e->root_start > sh[e->shard].root_syms ||
+            e->root_len > total - sh[e->shard].root_off - e->root_start)
             return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
     }
     return 0;
@@ -373,11 +371,11 @@ static int check_coded_runs(const arc *a)
 
 /* The table the reader checks first (also for the writer: nothing it would refuse is
  * written), and the runs against the grammar. */
-static int check_before_write(arc *a, int flat)
+static int check_before_write(arc *a, const arc_shard *sh, uint32_t n, int flat)
 {
     int rc = arc_check_table(a);
     if (!rc) rc = flat ? check_root(&a->g) : 0;
-    if (!rc) rc = flat ? check_runs(a, a->g.root.n) : check_coded_runs(a);
+    if (!rc) rc = flat ? check_runs(a, a->g.root.n) : check_coded_runs(a, sh, n);
     return rc ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : 0;
 }
 
@@ -390,33 +388,29 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     char *tmp = malloc(strlen(path) + 16);
     buf b = {0};
     unsigned char *data = NULL;
+    arc_secinfo *secs = calloc((size_t)n * 3 + 2, sizeof *secs);
+    arc_shard *shards = calloc(n, sizeof *shards);
+    uint32_t nsecs = 0;
     int fd = -1, rc;
     *tmpout = NULL;
-    if (!tmp) return -ENOMEM;
-    free(a->secs);
-    free(a->shards);
-    a->nsecs = a->nshards = 0;
-    a->secs = calloc((size_t)n * 3 + 2, sizeof *a->secs);
-    a->shards = calloc(n ? n : 1, sizeof *a->shards);
-    if (!a->secs || !a->shards) {
-        free(tmp);
-        return tdc_error(-ENOMEM, "out of memory writing %s", path);
+    if (!tmp || !secs || !shards) {
+        rc = tdc_error(-ENOMEM, "out of memory writing %s", path);
+        goto fail_early;
     }
     uint64_t root = 0;
     for (uint32_t k = 0; k < n; k++) {
-        a->shards[k] = sh[k].info;
-        a->shards[k].root_off = root;
-        a->shards[k].sec = 3 * k;
+        shards[k] = sh[k].info;
+        shards[k].root_off = root;
+        shards[k].sec = 3 * k;
         root += sh[k].info.root_syms;
     }
-    a->nshards = n;
     if (!a->id) a->id = arc_new_id();
     a->next_ino = 2;
     for (uint32_t i = 0; i < a->nents; i++) {
         if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
-    if (check && (rc = check_before_write(a, flat))) goto fail_early;
+    if (check && (rc = check_before_write(a, shards, n, flat))) goto fail_early;
     sprintf(tmp, "%s.tmpXXXXXX", path);
     if ((fd = mkstemp(tmp)) < 0) {
         rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
@@ -427,7 +421,7 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     if ((rc = fio_write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
     for (uint32_t k = 0; k < n; k++)
         for (int i = 0; i < 3; i++) {
-            arc_secinfo *s = &a->secs[a->nsecs++];
+            arc_secinfo *s = &secs[nsecs++];
             *s = sh[k].secs[i];
             s->offset = off;
             if ((rc = fio_write_all(fd, sh[k].data[i], s->stored, tmp))) goto fail;
@@ -435,15 +429,15 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
         }
     for (uint32_t type = ARC_SEC_FILES; type <= ARC_SEC_SHARDS; type++) {
         b.n = 0;
-        rc = type == ARC_SEC_FILES ? enc_files(a, &b, flat) : enc_shards(a, &b);
+        rc = type == ARC_SEC_FILES ? enc_files(a, &b, flat) : enc_shards(shards, n, &b);
         if (rc) {
             rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
             goto fail;
         }
-        arc_secinfo *s = &a->secs[a->nsecs];
+        arc_secinfo *s = &secs[nsecs];
         if ((rc = code_section(type, &b, level, 1, s, &data))) goto fail;
         s->offset = off;
-        a->nsecs++;
+        nsecs++;
         rc = fio_write_all(fd, data, s->stored, tmp);
         off += s->stored;
         free(data);
@@ -452,8 +446,8 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     }
     /* Section table, then its checksum. */
     b.n = 0;
-    for (uint32_t i = 0; i < a->nsecs; i++) {
-        const arc_secinfo *s = &a->secs[i];
+    for (uint32_t i = 0; i < nsecs; i++) {
+        const arc_secinfo *s = &secs[i];
         if (buf_put_u32(&b, s->type) || buf_put_u32(&b, s->codec) || buf_put_u64(&b, s->offset) ||
             buf_put_u64(&b, s->stored) || buf_put_u64(&b, s->raw) || buf_put_u64(&b, s->hash)) {
             rc = -ENOMEM;
@@ -469,7 +463,7 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     st32(hdr + 8, ARC_VERSION);
     st32(hdr + 12, 0);
     st64(hdr + 16, off);
-    st32(hdr + 24, a->nsecs);
+    st32(hdr + 24, nsecs);
     st32(hdr + 28, 0);
     st64(hdr + 32, XXH3_64bits(hdr, 32));
     if (pwrite(fd, hdr, HDR_SIZE, 0) != HDR_SIZE) {
@@ -487,6 +481,8 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
         goto fail;
     }
     buf_free(&b);
+    free(secs);
+    free(shards);
     *tmpout = tmp;
     return 0;
 fail:
@@ -495,6 +491,8 @@ fail:
 fail_early:
     free(data);
     buf_free(&b);
+    free(secs);
+    free(shards);
     free(tmp);
     return rc;
 }
@@ -917,9 +915,29 @@ fail:
     return rc;
 }
 
+int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out)
+{
+    memset(out, 0, sizeof *out);
+    if (k >= a->nshards || !a->path) return tdc_error(-EINVAL, "no shard %u", k);
+    out->info = a->shards[k];
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        const arc_secinfo *s = &a->secs[a->shards[k].sec + i];
+        out->secs[i] = *s;
+        if (!(out->data[i] = malloc(s->stored ? s->stored : 1)))
+            rc = tdc_error(-ENOMEM, "out of memory copying shard %u", k);
+        else if (!(rc = fio_read_at(a->fd, out->data[i], s->stored, s->offset, a->path)) &&
+                 XXH3_64bits(out->data[i], s->stored) != s->hash)
+            rc = tdc_error(-EBADMSG, "%s: shard %u: section %s: checksum mismatch", a->path, k,
+                           arc_section_name(s->type));
+    }
+    if (rc) arc_coded_free(out);
+    return rc;
+}
+
 int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
 {
-    if (i >= a->nsecs || !a->pending) return tdc_error(-EINVAL, "no section %u", i);
+    if (i >= a->nsecs || !a->path) return tdc_error(-EINVAL, "no section %u", i);
     return load_section(a->fd, a->path, &a->secs[i], out);
 }
 
@@ -1309,7 +1327,6 @@ int arc_load_data(arc *a)
         memset(&a->g, 0, sizeof a->g);
         return with_path(rc, a->path);
     }
-    close(a->fd);
     a->pending = 0;
     return 0;
 }
@@ -1351,6 +1368,6 @@ void arc_free(arc *a)
     free(a->secs);
     free(a->shards);
     free(a->path);
-    if (a->pending) close(a->fd);
+    if (a->path && a->fd >= 0) close(a->fd);
     free(a);
 }

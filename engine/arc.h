@@ -101,6 +101,9 @@ typedef struct arc_shard {
     uint32_t sec;       /* index in a->secs of its dictionary section (rules and root follow) */
 } arc_shard;
 
+/* Content per shard that pack and compaction aim at unless told otherwise. */
+#define ARC_SHARD_DEFAULT ((uint64_t)64 << 20)
+
 /* A shard coded for writing (arc_shard_encode): its three sections as they go to disk. Pack
  * codes shards on worker threads and hands them to arc_write_coded. */
 typedef struct arc_coded {
@@ -117,9 +120,9 @@ typedef struct arc {
     gram g;
     arc_entry *ents;
     uint32_t nents;
-    arc_secinfo *secs; /* as read or written */
+    arc_secinfo *secs; /* as read (arc_open*) */
     uint32_t nsecs;
-    arc_shard *shards; /* as read or written (version 4; older versions: one shard) */
+    arc_shard *shards; /* as read (version 4; older versions: one shard) */
     uint32_t nshards;
     uint64_t file_size;
     uint64_t id;       /* random identity of this archive (journals name the one they extend) */
@@ -130,7 +133,7 @@ typedef struct arc {
     char *path;        /* as opened (arc_open*) */
     int plain_dict;    /* writer: never the front-coded dictionary (ablation measurements) */
     int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
-    int fd;            /* the open archive while pending */
+    int fd;            /* the archive's file, open from arc_open_meta to arc_free */
 } arc;
 
 /* A fresh random archive identity (never 0). */
@@ -174,7 +177,7 @@ int arc_write(const char *path, arc *a, int level);
 
 /* Write the archive to a new temporary file beside `path` (named in *tmp, malloc'ed) and
  * fsync it; `path` itself is not touched. `level` is the zstd level of the sections. Fills
- * a->secs and a->file_size. Entries with ino 0 get entry index + 1; a->id 0 gets a new
+ * a->file_size. Entries with ino 0 get entry index + 1; a->id 0 gets a new
  * identity; next_ino is computed. The table and grammar are checked first (arc_check_table,
  * root and runs): an archive the reader would refuse is not written (-EBADMSG). On failure
  * nothing is left behind and *tmp is NULL. */
@@ -187,9 +190,14 @@ int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, in
                      arc_coded *out);
 void arc_coded_free(arc_coded *c);
 
+/* Shard k of an opened archive as it is stored (its sections read back and their checksums
+ * checked, nothing decoded), for a writer that keeps the shard unchanged. 0, -EBADMSG, -EIO
+ * or -ENOMEM. */
+int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out);
+
 /* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
  * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).
- * The table and the runs are checked as arc_write_tmp does. Fills a->secs, a->shards. */
+ * The table and the runs are checked as arc_write_tmp does. */
 int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
                         char **tmp);
 
@@ -208,8 +216,9 @@ int arc_open(const char *path, arc **out);
 
 /* The first half of arc_open: the header, the section table and the file table, verified
  * and decoded; the dictionary, rules and root (the bulk of the archive) are left on disk, so
- * a->dict is NULL and a->g empty until arc_load_data. The archive's file stays open (a
- * rename over it does not change what is loaded later). Errors as arc_open. */
+ * a->dict is NULL and a->g empty until arc_load_data. The archive's file stays open until
+ * arc_free (a rename over it does not change what is loaded or copied later). Errors as
+ * arc_open. */
 int arc_open_meta(const char *path, arc **out);
 
 /* The second half: read, verify and decode the dictionary (on a second thread), the rules

@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "compact.h"
+#include "compact_shards.h"
 #include "err.h"
 #include "vol_int.h"
 
@@ -31,6 +32,8 @@ static double secs(void)
 typedef struct cctx {
     vol *v;
     arc nw;
+    arc_coded *sh; /* shard by shard (compact_shards): the shards to write */
+    uint32_t nsh;
     size_t cap;
     int64_t *src;
     uint64_t *ino; /* per new entry */
@@ -130,7 +133,11 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         root = NULL;
     }
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
-    if (!rc) rc = compact_build(v->a, &c->nw, c->src, read_new, c, flags, cs);
+    if (!rc && !c->view && compact_by_shards(v->a, v->o.shard_size))
+        rc = compact_shards(v->a, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
+                            &c->sh, &c->nsh);
+    else if (!rc)
+        rc = compact_build(v->a, &c->nw, c->src, read_new, c, flags, cs);
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
     free(root);
@@ -141,6 +148,9 @@ static int build(vol *v, cctx *c, compact_stats *cs)
 static void cctx_free(cctx *c)
 {
     vol_reader_free(&c->rd);
+    for (uint32_t k = 0; k < c->nsh; k++)
+        arc_coded_free(&c->sh[k]);
+    free(c->sh);
     dict_free(c->nw.dict);
     gram_free(&c->nw.g);
     free(c->nw.byino);
@@ -252,7 +262,9 @@ int vol_compact(vol *v, vol_compact_stats *st)
     c.nw.prev_id = v->a->id;
     st->build_s = secs() - t0;
     double t1 = secs();
-    if (!rc) rc = arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
+    if (!rc)
+        rc = c.nsh ? arc_write_coded_tmp(v->path, &c.nw, c.sh, c.nsh, v->o.level, &tmp)
+                   : arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
     st->write_s = secs() - t1;
     if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
     if (!rc) rc = check_new(v, tmp, &na, &nx);

@@ -12,6 +12,7 @@
 #include "../../engine/arc.h"
 #include "../../engine/err.h"
 #include "../../engine/pack.h"
+#include "../../engine/vol.h"
 #include "../../index/idx.h"
 #include "testutil.h"
 
@@ -116,8 +117,6 @@ static int setup(void **state)
         arc_entry_clear(&w.ents[i]);
     free(w.ents);
     free(w.byino);
-    free(w.secs);
-    free(w.shards);
 
     char src[4096];
     snprintf(src, sizeof src, "%s/all", dir);
@@ -212,12 +211,85 @@ static void test_damaged_shard_named(void **state)
     free(img);
 }
 
+/* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
+static uint64_t shard_sig(const char *path, uint32_t k)
+{
+    arc *a;
+    assert_int_equal(arc_open_meta(path, &a), 0);
+    uint64_t h = 0;
+    for (int i = 0; i < 3; i++)
+        h = h * 31 + a->secs[a->shards[k].sec + i].hash;
+    arc_free(a);
+    return h;
+}
+
+static void compact_vol(const char *path, void (*edit)(vol *v), uint32_t want_shards)
+{
+    vol_opts o = {.writable = 1, .shard_size = 1000};
+    vol *v;
+    vol_compact_stats st;
+    assert_int_equal(vol_open(path, &o, &v, NULL), 0);
+    edit(v);
+    if (vol_compact(v, &st)) fail_msg("%s", tdc_errmsg());
+    vol_close(v);
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(path, &a), 0);
+    assert_int_equal(a->nshards, want_shards);
+    assert_int_equal(idx_build(a, &x), 0);
+    assert_int_equal(idx_check_content(x, NULL, NULL, NULL, NULL), 0);
+    idx_free(x);
+    arc_free(a);
+}
+
+static void append_zz(vol *v)
+{
+    uint64_t ino;
+    struct stat sb;
+    assert_int_equal(vol_resolve(v, "zz.txt", &ino), 0);
+    assert_int_equal(vol_getattr(v, ino, &sb), 0);
+    assert_int_equal(vol_write(v, ino, (uint64_t)sb.st_size, "more words\n", 11), 0);
+}
+
+static void remove_big(vol *v)
+{
+    assert_int_equal(vol_unlink(v, 1, "big", 0), 0);
+}
+
+/* Compaction shard by shard: an edit of one small file copies every shard as stored and adds
+ * one; removing the file that spans three shards drops the one it filled alone and rebuilds
+ * the two it shared, keeping the shard of the edit as it was. */
+static void test_compaction_by_shard(void **state)
+{
+    (void)state;
+    char *p = tu_tmppath("edit.tdc"), cmd[8300];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
+    assert_int_equal(system(cmd), 0);
+    uint64_t before[3] = {shard_sig(p, 0), shard_sig(p, 1), shard_sig(p, 2)};
+    compact_vol(p, append_zz, 4);
+    for (uint32_t k = 0; k < 3; k++)
+        assert_true(shard_sig(p, k) == before[k]);
+    uint64_t edited = shard_sig(p, 3);
+    compact_vol(p, remove_big, 2);
+    assert_true(shard_sig(p, 0) == edited);
+    arc *a;
+    assert_int_equal(arc_open(p, &a), 0);
+    assert_int_equal(a->nents, 3);
+    assert_int_equal(a->ents[2].size, strlen("zeta eta alpha and the end\n") + 11);
+    arc_free(a);
+    unlink(p);
+    snprintf(cmd, sizeof cmd, "%s.journal", p);
+    unlink(cmd);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_across_cuts),
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_damaged_shard_named),
+        cmocka_unit_test(test_compaction_by_shard),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
 }
