@@ -139,3 +139,15 @@ int rd_varint(rd *r, uint64_t *x)
     }
     return -EBADMSG;
 }
+
+int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    uint64_t v = strtoull(s, &end, 10);
+    int shift = !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : 0;
+    if (errno || s[0] == '-' || end == s || (*end && !shift) || v > (UINT64_MAX >> shift))
+        return -1;
+    *out = v << shift;
+    return 0;
+}

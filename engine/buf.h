@@ -100,4 +100,8 @@ static inline void sort_r(void *base, size_t n, size_t size,
     if (n > 1) qsort_r(base, n, size, cmp, ctx);
 }
 
+/* Parse a byte count with an optional K, M or G suffix (command-line sizes); 0, or -1 for
+ * anything else. */
+int parse_size(const char *s, uint64_t *out);
+
 #endif

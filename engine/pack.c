@@ -17,29 +17,36 @@
 #include "shape.h"
 #include "tok.h"
 
-/* A segment being compressed on the worker thread. */
-typedef struct worker {
-    vec32 toks; /* token ids, SEQ_BARRIER after each file */
-    seq_out out;
-    int rc;
-    char err[256];
-    pthread_t th;
-    int running;
-} worker;
+/* One file's run in one shard: the k-th barrier of a shard ends its k-th part. */
+typedef struct part {
+    uint32_t ent;
+    uint32_t shard; /* within the group until the groups are numbered */
+    uint64_t start, len;
+} part;
+
+/* A group of consecutive content files, packed by one worker into one or more shards (more
+ * only where a file is larger than a shard, cut on a token boundary). */
+typedef struct group {
+    uint32_t first, end; /* range of packer.files */
+    arc_coded *sh;
+    uint32_t nsh, capsh;
+    part *parts;
+    size_t nparts, capparts;
+    uint32_t base; /* index of its first shard in the archive */
+} group;
 
 typedef struct packer {
     const pack_opts *o;
     pack_stats *st;
-    dict *d;
-    gbuild gb;
-    vec32 cur;              /* the segment being tokenized */
-    worker w[PACK_WORKERS]; /* a ring: w[head] is the oldest segment in flight */
-    unsigned head, inflight;
-    uint64_t seg;
-    uint64_t done, total;
+    uint64_t shard_size, seg;
+    int level;
     /* entries, in archive order */
     arc_entry *ents;
     size_t nents, cap;
+    uint32_t *files; /* entries that hold content, in order */
+    size_t nfiles;
+    group *groups;
+    size_t ngroups;
     /* regular files with more than one link: (device, inode) -> entry, to keep hard links */
     struct hlink {
         dev_t dev;
@@ -47,73 +54,133 @@ typedef struct packer {
         size_t ent;
     } * links;
     size_t nlinks, caplinks;
+    const char *top;
+    /* shared by the workers, under lock */
+    pthread_mutex_t lock;
+    size_t next_group;
+    uint64_t done, total;
+    uint64_t tokens, dict_tokens, rules, segments;
+    int rc;
+    char err[512];
 } packer;
 
-static void *work(void *p)
+/* A shard being built by a worker: its dictionary, its token stream (SEQ_BARRIER after each
+ * part) and the parts it holds. */
+typedef struct sbuild {
+    packer *p;
+    group *g;
+    dict *d;
+    vec32 toks;
+    uint64_t bytes, tokens;
+    size_t part0; /* first part of this shard in g->parts */
+    uint32_t ent; /* the file being tokenized */
+} sbuild;
+
+static int add_part(sbuild *b)
 {
-    worker *w = p;
-    seq *s = seq_new(w->toks.n);
-    w->rc = -ENOMEM;
-    if (s) {
-        w->rc = 0;
-        for (size_t i = 0; i < w->toks.n && !w->rc; i++)
-            w->rc = w->toks.p[i] == SEQ_BARRIER ? seq_barrier(s) : seq_push(s, w->toks.p[i]);
-        if (!w->rc) w->rc = seq_finish(s, &w->out);
-        seq_free(s);
+    group *g = b->g;
+    if (g->nparts == g->capparts) {
+        size_t cap = g->capparts ? 2 * g->capparts : 64;
+        part *n = realloc(g->parts, cap * sizeof *n);
+        if (!n) return -ENOMEM;
+        g->parts = n;
+        g->capparts = cap;
     }
-    if (w->rc) snprintf(w->err, sizeof w->err, "%s", tdc_errmsg());
-    return NULL;
+    g->parts[g->nparts++] = (part){.ent = b->ent, .shard = g->nsh};
+    return 0;
 }
 
-/* Wait for the oldest segment in flight and merge it into the grammar (segments must be
- * merged in stream order). */
-static int collect(packer *p)
+/* Sequitur over the shard's tokens, segment by segment, joined into one grammar. */
+static int compress(sbuild *b, gbuild *gb)
 {
-    if (!p->inflight) return 0;
-    worker *w = &p->w[p->head];
-    pthread_join(w->th, NULL);
-    w->running = 0;
-    p->head = (p->head + 1) % PACK_WORKERS;
-    p->inflight--;
-    int rc = w->rc;
-    if (rc) return tdc_error(rc, "compressing segment: %s", w->err);
-    rc = gbuild_add(&p->gb, &w->out);
-    seq_out_free(&w->out);
-    p->st->segments++;
+    int rc = 0;
+    for (size_t at = 0; at < b->toks.n && !rc; at += b->p->seg) {
+        size_t n = b->toks.n - at < b->p->seg ? b->toks.n - at : b->p->seg;
+        seq *s = seq_new(n);
+        seq_out out = {0};
+        if (!s) return -ENOMEM;
+        for (size_t i = at; i < at + n && !rc; i++)
+            rc = b->toks.p[i] == SEQ_BARRIER ? seq_barrier(s) : seq_push(s, b->toks.p[i]);
+        if (!rc) rc = seq_finish(s, &out);
+        seq_free(s);
+        if (!rc) rc = gbuild_add(gb, &out);
+        seq_out_free(&out);
+        if (!rc) __atomic_add_fetch(&b->p->segments, 1, __ATOMIC_RELAXED);
+    }
     return rc;
 }
 
-/* Hand the current segment to a free worker, merging the oldest one first if all are busy. */
-static int flush(packer *p)
+/* Close the shard: compress, shape and code it; its parts get their runs. The builder is
+ * left empty for the next shard. */
+static int close_shard(sbuild *b)
 {
-    int rc = p->inflight == PACK_WORKERS ? collect(p) : 0;
-    if (rc || !p->cur.n) return rc;
-    worker *w = &p->w[(p->head + p->inflight) % PACK_WORKERS];
-    vec32 t = w->toks;
-    w->toks = p->cur;
-    p->cur = t;
-    p->cur.n = 0;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
-    rc = pthread_create(&w->th, &at, work, w);
-    pthread_attr_destroy(&at);
-    if (rc) return tdc_error(-rc, "cannot start worker thread");
-    w->running = 1;
-    p->inflight++;
-    return 0;
+    packer *p = b->p;
+    group *g = b->g;
+    gbuild gb = {0};
+    gram gr = {0};
+    size_t np = g->nparts - b->part0;
+    arc_entry *le = calloc(np ? np : 1, sizeof *le);
+    int rc = le ? compress(b, &gb) : -ENOMEM;
+    if (!rc) rc = gbuild_finish(&gb, dict_count(b->d), &gr);
+    uint64_t start = 0;
+    for (size_t k = 0; !rc && k < np; k++) {
+        le[k].type = ARC_REG;
+        le[k].root_start = start;
+        le[k].root_len = gb.file_end.p[k] - start;
+        start = gb.file_end.p[k];
+    }
+    shape_opts so = {.keep_rules = p->o->keep_rules, .freq_order = p->o->freq_order};
+    if (!rc) rc = shape_grammar(&gr, &b->d, le, np, &so);
+    if (!rc && g->nsh == g->capsh) {
+        uint32_t cap = g->capsh ? 2 * g->capsh : 4;
+        arc_coded *n = realloc(g->sh, cap * sizeof *n);
+        if (n) {
+            g->sh = n;
+            g->capsh = cap;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain_dict, &g->sh[g->nsh]);
+    if (!rc) {
+        for (size_t k = 0; k < np; k++) {
+            g->parts[b->part0 + k].start = le[k].root_start;
+            g->parts[b->part0 + k].len = le[k].root_len;
+        }
+        g->nsh++;
+        pthread_mutex_lock(&p->lock);
+        p->tokens += b->tokens;
+        p->dict_tokens += dict_count(b->d);
+        p->rules += gr.nrules;
+        pthread_mutex_unlock(&p->lock);
+    }
+    gbuild_free(&gb);
+    gram_free(&gr);
+    free(le);
+    dict_free(b->d);
+    b->d = NULL;
+    b->toks.n = 0;
+    b->bytes = b->tokens = 0;
+    b->part0 = g->nparts;
+    if (!rc && !(b->d = dict_new())) rc = -ENOMEM;
+    return rc;
 }
 
+/* One token of the file being read. A shard full of content is closed after a separator, so
+ * no cut falls inside a word, and the file goes on in the next shard. */
 static int emit(void *ctx, const unsigned char *t, size_t n)
 {
-    packer *p = ctx;
+    sbuild *b = ctx;
     uint32_t id;
-    int rc = dict_intern(p->d, t, n, &id);
+    int rc = dict_intern(b->d, t, n, &id);
     if (rc) return rc;
-    if (vec32_push(&p->cur, id)) return -ENOMEM;
-    p->st->tokens++;
-    if (p->cur.n >= p->seg) return flush(p);
-    return 0;
+    if (vec32_push(&b->toks, id)) return -ENOMEM;
+    b->bytes += n;
+    b->tokens++;
+    if (b->bytes < b->p->shard_size || dict_is_word(b->d, id)) return 0;
+    if (vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
+    if ((rc = close_shard(b))) return rc;
+    return add_part(b);
 }
 
 static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t type)
@@ -304,12 +371,21 @@ static int walk(packer *p, const char *abs, const char *rel)
     return rc;
 }
 
-/* Tokenize one file into the current segment; records its size and hash. */
-static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *blk, size_t blksz)
+/* Count bytes read for the progress report. */
+static void progress(packer *p, uint64_t k)
 {
-    char *path = malloc(strlen(top) + strlen(e->path) + 2);
+    pthread_mutex_lock(&p->lock);
+    p->done += k;
+    if (p->o->progress) p->o->progress(p->o->ctx, p->done, p->total);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Tokenize one file into the shard being built; records its size and hash. */
+static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
+{
+    char *path = malloc(strlen(b->p->top) + strlen(e->path) + 2);
     if (!path) return -ENOMEM;
-    sprintf(path, "%s/%s", top, e->path);
+    sprintf(path, "%s/%s", b->p->top, e->path);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
@@ -319,7 +395,7 @@ static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *bl
     XXH3_state_t *hs = XXH3_createState();
     tok_state ts = {.npend = 0};
     uint64_t size = 0;
-    int rc = hs ? 0 : -ENOMEM;
+    int rc = hs ? add_part(b) : -ENOMEM;
     if (hs) XXH3_64bits_reset(hs);
     while (!rc) {
         ssize_t k = read(fd, blk, blksz);
@@ -331,12 +407,11 @@ static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *bl
         if (k == 0) break;
         XXH3_64bits_update(hs, blk, (size_t)k);
         size += (uint64_t)k;
-        rc = tok_feed(&ts, blk, (size_t)k, emit, p);
-        p->done += (uint64_t)k;
-        if (p->o->progress) p->o->progress(p->o->ctx, p->done, p->total);
+        rc = tok_feed(&ts, blk, (size_t)k, emit, b);
+        progress(b->p, (uint64_t)k);
     }
-    if (!rc) rc = tok_finish(&ts, emit, p);
-    if (!rc && vec32_push(&p->cur, SEQ_BARRIER)) rc = -ENOMEM;
+    if (!rc) rc = tok_finish(&ts, emit, b);
+    if (!rc && vec32_push(&b->toks, SEQ_BARRIER)) rc = -ENOMEM;
     if (!rc) {
         e->size = size;
         e->hash = XXH3_64bits_digest(hs);
@@ -347,84 +422,195 @@ static int pack_file(packer *p, const char *top, arc_entry *e, unsigned char *bl
     return rc;
 }
 
+/* Pack one group into its shards. */
+static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
+{
+    sbuild b = {.p = p, .g = g, .d = dict_new()};
+    int rc = b.d ? 0 : -ENOMEM;
+    for (uint32_t i = g->first; i < g->end && !rc; i++) {
+        b.ent = p->files[i];
+        rc = pack_file(&b, &p->ents[b.ent], blk, blksz);
+    }
+    if (!rc && (g->nparts > b.part0 || !g->nsh)) rc = close_shard(&b);
+    dict_free(b.d);
+    vec32_free(&b.toks);
+    return rc;
+}
+
+/* A worker: takes the next group until none is left or a worker failed. */
+static void *worker(void *arg)
+{
+    packer *p = arg;
+    const size_t blksz = 1 << 20;
+    unsigned char *blk = malloc(blksz);
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t gi = p->rc || !blk ? p->ngroups : p->next_group++;
+        if (!blk && !p->rc) p->rc = tdc_error(-ENOMEM, "out of memory");
+        pthread_mutex_unlock(&p->lock);
+        if (gi >= p->ngroups) break;
+        int rc = pack_group(p, &p->groups[gi], blk, blksz);
+        if (rc) {
+            if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+            pthread_mutex_lock(&p->lock);
+            if (!p->rc) {
+                p->rc = rc;
+                snprintf(p->err, sizeof p->err, "%s", tdc_errmsg());
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    free(blk);
+    return NULL;
+}
+
 /* 1 if entry i is a further name of a hard-linked file (its content is the first name's). */
 static int is_extra_link(const packer *p, size_t i)
 {
     return p->ents[i].ino && p->ents[i].ino != i + 1;
 }
 
+/* The content files in order, cut into groups of at most the shard size (a larger file is a
+ * group of its own, which the worker cuts into shards); at least one group. */
+static int plan_groups(packer *p)
+{
+    p->files = malloc((p->nents ? p->nents : 1) * sizeof *p->files);
+    p->groups = calloc(p->nents + 1, sizeof *p->groups);
+    if (!p->files || !p->groups) return -ENOMEM;
+    uint64_t bytes = 0;
+    group *g = &p->groups[0];
+    p->ngroups = 1;
+    for (size_t i = 0; i < p->nents; i++) {
+        if (p->ents[i].type != ARC_REG || is_extra_link(p, i)) continue;
+        uint64_t sz = p->ents[i].size;
+        if (g->end > g->first && bytes + sz > p->shard_size) {
+            g = &p->groups[p->ngroups++];
+            g->first = g->end = (uint32_t)p->nfiles;
+            bytes = 0;
+        }
+        p->files[p->nfiles++] = (uint32_t)i;
+        g->end++;
+        bytes += sz;
+    }
+    return 0;
+}
+
+/* Run the groups on the workers (the calling thread is one of them). */
+static int run_workers(packer *p)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t jobs = p->o->jobs ? p->o->jobs : cpus > 0 ? (size_t)cpus : 1;
+    if (jobs > p->ngroups) jobs = p->ngroups;
+    pthread_t *th = calloc(jobs, sizeof *th);
+    size_t started = 0;
+    if (!th) return -ENOMEM;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
+    for (; started < jobs; started++)
+        if (pthread_create(&th[started], &at, worker, p)) break;
+    pthread_attr_destroy(&at);
+    if (!started) {
+        free(th);
+        return tdc_error(-EAGAIN, "cannot start a packing thread");
+    }
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    free(th);
+    return p->rc ? tdc_error(p->rc, "%s", p->err) : 0;
+}
+
+/* Number the shards group after group and give each file its shard and run. */
+static void place_files(packer *p)
+{
+    uint32_t base = 0;
+    for (size_t gi = 0; gi < p->ngroups; gi++) {
+        group *g = &p->groups[gi];
+        g->base = base;
+        base += g->nsh;
+        for (size_t k = 0; k < g->nparts; k++) {
+            const part *pt = &g->parts[k];
+            arc_entry *e = &p->ents[pt->ent];
+            if (!k || g->parts[k - 1].ent != pt->ent) {
+                e->shard = g->base + pt->shard;
+                e->root_start = pt->start;
+                e->root_len = 0;
+            }
+            e->root_len += pt->len;
+        }
+    }
+    for (size_t i = 0; i < p->nents; i++) {
+        if (p->ents[i].type != ARC_REG || !is_extra_link(p, i)) continue;
+        /* Same content as the first name of the inode, which came earlier. */
+        const arc_entry *f = &p->ents[p->ents[i].ino - 1];
+        p->ents[i].size = f->size;
+        p->ents[i].hash = f->hash;
+        p->ents[i].root_start = p->ents[i].root_len = 0;
+    }
+}
+
 int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
 {
     static const pack_opts none = {0};
-    packer p = {.o = opts ? opts : &none, .st = stats};
+    packer p = {.o = opts ? opts : &none, .st = stats, .top = dir};
     arc a = {0};
+    arc_coded *sh = NULL;
     struct stat sb;
-    unsigned char *blk = NULL;
-    const size_t blksz = 1 << 20;
     int rc;
     memset(stats, 0, sizeof *stats);
     p.seg = p.o->seg_tokens ? p.o->seg_tokens : PACK_SEG_DEFAULT;
-    if (stat(dir, &sb) < 0) return tdc_error(-errno, "%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return tdc_error(-ENOTDIR, "%s: not a directory", dir);
-    if (!(p.d = dict_new()) || !(blk = malloc(blksz))) {
-        rc = -ENOMEM;
+    p.shard_size = p.o->shard_size ? p.o->shard_size : ARC_SHARD_DEFAULT;
+    p.level = p.o->level ? p.o->level : PACK_LEVEL_DEFAULT;
+    pthread_mutex_init(&p.lock, NULL);
+    if (stat(dir, &sb) < 0) {
+        rc = tdc_error(-errno, "%s: %s", dir, strerror(errno));
+        goto done;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        rc = tdc_error(-ENOTDIR, "%s: not a directory", dir);
         goto done;
     }
     if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = read_xattrs(dir, &p.ents[0])) ||
-        (rc = walk(&p, dir, "")))
+        (rc = walk(&p, dir, "")) || (rc = plan_groups(&p)) || (rc = run_workers(&p)))
         goto done;
-    for (size_t i = 0; i < p.nents; i++) {
-        if (p.ents[i].type != ARC_REG || is_extra_link(&p, i)) continue;
-        if ((rc = pack_file(&p, dir, &p.ents[i], blk, blksz))) goto done;
-        stats->bytes_in += p.ents[i].size;
-    }
-    if ((rc = flush(&p))) goto done;
-    while (p.inflight)
-        if ((rc = collect(&p))) goto done;
-    /* Files closed in order: the k-th barrier ends the k-th regular file. */
-    uint64_t k = 0, start = 0;
-    for (size_t i = 0; i < p.nents; i++) {
-        if (p.ents[i].type != ARC_REG) continue;
-        if (is_extra_link(&p, i)) {
-            /* Same content as the first name of the inode, which came earlier. */
-            const arc_entry *f = &p.ents[p.ents[i].ino - 1];
-            p.ents[i].size = f->size;
-            p.ents[i].hash = f->hash;
-            p.ents[i].root_start = p.ents[i].root_len = 0;
-            continue;
-        }
-        p.ents[i].root_start = start;
-        p.ents[i].root_len = p.gb.file_end.p[k] - start;
-        start = p.gb.file_end.p[k++];
-    }
-    shape_opts so = {.keep_rules = p.o->keep_rules, .freq_order = p.o->freq_order};
-    if ((rc = gbuild_finish(&p.gb, dict_count(p.d), &a.g)) ||
-        (rc = shape_grammar(&a.g, &p.d, p.ents, p.nents, &so)))
+    place_files(&p);
+    uint32_t n = 0;
+    for (size_t gi = 0; gi < p.ngroups; gi++)
+        n += p.groups[gi].nsh;
+    if (!(sh = malloc(n * sizeof *sh))) {
+        rc = -ENOMEM;
         goto done;
-    a.dict = p.d;
-    a.plain_dict = p.o->plain_dict;
+    }
+    for (size_t gi = 0, k = 0; gi < p.ngroups; gi++)
+        for (uint32_t j = 0; j < p.groups[gi].nsh; j++)
+            sh[k++] = p.groups[gi].sh[j];
     a.ents = p.ents;
     a.nents = (uint32_t)p.nents;
-    rc = arc_write(out, &a, p.o->level ? p.o->level : PACK_LEVEL_DEFAULT);
+    rc = arc_write_coded(out, &a, sh, n, p.level);
+    for (size_t i = 0; i < p.nfiles; i++)
+        stats->bytes_in += p.ents[p.files[i]].size;
     stats->bytes_out = a.file_size;
-    stats->dict_tokens = dict_count(p.d);
-    stats->rules = a.g.nrules;
-    gram_free(&a.g);
+    stats->tokens = p.tokens;
+    stats->dict_tokens = p.dict_tokens;
+    stats->rules = p.rules;
+    stats->segments = p.segments;
+    stats->shards = n;
     free(a.byino); /* the inode order arc_write's table check built */
 done:
-    for (int i = 0; i < PACK_WORKERS; i++) {
-        if (p.w[i].running) pthread_join(p.w[i].th, NULL);
-        seq_out_free(&p.w[i].out);
-        vec32_free(&p.w[i].toks);
+    free(sh);
+    for (size_t gi = 0; p.groups && gi < p.ngroups; gi++) {
+        for (uint32_t j = 0; j < p.groups[gi].nsh; j++)
+            arc_coded_free(&p.groups[gi].sh[j]);
+        free(p.groups[gi].sh);
+        free(p.groups[gi].parts);
     }
-    vec32_free(&p.cur);
-    gbuild_free(&p.gb);
-    dict_free(p.d);
+    free(p.groups);
+    free(p.files);
     for (size_t i = 0; i < p.nents; i++)
         arc_entry_clear(&p.ents[i]);
     free(p.ents);
     free(p.links);
-    free(blk);
+    pthread_mutex_destroy(&p.lock);
     if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
     return rc;
 }

@@ -2,21 +2,28 @@
  *
  * Walks the tree (regular files, directories, symlinks, FIFOs, sockets and devices, hard
  * links of any of them but directories; a type archives cannot hold is skipped with a
- * warning), tokenizes every file into one shared dictionary, compresses the token stream with
- * Sequitur in segments of a bounded size (PACK_WORKERS segments are compressed on worker
- * threads while the next is tokenized), and writes the archive atomically. */
+ * warning), cuts the files that hold content, in path order, into groups of at most the shard
+ * size (a larger file alone, cut into several shards on a token boundary after a separator),
+ * and packs the groups on worker threads, each group into its own shards: its own dictionary,
+ * Sequitur in segments of a bounded size, shaping (shape_grammar) and the coding of its
+ * sections (arc_shard_encode). The archive is written atomically once all are done. Memory
+ * grows with the shard size times the number of workers, not with the tree. */
 #ifndef TDC_PACK_H
 #define TDC_PACK_H
 
 #include <stdint.h>
 
+#include "arc.h"
+
 typedef struct pack_opts {
     uint64_t seg_tokens; /* tokens per Sequitur segment (bounds memory); 0 = default */
     int level;           /* zstd level for sections; 0 = default */
+    uint64_t shard_size; /* content per shard; 0 = ARC_SHARD_DEFAULT */
+    unsigned jobs;       /* shards packed at once, one per thread; 0 = one per online CPU */
     /* Switches for the ablation measurements (bench/codecs.sh), off by default: keep every
      * rule, plain frequency order of tokens, never the front-coded dictionary. */
     int keep_rules, freq_order, plain_dict;
-    /* Optional progress report, called from the packing thread now and then. */
+    /* Optional progress report, called now and then from any worker (one call at a time). */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
     void (*warn)(void *ctx, const char *msg);
     void *ctx;
@@ -24,11 +31,10 @@ typedef struct pack_opts {
 
 typedef struct pack_stats {
     uint64_t files, dirs, links, special, skipped; /* special: FIFOs, sockets, devices */
-    uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments;
+    uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments, shards;
 } pack_stats;
 
 #define PACK_SEG_DEFAULT (24u << 20)
-#define PACK_WORKERS 2 /* segments compressed at once, each on its own thread */
 #define PACK_LEVEL_DEFAULT 19
 
 /* Pack `dir` into archive `out`. Returns 0 or a negative errno with a message. */

@@ -128,19 +128,6 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
     return 1;
 }
 
-/* Parse a byte count with an optional K, M or G suffix; 0 on success. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    uint64_t v = strtoull(s, &end, 10);
-    int shift = !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : 0;
-    if (errno || s[0] == '-' || end == s || (*end && !shift) || v > (UINT64_MAX >> shift))
-        return -1;
-    *out = v << shift;
-    return 0;
-}
-
 /* Background events: syslog, and the terminal of a foreground daemon. */
 static void log_event(void *ctx, const char *msg)
 {

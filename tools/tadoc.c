@@ -188,15 +188,18 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
 /* ---------------- pack ---------------- */
 
 static const char usage_pack[] =
-    "usage: tadoc pack DIR -o ARCHIVE [--level N] [--segment TOKENS] [-q]\n"
+    "usage: tadoc pack DIR -o ARCHIVE [--level N] [--shard-size SIZE] [-j N] [--segment TOKENS] [-q]\n"
     "\n"
     "Compress the tree under DIR into ARCHIVE, written atomically. Regular files,\n"
     "directories, symlinks, FIFOs, sockets and devices are kept with their modes, owners,\n"
     "times, user.* xattrs and hard links; a special file has no content (a device keeps its\n"
-    "number).\n"
+    "number). Files are packed in shards of about SIZE bytes of content, each an independent\n"
+    "grammar, on N threads at once; a file larger than a shard is cut over several.\n"
     "\n"
     "  -o, --output ARCHIVE   the archive to write (required)\n"
     "  -l, --level N          zstd level of the sections, 1..22 (default 19)\n"
+    "  -S, --shard-size SIZE  content per shard, with K, M or G (default 64M)\n"
+    "  -j, --jobs N           shards packed at once (default: one per CPU)\n"
     "  -s, --segment TOKENS   tokens per Sequitur segment; bounds memory at about\n"
     "                         40 bytes per token (default 25165824)\n"
     "  -q, --quiet            no progress bar and no summary\n"
@@ -245,13 +248,15 @@ static int cmd_pack(int argc, char **argv)
     static const struct option lo[] = {{"output", 1, 0, 'o'},
                                        {"level", 1, 0, 'l'},
                                        {"segment", 1, 0, 's'},
+                                       {"shard-size", 1, 0, 'S'},
+                                       {"jobs", 1, 0, 'j'},
                                        {"quiet", 0, 0, 'q'},
                                        {0, 0, 0, 0}};
     const char *out = NULL;
     int quiet = 0, c;
     pack_opts o = {0};
     progress pr = {0};
-    while ((c = getopt_long(argc, argv, "o:l:s:q", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:l:s:S:j:q", lo, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'o':
@@ -267,6 +272,16 @@ static int cmd_pack(int argc, char **argv)
             if (*end || o.seg_tokens < 1024 || o.seg_tokens > ((uint64_t)1 << 31))
                 return usage_err(usage_pack, "--segment must be 1024..2^31");
             break;
+        case 'S':
+            if (parse_size(optarg, &o.shard_size) || o.shard_size < 1024)
+                return usage_err(usage_pack, "--shard-size must be a size of 1K or more");
+            break;
+        case 'j': {
+            unsigned long j = strtoul(optarg, &end, 10);
+            if (*end || j < 1 || j > 1024) return usage_err(usage_pack, "--jobs must be 1..1024");
+            o.jobs = (unsigned)j;
+            break;
+        }
         case 'q':
             quiet = 1;
             break;
@@ -294,7 +309,8 @@ static int cmd_pack(int argc, char **argv)
         fprintf(stderr,
                 "packed %llu files, %llu dirs, %llu symlinks, %llu special files%s\n"
                 "  bytes in   %llu\n  bytes out  %llu\n  ratio      %.2f\n"
-                "  tokens     %llu (%llu distinct)\n  rules      %llu in %llu segment(s)\n"
+                "  tokens     %llu (%llu in the shards' dictionaries)\n"
+                "  rules      %llu in %llu segment(s)\n  shards     %llu\n"
                 "  time       %.2f s (%.1f MB/s)\n  peak RSS   %.1f MB\n",
                 (unsigned long long)st.files, (unsigned long long)st.dirs,
                 (unsigned long long)st.links, (unsigned long long)st.special,
@@ -302,7 +318,8 @@ static int cmd_pack(int argc, char **argv)
                 (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
                 st.bytes_out ? (double)st.bytes_in / (double)st.bytes_out : 0.0,
                 (unsigned long long)st.tokens, (unsigned long long)st.dict_tokens,
-                (unsigned long long)st.rules, (unsigned long long)st.segments, secs,
+                (unsigned long long)st.rules, (unsigned long long)st.segments,
+                (unsigned long long)st.shards, secs,
                 secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
     }
     return EX_OK;
