@@ -26,6 +26,7 @@ typedef struct plan {
     uint64_t shard_size;
     uint8_t *kept;    /* per old entry: its content is kept by a new entry */
     uint8_t *rebuild; /* per old shard */
+    uint8_t *cut;     /* per old shard: holds part of a file cut over several shards */
     uint64_t *dead;   /* per old shard: bytes of content no new entry keeps */
     uint64_t *live;   /* per old shard: bytes of content staying in place */
     int64_t *newidx;  /* per old shard: its index in the new archive, -1 when not copied */
@@ -35,6 +36,7 @@ static void plan_free(plan *p)
 {
     free(p->kept);
     free(p->rebuild);
+    free(p->cut);
     free(p->dead);
     free(p->live);
     free(p->newidx);
@@ -63,10 +65,11 @@ static int make_plan(plan *p, const arc *nw, const int64_t *src)
     uint32_t ns = old->nshards;
     p->kept = calloc(old->nents ? old->nents : 1, 1);
     p->rebuild = calloc(ns, 1);
+    p->cut = calloc(ns, 1);
     p->dead = calloc(ns, sizeof *p->dead);
     p->live = calloc(ns, sizeof *p->live);
     p->newidx = calloc(ns, sizeof *p->newidx);
-    if (!p->kept || !p->rebuild || !p->dead || !p->live || !p->newidx) return -ENOMEM;
+    if (!p->kept || !p->rebuild || !p->cut || !p->dead || !p->live || !p->newidx) return -ENOMEM;
     int fresh = 0;
     for (uint32_t i = 0; i < nw->nents; i++) {
         if (src[i] >= 0) p->kept[src[i]] = 1;
@@ -74,7 +77,10 @@ static int make_plan(plan *p, const arc *nw, const int64_t *src)
     }
     for (uint32_t o = 0; o < old->nents; o++) {
         const arc_entry *e = &old->ents[o];
-        if (e->type != ARC_REG || !e->root_len || p->kept[o]) continue;
+        if (e->type != ARC_REG || !e->root_len) continue;
+        for (uint32_t s = e->shard, t = last_shard(old, e); s < t; s++)
+            p->cut[s] = p->cut[s + 1] = 1;
+        if (p->kept[o]) continue;
         uint64_t left = e->size;
         for (uint32_t s = e->shard, t = last_shard(old, e); s <= t && left; s++) {
             uint64_t here = s == t || left < old->shards[s].bytes ? left : old->shards[s].bytes;
@@ -85,7 +91,7 @@ static int make_plan(plan *p, const arc *nw, const int64_t *src)
     for (uint32_t s = 0; s < ns; s++) {
         uint64_t b = old->shards[s].bytes;
         p->rebuild[s] = (p->dead[s] && (p->dead[s] * 4 >= b || b < p->shard_size / 2)) ||
-                        (fresh && b < p->shard_size / 4);
+                        (fresh && b < p->shard_size / 4 && !p->cut[s]);
     }
     for (uint32_t i = 0; i < nw->nents; i++) {
         if (nw->ents[i].type != ARC_REG || src[i] < 0 || !in_place(p, src[i])) continue;
@@ -182,7 +188,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
         }
         p.newidx[s] = n;
         rc = arc_shard_copy(old, s, &sh[n]);
-        if (!rc) n++;
+        if (!rc) st->rules_after += sh[n++].info.nrules;
     }
     /* Files in place: their run within the same shard, now numbered newidx. */
     for (uint32_t i = 0; !rc && i < nw->nents; i++) {
@@ -199,11 +205,12 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
     while (!rc) {
         uint32_t k = 0;
         uint64_t bytes = 0;
-        for (; first < nw->nents && (!k || bytes < p.shard_size); first++)
-            if (moves(&p, nw, src, first)) {
-                map[k++] = first;
-                bytes += nw->ents[first].size;
-            }
+        for (; first < nw->nents; first++) {
+            if (!moves(&p, nw, src, first)) continue;
+            if (k && bytes + nw->ents[first].size > p.shard_size) break;
+            map[k++] = first;
+            bytes += nw->ents[first].size;
+        }
         if (!k && n) break;
         if (n == cap) {
             arc_coded *t = realloc(sh, (cap = cap ? 2 * cap : 8) * sizeof *sh);

@@ -6,7 +6,7 @@
  * bytes are dead, or at once when it is small (under half the shard size). New content, the
  * kept files of rebuilt shards and, when there is new content, every small shard (under a
  * quarter of the shard size, so that repeated small edits do not leave a trail of tiny
- * shards) are packed into new shards of about the shard size in path order, each built by
+ * shards; not one holding part of a file cut over several) are packed into new shards of about the shard size in path order, each built by
  * compact_build from the old grammar (kept files reuse their rules) and coded on its own. A
  * file whose shards are all kept stays where it is. */
 #ifndef TDC_COMPACT_SHARDS_H

@@ -38,17 +38,21 @@ const char usage_apply[] =
     "The archive must not be mounted writable at the same time (the journal has one writer).\n";
 
 const char usage_compact[] =
-    "usage: tadoc compact [--level N] [--force] ARCHIVE\n"
+    "usage: tadoc compact [--level N] [--shard-size SIZE] [--force] ARCHIVE\n"
     "\n"
     "Fold ARCHIVE.journal into the archive: edited files are tokenized and compressed into new\n"
     "rules against the existing dictionary (or, when they are a quarter of the content or the\n"
     "grammar has decayed, every file is compressed again, as pack would), unreachable rules\n"
     "and unused tokens are dropped, the new archive is written to a temporary file, fsynced\n"
     "and renamed over the old one, and the journal restarts empty. Does nothing when the\n"
-    "journal is empty, unless --force.\n"
+    "journal is empty, unless --force. An archive of several shards, or of one of half the\n"
+    "shard size or more, is compacted shard by shard: shards whose files all stay are copied\n"
+    "as stored, a shard is rebuilt once a quarter of it is dead (or it is small), and new\n"
+    "content goes to new shards.\n"
     "\n"
-    "  -l, --level N   zstd level of the rewritten sections (default 9)\n"
-    "  -f, --force     rewrite the archive even with an empty journal\n";
+    "  -l, --level N          zstd level of the rewritten sections (default 9)\n"
+    "  -S, --shard-size SIZE  content of the shards it builds, with K, M or G (default 64M)\n"
+    "  -f, --force            rewrite the archive even with an empty journal\n";
 
 enum { OP_INSERT, OP_APPEND, OP_EXTRACT, OP_WRITE, OP_TRUNCATE, OP_DELETE };
 
@@ -443,11 +447,16 @@ int cmd_apply(int argc, char **argv)
 
 int cmd_compact(int argc, char **argv)
 {
-    static const struct option lo[] = {{"level", 1, 0, 'l'}, {"force", 0, 0, 'f'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"level", 1, 0, 'l'}, {"shard-size", 1, 0, 'S'}, {"force", 0, 0, 'f'}, {0, 0, 0, 0}};
     int level = 0, force = 0, c;
+    uint64_t shard_size = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:f", lo, NULL)) != -1) {
-        if (c == 'l') {
+    while ((c = getopt_long(argc, argv, "l:S:f", lo, NULL)) != -1) {
+        if (c == 'S') {
+            if (parse_size(optarg, &shard_size) || shard_size < 1024)
+                return usage_err(usage_compact, "--shard-size must be a size of 1K or more");
+        } else if (c == 'l') {
             level = atoi(optarg);
             if (level < 1 || level > 22) return usage_err(usage_compact, "level is 1..22");
         } else if (c == 'f') {
@@ -458,7 +467,7 @@ int cmd_compact(int argc, char **argv)
     }
     if (argc - optind != 1) return usage_err(usage_compact, "need ARCHIVE");
     vol *v = NULL;
-    vol_opts vo = {.writable = 1, .level = level};
+    vol_opts vo = {.writable = 1, .level = level, .shard_size = shard_size};
     jrnl_stats js;
     int rc = vol_open(argv[optind], &vo, &v, &js);
     if (rc) return fail(rc);

@@ -68,7 +68,8 @@ complete_words() {
         [[ "$output" == *"$c"* ]] || { echo "missing command $c"; false; }
     done
     [ "$(complete_words tadoc rank)" = rankedinvindex ]
-    [ "$(complete_words tadoc pack --s)" = --segment ]
+    [ "$(complete_words tadoc pack --se)" = --segment ]
+    [ "$(complete_words tadoc pack --sh)" = --shard-size ]
     [ "$(complete_words tadoc apply --o)" = --offsets= ]
     [ "$(complete_words tadoc compact --f)" = --force ]
     [ "$(complete_words tadoc cat s.)" = s.tdc ]
