@@ -72,8 +72,9 @@ typedef struct sbuild {
     dict *d;
     vec32 toks;
     uint64_t bytes, tokens;
-    size_t part0; /* first part of this shard in g->parts */
-    uint32_t ent; /* the file being tokenized */
+    size_t part0;  /* first part of this shard in g->parts */
+    uint32_t ent;  /* the file being tokenized */
+    int last_word; /* the file's last token so far is a word */
 } sbuild;
 
 static int add_part(sbuild *b)
@@ -166,21 +167,25 @@ static int close_shard(sbuild *b)
     return rc;
 }
 
-/* One token of the file being read. A shard full of content is closed after a separator, so
- * no cut falls inside a word, and the file goes on in the next shard. */
+/* One token of the file being read. Once the shard holds its size of content, it is closed
+ * at the next token boundary that is not between two words (so no cut falls inside a word)
+ * and the file goes on in the next shard. The cut waits for the next token, so a file that
+ * ends there leaves no empty shard behind. */
 static int emit(void *ctx, const unsigned char *t, size_t n)
 {
     sbuild *b = ctx;
+    int word = tok_is_word_byte(t[0]), rc;
+    if (b->bytes >= b->p->shard_size && !(b->last_word && word)) {
+        if (vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
+        if ((rc = close_shard(b)) || (rc = add_part(b))) return rc;
+    }
     uint32_t id;
-    int rc = dict_intern(b->d, t, n, &id);
-    if (rc) return rc;
+    if ((rc = dict_intern(b->d, t, n, &id))) return rc;
     if (vec32_push(&b->toks, id)) return -ENOMEM;
     b->bytes += n;
     b->tokens++;
-    if (b->bytes < b->p->shard_size || dict_is_word(b->d, id)) return 0;
-    if (vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
-    if ((rc = close_shard(b))) return rc;
-    return add_part(b);
+    b->last_word = word;
+    return 0;
 }
 
 static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t type)
@@ -395,8 +400,11 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     XXH3_state_t *hs = XXH3_createState();
     tok_state ts = {.npend = 0};
     uint64_t size = 0;
-    int rc = hs ? add_part(b) : -ENOMEM;
+    /* A shard that filled up exactly at the end of the previous file is closed first. */
+    int rc = !hs ? -ENOMEM : b->bytes >= b->p->shard_size ? close_shard(b) : 0;
+    if (!rc) rc = add_part(b);
     if (hs) XXH3_64bits_reset(hs);
+    b->last_word = 0;
     while (!rc) {
         ssize_t k = read(fd, blk, blksz);
         if (k < 0) {

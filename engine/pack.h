@@ -3,10 +3,10 @@
  * Walks the tree (regular files, directories, symlinks, FIFOs, sockets and devices, hard
  * links of any of them but directories; a type archives cannot hold is skipped with a
  * warning), cuts the files that hold content, in path order, into groups of at most the shard
- * size (a larger file alone, cut into several shards on a token boundary after a separator),
- * and packs the groups on worker threads, each group into its own shards: its own dictionary,
- * Sequitur in segments of a bounded size, shaping (shape_grammar) and the coding of its
- * sections (arc_shard_encode). The archive is written atomically once all are done. Memory
+ * size (a larger file alone, cut into several shards on a token boundary that is not between
+ * two words), and packs the groups on worker threads, each group into its own shards: its
+ * own dictionary, Sequitur in segments of a bounded size, shaping (shape_grammar) and the
+ * coding of its sections (arc_shard_encode). The archive is written atomically once all are done. Memory
  * grows with the shard size times the number of workers, not with the tree. */
 #ifndef TDC_PACK_H
 #define TDC_PACK_H

@@ -34,9 +34,33 @@ shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
         diff -r "$T" "$S/out$j"
         [ "$(tree_meta "$T")" = "$(tree_meta "$S/out$j")" ]
     done
-    # The grouping does not depend on the thread count: same shards, same sizes.
+    # The grouping does not depend on the thread count: same shards, same sizes, and the
+    # same bytes up to the file table (which holds the random archive id).
     [ "$("$TADOC" stat "$S/1.tdc" | sed -n '/^shards/,/^sections/p')" = \
         "$("$TADOC" stat "$S/2.tdc" | sed -n '/^shards/,/^sections/p')" ]
+    off=$("$TADOC" stat "$S/1.tdc" | awk '/^ +file table / {print $4}')
+    [ "$off" -gt 0 ]
+    cmp -n "$off" "$S/1.tdc" "$S/2.tdc"
+    [ "$("$TADOC" ls -l "$S/1.tdc")" = "$("$TADOC" ls -l "$S/2.tdc")" ]
+}
+
+@test "shards: a shard that fills up exactly at the end of a file leaves no empty shard" {
+    mkdir "$S/one" "$S/two"
+    # 4096 bytes ending in a separator: one file, or two files of one group.
+    for _ in $(seq 400); do printf 'hello world '; done | head -c 4095 >"$S/one/f"
+    echo >>"$S/one/f"
+    head -c 2048 "$S/one/f" >"$S/two/a"
+    tail -c +2049 "$S/one/f" >"$S/two/b"
+    for t in one two; do
+        "$TADOC" pack -q "$S/$t" -o "$S/$t.tdc" --shard-size 4K
+        [ "$(shards_of "$S/$t.tdc")" = 1 ]
+        "$TADOC" verify "$S/$t.tdc"
+    done
+    # A word more: the file is cut before it and goes on in a second shard.
+    echo more >>"$S/one/f"
+    "$TADOC" pack -q "$S/one" -o "$S/one.tdc" --shard-size 4K
+    [ "$(shards_of "$S/one.tdc")" = 2 ]
+    cmp "$S/one/f" <("$TADOC" cat "$S/one.tdc" f)
 }
 
 @test "shards: a file cut over three shards or more reads whole and across every cut" {
