@@ -6,8 +6,8 @@
  * size (a larger file alone, cut into several shards on a token boundary that is not between
  * two words), and packs the groups on worker threads, each group into its own shards: its
  * own dictionary, Sequitur in segments of a bounded size, shaping (shape_grammar) and the
- * coding of its sections (arc_shard_encode). The archive is written atomically once all are done. Memory
- * grows with the shard size times the number of workers, not with the tree. */
+ * coding of its sections (arc_shard_encode). The archive is written atomically once all are
+ * done. Memory grows with the shard size times the number of workers, not with the tree. */
 #ifndef TDC_PACK_H
 #define TDC_PACK_H
 

@@ -188,7 +188,8 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
 /* ---------------- pack ---------------- */
 
 static const char usage_pack[] =
-    "usage: tadoc pack DIR -o ARCHIVE [--level N] [--shard-size SIZE] [-j N] [--segment TOKENS] [-q]\n"
+    "usage: tadoc pack DIR -o ARCHIVE [--level N] [--shard-size SIZE] [-j N] "
+    "[--segment TOKENS] [-q]\n"
     "\n"
     "Compress the tree under DIR into ARCHIVE, written atomically. Regular files,\n"
     "directories, symlinks, FIFOs, sockets and devices are kept with their modes, owners,\n"
