@@ -266,6 +266,8 @@ def read_archive(path):
         off += len(g["root"])
         a["shards"].append(g)
     a["root_syms"] = off
+    if sum(g["ln"][0] for g in a["shards"]) > 1 << 62:
+        raise Bad("root: expansion overflows")
     for e in a["ents"]:
         if e["type"] == REG and e["root_start"] + e["root_len"] > off:
             raise Bad("root run outside the root")
