@@ -21,7 +21,7 @@ umnt() { # ARCHIVE MOUNTPOINT: unmount and wait for the daemon to exit
 }
 
 # j.tdc: a packed tree plus a journal with every record type; c.tdc: the same compacted
-# (version 3, every inode type, hard links, xattrs, devices); tiny.tdc: sections kept raw.
+# (version 4, every inode type, hard links, xattrs, devices); tiny.tdc: sections kept raw.
 setup_file() {
     local d=$BATS_FILE_TMPDIR t=$BATS_FILE_TMPDIR/tree M=$BATS_FILE_TMPDIR/m
     mkdir -p "$t/dir/sub" "$M" "$d/tiny"
@@ -91,8 +91,8 @@ agree() { # ARCHIVE
     done
 }
 
-@test "format: a compacted version 3 archive of every inode type reads the same from FORMAT.md" {
-    [ "$(od -An -tu4 -j8 -N4 "$BATS_FILE_TMPDIR/c.tdc" | tr -d ' ')" = 3 ]
+@test "format: a compacted version 4 archive of every inode type reads the same from FORMAT.md" {
+    [ "$(od -An -tu4 -j8 -N4 "$BATS_FILE_TMPDIR/c.tdc" | tr -d ' ')" = 4 ]
     [ ! -s "$BATS_FILE_TMPDIR/c.tdc.journal" ] || [ "$(stat -c %s "$BATS_FILE_TMPDIR/c.tdc.journal")" = 32 ]
     agree "$BATS_FILE_TMPDIR/c.tdc"
     # the listing holds what it should: devices with rdev, hard links, xattrs, a FIFO
@@ -113,6 +113,20 @@ agree() { # ARCHIVE
     "$TADOC" stat "$BATS_FILE_TMPDIR/c.tdc" | grep -qE '^ +dictionary +zstd(-front)? '
     agree "$BATS_FILE_TMPDIR/tiny.tdc"
     agree "$BATS_TEST_DIRNAME/../data/v2.tdc"
+}
+
+# test_shard assembles a version 4 archive of three shards (each with its own dictionary and
+# rule numbering) whose file "big" starts in shard 0 and runs on through shards 1 and 2.
+@test "format: a version 4 archive of three shards, a file running across both cuts, reads the same" {
+    TDC_SHARD_KEEP="$S/sh.tdc" "$TESTBIN/test_shard" >/dev/null 2>&1
+    [ "$(od -An -tu4 -j8 -N4 "$S/sh.tdc" | tr -d ' ')" = 4 ]
+    [ "$(od -An -tu4 -j24 -N4 "$S/sh.tdc" | tr -d ' ')" = 11 ] # 3 * 3 + 2 sections
+    "$TADOC" stat "$S/sh.tdc" | grep -qE '^shards +3$'
+    agree "$S/sh.tdc"
+    [ "$(awk -F'\t' '$1 == "big" { print $6 }' "$S/py")" = 30004 ]
+    # the comparison can fail here too
+    run env READFMT_MISTAKE=planes python3 "$READFMT" tree "$S/sh.tdc"
+    [ "$status" -eq 3 ] || ! diff -q "$S/c" <(printf '%s\n' "$output")
 }
 
 @test "format: the journal's records replay to the same tree, every record type present" {

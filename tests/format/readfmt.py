@@ -208,38 +208,119 @@ def read_archive(path):
     if xxh3(hdr[:32]) != u64(hdr, 32):
         raise Bad("header checksum mismatch")
     version, toff, nsec = u32(hdr, 8), u64(hdr, 16), u32(hdr, 24)
-    if not 1 <= version <= 3:
+    if not 1 <= version <= 4:
         raise Bad("unsupported version %d" % version)
     tlen = nsec * 40 + 8
-    if not 4 <= nsec <= 8 or toff < 40 or toff + tlen != len(data):
+    if nsec < 4 or toff < 40 or toff + tlen != len(data):
         raise Bad("section table is not at the end of the file")
     tab = data[toff:toff + tlen]
     if xxh3(tab[:-8]) != u64(tab, tlen - 8):
         raise Bad("section table checksum mismatch")
+    # the types the table must hold, in order: versions 1-3 one grammar (1, 2, 3) and the file
+    # table (4); version 4 a dictionary, rules and root per shard, the file table, the shard table
+    if version < 4:
+        if nsec != 4:
+            raise Bad("%d sections where version %d has 4" % (nsec, version))
+        want = [1, 2, 3, 4]
+    else:
+        if nsec < 5 or (nsec - 2) % 3:
+            raise Bad("%d sections: not three per shard and two more" % nsec)
+        want = [1 + i % 3 for i in range(nsec - 2)] + [4, 5]
+    nshards = (nsec - 2) // 3 if version >= 4 else 1
     entries = []
     for i in range(nsec):
         e = tab[40 * i:40 * i + 40]
         entries.append((u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16), u64(e, 24), u64(e, 32)))
         typ, codec, off, stored, raw, h = entries[-1]
-        if typ != i + 1 or codec > 2 or off < 40 or off + stored > toff or (codec == 2 and typ != 1):
+        if typ != want[i] or codec > 2 or off < 40 or off + stored > toff or (codec == 2 and typ != 1):
             raise Bad("section %d has a bad table entry" % i)
-    secs = {}
-    # the file table is read first (as a mount does), then the rest
-    todo = [entries[3]] + entries[:3]
-    sums = xxh3_many([data[e[2]:e[2] + e[3]] for e in todo])
-    for (typ, codec, off, stored, raw, h), got in zip(todo, sums):
+    # the tables are read first (as a mount does), then the grammars
+    order = list(range(nsec - 2, nsec)) + list(range(nsec - 2)) if version >= 4 \
+        else [3, 0, 1, 2]
+    sums = xxh3_many([data[entries[i][2]:entries[i][2] + entries[i][3]] for i in order])
+    secs = [None] * nsec
+    for i, got in zip(order, sums):
+        typ, codec, off, stored, raw, h = entries[i]
         if raw > 1 << 40 or (codec == 0 and raw != stored):
-            raise Bad("section %d: impossible size" % typ)
+            raise Bad("section %d: impossible size" % i)
         body = data[off:off + stored]
         if got != h:
-            raise Bad("section %d: checksum mismatch" % typ)
-        secs[typ] = body if codec == 0 else unzstd(body, raw) if codec == 1 else unfront(body, raw)
+            raise Bad("section %d: checksum mismatch" % i)
+        secs[i] = body if codec == 0 else unzstd(body, raw) if codec == 1 else unfront(body, raw)
     a = {"version": version}
-    read_files(a, secs[4], version, tab, tlen)
+    if version >= 4:
+        shards = read_shards(secs[nsec - 1], nshards)
+        files = secs[nsec - 2]
+    else:
+        shards = None
+        files = secs[3]
+    read_files(a, files, version, tab, tlen, shards)
+    # each shard's grammar, with its own dictionary and rule numbering
+    a["shards"] = []
+    off = 0
+    for k in range(nshards):
+        g = read_grammar(secs[3 * k], secs[3 * k + 1], secs[3 * k + 2])
+        if shards and (len(g["root"]), len(g["toks"]), len(g["rules"]) - 1) != shards[k][1:]:
+            raise Bad("shard %d: grammar does not match the shard table" % k)
+        g["off"], g["index"] = off, k
+        off += len(g["root"])
+        a["shards"].append(g)
+    a["root_syms"] = off
+    if sum(g["ln"][0] for g in a["shards"]) > 1 << 62:
+        raise Bad("root: expansion overflows")
+    for e in a["ents"]:
+        if e["type"] == REG and e["root_start"] + e["root_len"] > off:
+            raise Bad("root run outside the root")
+    first = {}
+    for e in a["ents"]:
+        if e["type"] == REG and e["ino"] not in first:
+            first[e["ino"]] = e
+            if sum(g["ln"][0] for g in pieces(a, e, True)) != e["size"]:
+                raise Bad("%s: run does not expand to its size" % e["path"].decode())
+    return a
+
+
+def read_shards(sec, nshards):
+    """Version 4's shard table: (content bytes, root symbols, tokens, rules) per shard."""
+    r = Reader(sec, "shard table")
+    if r.varint() != nshards:
+        raise Bad("shard table: shard count does not match the sections")
+    out = []
+    for k in range(nshards):
+        s = (r.varint(), r.varint(), r.varint(), r.varint())
+        if s[2] > 0x7FFFFFFF or s[2] + s[3] + 1 > 0xFFFFFFFF or s[1] > 1 << 56:
+            raise Bad("shard table: shard %d is malformed" % k)
+        out.append(s)
+    r.end()
+    return out
+
+
+def pieces(a, e, lengths=False):
+    """A file's run cut at the shards it crosses: (shard grammar, symbols) per shard, or with
+    `lengths`, {"ln": [expanded length]} per piece."""
+    out = []
+    start, left = e["root_start"], e["root_len"]
+    for g in a["shards"]:
+        n = len(g["root"])
+        if left and start < g["off"] + n:
+            lo = max(start - g["off"], 0)
+            syms = g["root"][lo:lo + left]
+            left -= len(syms)
+            if lengths:
+                nt = len(g["toks"])
+                out.append({"ln": [sum(g["lens"][s_] if s_ < nt else g["ln"][s_ - nt]
+                                       for s_ in syms)]})
+            else:
+                out.append((g, syms))
+    return out
+
+
+def read_grammar(sdict, srules, sroot):
+    g = {}
     # dictionary
-    r = Reader(secs[1], "dictionary")
+    r = Reader(sdict, "dictionary")
     count = r.varint()
-    if count > 0x7FFFFFFF or count > len(secs[1]):
+    if count > 0x7FFFFFFF or count > len(sdict):
         raise Bad("dictionary: bad token count")
     lens = [r.varint() for _ in range(count)]
     if any(n == 0 or n > 1024 for n in lens):
@@ -250,11 +331,11 @@ def read_archive(path):
     for t in toks:
         if len({is_word_byte(c) for c in t}) != 1:
             raise Bad("dictionary: token mixes word and separator bytes")
-    a["toks"] = toks
+    g["toks"], g["lens"] = toks, lens
     nt = len(toks)
     # rules
-    n = len(secs[2])
-    r = Reader(secs[2], "rules")
+    n = len(srules)
+    r = Reader(srules, "rules")
     nrules = r.varint()
     if nrules > n or nt + nrules + 1 > 0xFFFFFFFF:
         raise Bad("rules: bad rule count")
@@ -273,10 +354,10 @@ def read_archive(path):
         for s_ in body:
             if s_ >= nt and not 1 <= s_ - nt <= nrules:
                 raise Bad("rules: reference out of range")
-    a["rules"] = rules
+    g["rules"] = rules
     order = topo(rules, nt)
     # root
-    r = Reader(secs[3], "root")
+    r = Reader(sroot, "root")
     cnt = r.varint()
     if 4 * cnt > r.left():
         raise Bad("root: symbol count too large")
@@ -285,11 +366,8 @@ def read_archive(path):
     for s_ in root:
         if s_ >= nt and not 1 <= s_ - nt <= nrules:
             raise Bad("root: reference out of range")
-    a["root"] = root
-    for e in a["ents"]:
-        if e["type"] == REG and e["root_start"] + e["root_len"] > len(root):
-            raise Bad("root run outside the root")
-    # expanded lengths (children first), each at most 2^62, and every file's size
+    g["root"] = root
+    # expanded lengths (children first), each at most 2^62
     ln = [0] * (nrules + 1)
     for rr in order + [0]:
         total = 0
@@ -298,14 +376,8 @@ def read_archive(path):
             if total > 1 << 62:
                 raise Bad("rules: expansion of rule %d overflows" % rr)
         ln[rr] = total
-    first = {}
-    for e in a["ents"]:
-        if e["type"] == REG and e["ino"] not in first:
-            first[e["ino"]] = e
-            run = root[e["root_start"]:e["root_start"] + e["root_len"]]
-            if sum(lens[s_] if s_ < nt else ln[s_ - nt] for s_ in run) != e["size"]:
-                raise Bad("%s: run does not expand to its size" % e["path"].decode())
-    return a
+    g["ln"] = ln
+    return g
 
 
 def topo(rules, nt):
@@ -335,7 +407,7 @@ def topo(rules, nt):
     return order
 
 
-def read_files(a, sec, version, tab, tlen):
+def read_files(a, sec, version, tab, tlen, shards=None):
     r = Reader(sec, "file table")
     if version >= 2:
         a["id"], a["prev_id"], a["next_ino"] = r.u64(), r.u64(), r.varint()
@@ -360,6 +432,7 @@ def read_files(a, sec, version, tab, tlen):
     for i in range(count):
         e = {"path": string(), "type": r.byte(), "mode": r.varint(), "uid": r.varint(),
              "gid": r.varint(), "mtime": r.zigzag(), "nsec": r.varint(), "size": r.varint(),
+             "shard": r.varint() if version >= 4 else 0,
              "root_start": r.varint(), "root_len": r.varint(), "hash": r.u64(),
              "link": string(), "ino": i + 1, "rdev": 0, "xattrs": {}}
         if version >= 2:
@@ -378,6 +451,15 @@ def read_files(a, sec, version, tab, tlen):
                     raise Bad("file table: xattrs empty or out of order")
                 names.append(name)
                 e["xattrs"][name] = value
+        if shards is not None:
+            # root_start counts from the shard's root; the run may go on through the
+            # following shards' roots: from here on, positions in the archive root
+            k, total = e["shard"], sum(x[1] for x in shards)
+            if k >= len(shards) or e["root_start"] > shards[k][1]:
+                raise Bad("file table: %r has a bad shard or root range" % e["path"])
+            e["root_start"] += sum(x[1] for x in shards[:k])
+            if e["root_start"] + e["root_len"] > total:
+                raise Bad("file table: %r has a bad root range" % e["path"])
         ents.append(e)
     r.end()
     by_path = {}
@@ -420,16 +502,16 @@ def read_files(a, sec, version, tab, tlen):
     a["ents"] = ents
 
 
-def expand(a, syms, memo):
+def expand(g, syms, memo):
     out = []
-    nt, toks = len(a["toks"]), a["toks"]
+    nt, toks = len(g["toks"]), g["toks"]
     for s in syms:
         if s < nt:
             out.append(toks[s])
         else:
             r = s - nt
             if r not in memo:
-                memo[r] = expand(a, a["rules"][r], memo)
+                memo[r] = expand(g, g["rules"][r], memo)
             out.append(memo[r])
     return b"".join(out)
 
@@ -437,7 +519,7 @@ def expand(a, syms, memo):
 def contents(a):
     """Content of every inode that has some, by inode number: the first entry (in path order)
     of each inode number holds it."""
-    memo, content = {}, {}
+    memo, content = [{} for _ in a["shards"]], {}  # expanded rules, per shard
     ents = a["ents"]
     if MISTAKE == "order":
         ents = list(reversed(ents))
@@ -445,7 +527,7 @@ def contents(a):
     for e in ents:
         if e["type"] != REG or e["ino"] in content:
             continue
-        b = expand(a, a["root"][e["root_start"]:e["root_start"] + e["root_len"]], memo)
+        b = b"".join(expand(g, syms, memo[g["index"]]) for g, syms in pieces(a, e))
         if len(b) != e["size"]:
             raise Bad("%s: content does not match its size" % e["path"].decode())
         content[e["ino"]] = b

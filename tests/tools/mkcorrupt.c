@@ -135,11 +135,52 @@ static uint32_t ntokens(const sarc *a)
     return (uint32_t)n;
 }
 
+/* Version 4: rewrite the shard table so that each shard's root symbols, tokens and rules are
+ * the counts its sections declare (for damage meant to be found past the shard table). */
+static int fixshards;
+
+static void fix_shards(sarc *a)
+{
+    if (a->version < 4) return;
+    uint32_t ns = (a->nsec - 2) / 3;
+    buf *t = &a->sec[a->nsec - 1], o = {0};
+    rd r = {t->p, t->p + t->n};
+    uint64_t cnt, v[4];
+    if (rd_varint(&r, &cnt)) fz_die("shard table");
+    buf_put_varint(&o, cnt);
+    for (uint32_t k = 0; k < ns; k++) {
+        for (int i = 0; i < 4; i++)
+            if (rd_varint(&r, &v[i])) fz_die("shard table");
+        uint64_t c[3];
+        for (int i = 0; i < 3; i++) {
+            rd q = {a->sec[3 * k + i].p, a->sec[3 * k + i].p + a->sec[3 * k + i].n};
+            if (rd_varint(&q, &c[i])) fz_die("section count");
+        }
+        buf_put_varint(&o, v[0]);
+        buf_put_varint(&o, c[2]); /* root symbols */
+        buf_put_varint(&o, c[0]); /* tokens */
+        buf_put_varint(&o, c[1]); /* rules */
+    }
+    buf_put(&o, r.p, (size_t)(r.end - r.p));
+    buf_free(t);
+    *t = o;
+}
+
 /* Write `a` (raw sections, checksums fixed) as a case. */
 static void emit_sarc(const char *name, const sarc *a, int code, const char *msg)
 {
     buf o = {0};
-    sarc_save(a, &o);
+    if (fixshards) {
+        sarc b = *a;
+        buf t = {0};
+        buf_put(&t, a->sec[a->nsec - 1].p, a->sec[a->nsec - 1].n);
+        b.sec[a->nsec - 1] = t;
+        fix_shards(&b);
+        sarc_save(&b, &o);
+        buf_free(&b.sec[a->nsec - 1]);
+    } else {
+        sarc_save(a, &o);
+    }
     emit(name, o.p, o.n, code, msg, NULL);
     buf_free(&o);
 }
@@ -198,7 +239,7 @@ static void archive_cases(void)
         off[i] = le64(base + toff + i * 40 + 8);
         stored[i] = le64(base + toff + i * 40 + 16);
     }
-    static const char *sname[] = {"dictionary", "rules", "root", "file table"};
+    static const char *sname[] = {"dictionary", "rules", "root", "file table", "shard table"};
     /* Truncations: inside the header, at and inside every section, inside the table. */
     size_t cuts[64], nc = 0;
     cuts[nc++] = 0;
@@ -227,8 +268,8 @@ static void archive_cases(void)
     flips[nf++] = (flip){9, "header checksum mismatch"};
     flips[nf++] = (flip){17, "header checksum mismatch"};
     flips[nf++] = (flip){35, "header checksum mismatch"};
-    static char smsg[4][64];
-    for (uint32_t i = 0; i < 4; i++) {
+    static char smsg[5][64];
+    for (uint32_t i = 0; i < nsec && i < 5; i++) {
         snprintf(smsg[i], sizeof smsg[i], "section %s: checksum mismatch", sname[i]);
         flips[nf++] = (flip){off[i], smsg[i]};
         flips[nf++] = (flip){off[i] + stored[i] / 2, smsg[i]};
@@ -265,7 +306,7 @@ static void archive_cases(void)
     memcpy(o.p, save, o.n), st64(o.p + 16, o.n), REHASH();
     emit("hdr-tableoff.tdc", o.p, o.n, 3, "section table lies outside the file", NULL);
     memcpy(o.p, save, o.n), st32(o.p + rtoff, 2), st32(o.p + rtoff + 40, 1), REHASH();
-    emit("tab-typeswap.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
+    emit("tab-typeswap.tdc", o.p, o.n, 3, "where a dictionary belongs", NULL);
     memcpy(o.p, save, o.n), st32(o.p + rtoff + 4, 7), REHASH();
     emit("tab-codec7.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
     memcpy(o.p, save, o.n), st64(o.p + rtoff + 40 + 8, o.n), REHASH();
@@ -365,7 +406,9 @@ static void archive_cases(void)
     RULES_CASE("rules-id-huge.tdc", "out of range", R.nr, R.s[0] = 0xfffffff0u);
     RULES_CASE("rules-id-zero.tdc", "rules: rule 1 refers to rule 0", R.nr, R.s[0] = nt);
     /* 70 rules each twice the one before: an expansion of 2^70 bytes. */
+    fixshards = 1; /* the shard table agrees: the overflow is what is found */
     RULES_CASE("rules-doubling.tdc", "overflows", R.nr, doubling(&R, nt));
+    fixshards = 0;
     sarc_free(&a), load(&a);
     buf_put(&a.sec[1], "z", 1);
     emit_sarc("rules-trailing.tdc", &a, 3, "rules: trailing bytes");
@@ -391,7 +434,12 @@ static void archive_cases(void)
         emit_sarc(file, &a, 3, msg);                                                               \
     } while (0)
         ROOT_CASE("root-count-huge.tdc", "root: symbol count too large", (uint64_t)1 << 40, n);
-        ROOT_CASE("root-short.tdc", "bad root range", n - 1, n - 1);
+        fixshards = 1; /* the shard table agrees: the file runs no longer fit */
+        ROOT_CASE("root-short.tdc", "root range", n - 1, n - 1);
+        fixshards = 0;
+        /* the root one symbol short of what the shard table says */
+        ROOT_CASE("shards-root-mismatch.tdc", "grammar does not match the shard table", n - 1,
+                  n - 1);
         uint32_t s0 = s[0];
         s[0] = nt + (uint32_t)R0.nr + 1;
         ROOT_CASE("root-id-range.tdc", "root: symbol 0 refers to rule", n, n);
@@ -444,6 +492,58 @@ static void archive_cases(void)
         buf_put_varint(&w, 3);
         sec_splice(&a, 3, 16, c0 - 16, w.p, w.n);
         emit_sarc("files-next-ino-low.tdc", &a, 3, "has bad inode number");
+        buf_free(&w);
+    }
+
+    /* Shard table (version 4: the last section) and the shard field of the file table. */
+    if (a.version >= 4) {
+        uint32_t st = a.nsec - 1;
+        buf w = {0};
+        sarc_free(&a), load(&a);
+        buf_put_varint(&w, (a.nsec - 2) / 3 + 1);
+        sec_splice(&a, st, 0, 1, w.p, w.n);
+        emit_sarc("shards-count.tdc", &a, 3, "shard table: shard count does not match the sections");
+        sarc_free(&a), load(&a);
+        a.sec[st].n--;
+        emit_sarc("shards-truncated.tdc", &a, 3, "shard table: shard 0 is malformed");
+        sarc_free(&a), load(&a);
+        buf_put(&a.sec[st], "z", 1);
+        emit_sarc("shards-trailing.tdc", &a, 3, "shard table: trailing bytes");
+        /* shard 0's token count (its third varint) beyond 2^31 */
+        sarc_free(&a), load(&a);
+        {
+            rd r = {a.sec[st].p, a.sec[st].p + a.sec[st].n};
+            uint64_t x;
+            rd_varint(&r, &x), rd_varint(&r, &x), rd_varint(&r, &x);
+            size_t c0 = (size_t)(r.p - a.sec[st].p);
+            rd_varint(&r, &x);
+            size_t c1 = (size_t)(r.p - a.sec[st].p);
+            w.n = 0;
+            buf_put_varint(&w, (uint64_t)1 << 31);
+            sec_splice(&a, st, c0, c1 - c0, w.p, w.n);
+            emit_sarc("shards-tokens-huge.tdc", &a, 3, "shard table: shard 0 is malformed");
+        }
+        /* the root directory's entry names shard 1 of an archive of one shard: its shard
+         * field follows the header (16 bytes, next inode, count) and the entry's path (""),
+         * type, mode, uid, gid, mtime, nsec and size */
+        sarc_free(&a), load(&a);
+        {
+            buf *f = &a.sec[a.nsec - 2];
+            rd r = {f->p + 16, f->p + f->n};
+            uint64_t x;
+            const unsigned char *tb;
+            rd_varint(&r, &x), rd_varint(&r, &x), rd_varint(&r, &x);
+            rd_bytes(&r, 1, &tb);
+            for (int i = 0; i < 6; i++)
+                rd_varint(&r, &x);
+            size_t c0 = (size_t)(r.p - f->p);
+            rd_varint(&r, &x);
+            if (x != 0) fz_die("root entry shard");
+            w.n = 0;
+            buf_put_varint(&w, (a.nsec - 2) / 3);
+            sec_splice(&a, a.nsec - 2, c0, 1, w.p, w.n);
+            emit_sarc("ent-shard-range.tdc", &a, 3, "has a bad shard or root range");
+        }
         buf_free(&w);
     }
     sarc_free(&a);

@@ -109,6 +109,13 @@ static int setup(void **state)
     assert_string_equal(w.ents[3].path, "zz.txt");
     int rc = arc_write_coded(sharded, &w, c, 3, 3);
     if (rc) fail_msg("%s", tdc_errmsg());
+    /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
+    const char *keep = getenv("TDC_SHARD_KEEP");
+    if (keep) {
+        char cmd[8300];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, keep);
+        if (system(cmd)) fail_msg("cannot keep %s", sharded);
+    }
     for (int k = 0; k < 3; k++) {
         arc_coded_free(&c[k]);
         arc_free(p[k]);
