@@ -58,7 +58,7 @@ int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, b
 
 /* ---- The daemon's entry points ---- */
 
-static int mode = BACKEND_AUTO;
+static int mode = BACKEND_AUTO, wide_seq;
 static uint64_t auto_min = BACKEND_AUTO_MIN_BYTES;
 static uint64_t st_req[2], st_bytes[2]; /* analytics: [0] gpu, [1] cpu */
 uint64_t backend_fallbacks;
@@ -71,6 +71,18 @@ void backend_set_mode(int m)
 int backend_get_mode(void)
 {
     return __atomic_load_n(&mode, __ATOMIC_RELAXED);
+}
+
+void backend_set_gpu_wide_seq(int on)
+{
+    __atomic_store_n(&wide_seq, on != 0, __ATOMIC_RELAXED);
+}
+
+void backend_gpu_args(gpu_ana_args *o)
+{
+    o->traversal = ana_traversal();
+    o->verbose = ana_verbose() > 0;
+    o->wide_seq = __atomic_load_n(&wide_seq, __ATOMIC_RELAXED);
 }
 
 static void account(int cpu, size_t bytes)
@@ -190,11 +202,13 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
     }
     int rc, s = -1;
     gpu_gram *g = NULL;
+    gpu_ana_args args;
+    backend_gpu_args(&args);
     if (gen) {
         s = slot(a, gen);
-        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, out);
+        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, &args, out);
     } else {
-        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, out);
+        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, &args, out);
         gpu_free(g);
     }
     if (rc && rc != -ENOTSUP && s >= 0) backend_drop(cache[s].g); /* may be unusable */
@@ -233,17 +247,8 @@ void backend_set_auto_min(uint64_t bytes)
     __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
 }
 
-void backend_cli_mode(void)
-{
-    const char *e = getenv("TADOC_GPU");
-    backend_set_mode(!e || !*e || !strcmp(e, "auto") ? BACKEND_AUTO
-                     : !strcmp(e, "on")              ? BACKEND_ON
-                                                     : BACKEND_OFF);
-}
-
 int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out)
 {
-    backend_cli_mode();
     backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
     int rc = backend_analytic(name, a, 1, first, end, NULL, out);
     backend_release(a);

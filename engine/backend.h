@@ -45,10 +45,10 @@ int backend_get_mode(void);
 /* The scope size from which auto mode uses the GPU (BACKEND_AUTO_MIN_BYTES until set). */
 void backend_set_auto_min(uint64_t bytes);
 
-/* For the tadoc tool, one analytic per process: TADOC_GPU=off|auto|on (unset: auto) sets the
- * mode; auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh process
- * also pays for starting CUDA and uploading and indexing the archive (hundreds of ms). Then
- * backend_analytic (the archive resident for the call) and backend_release. */
+/* For the tadoc tool, one analytic per process in the mode it set (backend_set_mode, from
+ * TADOC_GPU): auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh
+ * process also pays for starting CUDA and uploading and indexing the archive (hundreds of ms).
+ * Then backend_analytic (the archive resident for the call) and backend_release. */
 #define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
 int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out);
 
@@ -66,6 +66,13 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
                      const unsigned char *vis, buf *out);
 
 #define BACKEND_GPU_CACHE 2
+
+/* Let the GPU's sequence analytics take their wide keys for any dictionary (on) or only from
+ * 2^21 words (off, the default): to test that path on small archives. */
+void backend_set_gpu_wide_seq(int on);
+
+/* The settings gpu_analytic gets from the analytics' (ana_set_*) and the backend's. */
+void backend_gpu_args(gpu_ana_args *o);
 
 /* Drop the GPU copies of archive `a` (every generation), or of all archives when a is NULL.
  * Call before arc_free(a); waits for a request using it to finish. */
@@ -141,9 +148,6 @@ int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edi
  * tadoc process first pays for starting CUDA, which costs more than the CPU's whole batch
  * unless the batch is very large: an estimate, not measured as a crossover. */
 #define BACKEND_EDIT_AUTO_MIN ((size_t)2000000)
-
-/* For the tadoc tool: the mode from TADOC_GPU (off, auto (unset) or on). */
-void backend_cli_mode(void);
 
 /* Apply the batch to small texts byte by byte, the reference for both: text[f] holds file f
  * and becomes its final text; optext[i] holds op i's bytes (ops[i].len of them). Sequence: in

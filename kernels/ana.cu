@@ -1101,6 +1101,7 @@ struct call {
     dtext x;
     unsigned long long *ctr; /* device counters */
     unsigned long long ctr_h[8];
+    gpu_ana_args o; /* the caller's settings */
 };
 
 /* Copy the first n counters back (a sync). */
@@ -1362,16 +1363,14 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         k_pseed<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, pt);
         e = cudaGetLastError();
     }
-    /* The traversal: bottom-up only when forced (TADOC_TRAVERSAL=bottomup, ana_set_traversal).
-     * Auto stays top-down: on the device bottom-up took 0.93 to 2.7 times as long as top-down
-     * on the archives measured (bench/results/gpu.md): at most 7% faster on the largest ones,
-     * twice as slow on small ones, also where engine/ana's cost model prefers it.
-     * With TADOC_ANA_VERBOSE the model's two estimates are computed and printed. */
-    int t = ana_traversal(), bu = t == ANA_BOTTOMUP;
+    /* The traversal: bottom-up only when forced (c.o.traversal 2). Auto stays top-down: on
+     * the device bottom-up took 0.93 to 2.7 times as long as top-down on the archives
+     * measured (bench/results/gpu.md): at most 7% faster on the largest ones, twice as slow on
+     * small ones, also where engine/ana's cost model prefers it. With c.o.verbose the model's
+     * two estimates are computed and printed. */
+    int bu = c.o.traversal == 2;
     double est_h[2] = {0, 0};
-    const char *v = getenv("TADOC_ANA_VERBOSE");
-    int verbose = v && *v && strcmp(v, "0");
-    if (verbose && e == cudaSuccess) {
+    if (c.o.verbose && e == cudaSuccess) {
         double *est = NULL;
         if ((rc = c.t.get(&est, 2))) {
             free(lofs_h);
@@ -1393,7 +1392,7 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         fprintf(stderr,
                 "tadoc: gpu: %s%s, %u files; the CPU model's estimates: top-down %.3g, "
                 "bottom-up %.3g\n",
-                bu ? "bottom-up" : "top-down", t == ANA_AUTO ? " (auto)" : " (forced)", c.s.nf,
+                bu ? "bottom-up" : "top-down", c.o.traversal ? " (forced)" : " (auto)", c.s.nf,
                 est_h[0], est_h[1]);
     }
     *bottomup = bu;
@@ -1493,10 +1492,9 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
     int per_file =
         kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR || kind == GPU_ANA_RANKEDINVINDEX;
     int seq = kind == GPU_ANA_SEQCOUNT || kind == GPU_ANA_RANKEDINVINDEX;
-    /* More than 2^21 words: three ranks do not fit one 64-bit key (TADOC_GPU_WIDE_SEQ=1 takes
-     * this path for any dictionary, to test it on small archives). */
-    const char *ws = getenv("TADOC_GPU_WIDE_SEQ");
-    int wide = seq && (3 * rb > 64 || (ws && !strcmp(ws, "1")));
+    /* More than 2^21 words: three ranks do not fit one 64-bit key (c.o.wide_seq takes this
+     * path for any dictionary, to test it on small archives). */
+    int wide = seq && (3 * rb > 64 || c.o.wide_seq);
     if ((rc = c.t.get(&c.ctr, 8))) return rc;
     CK(cudaMemsetAsync(c.ctr, 0, 8 * sizeof *c.ctr, g->st));
     uint8_t *dvis;
@@ -1689,7 +1687,7 @@ extern "C" int gpu_analytic_prepare(gpu_gram *g)
 }
 
 extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
-                            const unsigned char *vis, buf *out)
+                            const unsigned char *vis, const gpu_ana_args *args, buf *out)
 {
     if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
     if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
@@ -1701,6 +1699,7 @@ extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
     memset(&c, 0, sizeof c);
     c.g = g;
     c.t.g = g;
+    if (args) c.o = *args;
     c.d = {g->ntokens, g->syms,  g->root, g->rule_start, g->arank,
            g->aht,     g->level, g->anwb, g->tflag,      g->cut};
     c.x.ids = g->aids;

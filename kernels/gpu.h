@@ -99,7 +99,7 @@ int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint
  * name prints. Top-down and level-synchronous: rule weights pushed from the highest level down
  * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
  * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
- * level per launch (or, when TADOC_TRAVERSAL / ana_set_traversal force bottom-up, per-rule
+ * level per launch (or, when the caller forces bottom-up (gpu_ana_args), per-rule
  * tables built children first, reduced per file from its root run's rules); head/tail buffers (each
  * rule's first and last two words, built children first) give the 3-word sequences that cross
  * symbol boundaries. Words are identified by their byte-order rank in the dictionary, so radix
@@ -117,10 +117,21 @@ enum {
     GPU_ANA_RANKEDINVINDEX,
 };
 struct buf;
+
+/* The caller's settings for one gpu_analytic (engine/backend.h: backend_gpu_args fills them
+ * from the analytics' settings). */
+typedef struct gpu_ana_args {
+    int traversal; /* as engine/ana.h's: 0 auto (top-down on the device), 1 top-down forced,
+                      2 bottom-up forced (the per-file analytics) */
+    int verbose;   /* print the traversal and the CPU cost model's two estimates on stderr */
+    int wide_seq;  /* take the wide sequence keys for any dictionary (to test that path on
+                      small archives; they are needed from 2^21 words) */
+} gpu_ana_args;
+
 /* `vis` is the visibility mask of engine/ana.h (NULL: every file; else one byte per entry of
  * the archive, the files whose byte is 0 left out), read on the host. */
 int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, const unsigned char *vis,
-                 struct buf *out);
+                 const gpu_ana_args *args, struct buf *out);
 
 /* What the first gpu_analytic does once per handle (ranks, head/tail, paths); to time it or
  * to pay it ahead. */

@@ -12,6 +12,7 @@
 #include "../include/tadoc.h"
 #include "../index/idx.h"
 #include "../index/words.h"
+#include "env.h"
 
 #define TADOC_LIB_VERSION "0.1.0"
 
@@ -39,6 +40,9 @@ void tadoc_free(void *p)
 
 int tadoc_open(const char *path, tadoc_archive **out)
 {
+    /* The analytics' TADOC_* variables hold for programs using the library too. */
+    static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+    pthread_once(&env_once, tdc_env_settings);
     *out = NULL;
     if (!path) return tdc_error(-EINVAL, "no archive path given");
     tadoc_archive *t = calloc(1, sizeof *t);

@@ -27,6 +27,7 @@
 #include "../engine/pack.h"
 #include "../index/idx.h"
 #include "../index/words.h"
+#include "../lib/env.h"
 #include "tadoc.h"
 
 #define TADOC_VERSION "0.1.0"
@@ -60,6 +61,15 @@ static const char usage_main[] =
     "\n"
     "Run 'tadoc COMMAND --help' for a command's options; 'tadoc -h, --help' prints this,\n"
     "'tadoc --version' the version and backend. Manual: tadoc(1), tadocfs(8).\n"
+    "\n"
+    "environment:\n"
+    "  TADOC_GPU=off|auto|on        where analytics and apply's batch offsets run (auto)\n"
+    "  TADOC_TRAVERSAL=auto|topdown|bottomup  the analytics' traversal (auto)\n"
+    "  TADOC_THREADS=1|2            the analytics' threads (by machine and scope size)\n"
+    "  TADOC_ANA_VERBOSE=1|2        analytics' choices on stderr; 2 also phase times\n"
+    "  TADOC_ANA_CACHE=0            do not keep a grammar's preparation between analytics\n"
+    "  TADOC_GPU_WIDE_SEQ=1         GPU sequence analytics take wide keys (for tests)\n"
+    "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT=1  pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
     "             3 archive corrupt or verification mismatch\n";
@@ -796,6 +806,12 @@ int main(int argc, char **argv)
                 {"apply", cmd_apply, usage_apply, NULL},
                 {"compact", cmd_compact, usage_compact, NULL}};
     if (argc < 2) return usage_err(usage_main, "missing command");
+    /* The environment (usage_main lists it) sets the engine's options for this process. */
+    tdc_env_settings();
+    const char *gpu = getenv("TADOC_GPU");
+    backend_set_mode(!gpu || !*gpu || !strcmp(gpu, "auto") ? BACKEND_AUTO
+                     : !strcmp(gpu, "on")                  ? BACKEND_ON
+                                                           : BACKEND_OFF);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
         return EX_OK;

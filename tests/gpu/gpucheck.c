@@ -35,6 +35,7 @@
 #include "../../engine/tok.h"
 #include "../../index/idx.h"
 #include "../../index/words.h"
+#include "../../lib/env.h"
 #include "../../kernels/gpu.h"
 
 #define NREQ 100000
@@ -724,6 +725,19 @@ static const char *ana_names[6] = {"wordcount",  "sort",     "invindex",
 static int (*const ana_fns[6])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
     ana_wordcount, ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
 
+/* The analytics' settings of the environment (TADOC_THREADS, TADOC_TRAVERSAL; main reads
+ * them), which a check that forces one returns to. */
+static int env_threads = -1, env_traversal = -1;
+
+/* gpu_analytic with the analytics' settings in effect, as the backend passes them. */
+static int gpu_ana(gpu_gram *g, int k, uint32_t first, uint32_t end, const unsigned char *vis,
+                   buf *out)
+{
+    gpu_ana_args args;
+    backend_gpu_args(&args);
+    return gpu_analytic(g, k, first, end, vis, &args, out);
+}
+
 /* With a random visibility mask (about half the entries hidden): gpu_analytic against the ana_*
  * function given the same mask. 1 when they differ (reported), else 0. */
 static int masked_check(const arc *a, gpu_gram *g, int k, uint32_t first, uint32_t end,
@@ -735,7 +749,7 @@ static int masked_check(const arc *a, gpu_gram *g, int k, uint32_t first, uint32
     for (uint32_t e = 0; e < a->nents; e++)
         vis[e] = rnd(seed) % 2;
     if (ana_fns[k](a, first, end, vis, &want)) DIE(ana_names[k]);
-    int rc = gpu_analytic(g, k, first, end, vis, &got);
+    int rc = gpu_ana(g, k, first, end, vis, &got);
     if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
     int differ = !rc && !same(&got, &want);
     if (differ)
@@ -787,7 +801,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         double tc = now_ms();
         if (ana_fns[k](a, 0, a->nents, NULL, &want)) DIE(ana_names[k]);
         tc = now_ms() - tc; /* one thread: the first timing when creps is 1 */
-        int rc = gpu_analytic(g, k, 0, a->nents, NULL, &got);
+        int rc = gpu_ana(g, k, 0, a->nents, NULL, &got);
         if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
         r->gpu = rc == 0;
         if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
@@ -803,7 +817,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             for (int i = -1; i < reps; i++) {
                 got.n = 0;
                 double t1 = now_ms();
-                int rt = gpu_analytic(g, k, 0, a->nents, NULL, &got);
+                int rt = gpu_ana(g, k, 0, a->nents, NULL, &got);
                 if (rt == -ENOTSUP || rt == -ENOMEM) { /* then tt stays 0: not printed */
                     printf("%s: forced %s left to the CPU: %s\n", ana_names[k],
                            tr == ANA_TOPDOWN ? "top-down" : "bottom-up", tdc_errmsg());
@@ -817,7 +831,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             }
             if (got.n == want.n) tt[tr - 1] = median_n(e, reps);
         }
-        ana_set_traversal(-1);
+        ana_set_traversal(env_traversal);
         if (tt[0] && tt[1])
             printf("%s: gpu end to end, forced top-down %.3f ms, forced bottom-up %.3f ms\n",
                    ana_names[k], tt[0], tt[1]);
@@ -829,8 +843,8 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             want.n = got.n = 0;
             if (ana_fns[k](a, first, end, NULL, &want)) DIE(ana_names[k]);
             ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
-            rc = gpu_analytic(g, k, first, end, NULL, &got);
-            ana_set_traversal(-1);
+            rc = gpu_ana(g, k, first, end, NULL, &got);
+            ana_set_traversal(env_traversal);
             if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
             on_gpu += rc == 0;
             if (!rc && !same(&got, &want) && !bad++)
@@ -862,7 +876,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         for (int i = -1; r->gpu && i < reps; i++) {
             got.n = 0;
             double t1 = now_ms();
-            if (gpu_analytic(g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
+            if (gpu_ana(g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
             if (i < 0) continue;
             e[i] = now_ms() - t1;
             kk[i] = gpu_kernel_ms(g);
@@ -872,7 +886,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             r->kern = median_n(kk, reps);
         }
     }
-    ana_set_threads(-1);
+    ana_set_threads(env_threads);
     backend_set_mode(BACKEND_AUTO);
     backend_release(a);
     buf_free(&want);
@@ -1436,6 +1450,10 @@ static int finish(const char *path, uint64_t seed, arc *a, idx *x, gpu_gram *g, 
 
 int main(int argc, char **argv)
 {
+    tdc_env_settings(); /* TADOC_THREADS, TADOC_GPU_WIDE_SEQ, ... (tests/gpu/run.sh sets some) */
+    const char *th = getenv("TADOC_THREADS");
+    env_threads = th && *th ? (atoi(th) >= 2 ? 2 : 1) : -1;
+    env_traversal = ana_traversal();
     int only_ana = 0, only_reads = 0, only_batches = 0;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
         if (!strcmp(argv[1], "--cpu"))
