@@ -78,8 +78,9 @@ void backend_set_gpu_wide_seq(int on)
     __atomic_store_n(&wide_seq, on != 0, __ATOMIC_RELAXED);
 }
 
-void backend_gpu_args(gpu_ana_args *o)
+void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o)
 {
+    o->prefix = ana_scope_prefix(a, first);
     o->traversal = ana_traversal();
     o->verbose = ana_verbose() > 0;
     o->wide_seq = __atomic_load_n(&wide_seq, __ATOMIC_RELAXED);
@@ -203,7 +204,7 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
     int rc, s = -1;
     gpu_gram *g = NULL;
     gpu_ana_args args;
-    backend_gpu_args(&args);
+    backend_gpu_args(a, first, &args);
     if (gen) {
         s = slot(a, gen);
         rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, &args, out);

@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../kernels/gpu.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 #include "arc.h"
 #include "buf.h"
+#include "gpu_api.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 
 /* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
 int backend_gpu_available(void);
@@ -71,8 +71,9 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
  * 2^21 words (off, the default): to test that path on small archives. */
 void backend_set_gpu_wide_seq(int on);
 
-/* The settings gpu_analytic gets from the analytics' (ana_set_*) and the backend's. */
-void backend_gpu_args(gpu_ana_args *o);
+/* The settings gpu_analytic gets from the analytics' (ana_set_*) and the backend's, for a
+ * scope starting at entry `first` of `a`. */
+void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o);
 
 /* Drop the GPU copies of archive `a` (every generation), or of all archives when a is NULL.
  * Call before arc_free(a); waits for a request using it to finish. */
@@ -130,7 +131,7 @@ void backend_set_read_batch(size_t min_bytes, unsigned wait_us);
  * and analytics need not wait for it: when the mode is not off and a GPU is usable. */
 void backend_prepare(const arc *a, uint64_t gen);
 
-/* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (kernels/gpu.h has
+/* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (gpu_api.h has
  * the definitions: modes, tdc_edit, at/pos/final_size). Sequence: every file is a treap of
  * pieces that each insert splits, O(n log n); batch: a sort by (file, offset) and a Fenwick
  * tree over it, O(n log n). Same results and errors as the GPU. ---- */

@@ -1,5 +1,5 @@
-/* The six analytics on the device (G-TADOC IV-B..IV-D; gpu.h tells the interface), top-down
- * and level-synchronous over the grammar's DAG:
+/* The six analytics on the device (G-TADOC IV-B..IV-D; engine/gpu_api.h tells the
+ * interface), top-down and level-synchronous over the grammar's DAG:
  * - wordcount, sort: rule weights pushed from the highest level down (gpu_wc_pass), word counts
  *   spread over a dense array indexed by word rank (sort needs no sort at all: ranks are byte
  *   order), or radix-sorted by count (wordcount, stable so ties stay in word order);
@@ -26,10 +26,6 @@
 #include <cuda/std/functional>
 
 #include "gpu_dev.h"
-
-extern "C" {
-#include "../engine/ana.h"
-}
 
 #define NONE 0xffffffffu
 #define TPB 256
@@ -1278,12 +1274,12 @@ static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned cha
 }
 
 /* The scope's prefix, escaped: its length is what every scope path skips of apath. The
- * prefix is a directory's path and its '/' (ana_scope_prefix), or the part of a file's path up
- * to its last '/'. */
+ * prefix (c.o.prefix bytes) is a directory's path and its '/', or the part of a file's path
+ * up to its last '/'. */
 static int scope_prefix(call &c, uint32_t first)
 {
     const char *p = c.g->a->ents[first].path;
-    size_t plen = ana_scope_prefix(c.g->a, first), n = strlen(p), k = plen < n ? plen : n;
+    size_t plen = c.o.prefix, n = strlen(p), k = plen < n ? plen : n;
     buf pre = {};
     int bad = 0;
     char *pp = strndup(p, k);

@@ -36,7 +36,6 @@
 #include "../../index/idx.h"
 #include "../../index/words.h"
 #include "../../lib/env.h"
-#include "../../kernels/gpu.h"
 
 #define NREQ 100000
 #define REQLEN 64
@@ -730,11 +729,11 @@ static int (*const ana_fns[6])(const arc *, uint32_t, uint32_t, const unsigned c
 static int env_threads = -1, env_traversal = -1;
 
 /* gpu_analytic with the analytics' settings in effect, as the backend passes them. */
-static int gpu_ana(gpu_gram *g, int k, uint32_t first, uint32_t end, const unsigned char *vis,
-                   buf *out)
+static int gpu_ana(const arc *a, gpu_gram *g, int k, uint32_t first, uint32_t end,
+                   const unsigned char *vis, buf *out)
 {
     gpu_ana_args args;
-    backend_gpu_args(&args);
+    backend_gpu_args(a, first, &args);
     return gpu_analytic(g, k, first, end, vis, &args, out);
 }
 
@@ -749,7 +748,7 @@ static int masked_check(const arc *a, gpu_gram *g, int k, uint32_t first, uint32
     for (uint32_t e = 0; e < a->nents; e++)
         vis[e] = rnd(seed) % 2;
     if (ana_fns[k](a, first, end, vis, &want)) DIE(ana_names[k]);
-    int rc = gpu_ana(g, k, first, end, vis, &got);
+    int rc = gpu_ana(a, g, k, first, end, vis, &got);
     if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
     int differ = !rc && !same(&got, &want);
     if (differ)
@@ -801,7 +800,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         double tc = now_ms();
         if (ana_fns[k](a, 0, a->nents, NULL, &want)) DIE(ana_names[k]);
         tc = now_ms() - tc; /* one thread: the first timing when creps is 1 */
-        int rc = gpu_ana(g, k, 0, a->nents, NULL, &got);
+        int rc = gpu_ana(a, g, k, 0, a->nents, NULL, &got);
         if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
         r->gpu = rc == 0;
         if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
@@ -817,7 +816,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             for (int i = -1; i < reps; i++) {
                 got.n = 0;
                 double t1 = now_ms();
-                int rt = gpu_ana(g, k, 0, a->nents, NULL, &got);
+                int rt = gpu_ana(a, g, k, 0, a->nents, NULL, &got);
                 if (rt == -ENOTSUP || rt == -ENOMEM) { /* then tt stays 0: not printed */
                     printf("%s: forced %s left to the CPU: %s\n", ana_names[k],
                            tr == ANA_TOPDOWN ? "top-down" : "bottom-up", tdc_errmsg());
@@ -843,7 +842,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             want.n = got.n = 0;
             if (ana_fns[k](a, first, end, NULL, &want)) DIE(ana_names[k]);
             ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
-            rc = gpu_ana(g, k, first, end, NULL, &got);
+            rc = gpu_ana(a, g, k, first, end, NULL, &got);
             ana_set_traversal(env_traversal);
             if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
             on_gpu += rc == 0;
@@ -876,7 +875,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         for (int i = -1; r->gpu && i < reps; i++) {
             got.n = 0;
             double t1 = now_ms();
-            if (gpu_ana(g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
+            if (gpu_ana(a, g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
             if (i < 0) continue;
             e[i] = now_ms() - t1;
             kk[i] = gpu_kernel_ms(g);

@@ -1,13 +1,15 @@
-/* gpu: the CUDA backend's C interface. Only kernels/ includes CUDA headers; everything here
- * is plain C callable from the engine.
+/* gpu_api: the interface between the engine and the CUDA backend, owned by the engine and
+ * implemented by kernels/ (the engine's backend*.c call it; kernels/ include this header and
+ * none of the CPU analytics). Only kernels/ includes CUDA headers; everything here is plain C
+ * callable from the engine.
  *
  * A gpu_gram holds one archive's grammar, dictionary and file table in device memory
  * (cudaMalloc, uploaded once) plus the index the kernels build there. Every call returns 0 (or
  * a count) or a negative errno-style code with a message for tdc_errmsg(); CUDA failures are
  * -EIO (-ENOMEM when the device is out of memory), never an abort. One thread at a time per
  * handle; separate handles may be used concurrently. */
-#ifndef TDC_GPU_H
-#define TDC_GPU_H
+#ifndef TDC_GPU_API_H
+#define TDC_GPU_API_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -118,14 +120,16 @@ enum {
 };
 struct buf;
 
-/* The caller's settings for one gpu_analytic (engine/backend.h: backend_gpu_args fills them
- * from the analytics' settings). */
+/* The caller's settings for one gpu_analytic (backend.h: backend_gpu_args fills them from the
+ * analytics' settings and the scope). */
 typedef struct gpu_ana_args {
     int traversal; /* as engine/ana.h's: 0 auto (top-down on the device), 1 top-down forced,
                       2 bottom-up forced (the per-file analytics) */
     int verbose;   /* print the traversal and the CPU cost model's two estimates on stderr */
     int wide_seq;  /* take the wide sequence keys for any dictionary (to test that path on
                       small archives; they are needed from 2^21 words) */
+    size_t prefix; /* bytes the output strips from archive paths: ana_scope_prefix of the
+                      scope's first entry (the per-file analytics) */
 } gpu_ana_args;
 
 /* `vis` is the visibility mask of engine/ana.h (NULL: every file; else one byte per entry of
