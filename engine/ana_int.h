@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "analytics.h" /* enum ana_id: the `kind` of the selector */
 #include "arc.h"
 #include "tok.h"
 
@@ -86,15 +87,6 @@ static inline uint32_t ana_ew(const ana_prep *p, uint32_t r)
 int ana_file_has_cut(const ana_prep *p, uint32_t e);
 
 /* ---- options and the traversal selector ---- */
-
-enum ana_kind {
-    ANA_K_WORDCOUNT,
-    ANA_K_SORT,
-    ANA_K_INVINDEX,
-    ANA_K_TERMVECTOR,
-    ANA_K_SEQCOUNT,
-    ANA_K_RANKEDINVINDEX,
-};
 
 typedef struct ana_plan {
     int bottomup;  /* 0: top-down, 1: bottom-up */

@@ -419,12 +419,12 @@ static inline void add_w(uint64_t *x, uint64_t v, int shared);
 
 static int per_file(int kind)
 {
-    return kind == ANA_K_INVINDEX || kind == ANA_K_TERMVECTOR || kind == ANA_K_RANKEDINVINDEX;
+    return ana_table[kind].per_file;
 }
 
 static int is_seq(int kind)
 {
-    return kind == ANA_K_SEQCOUNT || kind == ANA_K_RANKEDINVINDEX;
+    return ana_table[kind].seq;
 }
 
 /* Bound on the size of rule c's table. */
@@ -513,13 +513,6 @@ static int estimate(const ana_prep *p, int seq, const vec32 *files, int threads,
     return rc;
 }
 
-static const char *kind_name(int kind)
-{
-    static const char *n[] = {"wordcount",  "sort",     "invindex",
-                              "termvector", "seqcount", "rankedinvindex"};
-    return n[kind];
-}
-
 int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
                      uint64_t *syms, uint32_t *nfiles)
 {
@@ -565,7 +558,7 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
         fprintf(stderr,
                 "tadoc: %s: %s%s, %d thread%s, %u file%s, %llu root symbols; estimates: "
                 "top-down %.3g, bottom-up %.3g%s\n",
-                kind_name(kind), o->bottomup ? "bottom-up" : "top-down",
+                ana_table[kind].name, o->bottomup ? "bottom-up" : "top-down",
                 o->forced ? " (forced)" : " (auto)", o->threads, o->threads > 1 ? "s" : "",
                 o->nfiles, o->nfiles == 1 ? "" : "s", (unsigned long long)o->scope_syms, o->est_td,
                 o->est_bu, why);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ana.h"
+#include "analytics.h"
 #include "backend_int.h"
 #include "err.h"
 
@@ -105,17 +106,6 @@ int backend_stats(char *out, size_t n)
     return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
                     r0, b0, r1, b1, reads, tail);
 }
-
-typedef int (*ana_fn)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
-
-static const struct {
-    const char *name;
-    ana_fn fn;
-} analytics[] = {
-    {"wordcount", ana_wordcount}, {"sort", ana_sort},
-    {"invindex", ana_invindex},   {"termvector", ana_termvector},
-    {"seqcount", ana_seqcount},   {"rankedinvindex", ana_rankedinvindex},
-};
 
 #ifdef TDC_HAVE_CUDA
 /* Resident archives, guarded by backend_gpu_lock (which also serializes every use of the GPU). */
@@ -218,13 +208,10 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
 }
 #endif
 
-int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out)
 {
-    int kind = -1;
-    for (size_t i = 0; i < sizeof analytics / sizeof *analytics; i++)
-        if (!strcmp(name, analytics[i].name)) kind = (int)i; /* the order of GPU_ANA_* */
-    if (kind < 0) return tdc_error(-EINVAL, "unknown analytic '%s'", name);
+    if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
@@ -238,7 +225,7 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
 #else
     (void)gen;
 #endif
-    int rc = analytics[kind].fn(a, first, end, vis, out);
+    int rc = ana_table[kind].cpu(a, first, end, vis, out);
     if (!rc) account(1, out->n - n0);
     return rc;
 }
@@ -248,10 +235,10 @@ void backend_set_auto_min(uint64_t bytes)
     __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
 }
 
-int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out)
+int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out)
 {
     backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
-    int rc = backend_analytic(name, a, 1, first, end, NULL, out);
+    int rc = backend_analytic(kind, a, 1, first, end, NULL, out);
     backend_release(a);
     return rc;
 }

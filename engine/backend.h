@@ -50,19 +50,19 @@ void backend_set_auto_min(uint64_t bytes);
  * process also pays for starting CUDA and uploading and indexing the archive (hundreds of ms).
  * Then backend_analytic (the archive resident for the call) and backend_release. */
 #define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
-int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out);
+int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out);
 
-/* Analytic `name` ("wordcount", "sort", "invindex", "termvector", "seqcount",
- * "rankedinvindex") over the files of entries [first, end) of `a` visible in `vis` (ana.h:
- * NULL for all), appended to out: exactly what the ana_* function of that name prints. Each
+/* Analytic `kind` (enum ana_id; analytics.h has the table) over the files of entries
+ * [first, end) of `a` visible in `vis` (ana.h: NULL for all), appended to out: exactly what
+ * its CPU function (ana_table[kind].cpu) prints. Each
  * may run on the GPU (gpu_analytic; backend_set_mode): the archive is uploaded and indexed
  * once per (a, gen) and stays resident in a small cache (the least recently used of
  * BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
  * archive's contents for the cache: give a new value whenever `a` may be another archive or
  * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
  * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
- * in backend_stats). Returns 0, -EINVAL for an unknown name, or the ana_* error. */
-int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+ * in backend_stats). Returns 0, -EINVAL for an unknown kind, or the ana_* error. */
+int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out);
 
 #define BACKEND_GPU_CACHE 2

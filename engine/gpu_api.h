@@ -110,13 +110,16 @@ int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint
  * holds a word longer than TOK_CAP, or a count or key does not fit the packed keys: the CPU serves
  * those. The first call on a handle also ranks the dictionary's words (host sort) and builds the
  * head/tail buffers. */
-enum {
-    GPU_ANA_WORDCOUNT,
-    GPU_ANA_SORT,
-    GPU_ANA_INVINDEX,
-    GPU_ANA_TERMVECTOR,
-    GPU_ANA_SEQCOUNT,
-    GPU_ANA_RANKEDINVINDEX,
+/* The analytics' ids, one for each backend and layer: engine/analytics.h has their table
+ * (names, virtual files, CPU functions), indexed by id; `kind` here is the id. */
+enum ana_id {
+    ANA_WORDCOUNT,
+    ANA_SORT,
+    ANA_INVINDEX,
+    ANA_TERMVECTOR,
+    ANA_SEQCOUNT,
+    ANA_RANKEDINVINDEX,
+    ANA_NIDS
 };
 struct buf;
 

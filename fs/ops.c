@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "../engine/ana.h"
+#include "../engine/analytics.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
 #include "../index/words.h"
@@ -26,12 +27,9 @@
 #define VINO_BIT ((uint64_t)1 << 63)
 #define FS_SEARCH_BASE ((uint64_t)1 << 62)
 
-static const struct {
-    const char *name; /* the analytic's name after the dot */
-} vfiles[] = {{".wordcount"},  {".sort"},     {".invindex"},
-              {".termvector"}, {".seqcount"}, {".rankedinvindex"}};
-#define NVFILES (sizeof vfiles / sizeof vfiles[0])
-#define SEARCH_DIR NVFILES /* kind of the .search directory */
+/* The kinds of virtual files: the analytics' ids (ana_table[kind].vfile), then .search. */
+#define SEARCH_DIR ANA_NIDS
+_Static_assert(SEARCH_DIR < 8, "a virtual file's kind is 3 bits of its inode number");
 
 /* Per-open state: a regular file (reader and running hash) or a computed virtual file. */
 typedef struct fs_file {
@@ -298,7 +296,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (rc == -ENOENT) {
         /* A real entry of the same name wins over a virtual file. */
         for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
-            if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
+            if (strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) continue;
             struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
             if (vattr(c, req, ve.ino, &ve.attr)) break;
             fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
@@ -650,8 +648,8 @@ static int analytic_text(const vol_view *w, uint32_t kind, const unsigned char *
     if (rc) return rc;
     /* On the GPU where the backend finds it worth it, else ana_* on the CPU. A snapshot or a
      * relinked copy is not kept on the GPU (generation 0). */
-    rc = backend_analytic(vfiles[kind].name + 1, cp ? cp : w->a, cp || w->own ? 0 : w->gen,
-                          first, end, vis, out);
+    rc = backend_analytic((int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen, first, end, vis,
+                          out);
     fs_vis_relink_free(cp);
     return rc;
 }

@@ -1486,8 +1486,8 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
     int rc, rb = nbits(g->nwords ? g->nwords : 1);
     c.x.rb = rb;
     int per_file =
-        kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR || kind == GPU_ANA_RANKEDINVINDEX;
-    int seq = kind == GPU_ANA_SEQCOUNT || kind == GPU_ANA_RANKEDINVINDEX;
+        kind == ANA_INVINDEX || kind == ANA_TERMVECTOR || kind == ANA_RANKEDINVINDEX;
+    int seq = kind == ANA_SEQCOUNT || kind == ANA_RANKEDINVINDEX;
     /* More than 2^21 words: three ranks do not fit one 64-bit key (c.o.wide_seq takes this
      * path for any dictionary, to test it on small archives). */
     int wide = seq && (3 * rb > 64 || c.o.wide_seq);
@@ -1506,13 +1506,13 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
                          TOK_CAP);
     int fb = nbits(c.s.nf ? c.s.nf : 1);
 
-    if (kind == GPU_ANA_WORDCOUNT || kind == GPU_ANA_SORT) {
+    if (kind == ANA_WORDCOUNT || kind == ANA_SORT) {
         u64 n = g->nwords, *dense;
         if (!n) return 0;
         if ((rc = gpu_wc_pass(g, first, end, dvis)) || (rc = c.t.get(&dense, n))) return rc;
         k_dense<<<blocks(g->ntokens, TPB), TPB, 0, g->st>>>(g->ntokens, g->arank, g->cnt, dense);
         CK_LAUNCH("k_dense");
-        if (kind == GPU_ANA_SORT) return emit(c, wc_rec{c.x, dense, NULL, 0}, n, out);
+        if (kind == ANA_SORT) return emit(c, wc_rec{c.x, dense, NULL, 0}, n, out);
         u64 *neg, *ks;
         uint32_t *iota, *vs;
         if ((rc = c.t.get(&neg, n)) || (rc = c.t.get(&ks, n)) || (rc = c.t.get(&iota, n)) ||
@@ -1525,7 +1525,7 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
         return emit(c, wc_rec{c.x, ks, vs, 1}, n, out);
     }
 
-    if (kind == GPU_ANA_SEQCOUNT) {
+    if (kind == ANA_SEQCOUNT) {
         if ((rc = gpu_wc_pass(g, first, end, dvis))) return rc;
         u64 cap = 2 * (g->nsyms + c.s.nroot), *k, *v, m;
         uint32_t *lo = NULL;
@@ -1563,8 +1563,8 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
     if (bu && wide) return tdc_error(-ENOTSUP, "gpu: analytics: bottom-up with wide sequences");
     if (bu && (rc = bu_build(c, u, seq, rb, b))) return rc;
 
-    if (kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR) {
-        int wm = kind == GPU_ANA_INVINDEX;
+    if (kind == ANA_INVINDEX || kind == ANA_TERMVECTOR) {
+        int wm = kind == ANA_INVINDEX;
         if (bu)
             k_btsize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, c.ctr + 1);
         else
@@ -1687,7 +1687,7 @@ extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
 {
     if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
     if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
-    if (kind < GPU_ANA_WORDCOUNT || kind > GPU_ANA_RANKEDINVINDEX)
+    if (kind < ANA_WORDCOUNT || kind > ANA_RANKEDINVINDEX)
         return tdc_error(-EINVAL, "gpu: unknown analytic %d", kind);
     int rc;
     if (!g->aprep && (rc = prepare(g))) return rc;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../engine/ana.h"
+#include "../engine/analytics.h"
 #include "../engine/arc.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
@@ -662,22 +663,15 @@ static int cmd_verify(int argc, char **argv)
 
 /* ---------------- analytics ---------------- */
 
-static const char usage_wordcount[] =
-    "usage: tadoc wordcount ARCHIVE [SCOPE]\n"
-    "\n"
-    "Count the words of SCOPE (a directory or file path in the archive; the whole archive\n"
-    "by default) by traversing the grammar, without expanding the text. Prints\n"
-    "count<TAB>word lines, count descending, then word in byte order. Words are maximal runs\n"
-    "of ASCII letters, digits, '_' and bytes >= 0x80.\n";
-
-static const char usage_sort[] =
-    "usage: tadoc sort ARCHIVE [SCOPE]\n"
-    "\n"
-    "Like wordcount, but prints word<TAB>count lines sorted by word (byte order).\n";
-
-/* argv[0] names the analytic; TADOC_GPU=off|auto|on picks the backend (backend.h). */
-static int run_analytic(int argc, char **argv, const char *usage)
+/* Analytic `kind` (analytics.h), which argv[0] names; TADOC_GPU=off|auto|on (main) picks the
+ * backend. */
+static int run_analytic(int argc, char **argv, int kind)
 {
+    char usage[1024];
+    snprintf(usage, sizeof usage, "usage: tadoc %s ARCHIVE [SCOPE]\n\n%s", ana_table[kind].name,
+             ana_table[kind].doc);
+    int h = want_help(argc, argv, usage);
+    if (h >= 0) return h;
     if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
     arc *a;
     int rc = open_all(argv[1], &a, NULL);
@@ -695,39 +689,12 @@ static int run_analytic(int argc, char **argv, const char *usage)
         }
     }
     buf out = {0};
-    rc = backend_cli_analytic(argv[0], a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first),
-                              &out);
+    rc = backend_cli_analytic(kind, a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first), &out);
     if (!rc && (rc = write_full(1, out.p, out.n))) tdc_error(rc, "stdout: %s", strerror(-rc));
     buf_free(&out);
     arc_free(a);
     return rc ? fail(rc) : EX_OK;
 }
-
-static const char usage_invindex[] =
-    "usage: tadoc invindex ARCHIVE [SCOPE]\n"
-    "\n"
-    "Inverted index of SCOPE from the grammar: word<TAB>path<TAB>path... lines, words in\n"
-    "byte order, paths in byte order (tab, newline and backslash in paths C-escaped).\n";
-
-static const char usage_termvector[] =
-    "usage: tadoc termvector ARCHIVE [SCOPE]\n"
-    "\n"
-    "Term vectors from the grammar: path<TAB>count<TAB>word for every word of every file,\n"
-    "files by path, then count descending, then word.\n";
-
-static const char usage_seqcount[] =
-    "usage: tadoc seqcount ARCHIVE [SCOPE]\n"
-    "\n"
-    "Counts of every run of three consecutive words inside one file (separators between\n"
-    "them do not matter), from the grammar: count<TAB>w1 w2 w3, count descending, then\n"
-    "sequence.\n";
-
-static const char usage_rankedinvindex[] =
-    "usage: tadoc rankedinvindex ARCHIVE [SCOPE]\n"
-    "\n"
-    "Ranked inverted index of three-word sequences from the grammar:\n"
-    "w1 w2 w3<TAB>path:count<TAB>..., sequences in byte order, files by count descending,\n"
-    "then path.\n";
 
 /* ---------------- word queries ---------------- */
 
@@ -782,29 +749,22 @@ static int cmd_search(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    /* A command runs either its own function or, for an analytic, run_analytic with it. */
+    /* A command runs its own function; an analytic (ana_table) runs run_analytic. */
     static const struct {
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-        int (*ana)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
-    } cmds[] = {{"pack", cmd_pack, usage_pack, NULL},
-                {"unpack", cmd_unpack, usage_unpack, NULL},
-                {"ls", cmd_ls, usage_ls, NULL},
-                {"cat", cmd_cat, usage_cat, NULL},
-                {"extract", cmd_extract, usage_extract, NULL},
-                {"stat", cmd_stat, usage_stat, NULL},
-                {"verify", cmd_verify, usage_verify, NULL},
-                {"wordcount", NULL, usage_wordcount, ana_wordcount},
-                {"sort", NULL, usage_sort, ana_sort},
-                {"invindex", NULL, usage_invindex, ana_invindex},
-                {"termvector", NULL, usage_termvector, ana_termvector},
-                {"seqcount", NULL, usage_seqcount, ana_seqcount},
-                {"rankedinvindex", NULL, usage_rankedinvindex, ana_rankedinvindex},
-                {"count", cmd_count, usage_count, NULL},
-                {"search", cmd_search, usage_search, NULL},
-                {"apply", cmd_apply, usage_apply, NULL},
-                {"compact", cmd_compact, usage_compact, NULL}};
+    } cmds[] = {{"pack", cmd_pack, usage_pack},
+                {"unpack", cmd_unpack, usage_unpack},
+                {"ls", cmd_ls, usage_ls},
+                {"cat", cmd_cat, usage_cat},
+                {"extract", cmd_extract, usage_extract},
+                {"stat", cmd_stat, usage_stat},
+                {"verify", cmd_verify, usage_verify},
+                {"count", cmd_count, usage_count},
+                {"search", cmd_search, usage_search},
+                {"apply", cmd_apply, usage_apply},
+                {"compact", cmd_compact, usage_compact}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     /* The environment (usage_main lists it) sets the engine's options for this process. */
     tdc_env_settings();
@@ -824,9 +784,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
-        if (cmds[i].ana) return run_analytic(argc - 1, argv + 1, cmds[i].usage);
         return cmds[i].fn(argc - 1, argv + 1);
     }
+    int kind = ana_find(argv[1]);
+    if (kind >= 0) return run_analytic(argc - 1, argv + 1, kind);
     fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
     fputs(usage_main, stderr);
     return EX_USAGE;
