@@ -23,6 +23,7 @@
 #include "../engine/arc.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
+#include "../engine/hashck.h"
 #include "../engine/jrnl.h"
 #include "../engine/vol.h"
 #include "../engine/pack.h"
@@ -171,8 +172,10 @@ static int write_full(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Stream `len` bytes of entry `e` from `off` into fd. */
-static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name)
+/* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
+ * content-hash check first: -EBADMSG (no message) when the file's hash differs. */
+static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name,
+                    hashck *hc)
 {
     static unsigned char blk[CHUNK];
     idx_cursor c;
@@ -185,6 +188,10 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
             break;
         }
         if (k == 0) break;
+        if (hc && hashck_feed(hc, off, blk, (size_t)k)) {
+            rc = -EBADMSG;
+            break;
+        }
         if ((rc = write_full(fd, blk, (size_t)k))) {
             rc = tdc_error(rc, "%s: write: %s", name, strerror(-rc));
             break;
@@ -419,7 +426,7 @@ static int cmd_unpack(int argc, char **argv)
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
                 break;
             }
-            rc = copy_out(x, i, 0, e->size, fd, path);
+            rc = copy_out(x, i, 0, e->size, fd, path, NULL);
             if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             if (!rc) rc = restore_meta(path, e);
         }
@@ -500,7 +507,8 @@ static int find_file(const arc *a, const char *path, uint32_t *ent)
 static const char usage_cat[] =
     "usage: tadoc cat ARCHIVE PATH\n"
     "\n"
-    "Write the archived file PATH to standard output, extracted from the grammar.\n";
+    "Write the archived file PATH to standard output, extracted from the grammar, checking\n"
+    "its content hash (exit status 3 when the archive data is damaged).\n";
 
 static int cmd_cat(int argc, char **argv)
 {
@@ -510,8 +518,17 @@ static int cmd_cat(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e)))
-        rc = copy_out(x, e, 0, a->ents[e].size, 1, "stdout");
+    if (!(rc = find_file(a, argv[2], &e))) {
+        /* The content's hash is the archived one of the inode's first name. */
+        int64_t ce = arc_ino_entry(a, a->ents[e].ino);
+        hashck hc = {0};
+        if (ce >= 0) hashck_init(&hc, a->ents[ce].hash, a->ents[ce].size);
+        rc = copy_out(x, e, 0, a->ents[e].size, 1, "stdout", &hc);
+        hashck_free(&hc);
+        if (rc == -EBADMSG)
+            tdc_error(rc, "%s: content does not match its hash (archive data is damaged)",
+                      argv[2]);
+    }
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
@@ -542,7 +559,7 @@ static int cmd_extract(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, "stdout");
+    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, "stdout", NULL);
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
