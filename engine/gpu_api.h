@@ -96,20 +96,6 @@ int gpu_count(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts);
  * 1's, and so on. */
 int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint64_t **offs);
 
-/* The six analytics of engine/ana.h on the device (G-TADOC IV-B..IV-D), over the regular files
- * of entries [first, end), appending to out exactly the text the ana_* function of the same
- * name prints. Top-down and level-synchronous: rule weights pushed from the highest level down
- * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
- * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
- * level per launch (or, when the caller forces bottom-up (gpu_ana_args), per-rule
- * tables built children first, reduced per file from its root run's rules); head/tail buffers (each
- * rule's first and last two words, built children first) give the 3-word sequences that cross
- * symbol boundaries. Words are identified by their byte-order rank in the dictionary, so radix
- * sorts of packed keys give the output order, and the text is formatted on the device (a length
- * pass, a scan, a write pass) and copied back. -ENOTSUP (and nothing appended) when a file in scope
- * holds a word longer than TOK_CAP, or a count or key does not fit the packed keys: the CPU serves
- * those. The first call on a handle also ranks the dictionary's words (host sort) and builds the
- * head/tail buffers. */
 /* The analytics' ids, one for each backend and layer: engine/analytics.h has their table
  * (names, virtual files, CPU functions), indexed by id; `kind` here is the id. */
 enum ana_id {
@@ -121,7 +107,6 @@ enum ana_id {
     ANA_RANKEDINVINDEX,
     ANA_NIDS
 };
-struct buf;
 
 /* The caller's settings for one gpu_analytic (backend.h: backend_gpu_args fills them from the
  * analytics' settings and the scope). */
@@ -135,6 +120,21 @@ typedef struct gpu_ana_args {
                       scope's first entry (the per-file analytics) */
 } gpu_ana_args;
 
+/* The six analytics of engine/ana.h on the device (G-TADOC IV-B..IV-D), over the regular files
+ * of entries [first, end), appending to out exactly the text the ana_* function of the same
+ * name prints. Top-down and level-synchronous: rule weights pushed from the highest level down
+ * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
+ * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
+ * level per launch (or, when the caller forces bottom-up (gpu_ana_args), per-rule tables
+ * built children first, reduced per file from its root run's rules); head/tail buffers (each
+ * rule's first and last two words, built children first) give the 3-word sequences that cross
+ * symbol boundaries. Words are identified by their byte-order rank in the dictionary, so radix
+ * sorts of packed keys give the output order, and the text is formatted on the device (a length
+ * pass, a scan, a write pass) and copied back. -ENOTSUP (and nothing appended) when a file in scope
+ * holds a word longer than TOK_CAP, or a count or key does not fit the packed keys: the CPU serves
+ * those. The first call on a handle also ranks the dictionary's words (host sort) and builds the
+ * head/tail buffers. */
+struct buf;
 /* `vis` is the visibility mask of engine/ana.h (NULL: every file; else one byte per entry of
  * the archive, the files whose byte is 0 left out), read on the host. */
 int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, const unsigned char *vis,
