@@ -45,7 +45,15 @@ NVFLAGS  = -O2 -g -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=c
 endif
 endif
 
+# Two static libraries, following the layers (docs/DESIGN.md section 1): libtadoc.a holds
+# engine/, index/ and lib/; libtadoc_gpu.a the CUDA kernels, which implement engine/gpu_api.h
+# (and use the engine's error and buffer helpers, hence the group on the link lines).
 LIB   = $(BUILD)/libtadoc.a
+ifneq ($(CU_OBJ),)
+GPULIB = $(BUILD)/libtadoc_gpu.a
+endif
+LIBS  = $(LIB) $(GPULIB)
+LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 TOOLS = $(BUILD)/tadoc $(BUILD)/tadocfs
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -109,12 +117,16 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB): $(ENGINE_OBJ) $(CU_OBJ)
+$(LIB): $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(GPULIB): $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 tools: $(TOOLS)
-lib: $(LIB) $(SHLIB) $(PCFILE)
+lib: $(LIBS) $(SHLIB) $(PCFILE)
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -133,42 +145,42 @@ $(PCFILE): lib/tadoc.pc.in Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
-$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIB)
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIBS)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
 
 FS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/*.c))
-$(BUILD)/tadocfs: $(FS_OBJ) $(LIB)
-	$(CC) -o $@ $^ $(FUSE_LIBS) $(LDLIBS_ALL)
+$(BUILD)/tadocfs: $(FS_OBJ) $(LIBS)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(FUSE_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/bench/fuseceil: $(BUILD)/bench/fuseceil.o
 	$(CC) -o $@ $^ $(FUSE_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIB)
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ -lcmocka $(LDLIBS_ALL)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) -lcmocka $(LDLIBS_ALL)
 
-$(BUILD)/tests/gpucheck: $(BUILD)/tests/gpu/gpucheck.o $(LIB)
+$(BUILD)/tests/gpucheck: $(BUILD)/tests/gpu/gpucheck.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
 
 # The section-coder measurements (issue 18) try htscodecs' rANS and arithmetic coders and
 # LZMA besides zstd; the archive itself needs neither.
-$(BUILD)/tests/codecs: $(BUILD)/tests/tools/codecs.o $(LIB)
+$(BUILD)/tests/codecs: $(BUILD)/tests/tools/codecs.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ -lhtscodecs -llzma $(LDLIBS_ALL)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) -lhtscodecs -llzma $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIB)
+$(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/fuzz_apply: $(BUILD)/tests/fuzz/fuzz_apply.o $(BUILD)/tools/edit.o $(FUZZ_MAIN) $(LIB)
-	$(CC) -o $@ $^ $(FUZZ_LINK) $(LDLIBS_ALL)
+$(BUILD)/tests/fuzz_apply: $(BUILD)/tests/fuzz/fuzz_apply.o $(BUILD)/tools/edit.o $(FUZZ_MAIN) $(LIBS)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(FUZZ_LINK) $(LDLIBS_ALL)
 
-$(BUILD)/tests/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_MAIN) $(LIB)
-	$(CC) -o $@ $^ $(FUZZ_LINK) $(LDLIBS_ALL)
+$(BUILD)/tests/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_MAIN) $(LIBS)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(FUZZ_LINK) $(LDLIBS_ALL)
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBS)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
 
 deps:
 	@tools/deps.sh build test
@@ -224,7 +236,7 @@ install: $(TOOLS) lib
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
 	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
 	install -m 0755 tools/mount.tadocfs $(DESTDIR)$(SBINDIR)/
-	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(LIBS) $(DESTDIR)$(LIBDIR)/
 	install -m 0644 $(SHLIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf libtadoc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libtadoc.so.$(SOVERSION)
 	ln -sf libtadoc.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libtadoc.so

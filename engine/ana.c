@@ -335,7 +335,7 @@ static int emit(const arc *a, uint32_t first, uint32_t end, const unsigned char 
     int rc = ana_prep_init(&p, a, flags);
     if (rc) return rc;
     ana_mark("levels");
-    rc = count_scope(&p, first, end, vis, count_first ? ANA_K_WORDCOUNT : ANA_K_SORT, &c);
+    rc = count_scope(&p, first, end, vis, count_first ? ANA_WORDCOUNT : ANA_SORT, &c);
     if (!rc) rc = print(a, &c, p.order, p.norder, out, count_first, ana_threads());
     counts_free(&c);
     ana_prep_free(&p);

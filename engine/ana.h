@@ -48,13 +48,13 @@
  * merge. Word count and sort print from a word order of the dictionary (radix-sorted once per
  * grammar and kept) and a counting sort by count, formatted by both threads in place.
  *
- * Options, read at every call: TADOC_TRAVERSAL=topdown|bottomup|auto (default auto),
- * TADOC_THREADS=1|2 (unset: 2 when the machine has two or more CPUs and the scope has at
- * least 65,536 root symbols, since below that starting a thread does not pay; else 1),
- * TADOC_ANA_VERBOSE=1 prints each decision and the two estimates on stderr (=2 also each
- * phase's time), TADOC_ANA_CACHE=0 stops keeping the last grammar's levels and head/tail
- * buffers between calls (ana_int.h). ana_set_* below override the environment for the whole
- * process. */
+ * Options (ana_set_* below; the tools and the daemon set them from their environment, see
+ * tadoc --help): the traversal, topdown, bottomup or auto (the default); threads, 1 or 2
+ * (unset: 2 when the machine has two or more CPUs and the scope has at least 65,536 root
+ * symbols, since below that starting a thread does not pay; else 1); verbosity 1 prints each
+ * decision and the two estimates on stderr (2 also each phase's time); the cache of the last
+ * grammar's levels and head/tail buffers between calls (ana_int.h), on by default. They hold
+ * for the whole process. */
 #ifndef TDC_ANA_H
 #define TDC_ANA_H
 
@@ -79,16 +79,24 @@ uint32_t ana_subtree_end(const arc *a, uint32_t dir);
 
 enum ana_traversal { ANA_AUTO = 0, ANA_TOPDOWN = 1, ANA_BOTTOMUP = 2 };
 
-/* Force a traversal for every later call (ANA_AUTO: the selector); -1 returns to
- * TADOC_TRAVERSAL. */
+/* Force a traversal for every later call (ANA_AUTO: the selector); -1 returns to the
+ * default, auto. */
 void ana_set_traversal(int t);
 
 /* Threads for every later call (1 or 2; more is taken as 2), whatever the scope's size; -1
- * returns to TADOC_THREADS. */
+ * returns to the default (the machine and the scope decide). */
 void ana_set_threads(int n);
 
-/* The traversal and thread count in effect (from ana_set_*, the environment, or for threads
- * the machine; small scopes still run on one thread unless threads were asked for). */
+/* Keep the last grammar's preparation between calls (on, the default) or not. */
+void ana_set_cache(int on);
+
+/* 0 (the default): quiet; 1: each analytic's choice and estimates on stderr; 2: also the time
+ * of each phase. */
+void ana_set_verbose(int level);
+int ana_verbose(void);
+
+/* The traversal and thread count in effect (from ana_set_*, or for threads the machine;
+ * small scopes still run on one thread unless threads were asked for). */
 int ana_traversal(void);
 int ana_threads(void);
 

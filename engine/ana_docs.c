@@ -596,7 +596,7 @@ static void docs_free(docs *d)
 static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t end,
                      const unsigned char *vis)
 {
-    int seq = kind == ANA_K_SEQCOUNT || kind == ANA_K_RANKEDINVINDEX;
+    int seq = kind == ANA_SEQCOUNT || kind == ANA_RANKEDINVINDEX;
     memset(d, 0, sizeof *d);
     d->a = a;
     d->g = &a->g;
@@ -809,7 +809,7 @@ int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned ch
                    buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_TERMVECTOR, first, end, vis);
+    int rc = docs_init(&d, a, ANA_TERMVECTOR, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out};
     ranks rk = {0};
@@ -904,7 +904,7 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char
                  buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_INVINDEX, first, end, vis);
+    int rc = docs_init(&d, a, ANA_INVINDEX, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     ranks rk = {0};
@@ -1051,7 +1051,7 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char
                  buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_SEQCOUNT, first, end, vis);
+    int rc = docs_init(&d, a, ANA_SEQCOUNT, first, end, vis);
     if (rc) return rc;
     scjob j = {.d = &d};
     seqrec *recs = NULL;
@@ -1165,7 +1165,7 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigne
                        buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_K_RANKEDINVINDEX, first, end, vis);
+    int rc = docs_init(&d, a, ANA_RANKEDINVINDEX, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     rc = ana_par(d.pl.threads, ri_task, &j);

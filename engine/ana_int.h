@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "analytics.h" /* enum ana_id: the `kind` of the selector */
 #include "arc.h"
 #include "tok.h"
 
@@ -46,7 +47,7 @@ int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx);
  * archive freed and another one allocated at the same addresses can never be mistaken for
  * it. It costs 1 byte per symbol, up to 32 more per rule with levels (12 without head/tail),
  * and 4 per word token with the order; a call that needs a part the kept one lacks recomputes
- * it with every part either asked for. TADOC_ANA_CACHE=0 turns the cache off. Prepared data
+ * it with every part either asked for. ana_set_cache(0) turns the cache off. Prepared data
  * is read-only and shared by concurrent calls. */
 enum { ANA_PREP_LEVELS = 1, ANA_PREP_HT = 2, ANA_PREP_ORDER = 4 };
 
@@ -87,19 +88,10 @@ int ana_file_has_cut(const ana_prep *p, uint32_t e);
 
 /* ---- options and the traversal selector ---- */
 
-enum ana_kind {
-    ANA_K_WORDCOUNT,
-    ANA_K_SORT,
-    ANA_K_INVINDEX,
-    ANA_K_TERMVECTOR,
-    ANA_K_SEQCOUNT,
-    ANA_K_RANKEDINVINDEX,
-};
-
 typedef struct ana_plan {
     int bottomup;  /* 0: top-down, 1: bottom-up */
     int threads;   /* 1 or 2 */
-    int forced;    /* set by TADOC_TRAVERSAL / ana_set_traversal rather than chosen */
+    int forced;    /* set by ana_set_traversal rather than chosen */
     double est_td; /* selector's cost estimates (0 when not estimated) */
     double est_bu;
     uint64_t scope_syms; /* root symbols of the scope's files */
@@ -108,7 +100,7 @@ typedef struct ana_plan {
 
 /* Choose the traversal and thread count for analytic `kind` over the files of [first, end)
  * visible in `vis` (see ana.h for the rule and the mask). Never fails: without memory for the
- * estimate it picks top-down. Prints the choice on stderr when TADOC_ANA_VERBOSE is set. */
+ * estimate it picks top-down. Prints the choice on stderr at verbosity 1 and up (ana_set_verbose). */
 void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                    const unsigned char *vis, ana_plan *out);
 
@@ -129,9 +121,9 @@ void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, s
  * scope uses. need is calloc'ed nrules + 1 bytes. */
 int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **need);
 
-/* With TADOC_ANA_VERBOSE=2: print on stderr the wall seconds, and this thread's CPU seconds
- * (what counts on a busy machine), since the previous mark of this thread (or since `what` is
- * NULL, which starts the clock). */
+/* At verbosity 2 (ana_set_verbose): print on stderr the wall seconds, and this thread's CPU
+ * seconds (what counts on a busy machine), since the previous mark of this thread (or since
+ * `what` is NULL, which starts the clock). */
 void ana_mark(const char *what);
 
 /* ---- two threads ---- */

@@ -16,7 +16,9 @@
 
 /* ---- options ---- */
 
-static int opt_traversal = -1, opt_threads = -1;
+/* Process-wide settings made by the caller (tools/, fs/ from their options and environment):
+ * -1 leaves the choice to the selector and the machine. */
+static int opt_traversal = -1, opt_threads = -1, opt_nocache, opt_verbose;
 
 void ana_set_traversal(int t)
 {
@@ -28,25 +30,32 @@ void ana_set_threads(int n)
     __atomic_store_n(&opt_threads, n < 0 ? -1 : n < 2 ? 1 : 2, __ATOMIC_RELAXED);
 }
 
+void ana_set_cache(int on)
+{
+    __atomic_store_n(&opt_nocache, !on, __ATOMIC_RELAXED);
+}
+
+void ana_set_verbose(int level)
+{
+    __atomic_store_n(&opt_verbose, level < 0 ? 0 : level, __ATOMIC_RELAXED);
+}
+
+int ana_verbose(void)
+{
+    return __atomic_load_n(&opt_verbose, __ATOMIC_RELAXED);
+}
+
 int ana_traversal(void)
 {
     int t = __atomic_load_n(&opt_traversal, __ATOMIC_RELAXED);
-    if (t >= 0) return t;
-    const char *e = getenv("TADOC_TRAVERSAL");
-    if (!e) return ANA_AUTO;
-    if (!strcmp(e, "topdown") || !strcmp(e, "top-down")) return ANA_TOPDOWN;
-    if (!strcmp(e, "bottomup") || !strcmp(e, "bottom-up")) return ANA_BOTTOMUP;
-    return ANA_AUTO;
+    return t >= 0 ? t : ANA_AUTO;
 }
 
 /* Threads asked for (1 or 2), or 0 when nobody asked: then the machine and the scope decide. */
 static int threads_asked(void)
 {
     int n = __atomic_load_n(&opt_threads, __ATOMIC_RELAXED);
-    if (n > 0) return n;
-    const char *e = getenv("TADOC_THREADS");
-    if (e && *e) return atoi(e) >= 2 ? 2 : 1;
-    return 0;
+    return n > 0 ? n : 0;
 }
 
 int ana_threads(void)
@@ -162,8 +171,7 @@ static int fingerprint(const arc *a, XXH128_hash_t *h)
 
 static int cache_on(void)
 {
-    const char *e = getenv("TADOC_ANA_CACHE");
-    return !e || strcmp(e, "0");
+    return !__atomic_load_n(&opt_nocache, __ATOMIC_RELAXED);
 }
 
 static void prep_view(ana_prep *p, const arc *a, ana_prep_data *d)
@@ -411,12 +419,12 @@ static inline void add_w(uint64_t *x, uint64_t v, int shared);
 
 static int per_file(int kind)
 {
-    return kind == ANA_K_INVINDEX || kind == ANA_K_TERMVECTOR || kind == ANA_K_RANKEDINVINDEX;
+    return ana_table[kind].per_file;
 }
 
 static int is_seq(int kind)
 {
-    return kind == ANA_K_SEQCOUNT || kind == ANA_K_RANKEDINVINDEX;
+    return ana_table[kind].seq;
 }
 
 /* Bound on the size of rule c's table. */
@@ -505,13 +513,6 @@ static int estimate(const ana_prep *p, int seq, const vec32 *files, int threads,
     return rc;
 }
 
-static const char *kind_name(int kind)
-{
-    static const char *n[] = {"wordcount",  "sort",     "invindex",
-                              "termvector", "seqcount", "rankedinvindex"};
-    return n[kind];
-}
-
 int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
                      uint64_t *syms, uint32_t *nfiles)
 {
@@ -553,12 +554,11 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                 why = " (a rule expands to 2^32 words or more)";
             }
     }
-    const char *v = getenv("TADOC_ANA_VERBOSE");
-    if (v && *v && strcmp(v, "0"))
+    if (ana_verbose())
         fprintf(stderr,
                 "tadoc: %s: %s%s, %d thread%s, %u file%s, %llu root symbols; estimates: "
                 "top-down %.3g, bottom-up %.3g%s\n",
-                kind_name(kind), o->bottomup ? "bottom-up" : "top-down",
+                ana_table[kind].name, o->bottomup ? "bottom-up" : "top-down",
                 o->forced ? " (forced)" : " (auto)", o->threads, o->threads > 1 ? "s" : "",
                 o->nfiles, o->nfiles == 1 ? "" : "s", (unsigned long long)o->scope_syms, o->est_td,
                 o->est_bu, why);
@@ -567,8 +567,7 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
 void ana_mark(const char *what)
 {
     static __thread struct timespec last, last_cpu;
-    const char *v = getenv("TADOC_ANA_VERBOSE");
-    if (!v || atoi(v) < 2) return;
+    if (ana_verbose() < 2) return;
     struct timespec t, c;
     clock_gettime(CLOCK_MONOTONIC, &t);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ana.h"
+#include "analytics.h"
 #include "backend_int.h"
 #include "err.h"
 
@@ -58,7 +59,7 @@ int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, b
 
 /* ---- The daemon's entry points ---- */
 
-static int mode = BACKEND_AUTO;
+static int mode = BACKEND_AUTO, wide_seq;
 static uint64_t auto_min = BACKEND_AUTO_MIN_BYTES;
 static uint64_t st_req[2], st_bytes[2]; /* analytics: [0] gpu, [1] cpu */
 uint64_t backend_fallbacks;
@@ -71,6 +72,19 @@ void backend_set_mode(int m)
 int backend_get_mode(void)
 {
     return __atomic_load_n(&mode, __ATOMIC_RELAXED);
+}
+
+void backend_set_gpu_wide_seq(int on)
+{
+    __atomic_store_n(&wide_seq, on != 0, __ATOMIC_RELAXED);
+}
+
+void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o)
+{
+    o->prefix = ana_scope_prefix(a, first);
+    o->traversal = ana_traversal();
+    o->verbose = ana_verbose() > 0;
+    o->wide_seq = __atomic_load_n(&wide_seq, __ATOMIC_RELAXED);
 }
 
 static void account(int cpu, size_t bytes)
@@ -92,17 +106,6 @@ int backend_stats(char *out, size_t n)
     return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
                     r0, b0, r1, b1, reads, tail);
 }
-
-typedef int (*ana_fn)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
-
-static const struct {
-    const char *name;
-    ana_fn fn;
-} analytics[] = {
-    {"wordcount", ana_wordcount}, {"sort", ana_sort},
-    {"invindex", ana_invindex},   {"termvector", ana_termvector},
-    {"seqcount", ana_seqcount},   {"rankedinvindex", ana_rankedinvindex},
-};
 
 #ifdef TDC_HAVE_CUDA
 /* Resident archives, guarded by backend_gpu_lock (which also serializes every use of the GPU). */
@@ -190,11 +193,13 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
     }
     int rc, s = -1;
     gpu_gram *g = NULL;
+    gpu_ana_args args;
+    backend_gpu_args(a, first, &args);
     if (gen) {
         s = slot(a, gen);
-        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, out);
+        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, &args, out);
     } else {
-        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, out);
+        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, &args, out);
         gpu_free(g);
     }
     if (rc && rc != -ENOTSUP && s >= 0) backend_drop(cache[s].g); /* may be unusable */
@@ -203,13 +208,10 @@ static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32
 }
 #endif
 
-int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out)
 {
-    int kind = -1;
-    for (size_t i = 0; i < sizeof analytics / sizeof *analytics; i++)
-        if (!strcmp(name, analytics[i].name)) kind = (int)i; /* the order of GPU_ANA_* */
-    if (kind < 0) return tdc_error(-EINVAL, "unknown analytic '%s'", name);
+    if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
@@ -223,7 +225,7 @@ int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t firs
 #else
     (void)gen;
 #endif
-    int rc = analytics[kind].fn(a, first, end, vis, out);
+    int rc = ana_table[kind].cpu(a, first, end, vis, out);
     if (!rc) account(1, out->n - n0);
     return rc;
 }
@@ -233,19 +235,10 @@ void backend_set_auto_min(uint64_t bytes)
     __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
 }
 
-void backend_cli_mode(void)
+int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out)
 {
-    const char *e = getenv("TADOC_GPU");
-    backend_set_mode(!e || !*e || !strcmp(e, "auto") ? BACKEND_AUTO
-                     : !strcmp(e, "on")              ? BACKEND_ON
-                                                     : BACKEND_OFF);
-}
-
-int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out)
-{
-    backend_cli_mode();
     backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
-    int rc = backend_analytic(name, a, 1, first, end, NULL, out);
+    int rc = backend_analytic(kind, a, 1, first, end, NULL, out);
     backend_release(a);
     return rc;
 }

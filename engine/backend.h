@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../kernels/gpu.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 #include "arc.h"
 #include "buf.h"
+#include "gpu_api.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 
 /* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
 int backend_gpu_available(void);
@@ -45,27 +45,35 @@ int backend_get_mode(void);
 /* The scope size from which auto mode uses the GPU (BACKEND_AUTO_MIN_BYTES until set). */
 void backend_set_auto_min(uint64_t bytes);
 
-/* For the tadoc tool, one analytic per process: TADOC_GPU=off|auto|on (unset: auto) sets the
- * mode; auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh process
- * also pays for starting CUDA and uploading and indexing the archive (hundreds of ms). Then
- * backend_analytic (the archive resident for the call) and backend_release. */
+/* For the tadoc tool, one analytic per process in the mode it set (backend_set_mode, from
+ * TADOC_GPU): auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh
+ * process also pays for starting CUDA and uploading and indexing the archive (hundreds of ms).
+ * Then backend_analytic (the archive resident for the call) and backend_release. */
 #define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
-int backend_cli_analytic(const char *name, const arc *a, uint32_t first, uint32_t end, buf *out);
+int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out);
 
-/* Analytic `name` ("wordcount", "sort", "invindex", "termvector", "seqcount",
- * "rankedinvindex") over the files of entries [first, end) of `a` visible in `vis` (ana.h:
- * NULL for all), appended to out: exactly what the ana_* function of that name prints. Each
+/* Analytic `kind` (enum ana_id; analytics.h has the table) over the files of entries
+ * [first, end) of `a` visible in `vis` (ana.h: NULL for all), appended to out: exactly what
+ * its CPU function (ana_table[kind].cpu) prints. Each
  * may run on the GPU (gpu_analytic; backend_set_mode): the archive is uploaded and indexed
  * once per (a, gen) and stays resident in a small cache (the least recently used of
  * BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
  * archive's contents for the cache: give a new value whenever `a` may be another archive or
  * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
  * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
- * in backend_stats). Returns 0, -EINVAL for an unknown name, or the ana_* error. */
-int backend_analytic(const char *name, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+ * in backend_stats). Returns 0, -EINVAL for an unknown kind, or the ana_* error. */
+int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out);
 
 #define BACKEND_GPU_CACHE 2
+
+/* Let the GPU's sequence analytics take their wide keys for any dictionary (on) or only from
+ * 2^21 words (off, the default): to test that path on small archives. */
+void backend_set_gpu_wide_seq(int on);
+
+/* The settings gpu_analytic gets from the analytics' (ana_set_*) and the backend's, for a
+ * scope starting at entry `first` of `a`. */
+void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o);
 
 /* Drop the GPU copies of archive `a` (every generation), or of all archives when a is NULL.
  * Call before arc_free(a); waits for a request using it to finish. */
@@ -123,7 +131,7 @@ void backend_set_read_batch(size_t min_bytes, unsigned wait_us);
  * and analytics need not wait for it: when the mode is not off and a GPU is usable. */
 void backend_prepare(const arc *a, uint64_t gen);
 
-/* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (kernels/gpu.h has
+/* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (gpu_api.h has
  * the definitions: modes, tdc_edit, at/pos/final_size). Sequence: every file is a treap of
  * pieces that each insert splits, O(n log n); batch: a sort by (file, offset) and a Fenwick
  * tree over it, O(n log n). Same results and errors as the GPU. ---- */
@@ -141,9 +149,6 @@ int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edi
  * tadoc process first pays for starting CUDA, which costs more than the CPU's whole batch
  * unless the batch is very large: an estimate, not measured as a crossover. */
 #define BACKEND_EDIT_AUTO_MIN ((size_t)2000000)
-
-/* For the tadoc tool: the mode from TADOC_GPU (off, auto (unset) or on). */
-void backend_cli_mode(void);
 
 /* Apply the batch to small texts byte by byte, the reference for both: text[f] holds file f
  * and becomes its final text; optext[i] holds op i's bytes (ops[i].len of them). Sequence: in

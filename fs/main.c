@@ -17,6 +17,7 @@
 #include "../engine/backend.h"
 #include "../engine/err.h"
 #include "../index/words.h"
+#include "../lib/env.h"
 #include "fs.h"
 
 #define TADOCFS_VERSION "0.1.0"
@@ -286,6 +287,8 @@ int main(int argc, char **argv)
     backend_set_mode(!o.gpu || !strcmp(o.gpu, "auto") ? BACKEND_AUTO
                      : !strcmp(o.gpu, "on")           ? BACKEND_ON
                                                       : BACKEND_OFF);
+    /* the analytics' TADOC_* variables (lib/env.h) */
+    tdc_env_settings();
     backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend_read.c) */
     if (check_mountpoint(o.mountpoint)) goto out_args;
 

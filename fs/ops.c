@@ -8,11 +8,12 @@
 #include <sys/statvfs.h>
 #include <syslog.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "../engine/ana.h"
+#include "../engine/analytics.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
+#include "../engine/hashck.h"
 #include "../index/words.h"
 #include "perm.h"
 
@@ -26,12 +27,9 @@
 #define VINO_BIT ((uint64_t)1 << 63)
 #define FS_SEARCH_BASE ((uint64_t)1 << 62)
 
-static const struct {
-    const char *name; /* the analytic's name after the dot */
-} vfiles[] = {{".wordcount"},  {".sort"},     {".invindex"},
-              {".termvector"}, {".seqcount"}, {".rankedinvindex"}};
-#define NVFILES (sizeof vfiles / sizeof vfiles[0])
-#define SEARCH_DIR NVFILES /* kind of the .search directory */
+/* The kinds of virtual files: the analytics' ids (ana_table[kind].vfile), then .search. */
+#define SEARCH_DIR ANA_NIDS
+_Static_assert(SEARCH_DIR < 8, "a virtual file's kind is 3 bits of its inode number");
 
 /* Per-open state: a regular file (reader and running hash) or a computed virtual file. */
 typedef struct fs_file {
@@ -41,8 +39,7 @@ typedef struct fs_file {
     buf vout;   /* the virtual file's text */
     uint64_t ino;
     vol_reader rd;
-    XXH3_state_t *hs; /* content hash of bytes [0, hashed), while reads are sequential */
-    uint64_t hashed, want;
+    hashck hc; /* the content-hash check of an unchanged file read in order */
 } fs_file;
 
 /* A directory handle: a snapshot of the entries, taken at opendir and at rewinddir. */
@@ -298,7 +295,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (rc == -ENOENT) {
         /* A real entry of the same name wins over a virtual file. */
         for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
-            if (strcmp(name, k == SEARCH_DIR ? ".search" : vfiles[k].name)) continue;
+            if (strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) continue;
             struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
             if (vattr(c, req, ve.ino, &ve.attr)) break;
             fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
@@ -650,8 +647,8 @@ static int analytic_text(const vol_view *w, uint32_t kind, const unsigned char *
     if (rc) return rc;
     /* On the GPU where the backend finds it worth it, else ana_* on the CPU. A snapshot or a
      * relinked copy is not kept on the GPU (generation 0). */
-    rc = backend_analytic(vfiles[kind].name + 1, cp ? cp : w->a, cp || w->own ? 0 : w->gen,
-                          first, end, vis, out);
+    rc = backend_analytic((int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen, first, end, vis,
+                          out);
     fs_vis_relink_free(cp);
     return rc;
 }
@@ -746,8 +743,10 @@ static fs_file *new_file(fs_ctx *c, uint64_t ino)
     f->ino = ino;
     vol_reader_init(&f->rd);
     /* Unchanged files carry their archived hash: check it as they are read in order. */
-    if (vol_clean_hash(c->v, ino, &f->want) && (f->hs = XXH3_createState()))
-        XXH3_64bits_reset(f->hs);
+    uint64_t want;
+    struct stat st;
+    if (vol_clean_hash(c->v, ino, &want) && !vol_getattr(c->v, ino, &st))
+        hashck_init(&f->hc, want, (uint64_t)st.st_size);
     vol_ref(c->v, ino, 1);
     return f;
 }
@@ -886,20 +885,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     pthread_mutex_lock(&f->lock);
     ssize_t n = vol_read(c->v, &f->rd, ino, (uint64_t)off, rbuf, size);
     int bad = 0;
-    if (n > 0 && f->hs && (uint64_t)off == f->hashed) {
-        /* Read sequentially from byte 0 so far: extend the content hash, and at EOF compare
-         * it with the archived one (if the file is still unchanged), so damage the section
-         * checksums missed is never served silently. */
-        XXH3_64bits_update(f->hs, rbuf, (size_t)n);
-        f->hashed += (uint64_t)n;
-        struct stat st;
-        if (!vol_getattr(c->v, ino, &st) && f->hashed == (uint64_t)st.st_size) {
-            uint64_t want;
-            bad = vol_clean_hash(c->v, ino, &want) && want == f->want &&
-                  XXH3_64bits_digest(f->hs) != want;
-            XXH3_freeState(f->hs);
-            f->hs = NULL;
-        }
+    if (n > 0 && hashck_feed(&f->hc, (uint64_t)off, rbuf, (size_t)n)) {
+        /* The whole file read in order and its hash differs: damage, unless the file was
+         * changed since it was opened. */
+        uint64_t want;
+        bad = vol_clean_hash(c->v, ino, &want) && want == f->hc.want;
     }
     pthread_mutex_unlock(&f->lock);
     if (n < 0) {
@@ -953,7 +943,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         vol_ref(c->v, ino, -1);
     }
     buf_free(&f->vout);
-    XXH3_freeState(f->hs);
+    hashck_free(&f->hc);
     pthread_mutex_destroy(&f->lock);
     free(f);
     fuse_reply_err(req, 0);

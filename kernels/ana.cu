@@ -1,5 +1,5 @@
-/* The six analytics on the device (G-TADOC IV-B..IV-D; gpu.h tells the interface), top-down
- * and level-synchronous over the grammar's DAG:
+/* The six analytics on the device (G-TADOC IV-B..IV-D; engine/gpu_api.h tells the
+ * interface), top-down and level-synchronous over the grammar's DAG:
  * - wordcount, sort: rule weights pushed from the highest level down (gpu_wc_pass), word counts
  *   spread over a dense array indexed by word rank (sort needs no sort at all: ranks are byte
  *   order), or radix-sorted by count (wordcount, stable so ties stay in word order);
@@ -26,10 +26,6 @@
 #include <cuda/std/functional>
 
 #include "gpu_dev.h"
-
-extern "C" {
-#include "../engine/ana.h"
-}
 
 #define NONE 0xffffffffu
 #define TPB 256
@@ -1101,6 +1097,7 @@ struct call {
     dtext x;
     unsigned long long *ctr; /* device counters */
     unsigned long long ctr_h[8];
+    gpu_ana_args o; /* the caller's settings */
 };
 
 /* Copy the first n counters back (a sync). */
@@ -1277,12 +1274,12 @@ static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned cha
 }
 
 /* The scope's prefix, escaped: its length is what every scope path skips of apath. The
- * prefix is a directory's path and its '/' (ana_scope_prefix), or the part of a file's path up
- * to its last '/'. */
+ * prefix (c.o.prefix bytes) is a directory's path and its '/', or the part of a file's path
+ * up to its last '/'. */
 static int scope_prefix(call &c, uint32_t first)
 {
     const char *p = c.g->a->ents[first].path;
-    size_t plen = ana_scope_prefix(c.g->a, first), n = strlen(p), k = plen < n ? plen : n;
+    size_t plen = c.o.prefix, n = strlen(p), k = plen < n ? plen : n;
     buf pre = {};
     int bad = 0;
     char *pp = strndup(p, k);
@@ -1362,16 +1359,14 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         k_pseed<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, pt);
         e = cudaGetLastError();
     }
-    /* The traversal: bottom-up only when forced (TADOC_TRAVERSAL=bottomup, ana_set_traversal).
-     * Auto stays top-down: on the device bottom-up took 0.93 to 2.7 times as long as top-down
-     * on the archives measured (bench/results/gpu.md): at most 7% faster on the largest ones,
-     * twice as slow on small ones, also where engine/ana's cost model prefers it.
-     * With TADOC_ANA_VERBOSE the model's two estimates are computed and printed. */
-    int t = ana_traversal(), bu = t == ANA_BOTTOMUP;
+    /* The traversal: bottom-up only when forced (c.o.traversal 2). Auto stays top-down: on
+     * the device bottom-up took 0.93 to 2.7 times as long as top-down on the archives
+     * measured (bench/results/gpu.md): at most 7% faster on the largest ones, twice as slow on
+     * small ones, also where engine/ana's cost model prefers it. With c.o.verbose the model's
+     * two estimates are computed and printed. */
+    int bu = c.o.traversal == 2;
     double est_h[2] = {0, 0};
-    const char *v = getenv("TADOC_ANA_VERBOSE");
-    int verbose = v && *v && strcmp(v, "0");
-    if (verbose && e == cudaSuccess) {
+    if (c.o.verbose && e == cudaSuccess) {
         double *est = NULL;
         if ((rc = c.t.get(&est, 2))) {
             free(lofs_h);
@@ -1393,7 +1388,7 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         fprintf(stderr,
                 "tadoc: gpu: %s%s, %u files; the CPU model's estimates: top-down %.3g, "
                 "bottom-up %.3g\n",
-                bu ? "bottom-up" : "top-down", t == ANA_AUTO ? " (auto)" : " (forced)", c.s.nf,
+                bu ? "bottom-up" : "top-down", c.o.traversal ? " (forced)" : " (auto)", c.s.nf,
                 est_h[0], est_h[1]);
     }
     *bottomup = bu;
@@ -1491,12 +1486,11 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
     int rc, rb = nbits(g->nwords ? g->nwords : 1);
     c.x.rb = rb;
     int per_file =
-        kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR || kind == GPU_ANA_RANKEDINVINDEX;
-    int seq = kind == GPU_ANA_SEQCOUNT || kind == GPU_ANA_RANKEDINVINDEX;
-    /* More than 2^21 words: three ranks do not fit one 64-bit key (TADOC_GPU_WIDE_SEQ=1 takes
-     * this path for any dictionary, to test it on small archives). */
-    const char *ws = getenv("TADOC_GPU_WIDE_SEQ");
-    int wide = seq && (3 * rb > 64 || (ws && !strcmp(ws, "1")));
+        kind == ANA_INVINDEX || kind == ANA_TERMVECTOR || kind == ANA_RANKEDINVINDEX;
+    int seq = kind == ANA_SEQCOUNT || kind == ANA_RANKEDINVINDEX;
+    /* More than 2^21 words: three ranks do not fit one 64-bit key (c.o.wide_seq takes this
+     * path for any dictionary, to test it on small archives). */
+    int wide = seq && (3 * rb > 64 || c.o.wide_seq);
     if ((rc = c.t.get(&c.ctr, 8))) return rc;
     CK(cudaMemsetAsync(c.ctr, 0, 8 * sizeof *c.ctr, g->st));
     uint8_t *dvis;
@@ -1512,13 +1506,13 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
                          TOK_CAP);
     int fb = nbits(c.s.nf ? c.s.nf : 1);
 
-    if (kind == GPU_ANA_WORDCOUNT || kind == GPU_ANA_SORT) {
+    if (kind == ANA_WORDCOUNT || kind == ANA_SORT) {
         u64 n = g->nwords, *dense;
         if (!n) return 0;
         if ((rc = gpu_wc_pass(g, first, end, dvis)) || (rc = c.t.get(&dense, n))) return rc;
         k_dense<<<blocks(g->ntokens, TPB), TPB, 0, g->st>>>(g->ntokens, g->arank, g->cnt, dense);
         CK_LAUNCH("k_dense");
-        if (kind == GPU_ANA_SORT) return emit(c, wc_rec{c.x, dense, NULL, 0}, n, out);
+        if (kind == ANA_SORT) return emit(c, wc_rec{c.x, dense, NULL, 0}, n, out);
         u64 *neg, *ks;
         uint32_t *iota, *vs;
         if ((rc = c.t.get(&neg, n)) || (rc = c.t.get(&ks, n)) || (rc = c.t.get(&iota, n)) ||
@@ -1531,7 +1525,7 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
         return emit(c, wc_rec{c.x, ks, vs, 1}, n, out);
     }
 
-    if (kind == GPU_ANA_SEQCOUNT) {
+    if (kind == ANA_SEQCOUNT) {
         if ((rc = gpu_wc_pass(g, first, end, dvis))) return rc;
         u64 cap = 2 * (g->nsyms + c.s.nroot), *k, *v, m;
         uint32_t *lo = NULL;
@@ -1569,8 +1563,8 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
     if (bu && wide) return tdc_error(-ENOTSUP, "gpu: analytics: bottom-up with wide sequences");
     if (bu && (rc = bu_build(c, u, seq, rb, b))) return rc;
 
-    if (kind == GPU_ANA_INVINDEX || kind == GPU_ANA_TERMVECTOR) {
-        int wm = kind == GPU_ANA_INVINDEX;
+    if (kind == ANA_INVINDEX || kind == ANA_TERMVECTOR) {
+        int wm = kind == ANA_INVINDEX;
         if (bu)
             k_btsize<<<blocks(pt.cap, TPB), TPB, 0, g->st>>>(pt, b, c.ctr + 1);
         else
@@ -1689,11 +1683,11 @@ extern "C" int gpu_analytic_prepare(gpu_gram *g)
 }
 
 extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
-                            const unsigned char *vis, buf *out)
+                            const unsigned char *vis, const gpu_ana_args *args, buf *out)
 {
     if (!g->built) return tdc_error(-EINVAL, "gpu: index not built");
     if (first > end || end > g->nents) return tdc_error(-EINVAL, "gpu: bad scope");
-    if (kind < GPU_ANA_WORDCOUNT || kind > GPU_ANA_RANKEDINVINDEX)
+    if (kind < ANA_WORDCOUNT || kind > ANA_RANKEDINVINDEX)
         return tdc_error(-EINVAL, "gpu: unknown analytic %d", kind);
     int rc;
     if (!g->aprep && (rc = prepare(g))) return rc;
@@ -1701,6 +1695,7 @@ extern "C" int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end,
     memset(&c, 0, sizeof c);
     c.g = g;
     c.t.g = g;
+    if (args) c.o = *args;
     c.d = {g->ntokens, g->syms,  g->root, g->rule_start, g->arank,
            g->aht,     g->level, g->anwb, g->tflag,      g->cut};
     c.x.ids = g->aids;

@@ -1,10 +1,11 @@
-/* gpu_dev: what the CUDA sources of kernels/ share (CUDA C++ only; the engine sees gpu.h). */
+/* gpu_dev: what the CUDA sources of kernels/ share (CUDA C++ only; the engine sees
+ * engine/gpu_api.h). */
 #ifndef TDC_GPU_DEV_H
 #define TDC_GPU_DEV_H
 
 #include <cuda_runtime.h>
 
-#include "gpu.h"
+#include "../engine/gpu_api.h"
 
 extern "C" {
 #include "../engine/arc.h"

@@ -7,11 +7,13 @@
 #include <string.h>
 
 #include "../engine/ana.h"
+#include "../engine/analytics.h"
 #include "../engine/arc.h"
 #include "../engine/err.h"
 #include "../include/tadoc.h"
 #include "../index/idx.h"
 #include "../index/words.h"
+#include "env.h"
 
 #define TADOC_LIB_VERSION "0.1.0"
 
@@ -39,6 +41,9 @@ void tadoc_free(void *p)
 
 int tadoc_open(const char *path, tadoc_archive **out)
 {
+    /* The analytics' TADOC_* variables hold for programs using the library too. */
+    static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+    pthread_once(&env_once, tdc_env_settings);
     *out = NULL;
     if (!path) return tdc_error(-EINVAL, "no archive path given");
     tadoc_archive *t = calloc(1, sizeof *t);
@@ -126,11 +131,12 @@ ssize_t tadoc_read(const tadoc_archive *t, const char *path, uint64_t off, void 
 
 int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out, size_t *len)
 {
-    static int (*const fn[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
-        [TADOC_WORDCOUNT] = ana_wordcount, [TADOC_SORT] = ana_sort,
-        [TADOC_INVINDEX] = ana_invindex,   [TADOC_TERMVECTOR] = ana_termvector,
-        [TADOC_SEQCOUNT] = ana_seqcount,   [TADOC_RANKEDINVINDEX] = ana_rankedinvindex,
-    };
+    /* The public ids are the engine's plus one (include/tadoc.h keeps 0 unused). */
+    _Static_assert(
+        TADOC_WORDCOUNT == ANA_WORDCOUNT + 1 && TADOC_SORT == ANA_SORT + 1 &&
+            TADOC_INVINDEX == ANA_INVINDEX + 1 && TADOC_TERMVECTOR == ANA_TERMVECTOR + 1 &&
+            TADOC_SEQCOUNT == ANA_SEQCOUNT + 1 && TADOC_RANKEDINVINDEX == ANA_RANKEDINVINDEX + 1,
+        "include/tadoc.h's analytics follow enum ana_id");
     *out = NULL;
     *len = 0;
     if (analytic < TADOC_WORDCOUNT || analytic > TADOC_RANKEDINVINDEX)
@@ -138,7 +144,8 @@ int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out
     int64_t first = scope ? find(t->a, scope) : 0;
     if (first < 0) return (int)first;
     buf b = {0};
-    int rc = fn[analytic](t->a, (uint32_t)first, ana_subtree_end(t->a, (uint32_t)first), NULL, &b);
+    int rc = ana_table[analytic - 1].cpu(t->a, (uint32_t)first,
+                                         ana_subtree_end(t->a, (uint32_t)first), NULL, &b);
     if (!rc) rc = buf_put(&b, "", 1); /* the terminating NUL */
     if (rc) {
         buf_free(&b);

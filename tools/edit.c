@@ -428,7 +428,6 @@ int cmd_apply(int argc, char **argv)
         return fail(rc);
     }
     apply_stats as;
-    backend_cli_mode(); /* TADOC_GPU: the batch offsets may go to the GPU */
     int ret = apply_stream(v, in, batch, &as);
     if (in != stdin) fclose(in);
     if (ret == EX_OK && !quiet) {

@@ -19,14 +19,17 @@
 #include <unistd.h>
 
 #include "../engine/ana.h"
+#include "../engine/analytics.h"
 #include "../engine/arc.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
+#include "../engine/hashck.h"
 #include "../engine/jrnl.h"
 #include "../engine/vol.h"
 #include "../engine/pack.h"
 #include "../index/idx.h"
 #include "../index/words.h"
+#include "../lib/env.h"
 #include "tadoc.h"
 
 #define TADOC_VERSION "0.1.0"
@@ -60,6 +63,15 @@ static const char usage_main[] =
     "\n"
     "Run 'tadoc COMMAND --help' for a command's options; 'tadoc -h, --help' prints this,\n"
     "'tadoc --version' the version and backend. Manual: tadoc(1), tadocfs(8).\n"
+    "\n"
+    "environment:\n"
+    "  TADOC_GPU=off|auto|on        where analytics and apply's batch offsets run (auto)\n"
+    "  TADOC_TRAVERSAL=auto|topdown|bottomup  the analytics' traversal (auto)\n"
+    "  TADOC_THREADS=1|2            the analytics' threads (by machine and scope size)\n"
+    "  TADOC_ANA_VERBOSE=1|2        analytics' choices on stderr; 2 also phase times\n"
+    "  TADOC_ANA_CACHE=0            do not keep a grammar's preparation between analytics\n"
+    "  TADOC_GPU_WIDE_SEQ=1         GPU sequence analytics take wide keys (for tests)\n"
+    "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT=1  pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
     "             3 archive corrupt or verification mismatch\n";
@@ -160,8 +172,10 @@ static int write_full(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Stream `len` bytes of entry `e` from `off` into fd. */
-static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name)
+/* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
+ * content-hash check first: -EBADMSG (no message) when the file's hash differs. */
+static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name,
+                    hashck *hc)
 {
     static unsigned char blk[CHUNK];
     idx_cursor c;
@@ -174,6 +188,10 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
             break;
         }
         if (k == 0) break;
+        if (hc && hashck_feed(hc, off, blk, (size_t)k)) {
+            rc = -EBADMSG;
+            break;
+        }
         if ((rc = write_full(fd, blk, (size_t)k))) {
             rc = tdc_error(rc, "%s: write: %s", name, strerror(-rc));
             break;
@@ -426,7 +444,7 @@ static int cmd_unpack(int argc, char **argv)
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
                 break;
             }
-            rc = copy_out(x, i, 0, e->size, fd, path);
+            rc = copy_out(x, i, 0, e->size, fd, path, NULL);
             if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             if (!rc) rc = restore_meta(path, e);
         }
@@ -507,7 +525,8 @@ static int find_file(const arc *a, const char *path, uint32_t *ent)
 static const char usage_cat[] =
     "usage: tadoc cat ARCHIVE PATH\n"
     "\n"
-    "Write the archived file PATH to standard output, extracted from the grammar.\n";
+    "Write the archived file PATH to standard output, extracted from the grammar, checking\n"
+    "its content hash (exit status 3 when the archive data is damaged).\n";
 
 static int cmd_cat(int argc, char **argv)
 {
@@ -517,8 +536,17 @@ static int cmd_cat(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e)))
-        rc = copy_out(x, e, 0, a->ents[e].size, 1, "stdout");
+    if (!(rc = find_file(a, argv[2], &e))) {
+        /* The content's hash is the archived one of the inode's first name. */
+        int64_t ce = arc_ino_entry(a, a->ents[e].ino);
+        hashck hc = {0};
+        if (ce >= 0) hashck_init(&hc, a->ents[ce].hash, a->ents[ce].size);
+        rc = copy_out(x, e, 0, a->ents[e].size, 1, "stdout", &hc);
+        hashck_free(&hc);
+        if (rc == -EBADMSG)
+            tdc_error(rc, "%s: content does not match its hash (archive data is damaged)",
+                      argv[2]);
+    }
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
@@ -549,7 +577,7 @@ static int cmd_extract(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, "stdout");
+    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, "stdout", NULL);
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
@@ -682,22 +710,15 @@ static int cmd_verify(int argc, char **argv)
 
 /* ---------------- analytics ---------------- */
 
-static const char usage_wordcount[] =
-    "usage: tadoc wordcount ARCHIVE [SCOPE]\n"
-    "\n"
-    "Count the words of SCOPE (a directory or file path in the archive; the whole archive\n"
-    "by default) by traversing the grammar, without expanding the text. Prints\n"
-    "count<TAB>word lines, count descending, then word in byte order. Words are maximal runs\n"
-    "of ASCII letters, digits, '_' and bytes >= 0x80.\n";
-
-static const char usage_sort[] =
-    "usage: tadoc sort ARCHIVE [SCOPE]\n"
-    "\n"
-    "Like wordcount, but prints word<TAB>count lines sorted by word (byte order).\n";
-
-/* argv[0] names the analytic; TADOC_GPU=off|auto|on picks the backend (backend.h). */
-static int run_analytic(int argc, char **argv, const char *usage)
+/* Analytic `kind` (analytics.h), which argv[0] names; TADOC_GPU=off|auto|on (main) picks the
+ * backend. */
+static int run_analytic(int argc, char **argv, int kind)
 {
+    char usage[1024];
+    snprintf(usage, sizeof usage, "usage: tadoc %s ARCHIVE [SCOPE]\n\n%s", ana_table[kind].name,
+             ana_table[kind].doc);
+    int h = want_help(argc, argv, usage);
+    if (h >= 0) return h;
     if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
     arc *a;
     int rc = open_all(argv[1], &a, NULL);
@@ -715,39 +736,12 @@ static int run_analytic(int argc, char **argv, const char *usage)
         }
     }
     buf out = {0};
-    rc = backend_cli_analytic(argv[0], a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first),
-                              &out);
+    rc = backend_cli_analytic(kind, a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first), &out);
     if (!rc && (rc = write_full(1, out.p, out.n))) tdc_error(rc, "stdout: %s", strerror(-rc));
     buf_free(&out);
     arc_free(a);
     return rc ? fail(rc) : EX_OK;
 }
-
-static const char usage_invindex[] =
-    "usage: tadoc invindex ARCHIVE [SCOPE]\n"
-    "\n"
-    "Inverted index of SCOPE from the grammar: word<TAB>path<TAB>path... lines, words in\n"
-    "byte order, paths in byte order (tab, newline and backslash in paths C-escaped).\n";
-
-static const char usage_termvector[] =
-    "usage: tadoc termvector ARCHIVE [SCOPE]\n"
-    "\n"
-    "Term vectors from the grammar: path<TAB>count<TAB>word for every word of every file,\n"
-    "files by path, then count descending, then word.\n";
-
-static const char usage_seqcount[] =
-    "usage: tadoc seqcount ARCHIVE [SCOPE]\n"
-    "\n"
-    "Counts of every run of three consecutive words inside one file (separators between\n"
-    "them do not matter), from the grammar: count<TAB>w1 w2 w3, count descending, then\n"
-    "sequence.\n";
-
-static const char usage_rankedinvindex[] =
-    "usage: tadoc rankedinvindex ARCHIVE [SCOPE]\n"
-    "\n"
-    "Ranked inverted index of three-word sequences from the grammar:\n"
-    "w1 w2 w3<TAB>path:count<TAB>..., sequences in byte order, files by count descending,\n"
-    "then path.\n";
 
 /* ---------------- word queries ---------------- */
 
@@ -802,30 +796,29 @@ static int cmd_search(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    /* A command runs either its own function or, for an analytic, run_analytic with it. */
+    /* A command runs its own function; an analytic (ana_table) runs run_analytic. */
     static const struct {
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-        int (*ana)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
-    } cmds[] = {{"pack", cmd_pack, usage_pack, NULL},
-                {"unpack", cmd_unpack, usage_unpack, NULL},
-                {"ls", cmd_ls, usage_ls, NULL},
-                {"cat", cmd_cat, usage_cat, NULL},
-                {"extract", cmd_extract, usage_extract, NULL},
-                {"stat", cmd_stat, usage_stat, NULL},
-                {"verify", cmd_verify, usage_verify, NULL},
-                {"wordcount", NULL, usage_wordcount, ana_wordcount},
-                {"sort", NULL, usage_sort, ana_sort},
-                {"invindex", NULL, usage_invindex, ana_invindex},
-                {"termvector", NULL, usage_termvector, ana_termvector},
-                {"seqcount", NULL, usage_seqcount, ana_seqcount},
-                {"rankedinvindex", NULL, usage_rankedinvindex, ana_rankedinvindex},
-                {"count", cmd_count, usage_count, NULL},
-                {"search", cmd_search, usage_search, NULL},
-                {"apply", cmd_apply, usage_apply, NULL},
-                {"compact", cmd_compact, usage_compact, NULL}};
+    } cmds[] = {{"pack", cmd_pack, usage_pack},
+                {"unpack", cmd_unpack, usage_unpack},
+                {"ls", cmd_ls, usage_ls},
+                {"cat", cmd_cat, usage_cat},
+                {"extract", cmd_extract, usage_extract},
+                {"stat", cmd_stat, usage_stat},
+                {"verify", cmd_verify, usage_verify},
+                {"count", cmd_count, usage_count},
+                {"search", cmd_search, usage_search},
+                {"apply", cmd_apply, usage_apply},
+                {"compact", cmd_compact, usage_compact}};
     if (argc < 2) return usage_err(usage_main, "missing command");
+    /* The environment (usage_main lists it) sets the engine's options for this process. */
+    tdc_env_settings();
+    const char *gpu = getenv("TADOC_GPU");
+    backend_set_mode(!gpu || !*gpu || !strcmp(gpu, "auto") ? BACKEND_AUTO
+                     : !strcmp(gpu, "on")                  ? BACKEND_ON
+                                                           : BACKEND_OFF);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
         return EX_OK;
@@ -838,9 +831,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
-        if (cmds[i].ana) return run_analytic(argc - 1, argv + 1, cmds[i].usage);
         return cmds[i].fn(argc - 1, argv + 1);
     }
+    int kind = ana_find(argv[1]);
+    if (kind >= 0) return run_analytic(argc - 1, argv + 1, kind);
     fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
     fputs(usage_main, stderr);
     return EX_USAGE;

@@ -111,8 +111,12 @@ cases() { grep -v '^#' "$C/MANIFEST" | awk -F'\t' -v k="$1" '$1 ~ k'; }
     [ "$late" -gt 0 ] && [ "$late" -lt "$n" ]
 }
 
-@test "an archive whose content does not match its hash: verify exit 3, mounted read fails with EIO" {
+@test "an archive whose content does not match its hash: verify and cat exit 3, mounted read fails with EIO" {
     cp "$C/ent-hash.tdc" "$S/x.tdc"
+    run "$TADOC" cat "$S/x.tdc" d/b.c
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"d/b.c: content does not match its hash"* ]]
+    "$TADOC" cat "$S/x.tdc" a.txt | cmp - <("$TADOC" cat "$C/base.tdc" a.txt)
     "$TADOCFS" -o ro "$S/x.tdc" "$M" 3>&-
     run cat "$M/d/b.c"
     [ "$status" -ne 0 ]

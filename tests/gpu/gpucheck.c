@@ -30,12 +30,13 @@
 #include <unistd.h>
 
 #include "../../engine/ana.h"
+#include "../../engine/analytics.h"
 #include "../../engine/backend.h"
 #include "../../engine/err.h"
 #include "../../engine/tok.h"
 #include "../../index/idx.h"
 #include "../../index/words.h"
-#include "../../kernels/gpu.h"
+#include "../../lib/env.h"
 
 #define NREQ 100000
 #define REQLEN 64
@@ -595,7 +596,7 @@ static void *thr_main(void *p)
         uint32_t end = i % 3 ? ana_subtree_end(t->a, first) : t->a->nents;
         want.n = got.n = 0;
         if (ana_wordcount(t->a, first, end, NULL, &want) ||
-            backend_analytic("wordcount", t->a, 7, first, end, NULL, &got) || !same(&got, &want))
+            backend_analytic(ANA_WORDCOUNT, t->a, 7, first, end, NULL, &got) || !same(&got, &want))
             t->bad++;
         t->runs++;
     }
@@ -633,7 +634,7 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
         want.n = got.n = 0;
         unsigned long long r0 = gpu_requests(st, sizeof st);
         if (ana_wordcount(a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
-        if (backend_analytic("wordcount", a, 1, 0, a->nents, NULL, &got)) DIE("backend_analytic");
+        if (backend_analytic(ANA_WORDCOUNT, a, 1, 0, a->nents, NULL, &got)) DIE("backend_analytic");
         if (!same(&got, &want)) FAIL("backend_analytic wordcount, mode %d, differs", m);
         int exp =
             whole && (m == BACKEND_ON || (m == BACKEND_AUTO && all >= BACKEND_AUTO_MIN_BYTES));
@@ -647,23 +648,25 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
         uint64_t gen = s % 5 == 0 ? 0 : s % 5 == 1 ? 2 : 1;
         want.n = got.n = 0;
         if (ana_wordcount(a, first, end, NULL, &want)) DIE("ana_wordcount");
-        if (backend_analytic("wordcount", a, gen, first, end, NULL, &got)) DIE("backend_analytic");
+        if (backend_analytic(ANA_WORDCOUNT, a, gen, first, end, NULL, &got))
+            DIE("backend_analytic");
         if (!same(&got, &want))
             FAIL("backend_analytic wordcount [%u, %u) gen %llu differs", first, end,
                  (unsigned long long)gen);
     }
-    /* The other analytics go to the CPU function of the name; unknown names fail. */
-    static const char *names[] = {"sort", "invindex", "termvector", "seqcount", "rankedinvindex"};
+    /* The other analytics go to the CPU function of their id; unknown ids fail. */
+    static const int ids[] = {ANA_SORT, ANA_INVINDEX, ANA_TERMVECTOR, ANA_SEQCOUNT,
+                              ANA_RANKEDINVINDEX};
     static int (*fns[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
         ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
     for (int i = 0; i < 5; i++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         want.n = got.n = 0;
-        if (fns[i](a, first, end, NULL, &want)) DIE(names[i]);
-        if (backend_analytic(names[i], a, 1, first, end, NULL, &got)) DIE("backend_analytic");
-        if (!same(&got, &want)) FAIL("backend_analytic %s differs", names[i]);
+        if (fns[i](a, first, end, NULL, &want)) DIE(ana_table[ids[i]].name);
+        if (backend_analytic(ids[i], a, 1, first, end, NULL, &got)) DIE("backend_analytic");
+        if (!same(&got, &want)) FAIL("backend_analytic %s differs", ana_table[ids[i]].name);
     }
-    if (backend_analytic("nosuch", a, 1, 0, a->nents, NULL, &got) != -EINVAL)
+    if (backend_analytic(ANA_NIDS, a, 1, 0, a->nents, NULL, &got) != -EINVAL)
         FAIL("backend_analytic accepted an unknown analytic");
     /* Four threads at once in "auto" mode (the GPU when free and the scope is big). */
     backend_set_mode(BACKEND_AUTO);
@@ -700,7 +703,7 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
             for (int r = -1; r < REPS; r++) {
                 got.n = 0;
                 double t0 = now_ms();
-                if (backend_analytic("wordcount", a, 1, 0, end, NULL, &got))
+                if (backend_analytic(ANA_WORDCOUNT, a, 1, 0, end, NULL, &got))
                     DIE("backend_analytic");
                 if (r >= 0) tm[m][r] = now_ms() - t0;
             }
@@ -719,10 +722,18 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
 
 /* ---- The six analytics: gpu_analytic against ana_* ---- */
 
-static const char *ana_names[6] = {"wordcount",  "sort",     "invindex",
-                                   "termvector", "seqcount", "rankedinvindex"};
-static int (*const ana_fns[6])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
-    ana_wordcount, ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
+/* The analytics' settings of the environment (TADOC_THREADS, TADOC_TRAVERSAL; main reads
+ * them), which a check that forces one returns to. */
+static int env_threads = -1, env_traversal = -1;
+
+/* gpu_analytic with the analytics' settings in effect, as the backend passes them. */
+static int gpu_ana(const arc *a, gpu_gram *g, int k, uint32_t first, uint32_t end,
+                   const unsigned char *vis, buf *out)
+{
+    gpu_ana_args args;
+    backend_gpu_args(a, first, &args);
+    return gpu_analytic(g, k, first, end, vis, &args, out);
+}
 
 /* With a random visibility mask (about half the entries hidden): gpu_analytic against the ana_*
  * function given the same mask. 1 when they differ (reported), else 0. */
@@ -734,12 +745,13 @@ static int masked_check(const arc *a, gpu_gram *g, int k, uint32_t first, uint32
     if (!vis) DIE("out of memory");
     for (uint32_t e = 0; e < a->nents; e++)
         vis[e] = rnd(seed) % 2;
-    if (ana_fns[k](a, first, end, vis, &want)) DIE(ana_names[k]);
-    int rc = gpu_analytic(g, k, first, end, vis, &got);
+    if (ana_table[k].cpu(a, first, end, vis, &want)) DIE(ana_table[k].name);
+    int rc = gpu_ana(a, g, k, first, end, vis, &got);
     if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
     int differ = !rc && !same(&got, &want);
     if (differ)
-        FAIL("%s of entries [%u, %u) with a visibility mask differs", ana_names[k], first, end);
+        FAIL("%s of entries [%u, %u) with a visibility mask differs", ana_table[k].name, first,
+             end);
     free(vis);
     buf_free(&want);
     buf_free(&got);
@@ -776,21 +788,21 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
     backend_set_mode(BACKEND_ON);
     /* GPUCHECK_ONLY: the analytics to run, by name (all unless set) */
     const char *only = getenv("GPUCHECK_ONLY");
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < ANA_NIDS; k++) {
         arow *r = &t[k];
         before = fails;
         memset(r, 0, sizeof *r);
-        r->name = ana_names[k];
-        if ((r->skip = only && *only && !strstr(only, ana_names[k]))) continue;
+        r->name = ana_table[k].name;
+        if ((r->skip = only && *only && !strstr(only, ana_table[k].name))) continue;
         want.n = got.n = 0;
         ana_set_threads(1);
         double tc = now_ms();
-        if (ana_fns[k](a, 0, a->nents, NULL, &want)) DIE(ana_names[k]);
+        if (ana_table[k].cpu(a, 0, a->nents, NULL, &want)) DIE(ana_table[k].name);
         tc = now_ms() - tc; /* one thread: the first timing when creps is 1 */
-        int rc = gpu_analytic(g, k, 0, a->nents, NULL, &got);
+        int rc = gpu_ana(a, g, k, 0, a->nents, NULL, &got);
         if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
         r->gpu = rc == 0;
-        if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_names[k]);
+        if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_table[k].name);
         r->bytes = want.n;
         int on_gpu = 0, bad = 0;
         /* The per-file analytics in both traversals, forced (the GPU follows the selector's
@@ -803,49 +815,50 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             for (int i = -1; i < reps; i++) {
                 got.n = 0;
                 double t1 = now_ms();
-                int rt = gpu_analytic(g, k, 0, a->nents, NULL, &got);
+                int rt = gpu_ana(a, g, k, 0, a->nents, NULL, &got);
                 if (rt == -ENOTSUP || rt == -ENOMEM) { /* then tt stays 0: not printed */
-                    printf("%s: forced %s left to the CPU: %s\n", ana_names[k],
+                    printf("%s: forced %s left to the CPU: %s\n", ana_table[k].name,
                            tr == ANA_TOPDOWN ? "top-down" : "bottom-up", tdc_errmsg());
                     break;
                 }
                 if (rt) DIE("gpu_analytic");
                 if (i >= 0) e[i] = now_ms() - t1;
                 if (!same(&got, &want))
-                    FAIL("%s of the whole archive, %s, differs", ana_names[k],
+                    FAIL("%s of the whole archive, %s, differs", ana_table[k].name,
                          tr == ANA_TOPDOWN ? "top-down" : "bottom-up");
             }
             if (got.n == want.n) tt[tr - 1] = median_n(e, reps);
         }
-        ana_set_traversal(-1);
+        ana_set_traversal(env_traversal);
         if (tt[0] && tt[1])
             printf("%s: gpu end to end, forced top-down %.3f ms, forced bottom-up %.3f ms\n",
-                   ana_names[k], tt[0], tt[1]);
+                   ana_table[k].name, tt[0], tt[1]);
         for (int s = 0; s < nscope; s++) {
             uint32_t first = (uint32_t)(rnd(seed) % a->nents);
             for (int i = 0; i < 64 && s % 2 && a->ents[first].type != ARC_DIR; i++)
                 first = (uint32_t)(rnd(seed) % a->nents); /* every other scope a directory */
             uint32_t end = ana_subtree_end(a, first);
             want.n = got.n = 0;
-            if (ana_fns[k](a, first, end, NULL, &want)) DIE(ana_names[k]);
+            if (ana_table[k].cpu(a, first, end, NULL, &want)) DIE(ana_table[k].name);
             ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
-            rc = gpu_analytic(g, k, first, end, NULL, &got);
-            ana_set_traversal(-1);
+            rc = gpu_ana(a, g, k, first, end, NULL, &got);
+            ana_set_traversal(env_traversal);
             if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
             on_gpu += rc == 0;
             if (!rc && !same(&got, &want) && !bad++)
-                FAIL("%s of entries [%u, %u) ('%s') differs", ana_names[k], first, end,
+                FAIL("%s of entries [%u, %u) ('%s') differs", ana_table[k].name, first, end,
                      a->ents[first].path);
             got.n = 0;
-            if (backend_analytic(ana_names[k], a, 3, first, end, NULL, &got))
+            if (backend_analytic(k, a, 3, first, end, NULL, &got))
                 DIE("backend_analytic");
             if (!same(&got, &want) && !bad++)
-                FAIL("backend_analytic %s of entries [%u, %u) differs", ana_names[k], first, end);
+                FAIL("backend_analytic %s of entries [%u, %u) differs", ana_table[k].name, first,
+                     end);
             bad += masked_check(a, g, k, first, end, seed);
         }
-        if (bad) FAIL("%s: %d of %d scopes differ", ana_names[k], bad, nscope);
-        printf("%s: whole archive (%s) and %d random scopes (%d on the GPU) %s\n", ana_names[k],
-               r->gpu ? "on the GPU" : "CPU: the GPU leaves it", nscope, on_gpu,
+        if (bad) FAIL("%s: %d of %d scopes differ", ana_table[k].name, bad, nscope);
+        printf("%s: whole archive (%s) and %d random scopes (%d on the GPU) %s\n",
+               ana_table[k].name, r->gpu ? "on the GPU" : "CPU: the GPU leaves it", nscope, on_gpu,
                fails > before ? "DIFFER" : "agree");
         double c[64], e[64], kk[64];
         for (int th = 1; th <= 2; th++) {
@@ -854,7 +867,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             for (int i = th == 1 && creps == 1; i < creps; i++) {
                 want.n = 0;
                 double t1 = now_ms();
-                if (ana_fns[k](a, 0, a->nents, NULL, &want)) DIE(ana_names[k]);
+                if (ana_table[k].cpu(a, 0, a->nents, NULL, &want)) DIE(ana_table[k].name);
                 c[i] = now_ms() - t1;
             }
             *(th == 1 ? &r->cpu1 : &r->cpu2) = median_n(c, creps);
@@ -862,7 +875,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         for (int i = -1; r->gpu && i < reps; i++) {
             got.n = 0;
             double t1 = now_ms();
-            if (gpu_analytic(g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
+            if (gpu_ana(a, g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
             if (i < 0) continue;
             e[i] = now_ms() - t1;
             kk[i] = gpu_kernel_ms(g);
@@ -872,7 +885,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             r->kern = median_n(kk, reps);
         }
     }
-    ana_set_threads(-1);
+    ana_set_threads(env_threads);
     backend_set_mode(BACKEND_AUTO);
     backend_release(a);
     buf_free(&want);
@@ -885,7 +898,7 @@ static void print_analytics(const arow *t)
     int n = 0;
     printf("%-16s %12s %12s %12s %12s %10s %10s %12s\n", "analytic (ms)", "cpu 1 thr", "cpu 2 thr",
            "gpu kernels", "gpu e2e", "x 1 thr", "x 2 thr", "output B");
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < ANA_NIDS; k++) {
         const arow *r = &t[k];
         if (r->skip) continue;
         if (!r->gpu) {
@@ -1436,6 +1449,10 @@ static int finish(const char *path, uint64_t seed, arc *a, idx *x, gpu_gram *g, 
 
 int main(int argc, char **argv)
 {
+    tdc_env_settings(); /* TADOC_THREADS, TADOC_GPU_WIDE_SEQ, ... (tests/gpu/run.sh sets some) */
+    const char *th = getenv("TADOC_THREADS");
+    env_threads = th && *th ? (atoi(th) >= 2 ? 2 : 1) : -1;
+    env_traversal = ana_traversal();
     int only_ana = 0, only_reads = 0, only_batches = 0;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
         if (!strcmp(argv[1], "--cpu"))

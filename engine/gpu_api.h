@@ -1,13 +1,15 @@
-/* gpu: the CUDA backend's C interface. Only kernels/ includes CUDA headers; everything here
- * is plain C callable from the engine.
+/* gpu_api: the interface between the engine and the CUDA backend, owned by the engine and
+ * implemented by kernels/ (the engine's backend*.c call it; kernels/ include this header and
+ * none of the CPU analytics). Only kernels/ includes CUDA headers; everything here is plain C
+ * callable from the engine.
  *
  * A gpu_gram holds one archive's grammar, dictionary and file table in device memory
  * (cudaMalloc, uploaded once) plus the index the kernels build there. Every call returns 0 (or
  * a count) or a negative errno-style code with a message for tdc_errmsg(); CUDA failures are
  * -EIO (-ENOMEM when the device is out of memory), never an abort. One thread at a time per
  * handle; separate handles may be used concurrently. */
-#ifndef TDC_GPU_H
-#define TDC_GPU_H
+#ifndef TDC_GPU_API_H
+#define TDC_GPU_API_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -94,13 +96,37 @@ int gpu_count(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts);
  * 1's, and so on. */
 int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint64_t **offs);
 
+/* The analytics' ids, one for each backend and layer: engine/analytics.h has their table
+ * (names, virtual files, CPU functions), indexed by id; `kind` here is the id. */
+enum ana_id {
+    ANA_WORDCOUNT,
+    ANA_SORT,
+    ANA_INVINDEX,
+    ANA_TERMVECTOR,
+    ANA_SEQCOUNT,
+    ANA_RANKEDINVINDEX,
+    ANA_NIDS
+};
+
+/* The caller's settings for one gpu_analytic (backend.h: backend_gpu_args fills them from the
+ * analytics' settings and the scope). */
+typedef struct gpu_ana_args {
+    int traversal; /* as engine/ana.h's: 0 auto (top-down on the device), 1 top-down forced,
+                      2 bottom-up forced (the per-file analytics) */
+    int verbose;   /* print the traversal and the CPU cost model's two estimates on stderr */
+    int wide_seq;  /* take the wide sequence keys for any dictionary (to test that path on
+                      small archives; they are needed from 2^21 words) */
+    size_t prefix; /* bytes the output strips from archive paths: ana_scope_prefix of the
+                      scope's first entry (the per-file analytics) */
+} gpu_ana_args;
+
 /* The six analytics of engine/ana.h on the device (G-TADOC IV-B..IV-D), over the regular files
  * of entries [first, end), appending to out exactly the text the ana_* function of the same
  * name prints. Top-down and level-synchronous: rule weights pushed from the highest level down
  * (wordcount, sort, seqcount); for the per-file analytics a hash table of (file, rule) ->
  * occurrences of the rule in the file, seeded from the files' root runs and pushed down one
- * level per launch (or, when TADOC_TRAVERSAL / ana_set_traversal force bottom-up, per-rule
- * tables built children first, reduced per file from its root run's rules); head/tail buffers (each
+ * level per launch (or, when the caller forces bottom-up (gpu_ana_args), per-rule tables
+ * built children first, reduced per file from its root run's rules); head/tail buffers (each
  * rule's first and last two words, built children first) give the 3-word sequences that cross
  * symbol boundaries. Words are identified by their byte-order rank in the dictionary, so radix
  * sorts of packed keys give the output order, and the text is formatted on the device (a length
@@ -108,19 +134,11 @@ int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint
  * holds a word longer than TOK_CAP, or a count or key does not fit the packed keys: the CPU serves
  * those. The first call on a handle also ranks the dictionary's words (host sort) and builds the
  * head/tail buffers. */
-enum {
-    GPU_ANA_WORDCOUNT,
-    GPU_ANA_SORT,
-    GPU_ANA_INVINDEX,
-    GPU_ANA_TERMVECTOR,
-    GPU_ANA_SEQCOUNT,
-    GPU_ANA_RANKEDINVINDEX,
-};
 struct buf;
 /* `vis` is the visibility mask of engine/ana.h (NULL: every file; else one byte per entry of
  * the archive, the files whose byte is 0 left out), read on the host. */
 int gpu_analytic(gpu_gram *g, int kind, uint32_t first, uint32_t end, const unsigned char *vis,
-                 struct buf *out);
+                 const gpu_ana_args *args, struct buf *out);
 
 /* What the first gpu_analytic does once per handle (ranks, head/tail, paths); to time it or
  * to pay it ahead. */
