@@ -162,7 +162,8 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
 
 int compact_by_shards(const arc *old, uint64_t shard_size)
 {
-    return old->nshards > 1 || old->shards[0].bytes >= shard_size / 2;
+    if (!shard_size) shard_size = ARC_SHARD_DEFAULT;
+    return old->nshards > 1 || (old->nshards == 1 && old->shards[0].bytes >= shard_size / 2);
 }
 
 int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,

@@ -25,7 +25,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
                    uint32_t *n);
 
 /* Whether compaction of `old` goes shard by shard: it has several shards, or one large
- * enough (half the shard size) that copying it beats compressing it again. */
+ * enough (half the shard size; 0 means ARC_SHARD_DEFAULT) that copying it beats compressing it again. */
 int compact_by_shards(const arc *old, uint64_t shard_size);
 
 #endif
