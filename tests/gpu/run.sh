@@ -77,6 +77,13 @@ for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tm
         status=1
     echo
 done
+# An archive of several shards (merged into one grammar when read): every kernel again.
+if [ -z "${READS_ONLY:-}" ]; then
+    build/rel/tadoc pack --shard-size 512K tests/tmp/corpora/linux-slice -o "$tmp/shards.tdc" -q &&
+        build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} "$tmp/shards.tdc" ${SEED:-} ||
+        status=1
+    echo
+fi
 # Dictionaries of more than 2^21 words (the whole Linux tree) take the wide sequence keys;
 # TADOC_GPU_WIDE_SEQ=1 forces them here so the small archives check that path too.
 for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge); do
@@ -89,9 +96,9 @@ if [ -n "${ANALYTICS_ONLY:-}" ]; then
     exit $status
 fi
 # The tool: TADOC_GPU=on against off, every analytic, whole archive and a subtree.
-for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge); do
+for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards); do
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-        for scope in "" $([ $name = edge ] && echo dir) $([ $name = linux-slice ] && echo kernel); do
+        for scope in "" $([ $name = edge ] && echo dir) $([[ $name = linux-slice || $name = shards ]] && echo kernel); do
             cmp -s <(TADOC_GPU=on build/rel/tadoc $an "$tmp/$name.tdc" $scope) \
                 <(TADOC_GPU=off build/rel/tadoc $an "$tmp/$name.tdc" $scope) ||
                 { echo "tadoc $an $name ${scope:-(all)}: TADOC_GPU=on differs from off"; status=1; }
