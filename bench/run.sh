@@ -33,12 +33,24 @@ run() {
 }
 
 pack_all() {
-    echo "Peers compress a tar of the same tree, single-threaded as invoked; tadoc pack runs a"
-    echo "tokenizer thread and two Sequitur workers. Unpack includes writing the tree to disk."
+    echo "Peers compress a tar of the same tree, single-threaded as invoked; tadoc pack packs its"
+    echo "shards on all cores (pack-scale.md has it against threads). Unpack includes writing the"
+    echo "tree to disk."
     echo
     "$top/bench/pack.sh" "$build" "Brown corpus" "$data/brown"
     echo
     "$top/bench/pack.sh" "$build" "Linux 6.1 source tree" "$data/linux-source-6.1"
+}
+# Pack against threads and the shard size against one shard (WordNet where Debian's
+# wordnet-base is installed).
+packscale_all() {
+    "$top/bench/packscale.sh" "$build" "Brown corpus" "$data/brown"
+    if [ -d /usr/share/wordnet ]; then
+        echo
+        "$top/bench/packscale.sh" "$build" "WordNet 3.0" /usr/share/wordnet
+    fi
+    echo
+    "$top/bench/packscale.sh" "$build" "Linux 6.1 source tree" "$data/linux-source-6.1"
 }
 mount_all() {
     "$top/bench/mount.sh" "$build" "$data/brown" "Brown corpus"
@@ -98,6 +110,7 @@ compact_all() {
 }
 
 run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
+run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.sh" packscale_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
 [ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all

@@ -478,6 +478,13 @@ static int is_extra_link(const packer *p, size_t i)
     return p->ents[i].ino && p->ents[i].ino != i + 1;
 }
 
+uint64_t pack_shard_size(uint64_t content)
+{
+    if (content <= PACK_ONE_SHARD_MAX) return content ? content : 1;
+    uint64_t s = content / PACK_SHARDS_AIM;
+    return s < PACK_SHARD_MIN ? PACK_SHARD_MIN : s > ARC_SHARD_DEFAULT ? ARC_SHARD_DEFAULT : s;
+}
+
 /* The content files in order, cut into groups of at most the shard size (a larger file is a
  * group of its own, which the worker cuts into shards); at least one group. */
 static int plan_groups(packer *p)
@@ -485,6 +492,12 @@ static int plan_groups(packer *p)
     p->files = malloc((p->nents ? p->nents : 1) * sizeof *p->files);
     p->groups = calloc(p->nents + 1, sizeof *p->groups);
     if (!p->files || !p->groups) return -ENOMEM;
+    if (!p->shard_size) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < p->nents; i++)
+            if (p->ents[i].type == ARC_REG && !is_extra_link(p, i)) total += p->ents[i].size;
+        p->shard_size = pack_shard_size(total);
+    }
     uint64_t bytes = 0;
     group *g = &p->groups[0];
     p->ngroups = 1;
@@ -567,7 +580,7 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
     int rc;
     memset(stats, 0, sizeof *stats);
     p.seg = p.o->seg_tokens ? p.o->seg_tokens : PACK_SEG_DEFAULT;
-    p.shard_size = p.o->shard_size ? p.o->shard_size : ARC_SHARD_DEFAULT;
+    p.shard_size = p.o->shard_size; /* 0: chosen by plan_groups from the content */
     p.level = p.o->level ? p.o->level : PACK_LEVEL_DEFAULT;
     pthread_mutex_init(&p.lock, NULL);
     if (stat(dir, &sb) < 0) {

@@ -18,7 +18,7 @@
 typedef struct pack_opts {
     uint64_t seg_tokens; /* tokens per Sequitur segment (bounds memory); 0 = default */
     int level;           /* zstd level for sections; 0 = default */
-    uint64_t shard_size; /* content per shard; 0 = ARC_SHARD_DEFAULT */
+    uint64_t shard_size; /* content per shard; 0 = pack_shard_size() of the tree's content */
     unsigned jobs;       /* shards packed at once, one per thread; 0 = one per online CPU */
     /* Switches for the ablation measurements (bench/codecs.sh), off by default: keep every
      * rule, plain frequency order of tokens, never the front-coded dictionary. */
@@ -36,6 +36,17 @@ typedef struct pack_stats {
 
 #define PACK_SEG_DEFAULT (24u << 20)
 #define PACK_LEVEL_DEFAULT 19
+
+/* The default shard size for a tree of `content` bytes. A tree of up to PACK_ONE_SHARD_MAX is
+ * one grammar: cutting it would buy little time and repeat in each shard the tokens the
+ * shards share. A larger tree is cut into about PACK_SHARDS_AIM shards, so that a machine of
+ * many cores packs them at once, each of PACK_SHARD_MIN to ARC_SHARD_DEFAULT bytes (smaller
+ * shards lose ratio, larger ones load slowly). It depends on the content alone, so the same
+ * tree packs to the same archive on any machine. */
+#define PACK_ONE_SHARD_MAX ((uint64_t)64 << 20)
+#define PACK_SHARDS_AIM 32
+#define PACK_SHARD_MIN ((uint64_t)8 << 20)
+uint64_t pack_shard_size(uint64_t content);
 
 /* Pack `dir` into archive `out`. Returns 0 or a negative errno with a message. */
 int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats);

@@ -51,7 +51,7 @@ const char usage_compact[] =
     "content goes to new shards.\n"
     "\n"
     "  -l, --level N          zstd level of the rewritten sections (default 9)\n"
-    "  -S, --shard-size SIZE  content of the shards it builds, with K, M or G (default 64M)\n"
+    "  -S, --shard-size SIZE  content of the shards it builds, with K, M or G (default 32M)\n"
     "  -f, --force            rewrite the archive even with an empty journal\n";
 
 enum { OP_INSERT, OP_APPEND, OP_EXTRACT, OP_WRITE, OP_TRUNCATE, OP_DELETE };

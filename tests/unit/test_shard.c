@@ -230,6 +230,24 @@ static uint64_t shard_sig(const char *path, uint32_t k)
     return h;
 }
 
+/* The default shard size: small trees stay one grammar, larger ones get about
+ * PACK_SHARDS_AIM shards within [PACK_SHARD_MIN, ARC_SHARD_DEFAULT]. */
+static void test_default_shard_size(void **state)
+{
+    (void)state;
+    const uint64_t M = 1 << 20;
+    assert_true(pack_shard_size(0) >= 1);
+    assert_int_equal(pack_shard_size(10 * M), 10 * M);
+    assert_int_equal(pack_shard_size(PACK_ONE_SHARD_MAX), PACK_ONE_SHARD_MAX);
+    assert_int_equal(pack_shard_size(PACK_ONE_SHARD_MAX + 1), PACK_SHARD_MIN);
+    assert_int_equal(pack_shard_size(500 * M), 500 * M / PACK_SHARDS_AIM);
+    assert_int_equal(pack_shard_size(4096 * M), ARC_SHARD_DEFAULT);
+    for (uint64_t c = PACK_ONE_SHARD_MAX + 1; c < 8192 * M; c += 37 * M) {
+        uint64_t s = pack_shard_size(c);
+        assert_true(s >= PACK_SHARD_MIN && s <= ARC_SHARD_DEFAULT);
+    }
+}
+
 static void compact_vol(const char *path, void (*edit)(vol *v), uint32_t want_shards)
 {
     vol_opts o = {.writable = 1, .shard_size = 1000};
@@ -297,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_damaged_shard_named),
         cmocka_unit_test(test_compaction_by_shard),
+        cmocka_unit_test(test_default_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
 }
