@@ -46,35 +46,65 @@ static int eq(const dict *d, uint32_t id, const unsigned char *p, size_t n)
     return len == n && memcmp(q, p, n) == 0;
 }
 
+/* A token's hash: its high half picks the slot and is kept in it, so that a probe compares
+ * bytes only on a full 32-bit match and a rehash needs no bytes at all. */
+static inline uint64_t fp_of(const unsigned char *p, size_t n)
+{
+    return XXH3_64bits(p, n) >> 32;
+}
+
+/* Slot of a fingerprint at capacity `cap` (a power of two of at most 2^32). */
+static inline size_t slot_of(uint64_t fp, size_t cap)
+{
+    return (size_t)fp & (cap - 1);
+}
+
 /* (Re)build the hash table with room for at least `need` entries at load <= 1/2. */
 static int rehash(dict *d, size_t need)
 {
     size_t cap = 1024;
     while (cap < need * 2)
         cap *= 2;
-    uint32_t *t = calloc(cap, sizeof *t);
+    uint64_t *t = calloc(cap, sizeof *t);
     if (!t) return -ENOMEM;
-    for (uint32_t id = 0; id < dict_count(d); id++) {
-        size_t len;
-        const unsigned char *q = dict_bytes(d, id, &len);
-        size_t h = (size_t)XXH3_64bits(q, len) & (cap - 1);
-        while (t[h])
-            h = (h + 1) & (cap - 1);
-        t[h] = id + 1;
+    if (d->table) {
+        for (size_t i = 0; i < d->tcap; i++) {
+            if (!d->table[i]) continue;
+            size_t h = slot_of(d->table[i] >> 32, cap);
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = d->table[i];
+        }
+    } else {
+        for (uint32_t id = 0; id < dict_count(d); id++) {
+            size_t len;
+            const unsigned char *q = dict_bytes(d, id, &len);
+            uint64_t fp = fp_of(q, len);
+            size_t h = slot_of(fp, cap);
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = fp << 32 | (id + 1);
+        }
     }
-    free(d->table);
+    uint64_t *old = d->table;
     d->tcap = cap;
     __atomic_store_n(&d->table, t, __ATOMIC_RELEASE); /* tcap first: see dict_find */
+    free(old);
     return 0;
 }
 
-/* Slot holding (p, n), or the empty slot where it would go. */
-static size_t probe(const dict *d, const unsigned char *p, size_t n)
+/* Slot holding (p, n) of fingerprint fp, or the empty slot where it would go. */
+static size_t probe(const dict *d, uint64_t fp, const unsigned char *p, size_t n)
 {
-    size_t h = (size_t)XXH3_64bits(p, n) & (d->tcap - 1);
-    while (d->table[h] && !eq(d, d->table[h] - 1, p, n))
-        h = (h + 1) & (d->tcap - 1);
+    size_t h = slot_of(fp, d->tcap);
+    for (uint64_t e; (e = d->table[h]); h = (h + 1) & (d->tcap - 1))
+        if (e >> 32 == fp && eq(d, (uint32_t)e - 1, p, n)) break;
     return h;
+}
+
+int dict_reserve(dict *d, size_t n)
+{
+    return d->table && n * 2 + 2 <= d->tcap ? 0 : rehash(d, n * 2 + 2);
 }
 
 int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id)
@@ -89,9 +119,9 @@ int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id)
         pthread_mutex_unlock(&lazy);
         if (rc) return -ENOMEM;
     }
-    size_t h = probe(d, p, n);
+    size_t h = probe(d, fp_of(p, n), p, n);
     if (!d->table[h]) return -ENOENT;
-    *id = d->table[h] - 1;
+    *id = (uint32_t)d->table[h] - 1;
     return 0;
 }
 
@@ -100,9 +130,10 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
     if (!d->table || (size_t)dict_count(d) * 2 + 2 > d->tcap) {
         if (rehash(d, (size_t)dict_count(d) * 2 + 2)) return -ENOMEM;
     }
-    size_t h = probe(d, p, n);
+    uint64_t fp = fp_of(p, n);
+    size_t h = probe(d, fp, p, n);
     if (d->table[h]) {
-        *id = d->table[h] - 1;
+        *id = (uint32_t)d->table[h] - 1;
         return 0;
     }
     if (dict_count(d) >= 0x7fffffffu) return tdc_error(-EOVERFLOW, "too many distinct tokens");
@@ -111,7 +142,7 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
         return -ENOMEM;
     d->word.p[d->word.n++] = w;
     *id = dict_count(d) - 1;
-    d->table[h] = *id + 1;
+    d->table[h] = fp << 32 | (*id + 1);
     return 0;
 }
 

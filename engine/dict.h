@@ -21,6 +21,9 @@ void dict_free(dict *d);
 /* Id of token (p, n), adding it if new. n must be 1..TOK_CAP. Returns 0 or -ENOMEM. */
 int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id);
 
+/* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */
+int dict_reserve(dict *d, size_t n);
+
 /* Id of token (p, n) if present: 0 and *id set, or -ENOENT. */
 int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id);
 
@@ -63,7 +66,8 @@ int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out);
 struct dict {
     vec64 offs; /* count + 1 offsets into blob */
     buf blob;
-    uint32_t *table; /* open addressing: id + 1, 0 = empty; NULL until first intern/find */
+    uint64_t *table; /* open addressing: (hash >> 32) << 32 | (id + 1), 0 = empty; NULL until
+                        the first intern/find */
     size_t tcap;
     buf word; /* one byte per token: 1 for a word (kept so hot loops avoid the blob) */
 };

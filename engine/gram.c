@@ -357,6 +357,10 @@ out:
 /* Token ids of each dictionary in the merged one: map[k][id]. */
 static int merge_dicts(dict **d, uint32_t n, dict *od, uint32_t **map)
 {
+    size_t all = 0;
+    for (uint32_t k = 0; k < n; k++)
+        all += dict_count(d[k]);
+    if (dict_reserve(od, all)) return -ENOMEM;
     for (uint32_t k = 0; k < n; k++) {
         uint32_t c = dict_count(d[k]);
         if (!(map[k] = malloc((c ? c : 1) * sizeof **map))) return -ENOMEM;
