@@ -685,6 +685,69 @@ static void remove_stale_temps(const char *archive)
     free(copy);
 }
 
+/* One writer per archive: take the lock file beside it (created if missing, never replaced)
+ * into *fd. A writer that was just unmounted may still be writing out its last records: wait
+ * for it a moment before calling the archive busy. */
+static int take_lock(const char *archive, int *fd)
+{
+    char *lp = malloc(strlen(archive) + 8);
+    if (!lp) return -ENOMEM;
+    sprintf(lp, "%s.lock", archive);
+    *fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int locked = -1;
+    for (int tries = 0; *fd >= 0 && tries < 60; tries++) {
+        if ((locked = flock(*fd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
+        usleep(50000);
+    }
+    int rc = 0;
+    if (*fd < 0 || locked < 0)
+        rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
+                       errno == EWOULDBLOCK ? "the archive is in use by another writer "
+                                              "(a mount, compact or apply)"
+                                            : strerror(errno));
+    free(lp);
+    return rc;
+}
+
+int vol_replace_begin(const char *archive, vol_replace *r)
+{
+    r->lockfd = -1;
+    if (!(r->jpath = malloc(strlen(archive) + 16))) return -ENOMEM;
+    sprintf(r->jpath, "%s.journal", archive);
+    struct stat sb;
+    int rc = 0;
+    if (stat(r->jpath, &sb) < 0) {
+        if (errno != ENOENT) rc = tdc_error(-errno, "%s: %s", r->jpath, strerror(errno));
+        free(r->jpath);
+        r->jpath = NULL; /* no journal: nothing to guard */
+        return rc;
+    }
+    if ((rc = take_lock(archive, &r->lockfd))) {
+        vol_replace_end(r, 0);
+        return rc;
+    }
+    /* Taken under the lock: a writer that held it has written out its last records. */
+    if (stat(r->jpath, &sb) == 0 && sb.st_size > JRNL_HDR) {
+        rc = tdc_error(-EEXIST,
+                       "%s holds edits not yet folded into %s: run `tadoc compact %s` first, "
+                       "or remove the journal to drop them",
+                       r->jpath, archive, archive);
+        vol_replace_end(r, 0);
+    }
+    return rc;
+}
+
+void vol_replace_end(vol_replace *r, int replaced)
+{
+    /* The journal named the old archive: with the new one in place it could only refuse
+     * every writable open. It held no record (vol_replace_begin checked). */
+    if (replaced && r->jpath) unlink(r->jpath);
+    if (r->lockfd >= 0) close(r->lockfd);
+    free(r->jpath);
+    r->jpath = NULL;
+    r->lockfd = -1;
+}
+
 int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
 {
     vol *v = calloc(1, sizeof *v);
@@ -713,30 +776,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     }
     sprintf(v->jpath, "%s.journal", archive);
     if (o->writable) {
-        /* One writer per archive: the lock file lives beside it and is never replaced. */
-        char *lp = malloc(strlen(archive) + 8);
-        if (!lp) {
-            rc = -ENOMEM;
-            goto fail;
-        }
-        sprintf(lp, "%s.lock", archive);
-        v->lockfd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        /* A writer that was just unmounted may still be writing out its last records: wait
-         * for it a moment before calling the archive busy. */
-        int locked = -1;
-        for (int tries = 0; v->lockfd >= 0 && tries < 60; tries++) {
-            if ((locked = flock(v->lockfd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
-            usleep(50000);
-        }
-        if (v->lockfd < 0 || locked < 0) {
-            rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
-                           errno == EWOULDBLOCK ? "the archive is in use by another writer "
-                                                  "(a mount, compact or apply)"
-                                                : strerror(errno));
-            free(lp);
-            goto fail;
-        }
-        free(lp);
+        if ((rc = take_lock(archive, &v->lockfd))) goto fail;
     }
     if (o->writable) remove_stale_temps(archive);
     if ((rc = arc_open_meta(archive, &v->a))) goto fail;

@@ -57,6 +57,19 @@ enum vol_step {
 #define VOL_LEVEL_DEFAULT 9
 #define VOL_NAME_MAX 255
 
+/* Replacing an archive by a new one (tadoc pack -o over it): the journal beside the old one
+ * names the old archive, so it must go, and it may only go if it holds no edit.
+ * vol_replace_begin refuses (-EEXIST, with a message) when `archive`.journal holds records,
+ * and -EBUSY while a writer (mount, compact, apply) holds the archive; otherwise it keeps the
+ * writers' lock until vol_replace_end, which removes the empty journal when `replaced` (the
+ * new archive is in place). Without a journal there is nothing to guard. */
+typedef struct vol_replace {
+    char *jpath;
+    int lockfd;
+} vol_replace;
+int vol_replace_begin(const char *archive, vol_replace *r);
+void vol_replace_end(vol_replace *r, int replaced);
+
 /* Open `archive` and replay `archive`.journal. *rs (optional) receives what replay did. */
 int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs);
 

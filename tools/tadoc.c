@@ -319,7 +319,12 @@ static int cmd_pack(int argc, char **argv)
     o.plain_dict = env_on("TADOC_NO_FRONT");
     o.ctx = &pr;
     pack_stats st;
-    int rc = pack_dir(argv[optind], out, &o, &st);
+    vol_replace vr; /* packing over an archive: its journal must hold no edit, then goes */
+    int rc = vol_replace_begin(out, &vr);
+    if (!rc) {
+        rc = pack_dir(argv[optind], out, &o, &st);
+        vol_replace_end(&vr, !rc);
+    }
     if (pr.tty) fputs("\r\033[K", stderr);
     if (rc) return fail(rc);
     if (!quiet) {

@@ -802,3 +802,28 @@ nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
     mount_a
     same_tree "$X" "$M"
 }
+
+@test "pack over a written archive: refused while its journal holds edits or a mount holds it; after compaction the new archive replaces it and takes writes" {
+    fresh s
+    mount_a
+    echo new >"$M/added"
+    run "$TADOC" pack -q "$X" -o "$A"
+    [ "$status" -ne 0 ] && [[ "$output" == *"in use by another writer"* ]]
+    umount_a
+    cp "$A" "$S/before"
+    run "$TADOC" pack -q "$X" -o "$A"
+    [ "$status" -ne 0 ] && [[ "$output" == *"holds edits not yet folded"* ]]
+    cmp "$A" "$S/before" # nothing replaced, the edit still there to fold in
+    "$TADOC" compact "$A" >/dev/null
+    [ "$("$TADOC" cat "$A" added)" = new ]
+    [ -e "$A.journal" ] # an empty journal bound to the old archive
+    echo again >"$X/later"
+    "$TADOC" pack -q "$X" -o "$A"
+    [ ! -e "$A.journal" ]
+    [ "$("$TADOC" cat "$A" later)" = again ]
+    mount_a
+    echo more >>"$M/later"
+    umount_a
+    "$TADOC" compact "$A" >/dev/null
+    [ "$("$TADOC" cat "$A" later)" = "$(printf 'again\nmore')" ]
+}
