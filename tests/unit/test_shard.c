@@ -19,6 +19,7 @@
 #include "testutil.h"
 
 static char *dir, *sharded, *whole;
+static char *mismatch; /* sharded, but the shard table gives shard 1 one rule too many */
 static buf big; /* the file cut over three shards */
 
 static void put(const char *sub, const char *name, const void *p, size_t n)
@@ -75,6 +76,7 @@ static int setup(void **state)
     dir = tu_tmppath("shards");
     sharded = tu_tmppath("sharded.tdc");
     whole = tu_tmppath("whole.tdc");
+    mismatch = tu_tmppath("mismatch.tdc");
     mkdir(dir, 0755);
     make_text();
     size_t c1 = 9000, c2 = 21000;
@@ -111,6 +113,9 @@ static int setup(void **state)
     assert_string_equal(w.ents[3].path, "zz.txt");
     int rc = arc_write_coded(sharded, &w, c, 3, 3);
     if (rc) fail_msg("%s", tdc_errmsg());
+    c[1].info.nrules++;
+    if (arc_write_coded(mismatch, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
+    c[1].info.nrules--;
     /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
     const char *keep = getenv("TDC_SHARD_KEEP");
     if (keep) {
@@ -137,9 +142,10 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[8300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", dir, sharded, whole);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", dir, sharded, whole, mismatch);
     if (system(cmd)) return -1;
     free(dir);
+    free(mismatch);
     free(sharded);
     free(whole);
     buf_free(&big);
@@ -267,6 +273,25 @@ static void test_damaged_shard_costs_its_files(void **state)
     }
 }
 
+/* A shard whose decoded grammar disagrees with the shard table is damaged too, and costs
+ * only its files. */
+static void test_shard_table_disagreement(void **state)
+{
+    (void)state;
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(mismatch, &a), 0);
+    assert_int_equal(a->ndamaged, 1);
+    assert_non_null(strstr(a->shards[1].damage, "shard 1: grammar does not match the shard table"));
+    assert_int_equal(idx_build(a, &x), 0);
+    char out[8];
+    assert_int_equal(idx_extract(x, 2, 100, out, 8), -EBADMSG);
+    assert_int_equal(idx_extract(x, 3, 0, out, 8), 8);
+    assert_memory_equal(out, "zeta eta", 8);
+    idx_free(x);
+    arc_free(a);
+}
+
 /* A compaction of an archive with a damaged shard is refused: the archive stays as it was. */
 static void test_damaged_shard_not_compacted(void **state)
 {
@@ -372,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_reads_across_cuts),
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
+        cmocka_unit_test(test_shard_table_disagreement),
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
     };
