@@ -125,7 +125,7 @@ ssize_t tadoc_read(const tadoc_archive *t, const char *path, uint64_t off, void 
     int64_t i = find_file(t->a, path);
     if (i < 0) return i;
     ssize_t r = idx_extract(t->x, (uint32_t)i, off, dst, n);
-    if (r < 0) tdc_error(r, "%s: read failed", path);
+    if (r < 0) tdc_error_ctx(r, "%s: read failed", path); /* keeps why (a damaged shard...) */
     return r;
 }
 
