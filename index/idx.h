@@ -23,7 +23,8 @@
 typedef struct idx idx;
 
 /* Build the index; checks that every file's run expands to exactly its recorded size
- * (-EBADMSG naming the file if not; files in damaged shards, arc_entry.damaged, excepted). Uses IDX_CACHE_DEFAULT bytes of expansion cache. */
+ * (-EBADMSG naming the file if not; files in damaged shards, arc_entry.damaged, excepted).
+ * Uses IDX_CACHE_DEFAULT bytes of expansion cache. */
 int idx_build(const arc *a, idx **out);
 
 #define IDX_CACHE_DEFAULT ((uint64_t)256 << 20)

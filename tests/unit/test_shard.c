@@ -241,7 +241,8 @@ static void test_damaged_shard_costs_its_files(void **state)
         assert_null(a->shards[0].damage);
         assert_null(a->shards[2].damage);
         assert_non_null(strstr(a->shards[1].damage, "shard 1"));
-        if (sec == 2) assert_non_null(strstr(a->shards[1].damage, "section root: checksum mismatch"));
+        if (sec == 2)
+            assert_non_null(strstr(a->shards[1].damage, "section root: checksum mismatch"));
         assert_int_equal(a->ents[1].damaged, 0);
         assert_int_equal(a->ents[2].damaged, 2);
         assert_int_equal(a->ents[3].damaged, 0);
