@@ -927,6 +927,7 @@ int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out)
     memset(out, 0, sizeof *out);
     if (k >= a->nshards || !a->path) return tdc_error(-EINVAL, "no shard %u", k);
     out->info = a->shards[k];
+    out->info.damage = NULL; /* the archive's */
     int rc = 0;
     for (int i = 0; i < 3 && !rc; i++) {
         const arc_secinfo *s = &a->secs[a->shards[k].sec + i];
@@ -1261,9 +1262,10 @@ typedef struct shard_load {
     const arc *a;
     dict **d;
     gram *g;
+    char **damage; /* per shard: why it is damaged (a shard of several only), or NULL */
     pthread_mutex_t lock;
     uint32_t next;
-    int rc; /* the first failure, with its message */
+    int rc; /* the first failure that fails the whole load, with its message */
     char msg[512];
 } shard_load;
 
@@ -1276,6 +1278,12 @@ static void *shard_load_main(void *arg)
         pthread_mutex_unlock(&l->lock);
         if (k >= l->a->nshards) return NULL;
         int rc = load_shard(l->a, k, &l->d[k], &l->g[k]);
+        /* Damaged data costs one shard of several only its files; anything else (no
+         * memory, a failed read) fails the load. */
+        if (rc == -EBADMSG && l->a->nshards > 1) {
+            if ((l->damage[k] = strdup(tdc_errmsg()))) continue;
+            rc = tdc_error(-ENOMEM, "out of memory");
+        }
         if (rc) {
             pthread_mutex_lock(&l->lock);
             if (!l->rc) {
@@ -1287,10 +1295,11 @@ static void *shard_load_main(void *arg)
     }
 }
 
-/* Load every shard, on up to one thread per CPU. */
-static int load_shards(const arc *a, dict **d, gram *g)
+/* Load every shard, on up to one thread per CPU; damage[k] receives the message of each
+ * damaged shard that does not fail the load. */
+static int load_shards(const arc *a, dict **d, gram *g, char **damage)
 {
-    shard_load l = {.a = a, .d = d, .g = g};
+    shard_load l = {.a = a, .d = d, .g = g, .damage = damage};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = a->nshards < (cpus > 1 ? (uint32_t)cpus : 1) ? a->nshards : (uint32_t)cpus;
     pthread_t th[64];
@@ -1306,34 +1315,128 @@ static int load_shards(const arc *a, dict **d, gram *g)
     return l.rc ? tdc_error(l.rc, "%s", l.msg) : 0;
 }
 
+/* The stand-in for damaged shard k: one token and a root of as many symbols as the shard
+ * table gives it, so that the merged root keeps every other shard's symbols where the file
+ * table puts them. Its bytes are never read (arc_entry_damaged). A root longer than its
+ * section's declared size allows is not stood in for (the shard's damage fails the load):
+ * the stand-in takes no more memory than the shard itself would. */
+static int stand_in(const arc *a, uint32_t k, dict **d, gram *g)
+{
+    static const unsigned char tok[1] = {'\n'};
+    const arc_shard *sh = &a->shards[k];
+    uint32_t id;
+    memset(g, 0, sizeof *g);
+    if (sh->root_syms > a->secs[sh->sec + 2].raw / 4) return tdc_error(-EBADMSG, "%s", sh->damage);
+    if (sh->root_syms > SIZE_MAX / 8 || !(*d = dict_new()) || dict_intern(*d, tok, 1, &id) ||
+        vec32_reserve(&g->root, sh->root_syms) || vec64_push(&g->rule_start, 0))
+        return tdc_error(-ENOMEM, "out of memory");
+    memset(g->root.p, 0, sh->root_syms * sizeof *g->root.p); /* token 0 */
+    g->root.n = sh->root_syms;
+    g->ntokens = 1;
+    return 0;
+}
+
+/* Record the damaged shards (their messages move into a->shards) with their stand-ins. */
+static int take_damage(arc *a, dict **d, gram *g, char **damage)
+{
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        if (!damage[k]) continue;
+        a->shards[k].damage = damage[k];
+        damage[k] = NULL;
+        a->ndamaged++;
+        int rc = stand_in(a, k, &d[k], &g[k]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* 1 + the first damaged shard that the run [start, start + len) of the archive's root
+ * touches, or 0. */
+static uint32_t run_damage(const arc *a, uint32_t first, uint64_t start, uint64_t len)
+{
+    for (uint32_t k = first; k < a->nshards && a->shards[k].root_off < start + len; k++) {
+        const arc_shard *s = &a->shards[k];
+        if (s->damage && s->root_off + s->root_syms > start) return k + 1;
+    }
+    return 0;
+}
+
+/* Mark every regular file with content in a damaged shard, all names of its inode. */
+static void mark_damaged(arc *a)
+{
+    for (uint32_t i = 0; i < a->nents && a->ndamaged; i++) {
+        arc_entry *e = &a->ents[i];
+        if (e->type == ARC_REG && e->root_len)
+            e->damaged = run_damage(a, e->shard, e->root_start, e->root_len);
+    }
+    for (uint32_t i = 0; i < a->nents && a->ndamaged; i++) {
+        arc_entry *e = &a->ents[i];
+        int64_t h = e->type == ARC_REG ? arc_ino_entry(a, e->ino) : -1;
+        if (h >= 0 && h != (int64_t)i) e->damaged = a->ents[h].damaged;
+    }
+}
+
+/* Forget recorded damage (a load that failed after all). */
+static void clear_damage(arc *a)
+{
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        free(a->shards[k].damage);
+        a->shards[k].damage = NULL;
+    }
+    for (uint32_t i = 0; i < a->nents; i++)
+        a->ents[i].damaged = 0;
+    a->ndamaged = 0;
+}
+
+int arc_entry_damaged(const arc *a, uint32_t ent)
+{
+    const arc_entry *e = &a->ents[ent];
+    if (!e->damaged) return 0;
+    return tdc_error(-EBADMSG, "%s: '%s' cannot be read: its content lies in a damaged shard (%s)",
+                     a->path ? a->path : "archive", e->path, a->shards[e->damaged - 1].damage);
+}
+
+int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis)
+{
+    for (uint32_t i = first; i < end && i < a->nents && a->ndamaged; i++)
+        if (a->ents[i].damaged && (!vis || vis[i])) return arc_entry_damaged(a, i);
+    return 0;
+}
+
 int arc_load_data(arc *a)
 {
     if (!a->pending) return 0; /* loaded already */
     uint32_t n = a->nshards;
     dict **d = calloc(n, sizeof *d);
     gram *g = calloc(n, sizeof *g);
-    int rc = d && g ? load_shards(a, d, g) : tdc_error(-ENOMEM, "out of memory");
+    char **damage = calloc(n, sizeof *damage);
+    int rc = d && g && damage ? load_shards(a, d, g, damage) : tdc_error(-ENOMEM, "out of memory");
     if (!rc && a->version < 4) {
         a->shards[0].root_syms = g[0].root.n;
         a->shards[0].ntokens = g[0].ntokens;
         a->shards[0].nrules = g[0].nrules;
     }
+    if (!rc) rc = take_damage(a, d, g, damage);
     if (!rc) rc = gram_merge(d, g, n, &a->dict, &a->g);
     if (!rc) rc = check_runs(a, a->g.root.n);
-    for (uint32_t k = 0; d && g && k < n; k++) {
+    for (uint32_t k = 0; d && g && damage && k < n; k++) {
         dict_free(d[k]);
         gram_free(&g[k]);
+        free(damage[k]);
     }
     free(d);
     free(g);
+    free(damage);
     if (rc) {
         /* Leave the archive as arc_open_meta made it: a later call fails the same way. */
         dict_free(a->dict);
         a->dict = NULL;
         gram_free(&a->g);
         memset(&a->g, 0, sizeof a->g);
+        clear_damage(a);
         return with_path(rc, a->path);
     }
+    mark_damaged(a);
     a->pending = 0;
     return 0;
 }
@@ -1373,6 +1476,8 @@ void arc_free(arc *a)
     free(a->ents);
     free(a->byino);
     free(a->secs);
+    for (uint32_t k = 0; a->shards && k < a->nshards; k++)
+        free(a->shards[k].damage);
     free(a->shards);
     free(a->path);
     if (a->path && a->fd >= 0) close(a->fd);

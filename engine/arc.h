@@ -75,6 +75,10 @@ typedef struct arc_entry {
      * on through the roots of the following shards (a file larger than a shard). */
     uint64_t root_start, root_len;
     uint32_t shard; /* the shard where the file's run starts (0 for entries without content) */
+    /* 0, or 1 + the first damaged shard (arc_shard.damage) that holds part of this regular
+     * file's content (every name of the inode is marked): its bytes cannot be read
+     * (arc_entry_damaged). Set by arc_load_data. */
+    uint32_t damaged;
     uint64_t hash;                 /* XXH3-64 of the content */
     uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
     arc_xattr *xattrs;             /* user.* attributes, sorted by name */
@@ -99,6 +103,9 @@ typedef struct arc_shard {
     uint32_t ntokens;   /* tokens of its dictionary */
     uint32_t nrules;    /* rules besides its root */
     uint32_t sec;       /* index in a->secs of its dictionary section (rules and root follow) */
+    /* Why the shard could not be loaded (its checksum, decoding or shard-table figures
+     * failed), malloc'ed; NULL for a shard that loaded. See arc_load_data. */
+    char *damage;
 } arc_shard;
 
 /* Content per shard that pack and compaction aim at unless told otherwise: small enough that
@@ -126,6 +133,7 @@ typedef struct arc {
     uint32_t nsecs;
     arc_shard *shards; /* as read (version 4; older versions: one shard) */
     uint32_t nshards;
+    uint32_t ndamaged; /* shards that could not be loaded (arc_load_data) */
     uint64_t file_size;
     uint64_t id;       /* random identity of this archive (journals name the one they extend) */
     uint64_t prev_id;  /* identity of the archive this one was compacted from, or 0 */
@@ -226,8 +234,25 @@ int arc_open_meta(const char *path, arc **out);
 /* The second half: read, verify and decode the dictionary (on a second thread), the rules
  * (checking the graph is acyclic) and the root, and check every file's run against the root.
  * 0 at once if already loaded. On failure the archive stays as arc_open_meta left it and the
- * message names the archive and the part. Nothing may read a->dict or a->g during the call. */
+ * message names the archive and the part. Nothing may read a->dict or a->g during the call.
+ *
+ * A damaged shard of an archive of several shards (a section checksum, a decoding check or
+ * the shard table's figures fail: -EBADMSG) does not fail the load: the shard is recorded as
+ * damaged (shards[k].damage keeps the message naming "shard K", a->ndamaged counts them), a
+ * stand-in grammar of one token takes its place (its root as long as the shard table says,
+ * so every other file's run stays where it is), and every regular file with content in it
+ * is marked (arc_entry.damaged). Only the files of damaged shards become unreadable; an
+ * archive of one shard fails as before. */
 int arc_load_data(arc *a);
+
+/* 0 when entry `ent`'s content is readable; -EBADMSG with a message naming the archive, the
+ * file and the damaged shard that holds part of it. */
+int arc_entry_damaged(const arc *a, uint32_t ent);
+
+/* arc_entry_damaged for the first regular file of entries [first, end) with `vis` (NULL:
+ * every entry; else a byte per entry, nonzero where visible) set: 0 when none has content
+ * in a damaged shard. For whole-scope work (analytics) that must not count a damaged file. */
+int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis);
 
 /* Free what an entry owns (path, link, xattrs) and zero it. */
 void arc_entry_clear(arc_entry *e);

@@ -213,6 +213,9 @@ int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint3
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
+    /* A file of the scope in a damaged shard: no numbers rather than wrong ones. */
+    int dmg = arc_range_damaged(a, first, end, vis);
+    if (dmg) return tdc_error_ctx(dmg, "%s", ana_table[kind].name);
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
     int r = gpu_text(a, gen, kind, first, end, vis, out);

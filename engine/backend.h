@@ -61,7 +61,9 @@ int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, b
  * archive's contents for the cache: give a new value whenever `a` may be another archive or
  * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
  * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
- * in backend_stats). Returns 0, -EINVAL for an unknown kind, or the ana_* error. */
+ * in backend_stats). Returns 0, -EINVAL for an unknown kind, -EBADMSG when a visible file of
+ * the scope lies in a damaged shard (arc_range_damaged: no numbers rather than wrong ones), or
+ * the ana_* error. */
 int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out);
 

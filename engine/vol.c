@@ -805,6 +805,19 @@ static uint64_t cache_budget(const vol *v)
     return v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
 }
 
+/* Log each damaged shard of the loaded archive: its files fail with EIO, the others read. */
+static void log_damage(vol *v)
+{
+    for (uint32_t k = 0; v->o.log && k < v->a->nshards; k++) {
+        if (!v->a->shards[k].damage) continue;
+        char line[1200];
+        snprintf(line, sizeof line,
+                 "cannot load %s: %s (reads of its files fail with EIO; other files read)",
+                 v->path, v->a->shards[k].damage);
+        v->o.log(v->o.log_ctx, line);
+    }
+}
+
 /* Load the dictionary, grammar and index of the archive opened by arc_open_meta. Called with
  * v->dlock held and dstate 1; the lock is dropped meanwhile. With `defer_cache` the index is
  * published without its cache of short rules (build_cache adds it). */
@@ -816,6 +829,7 @@ static void load_data(vol *v, int defer_cache)
     if (!rc)
         rc = defer_cache ? idx_build_base(v->a, &x) : idx_build_cached(v->a, cache_budget(v), &x);
     char *msg = rc ? strdup(tdc_errmsg()) : NULL;
+    if (!rc) log_damage(v);
     pthread_mutex_lock(&v->dlock);
     v->x = x;
     v->dmsg = msg;
@@ -1264,6 +1278,8 @@ static ssize_t read_cpu(void *arg, uint32_t ent, uint64_t off, void *dst, size_t
  * archive's generation + 1 names it there, as for analytics (vol_lock_arc). */
 static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
 {
+    int dmg = arc_entry_damaged(v->a, (uint32_t)ent); /* the GPU would read the stand-in */
+    if (dmg) return dmg;
     base_reader b = {v, r};
     return backend_read(v->a, v->gen + 1, (uint32_t)ent, off, dst, n, read_cpu, &b);
 }

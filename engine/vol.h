@@ -202,7 +202,7 @@ typedef struct vol_compact_stats {
  * table, every file's content against its hash) and only then renamed over the old one. A
  * failure before the rename removes the temporary file and leaves the old archive, the
  * journal and the vol as they were (still writable); vol_compact_error tells why. Reads go
- * on meanwhile; changes wait. */
+ * on meanwhile; changes wait. An archive with a damaged shard is not compacted (-EBADMSG). */
 int vol_compact(vol *v, vol_compact_stats *st);
 
 /* Why the last compaction failed (its message), or "" when it succeeded or none ran. */
@@ -240,7 +240,8 @@ int64_t vol_clean_entry(vol *v, uint64_t ino);
  * archive itself when nothing below `ino` changed since it was written (held steady until
  * vol_view_close), otherwise an in-memory recompression of the current state (changes wait
  * while it is built; its cost follows the edited data plus a pass over the grammar). `ent`
- * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). */
+ * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). A snapshot
+ * of an archive with a file in a damaged shard fails (-EBADMSG naming it). */
 typedef struct vol_view {
     uint64_t gen; /* archive generation of a view of the archive itself (0 for a snapshot) */
     const arc *a;

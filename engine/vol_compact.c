@@ -132,6 +132,9 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         rc = add_tree(c, vol_node(v, 1), root, first);
         root = NULL;
     }
+    /* A file kept as archived in a damaged shard: its run is a stand-in's, never copied. */
+    for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
+        if (c->src[i] >= 0) rc = arc_entry_damaged(v->a, (uint32_t)c->src[i]);
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
     if (!rc && !c->view && compact_by_shards(v->a, v->o.shard_size))
         rc = compact_shards(v->a, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
@@ -173,6 +176,8 @@ static int check_new(vol *v, const char *tmp, arc **na, idx **nx)
 {
     uint64_t cache = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
     int rc = arc_open(tmp, na);
+    for (uint32_t k = 0; !rc && k < (*na)->nshards; k++) /* damaged since it was written */
+        if ((*na)->shards[k].damage) rc = tdc_error(-EBADMSG, "%s", (*na)->shards[k].damage);
     if (!rc) rc = idx_build_cached(*na, cache, nx);
     if (!rc) rc = idx_check_content(*nx, NULL, NULL, NULL, NULL);
     return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
@@ -228,6 +233,19 @@ static void swap_in(vol *v, arc *na, idx *nx)
     arc_free(oa);
 }
 
+/* 0, or -EBADMSG when a shard of the archive is damaged: a compaction would drop the files
+ * it holds (or copy the damage), so none is made and the archive and journal stay. */
+static int refuse_damaged(const arc *a)
+{
+    for (uint32_t k = 0; k < a->nshards; k++)
+        if (a->shards[k].damage)
+            return tdc_error(-EBADMSG,
+                             "%s: not compacted: %s (its files cannot be read; the archive and "
+                             "its journal are unchanged)",
+                             a->path, a->shards[k].damage);
+    return 0;
+}
+
 int vol_compact(vol *v, vol_compact_stats *st)
 {
     cctx c = {.v = v};
@@ -245,6 +263,7 @@ int vol_compact(vol *v, vol_compact_stats *st)
         rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
         goto unlock;
     }
+    if ((rc = refuse_damaged(v->a))) goto unlock;
     vol_wrlock(v);
     rc = jrnl_flush(v->j);
     vol_unlock(v);

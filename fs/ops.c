@@ -1120,7 +1120,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         char v[256];
         int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), sees_all(req, c), v, sizeof v);
         if (rc)
-            reply_rc(req, rc);
+            reply_rc(req, logged(rc, "getxattr")); /* a file in a damaged shard: EIO */
         else
             reply_value(req, v, strlen(v), size);
         return;

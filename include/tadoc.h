@@ -91,7 +91,8 @@ int tadoc_stat_path(const tadoc_archive *a, const char *path, tadoc_stat *st);
 
 /* Read up to `n` bytes of the regular file `path` starting at byte `off` into `dst`.
  * Returns the number of bytes read (0 at or past the end of the file) or a negative errno
- * (-ENOENT, -EISDIR for a non-file). Only the rules on the way to `off` are visited. */
+ * (-ENOENT, -EISDIR for a non-file, -EBADMSG for a file in a damaged shard of the archive).
+ * Only the rules on the way to `off` are visited. */
 ssize_t tadoc_read(const tadoc_archive *a, const char *path, uint64_t off, void *dst, size_t n);
 
 /* The analytics of DESIGN.md section 5, computed on the grammar. */
@@ -108,7 +109,7 @@ enum tadoc_analytic {
  * and return its text output (lines ending in '\n', exactly what `tadoc ANALYTIC ARCHIVE
  * SCOPE` prints) in *out, *len bytes plus a terminating NUL (not counted). Free *out with
  * tadoc_free. 0 or a negative errno (-ENOENT for a missing scope, -EINVAL for an unknown
- * analytic). */
+ * analytic, -EBADMSG when a file of the scope lies in a damaged shard). */
 int tadoc_analytic(tadoc_archive *a, int analytic, const char *scope, char **out, size_t *len);
 
 /* Number of whole-word occurrences of `word` in the regular file `path`. A word cut as by

@@ -362,7 +362,8 @@ int idx_build_base(const arc *a, idx **out)
         if (arc_ino_entry(a, f->ino) != e) continue; /* a hard link: the first name holds it */
         x->file_off[e] = root_prefix(x, f->root_start);
         uint64_t size = root_prefix(x, f->root_start + f->root_len) - x->file_off[e];
-        if (size != f->size) {
+        /* A file in a damaged shard spans its stand-in's symbols: never read, not checked. */
+        if (size != f->size && !f->damaged) {
             rc = tdc_error(-EBADMSG, "file table: '%s' records %llu bytes but its data has %llu",
                            f->path, (unsigned long long)f->size, (unsigned long long)size);
             goto fail;
@@ -495,6 +496,7 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
     const flatc *fc = flat_cache(x);
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    if (a->ents[ent].damaged) return arc_entry_damaged(a, ent); /* never the stand-in's bytes */
     ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino); /* hard links: the content holder */
     uint64_t size = a->ents[ent].size;
     if (off >= size || n == 0) return 0;
@@ -610,6 +612,7 @@ int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *sha
     const gram *g = &a->g;
     if (ent >= a->nents || a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    if (a->ents[ent].damaged) return arc_entry_damaged(a, ent);
     ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino);
     if (need_occ(x)) return tdc_error(-ENOMEM, "out of memory");
     uint64_t *seen = calloc(g->nrules / 64 + 1, sizeof *seen), *w = NULL;
@@ -699,10 +702,11 @@ int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), voi
         const arc_entry *e = &a->ents[i];
         if (e->type != ARC_REG || arc_ino_entry(a, e->ino) != (int64_t)i) continue;
         uint64_t h = 0, n = 0;
-        if ((rc = hash_file(x, i, hs, blk, BLK, &h, &n))) break;
+        /* A file in a damaged shard is a bad file: counted, its bytes not read. */
+        if (!e->damaged && (rc = hash_file(x, i, hs, blk, BLK, &h, &n))) break;
         nf++;
         nb += n;
-        if (h == e->hash && n == e->size) continue;
+        if (!e->damaged && h == e->hash && n == e->size) continue;
         if (first_bad < 0) first_bad = i;
         nbad++;
         if (on_bad) on_bad(ctx, i);
@@ -712,6 +716,11 @@ int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), voi
     if (files) *files = nf;
     if (bytes) *bytes = nb;
     if (rc) return rc == -ENOMEM ? tdc_error(rc, "out of memory checking content") : rc;
+    if (nbad && a->ents[first_bad].damaged) {
+        arc_entry_damaged(a, (uint32_t)first_bad);
+        return tdc_error_ctx(-EBADMSG, "%llu of %llu files unreadable or damaged",
+                             (unsigned long long)nbad, (unsigned long long)nf);
+    }
     if (nbad)
         return tdc_error(-EBADMSG, "'%s': content does not match its hash (%llu of %llu files)",
                          a->ents[first_bad].path, (unsigned long long)nbad, (unsigned long long)nf);

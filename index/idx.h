@@ -23,7 +23,8 @@
 typedef struct idx idx;
 
 /* Build the index; checks that every file's run expands to exactly its recorded size
- * (-EBADMSG naming the file if not). Uses IDX_CACHE_DEFAULT bytes of expansion cache. */
+ * (-EBADMSG naming the file if not; files in damaged shards, arc_entry.damaged, excepted).
+ * Uses IDX_CACHE_DEFAULT bytes of expansion cache. */
 int idx_build(const arc *a, idx **out);
 
 #define IDX_CACHE_DEFAULT ((uint64_t)256 << 20)
@@ -79,7 +80,8 @@ void idx_cursor_free(idx_cursor *c);
 
 /* Read up to n bytes of entry `ent` at `off` into dst, reusing the cursor when it already
  * stands at (ent, off). Returns the byte count (0 at or past EOF), or -EINVAL for an entry
- * that is not a regular file, or -ENOMEM. */
+ * that is not a regular file, -EBADMSG for a file in a damaged shard (arc_entry_damaged), or
+ * -ENOMEM. */
 ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n);
 
 /* One-shot read with a temporary cursor. */
@@ -87,7 +89,8 @@ ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t 
 
 /* Check the content of every regular file that holds its own (the first name of each
  * inode): its bytes, extracted from the grammar, must have the entry's size and hash.
- * `on_bad` (optional) hears of each file that does not; the check goes on past it. *files
+ * `on_bad` (optional) hears of each file that does not, and of each file in a damaged shard
+ * (counted, not read); the check goes on past it. *files
  * and *bytes (optional) receive what was checked. 0 when every file agrees; -EBADMSG with a
  * message naming the first bad file and the count; -ENOMEM. */
 int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), void *ctx,
@@ -97,7 +100,7 @@ int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), voi
  * its root run plus, for every rule it uses, the rule's body weighted by the fraction of the
  * rule's occurrences that fall in this file. Shares of all files add up to 1. The first call
  * computes every rule's total occurrences once (8 + 4 bytes per rule, kept). 0, -EINVAL for a
- * non-file, or -ENOMEM. Thread-safe. */
+ * non-file, -EBADMSG for a file in a damaged shard, or -ENOMEM. Thread-safe. */
 int idx_file_footprint(const idx *x, uint32_t ent, uint64_t *rules, double *share);
 
 #endif

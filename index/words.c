@@ -229,6 +229,8 @@ static int begin(idx_words *w, uint32_t ent, const char *word, size_t n, uint32_
 {
     if (ent >= w->a->nents || w->a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
+    int rc = arc_entry_damaged(w->a, ent); /* its run is a stand-in's: no answer to give */
+    if (rc) return rc;
     if (word_token(w, word, n, t)) return 0;
     const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     pthread_mutex_lock(&w->lock);

@@ -22,7 +22,7 @@ int idx_words_build(const idx *x, idx_words **out);
 void idx_words_free(idx_words *w);
 
 /* Occurrences of the word (n bytes) in regular entry `ent`. A word that is not in the
- * dictionary occurs 0 times. -EINVAL for a non-file. */
+ * dictionary occurs 0 times. -EINVAL for a non-file, -EBADMSG for a file in a damaged shard. */
 int idx_count(idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *count);
 
 /* Byte offsets of every occurrence, ascending, appended to `out`. */

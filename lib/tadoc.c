@@ -125,7 +125,7 @@ ssize_t tadoc_read(const tadoc_archive *t, const char *path, uint64_t off, void 
     int64_t i = find_file(t->a, path);
     if (i < 0) return i;
     ssize_t r = idx_extract(t->x, (uint32_t)i, off, dst, n);
-    if (r < 0) tdc_error(r, "%s: read failed", path);
+    if (r < 0) tdc_error_ctx(r, "%s: read failed", path); /* keeps why (a damaged shard...) */
     return r;
 }
 
@@ -143,9 +143,11 @@ int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out
         return tdc_error(-EINVAL, "unknown analytic %d", analytic);
     int64_t first = scope ? find(t->a, scope) : 0;
     if (first < 0) return (int)first;
+    uint32_t end = ana_subtree_end(t->a, (uint32_t)first);
+    int rc = arc_range_damaged(t->a, (uint32_t)first, end, NULL); /* no wrong numbers */
+    if (rc) return tdc_error_ctx(rc, "%s", ana_table[analytic - 1].name);
     buf b = {0};
-    int rc = ana_table[analytic - 1].cpu(t->a, (uint32_t)first,
-                                         ana_subtree_end(t->a, (uint32_t)first), NULL, &b);
+    rc = ana_table[analytic - 1].cpu(t->a, (uint32_t)first, end, NULL, &b);
     if (!rc) rc = buf_put(&b, "", 1); /* the terminating NUL */
     if (rc) {
         buf_free(&b);

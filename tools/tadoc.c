@@ -401,6 +401,7 @@ static int cmd_unpack(int argc, char **argv)
     }
     char *path = NULL;
     uint64_t skipped = 0; /* names not created: devices without root, and their links */
+    uint64_t lost = 0;    /* files not created: their content lies in a damaged shard */
     for (uint32_t i = 0; i < a->nents && !rc; i++) {
         const arc_entry *e = &a->ents[i];
         free(path);
@@ -423,9 +424,12 @@ static int cmd_unpack(int argc, char **argv)
             }
             sprintf(first, "%s/%s", dir, f->path);
             if (linkat(AT_FDCWD, first, AT_FDCWD, path, 0) < 0) {
-                /* The first name may be a device left out for want of root. */
+                /* The first name may be a device left out for want of root, or a file of a
+                 * damaged shard (already reported). */
                 if (errno == ENOENT && (f->type == ARC_CHR || f->type == ARC_BLK))
                     skipped++;
+                else if (errno == ENOENT && f->damaged)
+                    lost++;
                 else
                     rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             }
@@ -444,6 +448,9 @@ static int cmd_unpack(int argc, char **argv)
             } else {
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             }
+        } else if (arc_entry_damaged(a, i)) {
+            fprintf(stderr, "%s: %s\n", prog, tdc_errmsg()); /* the others are restored */
+            lost++;
         } else {
             int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
             if (fd < 0) {
@@ -468,6 +475,9 @@ static int cmd_unpack(int argc, char **argv)
         rc = restore_meta(path, e);
     }
     free(path);
+    if (!rc && lost)
+        rc = tdc_error(-EBADMSG, "%llu files not restored: their content lies in damaged shards",
+                       (unsigned long long)lost);
     if (!rc && skipped)
         rc = tdc_error(-EPERM, "%llu device names not created: run as root to restore them",
                        (unsigned long long)skipped);
@@ -542,7 +552,7 @@ static int cmd_cat(int argc, char **argv)
     uint32_t e;
     int rc = open_all(argv[1], &a, &x);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e))) {
+    if (!(rc = find_file(a, argv[2], &e)) && !(rc = arc_entry_damaged(a, e))) {
         /* The content's hash is the archived one of the inode's first name. */
         int64_t ce = arc_ino_entry(a, a->ents[e].ino);
         hashck hc = {0};
@@ -633,9 +643,9 @@ static int cmd_stat(int argc, char **argv)
         uint64_t stored = 0;
         for (uint32_t i = sh->sec; i < sh->sec + 3 && i < a->nsecs; i++)
             stored += a->secs[i].stored;
-        printf("             %5u %12llu %12llu %10u %10u %12llu\n", k,
+        printf("             %5u %12llu %12llu %10u %10u %12llu%s\n", k,
                (unsigned long long)sh->bytes, (unsigned long long)stored, sh->ntokens, sh->nrules,
-               (unsigned long long)sh->root_syms);
+               (unsigned long long)sh->root_syms, sh->damage ? "  damaged" : "");
     }
     printf("sections     %-11s %-10s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
     for (uint32_t i = 0; i < a->nsecs; i++) {
@@ -655,7 +665,8 @@ static const char usage_verify[] =
     "extract every file and compare its XXH3-64 with the one recorded at pack time; then\n"
     "replay ARCHIVE.journal, if any, checking every record's checksum and that it applies.\n"
     "Exit status 3 on any mismatch or damaged journal record (a torn last record, which a\n"
-    "crash during an append leaves, is reported but is not an error).\n";
+    "crash during an append leaves, is reported but is not an error). A damaged shard of an\n"
+    "archive of several is named with the files it costs; the others are checked as usual.\n";
 
 typedef struct bad_files {
     const arc *a;
@@ -666,8 +677,22 @@ typedef struct bad_files {
 static void on_bad_content(void *ctx, uint32_t ent)
 {
     bad_files *b = ctx;
-    fprintf(stderr, "%s: %s: content hash mismatch\n", prog, b->a->ents[ent].path);
+    const arc_entry *e = &b->a->ents[ent];
+    if (e->damaged)
+        fprintf(stderr, "%s: %s: content lies in damaged shard %u\n", prog, e->path,
+                e->damaged - 1);
+    else
+        fprintf(stderr, "%s: %s: content hash mismatch\n", prog, e->path);
     b->n++;
+}
+
+/* Name each damaged shard of the archive on stderr; how many there are. */
+static uint32_t report_damage(const arc *a)
+{
+    for (uint32_t k = 0; k < a->nshards; k++)
+        if (a->shards[k].damage)
+            fprintf(stderr, "%s: %s: damaged: %s\n", prog, a->path, a->shards[k].damage);
+    return a->ndamaged;
 }
 
 static int cmd_verify(int argc, char **argv)
@@ -679,12 +704,15 @@ static int cmd_verify(int argc, char **argv)
     if (rc) return fail(rc);
     uint64_t files = 0, bytes = 0;
     bad_files bad = {a, 0};
+    uint32_t shards = report_damage(a);
     rc = idx_check_content(x, on_bad_content, &bad, &files, &bytes);
     close_all(a, x);
     if (rc && !bad.n) return fail(rc);
-    if (bad.n) {
-        fprintf(stderr, "%s: %llu of %llu files damaged\n", prog, (unsigned long long)bad.n,
+    if (bad.n || shards) {
+        fprintf(stderr, "%s: %llu of %llu files damaged", prog, (unsigned long long)bad.n,
                 (unsigned long long)files);
+        if (shards) fprintf(stderr, "; damaged shards: %u", shards);
+        fputc('\n', stderr);
         return EX_CORRUPT;
     }
     printf("ok: %llu files, %llu bytes verified\n", (unsigned long long)files,

@@ -1,6 +1,7 @@
 /* Archives of several shards, assembled from independently packed pieces: the reader merges
  * their grammars, a file whose run crosses two shard cuts reads back whole and at any offset,
- * analytics equal those of the same tree packed as one shard, and a damaged shard is named. */
+ * analytics equal those of the same tree packed as one shard, and a damaged shard costs only
+ * the files with content in it (named in the message) and is never compacted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include "../../engine/ana.h"
 #include "../../engine/arc.h"
+#include "../../engine/backend.h"
 #include "../../engine/err.h"
 #include "../../engine/pack.h"
 #include "../../engine/vol.h"
@@ -17,6 +19,7 @@
 #include "testutil.h"
 
 static char *dir, *sharded, *whole;
+static char *mismatch; /* sharded, but the shard table gives shard 1 one rule too many */
 static buf big; /* the file cut over three shards */
 
 static void put(const char *sub, const char *name, const void *p, size_t n)
@@ -73,6 +76,7 @@ static int setup(void **state)
     dir = tu_tmppath("shards");
     sharded = tu_tmppath("sharded.tdc");
     whole = tu_tmppath("whole.tdc");
+    mismatch = tu_tmppath("mismatch.tdc");
     mkdir(dir, 0755);
     make_text();
     size_t c1 = 9000, c2 = 21000;
@@ -109,6 +113,9 @@ static int setup(void **state)
     assert_string_equal(w.ents[3].path, "zz.txt");
     int rc = arc_write_coded(sharded, &w, c, 3, 3);
     if (rc) fail_msg("%s", tdc_errmsg());
+    c[1].info.nrules++;
+    if (arc_write_coded(mismatch, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
+    c[1].info.nrules--;
     /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
     const char *keep = getenv("TDC_SHARD_KEEP");
     if (keep) {
@@ -135,9 +142,10 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[8300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", dir, sharded, whole);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", dir, sharded, whole, mismatch);
     if (system(cmd)) return -1;
     free(dir);
+    free(mismatch);
     free(sharded);
     free(whole);
     buf_free(&big);
@@ -195,13 +203,16 @@ static void test_analytics_as_one_grammar(void **state)
     arc_free(w);
 }
 
-/* A flipped byte in the middle shard's root: the message names the shard and the section. */
-static void test_damaged_shard_named(void **state)
+static void append_zz(vol *v);
+
+/* A copy of the sharded archive with one byte of shard k's section i (0 dictionary, 1 rules,
+ * 2 root) flipped in its middle; its path (free it). */
+static char *damaged_copy(uint32_t k, int i)
 {
-    (void)state;
     arc *a;
     assert_int_equal(arc_open_meta(sharded, &a), 0);
-    uint64_t at = a->secs[a->shards[1].sec + 2].offset;
+    const arc_secinfo *s = &a->secs[a->shards[k].sec + i];
+    uint64_t at = s->offset + s->stored / 2;
     arc_free(a);
     size_t n = 0;
     unsigned char *img = tu_slurp(sharded, &n);
@@ -210,12 +221,103 @@ static void test_damaged_shard_named(void **state)
     FILE *f = fopen(p, "wb");
     fwrite(img, 1, n, f);
     fclose(f);
-    assert_int_equal(arc_open(p, &a), -EBADMSG);
-    assert_non_null(strstr(tdc_errmsg(), "shard 1"));
-    assert_non_null(strstr(tdc_errmsg(), "section root: checksum mismatch"));
-    unlink(p);
-    free(p);
     free(img);
+    return p;
+}
+
+/* A flipped byte in the middle shard's root: the archive opens, the shard is recorded as
+ * damaged with a message naming it and the section, and only the file with content in it
+ * ("big", which runs from shard 0 through 1 into 2) is unreadable; a.txt (shard 0) and zz.txt
+ * (shard 2, after big's end) read exactly. */
+static void test_damaged_shard_costs_its_files(void **state)
+{
+    (void)state;
+    for (int sec = 0; sec < 3; sec++) {
+        char *p = damaged_copy(1, sec);
+        arc *a;
+        idx *x;
+        assert_int_equal(arc_open(p, &a), 0);
+        assert_int_equal(a->ndamaged, 1);
+        assert_null(a->shards[0].damage);
+        assert_null(a->shards[2].damage);
+        assert_non_null(strstr(a->shards[1].damage, "shard 1"));
+        if (sec == 2)
+            assert_non_null(strstr(a->shards[1].damage, "section root: checksum mismatch"));
+        assert_int_equal(a->ents[1].damaged, 0);
+        assert_int_equal(a->ents[2].damaged, 2);
+        assert_int_equal(a->ents[3].damaged, 0);
+        assert_int_equal(idx_build(a, &x), 0);
+        char out[64];
+        const char *z = "zeta eta alpha and the end\n";
+        assert_int_equal(idx_extract(x, 3, 0, out, sizeof out), strlen(z));
+        assert_memory_equal(out, z, strlen(z));
+        assert_int_equal(idx_extract(x, 1, 0, out, 9), 9);
+        assert_memory_equal(out, "the quick", 9);
+        assert_int_equal(idx_extract(x, 2, 0, out, 9), -EBADMSG);
+        assert_non_null(strstr(tdc_errmsg(), "'big'"));
+        assert_non_null(strstr(tdc_errmsg(), "shard 1"));
+        /* verify's check: big is the one bad file; an analytic over the whole tree fails,
+         * over zz.txt alone gives its words. */
+        uint64_t files = 0;
+        assert_int_equal(idx_check_content(x, NULL, NULL, &files, NULL), -EBADMSG);
+        assert_int_equal(files, 3);
+        buf b = {0};
+        assert_int_equal(backend_analytic(ANA_WORDCOUNT, a, 0, 0, a->nents, NULL, &b), -EBADMSG);
+        assert_int_equal(b.n, 0);
+        assert_int_equal(backend_analytic(ANA_WORDCOUNT, a, 0, 3, 4, NULL, &b), 0);
+        assert_non_null(memmem(b.p, b.n, "1\tzeta\n", 7));
+        buf_free(&b);
+        idx_free(x);
+        arc_free(a);
+        unlink(p);
+        free(p);
+    }
+}
+
+/* A shard whose decoded grammar disagrees with the shard table is damaged too, and costs
+ * only its files. */
+static void test_shard_table_disagreement(void **state)
+{
+    (void)state;
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(mismatch, &a), 0);
+    assert_int_equal(a->ndamaged, 1);
+    assert_non_null(strstr(a->shards[1].damage, "shard 1: grammar does not match the shard table"));
+    assert_int_equal(idx_build(a, &x), 0);
+    char out[8];
+    assert_int_equal(idx_extract(x, 2, 100, out, 8), -EBADMSG);
+    assert_int_equal(idx_extract(x, 3, 0, out, 8), 8);
+    assert_memory_equal(out, "zeta eta", 8);
+    idx_free(x);
+    arc_free(a);
+}
+
+/* A compaction of an archive with a damaged shard is refused: the archive stays as it was. */
+static void test_damaged_shard_not_compacted(void **state)
+{
+    (void)state;
+    char *p = damaged_copy(1, 1);
+    size_t n0 = 0, n1 = 0;
+    unsigned char *before = tu_slurp(p, &n0);
+    vol_opts o = {.writable = 1, .shard_size = 1000};
+    vol *v;
+    vol_compact_stats st;
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    append_zz(v);
+    assert_int_equal(vol_compact(v, &st), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "shard 1"));
+    vol_close(v);
+    unsigned char *after = tu_slurp(p, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    free(before);
+    free(after);
+    unlink(p);
+    char j[4200];
+    snprintf(j, sizeof j, "%s.journal", p);
+    unlink(j);
+    free(p);
 }
 
 /* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
@@ -313,7 +415,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_across_cuts),
         cmocka_unit_test(test_analytics_as_one_grammar),
-        cmocka_unit_test(test_damaged_shard_named),
+        cmocka_unit_test(test_damaged_shard_costs_its_files),
+        cmocka_unit_test(test_shard_table_disagreement),
+        cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
         cmocka_unit_test(test_default_shard_size),
     };
