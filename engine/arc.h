@@ -108,11 +108,6 @@ typedef struct arc_shard {
     char *damage;
 } arc_shard;
 
-/* Content per shard that pack and compaction aim at unless told otherwise: small enough that
- * a tree of a few hundred MB packs on many cores and a shard loads quickly, large enough that
- * trees of tens of MB stay one grammar (each shard repeats the tokens it shares with others). */
-#define ARC_SHARD_DEFAULT ((uint64_t)32 << 20)
-
 /* A shard coded for writing (arc_shard_encode): its three sections as they go to disk. Pack
  * codes shards on worker threads and hands them to arc_write_coded. */
 typedef struct arc_coded {

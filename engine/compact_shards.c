@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "pack.h"
 
 /* The shard holding the last symbol of e's run (e's own shard for an empty run). */
 static uint32_t last_shard(const arc *a, const arc_entry *e)
@@ -160,9 +161,18 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
     return rc;
 }
 
+uint64_t compact_shard_size(const arc *old, uint64_t asked)
+{
+    if (asked) return asked;
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < old->nshards; s++)
+        total += old->shards[s].bytes;
+    return total <= PACK_ONE_SHARD_MAX ? PACK_ONE_SHARD_MAX : pack_shard_size(total);
+}
+
 int compact_by_shards(const arc *old, uint64_t shard_size)
 {
-    if (!shard_size) shard_size = ARC_SHARD_DEFAULT;
+    shard_size = compact_shard_size(old, shard_size);
     return old->nshards > 1 || (old->nshards == 1 && old->shards[0].bytes >= shard_size / 2);
 }
 
@@ -170,7 +180,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
                    uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
                    uint32_t *nout)
 {
-    plan p = {.old = old, .shard_size = shard_size ? shard_size : ARC_SHARD_DEFAULT};
+    plan p = {.old = old, .shard_size = compact_shard_size(old, shard_size)};
     arc_coded *sh = NULL;
     uint32_t *map = malloc((nw->nents ? nw->nents : 1) * sizeof *map), n = 0, cap = 0;
     int rc = map ? make_plan(&p, nw, src) : -ENOMEM;

@@ -24,8 +24,13 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
                    uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
                    uint32_t *n);
 
+/* The shard size compaction aims at: `asked` when not 0, else what pack would choose for the
+ * archive's content (pack_shard_size), but at least PACK_ONE_SHARD_MAX, so that an archive
+ * pack made one shard is compacted as one grammar while it stays that small. */
+uint64_t compact_shard_size(const arc *old, uint64_t asked);
+
 /* Whether compaction of `old` goes shard by shard: it has several shards, or one large
- * enough (half the shard size; 0 means ARC_SHARD_DEFAULT) that copying it beats compressing it again. */
+ * enough (half of compact_shard_size) that copying it beats compressing it again. */
 int compact_by_shards(const arc *old, uint64_t shard_size);
 
 #endif

@@ -482,7 +482,7 @@ uint64_t pack_shard_size(uint64_t content)
 {
     if (content <= PACK_ONE_SHARD_MAX) return content ? content : 1;
     uint64_t s = content / PACK_SHARDS_AIM;
-    return s < PACK_SHARD_MIN ? PACK_SHARD_MIN : s > ARC_SHARD_DEFAULT ? ARC_SHARD_DEFAULT : s;
+    return s < PACK_SHARD_MIN ? PACK_SHARD_MIN : s > PACK_SHARD_MAX ? PACK_SHARD_MAX : s;
 }
 
 /* The content files in order, cut into groups of at most the shard size (a larger file is a

@@ -40,12 +40,13 @@ typedef struct pack_stats {
 /* The default shard size for a tree of `content` bytes. A tree of up to PACK_ONE_SHARD_MAX is
  * one grammar: cutting it would buy little time and repeat in each shard the tokens the
  * shards share. A larger tree is cut into about PACK_SHARDS_AIM shards, so that a machine of
- * many cores packs them at once, each of PACK_SHARD_MIN to ARC_SHARD_DEFAULT bytes (smaller
+ * many cores packs them at once, each of PACK_SHARD_MIN to PACK_SHARD_MAX bytes (smaller
  * shards lose ratio, larger ones load slowly). It depends on the content alone, so the same
  * tree packs to the same archive on any machine. */
 #define PACK_ONE_SHARD_MAX ((uint64_t)64 << 20)
 #define PACK_SHARDS_AIM 32
 #define PACK_SHARD_MIN ((uint64_t)8 << 20)
+#define PACK_SHARD_MAX ((uint64_t)32 << 20)
 uint64_t pack_shard_size(uint64_t content);
 
 /* Pack `dir` into archive `out`. Returns 0 or a negative errno with a message. */

@@ -33,7 +33,7 @@ typedef struct vol_opts {
     uint64_t cache_bytes;       /* flat-rule cache of the index (0: IDX_CACHE_DEFAULT) */
     uint64_t compact_threshold; /* journal bytes that start a background compaction (0: never) */
     int level;                  /* zstd level of compacted archives (0: VOL_LEVEL_DEFAULT) */
-    uint64_t shard_size; /* content of the shards compaction builds (0: ARC_SHARD_DEFAULT) */
+    uint64_t shard_size; /* content of the shards compaction builds (0: compact_shard_size) */
     int lazy; /* open only the file table; vol_start loads the rest in the background, and
                  whatever needs content waits for it (and fails with the load's error) */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */

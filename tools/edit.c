@@ -51,7 +51,8 @@ const char usage_compact[] =
     "content goes to new shards.\n"
     "\n"
     "  -l, --level N          zstd level of the rewritten sections (default 9)\n"
-    "  -S, --shard-size SIZE  content of the shards it builds, with K, M or G (default 32M)\n"
+    "  -S, --shard-size SIZE  content of the shards it builds, with K, M or G (default: as\n"
+    "                         pack would choose for the archive, at least 64M)\n"
     "  -f, --force            rewrite the archive even with an empty journal\n";
 
 enum { OP_INSERT, OP_APPEND, OP_EXTRACT, OP_WRITE, OP_TRUNCATE, OP_DELETE };

@@ -11,6 +11,7 @@
 
 #include "../../engine/ana.h"
 #include "../../engine/arc.h"
+#include "../../engine/compact_shards.h"
 #include "../../engine/backend.h"
 #include "../../engine/err.h"
 #include "../../engine/pack.h"
@@ -333,7 +334,7 @@ static uint64_t shard_sig(const char *path, uint32_t k)
 }
 
 /* The default shard size: small trees stay one grammar, larger ones get about
- * PACK_SHARDS_AIM shards within [PACK_SHARD_MIN, ARC_SHARD_DEFAULT]. */
+ * PACK_SHARDS_AIM shards within [PACK_SHARD_MIN, PACK_SHARD_MAX]. */
 static void test_default_shard_size(void **state)
 {
     (void)state;
@@ -343,11 +344,30 @@ static void test_default_shard_size(void **state)
     assert_int_equal(pack_shard_size(PACK_ONE_SHARD_MAX), PACK_ONE_SHARD_MAX);
     assert_int_equal(pack_shard_size(PACK_ONE_SHARD_MAX + 1), PACK_SHARD_MIN);
     assert_int_equal(pack_shard_size(500 * M), 500 * M / PACK_SHARDS_AIM);
-    assert_int_equal(pack_shard_size(4096 * M), ARC_SHARD_DEFAULT);
+    assert_int_equal(pack_shard_size(4096 * M), PACK_SHARD_MAX);
     for (uint64_t c = PACK_ONE_SHARD_MAX + 1; c < 8192 * M; c += 37 * M) {
         uint64_t s = pack_shard_size(c);
-        assert_true(s >= PACK_SHARD_MIN && s <= ARC_SHARD_DEFAULT);
+        assert_true(s >= PACK_SHARD_MIN && s <= PACK_SHARD_MAX);
     }
+}
+
+/* Compaction aims at the shard size pack would choose for the archive's content, so that
+ * an archive pack cut into shards is not merged back by its first compaction, and a small
+ * one that pack left one grammar is rebuilt as one. */
+static void test_compaction_shard_size(void **state)
+{
+    (void)state;
+    const uint64_t M = 1 << 20;
+    arc_shard sh[3] = {{.bytes = 20 * M}, {.bytes = 40 * M}, {.bytes = 40 * M}};
+    arc a = {.shards = sh, .nshards = 1};
+    assert_int_equal(compact_shard_size(&a, 12345), 12345);
+    assert_int_equal(compact_shard_size(&a, 0), PACK_ONE_SHARD_MAX);
+    assert_false(compact_by_shards(&a, 0)); /* small: one grammar, rebuilt whole */
+    sh[0].bytes = 40 * M;
+    assert_true(compact_by_shards(&a, 0)); /* large: copied when it stays, edits beside it */
+    a.nshards = 3;
+    assert_int_equal(compact_shard_size(&a, 0), pack_shard_size(120 * M));
+    assert_true(compact_by_shards(&a, 0));
 }
 
 static void compact_vol(const char *path, void (*edit)(vol *v), uint32_t want_shards)
@@ -420,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
         cmocka_unit_test(test_default_shard_size),
+        cmocka_unit_test(test_compaction_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
 }
