@@ -1260,6 +1260,7 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
 /* Shards loaded by several threads, each taking the next shard not yet taken. */
 typedef struct shard_load {
     const arc *a;
+    uint32_t first, end; /* the shards to load: [first, end); d, g, damage indexed from first */
     dict **d;
     gram *g;
     char **damage; /* per shard: why it is damaged (a shard of several only), or NULL */
@@ -1274,14 +1275,15 @@ static void *shard_load_main(void *arg)
     shard_load *l = arg;
     for (;;) {
         pthread_mutex_lock(&l->lock);
-        uint32_t k = l->rc ? l->a->nshards : l->next++;
+        uint32_t k = l->rc ? l->end : l->first + l->next++;
         pthread_mutex_unlock(&l->lock);
-        if (k >= l->a->nshards) return NULL;
-        int rc = load_shard(l->a, k, &l->d[k], &l->g[k]);
+        if (k >= l->end) return NULL;
+        uint32_t i = k - l->first;
+        int rc = load_shard(l->a, k, &l->d[i], &l->g[i]);
         /* Damaged data costs one shard of several only its files; anything else (no
          * memory, a failed read) fails the load. */
         if (rc == -EBADMSG && l->a->nshards > 1) {
-            if ((l->damage[k] = strdup(tdc_errmsg()))) continue;
+            if ((l->damage[i] = strdup(tdc_errmsg()))) continue;
             rc = tdc_error(-ENOMEM, "out of memory");
         }
         if (rc) {
@@ -1295,13 +1297,14 @@ static void *shard_load_main(void *arg)
     }
 }
 
-/* Load every shard, on up to one thread per CPU; damage[k] receives the message of each
- * damaged shard that does not fail the load. */
-static int load_shards(const arc *a, dict **d, gram *g, char **damage)
+/* Load shards [first, first + n), on up to one thread per CPU, into d[k - first] and
+ * g[k - first]; damage[k - first] receives the message of each damaged shard that does not
+ * fail the load. */
+static int load_shards(const arc *a, uint32_t first, uint32_t n, dict **d, gram *g, char **damage)
 {
-    shard_load l = {.a = a, .d = d, .g = g, .damage = damage};
+    shard_load l = {.a = a, .first = first, .end = first + n, .d = d, .g = g, .damage = damage};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t nth = a->nshards < (cpus > 1 ? (uint32_t)cpus : 1) ? a->nshards : (uint32_t)cpus;
+    uint32_t nth = n < (cpus > 1 ? (uint32_t)cpus : 1) ? n : (uint32_t)cpus;
     pthread_t th[64];
     uint32_t started = 0;
     if (nth > 64) nth = 64;
@@ -1336,15 +1339,16 @@ static int stand_in(const arc *a, uint32_t k, dict **d, gram *g)
     return 0;
 }
 
-/* Record the damaged shards (their messages move into a->shards) with their stand-ins. */
-static int take_damage(arc *a, dict **d, gram *g, char **damage)
+/* Record the damaged shards among [first, first + n) (their messages move into a->shards)
+ * with their stand-ins. */
+static int take_damage(arc *a, uint32_t first, uint32_t n, dict **d, gram *g, char **damage)
 {
-    for (uint32_t k = 0; k < a->nshards; k++) {
-        if (!damage[k]) continue;
-        a->shards[k].damage = damage[k];
-        damage[k] = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!damage[i]) continue;
+        a->shards[first + i].damage = damage[i];
+        damage[i] = NULL;
         a->ndamaged++;
-        int rc = stand_in(a, k, &d[k], &g[k]);
+        int rc = stand_in(a, first + i, &d[i], &g[i]);
         if (rc) return rc;
     }
     return 0;
@@ -1392,6 +1396,9 @@ int arc_entry_damaged(const arc *a, uint32_t ent)
 {
     const arc_entry *e = &a->ents[ent];
     if (!e->damaged) return 0;
+    if (e->damaged == ARC_NOT_LOADED)
+        return tdc_error(-EINVAL, "%s: '%s' is not in the shards loaded", a->path ? a->path : "archive",
+                         e->path);
     return tdc_error(-EBADMSG, "%s: '%s' cannot be read: its content lies in a damaged shard (%s)",
                      a->path ? a->path : "archive", e->path, a->shards[e->damaged - 1].damage);
 }
@@ -1403,22 +1410,54 @@ int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned
     return 0;
 }
 
-int arc_load_data(arc *a)
+/* Entries whose runs lie outside the loaded shards [first, last] (arc_load_span): marked
+ * unreadable; the others' runs made relative to the first loaded shard's root. */
+static void keep_span(arc *a, uint32_t first, uint32_t last)
+{
+    uint64_t base = a->shards[first].root_off;
+    uint64_t end = a->shards[last].root_off + a->shards[last].root_syms;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        arc_entry *e = &a->ents[i];
+        if (e->type != ARC_REG) continue;
+        if (e->shard >= first && e->root_start >= base && e->root_start + e->root_len <= end &&
+            (e->root_len || e->shard <= last)) {
+            e->root_start -= base;
+        } else {
+            e->root_start = e->root_len = 0;
+            e->damaged = ARC_NOT_LOADED;
+        }
+    }
+    for (uint32_t i = 0; i < a->nents; i++) { /* every name as the one holding the content */
+        arc_entry *e = &a->ents[i];
+        int64_t h = e->type == ARC_REG ? arc_ino_entry(a, e->ino) : -1;
+        if (h >= 0 && h != (int64_t)i) e->damaged = a->ents[h].damaged;
+    }
+}
+
+/* Load shards [first, last] and merge them into a->dict and a->g (all of them: archive-wide
+ * runs; else keep_span). */
+static int load_span(arc *a, uint32_t first, uint32_t last)
 {
     if (!a->pending) return 0; /* loaded already */
-    uint32_t n = a->nshards;
+    uint32_t n = last - first + 1;
+    int all = n == a->nshards;
     dict **d = calloc(n, sizeof *d);
     gram *g = calloc(n, sizeof *g);
     char **damage = calloc(n, sizeof *damage);
-    int rc = d && g && damage ? load_shards(a, d, g, damage) : tdc_error(-ENOMEM, "out of memory");
+    int rc = d && g && damage ? load_shards(a, first, n, d, g, damage)
+                              : tdc_error(-ENOMEM, "out of memory");
     if (!rc && a->version < 4) {
         a->shards[0].root_syms = g[0].root.n;
         a->shards[0].ntokens = g[0].ntokens;
         a->shards[0].nrules = g[0].nrules;
     }
-    if (!rc) rc = take_damage(a, d, g, damage);
+    if (!rc) rc = take_damage(a, first, n, d, g, damage);
     if (!rc) rc = gram_merge(d, g, n, &a->dict, &a->g);
-    if (!rc) rc = check_runs(a, a->g.root.n);
+    if (!rc) {
+        mark_damaged(a);
+        if (!all) keep_span(a, first, last);
+        rc = check_runs(a, a->g.root.n);
+    }
     for (uint32_t k = 0; d && g && damage && k < n; k++) {
         dict_free(d[k]);
         gram_free(&g[k]);
@@ -1436,8 +1475,31 @@ int arc_load_data(arc *a)
         clear_damage(a);
         return with_path(rc, a->path);
     }
-    mark_damaged(a);
     a->pending = 0;
+    a->partial = !all;
+    return 0;
+}
+
+int arc_load_data(arc *a)
+{
+    return load_span(a, 0, a->nshards - 1);
+}
+
+int arc_load_span(arc *a, uint32_t first, uint32_t last)
+{
+    if (first > last || last >= a->nshards)
+        return tdc_error(-EINVAL, "shards %u to %u: the archive has %u", first, last, a->nshards);
+    return load_span(a, first, last);
+}
+
+int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last)
+{
+    const arc_entry *e = &a->ents[ent];
+    *first = *last = e->shard;
+    if (e->type != ARC_REG || !e->root_len) return 0;
+    uint64_t end = e->root_start + e->root_len;
+    while (*last + 1 < a->nshards && a->shards[*last + 1].root_off < end)
+        ++*last;
     return 0;
 }
 

@@ -77,7 +77,8 @@ typedef struct arc_entry {
     uint32_t shard; /* the shard where the file's run starts (0 for entries without content) */
     /* 0, or 1 + the first damaged shard (arc_shard.damage) that holds part of this regular
      * file's content (every name of the inode is marked): its bytes cannot be read
-     * (arc_entry_damaged). Set by arc_load_data. */
+     * (arc_entry_damaged). Set by arc_load_data; ARC_NOT_LOADED after arc_load_span for a
+     * file outside the shards loaded. */
     uint32_t damaged;
     uint64_t hash;                 /* XXH3-64 of the content */
     uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
@@ -138,6 +139,7 @@ typedef struct arc {
     char *path;        /* as opened (arc_open*) */
     int plain_dict;    /* writer: never the front-coded dictionary (ablation measurements) */
     int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
+    int partial;       /* loaded by arc_load_span: only some shards (never written back) */
     int fd;            /* the archive's file, open from arc_open_meta to arc_free */
 } arc;
 
@@ -239,6 +241,19 @@ int arc_open_meta(const char *path, arc **out);
  * is marked (arc_entry.damaged). Only the files of damaged shards become unreadable; an
  * archive of one shard fails as before. */
 int arc_load_data(arc *a);
+
+/* Instead of arc_load_data, for reading a few files of a large archive at once: load and
+ * merge only shards [first, last]. The runs of the files that lie wholly inside them become
+ * relative to the merged root; every other regular file is marked ARC_NOT_LOADED (its run
+ * emptied; arc_entry_damaged refuses it with -EINVAL) and a->partial is set. Only reads of
+ * the loaded files may follow: no analytics, compaction or writing. Errors as
+ * arc_load_data; -EINVAL for a range outside the archive. */
+int arc_load_span(arc *a, uint32_t first, uint32_t last);
+#define ARC_NOT_LOADED UINT32_MAX
+
+/* The shards that entry `ent`'s run touches (its own shard for a file without content), from
+ * the file table alone (before any load). Returns 0. */
+int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last);
 
 /* 0 when entry `ent`'s content is readable; -EBADMSG with a message naming the archive, the
  * file and the damaged shard that holds part of it. */

@@ -151,6 +151,32 @@ static int open_all(const char *path, arc **a, idx **x)
     return 0;
 }
 
+static int find_file(const arc *a, const char *path, uint32_t *ent);
+
+/* For reading one file: open `path` and load only the shards that file `name` spans (its
+ * content entry's), so that the first byte of a file of a large archive comes at once; *ent
+ * is the entry of `name`. */
+static int open_file(const char *path, const char *name, arc **a, idx **x, uint32_t *ent)
+{
+    uint32_t first, last;
+    int rc = arc_open_meta(path, a);
+    if (rc) return rc;
+    if ((rc = find_file(*a, name, ent))) goto fail;
+    int64_t ce = arc_ino_entry(*a, (*a)->ents[*ent].ino);
+    arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
+    if ((rc = arc_load_span(*a, first, last))) goto fail;
+    note_journal(path, *a);
+    if ((rc = idx_build(*a, x))) {
+        rc = tdc_error_ctx(rc, "%s", path);
+        goto fail;
+    }
+    return 0;
+fail:
+    arc_free(*a);
+    *a = NULL;
+    return rc;
+}
+
 static void close_all(arc *a, idx *x)
 {
     idx_free(x);
@@ -550,9 +576,9 @@ static int cmd_cat(int argc, char **argv)
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_all(argv[1], &a, &x);
+    int rc = open_file(argv[1], argv[2], &a, &x, &e);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e)) && !(rc = arc_entry_damaged(a, e))) {
+    if (!(rc = arc_entry_damaged(a, e))) {
         /* The content's hash is the archived one of the inode's first name. */
         int64_t ce = arc_ino_entry(a, a->ents[e].ino);
         hashck hc = {0};
@@ -591,9 +617,9 @@ static int cmd_extract(int argc, char **argv)
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_all(argv[1], &a, &x);
+    int rc = open_file(argv[1], argv[2], &a, &x, &e);
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e))) rc = copy_out(x, e, off, len, 1, "stdout", NULL);
+    if (!(rc = arc_entry_damaged(a, e))) rc = copy_out(x, e, off, len, 1, "stdout", NULL);
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
