@@ -44,6 +44,21 @@ shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
     [ "$("$TADOC" ls -l "$S/1.tdc")" = "$("$TADOC" ls -l "$S/2.tdc")" ]
 }
 
+@test "shards: cat and extract load only the file's shards and read every file, link and cut exactly" {
+    ln "$T/b/$(ls "$T/b" | tail -1)" "$T/a/0-link" # a name before its content's holder
+    ln -s ../big "$T/a/sym"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    [ "$(shards_of "$S/a.tdc")" -gt 5 ]
+    (cd "$T" && find . -type f -printf '%P\n') | while read -r f; do
+        "$TADOC" cat "$S/a.tdc" "$f" | cmp - "$T/$f"
+    done
+    for off in 0 32000 32767 32768 65535 65536 99990; do
+        cmp <("$TADOC" extract "$S/a.tdc" big "$off" 100) <(tail -c +$((off + 1)) "$T/big" | head -c 100)
+    done
+    run "$TADOC" cat "$S/a.tdc" a/sym
+    [ "$status" -ne 0 ] && [[ "$output" == *"not a regular file"* ]]
+}
+
 @test "shards: a shard that fills up exactly at the end of a file leaves no empty shard" {
     mkdir "$S/one" "$S/two"
     # 4096 bytes ending in a separator: one file, or two files of one group.
