@@ -20,6 +20,7 @@
 #include "../../engine/arc.h"
 #include "../../engine/buf.h"
 #include "../../engine/err.h"
+#include "../../engine/jrec.h"
 #include "../../engine/jrnl.h"
 #include "../../engine/vol.h"
 
@@ -109,15 +110,11 @@ static int walk(vol *v, vol_reader *rd, uint64_t dir, const char *prefix)
     return rc;
 }
 
-static const char *const type_names[] = {"?",        "create",   "link",   "unlink",
-                                         "rename",   "setattr",  "truncate", "write",
-                                         "insert",   "setxattr", "rmxattr"};
-
 static int print_rec(void *ctx, const jrnl_rec *r)
 {
     (void)ctx;
     printf("%llu\t%s\t%u\n", (unsigned long long)r->seq,
-           r->type < JR_NTYPES ? type_names[r->type] : "?", r->len);
+           jrec_name(r->type), r->len);
     return 0;
 }
 
