@@ -53,11 +53,10 @@ static void front_case(const sarc *a, const char *name, const unsigned char *fc,
     OK(ZSTD_isError(z.n));
     b.sec[0] = z;
     sarc_save(&b, &o);
-    uint64_t toff = le64(o.p + 16);
-    st32(o.p + toff + 4, 2);
-    st64(o.p + toff + 24, a->sec[0].n);
-    st64(o.p + toff + b.nsec * 40, XXH3_64bits(o.p + toff, b.nsec * 40));
-    st64(o.p + 32, XXH3_64bits(o.p, 32));
+    unsigned char *e = sarc_entry(o.p, 0);
+    st32(e + ARC_SECENT_CODEC, 2);
+    st64(e + ARC_SECENT_RAW, a->sec[0].n);
+    sarc_seal(o.p, le64(o.p + ARC_HDR_TABLE), b.nsec);
     emit(name, o.p, o.n, code, msg, NULL);
     buf_free(&z);
     buf_free(&o);
@@ -233,20 +232,24 @@ static void archive_cases(void)
     sarc a;
     load(&a);
     /* Offsets of the parts of the base (zstd) archive. */
-    uint64_t toff = le64(base + 16);
-    uint32_t nsec = le32(base + 24);
+    arc_header h;
+    arc_header_decode(base, &h);
+    uint64_t toff = h.table;
+    uint32_t nsec = h.nsec;
     uint64_t off[8], stored[8];
     for (uint32_t i = 0; i < nsec; i++) {
-        off[i] = le64(base + toff + i * 40 + 8);
-        stored[i] = le64(base + toff + i * 40 + 16);
+        arc_secinfo e;
+        arc_secent_decode(base + toff + i * ARC_SECENT_SIZE, &e);
+        off[i] = e.offset;
+        stored[i] = e.stored;
     }
     static const char *sname[] = {"dictionary", "rules", "root", "file table", "shard table"};
     /* Truncations: inside the header, at and inside every section, inside the table. */
     size_t cuts[64], nc = 0;
     cuts[nc++] = 0;
     cuts[nc++] = 8;
-    cuts[nc++] = 39;
-    cuts[nc++] = 40;
+    cuts[nc++] = ARC_HDR_SIZE - 1;
+    cuts[nc++] = ARC_HDR_SIZE;
     for (uint32_t i = 0; i < nsec; i++) {
         cuts[nc++] = off[i] + 1;
         cuts[nc++] = off[i] + stored[i] / 2;
@@ -258,7 +261,7 @@ static void archive_cases(void)
     for (size_t k = 0; k < nc; k++) {
         snprintf(name, sizeof name, "trunc-%05zu.tdc", cuts[k]);
         emit(name, base, cuts[k], 3,
-             cuts[k] < 40 ? "too short to be an archive" : "section table lies outside the file",
+             cuts[k] < ARC_HDR_SIZE ? "too short to be an archive" : "section table lies outside the file",
              NULL);
     }
     /* Flipped bytes: magic, header fields, each section (first, middle, last byte), table. */
@@ -266,9 +269,9 @@ static void archive_cases(void)
     flip flips[64];
     size_t nf = 0;
     flips[nf++] = (flip){0, "bad magic"};
-    flips[nf++] = (flip){9, "header checksum mismatch"};
-    flips[nf++] = (flip){17, "header checksum mismatch"};
-    flips[nf++] = (flip){35, "header checksum mismatch"};
+    flips[nf++] = (flip){ARC_HDR_VERSION + 1, "header checksum mismatch"};
+    flips[nf++] = (flip){ARC_HDR_TABLE + 1, "header checksum mismatch"};
+    flips[nf++] = (flip){ARC_HDR_SUM + 3, "header checksum mismatch"};
     static char smsg[5][64];
     for (uint32_t i = 0; i < nsec && i < 5; i++) {
         snprintf(smsg[i], sizeof smsg[i], "section %s: checksum mismatch", sname[i]);
@@ -277,8 +280,8 @@ static void archive_cases(void)
         flips[nf++] = (flip){off[i] + stored[i] - 1, smsg[i]};
     }
     for (uint32_t i = 0; i < nsec; i++)
-        for (int f = 0; f < 40; f += 8)
-            flips[nf++] = (flip){toff + i * 40 + f, "section table checksum mismatch"};
+        for (int f = 0; f < ARC_SECENT_SIZE; f += 8)
+            flips[nf++] = (flip){toff + i * ARC_SECENT_SIZE + f, "section table checksum mismatch"};
     flips[nf++] = (flip){nbase - 1, "section table checksum mismatch"};
     for (size_t k = 0; k < nf; k++) {
         memcpy(p, base, nbase);
@@ -292,37 +295,38 @@ static void archive_cases(void)
     buf o = {0};
     sarc_save(&a, &o);
     emit("raw-good.tdc", o.p, o.n, 0, "ok:", NULL);
-    uint64_t rtoff = le64(o.p + 16);
-#define REHASH()                                                                                   \
-    (st64(o.p + rtoff + nsec * 40, XXH3_64bits(o.p + rtoff, nsec * 40)),                           \
-     st64(o.p + 32, XXH3_64bits(o.p, 32)))
+    uint64_t rtoff = le64(o.p + ARC_HDR_TABLE);
+    unsigned char *e0 = sarc_entry(o.p, 0), *e1 = sarc_entry(o.p, 1);
+#define REHASH() sarc_seal(o.p, rtoff, nsec)
     unsigned char *save = malloc(o.n);
     memcpy(save, o.p, o.n);
-    st32(o.p + 8, ARC_VERSION + 1), REHASH();
+    st32(o.p + ARC_HDR_VERSION, ARC_VERSION + 1), REHASH();
     emit("hdr-version-next.tdc", o.p, o.n, 3, "unsupported archive version", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + 24, 9), REHASH();
+    memcpy(o.p, save, o.n), st32(o.p + ARC_HDR_NSEC, 9), REHASH();
     emit("hdr-nsec9.tdc", o.p, o.n, 3, "section table lies outside the file", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + 24, 3), REHASH();
+    memcpy(o.p, save, o.n), st32(o.p + ARC_HDR_NSEC, 3), REHASH();
     emit("hdr-nsec3.tdc", o.p, o.n, 3, "section table lies outside the file", NULL);
-    memcpy(o.p, save, o.n), st64(o.p + 16, o.n), REHASH();
+    memcpy(o.p, save, o.n), st64(o.p + ARC_HDR_TABLE, o.n), REHASH();
     emit("hdr-tableoff.tdc", o.p, o.n, 3, "section table lies outside the file", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + rtoff, 2), st32(o.p + rtoff + 40, 1), REHASH();
+    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_TYPE, 2), st32(e1 + ARC_SECENT_TYPE, 1), REHASH();
     emit("tab-typeswap.tdc", o.p, o.n, 3, "where a dictionary belongs", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + rtoff + 4, 7), REHASH();
+    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_CODEC, 7), REHASH();
     emit("tab-codec7.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
-    memcpy(o.p, save, o.n), st64(o.p + rtoff + 40 + 8, o.n), REHASH();
+    memcpy(o.p, save, o.n), st64(e1 + ARC_SECENT_OFFSET, o.n), REHASH();
     emit("tab-offset.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
-    memcpy(o.p, save, o.n), st64(o.p + rtoff + 40 + 16, o.n), REHASH();
+    memcpy(o.p, save, o.n), st64(e1 + ARC_SECENT_STORED, o.n), REHASH();
     emit("tab-stored.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
-    memcpy(o.p, save, o.n), st64(o.p + rtoff + 24, (uint64_t)1 << 50), REHASH();
+    memcpy(o.p, save, o.n), st64(e0 + ARC_SECENT_RAW, (uint64_t)1 << 50), REHASH();
     emit("tab-rawhuge.tdc", o.p, o.n, 3, "is impossible", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + rtoff + 4, 1), st64(o.p + rtoff + 24, 1 << 20), REHASH();
+    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_CODEC, 1), st64(e0 + ARC_SECENT_RAW, 1 << 20),
+        REHASH();
     emit("tab-notzstd.tdc", o.p, o.n, 3, "compressed frame does not match declared size", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + rtoff + 40 + 4, 2), REHASH();
+    memcpy(o.p, save, o.n), st32(e1 + ARC_SECENT_CODEC, 2), REHASH();
     emit("tab-front-rules.tdc", o.p, o.n, 3, "front coding applies to the dictionary only", NULL);
-    memcpy(o.p, save, o.n), st32(o.p + rtoff + 4, 2), REHASH();
+    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_CODEC, 2), REHASH();
     emit("tab-front-notzstd.tdc", o.p, o.n, 3, "compressed frame does not match declared size",
          NULL);
+#undef REHASH
     free(save);
     buf_free(&o);
     front_cases(&a);
