@@ -166,8 +166,8 @@ static void unescape_mountinfo(char *s)
 
 /* The kernel caps a FUSE mount's readahead at its default 128 KiB, whatever max_readahead op_init
  * asks for; raise this mount's own limit (sysfs, root only) to READAHEAD_KB, so large files are
- * read in 1 MiB requests: reading linux-cat (242 MB, bench/results/gpu.md) took 270 requests
- * instead of 1885, and 14% less time on the CPU. Best effort: nothing changes where it fails.
+ * read in 1 MiB requests: a sequential read takes fewer requests and less CPU time. Best
+ * effort: nothing changes where it fails.
  * `real` is the mountpoint's real path, taken before the mount (realpath would ask the daemon,
  * whose loop has not started yet). */
 #define READAHEAD_KB 1024
@@ -258,9 +258,10 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    /* 1 GiB: replaying a journal costs about 1-3 s per GiB at mount, while a compaction costs
-     * about 0.4 s per dirty MB plus a rewrite of the archive and holds changes meanwhile
-     * (bench/results/write.md), so a large journal is the cheaper thing to carry. */
+    /* 1 GiB: replaying a journal at mount is cheap per byte, while a compaction costs in
+     * proportion to the dirty bytes plus a rewrite of the archive and holds changes meanwhile
+     * (bench/results/write.md has the figures), so a large journal is the cheaper thing to
+     * carry. */
     uint64_t cache = IDX_CACHE_DEFAULT, threshold = (uint64_t)1 << 30;
     if (o.cache_size && parse_size(o.cache_size, &cache)) {
         fprintf(stderr, "tadocfs: cache_size= must be a number of bytes (K, M, G allowed)\n");

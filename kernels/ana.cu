@@ -1360,10 +1360,9 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         e = cudaGetLastError();
     }
     /* The traversal: bottom-up only when forced (c.o.traversal 2). Auto stays top-down: on
-     * the device bottom-up took 0.93 to 2.7 times as long as top-down on the archives
-     * measured (bench/results/gpu.md): at most 7% faster on the largest ones, twice as slow on
-     * small ones, also where engine/ana's cost model prefers it. With c.o.verbose the model's
-     * two estimates are computed and printed. */
+     * the device bottom-up gains little on the largest archives and is slower on small ones,
+     * also where engine/ana's cost model prefers it (bench/results/gpu.md has the figures).
+     * With c.o.verbose the model's two estimates are computed and printed. */
     int bu = c.o.traversal == 2;
     double est_h[2] = {0, 0};
     if (c.o.verbose && e == cudaSuccess) {
