@@ -22,8 +22,6 @@
 
 #define TADOCFS_VERSION "0.1.0"
 
-enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
-
 typedef struct options {
     char *archive;
     char *mountpoint;
@@ -253,7 +251,8 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    if (o.gpu && strcmp(o.gpu, "off") && strcmp(o.gpu, "auto") && strcmp(o.gpu, "on")) {
+    int gpu_mode = backend_mode_parse(o.gpu);
+    if (gpu_mode < 0) {
         fprintf(stderr, "tadocfs: gpu= must be off, auto or on\n");
         ret = EX_USAGE;
         goto out_args;
@@ -281,13 +280,11 @@ int main(int argc, char **argv)
         goto out_args;
     }
     backend_set_read_batch((size_t)read_min, o.gpu_read_wait);
-    if (o.gpu && !strcmp(o.gpu, "on") && !gpu_usable_probe()) {
+    if (gpu_mode == BACKEND_ON && !gpu_usable_probe()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
-    backend_set_mode(!o.gpu || !strcmp(o.gpu, "auto") ? BACKEND_AUTO
-                     : !strcmp(o.gpu, "on")           ? BACKEND_ON
-                                                      : BACKEND_OFF);
+    backend_set_mode(gpu_mode);
     /* the analytics' TADOC_* variables (lib/env.h) */
     tdc_env_settings();
     backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend_read.c) */
@@ -304,7 +301,7 @@ int main(int argc, char **argv)
     if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
-        ret = rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
+        ret = tdc_exit_status(rc);
         goto out_arc;
     }
     if (js.dropped)

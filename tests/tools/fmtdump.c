@@ -162,7 +162,7 @@ int main(int argc, char **argv)
     if (rc) {
         fflush(stdout);
         fprintf(stderr, "fmtdump: %s\n", tdc_errmsg()[0] ? tdc_errmsg() : strerror(-rc));
-        return rc == -EBADMSG ? 3 : 1;
+        return tdc_exit_status(rc);
     }
     return 0;
 }
