@@ -228,7 +228,10 @@ int main(int argc, char **argv)
     int ret = EX_FAIL, rc;
 
     pthread_mutex_init(&c.slock, NULL);
+    pthread_mutex_init(&c.vlock, NULL);
+    pthread_mutex_init(&c.dlock, NULL);
     pthread_mutex_init(&c.vc.lock, NULL);
+    sreg_init(&c.search);
     c.owner = (uint32_t)getuid();
     if (fuse_opt_parse(&args, &o, spec, proc) < 0) {
         fputs(usage, stderr);
@@ -298,6 +301,10 @@ int main(int argc, char **argv)
                    .lazy = !o.preload,
                    .log = log_event};
     jrnl_stats js;
+    if (!(c.vsize = calloc(FS_VSIZE_SLOTS, sizeof *c.vsize))) {
+        fprintf(stderr, "tadocfs: out of memory\n");
+        goto out_arc;
+    }
     if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
@@ -370,11 +377,11 @@ out_opts:
 out_arc:
     vol_close(c.v); /* writes out buffered records */
     backend_release(NULL);
-    for (size_t i = 0; i < c.nsearch; i++)
-        free(c.search[i].word);
-    free(c.search);
+    sreg_free(&c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
+    pthread_mutex_destroy(&c.vlock);
+    pthread_mutex_destroy(&c.dlock);
     vcache_clear(&c.vc);
     pthread_mutex_destroy(&c.vc.lock);
     free(c.vsize);
