@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ablation of the section-size techniques of issue 18 on one tree: the archive with each
+# Ablation of the section-size techniques on one tree: the archive with each
 # technique alone and together (TADOC_NO_FRONT=1 turns off the front-coded dictionary codec,
 # TADOC_FREQ_ORDER=1 the text order within frequency classes, TADOC_NO_PRUNE=1 the inlining
 # of rules that do not pay for themselves), each with its pack time and
@@ -30,7 +30,7 @@ while IFS='|' read -r label envs; do
     rate=$(sed -n 's/.*: \([0-9]*\) MB\/s of content/\1/p' <<<"$d")
     echo "| $label | $sz | $(rel "$sz" "$zs") | $(rel "$sz" "$xs") | $p | $ms | $rate |"
 done <<'EOF'
-before (zstd only, frequency order, every rule)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
+none of the three (zstd only, frequency order, every rule)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
 front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
 class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1
 front coding + class text order|TADOC_NO_PRUNE=1

@@ -11,6 +11,7 @@
 #include "ana.h"
 #include "ana_int.h"
 #include "err.h"
+#include "headtail.h"
 
 #define NONE UINT32_MAX
 
@@ -74,38 +75,15 @@ static void head_tail(const ana_prep *p, uint32_t r)
     uint64_t n;
     const uint32_t *b = gram_body(g, r, &n);
     uint32_t *h = p->ht[r];
-    h[0] = h[1] = h[2] = h[3] = NONE;
-    h[4] = 0;
+    ht_init(h);
     for (uint64_t i = 0; i < n; i++) {
-        uint32_t s = b[i], words[3], nw = 0;
-        if (s >= g->ntokens) {
-            const uint32_t *c = p->ht[s - g->ntokens];
-            /* the child's words as far as head/tail need: first two and last two */
-            if (c[4] >= 1) words[nw++] = c[0];
-            if (c[4] >= 2) words[nw++] = c[1];
-            if (c[4] >= 3) {
-                /* only the tail matters after the head is full */
-                if (h[4] < 2) {
-                    for (uint32_t j = 0; j < 2 && h[4] < 2; j++)
-                        h[h[4]++] = c[j];
-                }
-                h[2] = c[2];
-                h[3] = c[3];
-                h[4] = 3;
-                continue;
-            }
-        } else {
-            if (!dict_is_word(p->a->dict, s)) continue;
-            words[nw++] = s;
-        }
-        for (uint32_t j = 0; j < nw; j++) {
-            if (h[4] < 2) h[h[4]] = words[j];
-            h[2] = h[3];
-            h[3] = words[j];
-            if (h[4] < 3) h[4]++;
-        }
+        uint32_t s = b[i];
+        if (s >= g->ntokens)
+            ht_add(h, p->ht[s - g->ntokens]);
+        else if (dict_is_word(p->a->dict, s))
+            ht_push(h, s);
     }
-    if (h[4] == 1) h[2] = NONE; /* tail[0] is undefined with one word */
+    ht_finish(h);
 }
 
 /* The arrays of one grammar's preparation, shared by every call that uses that grammar. */

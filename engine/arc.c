@@ -15,14 +15,63 @@
 #include "err.h"
 #include "fio.h"
 
-#define HDR_SIZE 40
-#define SECENT_SIZE 40
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
 #define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
+
+void arc_header_seal(unsigned char h[ARC_HDR_SIZE])
+{
+    st64(h + ARC_HDR_SUM, XXH3_64bits(h, ARC_HDR_SUM));
+}
+
+void arc_header_encode(unsigned char h[ARC_HDR_SIZE], const arc_header *hd)
+{
+    memset(h, 0, ARC_HDR_SIZE);
+    memcpy(h + ARC_HDR_MAGIC, MAGIC, sizeof MAGIC);
+    st32(h + ARC_HDR_VERSION, hd->version);
+    st64(h + ARC_HDR_TABLE, hd->table);
+    st32(h + ARC_HDR_NSEC, hd->nsec);
+    arc_header_seal(h);
+}
+
+int arc_header_decode(const unsigned char h[ARC_HDR_SIZE], arc_header *hd)
+{
+    hd->version = le32(h + ARC_HDR_VERSION);
+    hd->table = le64(h + ARC_HDR_TABLE);
+    hd->nsec = le32(h + ARC_HDR_NSEC);
+    if (memcmp(h + ARC_HDR_MAGIC, MAGIC, sizeof MAGIC)) return -1;
+    if (XXH3_64bits(h, ARC_HDR_SUM) != le64(h + ARC_HDR_SUM)) return -2;
+    return 0;
+}
+
+void arc_secent_encode(unsigned char e[ARC_SECENT_SIZE], const arc_secinfo *s)
+{
+    st32(e + ARC_SECENT_TYPE, s->type);
+    st32(e + ARC_SECENT_CODEC, s->codec);
+    st64(e + ARC_SECENT_OFFSET, s->offset);
+    st64(e + ARC_SECENT_STORED, s->stored);
+    st64(e + ARC_SECENT_RAW, s->raw);
+    st64(e + ARC_SECENT_HASH, s->hash);
+}
+
+void arc_secent_decode(const unsigned char e[ARC_SECENT_SIZE], arc_secinfo *s)
+{
+    s->type = le32(e + ARC_SECENT_TYPE);
+    s->codec = le32(e + ARC_SECENT_CODEC);
+    s->offset = le64(e + ARC_SECENT_OFFSET);
+    s->stored = le64(e + ARC_SECENT_STORED);
+    s->raw = le64(e + ARC_SECENT_RAW);
+    s->hash = le64(e + ARC_SECENT_HASH);
+}
+
+void arc_table_seal(unsigned char *tab, uint32_t nsec)
+{
+    size_t n = (size_t)nsec * ARC_SECENT_SIZE;
+    st64(tab + n, XXH3_64bits(tab, n));
+}
 
 const char *arc_section_name(uint32_t type)
 {
@@ -423,9 +472,9 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
         rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
         goto fail_early;
     }
-    unsigned char hdr[HDR_SIZE] = {0};
-    uint64_t off = HDR_SIZE;
-    if ((rc = fio_write_all(fd, hdr, HDR_SIZE, tmp))) goto fail;
+    unsigned char hdr[ARC_HDR_SIZE] = {0};
+    uint64_t off = ARC_HDR_SIZE;
+    if ((rc = fio_write_all(fd, hdr, ARC_HDR_SIZE, tmp))) goto fail;
     for (uint32_t k = 0; k < n; k++)
         for (int i = 0; i < 3; i++) {
             arc_secinfo *s = &secs[nsecs++];
@@ -453,27 +502,17 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     }
     /* Section table, then its checksum. */
     b.n = 0;
-    for (uint32_t i = 0; i < nsecs; i++) {
-        const arc_secinfo *s = &secs[i];
-        if (buf_put_u32(&b, s->type) || buf_put_u32(&b, s->codec) || buf_put_u64(&b, s->offset) ||
-            buf_put_u64(&b, s->stored) || buf_put_u64(&b, s->raw) || buf_put_u64(&b, s->hash)) {
-            rc = -ENOMEM;
-            goto fail;
-        }
-    }
-    if (buf_put_u64(&b, XXH3_64bits(b.p, b.n))) {
+    if (buf_reserve(&b, (size_t)nsecs * ARC_SECENT_SIZE + 8)) {
         rc = -ENOMEM;
         goto fail;
     }
+    for (uint32_t i = 0; i < nsecs; i++)
+        arc_secent_encode(b.p + (size_t)i * ARC_SECENT_SIZE, &secs[i]);
+    arc_table_seal(b.p, nsecs);
+    b.n = (size_t)nsecs * ARC_SECENT_SIZE + 8;
     if ((rc = fio_write_all(fd, b.p, b.n, tmp))) goto fail;
-    memcpy(hdr, MAGIC, 8);
-    st32(hdr + 8, ARC_VERSION);
-    st32(hdr + 12, 0);
-    st64(hdr + 16, off);
-    st32(hdr + 24, nsecs);
-    st32(hdr + 28, 0);
-    st64(hdr + 32, XXH3_64bits(hdr, 32));
-    if (pwrite(fd, hdr, HDR_SIZE, 0) != HDR_SIZE) {
+    arc_header_encode(hdr, &(arc_header){.version = ARC_VERSION, .nsec = nsecs, .table = off});
+    if (pwrite(fd, hdr, ARC_HDR_SIZE, 0) != ARC_HDR_SIZE) {
         rc = tdc_error(-errno, "%s: write header: %s", tmp, strerror(errno));
         goto fail;
     }
@@ -1053,7 +1092,7 @@ static int load_tables(arc *a)
 int arc_open_meta(const char *path, arc **out)
 {
     arc *a = calloc(1, sizeof *a);
-    unsigned char hdr[HDR_SIZE], *tab = NULL;
+    unsigned char hdr[ARC_HDR_SIZE], *tab = NULL;
     struct stat st;
     int rc;
     if (!a) return tdc_error(-ENOMEM, "out of memory");
@@ -1076,29 +1115,31 @@ int arc_open_meta(const char *path, arc **out)
         goto fail;
     }
     a->file_size = (uint64_t)st.st_size;
-    if (a->file_size < HDR_SIZE) {
+    if (a->file_size < ARC_HDR_SIZE) {
         rc = tdc_error(-EBADMSG, "%s: too short to be an archive (%llu bytes)", path,
                        (unsigned long long)a->file_size);
         goto fail;
     }
-    if ((rc = fio_read_at(a->fd, hdr, HDR_SIZE, 0, path))) goto fail;
-    if (memcmp(hdr, MAGIC, 8)) {
+    if ((rc = fio_read_at(a->fd, hdr, ARC_HDR_SIZE, 0, path))) goto fail;
+    arc_header hd;
+    int bad = arc_header_decode(hdr, &hd);
+    if (bad == -1) {
         rc = tdc_error(-EBADMSG, "%s: not a tadocfs archive (bad magic)", path);
         goto fail;
     }
-    if (XXH3_64bits(hdr, 32) != le64(hdr + 32)) {
+    if (bad) {
         rc = tdc_error(-EBADMSG, "%s: header checksum mismatch", path);
         goto fail;
     }
-    a->version = le32(hdr + 8);
+    a->version = hd.version;
     if (a->version < 1 || a->version > ARC_VERSION) {
         rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, a->version);
         goto fail;
     }
-    uint64_t toff = le64(hdr + 16);
-    uint32_t nsec = le32(hdr + 24);
-    uint64_t tlen = (uint64_t)nsec * SECENT_SIZE + 8;
-    if (nsec < 4 || toff < HDR_SIZE || toff > a->file_size || tlen > a->file_size - toff) {
+    uint64_t toff = hd.table;
+    uint32_t nsec = hd.nsec;
+    uint64_t tlen = (uint64_t)nsec * ARC_SECENT_SIZE + 8;
+    if (nsec < 4 || toff < ARC_HDR_SIZE || toff > a->file_size || tlen > a->file_size - toff) {
         rc = tdc_error(-EBADMSG, "%s: section table lies outside the file (truncated archive?)",
                        path);
         goto fail;
@@ -1120,15 +1161,9 @@ int arc_open_meta(const char *path, arc **out)
     if (a->version < 2) a->id = le64(tab + tlen - 8) | 1; /* stable, as v1 has no stored identity */
     for (uint32_t i = 0; i < nsec; i++) {
         arc_secinfo *s = &a->secs[i];
-        const unsigned char *e = tab + i * SECENT_SIZE;
-        s->type = le32(e);
-        s->codec = le32(e + 4);
-        s->offset = le64(e + 8);
-        s->stored = le64(e + 16);
-        s->raw = le64(e + 24);
-        s->hash = le64(e + 32);
+        arc_secent_decode(tab + (size_t)i * ARC_SECENT_SIZE, s);
         if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || s->codec > CODEC_ZSTD_FRONT ||
-            s->offset < HDR_SIZE || s->offset > toff || s->stored > toff - s->offset) {
+            s->offset < ARC_HDR_SIZE || s->offset > toff || s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));
             goto fail;

@@ -93,6 +93,47 @@ typedef struct arc_secinfo {
     uint64_t offset, stored, raw, hash;
 } arc_secinfo;
 
+/* The header: field offsets (bytes 12..15 and 28..31 are zero). */
+#define ARC_HDR_SIZE 40
+#define ARC_HDR_MAGIC 0   /* 8 bytes, "TADOCFS\0" */
+#define ARC_HDR_VERSION 8 /* u32 */
+#define ARC_HDR_TABLE 16  /* u64: offset of the section table */
+#define ARC_HDR_NSEC 24   /* u32: number of sections */
+#define ARC_HDR_SUM 32    /* u64: XXH3-64 of the bytes before it */
+
+/* One section-table entry: field offsets. The table's entries are followed by the u64
+ * XXH3-64 of the entries. */
+#define ARC_SECENT_SIZE 40
+#define ARC_SECENT_TYPE 0    /* u32: enum arc_section */
+#define ARC_SECENT_CODEC 4   /* u32 */
+#define ARC_SECENT_OFFSET 8  /* u64 */
+#define ARC_SECENT_STORED 16 /* u64 */
+#define ARC_SECENT_RAW 24    /* u64 */
+#define ARC_SECENT_HASH 32   /* u64: XXH3-64 of the stored bytes */
+
+/* The header's fields. */
+typedef struct arc_header {
+    uint32_t version, nsec;
+    uint64_t table; /* offset of the section table */
+} arc_header;
+
+/* Fill a header (checksum included). */
+void arc_header_encode(unsigned char h[ARC_HDR_SIZE], const arc_header *hd);
+
+/* Recompute the checksum of a header whose fields were changed in place. */
+void arc_header_seal(unsigned char h[ARC_HDR_SIZE]);
+
+/* Read a header's fields: 0, -1 for a wrong magic, -2 for a wrong checksum (*hd is filled
+ * either way). */
+int arc_header_decode(const unsigned char h[ARC_HDR_SIZE], arc_header *hd);
+
+/* Write and read one section-table entry. */
+void arc_secent_encode(unsigned char e[ARC_SECENT_SIZE], const arc_secinfo *s);
+void arc_secent_decode(const unsigned char e[ARC_SECENT_SIZE], arc_secinfo *s);
+
+/* Write the checksum after a section table of `nsec` entries at `tab`. */
+void arc_table_seal(unsigned char *tab, uint32_t nsec);
+
 /* Shards (version 4). The grammar is cut into shards, each an independent grammar (its own
  * dictionary, rules and root, in three sections of its own) over whole files, cut on a token
  * boundary where one file is larger than a shard. The shard table records per shard what the

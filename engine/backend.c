@@ -74,6 +74,14 @@ int backend_get_mode(void)
     return __atomic_load_n(&mode, __ATOMIC_RELAXED);
 }
 
+int backend_mode_parse(const char *s)
+{
+    if (!s || !*s || !strcmp(s, "auto")) return BACKEND_AUTO;
+    if (!strcmp(s, "on")) return BACKEND_ON;
+    if (!strcmp(s, "off")) return BACKEND_OFF;
+    return -1;
+}
+
 void backend_set_gpu_wide_seq(int on)
 {
     __atomic_store_n(&wide_seq, on != 0, __ATOMIC_RELAXED);

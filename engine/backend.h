@@ -36,6 +36,9 @@ enum { BACKEND_OFF = 0, BACKEND_AUTO = 1, BACKEND_ON = 2 };
 void backend_set_mode(int mode);
 int backend_get_mode(void);
 
+/* The mode named by s: "off", "auto" or "on"; NULL or "" is auto. -1 for any other name. */
+int backend_mode_parse(const char *s);
+
 /* From measurement (bench/results/gpu.md, "Word count by scope size"): the resident GPU word
  * count beats the CPU from scopes of a few KB up on the test corpora (the CPU's cost has a part
  * that grows with the archive, not the scope), and loses on archives of a few KB, where the

@@ -18,4 +18,14 @@ int tdc_error_ctx(int code, const char *fmt, ...) __attribute__((format(printf, 
 /* The calling thread's last message; never NULL. Valid until the next tdc_error call. */
 const char *tdc_errmsg(void);
 
+/* The exit statuses of the command-line programs (tadoc, tadocfs and the test tools). */
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
+
+/* The exit status for a failure with code rc: EX_CORRUPT for corrupt data (-EBADMSG), else
+ * EX_FAIL. */
+static inline int tdc_exit_status(int rc)
+{
+    return rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
+}
+
 #endif

@@ -13,7 +13,6 @@
 #include "fio.h"
 
 static const char JMAGIC[8] = {'T', 'D', 'C', 'J', 'R', 'N', 'L', 0};
-#define JVERSION 1
 #define RESERVE_CHUNK ((uint64_t)64 << 20) /* bytes reserved ahead for buffered records */
 
 struct jrnl {
@@ -28,13 +27,56 @@ struct jrnl {
     buf mem;      /* records appended after `flushed` */
 };
 
-static void header(unsigned char *h, uint64_t id)
+void jrnl_header_seal(unsigned char h[JRNL_HDR])
+{
+    st64(h + JRNL_HDR_SUM, XXH3_64bits(h, JRNL_HDR_SUM));
+}
+
+void jrnl_header_encode(unsigned char h[JRNL_HDR], uint64_t id)
 {
     memset(h, 0, JRNL_HDR);
-    memcpy(h, JMAGIC, 8);
-    st32(h + 8, JVERSION);
-    st64(h + 16, id);
-    st64(h + 24, XXH3_64bits(h, 24));
+    memcpy(h + JRNL_HDR_MAGIC, JMAGIC, sizeof JMAGIC);
+    st32(h + JRNL_HDR_VERSION, JRNL_VERSION);
+    st64(h + JRNL_HDR_ID, id);
+    jrnl_header_seal(h);
+}
+
+int jrnl_header_decode(const unsigned char h[JRNL_HDR], uint64_t *id)
+{
+    if (memcmp(h + JRNL_HDR_MAGIC, JMAGIC, sizeof JMAGIC) ||
+        XXH3_64bits(h, JRNL_HDR_SUM) != le64(h + JRNL_HDR_SUM) ||
+        le32(h + JRNL_HDR_VERSION) != JRNL_VERSION)
+        return -1;
+    *id = le64(h + JRNL_HDR_ID);
+    return 0;
+}
+
+/* The checksum of a record: of its frame and body. */
+static uint64_t rec_sum(const unsigned char *rec, uint32_t len)
+{
+    return XXH3_64bits(rec, JRNL_REC_BODY + (size_t)len);
+}
+
+void jrnl_rec_seal(unsigned char *rec)
+{
+    uint32_t len = le32(rec + JRNL_REC_LEN);
+    st64(rec + JRNL_REC_BODY + len, rec_sum(rec, len));
+}
+
+int jrnl_rec_encode(buf *b, uint32_t type, uint64_t seq, const void *head, size_t hn,
+                    const void *data, size_t dn)
+{
+    size_t start = b->n, len = hn + dn;
+    unsigned char f[JRNL_REC_BODY];
+    st32(f + JRNL_REC_LEN, (uint32_t)len);
+    st32(f + JRNL_REC_TYPE, type);
+    st64(f + JRNL_REC_SEQ, seq);
+    if (buf_reserve(b, len + JRNL_REC_OVERHEAD)) return -ENOMEM;
+    buf_put(b, f, sizeof f);
+    buf_put(b, head, hn);
+    buf_put(b, data, dn);
+    buf_put_u64(b, rec_sum(b->p + start, (uint32_t)len));
+    return 0;
 }
 
 /* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
@@ -50,7 +92,7 @@ static int create_empty(const char *path, uint64_t id)
         return rc;
     }
     unsigned char h[JRNL_HDR];
-    header(h, id);
+    jrnl_header_encode(h, id);
     if ((rc = fio_write_all(fd, h, JRNL_HDR, tmp))) goto fail;
     if (fsync(fd) < 0 || fchmod(fd, 0600) < 0) {
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
@@ -99,32 +141,32 @@ static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stat
     int rc = 0;
     *end = off;
     while (off < size) {
-        unsigned char h[16];
+        unsigned char h[JRNL_REC_BODY];
         const char *why = NULL;
         if (size - off < JRNL_REC_OVERHEAD) {
             why = "torn record header";
-        } else if ((rc = fio_read_at(j->fd, h, 16, off, j->path))) {
+        } else if ((rc = fio_read_at(j->fd, h, sizeof h, off, j->path))) {
             break;
         } else {
-            uint32_t len = le32(h), type = le32(h + 4);
-            uint64_t seq = le64(h + 8);
+            uint32_t len = le32(h + JRNL_REC_LEN), type = le32(h + JRNL_REC_TYPE);
+            uint64_t seq = le64(h + JRNL_REC_SEQ);
             if (len > JRNL_MAX_BODY || len + (uint64_t)JRNL_REC_OVERHEAD > size - off) {
                 why = len > JRNL_MAX_BODY ? "impossible record length" : "torn record";
             } else {
                 b.n = 0;
-                if (buf_reserve(&b, len + 24)) {
+                if (buf_reserve(&b, len + JRNL_REC_OVERHEAD)) {
                     rc = tdc_error(-ENOMEM, "journal replay: out of memory");
                     break;
                 }
-                if ((rc = fio_read_at(j->fd, b.p, len + 24, off, j->path))) break;
-                if (XXH3_64bits(b.p, len + 16) != le64(b.p + 16 + len))
+                if ((rc = fio_read_at(j->fd, b.p, len + JRNL_REC_OVERHEAD, off, j->path))) break;
+                if (rec_sum(b.p, len) != le64(b.p + JRNL_REC_BODY + len))
                     why = "checksum mismatch";
                 else if (seq != j->seq + 1)
                     why = "sequence gap";
                 else if (type == 0 || type >= JR_NTYPES)
                     why = "unknown record type";
                 if (!why) {
-                    jrnl_rec r = {type, len, seq, off + 16, b.p + 16};
+                    jrnl_rec r = {type, len, seq, off + JRNL_REC_BODY, b.p + JRNL_REC_BODY};
                     if ((rc = fn(ctx, &r))) break;
                     j->seq = seq;
                     st->records++;
@@ -162,6 +204,7 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
         goto fail;
     }
     unsigned char h[JRNL_HDR];
+    uint64_t hid = 0;
     struct stat sb;
     if (j->fd >= 0) {
         if (fstat(j->fd, &sb) < 0) {
@@ -169,23 +212,23 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
             goto fail;
         }
         if ((uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
-            memcmp(h, JMAGIC, 8) || XXH3_64bits(h, 24) != le64(h + 24) || le32(h + 8) != JVERSION) {
+            jrnl_header_decode(h, &hid)) {
             rc = tdc_error(-EBADMSG,
                            "%s: journal header is damaged; move the file aside to use the archive "
                            "without its pending edits",
                            path);
             goto fail;
         }
-        if (le64(h + 16) == prev_id && prev_id) {
+        if (hid == prev_id && prev_id) {
             /* Folded in by a compaction that stopped before resetting the journal. */
             st->stale = (uint64_t)sb.st_size;
             close(j->fd);
             j->fd = -1;
-        } else if (le64(h + 16) != id) {
+        } else if (hid != id) {
             rc = tdc_error(-EBADMSG,
                            "%s: journal belongs to another archive (id %016llx, archive is "
                            "%016llx)",
-                           path, (unsigned long long)le64(h + 16), (unsigned long long)id);
+                           path, (unsigned long long)hid, (unsigned long long)id);
             goto fail;
         }
     }
@@ -262,16 +305,9 @@ int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void 
     size_t len = hn + dn, start = j->mem.n;
     int rc = reserve(j, len + JRNL_REC_OVERHEAD);
     if (rc) return rc;
-    unsigned char h[16];
-    st32(h, (uint32_t)len);
-    st32(h + 4, type);
-    st64(h + 8, j->seq + 1);
-    if (buf_reserve(&j->mem, len + JRNL_REC_OVERHEAD)) return tdc_error(-ENOMEM, "out of memory");
-    buf_put(&j->mem, h, 16);
-    buf_put(&j->mem, head, hn);
-    buf_put(&j->mem, data, dn);
-    buf_put_u64(&j->mem, XXH3_64bits(j->mem.p + start, len + 16));
-    if (data_off) *data_off = j->flushed + start + 16 + hn;
+    if (jrnl_rec_encode(&j->mem, type, j->seq + 1, head, hn, data, dn))
+        return tdc_error(-ENOMEM, "out of memory");
+    if (data_off) *data_off = j->flushed + start + JRNL_REC_BODY + hn;
     j->seq++;
     if (j->through) {
         /* Write-through: refuse this record rather than keep one that is not on disk (a

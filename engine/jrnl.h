@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
+
 enum jrnl_type {
     JR_CREATE = 1, /* a new file, directory or symlink */
     JR_LINK,       /* a new name for an inode */
@@ -35,12 +37,42 @@ enum jrnl_type {
     JR_NTYPES
 };
 
-#define JRNL_HDR 32
+/* The header: field offsets. */
+#define JRNL_HDR 32         /* header size */
+#define JRNL_HDR_MAGIC 0    /* 8 bytes, "TDCJRNL\0" */
+#define JRNL_HDR_VERSION 8  /* u32; bytes 12..15 are zero */
+#define JRNL_HDR_ID 16      /* u64: identity of the archive the journal extends */
+#define JRNL_HDR_SUM 24     /* u64: XXH3-64 of the bytes before it */
+#define JRNL_VERSION 1
+
+/* A record's frame: field offsets from the record's start; the u64 XXH3-64 of the frame and
+ * body follows the body. */
+#define JRNL_REC_LEN 0               /* u32: body length */
+#define JRNL_REC_TYPE 4              /* u32: enum jrnl_type */
+#define JRNL_REC_SEQ 8               /* u64: sequence number */
+#define JRNL_REC_BODY 16             /* the body */
 #define JRNL_REC_OVERHEAD 24         /* length, type, sequence, checksum */
 #define JRNL_MAX_BODY (64u << 20)    /* longer bodies are corruption */
 #define JRNL_BATCH ((size_t)1 << 20) /* buffered bytes that trigger a write */
 
 typedef struct jrnl jrnl;
+
+/* Fill a header for archive `id` (checksum included). */
+void jrnl_header_encode(unsigned char h[JRNL_HDR], uint64_t id);
+
+/* Recompute the checksum of a header whose fields were changed in place. */
+void jrnl_header_seal(unsigned char h[JRNL_HDR]);
+
+/* 0 and the archive identity in *id when h is an intact header of this version, else -1. */
+int jrnl_header_decode(const unsigned char h[JRNL_HDR], uint64_t *id);
+
+/* Append one record (frame, body `head` then `data`, checksum) to b. 0 or -ENOMEM. */
+int jrnl_rec_encode(buf *b, uint32_t type, uint64_t seq, const void *head, size_t hn,
+                    const void *data, size_t dn);
+
+/* Recompute the checksum of the record at `rec` (whose length field is right) after its
+ * frame or body was changed in place. */
+void jrnl_rec_seal(unsigned char *rec);
 
 /* One replayed record; `body` is valid during the callback only. `off` is the journal file
  * offset of the body, so data inside it can be read back later with jrnl_read. */

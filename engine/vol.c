@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "err.h"
+#include "jrec.h"
 #include "piece.h"
 #include "vol_int.h"
 
@@ -148,45 +149,7 @@ static struct timespec now(void)
     return ts;
 }
 
-static int put_time(buf *b, struct timespec t)
-{
-    uint64_t zz = (uint64_t)t.tv_sec << 1 ^ (uint64_t)((int64_t)t.tv_sec >> 63);
-    return buf_put_varint(b, zz) || buf_put_varint(b, (uint64_t)t.tv_nsec);
-}
-
-static int put_str(buf *b, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    return buf_put_varint(b, n) || buf_put(b, s, n);
-}
-
-static int get_time(rd *r, struct timespec *t)
-{
-    uint64_t zz, ns;
-    if (rd_varint(r, &zz) || rd_varint(r, &ns) || ns >= 1000000000u) return -1;
-    t->tv_sec = (time_t)((int64_t)(zz >> 1) ^ -(int64_t)(zz & 1));
-    t->tv_nsec = (long)ns;
-    return 0;
-}
-
-/* A string field, copied into a NUL-terminated buffer of VOL_NAME_MAX + 1 or PATH_MAX. */
-static int get_str(rd *r, char *out, size_t cap)
-{
-    uint64_t n;
-    const unsigned char *p;
-    if (rd_varint(r, &n) || n >= cap || rd_bytes(r, n, &p) || memchr(p, 0, n)) return -1;
-    memcpy(out, p, n);
-    out[n] = 0;
-    return 0;
-}
-
-static int get_u32(rd *r, uint32_t *x)
-{
-    uint64_t y;
-    if (rd_varint(r, &y) || y > UINT32_MAX) return -1;
-    *x = (uint32_t)y;
-    return 0;
-}
+_Static_assert(JREC_NAME_MAX == VOL_NAME_MAX, "a record carries any name the volume accepts");
 
 #define BAD(what) tdc_error(-EBADMSG, "journal record does not apply: %s", what)
 
@@ -223,17 +186,12 @@ static void touch(vnode *n, struct timespec t, int content)
     n->edited = 1;
 }
 
-static int ap_create(vol *v, rd *r)
+static int ap_create(vol *v, const jrec *r)
 {
-    uint64_t ino, parent;
-    uint32_t mode, uid, gid;
-    struct timespec t;
-    uint64_t rdev = 0;
-    char name[VOL_NAME_MAX + 1], link[PATH_MAX];
-    if (rd_varint(r, &ino) || rd_varint(r, &parent) || get_u32(r, &mode) || get_u32(r, &uid) ||
-        get_u32(r, &gid) || get_time(r, &t) || get_str(r, name, sizeof name) ||
-        get_str(r, link, sizeof link) || (r->p != r->end && rd_varint(r, &rdev)))
-        return BAD("malformed create");
+    uint64_t ino = r->ino, parent = r->dir, rdev = r->rdev;
+    uint32_t mode = r->mode;
+    struct timespec t = r->time;
+    const char *name = r->name, *link = r->link;
     vnode *d = dir_node(v, parent);
     /* The writer gives new inodes increasing numbers from next_ino (past the archive's) and
      * only these types and bits; a number far beyond would make the inode table huge. Only
@@ -247,8 +205,8 @@ static int ap_create(vol *v, rd *r)
     if (!n) return -ENOMEM;
     n->ino = ino;
     n->mode = mode;
-    n->uid = uid;
-    n->gid = gid;
+    n->uid = r->uid;
+    n->gid = r->gid;
     n->nlink = 1;
     n->atime = n->mtime = n->ctime = t;
     n->ent = -1;
@@ -275,17 +233,13 @@ static int ap_create(vol *v, rd *r)
     return 0;
 }
 
-static int ap_link(vol *v, rd *r)
+static int ap_link(vol *v, const jrec *r)
 {
-    uint64_t ino, parent;
-    struct timespec t;
-    char name[VOL_NAME_MAX + 1];
-    if (rd_varint(r, &ino) || rd_varint(r, &parent) || get_time(r, &t) ||
-        get_str(r, name, sizeof name))
-        return BAD("malformed link");
-    vnode *d = dir_node(v, parent), *n = vol_node(v, ino);
+    const char *name = r->name;
+    struct timespec t = r->time;
+    vnode *d = dir_node(v, r->dir), *n = vol_node(v, r->ino);
     if (!d || !n || S_ISDIR(n->mode) || kid(v, d, name) || name_ok(name)) return BAD("link");
-    int rc = add_kid(d, name, ino);
+    int rc = add_kid(d, name, r->ino);
     if (rc) return rc;
     n->nlink++;
     touch(n, t, 0);
@@ -303,14 +257,11 @@ static void drop_name(vol *v, vnode *n)
     }
 }
 
-static int ap_unlink(vol *v, rd *r)
+static int ap_unlink(vol *v, const jrec *r)
 {
-    uint64_t parent;
-    struct timespec t;
-    char name[VOL_NAME_MAX + 1];
-    if (rd_varint(r, &parent) || get_time(r, &t) || get_str(r, name, sizeof name))
-        return BAD("malformed unlink");
-    vnode *d = dir_node(v, parent), *n = d ? kid(v, d, name) : NULL;
+    const char *name = r->name;
+    struct timespec t = r->time;
+    vnode *d = dir_node(v, r->dir), *n = d ? kid(v, d, name) : NULL;
     if (!n || (S_ISDIR(n->mode) && n->nkids)) return BAD("unlink");
     del_kid(d, name);
     touch(d, t, 1);
@@ -334,15 +285,12 @@ static int is_ancestor(const vol *v, uint64_t anc, uint64_t ino)
     }
 }
 
-static int ap_rename(vol *v, rd *r)
+static int ap_rename(vol *v, const jrec *r)
 {
-    uint64_t p1, p2;
-    uint32_t flags;
-    struct timespec t;
-    char n1[VOL_NAME_MAX + 1], n2[VOL_NAME_MAX + 1];
-    if (rd_varint(r, &p1) || rd_varint(r, &p2) || get_u32(r, &flags) || get_time(r, &t) ||
-        get_str(r, n1, sizeof n1) || get_str(r, n2, sizeof n2))
-        return BAD("malformed rename");
+    uint64_t p1 = r->dir, p2 = r->dir2;
+    uint32_t flags = r->flags;
+    struct timespec t = r->time;
+    const char *n1 = r->name, *n2 = r->name2;
     vnode *d1 = dir_node(v, p1), *d2 = dir_node(v, p2);
     vnode *a = d1 ? kid(v, d1, n1) : NULL, *b = d2 ? kid(v, d2, n2) : NULL;
     if (!a || !d2 || (flags & VOL_RENAME_EXCHANGE && !b) || name_ok(n2)) return BAD("rename");
@@ -385,47 +333,35 @@ static int ap_rename(vol *v, rd *r)
     return 0;
 }
 
-static int ap_setattr(vol *v, rd *r)
+static int ap_setattr(vol *v, const jrec *r)
 {
-    uint64_t ino;
-    uint32_t valid, mode, uid, gid;
-    struct timespec at, mt, t;
-    if (rd_varint(r, &ino) || get_u32(r, &valid) || get_u32(r, &mode) || get_u32(r, &uid) ||
-        get_u32(r, &gid) || get_time(r, &at) || get_time(r, &mt) || get_time(r, &t))
-        return BAD("malformed setattr");
-    vnode *n = vol_node(v, ino);
+    vnode *n = vol_node(v, r->ino);
     if (!n) return BAD("setattr");
-    if (valid & VOL_SET_MODE) n->mode = (n->mode & S_IFMT) | (mode & 07777);
-    if (valid & VOL_SET_UID) n->uid = uid;
-    if (valid & VOL_SET_GID) n->gid = gid;
-    if (valid & VOL_SET_ATIME) n->atime = at;
-    if (valid & VOL_SET_MTIME) n->mtime = mt;
-    touch(n, t, 0);
+    if (r->valid & VOL_SET_MODE) n->mode = (n->mode & S_IFMT) | (r->mode & 07777);
+    if (r->valid & VOL_SET_UID) n->uid = r->uid;
+    if (r->valid & VOL_SET_GID) n->gid = r->gid;
+    if (r->valid & VOL_SET_ATIME) n->atime = r->atime;
+    if (r->valid & VOL_SET_MTIME) n->mtime = r->mtime;
+    touch(n, r->time, 0);
     return 0;
 }
 
-static int ap_truncate(vol *v, rd *r)
+static int ap_truncate(vol *v, const jrec *r)
 {
-    uint64_t ino, size;
-    struct timespec t;
-    if (rd_varint(r, &ino) || rd_varint(r, &size) || get_time(r, &t))
-        return BAD("malformed truncate");
-    vnode *n = vol_node(v, ino);
+    vnode *n = vol_node(v, r->ino);
     if (!n || !S_ISREG(n->mode)) return BAD("truncate");
     int rc = make_pt(v, n);
-    if (rc || (rc = pt_truncate(n->pt, size))) return rc;
-    n->size = size;
-    touch(n, t, 1);
+    if (rc || (rc = pt_truncate(n->pt, r->size))) return rc;
+    n->size = r->size;
+    touch(n, r->time, 1);
     return 0;
 }
 
-/* WRITE and INSERT: the data follows the fixed fields; `doff` is its journal offset. */
-static int ap_data(vol *v, rd *r, uint64_t len, uint64_t doff, int insert)
+/* WRITE and INSERT: the data (`len` bytes at journal offset `doff`) follows the fields. */
+static int ap_data(vol *v, const jrec *r, uint64_t len, uint64_t doff, int insert)
 {
-    uint64_t ino, off;
-    struct timespec t;
-    if (rd_varint(r, &ino) || rd_varint(r, &off) || get_time(r, &t)) return BAD("malformed write");
-    vnode *n = vol_node(v, ino);
+    uint64_t off = r->off;
+    vnode *n = vol_node(v, r->ino);
     if (!n || !S_ISREG(n->mode) || (insert && off > n->size)) return BAD("write");
     int rc = make_pt(v, n);
     if (rc) return rc;
@@ -433,18 +369,16 @@ static int ap_data(vol *v, rd *r, uint64_t len, uint64_t doff, int insert)
                 : pt_write(n->pt, off, len, PT_JRNL, doff);
     if (rc) return rc;
     n->size = pt_size(n->pt);
-    touch(n, t, 1);
+    touch(n, r->time, 1);
     return 0;
 }
 
-static int ap_xattr(vol *v, rd *r, int set)
+/* SETXATTR (the value is the record's tail) and RMXATTR. */
+static int ap_xattr(vol *v, const jrec *r, int set)
 {
-    uint64_t ino;
-    struct timespec t;
-    char name[VOL_NAME_MAX + 1];
-    if (rd_varint(r, &ino) || get_time(r, &t) || get_str(r, name, sizeof name))
-        return BAD("malformed xattr");
-    vnode *n = vol_node(v, ino);
+    const char *name = r->name;
+    struct timespec t = r->time;
+    vnode *n = vol_node(v, r->ino);
     if (!n || !name[0]) return BAD("xattr");
     uint32_t k = 0;
     while (k < n->nxa && strcmp(n->xa[k].name, name) < 0)
@@ -459,10 +393,10 @@ static int ap_xattr(vol *v, rd *r, int set)
         touch(n, t, 0);
         return 0;
     }
-    size_t len = (size_t)(r->end - r->p);
+    size_t len = r->ntail;
     unsigned char *val = malloc(len ? len : 1);
     if (!val) return -ENOMEM;
-    memcpy(val, r->p, len);
+    if (len) memcpy(val, r->tail, len);
     if (found) {
         free(n->xa[k].val);
     } else {
@@ -484,12 +418,16 @@ static int ap_xattr(vol *v, rd *r, int set)
     return 0;
 }
 
-/* Apply one record. `body` holds at least the fixed fields (`have` bytes); the record's body
- * is `len` bytes long and starts at journal offset `off`. */
+/* Apply one record. `body` holds at least the fields (`have` bytes); the record's body is
+ * `len` bytes long and starts at journal offset `off`. */
 static int apply(vol *v, uint32_t type, const unsigned char *body, size_t have, uint64_t len,
                  uint64_t off)
 {
-    rd r = {body, body + have};
+    jrec r;
+    if (type == 0 || type >= JR_NTYPES) return BAD("unknown type");
+    if (jrec_decode(type, body, have, &r))
+        return tdc_error(-EBADMSG, "journal record does not apply: malformed %s",
+                         jrec_family(type));
     switch (type) {
     case JR_CREATE:
         return ap_create(v, &r);
@@ -504,17 +442,8 @@ static int apply(vol *v, uint32_t type, const unsigned char *body, size_t have, 
     case JR_TRUNCATE:
         return ap_truncate(v, &r);
     case JR_WRITE:
-    case JR_INSERT: {
-        /* The fixed fields come first; everything after them is data. */
-        const unsigned char *start = r.p;
-        rd probe = r;
-        uint64_t x;
-        struct timespec t;
-        if (rd_varint(&probe, &x) || rd_varint(&probe, &x) || get_time(&probe, &t))
-            return BAD("malformed write");
-        uint64_t head = (uint64_t)(probe.p - start);
-        return ap_data(v, &r, len - head, off + head, type == JR_INSERT);
-    }
+    case JR_INSERT:
+        return ap_data(v, &r, len - r.head, off + r.head, type == JR_INSERT);
     case JR_SETXATTR:
     case JR_RMXATTR:
         return ap_xattr(v, &r, type == JR_SETXATTR);
@@ -547,6 +476,23 @@ static int commit(vol *v, uint32_t type, const buf *head, const void *data, size
     }
     if (v->o.compact_threshold && jrnl_size(v->j) > v->o.compact_threshold) vol_compact_async(v);
     return 0;
+}
+
+/* A string into a record's field (the caller has checked that it fits). */
+static void set_str(char *field, size_t cap, const char *s)
+{
+    snprintf(field, cap, "%s", s ? s : "");
+}
+
+/* Encode record r, then append it with `data` after its fields and apply it. Caller holds
+ * wlock and the write lock. */
+static int commit_rec(vol *v, const jrec *r, const void *data, size_t dn)
+{
+    buf b = {0};
+    int rc = jrec_encode(r, &b);
+    if (!rc) rc = commit(v, r->type, &b, data, dn);
+    buf_free(&b);
+    return rc;
 }
 
 /* ---------------- locking ---------------- */
@@ -1051,7 +997,6 @@ static int dir_for_change(vol *v, uint64_t dir, const char *name, vnode **d)
 int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
                const char *target, uint64_t rdev, struct stat *st)
 {
-    buf b = {0};
     vnode *d;
     wbegin(v);
     int rc = dir_for_change(v, dir, name, &d);
@@ -1061,21 +1006,20 @@ int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t u
     if (!rc && S_ISLNK(mode) && (!target || strlen(target) >= PATH_MAX)) rc = -ENAMETOOLONG;
     if (!rc && d->nlink == 0) rc = -ENOENT; /* a removed directory still open */
     uint64_t ino = v->next_ino;
-    if (!rc && (buf_put_varint(&b, ino) || buf_put_varint(&b, dir) || buf_put_varint(&b, mode) ||
-                buf_put_varint(&b, uid) || buf_put_varint(&b, gid) || put_time(&b, now()) ||
-                put_str(&b, name) || put_str(&b, S_ISLNK(mode) ? target : NULL) ||
-                (rdev && buf_put_varint(&b, rdev))))
-        rc = -ENOMEM;
-    if (!rc) rc = commit(v, JR_CREATE, &b, NULL, 0);
+    if (!rc) {
+        jrec r = {.type = JR_CREATE, .ino = ino, .dir = dir, .mode = mode, .uid = uid, .gid = gid,
+                  .time = now(), .rdev = rdev};
+        set_str(r.name, sizeof r.name, name);
+        set_str(r.link, sizeof r.link, S_ISLNK(mode) ? target : NULL);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
     if (!rc) fill_stat(v, vol_node(v, ino), st);
     wend(v);
-    buf_free(&b);
     return rc;
 }
 
 int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st)
 {
-    buf b = {0};
     vnode *d, *n;
     wbegin(v);
     int rc = dir_for_change(v, dir, name, &d);
@@ -1084,19 +1028,18 @@ int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *
     if (!rc && S_ISDIR(n->mode)) rc = -EPERM;
     if (!rc && kid(v, d, name)) rc = -EEXIST;
     if (!rc && n->nlink >= 65000) rc = -EMLINK;
-    if (!rc && (buf_put_varint(&b, ino) || buf_put_varint(&b, dir) || put_time(&b, now()) ||
-                put_str(&b, name)))
-        rc = -ENOMEM;
-    if (!rc) rc = commit(v, JR_LINK, &b, NULL, 0);
+    if (!rc) {
+        jrec r = {.type = JR_LINK, .ino = ino, .dir = dir, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
     if (!rc) fill_stat(v, n, st);
     wend(v);
-    buf_free(&b);
     return rc;
 }
 
 int vol_unlink(vol *v, uint64_t dir, const char *name, int isdir)
 {
-    buf b = {0};
     vnode *d, *n = NULL;
     wbegin(v);
     int rc = dir_for_change(v, dir, name, &d);
@@ -1104,17 +1047,18 @@ int vol_unlink(vol *v, uint64_t dir, const char *name, int isdir)
     if (!rc && isdir && !S_ISDIR(n->mode)) rc = -ENOTDIR;
     if (!rc && !isdir && S_ISDIR(n->mode)) rc = -EISDIR;
     if (!rc && isdir && n->nkids) rc = -ENOTEMPTY;
-    if (!rc && (buf_put_varint(&b, dir) || put_time(&b, now()) || put_str(&b, name))) rc = -ENOMEM;
-    if (!rc) rc = commit(v, JR_UNLINK, &b, NULL, 0);
+    if (!rc) {
+        jrec r = {.type = JR_UNLINK, .dir = dir, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
     wend(v);
-    buf_free(&b);
     return rc;
 }
 
 int vol_rename(vol *v, uint64_t dir, const char *name, uint64_t ndir, const char *nname,
                unsigned flags)
 {
-    buf b = {0};
     vnode *d1, *d2, *a = NULL, *t = NULL;
     wbegin(v);
     int rc = dir_for_change(v, dir, name, &d1);
@@ -1139,29 +1083,25 @@ int vol_rename(vol *v, uint64_t dir, const char *name, uint64_t ndir, const char
         else if (S_ISDIR(t->mode) && t->nkids)
             rc = -ENOTEMPTY;
     }
-    if (!rc && (buf_put_varint(&b, dir) || buf_put_varint(&b, ndir) || buf_put_varint(&b, flags) ||
-                put_time(&b, now()) || put_str(&b, name) || put_str(&b, nname)))
-        rc = -ENOMEM;
-    if (!rc && a != t) rc = commit(v, JR_RENAME, &b, NULL, 0);
+    if (!rc && a != t) {
+        jrec r = {.type = JR_RENAME, .dir = dir, .dir2 = ndir, .flags = flags, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        set_str(r.name2, sizeof r.name2, nname);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
     wend(v);
-    buf_free(&b);
     return rc;
 }
 
 /* Append a TRUNCATE record for `ino`. */
 static int log_truncate(vol *v, uint64_t ino, uint64_t size)
 {
-    buf b = {0};
-    int rc =
-        buf_put_varint(&b, ino) || buf_put_varint(&b, size) || put_time(&b, now()) ? -ENOMEM : 0;
-    if (!rc) rc = commit(v, JR_TRUNCATE, &b, NULL, 0);
-    buf_free(&b);
-    return rc;
+    jrec r = {.type = JR_TRUNCATE, .ino = ino, .size = size, .time = now()};
+    return commit_rec(v, &r, NULL, 0);
 }
 
 int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, struct stat *out)
 {
-    buf b = {0};
     wbegin(v);
     vnode *n = vol_node(v, ino);
     int rc = n ? 0 : -ENOENT;
@@ -1177,17 +1117,19 @@ int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, str
     }
     unsigned rest = valid & ~(unsigned)VOL_SET_SIZE;
     if (!rc && rest) {
-        if (buf_put_varint(&b, ino) || buf_put_varint(&b, rest) ||
-            buf_put_varint(&b, in->st_mode & 07777) || buf_put_varint(&b, in->st_uid) ||
-            buf_put_varint(&b, in->st_gid) || put_time(&b, in->st_atim) ||
-            put_time(&b, in->st_mtim) || put_time(&b, now()))
-            rc = -ENOMEM;
-        else
-            rc = commit(v, JR_SETATTR, &b, NULL, 0);
+        jrec r = {.type = JR_SETATTR,
+                  .ino = ino,
+                  .valid = rest,
+                  .mode = in->st_mode & 07777,
+                  .uid = in->st_uid,
+                  .gid = in->st_gid,
+                  .atime = in->st_atim,
+                  .mtime = in->st_mtim,
+                  .time = now()};
+        rc = commit_rec(v, &r, NULL, 0);
     }
     if (!rc && out) fill_stat(v, n, out);
     wend(v);
-    buf_free(&b);
     return rc;
 }
 
@@ -1213,12 +1155,8 @@ static int data_op(vol *v, uint32_t type, uint64_t ino, uint64_t off, const void
     /* Large writes become several records, each whole on its own. */
     for (size_t done = 0; !rc && (done < n || n == 0);) {
         size_t k = n - done < chunk ? n - done : chunk;
-        buf b = {0};
-        if (buf_put_varint(&b, ino) || buf_put_varint(&b, off + done) || put_time(&b, now()))
-            rc = -ENOMEM;
-        else
-            rc = commit(v, type, &b, q + done, k);
-        buf_free(&b);
+        jrec r = {.type = type, .ino = ino, .off = off + done, .time = now()};
+        rc = commit_rec(v, &r, q + done, k);
         done += k;
         if (n == 0) break;
     }
@@ -1386,7 +1324,6 @@ int vol_listxattr(vol *v, uint64_t ino, buf *out)
 static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, size_t len, int flags,
                     int set)
 {
-    buf b = {0};
     wbegin(v);
     vnode *n = vol_node(v, ino);
     int rc = n ? 0 : -ENOENT, have = 0;
@@ -1397,12 +1334,13 @@ static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, siz
     if (!rc && set && (flags & 2) && !have) rc = -ENODATA;
     if (!rc && !set && !have) rc = -ENODATA;
     if (!rc && len > 65536) rc = -E2BIG;
-    if (!rc && (buf_put_varint(&b, ino) || put_time(&b, now()) || put_str(&b, name) ||
-                (set && buf_put(&b, val, len))))
-        rc = -ENOMEM;
-    if (!rc) rc = commit(v, set ? JR_SETXATTR : JR_RMXATTR, &b, NULL, 0);
+    if (!rc) {
+        jrec r = {.type = set ? JR_SETXATTR : JR_RMXATTR, .ino = ino, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        if (set) r.tail = val, r.ntail = len;
+        rc = commit_rec(v, &r, NULL, 0);
+    }
     wend(v);
-    buf_free(&b);
     return rc;
 }
 

@@ -2,8 +2,8 @@
  *
  * The handlers keep no file system state of their own: names, attributes and contents live
  * in the vol, which is safe to call from every loop thread. Per-open state (a read cursor,
- * a running content hash, a computed virtual file) is guarded by its own mutex; the
- * registries of virtual files below by `slock`. */
+ * a running content hash, a computed virtual file) is guarded by its own mutex, and so is
+ * each registry below; reading a file takes none of them. */
 #ifndef TDC_FS_H
 #define TDC_FS_H
 
@@ -12,10 +12,15 @@
 #include <pthread.h>
 
 #include "../engine/vol.h"
+#include "sreg.h"
 #include "vcache.h"
 
 /* Virtual files per directory that inode numbers leave room for. */
 #define FS_VKINDS 8
+
+/* Sizes of virtual files kept (a power of two): a table indexed by a hash of the file and
+ * the visible set, where a newer size replaces an older one of the same index. */
+#define FS_VSIZE_SLOTS 4096
 
 typedef struct fs_ctx {
     vol *v;
@@ -23,20 +28,17 @@ typedef struct fs_ctx {
     uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
     uint32_t owner;          /* the uid that started the daemon: sees every virtual file whole */
     double timeout;          /* entry and attribute cache timeout, seconds */
-    pthread_mutex_t slock;   /* guards everything below */
+    pthread_mutex_t slock;   /* guards the word index */
     struct idx_words *words; /* word index of archive generation `words_gen` (0: none yet) */
     uint64_t words_gen;
-    struct fs_search {
-        uint64_t dir;
-        char *word;
-    } * search; /* .search/WORD files looked up so far; index = inode - FS_SEARCH_BASE */
-    size_t nsearch, capsearch;
+    sreg search; /* .search/WORD inodes the kernel holds; slot = inode - FS_SEARCH_BASE */
+    pthread_mutex_t vlock; /* guards vsize */
     struct fs_vsize {
         uint64_t ino, size;
         uint64_t vis[2]; /* the visible set it was computed for (fs_vis_key) */
-    } * vsize;           /* sizes of virtual files computed so far */
-    size_t nvsize, capvsize;
-    uint64_t *damaged; /* inodes whose content failed its hash; reads fail */
+    } * vsize;           /* FS_VSIZE_SLOTS sizes of virtual files computed (ino 0: none) */
+    pthread_mutex_t dlock; /* guards damaged; ndamaged is also read without it */
+    uint64_t *damaged;     /* inodes whose content failed its hash; reads fail */
     size_t ndamaged;
     vcache vc; /* virtual file texts computed so far (its own lock) */
 } fs_ctx;

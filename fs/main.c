@@ -22,8 +22,6 @@
 
 #define TADOCFS_VERSION "0.1.0"
 
-enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
-
 typedef struct options {
     char *archive;
     char *mountpoint;
@@ -166,8 +164,8 @@ static void unescape_mountinfo(char *s)
 
 /* The kernel caps a FUSE mount's readahead at its default 128 KiB, whatever max_readahead op_init
  * asks for; raise this mount's own limit (sysfs, root only) to READAHEAD_KB, so large files are
- * read in 1 MiB requests: reading linux-cat (242 MB, bench/results/gpu.md) took 270 requests
- * instead of 1885, and 14% less time on the CPU. Best effort: nothing changes where it fails.
+ * read in 1 MiB requests: a sequential read takes fewer requests and less CPU time. Best
+ * effort: nothing changes where it fails.
  * `real` is the mountpoint's real path, taken before the mount (realpath would ask the daemon,
  * whose loop has not started yet). */
 #define READAHEAD_KB 1024
@@ -230,7 +228,10 @@ int main(int argc, char **argv)
     int ret = EX_FAIL, rc;
 
     pthread_mutex_init(&c.slock, NULL);
+    pthread_mutex_init(&c.vlock, NULL);
+    pthread_mutex_init(&c.dlock, NULL);
     pthread_mutex_init(&c.vc.lock, NULL);
+    sreg_init(&c.search);
     c.owner = (uint32_t)getuid();
     if (fuse_opt_parse(&args, &o, spec, proc) < 0) {
         fputs(usage, stderr);
@@ -253,14 +254,16 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    if (o.gpu && strcmp(o.gpu, "off") && strcmp(o.gpu, "auto") && strcmp(o.gpu, "on")) {
+    int gpu_mode = backend_mode_parse(o.gpu);
+    if (gpu_mode < 0) {
         fprintf(stderr, "tadocfs: gpu= must be off, auto or on\n");
         ret = EX_USAGE;
         goto out_args;
     }
-    /* 1 GiB: replaying a journal costs about 1-3 s per GiB at mount, while a compaction costs
-     * about 0.4 s per dirty MB plus a rewrite of the archive and holds changes meanwhile
-     * (bench/results/write.md), so a large journal is the cheaper thing to carry. */
+    /* 1 GiB: replaying a journal at mount is cheap per byte, while a compaction costs in
+     * proportion to the dirty bytes plus a rewrite of the archive and holds changes meanwhile
+     * (bench/results/write.md has the figures), so a large journal is the cheaper thing to
+     * carry. */
     uint64_t cache = IDX_CACHE_DEFAULT, threshold = (uint64_t)1 << 30;
     if (o.cache_size && parse_size(o.cache_size, &cache)) {
         fprintf(stderr, "tadocfs: cache_size= must be a number of bytes (K, M, G allowed)\n");
@@ -280,13 +283,11 @@ int main(int argc, char **argv)
         goto out_args;
     }
     backend_set_read_batch((size_t)read_min, o.gpu_read_wait);
-    if (o.gpu && !strcmp(o.gpu, "on") && !gpu_usable_probe()) {
+    if (gpu_mode == BACKEND_ON && !gpu_usable_probe()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
-    backend_set_mode(!o.gpu || !strcmp(o.gpu, "auto") ? BACKEND_AUTO
-                     : !strcmp(o.gpu, "on")           ? BACKEND_ON
-                                                      : BACKEND_OFF);
+    backend_set_mode(gpu_mode);
     /* the analytics' TADOC_* variables (lib/env.h) */
     tdc_env_settings();
     backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend_read.c) */
@@ -300,10 +301,14 @@ int main(int argc, char **argv)
                    .lazy = !o.preload,
                    .log = log_event};
     jrnl_stats js;
+    if (!(c.vsize = calloc(FS_VSIZE_SLOTS, sizeof *c.vsize))) {
+        fprintf(stderr, "tadocfs: out of memory\n");
+        goto out_arc;
+    }
     if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
-        ret = rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
+        ret = tdc_exit_status(rc);
         goto out_arc;
     }
     if (js.dropped)
@@ -372,11 +377,11 @@ out_opts:
 out_arc:
     vol_close(c.v); /* writes out buffered records */
     backend_release(NULL);
-    for (size_t i = 0; i < c.nsearch; i++)
-        free(c.search[i].word);
-    free(c.search);
+    sreg_free(&c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
+    pthread_mutex_destroy(&c.vlock);
+    pthread_mutex_destroy(&c.dlock);
     vcache_clear(&c.vc);
     pthread_mutex_destroy(&c.vc.lock);
     free(c.vsize);

@@ -8,6 +8,7 @@
 #include <sys/statvfs.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "../engine/ana.h"
 #include "../engine/analytics.h"
@@ -75,38 +76,30 @@ static int vino_of(fuse_ino_t ino, uint64_t *dir, uint32_t *kind)
     return *kind <= SEARCH_DIR ? 0 : -1;
 }
 
-/* The size of virtual file `ino` last computed for the visible set `key` (0 if none). */
+/* The vsize entry for virtual file `ino` and visible set `key`. */
+static struct fs_vsize *vsize_slot(fs_ctx *c, uint64_t ino, const uint64_t key[2])
+{
+    uint64_t k[3] = {ino, key[0], key[1]};
+    return &c->vsize[XXH3_64bits(k, sizeof k) & (FS_VSIZE_SLOTS - 1)];
+}
+
+/* The size of virtual file `ino` last computed for the visible set `key` (0 if none is
+ * kept). */
 static uint64_t vsize_get(fs_ctx *c, uint64_t ino, const uint64_t key[2])
 {
     uint64_t s = 0;
-    pthread_mutex_lock(&c->slock);
-    for (size_t i = 0; i < c->nvsize; i++)
-        if (c->vsize[i].ino == ino && c->vsize[i].vis[0] == key[0] && c->vsize[i].vis[1] == key[1])
-            s = c->vsize[i].size;
-    pthread_mutex_unlock(&c->slock);
+    pthread_mutex_lock(&c->vlock);
+    const struct fs_vsize *e = vsize_slot(c, ino, key);
+    if (e->ino == ino && e->vis[0] == key[0] && e->vis[1] == key[1]) s = e->size;
+    pthread_mutex_unlock(&c->vlock);
     return s;
 }
 
 static void vsize_set(fs_ctx *c, uint64_t ino, const uint64_t key[2], uint64_t size)
 {
-    pthread_mutex_lock(&c->slock);
-    size_t i = 0;
-    while (i < c->nvsize && (c->vsize[i].ino != ino || c->vsize[i].vis[0] != key[0] ||
-                             c->vsize[i].vis[1] != key[1]))
-        i++;
-    if (i == c->nvsize && c->nvsize == c->capvsize) {
-        size_t cap = c->capvsize ? c->capvsize * 2 : 32;
-        void *p = realloc(c->vsize, cap * sizeof *c->vsize);
-        if (p) {
-            c->vsize = p;
-            c->capvsize = cap;
-        }
-    }
-    if (i < c->capvsize) {
-        c->vsize[i] = (struct fs_vsize){ino, size, {key[0], key[1]}};
-        if (i == c->nvsize) c->nvsize++;
-    }
-    pthread_mutex_unlock(&c->slock);
+    pthread_mutex_lock(&c->vlock);
+    *vsize_slot(c, ino, key) = (struct fs_vsize){ino, size, {key[0], key[1]}};
+    pthread_mutex_unlock(&c->vlock);
 }
 
 /* The key (fs_vis_key) of the files below directory `dir` that the caller of req may see,
@@ -133,19 +126,18 @@ static int caller_key(fuse_req_t req, fs_ctx *c, uint64_t dir, uint64_t key[2])
     return rc;
 }
 
-/* Registry index of search file inode `ino`, with its directory and word (copied); -1 if
- * it is not one. */
-static int64_t sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, char **word)
+/* 1 if `ino` is a search file's inode number (registered or not). */
+static int is_sfile(fuse_ino_t ino)
 {
-    if (ino < FS_SEARCH_BASE || ino & VINO_BIT) return -1;
-    pthread_mutex_lock(&c->slock);
-    int64_t k = ino - FS_SEARCH_BASE < c->nsearch ? (int64_t)(ino - FS_SEARCH_BASE) : -1;
-    if (k >= 0) {
-        *dir = c->search[k].dir;
-        if (word) *word = strdup(c->search[k].word);
-    }
-    pthread_mutex_unlock(&c->slock);
-    return k;
+    return ino >= FS_SEARCH_BASE && !(ino & VINO_BIT);
+}
+
+/* 0 with the directory and word (copied, when `word` is not NULL) of search file inode
+ * `ino`; -1 if it is not one the kernel holds. */
+static int sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, char **word)
+{
+    if (!is_sfile(ino)) return -1;
+    return sreg_get(&c->search, ino - FS_SEARCH_BASE, dir, word);
 }
 
 /* Attributes of any virtual inode; 0 if `ino` is one whose directory still exists. The size
@@ -174,34 +166,13 @@ static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
     return 0;
 }
 
-/* The inode of `.search/word` under directory `dir`, registering it on first use. */
+/* The inode of `.search/word` under directory `dir`, registered on first use, with one more
+ * reference for the lookup that will answer with it. */
 static int search_register(fs_ctx *c, uint64_t dir, const char *word, fuse_ino_t *ino)
 {
-    int rc = 0;
-    pthread_mutex_lock(&c->slock);
-    size_t k = 0;
-    while (k < c->nsearch && (c->search[k].dir != dir || strcmp(c->search[k].word, word)))
-        k++;
-    if (k == c->nsearch) {
-        if (c->nsearch == c->capsearch) {
-            size_t cap = c->capsearch ? c->capsearch * 2 : 64;
-            void *n = realloc(c->search, cap * sizeof *c->search);
-            if (n) {
-                c->search = n;
-                c->capsearch = cap;
-            }
-        }
-        char *w = c->nsearch < c->capsearch ? strdup(word) : NULL;
-        if (w) {
-            c->search[k].dir = dir;
-            c->search[k].word = w;
-            c->nsearch++;
-        } else {
-            rc = -ENOMEM;
-        }
-    }
-    pthread_mutex_unlock(&c->slock);
-    *ino = (fuse_ino_t)(FS_SEARCH_BASE + k);
+    uint32_t slot;
+    int rc = sreg_ref(&c->search, dir, word, &slot);
+    if (!rc) *ino = (fuse_ino_t)(FS_SEARCH_BASE + slot);
     return rc;
 }
 
@@ -238,25 +209,36 @@ static int logged(int rc, const char *what)
     return rc == -EBADMSG ? -EIO : rc;
 }
 
+/* 1 if `ino` is in the damaged list; the caller holds dlock. */
+static int damaged_locked(const fs_ctx *c, uint64_t ino)
+{
+    for (size_t i = 0; i < c->ndamaged; i++)
+        if (c->damaged[i] == ino) return 1;
+    return 0;
+}
+
+/* Whether reads of `ino` fail because its content failed its hash. Every read asks: while
+ * nothing is damaged (an intact archive) it takes no lock. */
 static int is_damaged(fs_ctx *c, uint64_t ino)
 {
-    int bad = 0;
-    pthread_mutex_lock(&c->slock);
-    for (size_t i = 0; i < c->ndamaged && !bad; i++)
-        bad = c->damaged[i] == ino;
-    pthread_mutex_unlock(&c->slock);
+    if (!__atomic_load_n(&c->ndamaged, __ATOMIC_ACQUIRE)) return 0;
+    pthread_mutex_lock(&c->dlock);
+    int bad = damaged_locked(c, ino);
+    pthread_mutex_unlock(&c->dlock);
     return bad;
 }
 
+/* Add `ino` to the damaged list, once: the list holds at most one entry per file. */
 static void set_damaged(fs_ctx *c, uint64_t ino)
 {
-    pthread_mutex_lock(&c->slock);
-    uint64_t *p = realloc(c->damaged, (c->ndamaged + 1) * sizeof *p);
+    pthread_mutex_lock(&c->dlock);
+    uint64_t *p = damaged_locked(c, ino) ? NULL : realloc(c->damaged, (c->ndamaged + 1) * sizeof *p);
     if (p) {
         c->damaged = p;
-        c->damaged[c->ndamaged++] = ino;
+        c->damaged[c->ndamaged] = ino;
+        __atomic_store_n(&c->ndamaged, c->ndamaged + 1, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&c->slock);
+    pthread_mutex_unlock(&c->dlock);
 }
 
 /* ---------------- lookup and attributes ---------------- */
@@ -278,8 +260,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct stat st;
     if (!vino_of(parent, &sdir, &skind) && skind == SEARCH_DIR) {
         /* Any name inside .search is a word to look for. */
-        fuse_ino_t ino;
+        fuse_ino_t ino = 0;
         if (search_register(c, sdir, name, &ino) || vattr(c, req, ino, &st)) {
+            if (ino) sreg_forget(&c->search, ino - FS_SEARCH_BASE, 1);
             fuse_reply_err(req, ENOMEM);
             return;
         }
@@ -1199,9 +1182,31 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     reply_rc(req, rc);
 }
 
+/* The kernel drops n references of inode `ino`: a search file's registry entry goes with its
+ * last one. Other inodes keep no per-reference state here. */
+static void forget_one(fs_ctx *c, fuse_ino_t ino, uint64_t n)
+{
+    if (is_sfile(ino)) sreg_forget(&c->search, ino - FS_SEARCH_BASE, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    forget_one(ctx_of(req), ino, nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    for (size_t i = 0; i < count; i++)
+        forget_one(ctx_of(req), forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
 const struct fuse_lowlevel_ops fs_ops = {
     .init = op_init,
     .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
     .getattr = op_getattr,
     .setattr = op_setattr,
     .readlink = op_readlink,

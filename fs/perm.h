@@ -1,4 +1,4 @@
-/* perm: what a caller may reach through the mount, for the virtual files (issue 15).
+/* perm: what a caller may reach through the mount, for the virtual files.
  *
  * The kernel judges every lookup and open with default_permissions; the virtual files and
  * `.search/WORD` are computed by the daemon over many files at once, so the daemon judges

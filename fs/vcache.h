@@ -1,5 +1,5 @@
 /* vcache: texts of virtual files already computed, so callers who see the same files share
- * the work (issue 15). A text is named by its scope directory, its kind (an analytic, or a
+ * the work. A text is named by its scope directory, its kind (an analytic, or a
  * `.search` word), the archive generation it was computed from and the key of the visible set
  * (fs_vis_key). Only views of the archive itself are kept (a generation changes whenever the
  * archive is replaced); snapshots of pending changes are not, so a chmod, chown or rename

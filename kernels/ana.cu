@@ -25,6 +25,7 @@
 #include <cub/device/device_select.cuh>
 #include <cuda/std/functional>
 
+#include "../engine/headtail.h"
 #include "gpu_dev.h"
 
 #define NONE 0xffffffffu
@@ -108,43 +109,26 @@ __global__ void k_rinfo(uint32_t nrules, dg d, uint32_t *own, uint32_t *nwb)
     }
 }
 
-/* Head and tail of rule r from its children's, exactly as engine/ana_plan.c's head_tail. */
+/* Head and tail of rule r from its children's, as engine/ana_plan.c's head_tail (both through
+ * engine/headtail.h), over word ranks. */
 __global__ void k_ht(const uint32_t *rules, uint32_t n, dg d, uint32_t *ht, uint32_t *ew)
 {
     GRID_LOOP(k, n)
     {
-        uint32_t r = rules[k], h[5] = {NONE, NONE, NONE, NONE, 0};
+        uint32_t r = rules[k], h[HT_N];
         u64 words_in = 0;
+        ht_init(h);
         for (u64 i = d.rule_start[r - 1]; i < d.rule_start[r]; i++) {
-            uint32_t s = d.syms[i], words[2], nw = 0;
+            uint32_t s = d.syms[i];
             words_in += s >= d.nt ? ew[s - d.nt] : d.rank[s] != NONE;
-            if (s >= d.nt) {
-                const uint32_t *c = ht + 5 * (u64)(s - d.nt);
-                if (c[4] >= 3) {
-                    for (uint32_t j = 0; j < 2 && h[4] < 2; j++)
-                        h[h[4]++] = c[j];
-                    h[2] = c[2];
-                    h[3] = c[3];
-                    h[4] = 3;
-                    continue;
-                }
-                if (c[4] >= 1) words[nw++] = c[0];
-                if (c[4] >= 2) words[nw++] = c[1];
-            } else {
-                uint32_t x = d.rank[s];
-                if (x == NONE) continue;
-                words[nw++] = x;
-            }
-            for (uint32_t j = 0; j < nw; j++) {
-                if (h[4] < 2) h[h[4]] = words[j];
-                h[2] = h[3];
-                h[3] = words[j];
-                if (h[4] < 3) h[4]++;
-            }
+            if (s >= d.nt)
+                ht_add(h, ht + HT_N * (u64)(s - d.nt));
+            else if (d.rank[s] != NONE)
+                ht_push(h, d.rank[s]);
         }
-        if (h[4] == 1) h[2] = NONE;
-        for (int j = 0; j < 5; j++)
-            ht[5 * (u64)r + j] = h[j];
+        ht_finish(h);
+        for (int j = 0; j < HT_N; j++)
+            ht[HT_N * (u64)r + j] = h[j];
         ew[r] = words_in < NONE ? (uint32_t)words_in : NONE;
     }
 }
@@ -1360,10 +1344,9 @@ static int pairs(call &c, ptab &pt, int seq, int *bottomup, const u64 **uout)
         e = cudaGetLastError();
     }
     /* The traversal: bottom-up only when forced (c.o.traversal 2). Auto stays top-down: on
-     * the device bottom-up took 0.93 to 2.7 times as long as top-down on the archives
-     * measured (bench/results/gpu.md): at most 7% faster on the largest ones, twice as slow on
-     * small ones, also where engine/ana's cost model prefers it. With c.o.verbose the model's
-     * two estimates are computed and printed. */
+     * the device bottom-up gains little on the largest archives and is slower on small ones,
+     * also where engine/ana's cost model prefers it (bench/results/gpu.md has the figures).
+     * With c.o.verbose the model's two estimates are computed and printed. */
     int bu = c.o.traversal == 2;
     double est_h[2] = {0, 0};
     if (c.o.verbose && e == cudaSuccess) {

@@ -259,22 +259,14 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
     int nb = 1;
     while (nb < 32 && ((u64)1 << nb) < nf)
         nb++;
-#define CKR(call)                                                                                  \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            rc = gpu_fail(e_, #call);                                                              \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-    CKR(cudaMemcpyAsync(ops_d, ops, n * sizeof *ops, cudaMemcpyHostToDevice, st));
-    CKR(cudaMemcpyAsync(size_d, size, nf * 8, cudaMemcpyHostToDevice, st));
-    CKR(cudaEventRecord(E->ev0, st));
-    CKR(cudaMemsetAsync(seg, 0, (nf + 1) * 8, st));
-    CKR(cudaMemsetAsync(bad_d, 0xff, 16, st));
-    CKR(cudaMemcpyAsync(fs_d, size_d, nf * 8, cudaMemcpyDeviceToDevice, st));
+    CK_OUT(cudaMemcpyAsync(ops_d, ops, n * sizeof *ops, cudaMemcpyHostToDevice, st));
+    CK_OUT(cudaMemcpyAsync(size_d, size, nf * 8, cudaMemcpyHostToDevice, st));
+    CK_OUT(cudaEventRecord(E->ev0, st));
+    CK_OUT(cudaMemsetAsync(seg, 0, (nf + 1) * 8, st));
+    CK_OUT(cudaMemsetAsync(bad_d, 0xff, 16, st));
+    CK_OUT(cudaMemcpyAsync(fs_d, size_d, nf * 8, cudaMemcpyDeviceToDevice, st));
     k_prep<<<blocks(n, 256), 256, 0, st>>>(ops_d, n, nfiles, fk, idx, seg, bad_d + 1);
-    CKR(cudaGetLastError());
+    CK_OUT(cudaGetLastError());
     if ((rc = cub_run(st,
                       [&](void *t, size_t &b) {
                           return cub::DeviceScan::ExclusiveSum(t, b, seg, seg, nf + 1, st);
@@ -284,7 +276,7 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
          })))
         goto out;
     k_gather<<<blocks(n + 1, 256), 256, 0, st>>>(ops_d, perm, n, slen, Si);
-    CKR(cudaGetLastError());
+    CK_OUT(cudaGetLastError());
     if ((rc = cub_run(st,
                       [&](void *t, size_t &b) {
                           return cub::DeviceScan::ExclusiveSum(t, b, slen, S, n + 1, st);
@@ -296,24 +288,23 @@ static int run(gpu_edits *E, int mode, const uint64_t *size, uint32_t nfiles, co
     /* slen is free again: it takes the lengths the pairwise pass adds. */
     k_derive<<<blocks(n, 256), 256, 0, st>>>(mode, ops_d, perm, n, size_d, seg, S, Si, skey, slen,
                                              at_d, pos_d, fs_d, bad_d);
-    CKR(cudaGetLastError());
+    CK_OUT(cudaGetLastError());
     if (mode == TDC_OFFSETS_SEQUENCE) {
         k_seq<<<nch, TILE, 0, st>>>(ops_d, perm, n, seg, skey, slen, pos_d);
     } else {
         k_chunks<<<nch, TILE, 0, st>>>(n, skey, slen, ck, cp);
-        CKR(cudaGetLastError());
+        CK_OUT(cudaGetLastError());
         k_batch<<<blocks(n, 256), 256, 0, st>>>(ops_d, perm, n, seg, skey, slen, ck, cp, at_d,
                                                 pos_d);
     }
-    CKR(cudaGetLastError());
-    CKR(cudaEventRecord(E->ev1, st));
-    CKR(cudaMemcpyAsync(at, at_d, (size_t)n * 8, cudaMemcpyDeviceToHost, st));
-    CKR(cudaMemcpyAsync(pos, pos_d, (size_t)n * 8, cudaMemcpyDeviceToHost, st));
-    CKR(cudaMemcpyAsync(final_size, fs_d, nf * 8, cudaMemcpyDeviceToHost, st));
-    CKR(cudaMemcpyAsync(badp, bad_d, 16, cudaMemcpyDeviceToHost, st));
-    CKR(cudaStreamSynchronize(st));
-    CKR(cudaEventElapsedTime(&E->kms, E->ev0, E->ev1));
-#undef CKR
+    CK_OUT(cudaGetLastError());
+    CK_OUT(cudaEventRecord(E->ev1, st));
+    CK_OUT(cudaMemcpyAsync(at, at_d, (size_t)n * 8, cudaMemcpyDeviceToHost, st));
+    CK_OUT(cudaMemcpyAsync(pos, pos_d, (size_t)n * 8, cudaMemcpyDeviceToHost, st));
+    CK_OUT(cudaMemcpyAsync(final_size, fs_d, nf * 8, cudaMemcpyDeviceToHost, st));
+    CK_OUT(cudaMemcpyAsync(badp, bad_d, 16, cudaMemcpyDeviceToHost, st));
+    CK_OUT(cudaStreamSynchronize(st));
+    CK_OUT(cudaEventElapsedTime(&E->kms, E->ev0, E->ev1));
 out:
     cudaFreeAsync(mem, st);
     cudaStreamSynchronize(st);

@@ -129,6 +129,15 @@ int gpu_fail(cudaError_t e, const char *what);
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess) return gpu_fail(e_, #call);                                         \
     } while (0)
+/* As CK, for a function that must clean up: sets the int `rc` and jumps to its label `out`. */
+#define CK_OUT(call)                                                                               \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            rc = gpu_fail(e_, #call);                                                              \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
 /* After a launch: configuration errors show now, execution errors at the next sync. */
 #define CK_LAUNCH(name)                                                                            \
     do {                                                                                           \

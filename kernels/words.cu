@@ -214,37 +214,29 @@ static int build(gpu_gram *g)
     if (!rc) rc = dalloc(&ctr, 3);
     if (!rc) rc = dalloc(&fe_d, nf);
     if (rc) goto out;
-#define CKG(call)                                                                                  \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            rc = gpu_fail(e_, #call);                                                              \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-    CKG(cudaMemsetAsync(ctr, 0, 3 * sizeof *ctr, g->st));
-    CKG(cudaMemcpyAsync(fe_d, fe, (size_t)nf * sizeof *fe, cudaMemcpyHostToDevice, g->st));
+    CK_OUT(cudaMemsetAsync(ctr, 0, 3 * sizeof *ctr, g->st));
+    CK_OUT(cudaMemcpyAsync(fe_d, fe, (size_t)nf * sizeof *fe, cudaMemcpyHostToDevice, g->st));
     if (g->nrules) {
         k_useed<<<blocks(g->nrules, 256), 256, 0, g->st>>>(g->nrules, g->ntokens, g->rocc_at, nf,
                                                            u);
-        CKG(cudaGetLastError());
+        CK_OUT(cudaGetLastError());
         for (uint32_t k = g->nlevels; k > 1; k--) {
             uint32_t n = g->lvl_off[k] - g->lvl_off[k - 1];
             k_upush<<<blocks(n, 256), 256, 0, g->st>>>(g->lvl_rules + g->lvl_off[k - 1], n, g->syms,
                                                        g->rule_start, g->ntokens, nf, u);
-            CKG(cudaGetLastError());
+            CK_OUT(cudaGetLastError());
         }
         k_usum<<<blocks(g->nrules, 256), 256, 0, g->st>>>(g->nrules, u, nf, ctr + 2);
-        CKG(cudaGetLastError());
+        CK_OUT(cudaGetLastError());
     }
-    CKG(cudaMemcpyAsync(ctr_h + 2, ctr + 2, sizeof *ctr, cudaMemcpyDeviceToHost, g->st));
-    CKG(cudaStreamSynchronize(g->st));
+    CK_OUT(cudaMemcpyAsync(ctr_h + 2, ctr + 2, sizeof *ctr, cudaMemcpyDeviceToHost, g->st));
+    CK_OUT(cudaStreamSynchronize(g->st));
     {
         u64 want = ctr_h[2] + ctr_h[2] / 3 + 1024, cap = 1;
         while (cap < want)
             cap <<= 1;
         size_t fr = 0, tot = 0;
-        CKG(cudaMemGetInfo(&fr, &tot));
+        CK_OUT(cudaMemGetInfo(&fr, &tot));
         if (cap * 16 > fr) {
             rc = tdc_error(-ENOMEM, "gpu: word index: rule2file needs %llu MiB, %zu MiB free",
                            (unsigned long long)(cap * 16 >> 20), fr >> 20);
@@ -253,28 +245,27 @@ static int build(gpu_gram *g)
         g->hcap = cap;
     }
     if ((rc = dalloc(&g->hkey, g->hcap)) || (rc = dalloc(&g->hval, g->hcap))) goto out;
-    CKG(cudaMemsetAsync(g->hkey, 0xff, g->hcap * sizeof *g->hkey, g->st));
-    CKG(cudaMemsetAsync(g->hval, 0, g->hcap * sizeof *g->hval, g->st));
+    CK_OUT(cudaMemsetAsync(g->hkey, 0xff, g->hcap * sizeof *g->hkey, g->st));
+    CK_OUT(cudaMemsetAsync(g->hval, 0, g->hcap * sizeof *g->hval, g->st));
     if (nf && longest) {
         u64 chunks = (longest + SEED_CHUNK - 1) / SEED_CHUNK;
         dim3 grid(nf, (unsigned)(chunks < 1024 ? chunks : 1024));
         k_tseed<<<grid, 256, 0, g->st>>>(fe_d, g->ent_rs, g->ent_rl, g->root, g->ntokens, g->hkey,
                                          g->hval, g->hcap, ctr);
-        CKG(cudaGetLastError());
+        CK_OUT(cudaGetLastError());
     }
     for (uint32_t k = g->nlevels; k > 1; k--) {
         k_tpush<<<blocks(g->hcap, 256), 256, 0, g->st>>>(
             k, g->level, g->syms, g->rule_start, g->ntokens, g->hkey, g->hval, g->hcap, ctr);
-        CKG(cudaGetLastError());
+        CK_OUT(cudaGetLastError());
     }
-    CKG(cudaMemcpyAsync(ctr_h, ctr, 2 * sizeof *ctr, cudaMemcpyDeviceToHost, g->st));
-    CKG(cudaStreamSynchronize(g->st));
+    CK_OUT(cudaMemcpyAsync(ctr_h, ctr, 2 * sizeof *ctr, cudaMemcpyDeviceToHost, g->st));
+    CK_OUT(cudaStreamSynchronize(g->st));
     if (ctr_h[1]) {
         rc = tdc_error(-EIO, "gpu: word index: rule2file overflowed its bound");
         goto out;
     }
     g->hpairs = ctr_h[0];
-#undef CKG
 out:
     cudaFree(u);
     cudaFree(ctr);

@@ -23,6 +23,7 @@
 #include "../engine/arc.h"
 #include "../engine/backend.h"
 #include "../engine/err.h"
+#include "../engine/fio.h"
 #include "../engine/hashck.h"
 #include "../engine/jrnl.h"
 #include "../engine/vol.h"
@@ -79,7 +80,7 @@ static const char usage_main[] =
 int fail(int rc)
 {
     fprintf(stderr, "%s: %s\n", prog, tdc_errmsg());
-    return rc == -EBADMSG ? EX_CORRUPT : EX_FAIL;
+    return tdc_exit_status(rc);
 }
 
 int usage_err(const char *usage, const char *msg)
@@ -183,21 +184,6 @@ static void close_all(arc *a, idx *x)
     arc_free(a);
 }
 
-static int write_full(int fd, const void *p, size_t n)
-{
-    const unsigned char *q = p;
-    while (n) {
-        ssize_t w = write(fd, q, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        q += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
  * content-hash check first: -EBADMSG (no message) when the file's hash differs. */
 static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name,
@@ -218,10 +204,7 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
             rc = -EBADMSG;
             break;
         }
-        if ((rc = write_full(fd, blk, (size_t)k))) {
-            rc = tdc_error(rc, "%s: write: %s", name, strerror(-rc));
-            break;
-        }
+        if ((rc = fio_write_all(fd, blk, (size_t)k, name))) break;
         off += (uint64_t)k;
         len -= (uint64_t)k;
     }
@@ -797,7 +780,7 @@ static int run_analytic(int argc, char **argv, int kind)
     }
     buf out = {0};
     rc = backend_cli_analytic(kind, a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first), &out);
-    if (!rc && (rc = write_full(1, out.p, out.n))) tdc_error(rc, "stdout: %s", strerror(-rc));
+    if (!rc) rc = fio_write_all(1, out.p, out.n, "stdout");
     buf_free(&out);
     arc_free(a);
     return rc ? fail(rc) : EX_OK;
@@ -875,10 +858,9 @@ int main(int argc, char **argv)
     if (argc < 2) return usage_err(usage_main, "missing command");
     /* The environment (usage_main lists it) sets the engine's options for this process. */
     tdc_env_settings();
-    const char *gpu = getenv("TADOC_GPU");
-    backend_set_mode(!gpu || !*gpu || !strcmp(gpu, "auto") ? BACKEND_AUTO
-                     : !strcmp(gpu, "on")                  ? BACKEND_ON
-                                                           : BACKEND_OFF);
+    /* TADOC_GPU: on, off or auto (unset or empty: auto; anything else: off). */
+    int gpu_mode = backend_mode_parse(getenv("TADOC_GPU"));
+    backend_set_mode(gpu_mode < 0 ? BACKEND_OFF : gpu_mode);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
         return EX_OK;

@@ -5,9 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../engine/err.h"
 #include "../engine/vol.h"
-
-enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_CORRUPT = 3 };
 
 extern const char *prog;
 

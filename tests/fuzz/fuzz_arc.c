@@ -12,19 +12,24 @@
  * positions lie inside the input. */
 static void fix_checksums(unsigned char *p, size_t n)
 {
-    if (n < 40) return;
-    uint64_t toff = le64(p + 16);
-    uint32_t nsec = le32(p + 24);
-    if (nsec >= 1 && nsec <= 8 && toff >= 40 && toff <= n && (uint64_t)nsec * 40 + 8 <= n - toff) {
+    if (n < ARC_HDR_SIZE) return;
+    arc_header h;
+    arc_header_decode(p, &h); /* the fields, whatever the checksums say */
+    uint64_t toff = h.table;
+    uint32_t nsec = h.nsec;
+    if (nsec >= 1 && nsec <= 8 && toff >= ARC_HDR_SIZE && toff <= n &&
+        (uint64_t)nsec * ARC_SECENT_SIZE + 8 <= n - toff) {
         unsigned char *tab = p + toff;
         for (uint32_t i = 0; i < nsec; i++) {
-            unsigned char *e = tab + i * 40;
-            uint64_t off = le64(e + 8), stored = le64(e + 16);
-            if (off <= n && stored <= n - off) st64(e + 32, XXH3_64bits(p + off, stored));
+            unsigned char *e = tab + i * ARC_SECENT_SIZE;
+            arc_secinfo s;
+            arc_secent_decode(e, &s);
+            if (s.offset <= n && s.stored <= n - s.offset)
+                st64(e + ARC_SECENT_HASH, XXH3_64bits(p + s.offset, s.stored));
         }
-        st64(tab + nsec * 40, XXH3_64bits(tab, nsec * 40));
+        arc_table_seal(tab, nsec);
     }
-    st64(p + 32, XXH3_64bits(p, 32));
+    arc_header_seal(p);
 }
 
 static void exercise(const char *path)

@@ -26,10 +26,10 @@ static void fix_records(unsigned char *p, size_t n)
 {
     uint64_t off = JRNL_HDR, seq = 1;
     while (n - off >= JRNL_REC_OVERHEAD) {
-        uint32_t len = le32(p + off);
+        uint32_t len = le32(p + off + JRNL_REC_LEN);
         if (len > n - off - JRNL_REC_OVERHEAD) break;
-        st64(p + off + 8, seq++);
-        st64(p + off + 16 + len, XXH3_64bits(p + off, 16 + (size_t)len));
+        st64(p + off + JRNL_REC_SEQ, seq++);
+        jrnl_rec_seal(p + off);
         off += JRNL_REC_OVERHEAD + (uint64_t)len;
     }
 }
@@ -45,8 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned char *p = malloc(size ? size : 1);
     memcpy(p, data, size);
     if (size >= JRNL_HDR) {
-        st64(p + 16, fix_id);
-        st64(p + 24, XXH3_64bits(p, 24));
+        st64(p + JRNL_HDR_ID, fix_id);
+        jrnl_header_seal(p);
         if (!(p[12] & 1)) fix_records(p, size);
     }
     fz_write(jp, p, size);

@@ -20,6 +20,7 @@
 #include "../../engine/arc.h"
 #include "../../engine/buf.h"
 #include "../../engine/err.h"
+#include "../../engine/jrec.h"
 #include "../../engine/jrnl.h"
 #include "../../engine/vol.h"
 
@@ -109,15 +110,11 @@ static int walk(vol *v, vol_reader *rd, uint64_t dir, const char *prefix)
     return rc;
 }
 
-static const char *const type_names[] = {"?",        "create",   "link",   "unlink",
-                                         "rename",   "setattr",  "truncate", "write",
-                                         "insert",   "setxattr", "rmxattr"};
-
 static int print_rec(void *ctx, const jrnl_rec *r)
 {
     (void)ctx;
     printf("%llu\t%s\t%u\n", (unsigned long long)r->seq,
-           r->type < JR_NTYPES ? type_names[r->type] : "?", r->len);
+           jrec_name(r->type), r->len);
     return 0;
 }
 
@@ -165,7 +162,7 @@ int main(int argc, char **argv)
     if (rc) {
         fflush(stdout);
         fprintf(stderr, "fmtdump: %s\n", tdc_errmsg()[0] ? tdc_errmsg() : strerror(-rc));
-        return rc == -EBADMSG ? 3 : 1;
+        return tdc_exit_status(rc);
     }
     return 0;
 }

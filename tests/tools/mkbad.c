@@ -93,15 +93,18 @@ int main(int argc, char **argv)
         /* Declare a 2^39-byte rules section and re-seal the section table, so only the size
          * check can catch it. */
         FILE *f = fopen(argv[2], "r+b");
-        unsigned char hdr[40], tab[16 * 40 + 8];
-        if (!f || fread(hdr, 1, 40, f) != 40) return 1;
-        uint64_t toff = le64(hdr + 16);
-        size_t n = le32(hdr + 24) * 40;
+        unsigned char hdr[ARC_HDR_SIZE], tab[16 * ARC_SECENT_SIZE + 8];
+        arc_header h;
+        if (!f || fread(hdr, 1, ARC_HDR_SIZE, f) != ARC_HDR_SIZE || arc_header_decode(hdr, &h))
+            return 1;
+        uint64_t toff = h.table;
+        size_t n = h.nsec * ARC_SECENT_SIZE;
         if (n + 8 > sizeof tab) return 1;
         fseek(f, (long)toff, SEEK_SET);
         if (fread(tab, 1, n + 8, f) != n + 8) return 1;
-        st64(tab + 40 + 24, (uint64_t)1 << 39); /* section 1: the first shard's rules */
-        st64(tab + n, XXH3_64bits(tab, n));
+        /* section 1: the first shard's rules */
+        st64(tab + ARC_SECENT_SIZE + ARC_SECENT_RAW, (uint64_t)1 << 39);
+        arc_table_seal(tab, h.nsec);
         fseek(f, (long)toff, SEEK_SET);
         fwrite(tab, 1, n + 8, f);
         fclose(f);

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "../../engine/arc.h"
 #include "../../engine/buf.h"
 
 typedef struct sarc {
@@ -21,25 +22,25 @@ typedef struct sarc {
 /* 0, or -1 when `p` is not a readable archive. */
 static inline int sarc_load(const unsigned char *p, size_t n, sarc *a)
 {
+    arc_header h;
     memset(a, 0, sizeof *a);
-    if (n < 40 || memcmp(p, "TADOCFS", 8)) return -1;
-    a->version = le32(p + 8);
-    uint64_t toff = le64(p + 16);
-    a->nsec = le32(p + 24);
-    if (a->nsec > 8 || toff > n || a->nsec * 40ull + 8 > n - toff) return -1;
+    if (n < ARC_HDR_SIZE || arc_header_decode(p, &h)) return -1;
+    a->version = h.version;
+    a->nsec = h.nsec;
+    if (a->nsec > 8 || h.table > n || a->nsec * (uint64_t)ARC_SECENT_SIZE + 8 > n - h.table)
+        return -1;
     for (uint32_t i = 0; i < a->nsec; i++) {
-        const unsigned char *e = p + toff + i * 40;
-        uint32_t codec = le32(e + 4);
-        uint64_t off = le64(e + 8), stored = le64(e + 16), raw = le64(e + 24);
-        if (off > n || stored > n - off || raw > (1u << 30)) return -1;
-        a->type[i] = le32(e);
-        if (buf_reserve(&a->sec[i], raw + 1)) return -1;
-        if (codec == 0) {
-            buf_put(&a->sec[i], p + off, stored);
+        arc_secinfo e;
+        arc_secent_decode(p + h.table + i * ARC_SECENT_SIZE, &e);
+        if (e.offset > n || e.stored > n - e.offset || e.raw > (1u << 30)) return -1;
+        a->type[i] = e.type;
+        if (buf_reserve(&a->sec[i], e.raw + 1)) return -1;
+        if (e.codec == 0) {
+            buf_put(&a->sec[i], p + e.offset, e.stored);
         } else {
-            size_t got = ZSTD_decompress(a->sec[i].p, raw, p + off, stored);
-            if (ZSTD_isError(got) || got != raw) return -1;
-            a->sec[i].n = raw;
+            size_t got = ZSTD_decompress(a->sec[i].p, e.raw, p + e.offset, e.stored);
+            if (ZSTD_isError(got) || got != e.raw) return -1;
+            a->sec[i].n = e.raw;
         }
     }
     return 0;
@@ -48,9 +49,9 @@ static inline int sarc_load(const unsigned char *p, size_t n, sarc *a)
 /* The archive with raw sections in order and fresh checksums. */
 static inline void sarc_save(const sarc *a, buf *out)
 {
-    unsigned char hdr[40] = {0}, e[40];
+    unsigned char hdr[ARC_HDR_SIZE] = {0}, e[ARC_SECENT_SIZE];
     out->n = 0;
-    buf_put(out, hdr, 40);
+    buf_put(out, hdr, ARC_HDR_SIZE);
     uint64_t offs[8];
     for (uint32_t i = 0; i < a->nsec; i++) {
         offs[i] = out->n;
@@ -58,20 +59,32 @@ static inline void sarc_save(const sarc *a, buf *out)
     }
     uint64_t toff = out->n;
     for (uint32_t i = 0; i < a->nsec; i++) {
-        st32(e, a->type[i]);
-        st32(e + 4, 0);
-        st64(e + 8, offs[i]);
-        st64(e + 16, a->sec[i].n);
-        st64(e + 24, a->sec[i].n);
-        st64(e + 32, XXH3_64bits(a->sec[i].p, a->sec[i].n));
-        buf_put(out, e, 40);
+        arc_secinfo s = {.type = a->type[i],
+                         .codec = 0,
+                         .offset = offs[i],
+                         .stored = a->sec[i].n,
+                         .raw = a->sec[i].n,
+                         .hash = XXH3_64bits(a->sec[i].p, a->sec[i].n)};
+        arc_secent_encode(e, &s);
+        buf_put(out, e, ARC_SECENT_SIZE);
     }
-    buf_put_u64(out, XXH3_64bits(out->p + toff, out->n - toff));
-    memcpy(out->p, "TADOCFS", 8);
-    st32(out->p + 8, a->version);
-    st64(out->p + 16, toff);
-    st32(out->p + 24, a->nsec);
-    st64(out->p + 32, XXH3_64bits(out->p, 32));
+    buf_put_u64(out, 0);
+    arc_table_seal(out->p + toff, a->nsec);
+    arc_header_encode(out->p, &(arc_header){.version = a->version, .nsec = a->nsec, .table = toff});
+}
+
+/* The section-table entry k of the archive image p. */
+static inline unsigned char *sarc_entry(unsigned char *p, uint32_t k)
+{
+    return p + le64(p + ARC_HDR_TABLE) + (uint64_t)k * ARC_SECENT_SIZE;
+}
+
+/* Recompute the table and header checksums of an archive image after its header fields or
+ * table entries were changed in place (the table stays where the header said it was). */
+static inline void sarc_seal(unsigned char *p, uint64_t table, uint32_t nsec)
+{
+    arc_table_seal(p + table, nsec);
+    arc_header_seal(p);
 }
 
 static inline void sarc_free(sarc *a)

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
     int rc = vol_open(argv[1], &o, &v, &js);
     if (rc) {
         fprintf(stderr, "voldump: %s\n", tdc_errmsg());
-        return rc == -EBADMSG ? 3 : 1;
+        return tdc_exit_status(rc);
     }
     buf b = {0};
     fz_dump(v, (size_t)1 << 30, &b);

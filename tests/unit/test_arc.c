@@ -121,8 +121,11 @@ static void test_every_truncation(void **state)
 static void test_messages(void **state)
 {
     (void)state;
-    size_t sec_off = le64(image + 16) + 0 * 40 + 8; /* dictionary's offset field */
-    uint64_t dict_at = le64(image + sec_off);
+    arc_header h;
+    arc_secinfo dict; /* section 0: the dictionary */
+    assert_int_equal(arc_header_decode(image, &h), 0);
+    arc_secent_decode(image + h.table, &dict);
+    uint64_t dict_at = dict.offset;
     assert_int_equal(try_image(image_n, 0), -EBADMSG);
     assert_non_null(strstr(tdc_errmsg(), "bad magic"));
     assert_int_equal(try_image(image_n, (size_t)dict_at), -EBADMSG);
@@ -150,13 +153,16 @@ static void test_paths(void **state)
  * and table checksums (the table keeps its place: `n` stored bytes replace as many). */
 static void reseal(unsigned char *img, size_t len, uint32_t i, uint32_t codec)
 {
-    uint64_t toff = le64(img + 16);
-    uint32_t nsec = le32(img + 24);
-    unsigned char *e = img + toff + i * 40;
-    st32(e + 4, codec);
-    st64(e + 32, XXH3_64bits(img + le64(e + 8), le64(e + 16)));
-    st64(img + toff + nsec * 40, XXH3_64bits(img + toff, nsec * 40));
-    assert_true(toff + nsec * 40 + 8 == len);
+    arc_header h;
+    arc_secinfo s;
+    arc_header_decode(img, &h);
+    unsigned char *e = img + h.table + i * ARC_SECENT_SIZE;
+    arc_secent_decode(e, &s);
+    s.codec = codec;
+    s.hash = XXH3_64bits(img + s.offset, s.stored);
+    arc_secent_encode(e, &s);
+    arc_table_seal(img + h.table, h.nsec);
+    assert_true(h.table + h.nsec * ARC_SECENT_SIZE + 8 == len);
 }
 
 /* Open an image written to a file: the return code, the message in tdc_errmsg. */
@@ -220,7 +226,11 @@ static void test_front_codec(void **state)
     assert_int_equal(open_image(img, n), -EBADMSG);
     assert_non_null(strstr(tdc_errmsg(), "section dictionary: compressed frame does not match"));
     /* bytes all through the coded dictionary damaged in turn (about 300), checksums fixed */
-    uint64_t toff = le64(img + 16), at = le64(img + toff + 8), stored = le64(img + toff + 16);
+    arc_header h;
+    arc_secinfo s;
+    arc_header_decode(img, &h);
+    arc_secent_decode(img + h.table, &s);
+    uint64_t at = s.offset, stored = s.stored;
     for (uint64_t k = 0; k < stored; k += 1 + stored / 300) {
         img[at + k] ^= 0x10;
         reseal(img, n, 0, 2);
