@@ -176,6 +176,17 @@ int compact_by_shards(const arc *old, uint64_t shard_size)
     return old->nshards > 1 || (old->nshards == 1 && old->shards[0].bytes >= shard_size / 2);
 }
 
+/* Room for shard n in *sh (of *cap). */
+static int room(arc_coded **sh, uint32_t n, uint32_t *cap)
+{
+    if (n < *cap) return 0;
+    arc_coded *t = realloc(*sh, (*cap ? 2 * *cap : 8) * sizeof **sh);
+    if (!t) return -ENOMEM;
+    *sh = t;
+    *cap = *cap ? 2 * *cap : 8;
+    return 0;
+}
+
 int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
                    uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
                    uint32_t *nout)
@@ -189,14 +200,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
     for (uint32_t s = 0; !rc && s < old->nshards; s++) {
         p.newidx[s] = -1;
         if (p.rebuild[s] || !p.live[s]) continue;
-        if (n == cap) {
-            arc_coded *t = realloc(sh, (cap = cap ? 2 * cap : 8) * sizeof *sh);
-            if (!t) {
-                rc = -ENOMEM;
-                break;
-            }
-            sh = t;
-        }
+        if ((rc = room(&sh, n, &cap))) break;
         p.newidx[s] = n;
         rc = arc_shard_copy(old, s, &sh[n]);
         if (!rc) st->rules_after += sh[n++].info.nrules;
@@ -223,14 +227,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
             bytes += nw->ents[first].size;
         }
         if (!k && n) break;
-        if (n == cap) {
-            arc_coded *t = realloc(sh, (cap = cap ? 2 * cap : 8) * sizeof *sh);
-            if (!t) {
-                rc = -ENOMEM;
-                break;
-            }
-            sh = t;
-        }
+        if ((rc = room(&sh, n, &cap))) break;
         rc = build_group(old, nw, src, map, k, n, fn, ctx, level, st, &sh[n]);
         if (!rc) n++;
         if (!k) break; /* nothing at all: one empty shard */
