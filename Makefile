@@ -30,7 +30,7 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OPT) -g -Wall -Wext
              -pthread $(SANFLAGS) $(shell pkg-config --cflags fuse3 2>/dev/null) $(CPPFLAGS) $(CFLAGS)
 LDLIBS_ALL = -lzstd -lxxhash -pthread $(SANFLAGS) $(LDFLAGS)
 
-ENGINE_SRC = $(wildcard engine/*.c) $(wildcard index/*.c) $(wildcard lib/*.c)
+ENGINE_SRC = $(wildcard engine/*/*.c) $(wildcard lib/*.c)
 ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 
 ifneq ($(GPU),0)
@@ -46,7 +46,7 @@ endif
 endif
 
 # Two static libraries, following the layers (docs/DESIGN.md section 1): libtadoc.a holds
-# engine/, index/ and lib/; libtadoc_gpu.a the CUDA kernels, which implement engine/gpu_api.h
+# engine/ and lib/; libtadoc_gpu.a the CUDA kernels, which implement engine/backend/gpu_api.h
 # (and use the engine's error and buffer helpers, hence the group on the link lines).
 LIB   = $(BUILD)/libtadoc.a
 ifneq ($(CU_OBJ),)

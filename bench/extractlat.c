@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../engine/err.h"
-#include "../index/idx.h"
+#include "../engine/base/err.h"
+#include "../engine/index/idx.h"
 #include "pick.h"
 
 int main(int argc, char **argv)

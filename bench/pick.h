@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../engine/arc.h"
+#include "../engine/format/arc.h"
 
 static inline double now(void)
 {

@@ -19,10 +19,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "../engine/err.h"
-#include "../engine/tok.h"
-#include "../index/idx.h"
-#include "../index/words.h"
+#include "../engine/base/err.h"
+#include "../engine/base/tok.h"
+#include "../engine/index/idx.h"
+#include "../engine/index/words.h"
 #include "pick.h"
 
 /* This thread's CPU time: on a busy machine, wall times include waiting for a core. */

@@ -11,7 +11,7 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 
-#include "../engine/vol.h"
+#include "../engine/volume/vol.h"
 #include "sreg.h"
 #include "vcache.h"
 

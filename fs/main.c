@@ -14,9 +14,9 @@
 #include <unistd.h>
 #include <syslog.h>
 
-#include "../engine/backend.h"
-#include "../engine/err.h"
-#include "../index/words.h"
+#include "../engine/backend/backend.h"
+#include "../engine/base/err.h"
+#include "../engine/index/words.h"
 #include "../lib/env.h"
 #include "fs.h"
 
@@ -290,7 +290,7 @@ int main(int argc, char **argv)
     backend_set_mode(gpu_mode);
     /* the analytics' TADOC_* variables (lib/env.h) */
     tdc_env_settings();
-    backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend_read.c) */
+    backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend/backend_read.c) */
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
     /* Open and check the file table (with -o preload the whole archive) and replay the

@@ -10,12 +10,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../engine/ana.h"
-#include "../engine/analytics.h"
-#include "../engine/backend.h"
-#include "../engine/err.h"
-#include "../engine/hashck.h"
-#include "../index/words.h"
+#include "../engine/analytics/ana.h"
+#include "../engine/analytics/analytics.h"
+#include "../engine/backend/backend.h"
+#include "../engine/base/err.h"
+#include "../engine/volume/hashck.h"
+#include "../engine/index/words.h"
 #include "perm.h"
 
 #define USER_PREFIX "user."

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "../engine/ana.h"
+#include "../engine/analytics/ana.h"
 
 enum { MAY_X = 1, MAY_R = 4 };
 

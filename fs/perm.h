@@ -7,7 +7,7 @@
  * supplementary groups (owner bits when the uid matches the owner, else group bits when the
  * gid or a supplementary group matches the group, else other bits). Owners are the ones the
  * mount shows (the -o uid=/gid= options replace the archived ones). Root and the mount's
- * owner see everything. The result is a visibility mask (engine/ana.h) over the entries of
+ * owner see everything. The result is a visibility mask (engine/analytics/ana.h) over the entries of
  * the archive view being analysed, whose modes and owners are the live ones (vol_view_open
  * snapshots the model whenever anything below the scope changed, a chmod included). */
 #ifndef TDC_FS_PERM_H

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../engine/buf.h"
+#include "../engine/base/buf.h"
 
 #define VCACHE_SLOTS 32
 #define VCACHE_BYTES ((size_t)64 << 20)

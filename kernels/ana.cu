@@ -1,4 +1,4 @@
-/* The six analytics on the device (G-TADOC IV-B..IV-D; engine/gpu_api.h tells the
+/* The six analytics on the device (G-TADOC IV-B..IV-D; engine/backend/gpu_api.h tells the
  * interface), top-down and level-synchronous over the grammar's DAG:
  * - wordcount, sort: rule weights pushed from the highest level down (gpu_wc_pass), word counts
  *   spread over a dense array indexed by word rank (sort needs no sort at all: ranks are byte
@@ -25,7 +25,7 @@
 #include <cub/device/device_select.cuh>
 #include <cuda/std/functional>
 
-#include "../engine/headtail.h"
+#include "../engine/grammar/headtail.h"
 #include "gpu_dev.h"
 
 #define NONE 0xffffffffu
@@ -109,8 +109,8 @@ __global__ void k_rinfo(uint32_t nrules, dg d, uint32_t *own, uint32_t *nwb)
     }
 }
 
-/* Head and tail of rule r from its children's, as engine/ana_plan.c's head_tail (both through
- * engine/headtail.h), over word ranks. */
+/* Head and tail of rule r from its children's, as engine/analytics/ana_plan.c's head_tail (both through
+ * engine/grammar/headtail.h), over word ranks. */
 __global__ void k_ht(const uint32_t *rules, uint32_t n, dg d, uint32_t *ht, uint32_t *ew)
 {
     GRID_LOOP(k, n)
@@ -299,7 +299,7 @@ out:
 
 /* The (at most two) sequences that start before position p and end in the first one or two
  * words of the symbol there, into q; returns how many. The words before p are the last two of
- * the symbols before it (their tails), looked up backwards: what engine/ana_docs.c's cross
+ * the symbols before it (their tails), looked up backwards: what engine/analytics/ana_docs.c's cross
  * keeps as its window when it walks the body from b. */
 static __device__ __forceinline__ int seq_at(const dg &d, const uint32_t *arr, u64 b, u64 p,
                                              uint32_t q[2][3])
@@ -622,7 +622,7 @@ struct btab {
     uint32_t *tn;
 };
 
-/* The selector's two estimates (engine/ana.h): u[r] bounds the files using r. */
+/* The selector's two estimates (engine/analytics/ana.h): u[r] bounds the files using r. */
 __global__ void k_est(uint32_t nrules, dg d, const u64 *u, u64 nf, const uint32_t *ew, int seq,
                       double *est)
 {
@@ -1188,7 +1188,7 @@ static int seq_sort_wide(call &c, const u64 *key, const uint32_t *lo, const V *v
     return 0;
 }
 
-/* The scope's regular files visible in vis (engine/ana.h): by path (per-file analytics: file
+/* The scope's regular files visible in vis (engine/analytics/ana.h): by path (per-file analytics: file
  * ranks follow path order) or in entry order; their root runs flattened. */
 static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned char *vis, int by_path)
 {

@@ -1,16 +1,16 @@
 /* gpu_dev: what the CUDA sources of kernels/ share (CUDA C++ only; the engine sees
- * engine/gpu_api.h). */
+ * engine/backend/gpu_api.h). */
 #ifndef TDC_GPU_DEV_H
 #define TDC_GPU_DEV_H
 
 #include <cuda_runtime.h>
 
-#include "../engine/gpu_api.h"
+#include "../engine/backend/gpu_api.h"
 
 extern "C" {
-#include "../engine/arc.h"
-#include "../engine/err.h"
-#include "../engine/tok.h"
+#include "../engine/format/arc.h"
+#include "../engine/base/err.h"
+#include "../engine/base/tok.h"
 }
 
 typedef unsigned long long u64; /* the type CUDA's 64-bit atomics take */

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/ana.h"
-#include "../engine/backend.h"
+#include "../engine/analytics/ana.h"
+#include "../engine/backend/backend.h"
 
 void tdc_env_settings(void)
 {

@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/ana.h"
-#include "../engine/analytics.h"
-#include "../engine/arc.h"
-#include "../engine/err.h"
+#include "../engine/analytics/ana.h"
+#include "../engine/analytics/analytics.h"
+#include "../engine/format/arc.h"
+#include "../engine/base/err.h"
 #include "../include/tadoc.h"
-#include "../index/idx.h"
-#include "../index/words.h"
+#include "../engine/index/idx.h"
+#include "../engine/index/words.h"
 #include "env.h"
 
 #define TADOC_LIB_VERSION "0.1.0"

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../engine/backend.h"
-#include "../engine/buf.h"
-#include "../engine/err.h"
-#include "../engine/vol.h"
+#include "../engine/backend/backend.h"
+#include "../engine/base/buf.h"
+#include "../engine/base/err.h"
+#include "../engine/volume/vol.h"
 #include "tadoc.h"
 
 const char usage_apply[] =

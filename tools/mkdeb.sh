@@ -13,7 +13,7 @@ src="$top/build/deb-src"
 # What the package build reads: the Makefile, the library and tool sources, headers, man
 # pages, completion, docs and debian/ (GPU=0 builds no CUDA: kernels/ is not needed, nor
 # tests/ and bench/).
-parts=(Makefile README.md engine index lib include fs tools man docs debian)
+parts=(Makefile README.md engine lib include fs tools man docs debian)
 digest=$(find "${parts[@]}" -type f ! -name '*.o' ! -name '*.d' -print0 | LC_ALL=C sort -z |
     xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [ -z "${DEB_FORCE:-}" ] && [ -f "$out/sources.sha256" ] &&

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../engine/err.h"
-#include "../engine/vol.h"
+#include "../engine/base/err.h"
+#include "../engine/volume/vol.h"
 
 extern const char *prog;
 

@@ -19,12 +19,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/arc_test.h"
-#include "../../engine/buf.h"
-#include "../../engine/err.h"
-#include "../../engine/pack.h"
-#include "../../engine/vol.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/format/arc_test.h"
+#include "../../engine/base/buf.h"
+#include "../../engine/base/err.h"
+#include "../../engine/build/pack.h"
+#include "../../engine/volume/vol.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

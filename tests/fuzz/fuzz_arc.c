@@ -6,7 +6,7 @@
  * end must either match its content hash or be reported as corrupt. */
 #include "fuzz.h"
 
-#include "../../index/idx.h"
+#include "../../engine/index/idx.h"
 
 /* Recompute the header, section-table and section checksums wherever the declared
  * positions lie inside the input. */

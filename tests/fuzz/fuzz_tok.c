@@ -5,7 +5,7 @@
  * whole input in one call. */
 #include "fuzz.h"
 
-#include "../../engine/tok.h"
+#include "../../engine/base/tok.h"
 
 typedef struct toks {
     buf bytes;

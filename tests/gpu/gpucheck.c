@@ -29,13 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/ana.h"
-#include "../../engine/analytics.h"
-#include "../../engine/backend.h"
-#include "../../engine/err.h"
-#include "../../engine/tok.h"
-#include "../../index/idx.h"
-#include "../../index/words.h"
+#include "../../engine/analytics/ana.h"
+#include "../../engine/analytics/analytics.h"
+#include "../../engine/backend/backend.h"
+#include "../../engine/base/err.h"
+#include "../../engine/base/tok.h"
+#include "../../engine/index/idx.h"
+#include "../../engine/index/words.h"
 #include "../../lib/env.h"
 
 #define NREQ 100000

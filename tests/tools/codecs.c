@@ -24,10 +24,10 @@
 #include <time.h>
 #include <zstd.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/arc_test.h"
-#include "../../engine/buf.h"
-#include "../../engine/err.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/format/arc_test.h"
+#include "../../engine/base/buf.h"
+#include "../../engine/base/err.h"
 
 /* htscodecs' flags beside the order (as in its rANS_static4x16pr.c, not in its headers). */
 #define X_PACK 0x80

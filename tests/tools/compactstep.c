@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../engine/err.h"
-#include "../../engine/vol.h"
+#include "../../engine/base/err.h"
+#include "../../engine/volume/vol.h"
 
 typedef struct plan {
     int step;

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/err.h"
-#include "../../index/idx.h"
+#include "../../engine/base/err.h"
+#include "../../engine/index/idx.h"
 
 static uint64_t rnd(uint64_t *s)
 {

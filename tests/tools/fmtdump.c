@@ -17,12 +17,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/buf.h"
-#include "../../engine/err.h"
-#include "../../engine/jrec.h"
-#include "../../engine/jrnl.h"
-#include "../../engine/vol.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/base/buf.h"
+#include "../../engine/base/err.h"
+#include "../../engine/volume/jrec.h"
+#include "../../engine/volume/jrnl.h"
+#include "../../engine/volume/vol.h"
 
 static void hex(const void *p, size_t n)
 {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/arc_test.h"
-#include "../../engine/err.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/format/arc_test.h"
+#include "../../engine/base/err.h"
 
 static void tok(dict *d, const char *s)
 {

@@ -15,8 +15,8 @@
  * equal that of base.journal cut at byte OFFSET (after them); else "-".
  * usage: mkcorrupt OUTDIR */
 #include "../fuzz/fuzz.h"
-#include "../../engine/jrec.h"
-#include "../../engine/tok.h"
+#include "../../engine/volume/jrec.h"
+#include "../../engine/base/tok.h"
 #include "sarc.h"
 
 static const char *outdir;

@@ -10,8 +10,8 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/buf.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/base/buf.h"
 
 typedef struct sarc {
     uint32_t version, nsec;

@@ -1,4 +1,4 @@
-/* Visibility masks (engine/ana.h): every analytic over an archive with a mask prints exactly
+/* Visibility masks (engine/analytics/ana.h): every analytic over an archive with a mask prints exactly
  * what it prints, unmasked, over an archive of only the visible files. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -6,9 +6,9 @@
 #include <cmocka.h>
 #include <sys/stat.h>
 
-#include "../../engine/ana.h"
-#include "../../engine/arc.h"
-#include "../../engine/pack.h"
+#include "../../engine/analytics/ana.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/build/pack.h"
 #include "testutil.h"
 
 #define NF 14

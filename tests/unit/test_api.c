@@ -9,9 +9,9 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#include "../../engine/ana.h"
-#include "../../engine/arc.h"
-#include "../../engine/pack.h"
+#include "../../engine/analytics/ana.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/build/pack.h"
 #include "../../include/tadoc.h"
 #include "testutil.h"
 

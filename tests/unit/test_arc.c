@@ -5,10 +5,10 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/err.h"
-#include "../../engine/pack.h"
-#include "../../index/idx.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/base/err.h"
+#include "../../engine/build/pack.h"
+#include "../../engine/index/idx.h"
 #include "testutil.h"
 
 static char *dir, *archive;

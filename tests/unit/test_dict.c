@@ -3,9 +3,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "../../engine/dict.h"
-#include "../../engine/err.h"
-#include "../../engine/tok.h"
+#include "../../engine/grammar/dict.h"
+#include "../../engine/base/err.h"
+#include "../../engine/base/tok.h"
 #include "testutil.h"
 
 static void test_intern_find(void **state)

@@ -7,9 +7,9 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "../../engine/arc.h"
-#include "../../engine/pack.h"
-#include "../../index/idx.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/build/pack.h"
+#include "../../engine/index/idx.h"
 #include "testutil.h"
 
 #define NF 5

@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <xxhash.h>
 
-#include "../../engine/buf.h"
-#include "../../engine/err.h"
-#include "../../engine/jrnl.h"
+#include "../../engine/base/buf.h"
+#include "../../engine/base/err.h"
+#include "../../engine/volume/jrnl.h"
 #include "testutil.h"
 
 #define ID1 0x1111222233334444ULL

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <time.h>
 
-#include "../../engine/piece.h"
+#include "../../engine/volume/piece.h"
 #include "testutil.h"
 
 #define MAXSIZE ((uint64_t)1 << 16) /* model files stay below this (plus one edit) */

@@ -3,7 +3,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "../../engine/seq.h"
+#include "../../engine/grammar/seq.h"
 #include "testutil.h"
 
 /* Expand symbol s of a segment grammar into out. */

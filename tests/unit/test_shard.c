@@ -9,14 +9,14 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-#include "../../engine/ana.h"
-#include "../../engine/arc.h"
-#include "../../engine/compact_shards.h"
-#include "../../engine/backend.h"
-#include "../../engine/err.h"
-#include "../../engine/pack.h"
-#include "../../engine/vol.h"
-#include "../../index/idx.h"
+#include "../../engine/analytics/ana.h"
+#include "../../engine/format/arc.h"
+#include "../../engine/build/compact_shards.h"
+#include "../../engine/backend/backend.h"
+#include "../../engine/base/err.h"
+#include "../../engine/build/pack.h"
+#include "../../engine/volume/vol.h"
+#include "../../engine/index/idx.h"
 #include "testutil.h"
 
 static char *dir, *sharded, *whole;

@@ -3,8 +3,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "../../engine/buf.h"
-#include "../../engine/tok.h"
+#include "../../engine/base/buf.h"
+#include "../../engine/base/tok.h"
 #include "testutil.h"
 
 typedef struct {

@@ -1,0 +1,143 @@
+/* ana: text analytics computed on the grammar, never on expanded text (docs/DESIGN.md,
+ * "Analytics"). Paths in outputs are relative to the scope's directory (a file scope: its parent) and
+ * written with C escapes for tab, newline and backslash.
+ *
+ * A scope is a range of file-table entries [first, end): the whole archive, one directory's
+ * subtree (ana_subtree_end) or one file; entries other than regular files are ignored.
+ * Words are maximal runs of word bytes, exactly as `tr -cs 'A-Za-z0-9_\200-\377' '\n'` cuts
+ * them. Output is text, one record per line, byte order (LC_ALL=C) for ties.
+ *
+ * Functions only read the archive; several may run at once on one archive.
+ *
+ * Traversals (G-TADOC, ICDE 2021, section IV-B). Each analytic runs either
+ * - top-down: rule weights (occurrences in the scope, or in one file for the per-file
+ *   analytics) pushed from the root level down the topological levels, then every rule's own
+ *   words (or crossing sequences) counted times its weight. The per-file analytics (invindex,
+ *   termvector, rankedinvindex) do one such pass per file, over the rules that file uses; or
+ * - bottom-up: every rule the scope uses gets a local table (word -> count, or 3-word
+ *   sequence -> count) built level by level from its children's tables plus its own words (or
+ *   the sequences crossing its children, from their head and tail buffers, IV-D); a file's
+ *   result is then its root words plus the tables of the rules in its root run times their
+ *   multiplicity (the "level-2" reduction), without descending.
+ * Both give the same output, byte for byte.
+ *
+ * The selector (auto) decides per analytic and scope from grammar statistics, using the cost
+ * terms of the paper's complexity analysis (Algorithms 1 and 2):
+ * - wordcount, sort, seqcount (one result for the scope): top-down. One weight pass touches
+ *   each rule the scope uses once with |body| work; bottom-up touches the same rules and
+ *   merges at least one table entry per word or child of each body, then reduces the level-2
+ *   tables, so its cost is never lower.
+ * - invindex, termvector, rankedinvindex (one result per file): with F(r) an upper bound on
+ *   the number of scope files that use rule r (files whose root run holds r, pushed down the
+ *   levels: F(child) += F(parent), capped at the file count), and T(r) a bound on the size of
+ *   r's table (words in its expansion, or that minus 2 for sequences):
+ *     top-down  = sum over used rules of F(r) * (|body(r)| + 2)
+ *     bottom-up = sum over used rules of (words of r + sum of T(c) over its children c,
+ *                 plus 2 per child for sequences: the ones crossing its boundaries)
+ *                 + sum over files of T(c) for each distinct rule c of the file's root run
+ *   and bottom-up is chosen when its estimate is below top-down's. Many small files sharing
+ *   rules (F large, tables small) go bottom-up; few files, or rules with large expansions,
+ *   go top-down. Bottom-up is also ruled out when a rule's expansion holds 2^32 words or more
+ *   (tables keep 32-bit counts).
+ *
+ * Threads: with 2, bottom-up splits each level's rules between two threads (tables are only
+ * read by the level above), per-file work splits the files into two ranges of equal root
+ * symbols, top-down weight passes split the files likewise, each thread pushing weights
+ * through the rules its half uses into arrays of its own, added together at the end,
+ * sequence tables are split by hash, and large output sorts sort two halves in parallel and
+ * merge. Word count and sort print from a word order of the dictionary (radix-sorted once per
+ * grammar and kept) and a counting sort by count, formatted by both threads in place.
+ *
+ * Options (ana_set_* below; the tools and the daemon set them from their environment, see
+ * tadoc --help): the traversal, topdown, bottomup or auto (the default); threads, 1 or 2
+ * (unset: 2 when the machine has two or more CPUs and the scope has at least 65,536 root
+ * symbols, since below that starting a thread does not pay; else 1); verbosity 1 prints each
+ * decision and the two estimates on stderr (2 also each phase's time); the cache of the last
+ * grammar's levels and head/tail buffers between calls (ana_int.h), on by default. They hold
+ * for the whole process. */
+#ifndef TDC_ANA_H
+#define TDC_ANA_H
+
+#include <stdint.h>
+
+#include "../format/arc.h"
+#include "../base/buf.h"
+
+/* Visibility masks. Every analytic takes `vis`: NULL for every entry, or one byte per entry of
+ * the archive (a->nents), non-zero for the entries the caller may see. A regular file whose
+ * byte is 0 is left out as if it were not in the scope: no path, word, count or sequence of it
+ * reaches the output. The daemon builds one per caller from the files' modes (fs/perm.h); NULL
+ * keeps every analytic exactly as it was. The same mask goes to the GPU (gpu_analytic). */
+static inline int ana_visible(const unsigned char *vis, uint32_t e)
+{
+    return !vis || vis[e];
+}
+
+/* One past the last entry of the subtree rooted at entry `dir` (entries in path order put a
+ * directory's descendants right after it). For a file, ent + 1. */
+uint32_t ana_subtree_end(const arc *a, uint32_t dir);
+
+enum ana_traversal { ANA_AUTO = 0, ANA_TOPDOWN = 1, ANA_BOTTOMUP = 2 };
+
+/* Force a traversal for every later call (ANA_AUTO: the selector); -1 returns to the
+ * default, auto. */
+void ana_set_traversal(int t);
+
+/* Threads for every later call (1 or 2; more is taken as 2), whatever the scope's size; -1
+ * returns to the default (the machine and the scope decide). */
+void ana_set_threads(int n);
+
+/* Keep the last grammar's preparation between calls (on, the default) or not. */
+void ana_set_cache(int on);
+
+/* 0 (the default): quiet; 1: each analytic's choice and estimates on stderr; 2: also the time
+ * of each phase. */
+void ana_set_verbose(int level);
+int ana_verbose(void);
+
+/* The traversal and thread count in effect (from ana_set_*, or for threads the machine;
+ * small scopes still run on one thread unless threads were asked for). */
+int ana_traversal(void);
+int ana_threads(void);
+
+/* The regular files of [first, end) visible in `vis`, appended to out in byte order of their
+ * paths. */
+int ana_scope_files(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                    vec32 *out);
+
+/* Bytes to strip from archive paths so they are relative to the scope starting at `first`:
+ * its directory, or for a single file its parent directory. */
+size_t ana_scope_prefix(const arc *a, uint32_t first);
+
+/* Word count: "count<TAB>word\n" lines, count descending, then word. Appends to out. */
+int ana_wordcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                  buf *out);
+
+/* Word count records for per-token counts computed elsewhere (the GPU backend): tok has one
+ * count per token id, separators 0; the output is what ana_wordcount prints for them. */
+int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out);
+
+/* Sort: "word<TAB>count\n" lines by word. Appends to out. */
+int ana_sort(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+             buf *out);
+
+/* Inverted index: "word<TAB>path<TAB>path...\n", words by word, paths by path. */
+int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                 buf *out);
+
+/* Term vector: "path<TAB>count<TAB>word\n" for every word of every file: files by path, then
+ * count descending, then word. */
+int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                   buf *out);
+
+/* Sequence count: "count<TAB>w1 w2 w3\n" for every run of three consecutive words inside one
+ * file (separators between them do not matter), count descending, then sequence. */
+int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                 buf *out);
+
+/* Ranked inverted index: "w1 w2 w3<TAB>path:count<TAB>...\n", sequences by sequence, files
+ * by count descending, then path. */
+int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                       buf *out);
+
+#endif

@@ -1,0 +1,654 @@
+#include "backend.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../analytics/ana.h"
+#include "../analytics/analytics.h"
+#include "backend_int.h"
+#include "../base/err.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int have_gpu;
+static char desc[256];
+
+static void probe(void)
+{
+#ifdef TDC_HAVE_CUDA
+    char name[128];
+    have_gpu = gpu_probe(name, sizeof name) == 0;
+    if (have_gpu)
+        snprintf(desc, sizeof desc, "cpu backend; gpu backend on %s", name);
+    else
+        snprintf(desc, sizeof desc, "cpu backend; CUDA compiled in, no usable GPU (%s)", name);
+#else
+    snprintf(desc, sizeof desc, "cpu backend; no CUDA support compiled in");
+#endif
+}
+
+int backend_gpu_available(void)
+{
+    pthread_once(&once, probe);
+    return have_gpu;
+}
+
+const char *backend_describe(void)
+{
+    pthread_once(&once, probe);
+    return desc;
+}
+
+int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, buf *out)
+{
+#ifdef TDC_HAVE_CUDA
+    if (g) {
+        uint64_t *cnt = malloc(((size_t)a->g.ntokens + 1) * sizeof *cnt);
+        if (!cnt) return tdc_error(-ENOMEM, "analytics: out of memory");
+        int rc = gpu_wordcount(g, first, end, cnt);
+        if (!rc) rc = ana_wordcount_counts(a, cnt, out);
+        free(cnt);
+        if (rc != -ENOTSUP) return rc;
+    }
+#else
+    (void)g;
+#endif
+    return ana_wordcount(a, first, end, NULL, out);
+}
+
+/* ---- The daemon's entry points ---- */
+
+static int mode = BACKEND_AUTO, wide_seq;
+static uint64_t auto_min = BACKEND_AUTO_MIN_BYTES;
+static uint64_t st_req[2], st_bytes[2]; /* analytics: [0] gpu, [1] cpu */
+uint64_t backend_fallbacks;
+
+void backend_set_mode(int m)
+{
+    __atomic_store_n(&mode, m < BACKEND_OFF || m > BACKEND_ON ? BACKEND_AUTO : m, __ATOMIC_RELAXED);
+}
+
+int backend_get_mode(void)
+{
+    return __atomic_load_n(&mode, __ATOMIC_RELAXED);
+}
+
+int backend_mode_parse(const char *s)
+{
+    if (!s || !*s || !strcmp(s, "auto")) return BACKEND_AUTO;
+    if (!strcmp(s, "on")) return BACKEND_ON;
+    if (!strcmp(s, "off")) return BACKEND_OFF;
+    return -1;
+}
+
+void backend_set_gpu_wide_seq(int on)
+{
+    __atomic_store_n(&wide_seq, on != 0, __ATOMIC_RELAXED);
+}
+
+void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o)
+{
+    o->prefix = ana_scope_prefix(a, first);
+    o->traversal = ana_traversal();
+    o->verbose = ana_verbose() > 0;
+    o->wide_seq = __atomic_load_n(&wide_seq, __ATOMIC_RELAXED);
+}
+
+static void account(int cpu, size_t bytes)
+{
+    __atomic_fetch_add(&st_req[cpu], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&st_bytes[cpu], (uint64_t)bytes, __ATOMIC_RELAXED);
+}
+
+int backend_stats(char *out, size_t n)
+{
+    unsigned long long r0 = __atomic_load_n(&st_req[0], __ATOMIC_RELAXED),
+                       b0 = __atomic_load_n(&st_bytes[0], __ATOMIC_RELAXED),
+                       r1 = __atomic_load_n(&st_req[1], __ATOMIC_RELAXED),
+                       b1 = __atomic_load_n(&st_bytes[1], __ATOMIC_RELAXED),
+                       fb = __atomic_load_n(&backend_fallbacks, __ATOMIC_RELAXED);
+    char reads[192], tail[64] = "";
+    backend_read_stats(reads, sizeof reads);
+    if (fb) snprintf(tail, sizeof tail, "; gpu fallbacks: %llu", fb);
+    return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
+                    r0, b0, r1, b1, reads, tail);
+}
+
+#ifdef TDC_HAVE_CUDA
+/* Resident archives, guarded by backend_gpu_lock (which also serializes every use of the GPU). */
+pthread_mutex_t backend_gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const arc *a;
+    uint64_t gen, used;
+    gpu_gram *g;
+} cache[BACKEND_GPU_CACHE];
+static uint64_t tick;
+
+static int resident(const arc *a, gpu_gram **out)
+{
+    gpu_gram *g = NULL;
+    int rc = gpu_upload(a, &g);
+    if (!rc) rc = gpu_index_build(g);
+    if (rc) {
+        gpu_free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+/* The cache slot of (a, gen), uploading on a miss; -1 on failure. backend_gpu_lock held. */
+static int slot(const arc *a, uint64_t gen)
+{
+    int lru = 0;
+    for (int i = 0; i < BACKEND_GPU_CACHE; i++) {
+        if (cache[i].g && cache[i].a == a && cache[i].gen == gen) {
+            cache[i].used = ++tick;
+            return i;
+        }
+        if (!cache[i].g || (cache[lru].g && cache[i].used < cache[lru].used)) lru = i;
+    }
+    gpu_free(cache[lru].g);
+    cache[lru].g = NULL;
+    if (resident(a, &cache[lru].g)) return -1;
+    cache[lru].a = a;
+    cache[lru].gen = gen;
+    cache[lru].used = ++tick;
+    return lru;
+}
+
+gpu_gram *backend_resident(const arc *a, uint64_t gen, int upload)
+{
+    for (int i = 0; i < BACKEND_GPU_CACHE; i++)
+        if (cache[i].g && cache[i].a == a && cache[i].gen == gen) {
+            cache[i].used = ++tick;
+            return cache[i].g;
+        }
+    int s = upload ? slot(a, gen) : -1;
+    return s < 0 ? NULL : cache[s].g;
+}
+
+void backend_drop(const gpu_gram *g)
+{
+    for (int i = 0; i < BACKEND_GPU_CACHE; i++)
+        if (cache[i].g == g) {
+            gpu_free(cache[i].g);
+            cache[i].g = NULL;
+            cache[i].a = NULL;
+        }
+}
+
+/* Analytic `kind` of the files of [first, end) visible in vis from the GPU, appended to out:
+ * 0, 1 when the GPU does not take it (mode, size, busy, a scope it leaves to the CPU: cut long
+ * words, keys too wide), or -1 when it failed (out is left as it was). */
+static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end,
+                    const unsigned char *vis, buf *out)
+{
+    int m = backend_get_mode();
+    if (m == BACKEND_OFF) return 1;
+    if (m == BACKEND_AUTO) {
+        uint64_t bytes = 0, min = __atomic_load_n(&auto_min, __ATOMIC_RELAXED);
+        for (uint32_t e = first; e < end && bytes < min; e++)
+            if (a->ents[e].type == ARC_REG && ana_visible(vis, e)) bytes += a->ents[e].size;
+        /* sizes first: probing starts CUDA, which a small scope does not need */
+        if (!gen || bytes < min || !backend_gpu_available() ||
+            pthread_mutex_trylock(&backend_gpu_lock))
+            return 1;
+    } else {
+        if (!backend_gpu_available()) return 1;
+        pthread_mutex_lock(&backend_gpu_lock);
+    }
+    int rc, s = -1;
+    gpu_gram *g = NULL;
+    gpu_ana_args args;
+    backend_gpu_args(a, first, &args);
+    if (gen) {
+        s = slot(a, gen);
+        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, &args, out);
+    } else {
+        rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, &args, out);
+        gpu_free(g);
+    }
+    if (rc && rc != -ENOTSUP && s >= 0) backend_drop(cache[s].g); /* may be unusable */
+    pthread_mutex_unlock(&backend_gpu_lock);
+    return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;
+}
+#endif
+
+int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+                     const unsigned char *vis, buf *out)
+{
+    if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
+    if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
+    /* A file of the scope in a damaged shard: no numbers rather than wrong ones. */
+    int dmg = arc_range_damaged(a, first, end, vis);
+    if (dmg) return tdc_error_ctx(dmg, "%s", ana_table[kind].name);
+    size_t n0 = out->n;
+#ifdef TDC_HAVE_CUDA
+    int r = gpu_text(a, gen, kind, first, end, vis, out);
+    if (r == 0) {
+        account(0, out->n - n0);
+        return 0;
+    }
+    if (r < 0) __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
+    out->n = n0;
+#else
+    (void)gen;
+#endif
+    int rc = ana_table[kind].cpu(a, first, end, vis, out);
+    if (!rc) account(1, out->n - n0);
+    return rc;
+}
+
+void backend_set_auto_min(uint64_t bytes)
+{
+    __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
+}
+
+int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out)
+{
+    backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
+    int rc = backend_analytic(kind, a, 1, first, end, NULL, out);
+    backend_release(a);
+    return rc;
+}
+
+void backend_release(const arc *a)
+{
+    if (!a) backend_read_stop();
+#ifdef TDC_HAVE_CUDA
+    pthread_mutex_lock(&backend_gpu_lock);
+    for (int i = 0; i < BACKEND_GPU_CACHE; i++)
+        if (cache[i].g && (!a || cache[i].a == a)) {
+            gpu_free(cache[i].g);
+            cache[i].g = NULL;
+            cache[i].a = NULL;
+        }
+    pthread_mutex_unlock(&backend_gpu_lock);
+#else
+    (void)a;
+#endif
+}
+
+/* ---- Batched insert/append offsets on the CPU ---- */
+
+static int check_ops(uint32_t nfiles, const tdc_edit *ops, size_t n, size_t *bad)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].file >= nfiles || ops[i].kind > TDC_EDIT_APPEND) {
+            *bad = i;
+            return tdc_error(-EINVAL, "edit %zu: no file %u or bad kind", i, ops[i].file);
+        }
+    return 0;
+}
+
+/* A treap of pieces per file, ordered by position: a piece is `len` bytes; `op` is the
+ * operation whose first byte starts it (UINT32_MAX otherwise). Node 0 is the empty tree. */
+typedef struct tnode {
+    uint64_t len, sum;
+    uint32_t l, r, prio, op;
+} tnode;
+
+typedef struct treap {
+    tnode *t;
+    uint32_t n;
+    uint64_t rng;
+} treap;
+
+static uint32_t tr_new(treap *T, uint64_t len, uint32_t op)
+{
+    uint32_t u = T->n++;
+    T->rng ^= T->rng << 13;
+    T->rng ^= T->rng >> 7;
+    T->rng ^= T->rng << 17;
+    T->t[u] = (tnode){len, len, 0, 0, (uint32_t)T->rng, op};
+    return u;
+}
+
+static void tr_upd(tnode *t, uint32_t u)
+{
+    t[u].sum = t[t[u].l].sum + t[u].len + t[t[u].r].sum;
+}
+
+static uint32_t tr_merge(tnode *t, uint32_t a, uint32_t b)
+{
+    if (!a || !b) return a ? a : b;
+    if (t[a].prio > t[b].prio) {
+        t[a].r = tr_merge(t, t[a].r, b);
+        tr_upd(t, a);
+        return a;
+    }
+    t[b].l = tr_merge(t, a, t[b].l);
+    tr_upd(t, b);
+    return b;
+}
+
+/* Pieces starting before p go left, the others right; a piece across p is cut in two. So an
+ * insert at p goes after every byte before p and before every piece (even an empty one) that
+ * starts at p: "a later insert at or before an operation's start pushes it on". */
+static void tr_split(treap *T, uint32_t u, uint64_t p, uint32_t *L, uint32_t *R)
+{
+    tnode *t = T->t;
+    if (!u) {
+        *L = *R = 0;
+        return;
+    }
+    uint64_t ls = t[t[u].l].sum;
+    if (p <= ls) {
+        tr_split(T, t[u].l, p, L, &t[u].l);
+        tr_upd(t, u);
+        *R = u;
+    } else if (p >= ls + t[u].len) {
+        tr_split(T, t[u].r, p - ls - t[u].len, &t[u].r, R);
+        tr_upd(t, u);
+        *L = u;
+    } else {
+        uint64_t cut = p - ls;
+        uint32_t v = tr_new(T, t[u].len - cut, UINT32_MAX), rr = t[u].r;
+        t[u].len = cut;
+        t[u].r = 0;
+        tr_upd(t, u);
+        *L = u;
+        *R = tr_merge(t, v, rr);
+    }
+}
+
+/* pos[op] for every piece that starts an operation, by an in-order walk. */
+static int tr_walk(const tnode *t, uint32_t root, uint64_t *pos)
+{
+    vec32 st = {0};
+    uint64_t off = 0;
+    uint32_t u = root;
+    while (u || st.n) {
+        while (u) {
+            if (vec32_push(&st, u)) {
+                vec32_free(&st);
+                return -ENOMEM;
+            }
+            u = t[u].l;
+        }
+        u = st.p[--st.n];
+        if (t[u].op != UINT32_MAX) pos[t[u].op] = off;
+        off += t[u].len;
+        u = t[u].r;
+    }
+    vec32_free(&st);
+    return 0;
+}
+
+/* Operations of each file in batch order: idx[first[f] .. first[f + 1]). */
+static int group(uint32_t nfiles, const tdc_edit *ops, size_t n, size_t **first, uint32_t **idx)
+{
+    size_t *fi = calloc((size_t)nfiles + 2, sizeof *fi);
+    uint32_t *ix = malloc((n ? n : 1) * sizeof *ix);
+    if (!fi || !ix) {
+        free(fi);
+        free(ix);
+        return tdc_error(-ENOMEM, "edit offsets: out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        fi[ops[i].file + 2]++;
+    for (uint32_t f = 0; f < nfiles; f++)
+        fi[f + 2] += fi[f + 1];
+    for (size_t i = 0; i < n; i++)
+        ix[fi[ops[i].file + 1]++] = (uint32_t)i;
+    *first = fi;
+    *idx = ix;
+    return 0;
+}
+
+#define PAIRWISE_MAX 64 /* files with at most this many operations: the quadratic loop */
+
+/* Sequence meaning: per file, each operation's start moves on by every later operation that
+ * lands at or before it; the quadratic loop for few operations, a treap of pieces otherwise. */
+static int seq_pos(const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, const uint64_t *at,
+                   uint64_t *pos, const size_t *first, const uint32_t *idx)
+{
+    size_t most = 0;
+    for (uint32_t f = 0; f < nfiles; f++)
+        if (first[f + 1] - first[f] > most) most = first[f + 1] - first[f];
+    treap T = {NULL, 1, 0x9e3779b97f4a7c15ull};
+    if (most > PAIRWISE_MAX && !(T.t = calloc(2 * most + 2, sizeof(tnode))))
+        return tdc_error(-ENOMEM, "edit offsets: out of memory");
+    int rc = 0;
+    for (uint32_t f = 0; f < nfiles && !rc; f++) {
+        const uint32_t *L = idx + first[f];
+        size_t m = first[f + 1] - first[f];
+        if (m <= PAIRWISE_MAX) {
+            for (size_t k = 0; k < m; k++) {
+                uint64_t c = at[L[k]];
+                for (size_t j = k + 1; j < m; j++)
+                    if (at[L[j]] <= c) c += ops[L[j]].len;
+                pos[L[k]] = c;
+            }
+            continue;
+        }
+        T.n = 1;
+        uint32_t root = tr_new(&T, size[f], UINT32_MAX);
+        for (size_t k = 0; k < m; k++) {
+            uint32_t l, r;
+            tr_split(&T, root, at[L[k]], &l, &r);
+            root = tr_merge(T.t, tr_merge(T.t, l, tr_new(&T, ops[L[k]].len, L[k])), r);
+        }
+        if (tr_walk(T.t, root, pos)) rc = tdc_error(-ENOMEM, "edit offsets: out of memory");
+    }
+    free(T.t);
+    return rc;
+}
+
+typedef struct ins_key {
+    uint64_t off;
+    uint32_t i, rank;
+} ins_key;
+
+static int by_off(const void *x, const void *y)
+{
+    const ins_key *a = x, *b = y;
+    if (a->off != b->off) return a->off < b->off ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+/* Batch meaning, per file: an insert's final position adds the inserts sorted before it by
+ * (offset, batch order); its offset in batch order adds those of them earlier in the batch (a
+ * Fenwick tree over the sorted order, filled in batch order). Appends follow every insert. */
+static int batch_pos(const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, uint64_t *at,
+                     uint64_t *pos, const size_t *first, const uint32_t *idx)
+{
+    size_t most = 0;
+    for (uint32_t f = 0; f < nfiles; f++)
+        if (first[f + 1] - first[f] > most) most = first[f + 1] - first[f];
+    ins_key *k = malloc((most + 1) * sizeof *k);
+    uint64_t *fen = malloc((most + 1) * sizeof *fen);
+    uint32_t *rank = malloc((most + 1) * sizeof *rank);
+    if (!k || !fen || !rank) {
+        free(k), free(fen), free(rank);
+        return tdc_error(-ENOMEM, "edit offsets: out of memory");
+    }
+    for (uint32_t f = 0; f < nfiles; f++) {
+        const uint32_t *L = idx + first[f];
+        size_t m = first[f + 1] - first[f], ni = 0;
+        for (size_t j = 0; j < m; j++)
+            if (ops[L[j]].kind == TDC_EDIT_INSERT) k[ni] = (ins_key){ops[L[j]].off, L[j], 0}, ni++;
+        for (size_t j = 0; j < ni; j++)
+            k[j].rank = (uint32_t)j; /* position among the file's inserts, batch order */
+        qsort(k, ni, sizeof *k, by_off);
+        uint64_t ins = 0;
+        for (size_t j = 0; j < ni; j++) {
+            pos[k[j].i] = k[j].off + ins;
+            ins += ops[k[j].i].len;
+            rank[k[j].rank] = (uint32_t)j;
+        }
+        memset(fen, 0, (ni + 1) * sizeof *fen);
+        uint64_t app = size[f] + ins;
+        for (size_t j = 0, r = 0; j < m; j++) {
+            const tdc_edit *o = &ops[L[j]];
+            if (o->kind == TDC_EDIT_APPEND) {
+                pos[L[j]] = app;
+                app += o->len;
+                continue;
+            }
+            uint64_t s = 0;
+            size_t x = rank[r++];
+            for (size_t y = x; y > 0; y -= y & -y)
+                s += fen[y];
+            at[L[j]] = o->off + s;
+            for (size_t y = x + 1; y <= ni; y += y & -y)
+                fen[y] += o->len;
+        }
+    }
+    free(k), free(fen), free(rank);
+    return 0;
+}
+
+/* Checks in batch order (the first bad operation), each operation's size-of-file before it (an
+ * append's edit offset; the bound of a sequence insert), final sizes. */
+static int edit_sizes(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops,
+                      size_t n, uint64_t *at, uint64_t *final_size, size_t *bad)
+{
+    for (uint32_t f = 0; f < nfiles; f++)
+        final_size[f] = size[f];
+    for (size_t i = 0; i < n; i++) {
+        const tdc_edit *o = &ops[i];
+        uint64_t cur = final_size[o->file];
+        if (o->kind == TDC_EDIT_INSERT &&
+            o->off > (mode == TDC_OFFSETS_SEQUENCE ? cur : size[o->file])) {
+            *bad = i;
+            return tdc_error(-EINVAL, "edit %zu: insert past the end of the file", i);
+        }
+        at[i] = o->kind == TDC_EDIT_INSERT ? o->off : cur; /* batch inserts: batch_pos */
+        final_size[o->file] = cur + o->len;
+    }
+    return 0;
+}
+
+int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops,
+                         size_t n, uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad)
+{
+    *bad = 0;
+    if (mode != TDC_OFFSETS_SEQUENCE && mode != TDC_OFFSETS_BATCH)
+        return tdc_error(-EINVAL, "edit offsets: bad mode %d", mode);
+    if (n >= UINT32_MAX) return tdc_error(-EINVAL, "edit offsets: batch too large");
+    int rc = check_ops(nfiles, ops, n, bad);
+    if (!rc) rc = edit_sizes(mode, size, nfiles, ops, n, at, final_size, bad);
+    if (rc) return rc;
+    size_t *first = NULL;
+    uint32_t *idx = NULL;
+    if ((rc = group(nfiles, ops, n, &first, &idx))) return rc;
+    rc = mode == TDC_OFFSETS_SEQUENCE ? seq_pos(size, nfiles, ops, at, pos, first, idx)
+                                      : batch_pos(size, nfiles, ops, at, pos, first, idx);
+    free(first);
+    free(idx);
+    return rc;
+}
+
+int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
+                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu)
+{
+    *on_gpu = 0;
+#ifdef TDC_HAVE_CUDA
+    int m = backend_get_mode();
+    if ((m == BACKEND_ON || (m == BACKEND_AUTO && n >= BACKEND_EDIT_AUTO_MIN)) &&
+        backend_gpu_available()) {
+        gpu_edits *e = NULL;
+        int rc = gpu_edits_new(&e);
+        if (!rc) rc = gpu_edit_offsets(e, mode, size, nfiles, ops, n, at, pos, final_size, bad);
+        gpu_edits_free(e);
+        *on_gpu = rc == 0;
+        if (rc == 0 || rc == -EINVAL) return rc; /* -EINVAL: the batch is wrong, not the GPU */
+        __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
+    }
+#endif
+    return backend_edit_offsets(mode, size, nfiles, ops, n, at, pos, final_size, bad);
+}
+
+/* ---- The byte-by-byte reference ---- */
+
+static int put_at(buf *t, vec32 *ow, uint64_t p, const unsigned char *s, uint64_t len, uint32_t op)
+{
+    if (buf_reserve(t, len) || (ow && vec32_reserve(ow, len))) return -ENOMEM;
+    memmove(t->p + p + len, t->p + p, t->n - p);
+    if (len) memcpy(t->p + p, s, len);
+    t->n += len;
+    if (ow) {
+        memmove(ow->p + p + len, ow->p + p, (ow->n - p) * sizeof *ow->p);
+        for (uint64_t j = 0; j < len; j++)
+            ow->p[p + j] = op;
+        ow->n += len;
+    }
+    return 0;
+}
+
+typedef struct ord {
+    uint32_t file, i;
+    uint64_t off;
+} ord;
+
+/* tools/edit.c's batch order: by file, offset descending, batch order descending. */
+static int by_reverse_offset(const void *x, const void *y)
+{
+    const ord *a = x, *b = y;
+    if (a->file != b->file) return a->file < b->file ? -1 : 1;
+    if (a->off != b->off) return a->off > b->off ? -1 : 1;
+    return (a->i < b->i) - (a->i > b->i);
+}
+
+int backend_edit_apply(int mode, uint32_t nfiles, buf *text, vec32 *owner, const tdc_edit *ops,
+                       size_t n, const unsigned char *const *optext, size_t *bad)
+{
+    *bad = 0;
+    int rc = check_ops(nfiles, ops, n, bad);
+    if (rc) return rc;
+    if (owner)
+        for (uint32_t f = 0; f < nfiles; f++) {
+            owner[f].n = 0;
+            if (vec32_reserve(&owner[f], text[f].n)) return -ENOMEM;
+            for (size_t j = 0; j < text[f].n; j++)
+                owner[f].p[j] = UINT32_MAX;
+            owner[f].n = text[f].n;
+        }
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) return -ENOMEM;
+    size_t m = 0;
+    if (mode == TDC_OFFSETS_SEQUENCE) {
+        for (size_t i = 0; i < n; i++)
+            order[m++] = i;
+    } else {
+        ord *o = malloc((n ? n : 1) * sizeof *o);
+        size_t k = 0;
+        if (!o) {
+            free(order);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (ops[i].kind == TDC_EDIT_INSERT) {
+                if (ops[i].off > text[ops[i].file].n) { /* nothing applied yet: original size */
+                    *bad = i;
+                    free(o);
+                    free(order);
+                    return tdc_error(-EINVAL, "edit %zu: insert past the end of the file", i);
+                }
+                o[k++] = (ord){ops[i].file, (uint32_t)i, ops[i].off};
+            }
+        qsort(o, k, sizeof *o, by_reverse_offset);
+        for (size_t j = 0; j < k; j++)
+            order[m++] = o[j].i;
+        for (size_t i = 0; i < n; i++)
+            if (ops[i].kind == TDC_EDIT_APPEND) order[m++] = i;
+        free(o);
+    }
+    for (size_t j = 0; j < m && !rc; j++) {
+        size_t i = order[j];
+        buf *t = &text[ops[i].file];
+        uint64_t p = ops[i].kind == TDC_EDIT_APPEND ? t->n : ops[i].off;
+        if (p > t->n) {
+            *bad = i;
+            rc = tdc_error(-EINVAL, "edit %zu: insert past the end of the file", i);
+            break;
+        }
+        if (put_at(t, owner ? &owner[ops[i].file] : NULL, p, optext[i], ops[i].len, (uint32_t)i))
+            rc = -ENOMEM;
+    }
+    free(order);
+    return rc;
+}

@@ -1,0 +1,167 @@
+/* backend: which compute backend serves heavy operations (CPU always; CUDA when built with
+ * nvcc and a usable GPU is present), and the CPU side of what the CUDA backend computes, so the
+ * two can be compared (tests/gpu/gpucheck). */
+#ifndef TDC_BACKEND_H
+#define TDC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../format/arc.h"
+#include "../base/buf.h"
+#include "gpu_api.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
+
+/* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
+int backend_gpu_available(void);
+
+/* A one-line description such as "cpu backend; no CUDA support compiled in" or
+ * "cpu backend; gpu backend on NVIDIA H100 80GB HBM3 (sm_90)". Static storage. */
+const char *backend_describe(void);
+
+/* ana_wordcount over entries [first, end), on the GPU when `g` (gpu_upload + gpu_index_build
+ * of the same archive) is given and the scope has no word longer than TOK_CAP, else on the
+ * CPU; the output is the same either way. Other GPU failures are returned, not hidden. */
+int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, buf *out);
+
+/* ---- For the daemon. Every function below is thread-safe. ---- */
+
+enum { BACKEND_OFF = 0, BACKEND_AUTO = 1, BACKEND_ON = 2 };
+
+/* 0 (off): the CPU serves everything. 1 (auto, the default): the GPU serves what it is faster
+ * at: an analytic of a scope of at least BACKEND_AUTO_MIN_BYTES (backend_set_auto_min) of an
+ * archive the caller keeps (gen != 0), when no other request holds the GPU at that moment.
+ * 2 (on): the GPU serves every analytic it can (uploading a gen-0 archive for the one
+ * request), waiting for the GPU when busy. Without a usable GPU every mode is the CPU. */
+void backend_set_mode(int mode);
+int backend_get_mode(void);
+
+/* The mode named by s: "off", "auto" or "on"; NULL or "" is auto. -1 for any other name. */
+int backend_mode_parse(const char *s);
+
+/* From measurement (bench/results/gpu.md, "Word count by scope size"): the resident GPU word
+ * count beats the CPU from scopes of a few KB up on the test corpora (the CPU's cost has a part
+ * that grows with the archive, not the scope), and loses on archives of a few KB, where the
+ * GPU's fixed cost per call dominates. */
+#define BACKEND_AUTO_MIN_BYTES ((uint64_t)16 << 10)
+
+/* The scope size from which auto mode uses the GPU (BACKEND_AUTO_MIN_BYTES until set). */
+void backend_set_auto_min(uint64_t bytes);
+
+/* For the tadoc tool, one analytic per process in the mode it set (backend_set_mode, from
+ * TADOC_GPU): auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh
+ * process also pays for starting CUDA and uploading and indexing the archive (hundreds of ms).
+ * Then backend_analytic (the archive resident for the call) and backend_release. */
+#define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
+int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out);
+
+/* Analytic `kind` (enum ana_id; analytics.h has the table) over the files of entries
+ * [first, end) of `a` visible in `vis` (ana.h: NULL for all), appended to out: exactly what
+ * its CPU function (ana_table[kind].cpu) prints. Each
+ * may run on the GPU (gpu_analytic; backend_set_mode): the archive is uploaded and indexed
+ * once per (a, gen) and stays resident in a small cache (the least recently used of
+ * BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
+ * archive's contents for the cache: give a new value whenever `a` may be another archive or
+ * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
+ * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
+ * in backend_stats). Returns 0, -EINVAL for an unknown kind, -EBADMSG when a visible file of
+ * the scope lies in a damaged shard (arc_range_damaged: no numbers rather than wrong ones), or
+ * the ana_* error. */
+int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+                     const unsigned char *vis, buf *out);
+
+#define BACKEND_GPU_CACHE 2
+
+/* Let the GPU's sequence analytics take their wide keys for any dictionary (on) or only from
+ * 2^21 words (off, the default): to test that path on small archives. */
+void backend_set_gpu_wide_seq(int on);
+
+/* The settings gpu_analytic gets from the analytics' (ana_set_*) and the backend's, for a
+ * scope starting at entry `first` of `a`. */
+void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o);
+
+/* Drop the GPU copies of archive `a` (every generation), or of all archives when a is NULL.
+ * Call before arc_free(a); waits for a request using it to finish. */
+void backend_release(const arc *a);
+
+/* One line, no newline: "gpu: 3 requests 1234 bytes; cpu: 10 requests 5678 bytes" (requests
+ * served by each backend since start and the output bytes they produced), plus "; gpu
+ * fallbacks: N" when GPU attempts failed and the CPU served them. Returns what snprintf
+ * returns. */
+int backend_stats(char *out, size_t n);
+
+/* ---- File reads for the daemon: a batcher that sends reads to the GPU ---- */
+
+/* How the CPU serves one read: `n` bytes of entry `ent` from `off` into dst; returns n or a
+ * negative error (as vol's archived-bytes reader). */
+typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+/* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
+ * all inside the file, into dst. Mode off, the batcher not enabled (backend_read_enable), gen 0
+ * (an archive not kept), no usable GPU, or in
+ * auto mode a read of fewer than the threshold's bytes (backend_set_read_batch), or one that
+ * finds a batch on the GPU and the next one already too large for it (BACKEND_READ_QUEUE):
+ * cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU work at once. Otherwise
+ * the read joins the queue of a batcher thread, which sends what is queued to the GPU as one
+ * gpu_extract (a batch closes when it holds BACKEND_READ_FULL bytes, or `wait_us` after its
+ * first read, or at once with wait_us 0; reads arriving while a batch runs form the next), and
+ * the caller copies its bytes out when the batch is done. A batch the GPU does not take (an
+ * analytic holds it, in auto mode) or fails on (counted as a fallback) is served by cpu() in
+ * each caller's thread. Returns n or cpu()'s error. `a` must stay valid until the call
+ * returns (the daemon holds its model lock for reading). Thread-safe. */
+ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
+                     backend_cpu_read cpu, void *arg);
+
+/* From measurement (bench/results/gpu.md, "One read: CPU vs GPU"; gpucheck --reads): one read
+ * on the GPU (requests up, extract, bytes back into pinned memory, copied out) costs nearly the
+ * same whatever its size up to about 128 KiB, while a read on a CPU core grows with its bytes;
+ * the GPU wins from about 32-64 KiB, and a batch of a few reads costs about what one costs on
+ * a CPU core. So auto sends reads of 64 KiB and more, and a read joins a waiting batch while that batch stays within
+ * BACKEND_READ_QUEUE times the read's bytes; no window: batches form from the reads that arrive
+ * while one runs. */
+#define BACKEND_READ_MIN_BYTES ((size_t)64 << 10)
+#define BACKEND_READ_QUEUE 4
+#define BACKEND_READ_WAIT_US 0
+#define BACKEND_READ_FULL ((size_t)16 << 20)
+
+/* Let backend_read use the GPU (the daemon does; off by default, so the tools, which read a
+ * few files once, neither start CUDA nor upload the archive to read). */
+void backend_read_enable(int on);
+
+/* Auto mode's threshold (bytes of one read from which it goes to the GPU) and the batch window
+ * in microseconds; the defaults above until set. */
+void backend_set_read_batch(size_t min_bytes, unsigned wait_us);
+
+/* Upload and index archive (a, gen) on the GPU now, in the calling thread, so the first reads
+ * and analytics need not wait for it: when the mode is not off and a GPU is usable. */
+void backend_prepare(const arc *a, uint64_t gen);
+
+/* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (gpu_api.h has
+ * the definitions: modes, tdc_edit, at/pos/final_size). Sequence: every file is a treap of
+ * pieces that each insert splits, O(n log n); batch: a sort by (file, offset) and a Fenwick
+ * tree over it, O(n log n). Same results and errors as the GPU. ---- */
+int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops,
+                         size_t n, uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad);
+
+/* backend_edit_offsets on the GPU (gpu_edit_offsets) when the mode is on, or auto and the
+ * batch has at least BACKEND_EDIT_AUTO_MIN operations, and a GPU is usable; else, or when the
+ * GPU fails (counted as a fallback), on the CPU. Same results and errors either way; *on_gpu
+ * says which computed them. */
+int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
+                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu);
+
+/* The GPU computes a batch of offsets far faster than a CPU core (bench/results/gpu.md), but a
+ * tadoc process first pays for starting CUDA, which costs more than the CPU's whole batch
+ * unless the batch is very large: an estimate, not measured as a crossover. */
+#define BACKEND_EDIT_AUTO_MIN ((size_t)2000000)
+
+/* Apply the batch to small texts byte by byte, the reference for both: text[f] holds file f
+ * and becomes its final text; optext[i] holds op i's bytes (ops[i].len of them). Sequence: in
+ * batch order; batch: as `tadoc apply --offsets=batch` does (inserts from the highest offset
+ * down, equal offsets in batch order, then appends in order). With owner (one vec32 per file),
+ * owner[f] becomes the op index of every final byte, UINT32_MAX for original bytes. -EINVAL for
+ * an insert past the end (*bad = its index), -ENOMEM. */
+int backend_edit_apply(int mode, uint32_t nfiles, buf *text, vec32 *owner, const tdc_edit *ops,
+                       size_t n, const unsigned char *const *optext, size_t *bad);
+
+#endif

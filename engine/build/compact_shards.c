@@ -1,0 +1,246 @@
+#include "compact_shards.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/err.h"
+#include "pack.h"
+
+/* The shard holding the last symbol of e's run (e's own shard for an empty run). */
+static uint32_t last_shard(const arc *a, const arc_entry *e)
+{
+    if (!e->root_len) return e->shard;
+    uint64_t end = e->root_start + e->root_len - 1;
+    uint32_t lo = e->shard, hi = a->nshards - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (a->shards[mid].root_off <= end)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+typedef struct plan {
+    const arc *old;
+    uint64_t shard_size;
+    uint8_t *kept;    /* per old entry: its content is kept by a new entry */
+    uint8_t *rebuild; /* per old shard */
+    uint8_t *cut;     /* per old shard: holds part of a file cut over several shards */
+    uint64_t *dead;   /* per old shard: bytes of content no new entry keeps */
+    uint64_t *live;   /* per old shard: bytes of content staying in place */
+    int64_t *newidx;  /* per old shard: its index in the new archive, -1 when not copied */
+} plan;
+
+static void plan_free(plan *p)
+{
+    free(p->kept);
+    free(p->rebuild);
+    free(p->cut);
+    free(p->dead);
+    free(p->live);
+    free(p->newidx);
+}
+
+/* 1 if old entry o keeps its place: its content is kept and none of its shards is rebuilt. */
+static int in_place(const plan *p, int64_t o)
+{
+    if (o < 0) return 0;
+    const arc_entry *e = &p->old->ents[o];
+    for (uint32_t s = e->shard, t = last_shard(p->old, e); s <= t; s++)
+        if (p->rebuild[s]) return 0;
+    return 1;
+}
+
+/* Content moving into new shards: new bytes, or kept content of a rebuilt shard. */
+static int moves(const plan *p, const arc *nw, const int64_t *src, uint32_t i)
+{
+    return nw->ents[i].type == ARC_REG && src[i] != -2 && !in_place(p, src[i]);
+}
+
+/* Decide which old shards are rebuilt, which copied, and count what stays. */
+static int make_plan(plan *p, const arc *nw, const int64_t *src)
+{
+    const arc *old = p->old;
+    uint32_t ns = old->nshards;
+    p->kept = calloc(old->nents ? old->nents : 1, 1);
+    p->rebuild = calloc(ns, 1);
+    p->cut = calloc(ns, 1);
+    p->dead = calloc(ns, sizeof *p->dead);
+    p->live = calloc(ns, sizeof *p->live);
+    p->newidx = calloc(ns, sizeof *p->newidx);
+    if (!p->kept || !p->rebuild || !p->cut || !p->dead || !p->live || !p->newidx) return -ENOMEM;
+    int fresh = 0;
+    for (uint32_t i = 0; i < nw->nents; i++) {
+        if (src[i] >= 0) p->kept[src[i]] = 1;
+        fresh |= src[i] == -1 && nw->ents[i].type == ARC_REG && nw->ents[i].size;
+    }
+    for (uint32_t o = 0; o < old->nents; o++) {
+        const arc_entry *e = &old->ents[o];
+        if (e->type != ARC_REG || !e->root_len) continue;
+        for (uint32_t s = e->shard, t = last_shard(old, e); s < t; s++)
+            p->cut[s] = p->cut[s + 1] = 1;
+        if (p->kept[o]) continue;
+        uint64_t left = e->size;
+        for (uint32_t s = e->shard, t = last_shard(old, e); s <= t && left; s++) {
+            uint64_t here = s == t || left < old->shards[s].bytes ? left : old->shards[s].bytes;
+            p->dead[s] += here;
+            left -= here;
+        }
+    }
+    for (uint32_t s = 0; s < ns; s++) {
+        uint64_t b = old->shards[s].bytes;
+        p->rebuild[s] = (p->dead[s] && (p->dead[s] * 4 >= b || b < p->shard_size / 2)) ||
+                        (fresh && b < p->shard_size / 4 && !p->cut[s]);
+    }
+    for (uint32_t i = 0; i < nw->nents; i++) {
+        if (nw->ents[i].type != ARC_REG || src[i] < 0 || !in_place(p, src[i])) continue;
+        const arc_entry *e = &old->ents[src[i]];
+        for (uint32_t s = e->shard, t = last_shard(old, e); s <= t; s++)
+            p->live[s] += 1 + nw->ents[i].size; /* kept, with every shard its run crosses */
+    }
+    return 0;
+}
+
+/* Reads of one group's entry k go to the caller's entry map[k]. */
+typedef struct group_rd {
+    compact_read_fn fn;
+    void *ctx;
+    const uint32_t *map;
+} group_rd;
+
+static int group_read(void *ctx, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    group_rd *g = ctx;
+    return g->fn(g->ctx, g->map[ent], off, dst, n);
+}
+
+static void add_stats(compact_stats *st, const compact_stats *g)
+{
+    st->new_files += g->new_files;
+    st->new_bytes += g->new_bytes;
+    st->rules_new += g->rules_new;
+    st->rules_after += g->rules_after;
+    st->full |= g->full;
+}
+
+/* Build entries map[0..n) of nw (content that moves) into one new shard, index `shard`. */
+static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32_t *map,
+                       uint32_t n, uint32_t shard, compact_read_fn fn, void *ctx, int level,
+                       compact_stats *st, arc_coded *out)
+{
+    arc g = {0};
+    int64_t *gsrc = malloc((n ? n : 1) * sizeof *gsrc);
+    g.ents = malloc((n ? n : 1) * sizeof *g.ents);
+    int rc = gsrc && g.ents ? 0 : -ENOMEM;
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; !rc && k < n; k++) {
+        g.ents[k] = nw->ents[map[k]]; /* borrowed strings: the copies are freed, not cleared */
+        gsrc[k] = src[map[k]];
+        bytes += nw->ents[map[k]].size;
+    }
+    g.nents = n;
+    group_rd rd = {fn, ctx, map};
+    compact_stats gs;
+    if (!rc) rc = compact_build(old, &g, gsrc, group_read, &rd, COMPACT_MAY_REBUILD, &gs);
+    if (!rc) rc = arc_shard_encode(g.dict, &g.g, bytes, level, 0, out);
+    for (uint32_t k = 0; !rc && k < n; k++) {
+        arc_entry *e = &nw->ents[map[k]];
+        e->shard = shard;
+        e->root_start = g.ents[k].root_start;
+        e->root_len = g.ents[k].root_len;
+        e->hash = g.ents[k].hash;
+    }
+    if (!rc) add_stats(st, &gs);
+    dict_free(g.dict);
+    gram_free(&g.g);
+    free(g.byino);
+    free(g.ents);
+    free(gsrc);
+    return rc;
+}
+
+uint64_t compact_shard_size(const arc *old, uint64_t asked)
+{
+    if (asked) return asked;
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < old->nshards; s++)
+        total += old->shards[s].bytes;
+    return total <= PACK_ONE_SHARD_MAX ? PACK_ONE_SHARD_MAX : pack_shard_size(total);
+}
+
+int compact_by_shards(const arc *old, uint64_t shard_size)
+{
+    shard_size = compact_shard_size(old, shard_size);
+    return old->nshards > 1 || (old->nshards == 1 && old->shards[0].bytes >= shard_size / 2);
+}
+
+/* Room for shard n in *sh (of *cap). */
+static int room(arc_coded **sh, uint32_t n, uint32_t *cap)
+{
+    if (n < *cap) return 0;
+    arc_coded *t = realloc(*sh, (*cap ? 2 * *cap : 8) * sizeof **sh);
+    if (!t) return -ENOMEM;
+    *sh = t;
+    *cap = *cap ? 2 * *cap : 8;
+    return 0;
+}
+
+int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
+                   uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
+                   uint32_t *nout)
+{
+    plan p = {.old = old, .shard_size = compact_shard_size(old, shard_size)};
+    arc_coded *sh = NULL;
+    uint32_t *map = malloc((nw->nents ? nw->nents : 1) * sizeof *map), n = 0, cap = 0;
+    int rc = map ? make_plan(&p, nw, src) : -ENOMEM;
+    memset(st, 0, sizeof *st);
+    /* Old shards copied, in their order. */
+    for (uint32_t s = 0; !rc && s < old->nshards; s++) {
+        p.newidx[s] = -1;
+        if (p.rebuild[s] || !p.live[s]) continue;
+        if ((rc = room(&sh, n, &cap))) break;
+        p.newidx[s] = n;
+        rc = arc_shard_copy(old, s, &sh[n]);
+        if (!rc) st->rules_after += sh[n++].info.nrules;
+    }
+    /* Files in place: their run within the same shard, now numbered newidx. */
+    for (uint32_t i = 0; !rc && i < nw->nents; i++) {
+        arc_entry *e = &nw->ents[i];
+        if (e->type != ARC_REG || src[i] < 0 || !in_place(&p, src[i])) continue;
+        const arc_entry *o = &old->ents[src[i]];
+        e->shard = (uint32_t)p.newidx[o->shard];
+        e->root_start = o->root_start - old->shards[o->shard].root_off;
+        e->root_len = o->root_len;
+        e->hash = o->hash;
+    }
+    /* Moving content, in path order, into groups of about the shard size. */
+    uint32_t first = 0;
+    while (!rc) {
+        uint32_t k = 0;
+        uint64_t bytes = 0;
+        for (; first < nw->nents; first++) {
+            if (!moves(&p, nw, src, first)) continue;
+            if (k && bytes + nw->ents[first].size > p.shard_size) break;
+            map[k++] = first;
+            bytes += nw->ents[first].size;
+        }
+        if (!k && n) break;
+        if ((rc = room(&sh, n, &cap))) break;
+        rc = build_group(old, nw, src, map, k, n, fn, ctx, level, st, &sh[n]);
+        if (!rc) n++;
+        if (!k) break; /* nothing at all: one empty shard */
+    }
+    plan_free(&p);
+    free(map);
+    if (rc) {
+        for (uint32_t k = 0; k < n; k++)
+            arc_coded_free(&sh[k]);
+        free(sh);
+        return rc;
+    }
+    *out = sh;
+    *nout = n;
+    return 0;
+}

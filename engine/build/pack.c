@@ -1,0 +1,637 @@
+#include "pack.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "../format/arc.h"
+#include "../base/err.h"
+#include "../grammar/seq.h"
+#include "shape.h"
+#include "../base/tok.h"
+
+/* One file's run in one shard: the k-th barrier of a shard ends its k-th part. */
+typedef struct part {
+    uint32_t ent;
+    uint32_t shard; /* within the group until the groups are numbered */
+    uint64_t start, len;
+} part;
+
+/* A group of consecutive content files, packed by one worker into one or more shards (more
+ * only where a file is larger than a shard, cut on a token boundary). */
+typedef struct group {
+    uint32_t first, end; /* range of packer.files */
+    arc_coded *sh;
+    uint32_t nsh, capsh;
+    part *parts;
+    size_t nparts, capparts;
+    uint32_t base; /* index of its first shard in the archive */
+} group;
+
+typedef struct packer {
+    const pack_opts *o;
+    pack_stats *st;
+    uint64_t shard_size, seg;
+    int level;
+    /* entries, in archive order */
+    arc_entry *ents;
+    size_t nents, cap;
+    uint32_t *files; /* entries that hold content, in order */
+    size_t nfiles;
+    group *groups;
+    size_t ngroups;
+    /* regular files with more than one link: (device, inode) -> entry, to keep hard links */
+    struct hlink {
+        dev_t dev;
+        ino_t ino;
+        size_t ent;
+    } * links;
+    size_t nlinks, caplinks;
+    const char *top;
+    /* shared by the workers, under lock */
+    pthread_mutex_t lock;
+    size_t next_group;
+    uint64_t done, total;
+    uint64_t tokens, dict_tokens, rules, segments;
+    int rc;
+    char err[512];
+} packer;
+
+/* A shard being built by a worker: its dictionary, its token stream (SEQ_BARRIER after each
+ * part) and the parts it holds. */
+typedef struct sbuild {
+    packer *p;
+    group *g;
+    dict *d;
+    vec32 toks;
+    uint64_t bytes, tokens;
+    size_t part0;  /* first part of this shard in g->parts */
+    uint32_t ent;  /* the file being tokenized */
+    int last_word; /* the file's last token so far is a word */
+} sbuild;
+
+static int add_part(sbuild *b)
+{
+    group *g = b->g;
+    if (g->nparts == g->capparts) {
+        size_t cap = g->capparts ? 2 * g->capparts : 64;
+        part *n = realloc(g->parts, cap * sizeof *n);
+        if (!n) return -ENOMEM;
+        g->parts = n;
+        g->capparts = cap;
+    }
+    g->parts[g->nparts++] = (part){.ent = b->ent, .shard = g->nsh};
+    return 0;
+}
+
+/* Sequitur over the shard's tokens, segment by segment, joined into one grammar. */
+static int compress(sbuild *b, gbuild *gb)
+{
+    int rc = 0;
+    for (size_t at = 0; at < b->toks.n && !rc; at += b->p->seg) {
+        size_t n = b->toks.n - at < b->p->seg ? b->toks.n - at : b->p->seg;
+        seq *s = seq_new(n);
+        seq_out out = {0};
+        if (!s) return -ENOMEM;
+        for (size_t i = at; i < at + n && !rc; i++)
+            rc = b->toks.p[i] == SEQ_BARRIER ? seq_barrier(s) : seq_push(s, b->toks.p[i]);
+        if (!rc) rc = seq_finish(s, &out);
+        seq_free(s);
+        if (!rc) rc = gbuild_add(gb, &out);
+        seq_out_free(&out);
+        if (!rc) __atomic_add_fetch(&b->p->segments, 1, __ATOMIC_RELAXED);
+    }
+    return rc;
+}
+
+/* Close the shard: compress, shape and code it; its parts get their runs. The builder is
+ * left empty for the next shard. */
+static int close_shard(sbuild *b)
+{
+    packer *p = b->p;
+    group *g = b->g;
+    gbuild gb = {0};
+    gram gr = {0};
+    size_t np = g->nparts - b->part0;
+    arc_entry *le = calloc(np ? np : 1, sizeof *le);
+    int rc = le ? compress(b, &gb) : -ENOMEM;
+    if (!rc) rc = gbuild_finish(&gb, dict_count(b->d), &gr);
+    uint64_t start = 0;
+    for (size_t k = 0; !rc && k < np; k++) {
+        le[k].type = ARC_REG;
+        le[k].root_start = start;
+        le[k].root_len = gb.file_end.p[k] - start;
+        start = gb.file_end.p[k];
+    }
+    shape_opts so = {.keep_rules = p->o->keep_rules, .freq_order = p->o->freq_order};
+    if (!rc) rc = shape_grammar(&gr, &b->d, le, np, &so);
+    if (!rc && g->nsh == g->capsh) {
+        uint32_t cap = g->capsh ? 2 * g->capsh : 4;
+        arc_coded *n = realloc(g->sh, cap * sizeof *n);
+        if (n) {
+            g->sh = n;
+            g->capsh = cap;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain_dict, &g->sh[g->nsh]);
+    if (!rc) {
+        for (size_t k = 0; k < np; k++) {
+            g->parts[b->part0 + k].start = le[k].root_start;
+            g->parts[b->part0 + k].len = le[k].root_len;
+        }
+        g->nsh++;
+        pthread_mutex_lock(&p->lock);
+        p->tokens += b->tokens;
+        p->dict_tokens += dict_count(b->d);
+        p->rules += gr.nrules;
+        pthread_mutex_unlock(&p->lock);
+    }
+    gbuild_free(&gb);
+    gram_free(&gr);
+    free(le);
+    dict_free(b->d);
+    b->d = NULL;
+    b->toks.n = 0;
+    b->bytes = b->tokens = 0;
+    b->part0 = g->nparts;
+    if (!rc && !(b->d = dict_new())) rc = -ENOMEM;
+    return rc;
+}
+
+/* One token of the file being read. Once the shard holds its size of content, it is closed
+ * at the next token boundary that is not between two words (so no cut falls inside a word)
+ * and the file goes on in the next shard. The cut waits for the next token, so a file that
+ * ends there leaves no empty shard behind. */
+static int emit(void *ctx, const unsigned char *t, size_t n)
+{
+    sbuild *b = ctx;
+    int word = tok_is_word_byte(t[0]), rc;
+    if (b->bytes >= b->p->shard_size && !(b->last_word && word)) {
+        if (vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
+        if ((rc = close_shard(b)) || (rc = add_part(b))) return rc;
+    }
+    uint32_t id;
+    if ((rc = dict_intern(b->d, t, n, &id))) return rc;
+    if (vec32_push(&b->toks, id)) return -ENOMEM;
+    b->bytes += n;
+    b->tokens++;
+    b->last_word = word;
+    return 0;
+}
+
+static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t type)
+{
+    if (p->nents == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        arc_entry *e = realloc(p->ents, cap * sizeof *e);
+        if (!e) return -ENOMEM;
+        p->ents = e;
+        p->cap = cap;
+    }
+    arc_entry *e = &p->ents[p->nents];
+    memset(e, 0, sizeof *e);
+    if (!(e->path = strdup(path))) return -ENOMEM;
+    p->nents++;
+    e->type = type;
+    e->mode = sb->st_mode & 07777;
+    e->uid = sb->st_uid;
+    e->gid = sb->st_gid;
+    e->mtime_sec = sb->st_mtim.tv_sec;
+    e->mtime_nsec = (uint32_t)sb->st_mtim.tv_nsec;
+    /* Directories keep their on-disk size so a mount shows the same st_size. */
+    e->size = type == ARC_LNK ? 0 : (uint64_t)sb->st_size;
+    return 0;
+}
+
+/* A file with several links: the first name seen holds the content, later ones share its
+ * inode number (set here; arc_write numbers the rest). */
+static int note_link(packer *p, const struct stat *sb)
+{
+    arc_entry *e = &p->ents[p->nents - 1];
+    for (size_t i = 0; i < p->nlinks; i++)
+        if (p->links[i].dev == sb->st_dev && p->links[i].ino == sb->st_ino) {
+            arc_entry *f = &p->ents[p->links[i].ent];
+            if (!f->ino) f->ino = p->links[i].ent + 1;
+            e->ino = f->ino;
+            return 0;
+        }
+    if (p->nlinks == p->caplinks) {
+        size_t cap = p->caplinks ? p->caplinks * 2 : 64;
+        struct hlink *n = realloc(p->links, cap * sizeof *n);
+        if (!n) return -ENOMEM;
+        p->links = n;
+        p->caplinks = cap;
+    }
+    p->links[p->nlinks++] = (struct hlink){sb->st_dev, sb->st_ino, p->nents - 1};
+    return 0;
+}
+
+static int by_xname(const void *a, const void *b)
+{
+    return strcmp(((const arc_xattr *)a)->name, ((const arc_xattr *)b)->name);
+}
+
+/* Keep the user.* extended attributes of `path` (without the prefix), sorted by name.
+ * File systems without xattrs simply have none. */
+static int read_xattrs(const char *path, arc_entry *e)
+{
+    char list[65536];
+    ssize_t n = llistxattr(path, list, sizeof list);
+    if (n <= 0) return 0;
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(list + i) + 1) {
+        if (strncmp(list + i, "user.", 5) || !list[i + 5]) continue;
+        unsigned char val[65536];
+        ssize_t k = lgetxattr(path, list + i, val, sizeof val);
+        if (k < 0) continue; /* removed meanwhile */
+        arc_xattr *x = realloc(e->xattrs, (e->nxattrs + 1) * sizeof *x);
+        if (!x) return -ENOMEM;
+        e->xattrs = x;
+        x = &e->xattrs[e->nxattrs];
+        x->name = strdup(list + i + 5);
+        x->val = malloc(k ? (size_t)k : 1);
+        x->len = (uint32_t)k;
+        if (!x->name || !x->val) {
+            free(x->name);
+            free(x->val);
+            return -ENOMEM;
+        }
+        memcpy(x->val, val, (size_t)k);
+        e->nxattrs++;
+    }
+    sort_n(e->xattrs, e->nxattrs, sizeof *e->xattrs, by_xname);
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Depth-first walk with sorted siblings, which is arc_path_cmp order. `rel` is the path
+ * inside the archive ("" for the top), `abs` the path on disk. */
+static int walk(packer *p, const char *abs, const char *rel)
+{
+    DIR *dir = opendir(abs);
+    if (!dir) return tdc_error(-errno, "%s: %s", abs, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) {
+                rc = -ENOMEM;
+                break;
+            }
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(dir);
+    if (!rc) sort_n(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n && !rc; i++) {
+        size_t la = strlen(abs), lr = strlen(rel), ln = strlen(names[i]);
+        char *a = malloc(la + ln + 2), *r = malloc(lr + ln + 2);
+        if (!a || !r) {
+            free(a);
+            free(r);
+            rc = -ENOMEM;
+            break;
+        }
+        sprintf(a, "%s/%s", abs, names[i]);
+        sprintf(r, "%s%s%s", rel, lr ? "/" : "", names[i]);
+        struct stat sb;
+        if (lstat(a, &sb) < 0) {
+            rc = tdc_error(-errno, "%s: %s", a, strerror(errno));
+        } else if (S_ISDIR(sb.st_mode)) {
+            p->st->dirs++;
+            if (!(rc = add_entry(p, r, &sb, ARC_DIR)) &&
+                !(rc = read_xattrs(a, &p->ents[p->nents - 1])))
+                rc = walk(p, a, r);
+        } else if (S_ISREG(sb.st_mode)) {
+            p->st->files++;
+            rc = add_entry(p, r, &sb, ARC_REG);
+            if (!rc) rc = read_xattrs(a, &p->ents[p->nents - 1]);
+            if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
+            if (!rc && !p->ents[p->nents - 1].ino) p->total += (uint64_t)sb.st_size;
+        } else if (S_ISLNK(sb.st_mode)) {
+            p->st->links++;
+            char *t = malloc((size_t)sb.st_size + 1);
+            ssize_t k = t ? readlink(a, t, (size_t)sb.st_size + 1) : -1;
+            if (k < 0 || k > sb.st_size) {
+                rc = tdc_error(t ? -errno : -ENOMEM, "%s: cannot read link", a);
+                free(t);
+            } else {
+                t[k] = 0;
+                rc = add_entry(p, r, &sb, ARC_LNK);
+                if (!rc) {
+                    p->ents[p->nents - 1].link = t;
+                    p->ents[p->nents - 1].size = (uint64_t)k;
+                    rc = read_xattrs(a, &p->ents[p->nents - 1]);
+                } else {
+                    free(t);
+                }
+            }
+            if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
+        } else if (arc_type_of_mode(sb.st_mode)) { /* FIFO, socket or device: no content */
+            p->st->special++;
+            rc = add_entry(p, r, &sb, arc_type_of_mode(sb.st_mode));
+            if (!rc) {
+                arc_entry *e = &p->ents[p->nents - 1];
+                e->size = 0;
+                if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)) e->rdev = (uint64_t)sb.st_rdev;
+                rc = read_xattrs(a, e);
+            }
+            if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
+        } else {
+            p->st->skipped++;
+            if (p->o->warn) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "skipping %s: a file type archives cannot hold", a);
+                p->o->warn(p->o->ctx, msg);
+            }
+        }
+        free(a);
+        free(r);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* Count bytes read for the progress report. */
+static void progress(packer *p, uint64_t k)
+{
+    pthread_mutex_lock(&p->lock);
+    p->done += k;
+    if (p->o->progress) p->o->progress(p->o->ctx, p->done, p->total);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Tokenize one file into the shard being built; records its size and hash. */
+static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
+{
+    char *path = malloc(strlen(b->p->top) + strlen(e->path) + 2);
+    if (!path) return -ENOMEM;
+    sprintf(path, "%s/%s", b->p->top, e->path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    XXH3_state_t *hs = XXH3_createState();
+    tok_state ts = {.npend = 0};
+    uint64_t size = 0;
+    /* A shard that filled up exactly at the end of the previous file is closed first. */
+    int rc = !hs ? -ENOMEM : b->bytes >= b->p->shard_size ? close_shard(b) : 0;
+    if (!rc) rc = add_part(b);
+    if (hs) XXH3_64bits_reset(hs);
+    b->last_word = 0;
+    while (!rc) {
+        ssize_t k = read(fd, blk, blksz);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            rc = tdc_error(-errno, "%s: read: %s", path, strerror(errno));
+            break;
+        }
+        if (k == 0) break;
+        XXH3_64bits_update(hs, blk, (size_t)k);
+        size += (uint64_t)k;
+        rc = tok_feed(&ts, blk, (size_t)k, emit, b);
+        progress(b->p, (uint64_t)k);
+    }
+    if (!rc) rc = tok_finish(&ts, emit, b);
+    if (!rc && vec32_push(&b->toks, SEQ_BARRIER)) rc = -ENOMEM;
+    if (!rc) {
+        e->size = size;
+        e->hash = XXH3_64bits_digest(hs);
+    }
+    XXH3_freeState(hs);
+    close(fd);
+    free(path);
+    return rc;
+}
+
+/* Pack one group into its shards. */
+static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
+{
+    sbuild b = {.p = p, .g = g, .d = dict_new()};
+    int rc = b.d ? 0 : -ENOMEM;
+    for (uint32_t i = g->first; i < g->end && !rc; i++) {
+        b.ent = p->files[i];
+        rc = pack_file(&b, &p->ents[b.ent], blk, blksz);
+    }
+    if (!rc && (g->nparts > b.part0 || !g->nsh)) rc = close_shard(&b);
+    dict_free(b.d);
+    vec32_free(&b.toks);
+    return rc;
+}
+
+/* A worker: takes the next group until none is left or a worker failed. */
+static void *worker(void *arg)
+{
+    packer *p = arg;
+    const size_t blksz = 1 << 20;
+    unsigned char *blk = malloc(blksz);
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t gi = p->rc || !blk ? p->ngroups : p->next_group++;
+        if (!blk && !p->rc) p->rc = tdc_error(-ENOMEM, "out of memory");
+        pthread_mutex_unlock(&p->lock);
+        if (gi >= p->ngroups) break;
+        int rc = pack_group(p, &p->groups[gi], blk, blksz);
+        if (rc) {
+            if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+            pthread_mutex_lock(&p->lock);
+            if (!p->rc) {
+                p->rc = rc;
+                snprintf(p->err, sizeof p->err, "%s", tdc_errmsg());
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    free(blk);
+    return NULL;
+}
+
+/* 1 if entry i is a further name of a hard-linked file (its content is the first name's). */
+static int is_extra_link(const packer *p, size_t i)
+{
+    return p->ents[i].ino && p->ents[i].ino != i + 1;
+}
+
+uint64_t pack_shard_size(uint64_t content)
+{
+    if (content <= PACK_ONE_SHARD_MAX) return content ? content : 1;
+    uint64_t s = content / PACK_SHARDS_AIM;
+    return s < PACK_SHARD_MIN ? PACK_SHARD_MIN : s > PACK_SHARD_MAX ? PACK_SHARD_MAX : s;
+}
+
+/* The content files in order, cut into groups of at most the shard size (a larger file is a
+ * group of its own, which the worker cuts into shards); at least one group. */
+static int plan_groups(packer *p)
+{
+    p->files = malloc((p->nents ? p->nents : 1) * sizeof *p->files);
+    p->groups = calloc(p->nents + 1, sizeof *p->groups);
+    if (!p->files || !p->groups) return -ENOMEM;
+    if (!p->shard_size) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < p->nents; i++)
+            if (p->ents[i].type == ARC_REG && !is_extra_link(p, i)) total += p->ents[i].size;
+        p->shard_size = pack_shard_size(total);
+    }
+    uint64_t bytes = 0;
+    group *g = &p->groups[0];
+    p->ngroups = 1;
+    for (size_t i = 0; i < p->nents; i++) {
+        if (p->ents[i].type != ARC_REG || is_extra_link(p, i)) continue;
+        uint64_t sz = p->ents[i].size;
+        if (g->end > g->first && bytes + sz > p->shard_size) {
+            g = &p->groups[p->ngroups++];
+            g->first = g->end = (uint32_t)p->nfiles;
+            bytes = 0;
+        }
+        p->files[p->nfiles++] = (uint32_t)i;
+        g->end++;
+        bytes += sz;
+    }
+    return 0;
+}
+
+/* Run the groups on the workers (the calling thread is one of them). */
+static int run_workers(packer *p)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t jobs = p->o->jobs ? p->o->jobs : cpus > 0 ? (size_t)cpus : 1;
+    if (jobs > p->ngroups) jobs = p->ngroups;
+    pthread_t *th = calloc(jobs, sizeof *th);
+    size_t started = 0;
+    if (!th) return -ENOMEM;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
+    for (; started < jobs; started++)
+        if (pthread_create(&th[started], &at, worker, p)) break;
+    pthread_attr_destroy(&at);
+    if (!started) {
+        free(th);
+        return tdc_error(-EAGAIN, "cannot start a packing thread");
+    }
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    free(th);
+    return p->rc ? tdc_error(p->rc, "%s", p->err) : 0;
+}
+
+/* Number the shards group after group and give each file its shard and run. */
+static void place_files(packer *p)
+{
+    uint32_t base = 0;
+    for (size_t gi = 0; gi < p->ngroups; gi++) {
+        group *g = &p->groups[gi];
+        g->base = base;
+        base += g->nsh;
+        for (size_t k = 0; k < g->nparts; k++) {
+            const part *pt = &g->parts[k];
+            arc_entry *e = &p->ents[pt->ent];
+            if (!k || g->parts[k - 1].ent != pt->ent) {
+                e->shard = g->base + pt->shard;
+                e->root_start = pt->start;
+                e->root_len = 0;
+            }
+            e->root_len += pt->len;
+        }
+    }
+    for (size_t i = 0; i < p->nents; i++) {
+        if (p->ents[i].type != ARC_REG || !is_extra_link(p, i)) continue;
+        /* Same content as the first name of the inode, which came earlier. */
+        const arc_entry *f = &p->ents[p->ents[i].ino - 1];
+        p->ents[i].size = f->size;
+        p->ents[i].hash = f->hash;
+        p->ents[i].root_start = p->ents[i].root_len = 0;
+    }
+}
+
+int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
+{
+    static const pack_opts none = {0};
+    packer p = {.o = opts ? opts : &none, .st = stats, .top = dir};
+    arc a = {0};
+    arc_coded *sh = NULL;
+    struct stat sb;
+    int rc;
+    memset(stats, 0, sizeof *stats);
+    p.seg = p.o->seg_tokens ? p.o->seg_tokens : PACK_SEG_DEFAULT;
+    p.shard_size = p.o->shard_size; /* 0: chosen by plan_groups from the content */
+    p.level = p.o->level ? p.o->level : PACK_LEVEL_DEFAULT;
+    pthread_mutex_init(&p.lock, NULL);
+    if (stat(dir, &sb) < 0) {
+        rc = tdc_error(-errno, "%s: %s", dir, strerror(errno));
+        goto done;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        rc = tdc_error(-ENOTDIR, "%s: not a directory", dir);
+        goto done;
+    }
+    if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = read_xattrs(dir, &p.ents[0])) ||
+        (rc = walk(&p, dir, "")) || (rc = plan_groups(&p)) || (rc = run_workers(&p)))
+        goto done;
+    place_files(&p);
+    uint32_t n = 0;
+    for (size_t gi = 0; gi < p.ngroups; gi++)
+        n += p.groups[gi].nsh;
+    if (!(sh = malloc(n * sizeof *sh))) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    for (size_t gi = 0, k = 0; gi < p.ngroups; gi++)
+        for (uint32_t j = 0; j < p.groups[gi].nsh; j++)
+            sh[k++] = p.groups[gi].sh[j];
+    a.ents = p.ents;
+    a.nents = (uint32_t)p.nents;
+    rc = arc_write_coded(out, &a, sh, n, p.level);
+    for (size_t i = 0; i < p.nfiles; i++)
+        stats->bytes_in += p.ents[p.files[i]].size;
+    stats->bytes_out = a.file_size;
+    stats->tokens = p.tokens;
+    stats->dict_tokens = p.dict_tokens;
+    stats->rules = p.rules;
+    stats->segments = p.segments;
+    stats->shards = n;
+    free(a.byino); /* the inode order arc_write's table check built */
+done:
+    free(sh);
+    for (size_t gi = 0; p.groups && gi < p.ngroups; gi++) {
+        for (uint32_t j = 0; j < p.groups[gi].nsh; j++)
+            arc_coded_free(&p.groups[gi].sh[j]);
+        free(p.groups[gi].sh);
+        free(p.groups[gi].parts);
+    }
+    free(p.groups);
+    free(p.files);
+    for (size_t i = 0; i < p.nents; i++)
+        arc_entry_clear(&p.ents[i]);
+    free(p.ents);
+    free(p.links);
+    pthread_mutex_destroy(&p.lock);
+    if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+    return rc;
+}

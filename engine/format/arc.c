@@ -1,0 +1,1582 @@
+#include "arc.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "arc_test.h"
+#include "../base/err.h"
+#include "../base/fio.h"
+
+#define CODEC_RAW 0
+#define CODEC_ZSTD 1
+#define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
+#define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
+
+static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
+
+void arc_header_seal(unsigned char h[ARC_HDR_SIZE])
+{
+    st64(h + ARC_HDR_SUM, XXH3_64bits(h, ARC_HDR_SUM));
+}
+
+void arc_header_encode(unsigned char h[ARC_HDR_SIZE], const arc_header *hd)
+{
+    memset(h, 0, ARC_HDR_SIZE);
+    memcpy(h + ARC_HDR_MAGIC, MAGIC, sizeof MAGIC);
+    st32(h + ARC_HDR_VERSION, hd->version);
+    st64(h + ARC_HDR_TABLE, hd->table);
+    st32(h + ARC_HDR_NSEC, hd->nsec);
+    arc_header_seal(h);
+}
+
+int arc_header_decode(const unsigned char h[ARC_HDR_SIZE], arc_header *hd)
+{
+    hd->version = le32(h + ARC_HDR_VERSION);
+    hd->table = le64(h + ARC_HDR_TABLE);
+    hd->nsec = le32(h + ARC_HDR_NSEC);
+    if (memcmp(h + ARC_HDR_MAGIC, MAGIC, sizeof MAGIC)) return -1;
+    if (XXH3_64bits(h, ARC_HDR_SUM) != le64(h + ARC_HDR_SUM)) return -2;
+    return 0;
+}
+
+void arc_secent_encode(unsigned char e[ARC_SECENT_SIZE], const arc_secinfo *s)
+{
+    st32(e + ARC_SECENT_TYPE, s->type);
+    st32(e + ARC_SECENT_CODEC, s->codec);
+    st64(e + ARC_SECENT_OFFSET, s->offset);
+    st64(e + ARC_SECENT_STORED, s->stored);
+    st64(e + ARC_SECENT_RAW, s->raw);
+    st64(e + ARC_SECENT_HASH, s->hash);
+}
+
+void arc_secent_decode(const unsigned char e[ARC_SECENT_SIZE], arc_secinfo *s)
+{
+    s->type = le32(e + ARC_SECENT_TYPE);
+    s->codec = le32(e + ARC_SECENT_CODEC);
+    s->offset = le64(e + ARC_SECENT_OFFSET);
+    s->stored = le64(e + ARC_SECENT_STORED);
+    s->raw = le64(e + ARC_SECENT_RAW);
+    s->hash = le64(e + ARC_SECENT_HASH);
+}
+
+void arc_table_seal(unsigned char *tab, uint32_t nsec)
+{
+    size_t n = (size_t)nsec * ARC_SECENT_SIZE;
+    st64(tab + n, XXH3_64bits(tab, n));
+}
+
+const char *arc_section_name(uint32_t type)
+{
+    switch (type) {
+    case ARC_SEC_DICT:
+        return "dictionary";
+    case ARC_SEC_RULES:
+        return "rules";
+    case ARC_SEC_ROOT:
+        return "root";
+    case ARC_SEC_FILES:
+        return "file table";
+    case ARC_SEC_SHARDS:
+        return "shard table";
+    }
+    return "unknown";
+}
+
+const char *arc_codec_name(uint32_t codec)
+{
+    switch (codec) {
+    case CODEC_RAW:
+        return "raw";
+    case CODEC_ZSTD:
+        return "zstd";
+    case CODEC_ZSTD_FRONT:
+        return "zstd-front";
+    }
+    return "unknown";
+}
+
+uint8_t arc_type_of_mode(uint32_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return ARC_REG;
+    case S_IFDIR:
+        return ARC_DIR;
+    case S_IFLNK:
+        return ARC_LNK;
+    case S_IFIFO:
+        return ARC_FIFO;
+    case S_IFSOCK:
+        return ARC_SOCK;
+    case S_IFCHR:
+        return ARC_CHR;
+    case S_IFBLK:
+        return ARC_BLK;
+    }
+    return 0;
+}
+
+uint32_t arc_mode_of_type(uint8_t type)
+{
+    static const uint32_t bits[] = {0, S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK};
+    return type < sizeof bits / sizeof *bits ? bits[type] : 0;
+}
+
+static int is_dev(uint8_t type)
+{
+    return type == ARC_CHR || type == ARC_BLK;
+}
+
+int arc_path_cmp(const char *a, const char *b)
+{
+    const unsigned char *p = (const unsigned char *)a, *q = (const unsigned char *)b;
+    while (*p && *p == *q)
+        p++, q++;
+    unsigned x = *p == '/' ? 1 : *p ? (unsigned)*p + 1 : 0;
+    unsigned y = *q == '/' ? 1 : *q ? (unsigned)*q + 1 : 0;
+    return (x > y) - (x < y);
+}
+
+int arc_path_check(const char *path)
+{
+    if (path[0] == '/') return tdc_error(-EINVAL, "absolute path '%s'", path);
+    const char *c = path;
+    for (;;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == 0) return tdc_error(-EINVAL, "empty component in path '%s'", path);
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return tdc_error(-EINVAL, "'%.*s' component in path '%s'", (int)n, c, path);
+        if (!e) return 0;
+        c = e + 1;
+    }
+}
+
+/* Binary search among the first n entries. */
+static int64_t lookup_n(const arc_entry *ents, uint32_t n, const char *path)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = arc_path_cmp(ents[mid].path, path);
+        if (c == 0) return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -ENOENT;
+}
+
+int64_t arc_lookup(const arc *a, const char *path)
+{
+    return lookup_n(a->ents, a->nents, path);
+}
+
+/* ---------------- encoding ---------------- */
+
+/* Symbols as four byte planes (all low bytes, then all second bytes, ...): the high planes
+ * are nearly constant and the low ones keep their patterns, which zstd models far better than
+ * interleaved integers. */
+static int enc_syms(buf *b, const uint32_t *s, size_t n)
+{
+    if (buf_reserve(b, n * 4)) return -ENOMEM;
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < n; i++)
+            b->p[b->n++] = (unsigned char)(s[i] >> (8 * k));
+    return 0;
+}
+
+static int enc_rules(const gram *g, buf *b)
+{
+    if (buf_put_varint(b, g->nrules)) return -ENOMEM;
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        if (buf_put_varint(b, g->rule_start.p[r] - g->rule_start.p[r - 1])) return -ENOMEM;
+    return enc_syms(b, g->syms.p, g->syms.n);
+}
+
+static int enc_root(const gram *g, buf *b)
+{
+    if (buf_put_varint(b, g->root.n)) return -ENOMEM;
+    return enc_syms(b, g->root.p, g->root.n);
+}
+
+static int enc_str(buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (buf_put_varint(b, n)) return -ENOMEM;
+    return buf_put(b, s, n);
+}
+
+/* `flat`: runs are archive-wide and go to disk as shard 0's (see write_coded). */
+static int enc_files(const arc *a, buf *b, int flat)
+{
+    if (buf_put_u64(b, a->id) || buf_put_u64(b, a->prev_id) || buf_put_varint(b, a->next_ino) ||
+        buf_put_varint(b, a->nents))
+        return -ENOMEM;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        int64_t t = e->mtime_sec;
+        uint64_t zz = (uint64_t)t << 1 ^ (uint64_t)(t >> 63);
+        if (enc_str(b, e->path) || buf_put(b, &e->type, 1) || buf_put_varint(b, e->mode) ||
+            buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
+            buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
+            buf_put_varint(b, flat ? 0 : e->shard) || buf_put_varint(b, e->root_start) ||
+            buf_put_varint(b, e->root_len) ||
+            buf_put_u64(b, e->hash) || enc_str(b, e->link) || buf_put_varint(b, e->ino) ||
+            (is_dev(e->type) && buf_put_varint(b, e->rdev)) || buf_put_varint(b, e->nxattrs))
+            return -ENOMEM;
+        for (uint32_t k = 0; k < e->nxattrs; k++)
+            if (enc_str(b, e->xattrs[k].name) || buf_put_varint(b, e->xattrs[k].len) ||
+                buf_put(b, e->xattrs[k].val, e->xattrs[k].len))
+                return -ENOMEM;
+    }
+    return 0;
+}
+
+uint64_t arc_new_id(void)
+{
+    uint64_t id = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &id, sizeof id) != (ssize_t)sizeof id) id = 0;
+        close(fd);
+    }
+    if (!id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = XXH3_64bits_withSeed(&ts, sizeof ts, (uint64_t)getpid());
+    }
+    return id ? id : 1;
+}
+
+/* zstd of `n` bytes into a fresh buffer (*z, *zn). */
+static int zstd_section(const void *p, size_t n, int level, uint32_t type, unsigned char **z,
+                        size_t *zn)
+{
+    size_t cap = ZSTD_compressBound(n);
+    *z = malloc(cap ? cap : 1);
+    if (!*z) return tdc_error(-ENOMEM, "out of memory compressing %s", arc_section_name(type));
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    *zn = 0;
+    if (cc) {
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, 2); /* ignored where zstd lacks threads */
+        if (level >= 10) {
+            /* Symbol streams repeat far apart: long-distance matching over a 128 MiB window. */
+            ZSTD_CCtx_setParameter(cc, ZSTD_c_enableLongDistanceMatching, 1);
+            ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
+        }
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
+        *zn = ZSTD_compress2(cc, *z, cap, p, n);
+        ZSTD_freeCCtx(cc);
+    }
+    if (!cc || ZSTD_isError(*zn)) {
+        free(*z);
+        *z = NULL;
+        return tdc_error(-EIO, "zstd failed on section %s", arc_section_name(type));
+    }
+    return 0;
+}
+
+/* The zstd level of the quick trial that picks the dictionary's layout. */
+#define TRIAL_LEVEL 3
+
+/* zstd size of `n` bytes at the trial level (SIZE_MAX when that fails). */
+static size_t trial_size(const void *p, size_t n)
+{
+    size_t cap = ZSTD_compressBound(n);
+    void *z = malloc(cap ? cap : 1);
+    if (!z) return SIZE_MAX;
+    size_t r = ZSTD_compress(z, cap, p, n, TRIAL_LEVEL);
+    free(z);
+    return ZSTD_isError(r) ? SIZE_MAX : r;
+}
+
+/* Whether the dictionary is coded from its front coding (*front = 1, in *fc) or as it is:
+ * a quick zstd trial of both decides, so the slow full-level pass runs once. */
+static int dict_layout(const buf *raw, buf *fc, int *front)
+{
+    *front = 0;
+    int rc = dict_front_encode(raw->p, raw->n, fc);
+    if (rc == -ENOMEM) return tdc_error(rc, "out of memory front coding the dictionary");
+    if (rc) return tdc_error(-EIO, "dictionary: cannot front code its own encoding");
+    *front = trial_size(fc->p, fc->n) < trial_size(raw->p, raw->n);
+    return 0;
+}
+
+/* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
+ * of its front coding, dict_layout), or keep it raw when that does not help. The stored bytes
+ * go to *data (raw's buffer itself when kept raw: raw is left empty); s gets everything but
+ * the offset. */
+static int code_section(uint32_t type, buf *raw, int level, int plain_dict, arc_secinfo *s,
+                        unsigned char **data)
+{
+    unsigned char *z = NULL;
+    size_t zn = 0;
+    buf fc = {0};
+    int front = 0, rc = 0;
+    if (type == ARC_SEC_DICT && !plain_dict) rc = dict_layout(raw, &fc, &front);
+    const buf *src = front ? &fc : raw;
+    if (!rc) rc = zstd_section(src->p, src->n, level, type, &z, &zn);
+    buf_free(&fc);
+    if (rc) return rc;
+    *s = (arc_secinfo){.type = type, .raw = raw->n};
+    if (zn < raw->n) {
+        s->codec = front ? CODEC_ZSTD_FRONT : CODEC_ZSTD;
+        s->stored = zn;
+        *data = z;
+    } else {
+        free(z);
+        s->codec = CODEC_RAW;
+        s->stored = raw->n;
+        *data = raw->p ? raw->p : malloc(1);
+        *raw = (buf){0};
+        if (!*data) return -ENOMEM;
+    }
+    s->hash = XXH3_64bits(*data, s->stored);
+    return 0;
+}
+
+/* Every root symbol is a token or one of rules 1..nrules. */
+static int check_root(const gram *g)
+{
+    for (uint64_t i = 0; i < g->root.n; i++) {
+        uint32_t s = g->root.p[i];
+        if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
+            return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
+                             (unsigned long long)i, s - g->ntokens);
+    }
+    return 0;
+}
+
+/* arc_shard_encode; `check` 0 codes what the reader would refuse (test generators). */
+static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+                        int check, arc_coded *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    if (check && dict_count(d) != g->ntokens)
+        return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u",
+                         g->ntokens, dict_count(d));
+    if (check && (rc = check_root(g))) return rc;
+    out->info = (arc_shard){.bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens,
+                            .nrules = g->nrules};
+    buf b = {0};
+    for (uint32_t i = 0; i < 3 && !rc; i++) {
+        uint32_t type = ARC_SEC_DICT + i;
+        b.n = 0;
+        rc = type == ARC_SEC_DICT ? dict_encode(d, &b)
+             : type == ARC_SEC_RULES ? enc_rules(g, &b)
+                                     : enc_root(g, &b);
+        if (rc) rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
+        if (!rc) rc = code_section(type, &b, level, plain_dict, &out->secs[i], &out->data[i]);
+    }
+    buf_free(&b);
+    if (rc) arc_coded_free(out);
+    return rc;
+}
+
+int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+                     arc_coded *out)
+{
+    return shard_encode(d, g, bytes, level, plain_dict, 1, out);
+}
+
+void arc_coded_free(arc_coded *c)
+{
+    for (int i = 0; i < 3; i++)
+        free(c->data[i]);
+    memset(c, 0, sizeof *c);
+}
+
+static int enc_shards(const arc_shard *sh, uint32_t n, buf *b)
+{
+    if (buf_put_varint(b, n)) return -ENOMEM;
+    for (uint32_t k = 0; k < n; k++) {
+        const arc_shard *s = &sh[k];
+        if (buf_put_varint(b, s->bytes) || buf_put_varint(b, s->root_syms) ||
+            buf_put_varint(b, s->ntokens) || buf_put_varint(b, s->nrules))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int check_runs(const arc *a, uint64_t root_syms);
+
+/* Runs given on-disk style (shard, start within it): inside the concatenated roots. */
+static int check_coded_runs(const arc *a, const arc_shard *sh, uint32_t n)
+{
+    uint64_t total = sh[n - 1].root_off + sh[n - 1].root_syms;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (e->shard >= n || e->root_start > sh[e->shard].root_syms ||
+            e->root_len > total - sh[e->shard].root_off - e->root_start)
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+    }
+    return 0;
+}
+
+/* The table the reader checks first (also for the writer: nothing it would refuse is
+ * written), and the runs against the grammar. */
+static int check_before_write(arc *a, const arc_shard *sh, uint32_t n, int flat)
+{
+    int rc = arc_check_table(a);
+    if (!rc) rc = flat ? check_root(&a->g) : 0;
+    if (!rc) rc = flat ? check_runs(a, a->g.root.n) : check_coded_runs(a, sh, n);
+    return rc ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : 0;
+}
+
+/* Write the shards' sections, the file table, the shard table, the section table and the
+ * header into a new temporary file. `flat`: the shard is a->g, whose runs are already
+ * archive-wide (every entry is written as shard 0). */
+static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                       int check, int flat, char **tmpout)
+{
+    char *tmp = malloc(strlen(path) + 16);
+    buf b = {0};
+    unsigned char *data = NULL;
+    arc_secinfo *secs = calloc((size_t)n * 3 + 2, sizeof *secs);
+    arc_shard *shards = calloc(n, sizeof *shards);
+    uint32_t nsecs = 0;
+    int fd = -1, rc;
+    *tmpout = NULL;
+    if (!tmp || !secs || !shards) {
+        rc = tdc_error(-ENOMEM, "out of memory writing %s", path);
+        goto fail_early;
+    }
+    uint64_t root = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        shards[k] = sh[k].info;
+        shards[k].root_off = root;
+        shards[k].sec = 3 * k;
+        root += sh[k].info.root_syms;
+    }
+    if (!a->id) a->id = arc_new_id();
+    a->next_ino = 2;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
+        if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
+    }
+    if (check && (rc = check_before_write(a, shards, n, flat))) goto fail_early;
+    sprintf(tmp, "%s.tmpXXXXXX", path);
+    if ((fd = mkstemp(tmp)) < 0) {
+        rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+        goto fail_early;
+    }
+    unsigned char hdr[ARC_HDR_SIZE] = {0};
+    uint64_t off = ARC_HDR_SIZE;
+    if ((rc = fio_write_all(fd, hdr, ARC_HDR_SIZE, tmp))) goto fail;
+    for (uint32_t k = 0; k < n; k++)
+        for (int i = 0; i < 3; i++) {
+            arc_secinfo *s = &secs[nsecs++];
+            *s = sh[k].secs[i];
+            s->offset = off;
+            if ((rc = fio_write_all(fd, sh[k].data[i], s->stored, tmp))) goto fail;
+            off += s->stored;
+        }
+    for (uint32_t type = ARC_SEC_FILES; type <= ARC_SEC_SHARDS; type++) {
+        b.n = 0;
+        rc = type == ARC_SEC_FILES ? enc_files(a, &b, flat) : enc_shards(shards, n, &b);
+        if (rc) {
+            rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
+            goto fail;
+        }
+        arc_secinfo *s = &secs[nsecs];
+        if ((rc = code_section(type, &b, level, 1, s, &data))) goto fail;
+        s->offset = off;
+        nsecs++;
+        rc = fio_write_all(fd, data, s->stored, tmp);
+        off += s->stored;
+        free(data);
+        data = NULL;
+        if (rc) goto fail;
+    }
+    /* Section table, then its checksum. */
+    b.n = 0;
+    if (buf_reserve(&b, (size_t)nsecs * ARC_SECENT_SIZE + 8)) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (uint32_t i = 0; i < nsecs; i++)
+        arc_secent_encode(b.p + (size_t)i * ARC_SECENT_SIZE, &secs[i]);
+    arc_table_seal(b.p, nsecs);
+    b.n = (size_t)nsecs * ARC_SECENT_SIZE + 8;
+    if ((rc = fio_write_all(fd, b.p, b.n, tmp))) goto fail;
+    arc_header_encode(hdr, &(arc_header){.version = ARC_VERSION, .nsec = nsecs, .table = off});
+    if (pwrite(fd, hdr, ARC_HDR_SIZE, 0) != ARC_HDR_SIZE) {
+        rc = tdc_error(-errno, "%s: write header: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    a->file_size = off + b.n;
+    if (fsync(fd) < 0) {
+        rc = tdc_error(-errno, "%s: fsync: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
+        fd = -1;
+        rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    buf_free(&b);
+    free(secs);
+    free(shards);
+    *tmpout = tmp;
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+fail_early:
+    free(data);
+    buf_free(&b);
+    free(secs);
+    free(shards);
+    free(tmp);
+    return rc;
+}
+
+/* Content bytes of a single-grammar archive: every regular entry that holds its data. */
+static uint64_t content_bytes(const arc *a)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].type == ARC_REG && a->ents[i].root_len) n += a->ents[i].size;
+    return n;
+}
+
+/* The writer's grammar (a->dict, a->g) as one shard. */
+static int write_tmp(const char *path, arc *a, int level, int check, char **tmpout)
+{
+    arc_coded c;
+    dict *empty = NULL;
+    const dict *d = a->dict;
+    *tmpout = NULL;
+    if (!d && !(d = empty = dict_new())) return tdc_error(-ENOMEM, "out of memory");
+    int rc = shard_encode(d, &a->g, content_bytes(a), level, a->plain_dict, check, &c);
+    dict_free(empty);
+    if (rc) return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : rc;
+    rc = write_coded(path, a, &c, 1, level, check, 1, tmpout);
+    arc_coded_free(&c);
+    return rc;
+}
+
+int arc_write_tmp(const char *path, arc *a, int level, char **tmp)
+{
+    return write_tmp(path, a, level, 1, tmp);
+}
+
+int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                        char **tmp)
+{
+    if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
+    return write_coded(path, a, sh, n, level, 1, 0, tmp);
+}
+
+int arc_commit(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) < 0) {
+        int rc = tdc_error(-errno, "rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    /* Make the rename itself durable. */
+    return fio_sync_dir(path) ? 1 : 0;
+}
+
+/* A written temporary file committed; an fsync failure of the directory counts as -EIO
+ * (the message names it). */
+static int commit_written(int rc, char *tmp, const char *path)
+{
+    if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO;
+    free(tmp);
+    return rc;
+}
+
+int arc_write_unchecked(const char *path, arc *a, int level)
+{
+    char *tmp = NULL;
+    int rc = write_tmp(path, a, level, 0, &tmp);
+    return commit_written(rc, tmp, path);
+}
+
+int arc_write(const char *path, arc *a, int level)
+{
+    char *tmp = NULL;
+    int rc = arc_write_tmp(path, a, level, &tmp);
+    return commit_written(rc, tmp, path);
+}
+
+int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level)
+{
+    char *tmp = NULL;
+    int rc = arc_write_coded_tmp(path, a, sh, n, level, &tmp);
+    return commit_written(rc, tmp, path);
+}
+
+/* ---------------- decoding ---------------- */
+
+static int dec_syms(rd *r, uint64_t n, vec32 *v, const char *what)
+{
+    const unsigned char *p;
+    if (n > (uint64_t)(r->end - r->p) / 4 || rd_bytes(r, n * 4, &p))
+        return tdc_error(-EBADMSG, "%s: symbol count too large", what);
+    if (vec32_reserve(v, n)) return tdc_error(-ENOMEM, "%s: out of memory", what);
+    for (uint64_t i = 0; i < n; i++)
+        v->p[i] = (uint32_t)p[i] | (uint32_t)p[n + i] << 8 | (uint32_t)p[2 * n + i] << 16 |
+                  (uint32_t)p[3 * n + i] << 24;
+    v->n = n;
+    return 0;
+}
+
+static int dec_rules(gram *g, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    uint64_t nr;
+    if (rd_varint(&r, &nr) || nr > n || nr + g->ntokens + 1 > 0xffffffffu)
+        return tdc_error(-EBADMSG, "rules: bad rule count");
+    g->nrules = (uint32_t)nr;
+    if (vec64_reserve(&g->rule_start, nr + 1)) return tdc_error(-ENOMEM, "rules: out of memory");
+    g->rule_start.p[g->rule_start.n++] = 0;
+    for (uint64_t i = 0; i < nr; i++) {
+        uint64_t len;
+        if (rd_varint(&r, &len) || len == 0 || len > n)
+            return tdc_error(-EBADMSG, "rules: bad length of rule %llu", (unsigned long long)i + 1);
+        g->rule_start.p[g->rule_start.n] = g->rule_start.p[g->rule_start.n - 1] + len;
+        g->rule_start.n++;
+    }
+    int rc = dec_syms(&r, g->rule_start.p[nr], &g->syms, "rules");
+    if (rc) return rc;
+    if (r.p != r.end) return tdc_error(-EBADMSG, "rules: trailing bytes");
+    return gram_topo(g);
+}
+
+/* The root's symbols; check_root checks them once the rules are known. */
+static int dec_root(gram *g, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    uint64_t cnt;
+    if (rd_varint(&r, &cnt)) return tdc_error(-EBADMSG, "root: bad symbol count");
+    int rc = dec_syms(&r, cnt, &g->root, "root");
+    if (rc) return rc;
+    if (r.p != r.end) return tdc_error(-EBADMSG, "root: trailing bytes");
+    return 0;
+}
+
+static int dec_str(rd *r, char **out, int allow_empty_null)
+{
+    uint64_t n;
+    const unsigned char *p;
+    if (rd_varint(r, &n) || rd_bytes(r, n, &p)) return -EBADMSG;
+    if (n == 0 && allow_empty_null) {
+        *out = NULL;
+        return 0;
+    }
+    if (memchr(p, 0, n)) return -EBADMSG;
+    if (!(*out = malloc(n + 1))) return -ENOMEM;
+    memcpy(*out, p, n);
+    (*out)[n] = 0;
+    return 0;
+}
+
+static int dec_xattrs(rd *r, arc_entry *e)
+{
+    uint64_t cnt;
+    if (rd_varint(r, &cnt) || cnt > (uint64_t)(r->end - r->p)) return -EBADMSG;
+    if (!cnt) return 0;
+    if (!(e->xattrs = calloc(cnt, sizeof *e->xattrs))) return -ENOMEM;
+    for (uint64_t k = 0; k < cnt; k++) {
+        arc_xattr *x = &e->xattrs[k];
+        uint64_t len;
+        const unsigned char *v;
+        e->nxattrs = (uint32_t)k + 1;
+        int rc = dec_str(r, &x->name, 0);
+        if (rc) return rc;
+        if (rd_varint(r, &len) || len > UINT32_MAX || rd_bytes(r, len, &v)) return -EBADMSG;
+        if (!(x->val = malloc(len ? len : 1))) return -ENOMEM;
+        memcpy(x->val, v, len);
+        x->len = (uint32_t)len;
+        if (!x->name[0] || (k && strcmp(e->xattrs[k - 1].name, x->name) >= 0)) return -EBADMSG;
+    }
+    return 0;
+}
+
+static int by_ino(const void *x, const void *y, void *ctx)
+{
+    const arc_entry *e = ctx;
+    uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+    if (e[i].ino != e[j].ino) return e[i].ino < e[j].ino ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* Hard links: entries sharing an inode are non-directories of one type that agree on
+ * everything an inode has, and only the first holds a regular file's content. */
+static int check_link(const arc_entry *f, const arc_entry *e)
+{
+    int same = e->type == f->type && e->type != ARC_DIR && !e->root_len && e->size == f->size &&
+               e->hash == f->hash && e->mode == f->mode && e->uid == f->uid && e->gid == f->gid &&
+               e->rdev == f->rdev && (!e->link || !strcmp(e->link, f->link));
+    return same ? 0
+                : tdc_error(-EBADMSG, "file table: '%s' shares inode %llu with '%s' but differs",
+                            e->path, (unsigned long long)e->ino, f->path);
+}
+
+/* Order entries by inode (a->byino) and check numbers and hard links. */
+static int index_inodes(arc *a)
+{
+    free(a->byino);
+    if (!(a->byino = malloc(a->nents * sizeof *a->byino)))
+        return tdc_error(-ENOMEM, "file table: out of memory");
+    for (uint32_t i = 0; i < a->nents; i++)
+        a->byino[i] = i;
+    sort_r(a->byino, a->nents, sizeof *a->byino, by_ino, a->ents);
+    if (a->ents[0].ino != 1) return tdc_error(-EBADMSG, "file table: root is not inode 1");
+    for (uint32_t k = 0; k < a->nents; k++) {
+        const arc_entry *e = &a->ents[a->byino[k]];
+        if (!e->ino || e->ino >= a->next_ino)
+            return tdc_error(-EBADMSG, "file table: '%s' has bad inode number %llu", e->path,
+                             (unsigned long long)e->ino);
+        if (k && a->ents[a->byino[k - 1]].ino == e->ino) {
+            int rc = check_link(&a->ents[a->byino[k - 1]], e);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+/* The per-entry rules of arc_check_table for entry i (entries before it already checked). */
+static int check_entry(const arc *a, uint32_t i)
+{
+    const arc_entry *e = &a->ents[i];
+    if (!arc_mode_of_type(e->type))
+        return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
+    if (e->mode > 07777 || e->mtime_nsec >= 1000000000u)
+        return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
+    if (i == 0)
+        return e->path[0] || e->type != ARC_DIR
+                   ? tdc_error(-EBADMSG, "file table: first entry is not the root directory")
+                   : 0;
+    if (arc_path_check(e->path)) return tdc_error_ctx(-EBADMSG, "file table: unsafe path");
+    if (arc_path_cmp(a->ents[i - 1].path, e->path) >= 0)
+        return tdc_error(-EBADMSG, "file table: '%s' is duplicated or out of order", e->path);
+    if ((e->type == ARC_LNK) != (e->link != NULL))
+        return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink target", e->path);
+    if (e->type != ARC_REG && e->root_len != 0)
+        return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+    if (e->type == ARC_LNK && e->size != strlen(e->link))
+        return tdc_error(-EBADMSG, "file table: '%s' has a bad symlink size", e->path);
+    if (e->type > ARC_LNK && e->size)
+        return tdc_error(-EBADMSG, "file table: special file '%s' has a size", e->path);
+    if (!is_dev(e->type) && e->rdev)
+        return tdc_error(-EBADMSG, "file table: '%s' has a device number", e->path);
+    /* The parent must be an earlier directory entry. */
+    const char *slash = strrchr(e->path, '/');
+    int64_t parent = 0;
+    if (slash) {
+        char *dir = strndup(e->path, (size_t)(slash - e->path));
+        if (!dir) return tdc_error(-ENOMEM, "file table: out of memory");
+        parent = lookup_n(a->ents, i, dir);
+        free(dir);
+    }
+    if (parent < 0 || a->ents[parent].type != ARC_DIR)
+        return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
+    return 0;
+}
+
+int arc_check_table(arc *a)
+{
+    if (!a->nents) return tdc_error(-EBADMSG, "file table: no entries");
+    for (uint32_t i = 0; i < a->nents; i++) {
+        int rc = check_entry(a, i);
+        if (rc) return rc;
+    }
+    return index_inodes(a);
+}
+
+int arc_finish(arc *a)
+{
+    a->next_ino = 2;
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
+    int rc = gram_topo(&a->g);
+    return rc ? rc : arc_check_table(a);
+}
+
+uint32_t arc_ino_links(const arc *a, uint64_t ino, uint32_t *pos)
+{
+    uint32_t lo = 0, hi = a->nents;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (a->ents[a->byino[mid]].ino < ino)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t n = 0;
+    while (lo + n < a->nents && a->ents[a->byino[lo + n]].ino == ino)
+        n++;
+    if (pos) *pos = lo;
+    return n;
+}
+
+int64_t arc_ino_entry(const arc *a, uint64_t ino)
+{
+    uint32_t pos;
+    return arc_ino_links(a, ino, &pos) ? (int64_t)a->byino[pos] : -ENOENT;
+}
+
+/* Parse the file table; arc_check_table then checks what it says. */
+static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
+{
+    rd r = {p, p + n};
+    uint64_t cnt;
+    if (version >= 2 && (rd_u64(&r, &a->id) || rd_u64(&r, &a->prev_id) ||
+                         rd_varint(&r, &a->next_ino) || a->next_ino > ARC_INO_MAX))
+        return tdc_error(-EBADMSG, "file table: bad header");
+    if (rd_varint(&r, &cnt) || cnt == 0 || cnt > n)
+        return tdc_error(-EBADMSG, "file table: bad entry count");
+    if (version < 2) a->next_ino = cnt + 1;
+    if (!(a->ents = calloc(cnt, sizeof *a->ents)))
+        return tdc_error(-ENOMEM, "file table: out of memory");
+    for (uint64_t i = 0; i < cnt; i++) {
+        arc_entry *e = &a->ents[i];
+        uint64_t mode, uid, gid, zz, nsec, shard = 0;
+        a->nents = (uint32_t)i + 1;
+        e->ino = i + 1;
+        if (dec_str(&r, &e->path, 0) || rd_bytes(&r, 1, (const unsigned char **)&p) ||
+            (e->type = *p, 0) || rd_varint(&r, &mode) || rd_varint(&r, &uid) ||
+            rd_varint(&r, &gid) || rd_varint(&r, &zz) || rd_varint(&r, &nsec) ||
+            rd_varint(&r, &e->size) || (version >= 4 && rd_varint(&r, &shard)) ||
+            rd_varint(&r, &e->root_start) ||
+            rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1) ||
+            (version >= 2 && rd_varint(&r, &e->ino)) ||
+            (version >= 3 && is_dev(e->type) && rd_varint(&r, &e->rdev)) ||
+            (version >= 2 && dec_xattrs(&r, e)))
+            return tdc_error(-EBADMSG, "file table: entry %llu is truncated or malformed",
+                             (unsigned long long)i);
+        if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
+            return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
+        if (e->type > (version >= 3 ? ARC_BLK : ARC_LNK))
+            return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
+        if (shard >= a->nshards || e->root_start > a->shards[shard].root_syms)
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad shard or root range", e->path);
+        e->shard = (uint32_t)shard;
+        e->root_start += a->shards[shard].root_off; /* archive-wide from here on */
+        e->mode = (uint32_t)mode;
+        e->uid = (uint32_t)uid;
+        e->gid = (uint32_t)gid;
+        e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+        e->mtime_nsec = (uint32_t)nsec;
+    }
+    if (r.p != r.end) return tdc_error(-EBADMSG, "file table: trailing bytes");
+    return arc_check_table(a);
+}
+
+/* Expand a zstd frame that must hold exactly `want` bytes into a fresh buffer. */
+static int unzstd(const unsigned char *z, size_t zn, uint64_t want, const char *name,
+                  unsigned char **out)
+{
+    unsigned long long fcs = ZSTD_getFrameContentSize(z, zn);
+    if (fcs != want)
+        return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
+                         name);
+    unsigned char *raw = malloc(want ? want : 1);
+    if (!raw)
+        return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
+                         (unsigned long long)want);
+    mem_huge(raw, want);
+    size_t got = ZSTD_decompress(raw, want, z, zn);
+    if (ZSTD_isError(got) || got != want) {
+        free(raw);
+        return tdc_error(-EBADMSG, "section %s: decompression failed", name);
+    }
+    *out = raw;
+    return 0;
+}
+
+/* A front-coded dictionary (CODEC_ZSTD_FRONT): the zstd frame, then dict_front_decode back
+ * to dict_encode's layout of s->raw bytes. The front coding is never much longer than that
+ * layout (three bytes of prefix per token at most, and a token has two bytes at least). */
+static int unfront(const unsigned char *z, const arc_secinfo *s, const char *name,
+                   unsigned char **out)
+{
+    unsigned long long fcs = ZSTD_getFrameContentSize(z, s->stored);
+    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs > 3 * s->raw + 16)
+        return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
+                         name);
+    unsigned char *fc;
+    int rc = unzstd(z, s->stored, fcs, name, &fc);
+    if (rc) return rc;
+    buf b = {0};
+    rc = dict_front_decode(fc, fcs, s->raw, &b);
+    free(fc);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    *out = b.p;
+    return 0;
+}
+
+/* Read, verify and expand one section into a fresh buffer. */
+static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
+{
+    const char *name = arc_section_name(s->type);
+    unsigned char *st = NULL, *raw = NULL;
+    int rc;
+    if (s->codec == CODEC_ZSTD_FRONT && s->type != ARC_SEC_DICT)
+        return tdc_error(-EBADMSG, "section %s: front coding applies to the dictionary only", name);
+    if (s->raw > RAW_MAX || (s->codec == CODEC_RAW && s->raw != s->stored))
+        return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
+                         (unsigned long long)s->raw);
+    if (!(st = malloc(s->stored ? s->stored : 1)))
+        return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
+                         (unsigned long long)s->stored);
+    if ((rc = fio_read_at(fd, st, s->stored, s->offset, path))) goto fail;
+    if (XXH3_64bits(st, s->stored) != s->hash) {
+        rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
+        goto fail;
+    }
+    if (s->codec == CODEC_RAW) {
+        *out = st;
+        return 0;
+    }
+    if (s->codec == CODEC_ZSTD_FRONT)
+        rc = unfront(st, s, name, &raw);
+    else
+        rc = unzstd(st, s->stored, s->raw, name, &raw);
+    if (rc) goto fail;
+    free(st);
+    *out = raw;
+    return 0;
+fail:
+    free(st);
+    return rc;
+}
+
+int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out)
+{
+    memset(out, 0, sizeof *out);
+    if (k >= a->nshards || !a->path) return tdc_error(-EINVAL, "no shard %u", k);
+    out->info = a->shards[k];
+    out->info.damage = NULL; /* the archive's */
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        const arc_secinfo *s = &a->secs[a->shards[k].sec + i];
+        out->secs[i] = *s;
+        if (!(out->data[i] = malloc(s->stored ? s->stored : 1)))
+            rc = tdc_error(-ENOMEM, "out of memory copying shard %u", k);
+        else if (!(rc = fio_read_at(a->fd, out->data[i], s->stored, s->offset, a->path)) &&
+                 XXH3_64bits(out->data[i], s->stored) != s->hash)
+            rc = tdc_error(-EBADMSG, "%s: shard %u: section %s: checksum mismatch", a->path, k,
+                           arc_section_name(s->type));
+    }
+    if (rc) arc_coded_free(out);
+    return rc;
+}
+
+int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
+{
+    if (i >= a->nsecs || !a->path) return tdc_error(-EINVAL, "no section %u", i);
+    return load_section(a->fd, a->path, &a->secs[i], out);
+}
+
+/* Every regular file's run lies inside the archive's root of `root_syms` symbols. */
+static int check_runs(const arc *a, uint64_t root_syms)
+{
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        if (e->type == ARC_REG &&
+            (e->root_start > root_syms || e->root_len > root_syms - e->root_start))
+            return tdc_error(-EBADMSG, "file table: '%s' has a bad root range", e->path);
+    }
+    return 0;
+}
+
+/* Name the archive in a message from a decoder that does not know it. */
+static int with_path(int rc, const char *path)
+{
+    if (strncmp(tdc_errmsg(), path, strlen(path))) tdc_error_ctx(rc, "%s", path);
+    return rc;
+}
+
+/* The section table's shape: version 4 holds three sections per shard (dictionary, rules,
+ * root), then the file table and the shard table; older versions the four sections of
+ * their one grammar. Sets a->nshards (older versions: one shard, its figures unknown until
+ * it is loaded). */
+static int check_layout(arc *a)
+{
+    uint32_t n = a->nsecs;
+    if (a->version < 4) {
+        if (n != 4) return tdc_error(-EBADMSG, "%u sections where version %u has 4", n, a->version);
+        for (uint32_t i = 0; i < n; i++)
+            if (a->secs[i].type != i + 1)
+                return tdc_error(-EBADMSG, "section %u has type %u, not %u", i, a->secs[i].type,
+                                 i + 1);
+        a->nshards = 1;
+        return (a->shards = calloc(1, sizeof *a->shards)) ? 0 : -ENOMEM;
+    }
+    if (n < 5 || (n - 2) % 3)
+        return tdc_error(-EBADMSG, "%u sections: not three per shard and two more", n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t want = i + 2 >= n ? ARC_SEC_FILES + (i + 2 - n) : ARC_SEC_DICT + i % 3;
+        if (a->secs[i].type != want)
+            return tdc_error(-EBADMSG, "section %u is a %s where a %s belongs", i,
+                             arc_section_name(a->secs[i].type), arc_section_name(want));
+    }
+    a->nshards = (n - 2) / 3;
+    return (a->shards = calloc(a->nshards, sizeof *a->shards)) ? 0 : -ENOMEM;
+}
+
+/* The shard table (version 4): per shard its content bytes, root symbols, tokens and rules,
+ * in the order of its sections. */
+static int dec_shards(arc *a, const unsigned char *p, size_t n)
+{
+    rd r = {p, p + n};
+    uint64_t cnt, root = 0;
+    if (rd_varint(&r, &cnt) || cnt != a->nshards)
+        return tdc_error(-EBADMSG, "shard table: shard count does not match the sections");
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        arc_shard *s = &a->shards[k];
+        uint64_t nt, nr;
+        if (rd_varint(&r, &s->bytes) || rd_varint(&r, &s->root_syms) || rd_varint(&r, &nt) ||
+            rd_varint(&r, &nr) || nt > 0x7fffffffu || nr + nt + 1 > 0xffffffffu ||
+            s->root_syms > (uint64_t)1 << 56 || root + s->root_syms < root)
+            return tdc_error(-EBADMSG, "shard table: shard %u is malformed", k);
+        s->ntokens = (uint32_t)nt;
+        s->nrules = (uint32_t)nr;
+        s->root_off = root;
+        s->sec = 3 * k;
+        root += s->root_syms;
+    }
+    if (r.p != r.end) return tdc_error(-EBADMSG, "shard table: trailing bytes");
+    return 0;
+}
+
+/* Symbols of the archive's root: all shards' roots. */
+static uint64_t total_root(const arc *a)
+{
+    const arc_shard *l = &a->shards[a->nshards - 1];
+    return l->root_off + l->root_syms;
+}
+
+/* Read and check the table sections: the shard table (version 4) and the file table. */
+static int load_tables(arc *a)
+{
+    unsigned char *p = NULL;
+    int rc = 0;
+    uint32_t files = a->version >= 4 ? a->nsecs - 2 : 3;
+    if (a->version >= 4) {
+        rc = load_section(a->fd, a->path, &a->secs[a->nsecs - 1], &p);
+        if (!rc) rc = dec_shards(a, p, a->secs[a->nsecs - 1].raw);
+        free(p);
+        p = NULL;
+    } else {
+        a->shards[0].root_syms = UINT64_MAX >> 8; /* known once loaded */
+    }
+    if (!rc) rc = load_section(a->fd, a->path, &a->secs[files], &p);
+    if (!rc) rc = dec_files(a, p, a->secs[files].raw, a->version);
+    free(p);
+    if (!rc && a->version >= 4) rc = check_runs(a, total_root(a));
+    if (!rc && a->version < 4) a->shards[0].bytes = content_bytes(a);
+    return rc;
+}
+
+int arc_open_meta(const char *path, arc **out)
+{
+    arc *a = calloc(1, sizeof *a);
+    unsigned char hdr[ARC_HDR_SIZE], *tab = NULL;
+    struct stat st;
+    int rc;
+    if (!a) return tdc_error(-ENOMEM, "out of memory");
+    a->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (a->fd < 0) {
+        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    a->pending = 1;
+    if (!(a->path = strdup(path))) {
+        rc = tdc_error(-ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (fstat(a->fd, &st) < 0) {
+        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = tdc_error(-EINVAL, "%s: not a regular file", path);
+        goto fail;
+    }
+    a->file_size = (uint64_t)st.st_size;
+    if (a->file_size < ARC_HDR_SIZE) {
+        rc = tdc_error(-EBADMSG, "%s: too short to be an archive (%llu bytes)", path,
+                       (unsigned long long)a->file_size);
+        goto fail;
+    }
+    if ((rc = fio_read_at(a->fd, hdr, ARC_HDR_SIZE, 0, path))) goto fail;
+    arc_header hd;
+    int bad = arc_header_decode(hdr, &hd);
+    if (bad == -1) {
+        rc = tdc_error(-EBADMSG, "%s: not a tadocfs archive (bad magic)", path);
+        goto fail;
+    }
+    if (bad) {
+        rc = tdc_error(-EBADMSG, "%s: header checksum mismatch", path);
+        goto fail;
+    }
+    a->version = hd.version;
+    if (a->version < 1 || a->version > ARC_VERSION) {
+        rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, a->version);
+        goto fail;
+    }
+    uint64_t toff = hd.table;
+    uint32_t nsec = hd.nsec;
+    uint64_t tlen = (uint64_t)nsec * ARC_SECENT_SIZE + 8;
+    if (nsec < 4 || toff < ARC_HDR_SIZE || toff > a->file_size || tlen > a->file_size - toff) {
+        rc = tdc_error(-EBADMSG, "%s: section table lies outside the file (truncated archive?)",
+                       path);
+        goto fail;
+    }
+    if (tlen != a->file_size - toff) {
+        rc = tdc_error(-EBADMSG, "%s: %llu bytes after the section table (damaged or appended to)",
+                       path, (unsigned long long)(a->file_size - toff - tlen));
+        goto fail;
+    }
+    if (!(tab = malloc(tlen)) || !(a->secs = calloc(nsec, sizeof *a->secs))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = fio_read_at(a->fd, tab, tlen, toff, path))) goto fail;
+    if (XXH3_64bits(tab, tlen - 8) != le64(tab + tlen - 8)) {
+        rc = tdc_error(-EBADMSG, "%s: section table checksum mismatch", path);
+        goto fail;
+    }
+    if (a->version < 2) a->id = le64(tab + tlen - 8) | 1; /* stable, as v1 has no stored identity */
+    for (uint32_t i = 0; i < nsec; i++) {
+        arc_secinfo *s = &a->secs[i];
+        arc_secent_decode(tab + (size_t)i * ARC_SECENT_SIZE, s);
+        if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || s->codec > CODEC_ZSTD_FRONT ||
+            s->offset < ARC_HDR_SIZE || s->offset > toff || s->stored > toff - s->offset) {
+            rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
+                           arc_section_name(s->type));
+            goto fail;
+        }
+    }
+    a->nsecs = nsec;
+    if ((rc = check_layout(a)) || (rc = load_tables(a))) goto fail;
+    free(tab);
+    *out = a;
+    return 0;
+fail:
+    free(tab);
+    arc_free(a);
+    return with_path(rc, path);
+}
+
+/* One shard's grammar being loaded: the dictionary and the root are read and decoded on a
+ * second thread beside the rules, which need only the token count, handed over as soon as
+ * the dictionary section is expanded. */
+typedef struct side_job {
+    const arc *a;
+    const arc_secinfo *secs; /* the shard's dictionary, rules and root */
+    dict *dict;
+    gram *g;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int count_known; /* ntokens is set */
+    int done;        /* rc and msg are set */
+    uint32_t ntokens;
+    int rc;
+    char msg[512];
+} side_job;
+
+static void side_publish_count(side_job *j, uint32_t ntokens)
+{
+    pthread_mutex_lock(&j->lock);
+    j->ntokens = ntokens;
+    j->count_known = 1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}
+
+static int side_load(side_job *j)
+{
+    const arc *a = j->a;
+    unsigned char *raw = NULL;
+    int rc = load_section(a->fd, a->path, &j->secs[0], &raw);
+    if (rc) return rc;
+    uint32_t nt;
+    if (!dict_encoded_count(raw, j->secs[0].raw, &nt)) side_publish_count(j, nt);
+    rc = dict_decode(raw, j->secs[0].raw, &j->dict);
+    free(raw);
+    raw = NULL;
+    if (!rc) rc = load_section(a->fd, a->path, &j->secs[2], &raw);
+    if (!rc) rc = dec_root(j->g, raw, j->secs[2].raw);
+    free(raw);
+    return rc;
+}
+
+static void *side_main(void *arg)
+{
+    side_job *j = arg;
+    int rc = side_load(j);
+    pthread_mutex_lock(&j->lock);
+    j->rc = rc;
+    if (rc) snprintf(j->msg, sizeof j->msg, "%s", tdc_errmsg());
+    j->done = 1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+/* The token count: 0, or -1 once the side job failed before finding it. */
+static int side_wait_count(side_job *j, uint32_t *ntokens)
+{
+    pthread_mutex_lock(&j->lock);
+    while (!j->count_known && !j->done)
+        pthread_cond_wait(&j->cond, &j->lock);
+    int known = j->count_known;
+    *ntokens = j->ntokens;
+    pthread_mutex_unlock(&j->lock);
+    return known ? 0 : -1;
+}
+
+/* The rules, decoded and ordered while the side job runs. */
+static int load_rules(side_job *j)
+{
+    unsigned char *rules = NULL;
+    int rc = load_section(j->a->fd, j->a->path, &j->secs[1], &rules);
+    if (!rc && !side_wait_count(j, &j->g->ntokens)) rc = dec_rules(j->g, rules, j->secs[1].raw);
+    free(rules);
+    return rc;
+}
+
+/* Read, verify and decode shard k's grammar into *d and *g (freed again on failure), and
+ * check it against the shard table. */
+static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
+{
+    const arc_shard *sh = &a->shards[k];
+    side_job j = {.a = a, .secs = &a->secs[sh->sec], .g = g};
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_cond_init(&j.cond, NULL);
+    pthread_t th;
+    int threaded = !pthread_create(&th, NULL, side_main, &j);
+    if (!threaded) side_main(&j);
+    int rc = load_rules(&j);
+    if (threaded) pthread_join(th, NULL);
+    pthread_mutex_destroy(&j.lock);
+    pthread_cond_destroy(&j.cond);
+    *d = j.dict;
+    if (j.rc) /* first: without a count the rules were not decoded */
+        rc = tdc_error(j.rc, "%s", j.msg);
+    else if (!rc && dict_count(*d) != g->ntokens)
+        rc = tdc_error(-EBADMSG, "dictionary: token count changed while decoding");
+    else if (!rc && a->version >= 4 &&
+             (g->ntokens != sh->ntokens || g->nrules != sh->nrules || g->root.n != sh->root_syms))
+        rc = tdc_error(-EBADMSG, "grammar does not match the shard table");
+    if (!rc) rc = check_root(g);
+    if (rc) {
+        dict_free(*d);
+        *d = NULL;
+        gram_free(g);
+        memset(g, 0, sizeof *g);
+        if (a->nshards > 1) tdc_error_ctx(rc, "shard %u", k);
+    }
+    return rc;
+}
+
+/* Shards loaded by several threads, each taking the next shard not yet taken. */
+typedef struct shard_load {
+    const arc *a;
+    uint32_t first, end; /* the shards to load: [first, end); d, g, damage indexed from first */
+    dict **d;
+    gram *g;
+    char **damage; /* per shard: why it is damaged (a shard of several only), or NULL */
+    pthread_mutex_t lock;
+    uint32_t next;
+    int rc; /* the first failure that fails the whole load, with its message */
+    char msg[512];
+} shard_load;
+
+static void *shard_load_main(void *arg)
+{
+    shard_load *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        uint32_t k = l->rc ? l->end : l->first + l->next++;
+        pthread_mutex_unlock(&l->lock);
+        if (k >= l->end) return NULL;
+        uint32_t i = k - l->first;
+        int rc = load_shard(l->a, k, &l->d[i], &l->g[i]);
+        /* Damaged data costs one shard of several only its files; anything else (no
+         * memory, a failed read) fails the load. */
+        if (rc == -EBADMSG && l->a->nshards > 1) {
+            if ((l->damage[i] = strdup(tdc_errmsg()))) continue;
+            rc = tdc_error(-ENOMEM, "out of memory");
+        }
+        if (rc) {
+            pthread_mutex_lock(&l->lock);
+            if (!l->rc) {
+                l->rc = rc;
+                snprintf(l->msg, sizeof l->msg, "%s", tdc_errmsg());
+            }
+            pthread_mutex_unlock(&l->lock);
+        }
+    }
+}
+
+/* Load shards [first, first + n), on up to one thread per CPU, into d[k - first] and
+ * g[k - first]; damage[k - first] receives the message of each damaged shard that does not
+ * fail the load. */
+static int load_shards(const arc *a, uint32_t first, uint32_t n, dict **d, gram *g, char **damage)
+{
+    shard_load l = {.a = a, .first = first, .end = first + n, .d = d, .g = g, .damage = damage};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t nth = n < (cpus > 1 ? (uint32_t)cpus : 1) ? n : (uint32_t)cpus;
+    pthread_t th[64];
+    uint32_t started = 0;
+    if (nth > 64) nth = 64;
+    pthread_mutex_init(&l.lock, NULL);
+    for (; nth > 1 && started < nth - 1; started++)
+        if (pthread_create(&th[started], NULL, shard_load_main, &l)) break;
+    shard_load_main(&l);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&l.lock);
+    return l.rc ? tdc_error(l.rc, "%s", l.msg) : 0;
+}
+
+/* The stand-in for damaged shard k: one token and a root of as many symbols as the shard
+ * table gives it, so that the merged root keeps every other shard's symbols where the file
+ * table puts them. Its bytes are never read (arc_entry_damaged). A root longer than its
+ * section's declared size allows is not stood in for (the shard's damage fails the load):
+ * the stand-in takes no more memory than the shard itself would. */
+static int stand_in(const arc *a, uint32_t k, dict **d, gram *g)
+{
+    static const unsigned char tok[1] = {'\n'};
+    const arc_shard *sh = &a->shards[k];
+    uint32_t id;
+    memset(g, 0, sizeof *g);
+    if (sh->root_syms > a->secs[sh->sec + 2].raw / 4) return tdc_error(-EBADMSG, "%s", sh->damage);
+    if (sh->root_syms > SIZE_MAX / 8 || !(*d = dict_new()) || dict_intern(*d, tok, 1, &id) ||
+        vec32_reserve(&g->root, sh->root_syms) || vec64_push(&g->rule_start, 0))
+        return tdc_error(-ENOMEM, "out of memory");
+    memset(g->root.p, 0, sh->root_syms * sizeof *g->root.p); /* token 0 */
+    g->root.n = sh->root_syms;
+    g->ntokens = 1;
+    return 0;
+}
+
+/* Record the damaged shards among [first, first + n) (their messages move into a->shards)
+ * with their stand-ins. */
+static int take_damage(arc *a, uint32_t first, uint32_t n, dict **d, gram *g, char **damage)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!damage[i]) continue;
+        a->shards[first + i].damage = damage[i];
+        damage[i] = NULL;
+        a->ndamaged++;
+        int rc = stand_in(a, first + i, &d[i], &g[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* 1 + the first damaged shard that the run [start, start + len) of the archive's root
+ * touches, or 0. */
+static uint32_t run_damage(const arc *a, uint32_t first, uint64_t start, uint64_t len)
+{
+    for (uint32_t k = first; k < a->nshards && a->shards[k].root_off < start + len; k++) {
+        const arc_shard *s = &a->shards[k];
+        if (s->damage && s->root_off + s->root_syms > start) return k + 1;
+    }
+    return 0;
+}
+
+/* Mark every regular file with content in a damaged shard, all names of its inode. */
+static void mark_damaged(arc *a)
+{
+    for (uint32_t i = 0; i < a->nents && a->ndamaged; i++) {
+        arc_entry *e = &a->ents[i];
+        if (e->type == ARC_REG && e->root_len)
+            e->damaged = run_damage(a, e->shard, e->root_start, e->root_len);
+    }
+    for (uint32_t i = 0; i < a->nents && a->ndamaged; i++) {
+        arc_entry *e = &a->ents[i];
+        int64_t h = e->type == ARC_REG ? arc_ino_entry(a, e->ino) : -1;
+        if (h >= 0 && h != (int64_t)i) e->damaged = a->ents[h].damaged;
+    }
+}
+
+/* Forget recorded damage (a load that failed after all). */
+static void clear_damage(arc *a)
+{
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        free(a->shards[k].damage);
+        a->shards[k].damage = NULL;
+    }
+    for (uint32_t i = 0; i < a->nents; i++)
+        a->ents[i].damaged = 0;
+    a->ndamaged = 0;
+}
+
+int arc_entry_damaged(const arc *a, uint32_t ent)
+{
+    const arc_entry *e = &a->ents[ent];
+    if (!e->damaged) return 0;
+    if (e->damaged == ARC_NOT_LOADED)
+        return tdc_error(-EINVAL, "%s: '%s' is not in the shards loaded", a->path ? a->path : "archive",
+                         e->path);
+    return tdc_error(-EBADMSG, "%s: '%s' cannot be read: its content lies in a damaged shard (%s)",
+                     a->path ? a->path : "archive", e->path, a->shards[e->damaged - 1].damage);
+}
+
+int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis)
+{
+    for (uint32_t i = first; i < end && i < a->nents && a->ndamaged; i++)
+        if (a->ents[i].damaged && (!vis || vis[i])) return arc_entry_damaged(a, i);
+    return 0;
+}
+
+/* Entries whose runs lie outside the loaded shards [first, last] (arc_load_span): marked
+ * unreadable; the others' runs made relative to the first loaded shard's root. */
+static void keep_span(arc *a, uint32_t first, uint32_t last)
+{
+    uint64_t base = a->shards[first].root_off;
+    uint64_t end = a->shards[last].root_off + a->shards[last].root_syms;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        arc_entry *e = &a->ents[i];
+        if (e->type != ARC_REG) continue;
+        if (e->shard >= first && e->root_start >= base && e->root_start + e->root_len <= end &&
+            (e->root_len || e->shard <= last)) {
+            e->root_start -= base;
+        } else {
+            e->root_start = e->root_len = 0;
+            e->damaged = ARC_NOT_LOADED;
+        }
+    }
+    for (uint32_t i = 0; i < a->nents; i++) { /* every name as the one holding the content */
+        arc_entry *e = &a->ents[i];
+        int64_t h = e->type == ARC_REG ? arc_ino_entry(a, e->ino) : -1;
+        if (h >= 0 && h != (int64_t)i) e->damaged = a->ents[h].damaged;
+    }
+}
+
+/* Load shards [first, last] and merge them into a->dict and a->g (all of them: archive-wide
+ * runs; else keep_span). */
+static int load_span(arc *a, uint32_t first, uint32_t last)
+{
+    if (!a->pending) return 0; /* loaded already */
+    uint32_t n = last - first + 1;
+    int all = n == a->nshards;
+    dict **d = calloc(n, sizeof *d);
+    gram *g = calloc(n, sizeof *g);
+    char **damage = calloc(n, sizeof *damage);
+    int rc = d && g && damage ? load_shards(a, first, n, d, g, damage)
+                              : tdc_error(-ENOMEM, "out of memory");
+    if (!rc && a->version < 4) {
+        a->shards[0].root_syms = g[0].root.n;
+        a->shards[0].ntokens = g[0].ntokens;
+        a->shards[0].nrules = g[0].nrules;
+    }
+    if (!rc) rc = take_damage(a, first, n, d, g, damage);
+    if (!rc) rc = gram_merge(d, g, n, &a->dict, &a->g);
+    if (!rc) {
+        mark_damaged(a);
+        if (!all) keep_span(a, first, last);
+        rc = check_runs(a, a->g.root.n);
+    }
+    for (uint32_t k = 0; d && g && damage && k < n; k++) {
+        dict_free(d[k]);
+        gram_free(&g[k]);
+        free(damage[k]);
+    }
+    free(d);
+    free(g);
+    free(damage);
+    if (rc) {
+        /* Leave the archive as arc_open_meta made it: a later call fails the same way. */
+        dict_free(a->dict);
+        a->dict = NULL;
+        gram_free(&a->g);
+        memset(&a->g, 0, sizeof a->g);
+        clear_damage(a);
+        return with_path(rc, a->path);
+    }
+    a->pending = 0;
+    a->partial = !all;
+    return 0;
+}
+
+int arc_load_data(arc *a)
+{
+    return load_span(a, 0, a->nshards - 1);
+}
+
+int arc_load_span(arc *a, uint32_t first, uint32_t last)
+{
+    if (first > last || last >= a->nshards)
+        return tdc_error(-EINVAL, "shards %u to %u: the archive has %u", first, last, a->nshards);
+    return load_span(a, first, last);
+}
+
+int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last)
+{
+    const arc_entry *e = &a->ents[ent];
+    *first = *last = e->shard;
+    if (e->type != ARC_REG || !e->root_len) return 0;
+    uint64_t end = e->root_start + e->root_len;
+    while (*last + 1 < a->nshards && a->shards[*last + 1].root_off < end)
+        ++*last;
+    return 0;
+}
+
+int arc_open(const char *path, arc **out)
+{
+    arc *a;
+    int rc = arc_open_meta(path, &a);
+    if (rc) return rc;
+    if ((rc = arc_load_data(a))) {
+        arc_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+void arc_entry_clear(arc_entry *e)
+{
+    free(e->path);
+    free(e->link);
+    for (uint32_t k = 0; k < e->nxattrs; k++) {
+        free(e->xattrs[k].name);
+        free(e->xattrs[k].val);
+    }
+    free(e->xattrs);
+    memset(e, 0, sizeof *e);
+}
+
+void arc_free(arc *a)
+{
+    if (!a) return;
+    dict_free(a->dict);
+    gram_free(&a->g);
+    for (uint32_t i = 0; i < a->nents; i++)
+        arc_entry_clear(&a->ents[i]);
+    free(a->ents);
+    free(a->byino);
+    free(a->secs);
+    for (uint32_t k = 0; a->shards && k < a->nshards; k++)
+        free(a->shards[k].damage);
+    free(a->shards);
+    free(a->path);
+    if (a->path && a->fd >= 0) close(a->fd);
+    free(a);
+}

@@ -1,0 +1,317 @@
+/* arc: the .tdc archive file.
+ *
+ * Layout: a 40-byte header (magic "TADOCFS\0", version, flags, section-table offset, section
+ * count, header checksum), the sections, then the section table (40 bytes per section and an
+ * XXH3-64 of the table). Each section records its type, codec (raw, zstd, or for the
+ * dictionary zstd of its front coding: arc_codec_name), offset, stored
+ * and raw lengths and the XXH3-64 of its stored bytes, checked before it is decoded.
+ *
+ * An opened archive is read-only and may be shared by any number of threads. */
+#ifndef TDC_ARC_H
+#define TDC_ARC_H
+
+#include <stdint.h>
+
+#include "../grammar/dict.h"
+#include "../grammar/gram.h"
+
+/* Version 2 added inode numbers (shared by hard links), user xattrs and the archive ids the
+ * journal binds to; version 3 added FIFOs, sockets and devices (with their rdev) and hard
+ * links of any non-directory type; version 4 cut the grammar into shards (below). Versions
+ * 1 to 3 are still read, as one shard (v1: inode = entry index + 1). */
+#define ARC_VERSION 4
+
+enum arc_type {
+    ARC_REG = 1,
+    ARC_DIR = 2,
+    ARC_LNK = 3,
+    ARC_FIFO = 4, /* version 3 on */
+    ARC_SOCK = 5,
+    ARC_CHR = 6, /* devices keep their rdev */
+    ARC_BLK = 7,
+};
+
+/* The entry type of a stat mode's type bits (S_IFREG...), or 0 for none we keep. */
+uint8_t arc_type_of_mode(uint32_t mode);
+
+/* The stat type bits (S_IFREG...) of an entry type, or 0 for an unknown type. */
+uint32_t arc_mode_of_type(uint8_t type);
+
+enum arc_section {
+    ARC_SEC_DICT = 1,
+    ARC_SEC_RULES = 2,
+    ARC_SEC_ROOT = 3,
+    ARC_SEC_FILES = 4,
+    ARC_SEC_SHARDS = 5, /* version 4 on: the shard table */
+};
+
+/* One extended attribute (name without the "user." prefix, value of any bytes). */
+typedef struct arc_xattr {
+    char *name;
+    unsigned char *val;
+    uint32_t len;
+} arc_xattr;
+
+/* One file-table entry. Entry 0 is the root directory with path "". Paths are relative,
+ * '/'-separated, with no empty, "." or ".." components, and sorted by arc_path_cmp.
+ * Hard links are non-directory entries that share `ino`: they agree on type, mode, owner,
+ * size, hash, symlink target and rdev, and only the first of them (in path order) holds a
+ * regular file's content (root run); the others have root_len 0. Inode 1 is the root
+ * directory. */
+typedef struct arc_entry {
+    char *path;
+    char *link; /* symlink target, or NULL */
+    uint8_t type;
+    uint32_t mode; /* permission bits only (07777) */
+    uint32_t uid, gid;
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length;
+                      0 for FIFOs, sockets and devices */
+    uint64_t rdev; /* device number of ARC_CHR and ARC_BLK entries (as st_rdev), else 0 */
+    /* The file's run of root symbols. In memory: a range of the archive's root, which is the
+     * roots of all shards concatenated in shard order. On disk (version 4): root_start counts
+     * from the start of shard `shard`'s root, and a run longer than the rest of that root goes
+     * on through the roots of the following shards (a file larger than a shard). */
+    uint64_t root_start, root_len;
+    uint32_t shard; /* the shard where the file's run starts (0 for entries without content) */
+    /* 0, or 1 + the first damaged shard (arc_shard.damage) that holds part of this regular
+     * file's content (every name of the inode is marked): its bytes cannot be read
+     * (arc_entry_damaged). Set by arc_load_data; ARC_NOT_LOADED after arc_load_span for a
+     * file outside the shards loaded. */
+    uint32_t damaged;
+    uint64_t hash;                 /* XXH3-64 of the content */
+    uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
+    arc_xattr *xattrs;             /* user.* attributes, sorted by name */
+    uint32_t nxattrs;
+} arc_entry;
+
+#define ARC_INO_MAX ((uint64_t)1 << 60)
+
+typedef struct arc_secinfo {
+    uint32_t type, codec;
+    uint64_t offset, stored, raw, hash;
+} arc_secinfo;
+
+/* The header: field offsets (bytes 12..15 and 28..31 are zero). */
+#define ARC_HDR_SIZE 40
+#define ARC_HDR_MAGIC 0   /* 8 bytes, "TADOCFS\0" */
+#define ARC_HDR_VERSION 8 /* u32 */
+#define ARC_HDR_TABLE 16  /* u64: offset of the section table */
+#define ARC_HDR_NSEC 24   /* u32: number of sections */
+#define ARC_HDR_SUM 32    /* u64: XXH3-64 of the bytes before it */
+
+/* One section-table entry: field offsets. The table's entries are followed by the u64
+ * XXH3-64 of the entries. */
+#define ARC_SECENT_SIZE 40
+#define ARC_SECENT_TYPE 0    /* u32: enum arc_section */
+#define ARC_SECENT_CODEC 4   /* u32 */
+#define ARC_SECENT_OFFSET 8  /* u64 */
+#define ARC_SECENT_STORED 16 /* u64 */
+#define ARC_SECENT_RAW 24    /* u64 */
+#define ARC_SECENT_HASH 32   /* u64: XXH3-64 of the stored bytes */
+
+/* The header's fields. */
+typedef struct arc_header {
+    uint32_t version, nsec;
+    uint64_t table; /* offset of the section table */
+} arc_header;
+
+/* Fill a header (checksum included). */
+void arc_header_encode(unsigned char h[ARC_HDR_SIZE], const arc_header *hd);
+
+/* Recompute the checksum of a header whose fields were changed in place. */
+void arc_header_seal(unsigned char h[ARC_HDR_SIZE]);
+
+/* Read a header's fields: 0, -1 for a wrong magic, -2 for a wrong checksum (*hd is filled
+ * either way). */
+int arc_header_decode(const unsigned char h[ARC_HDR_SIZE], arc_header *hd);
+
+/* Write and read one section-table entry. */
+void arc_secent_encode(unsigned char e[ARC_SECENT_SIZE], const arc_secinfo *s);
+void arc_secent_decode(const unsigned char e[ARC_SECENT_SIZE], arc_secinfo *s);
+
+/* Write the checksum after a section table of `nsec` entries at `tab`. */
+void arc_table_seal(unsigned char *tab, uint32_t nsec);
+
+/* Shards (version 4). The grammar is cut into shards, each an independent grammar (its own
+ * dictionary, rules and root, in three sections of its own) over whole files, cut on a token
+ * boundary where one file is larger than a shard. The shard table records per shard what the
+ * global part needs without decoding it. */
+typedef struct arc_shard {
+    uint64_t bytes;     /* content bytes its root spells */
+    uint64_t root_syms; /* symbols of its root */
+    uint64_t root_off;  /* where its root starts in the archive's (concatenated) root */
+    uint32_t ntokens;   /* tokens of its dictionary */
+    uint32_t nrules;    /* rules besides its root */
+    uint32_t sec;       /* index in a->secs of its dictionary section (rules and root follow) */
+    /* Why the shard could not be loaded (its checksum, decoding or shard-table figures
+     * failed), malloc'ed; NULL for a shard that loaded. See arc_load_data. */
+    char *damage;
+} arc_shard;
+
+/* A shard coded for writing (arc_shard_encode): its three sections as they go to disk. Pack
+ * codes shards on worker threads and hands them to arc_write_coded. */
+typedef struct arc_coded {
+    arc_shard info;      /* bytes, root_syms, ntokens, nrules (root_off and sec: the writer) */
+    arc_secinfo secs[3]; /* dictionary, rules, root (offset: the writer) */
+    unsigned char *data[3];
+} arc_coded;
+
+typedef struct arc {
+    /* The grammar, whole: after arc_load_data the shards' grammars merged into one (token ids
+     * of all dictionaries unified, rules renumbered, roots concatenated); for a writer, the
+     * grammar to write as one shard. */
+    dict *dict;
+    gram g;
+    arc_entry *ents;
+    uint32_t nents;
+    arc_secinfo *secs; /* as read (arc_open*) */
+    uint32_t nsecs;
+    arc_shard *shards; /* as read (version 4; older versions: one shard) */
+    uint32_t nshards;
+    uint32_t ndamaged; /* shards that could not be loaded (arc_load_data) */
+    uint64_t file_size;
+    uint64_t id;       /* random identity of this archive (journals name the one they extend) */
+    uint64_t prev_id;  /* identity of the archive this one was compacted from, or 0 */
+    uint64_t next_ino; /* above every inode number in use */
+    uint32_t *byino;   /* entry indices ordered by (ino, index), from arc_open */
+    uint32_t version;  /* format version read (arc_open*) */
+    char *path;        /* as opened (arc_open*) */
+    int plain_dict;    /* writer: never the front-coded dictionary (ablation measurements) */
+    int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
+    int partial;       /* loaded by arc_load_span: only some shards (never written back) */
+    int fd;            /* the archive's file, open from arc_open_meta to arc_free */
+} arc;
+
+/* A fresh random archive identity (never 0). */
+uint64_t arc_new_id(void);
+
+/* Complete an archive assembled in memory (entries with inode numbers, dictionary, grammar)
+ * as arc_open would: check the grammar and record its topological order, check the file
+ * table (arc_check_table) and index inodes. 0, -EBADMSG or -ENOMEM. */
+int arc_finish(arc *a);
+
+/* The rules every file table obeys, checked by the reader on open, by arc_finish and by the
+ * writer before it writes (so nothing is written that the reader would refuse): the root
+ * entry, safe paths in order, each parent an earlier directory, per-type fields (symlink
+ * target and size, no content outside regular files, rdev only on devices) and hard links
+ * (see arc_entry). Builds a->byino. 0, -EBADMSG (message names the entry) or -ENOMEM. */
+int arc_check_table(arc *a);
+
+/* Index of the entry that holds the content of inode `ino` (the first with that number),
+ * or -ENOENT. Built on open; O(log n). */
+int64_t arc_ino_entry(const arc *a, uint64_t ino);
+
+/* How many entries (names) inode `ino` has; *pos (optional) receives where they start in
+ * a->byino, which lists them in entry order. O(log n + links). */
+uint32_t arc_ino_links(const arc *a, uint64_t ino, uint32_t *pos);
+
+/* Human name of a section type ("dictionary", "rules", ...). */
+const char *arc_section_name(uint32_t type);
+
+/* Name of a section codec: "raw", "zstd", "zstd-front" (a front-coded dictionary, see
+ * dict_front_encode, then zstd), as tadoc stat prints it. */
+const char *arc_codec_name(uint32_t codec);
+
+/* Compare paths so that a directory's descendants follow it directly ('/' sorts first). */
+int arc_path_cmp(const char *a, const char *b);
+
+/* 0 if `path` is a valid relative archive path, else -EINVAL with a message. */
+int arc_path_check(const char *path);
+
+/* Write the archive atomically: arc_write_tmp, then arc_commit. */
+int arc_write(const char *path, arc *a, int level);
+
+/* Write the archive to a new temporary file beside `path` (named in *tmp, malloc'ed) and
+ * fsync it; `path` itself is not touched. `level` is the zstd level of the sections. Fills
+ * a->file_size. Entries with ino 0 get entry index + 1; a->id 0 gets a new
+ * identity; next_ino is computed. The table and grammar are checked first (arc_check_table,
+ * root and runs): an archive the reader would refuse is not written (-EBADMSG). On failure
+ * nothing is left behind and *tmp is NULL. */
+int arc_write_tmp(const char *path, arc *a, int level, char **tmp);
+
+/* Code one shard's grammar (dictionary d, rules and root of g) for arc_write_coded: `bytes`
+ * is the content its root spells, level the zstd level, plain_dict as in struct arc.
+ * Thread-safe (one call per shard on any thread). 0 or -ENOMEM. */
+int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+                     arc_coded *out);
+void arc_coded_free(arc_coded *c);
+
+/* Shard k of an opened archive as it is stored (its sections read back and their checksums
+ * checked, nothing decoded), for a writer that keeps the shard unchanged. 0, -EBADMSG, -EIO
+ * or -ENOMEM. */
+int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out);
+
+/* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
+ * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).
+ * The table and the runs are checked as arc_write_tmp does. */
+int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                        char **tmp);
+
+/* arc_write_coded_tmp, then arc_commit. */
+int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level);
+
+/* Rename the temporary file `tmp` over `path` and make the rename durable (directory
+ * fsync). 0 when done; a negative errno when the rename failed (`tmp` is removed and `path`
+ * is as it was); 1 when renamed but the directory fsync failed (tdc_errmsg says why: the
+ * rename is in place but not yet durable). */
+int arc_commit(const char *tmp, const char *path);
+
+/* Open, verify every checksum, decode and validate an archive. On failure returns -EBADMSG
+ * (corrupt), -ENOENT/-EACCES/-EIO (cannot read) or -ENOMEM, with a message naming the part. */
+int arc_open(const char *path, arc **out);
+
+/* The first half of arc_open: the header, the section table and the file table, verified
+ * and decoded; the dictionary, rules and root (the bulk of the archive) are left on disk, so
+ * a->dict is NULL and a->g empty until arc_load_data. The archive's file stays open until
+ * arc_free (a rename over it does not change what is loaded or copied later). Errors as
+ * arc_open. */
+int arc_open_meta(const char *path, arc **out);
+
+/* The second half: read, verify and decode the dictionary (on a second thread), the rules
+ * (checking the graph is acyclic) and the root, and check every file's run against the root.
+ * 0 at once if already loaded. On failure the archive stays as arc_open_meta left it and the
+ * message names the archive and the part. Nothing may read a->dict or a->g during the call.
+ *
+ * A damaged shard of an archive of several shards (a section checksum, a decoding check or
+ * the shard table's figures fail: -EBADMSG) does not fail the load: the shard is recorded as
+ * damaged (shards[k].damage keeps the message naming "shard K", a->ndamaged counts them), a
+ * stand-in grammar of one token takes its place (its root as long as the shard table says,
+ * so every other file's run stays where it is), and every regular file with content in it
+ * is marked (arc_entry.damaged). Only the files of damaged shards become unreadable; an
+ * archive of one shard fails as before. */
+int arc_load_data(arc *a);
+
+/* Instead of arc_load_data, for reading a few files of a large archive at once: load and
+ * merge only shards [first, last]. The runs of the files that lie wholly inside them become
+ * relative to the merged root; every other regular file is marked ARC_NOT_LOADED (its run
+ * emptied; arc_entry_damaged refuses it with -EINVAL) and a->partial is set. Only reads of
+ * the loaded files may follow: no analytics, compaction or writing. Errors as
+ * arc_load_data; -EINVAL for a range outside the archive. */
+int arc_load_span(arc *a, uint32_t first, uint32_t last);
+#define ARC_NOT_LOADED UINT32_MAX
+
+/* The shards that entry `ent`'s run touches (its own shard for a file without content), from
+ * the file table alone (before any load). Returns 0. */
+int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last);
+
+/* 0 when entry `ent`'s content is readable; -EBADMSG with a message naming the archive, the
+ * file and the damaged shard that holds part of it. */
+int arc_entry_damaged(const arc *a, uint32_t ent);
+
+/* arc_entry_damaged for the first regular file of entries [first, end) with `vis` (NULL:
+ * every entry; else a byte per entry, nonzero where visible) set: 0 when none has content
+ * in a damaged shard. For whole-scope work (analytics) that must not count a damaged file. */
+int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis);
+
+/* Free what an entry owns (path, link, xattrs) and zero it. */
+void arc_entry_clear(arc_entry *e);
+
+/* Free an archive from arc_open, or one assembled by a writer (frees dict, gram, entries). */
+void arc_free(arc *a);
+
+/* Index of the entry with this path, or -ENOENT. */
+int64_t arc_lookup(const arc *a, const char *path);
+
+#endif

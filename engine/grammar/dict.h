@@ -1,0 +1,86 @@
+/* dict: the token dictionary. Every distinct token gets a dense id (0, 1, 2, ...) in the
+ * order first interned; bytes are stored once (offsets + one blob). Words and separators share
+ * the id space; dict_is_word tells them apart by the first byte.
+ *
+ * A dict is not thread-safe for interning; concurrent read-only lookups (dict_bytes,
+ * dict_find) are safe once no thread interns. */
+#ifndef TDC_DICT_H
+#define TDC_DICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/buf.h"
+
+typedef struct dict dict;
+
+/* A new, empty dictionary, or NULL when out of memory. */
+dict *dict_new(void);
+void dict_free(dict *d);
+
+/* Id of token (p, n), adding it if new. n must be 1..TOK_CAP. Returns 0 or -ENOMEM. */
+int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id);
+
+/* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */
+int dict_reserve(dict *d, size_t n);
+
+/* Id of token (p, n) if present: 0 and *id set, or -ENOENT. */
+int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id);
+
+uint32_t dict_count(const dict *d);
+
+/* Total bytes of all tokens. */
+uint64_t dict_blob_size(const dict *d);
+
+/* Bytes of token `id` (id < dict_count); the pointer stays valid until the dict is freed
+ * or interns again. */
+static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len);
+
+/* 1 if token `id` is a word, 0 if a separator. */
+static inline int dict_is_word(const dict *d, uint32_t id);
+
+/* Serialize: varint count, varint lengths, then the blob. */
+int dict_encode(const dict *d, buf *out);
+
+/* Parse what dict_encode wrote; -EBADMSG (with a message) on malformed input. */
+int dict_decode(const unsigned char *p, size_t n, dict **out);
+
+/* The token count at the head of an encoded dictionary, as dict_decode reads and checks it,
+ * without decoding the rest: 0, or -EBADMSG (with tdc_error set). */
+int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count);
+
+/* Front coding of an encoded dictionary (what dict_encode wrote), for the archive's
+ * front-coded dictionary codec: varint count; per token the varint length of the prefix it
+ * shares with the previous token and the varint length of the rest; then the rests of all
+ * tokens, in order.
+ * Neighbours that share prefixes (tokens sorted within a frequency class, see pack.c) make
+ * the text far more compressible than the plain blob. Any dictionary can be front coded;
+ * decoding gives back exactly the bytes that were encoded. dict_front_encode: 0, -EBADMSG
+ * on a malformed input, -ENOMEM. dict_front_decode appends the dict_encode layout to `out`
+ * and refuses (-EBADMSG, with a message) anything that would not come from
+ * dict_front_encode or would not decode to exactly `want` bytes. */
+int dict_front_encode(const unsigned char *p, size_t n, buf *out);
+int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out);
+
+/* Implementation detail exposed for the inline accessor; treat as opaque. */
+struct dict {
+    vec64 offs; /* count + 1 offsets into blob */
+    buf blob;
+    uint64_t *table; /* open addressing: (hash >> 32) << 32 | (id + 1), 0 = empty; NULL until
+                        the first intern/find */
+    size_t tcap;
+    buf word; /* one byte per token: 1 for a word (kept so hot loops avoid the blob) */
+};
+
+static inline int dict_is_word(const dict *d, uint32_t id)
+{
+    return d->word.p[id];
+}
+
+static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len)
+{
+    *len = (size_t)(d->offs.p[id + 1] - d->offs.p[id]);
+    return d->blob.p + d->offs.p[id];
+}
+
+#endif

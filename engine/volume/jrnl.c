@@ -1,0 +1,396 @@
+#include "jrnl.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "../base/buf.h"
+#include "../base/err.h"
+#include "../base/fio.h"
+
+static const char JMAGIC[8] = {'T', 'D', 'C', 'J', 'R', 'N', 'L', 0};
+#define RESERVE_CHUNK ((uint64_t)64 << 20) /* bytes reserved ahead for buffered records */
+
+struct jrnl {
+    char *path;
+    int fd;
+    int writable;
+    int through;      /* fallocate unsupported: write every record at once */
+    int err;          /* sticky failure of a flush */
+    uint64_t flushed; /* file bytes written (the file's logical end) */
+    uint64_t reserved;
+    uint64_t seq; /* last sequence number used */
+    buf mem;      /* records appended after `flushed` */
+};
+
+void jrnl_header_seal(unsigned char h[JRNL_HDR])
+{
+    st64(h + JRNL_HDR_SUM, XXH3_64bits(h, JRNL_HDR_SUM));
+}
+
+void jrnl_header_encode(unsigned char h[JRNL_HDR], uint64_t id)
+{
+    memset(h, 0, JRNL_HDR);
+    memcpy(h + JRNL_HDR_MAGIC, JMAGIC, sizeof JMAGIC);
+    st32(h + JRNL_HDR_VERSION, JRNL_VERSION);
+    st64(h + JRNL_HDR_ID, id);
+    jrnl_header_seal(h);
+}
+
+int jrnl_header_decode(const unsigned char h[JRNL_HDR], uint64_t *id)
+{
+    if (memcmp(h + JRNL_HDR_MAGIC, JMAGIC, sizeof JMAGIC) ||
+        XXH3_64bits(h, JRNL_HDR_SUM) != le64(h + JRNL_HDR_SUM) ||
+        le32(h + JRNL_HDR_VERSION) != JRNL_VERSION)
+        return -1;
+    *id = le64(h + JRNL_HDR_ID);
+    return 0;
+}
+
+/* The checksum of a record: of its frame and body. */
+static uint64_t rec_sum(const unsigned char *rec, uint32_t len)
+{
+    return XXH3_64bits(rec, JRNL_REC_BODY + (size_t)len);
+}
+
+void jrnl_rec_seal(unsigned char *rec)
+{
+    uint32_t len = le32(rec + JRNL_REC_LEN);
+    st64(rec + JRNL_REC_BODY + len, rec_sum(rec, len));
+}
+
+int jrnl_rec_encode(buf *b, uint32_t type, uint64_t seq, const void *head, size_t hn,
+                    const void *data, size_t dn)
+{
+    size_t start = b->n, len = hn + dn;
+    unsigned char f[JRNL_REC_BODY];
+    st32(f + JRNL_REC_LEN, (uint32_t)len);
+    st32(f + JRNL_REC_TYPE, type);
+    st64(f + JRNL_REC_SEQ, seq);
+    if (buf_reserve(b, len + JRNL_REC_OVERHEAD)) return -ENOMEM;
+    buf_put(b, f, sizeof f);
+    buf_put(b, head, hn);
+    buf_put(b, data, dn);
+    buf_put_u64(b, rec_sum(b->p + start, (uint32_t)len));
+    return 0;
+}
+
+/* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
+static int create_empty(const char *path, uint64_t id)
+{
+    char *tmp = malloc(strlen(path) + 16);
+    if (!tmp) return -ENOMEM;
+    sprintf(tmp, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp), rc;
+    if (fd < 0) {
+        rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    unsigned char h[JRNL_HDR];
+    jrnl_header_encode(h, id);
+    if ((rc = fio_write_all(fd, h, JRNL_HDR, tmp))) goto fail;
+    if (fsync(fd) < 0 || fchmod(fd, 0600) < 0) {
+        rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (rename(tmp, path) < 0) {
+        rc = tdc_error(-errno, "rename %s to %s: %s", tmp, path, strerror(errno));
+        goto fail;
+    }
+    free(tmp);
+    if ((rc = fio_sync_dir(path))) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+fail:
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+/* 1 if bytes [off, size) are all zero: what a crash can leave where the file system had
+ * extended the file but not yet written the data. Checks at most 1 MiB. */
+static int zero_tail(jrnl *j, uint64_t off, uint64_t size)
+{
+    unsigned char b[4096];
+    if (size - off > (1u << 20)) return 0;
+    while (off < size) {
+        size_t k = size - off < sizeof b ? (size_t)(size - off) : sizeof b;
+        if (fio_read_at(j->fd, b, k, off, j->path)) return 0;
+        for (size_t i = 0; i < k; i++)
+            if (b[i]) return 0;
+        off += k;
+    }
+    return 1;
+}
+
+/* Replay records from JRNL_HDR to the end of the file; sets *end to the end of the last good
+ * record. */
+static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stats *st,
+                  uint64_t *end)
+{
+    uint64_t off = JRNL_HDR;
+    buf b = {0};
+    int rc = 0;
+    *end = off;
+    while (off < size) {
+        unsigned char h[JRNL_REC_BODY];
+        const char *why = NULL;
+        if (size - off < JRNL_REC_OVERHEAD) {
+            why = "torn record header";
+        } else if ((rc = fio_read_at(j->fd, h, sizeof h, off, j->path))) {
+            break;
+        } else {
+            uint32_t len = le32(h + JRNL_REC_LEN), type = le32(h + JRNL_REC_TYPE);
+            uint64_t seq = le64(h + JRNL_REC_SEQ);
+            if (len > JRNL_MAX_BODY || len + (uint64_t)JRNL_REC_OVERHEAD > size - off) {
+                why = len > JRNL_MAX_BODY ? "impossible record length" : "torn record";
+            } else {
+                b.n = 0;
+                if (buf_reserve(&b, len + JRNL_REC_OVERHEAD)) {
+                    rc = tdc_error(-ENOMEM, "journal replay: out of memory");
+                    break;
+                }
+                if ((rc = fio_read_at(j->fd, b.p, len + JRNL_REC_OVERHEAD, off, j->path))) break;
+                if (rec_sum(b.p, len) != le64(b.p + JRNL_REC_BODY + len))
+                    why = "checksum mismatch";
+                else if (seq != j->seq + 1)
+                    why = "sequence gap";
+                else if (type == 0 || type >= JR_NTYPES)
+                    why = "unknown record type";
+                if (!why) {
+                    jrnl_rec r = {type, len, seq, off + JRNL_REC_BODY, b.p + JRNL_REC_BODY};
+                    if ((rc = fn(ctx, &r))) break;
+                    j->seq = seq;
+                    st->records++;
+                    off += len + (uint64_t)JRNL_REC_OVERHEAD;
+                    *end = off;
+                    continue;
+                }
+            }
+        }
+        if (why && strncmp(why, "torn", 4) && zero_tail(j, off, size))
+            why = "torn record (zero-filled tail)";
+        st->dropped = size - off;
+        snprintf(st->why, sizeof st->why, "%s at offset %llu after record %llu", why,
+                 (unsigned long long)off, (unsigned long long)j->seq);
+        break;
+    }
+    buf_free(&b);
+    return rc;
+}
+
+int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
+              void *ctx, jrnl_stats *st, jrnl **out)
+{
+    jrnl *j = calloc(1, sizeof *j);
+    int rc = 0;
+    memset(st, 0, sizeof *st);
+    if (!j || !(j->path = strdup(path))) {
+        free(j);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    j->writable = writable;
+    j->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (j->fd < 0 && errno != ENOENT) {
+        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    unsigned char h[JRNL_HDR];
+    uint64_t hid = 0;
+    struct stat sb;
+    if (j->fd >= 0) {
+        if (fstat(j->fd, &sb) < 0) {
+            rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+            goto fail;
+        }
+        if ((uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
+            jrnl_header_decode(h, &hid)) {
+            rc = tdc_error(-EBADMSG,
+                           "%s: journal header is damaged; move the file aside to use the archive "
+                           "without its pending edits",
+                           path);
+            goto fail;
+        }
+        if (hid == prev_id && prev_id) {
+            /* Folded in by a compaction that stopped before resetting the journal. */
+            st->stale = (uint64_t)sb.st_size;
+            close(j->fd);
+            j->fd = -1;
+        } else if (hid != id) {
+            rc = tdc_error(-EBADMSG,
+                           "%s: journal belongs to another archive (id %016llx, archive is "
+                           "%016llx)",
+                           path, (unsigned long long)hid, (unsigned long long)id);
+            goto fail;
+        }
+    }
+    if (j->fd >= 0) {
+        uint64_t end;
+        if ((rc = replay(j, (uint64_t)sb.st_size, fn, ctx, st, &end))) goto fail;
+        if (writable && end < (uint64_t)sb.st_size && ftruncate(j->fd, (off_t)end) < 0) {
+            rc = tdc_error(-errno, "%s: cannot cut the damaged tail: %s", path, strerror(errno));
+            goto fail;
+        }
+        j->flushed = end;
+    } else if (writable) {
+        if ((j->fd = create_empty(path, id)) < 0) {
+            rc = j->fd;
+            goto fail;
+        }
+        j->flushed = JRNL_HDR;
+    }
+    j->reserved = j->flushed;
+    *out = j;
+    return 0;
+fail:
+    if (j->fd >= 0) close(j->fd);
+    free(j->path);
+    free(j);
+    return rc;
+}
+
+int jrnl_flush(jrnl *j)
+{
+    if (j->err) return j->err;
+    if (!j->mem.n) return 0;
+    int rc = fio_pwrite_all(j->fd, j->mem.p, j->mem.n, j->flushed, j->path);
+    if (rc) {
+        /* Acknowledged records could not be written: fail every later flush and sync. */
+        j->err = rc;
+        return rc;
+    }
+    j->flushed += j->mem.n;
+    j->mem.n = 0;
+    if (j->mem.cap > 4 * JRNL_BATCH) buf_free(&j->mem); /* after a huge record */
+    return 0;
+}
+
+/* Make sure the file has room for `n` more bytes after the buffered ones. */
+static int reserve(jrnl *j, uint64_t n)
+{
+    uint64_t need = j->flushed + j->mem.n + n;
+    if (j->through || need <= j->reserved) return 0;
+    uint64_t len = need - j->reserved + RESERVE_CHUNK;
+    if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)j->reserved, (off_t)len) == 0) {
+        j->reserved += len;
+        return 0;
+    }
+    if (errno == EOPNOTSUPP || errno == ENOSYS) {
+        j->through = 1;
+        return 0;
+    }
+    /* Maybe the disk is nearly full: try for exactly what this record needs. */
+    len = need - j->reserved;
+    if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)j->reserved, (off_t)len) == 0) {
+        j->reserved += len;
+        return 0;
+    }
+    return tdc_error(-errno, "%s: %s", j->path, strerror(errno));
+}
+
+int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void *data, size_t dn,
+                uint64_t *data_off)
+{
+    if (!j->writable) return tdc_error(-EROFS, "%s: journal is read-only", j->path);
+    if (j->err) return j->err;
+    if (hn + dn > JRNL_MAX_BODY) return tdc_error(-EFBIG, "journal record too large");
+    size_t len = hn + dn, start = j->mem.n;
+    int rc = reserve(j, len + JRNL_REC_OVERHEAD);
+    if (rc) return rc;
+    if (jrnl_rec_encode(&j->mem, type, j->seq + 1, head, hn, data, dn))
+        return tdc_error(-ENOMEM, "out of memory");
+    if (data_off) *data_off = j->flushed + start + JRNL_REC_BODY + hn;
+    j->seq++;
+    if (j->through) {
+        /* Write-through: refuse this record rather than keep one that is not on disk (a
+         * partly written one is overwritten by the next, or dropped as a torn tail). */
+        if ((rc = jrnl_flush(j))) {
+            j->err = 0;
+            j->mem.n = start;
+            j->seq--;
+        }
+        return rc;
+    }
+    /* A failed batch write is sticky and reported by the next sync: the record is
+     * acknowledged from memory either way. */
+    if (j->mem.n >= JRNL_BATCH) jrnl_flush(j);
+    return 0;
+}
+
+int jrnl_read(jrnl *j, uint64_t off, void *dst, size_t n)
+{
+    unsigned char *d = dst;
+    if (off < j->flushed) {
+        size_t k = off + n <= j->flushed ? n : (size_t)(j->flushed - off);
+        int rc = fio_read_at(j->fd, d, k, off, j->path);
+        if (rc) return -EIO;
+        d += k;
+        off += k;
+        n -= k;
+    }
+    if (!n) return 0;
+    if (off - j->flushed + n > j->mem.n) return tdc_error(-EIO, "%s: read past the end", j->path);
+    memcpy(d, j->mem.p + (off - j->flushed), n);
+    return 0;
+}
+
+size_t jrnl_pending(const jrnl *j)
+{
+    return j->mem.n;
+}
+
+int jrnl_sync(jrnl *j)
+{
+    if (!j->writable) return 0;
+    if (j->err) return j->err;
+    if (fdatasync(j->fd) < 0)
+        return tdc_error(-errno, "%s: fdatasync: %s", j->path, strerror(errno));
+    return 0;
+}
+
+uint64_t jrnl_size(const jrnl *j)
+{
+    return j->flushed + j->mem.n;
+}
+
+uint64_t jrnl_records(const jrnl *j)
+{
+    return j->seq;
+}
+
+int jrnl_reset(jrnl *j, uint64_t id)
+{
+    if (!j->writable) return tdc_error(-EROFS, "%s: journal is read-only", j->path);
+    int fd = create_empty(j->path, id);
+    if (fd < 0) return fd;
+    close(j->fd);
+    j->fd = fd;
+    j->flushed = j->reserved = JRNL_HDR;
+    j->seq = 0;
+    j->err = 0;
+    j->mem.n = 0;
+    return 0;
+}
+
+void jrnl_close(jrnl *j)
+{
+    if (!j) return;
+    if (j->writable && j->fd >= 0) {
+        jrnl_flush(j);
+        /* Give back the space reserved ahead. */
+        if (ftruncate(j->fd, (off_t)j->flushed) < 0) (void)0;
+        fdatasync(j->fd);
+    }
+    if (j->fd >= 0) close(j->fd);
+    buf_free(&j->mem);
+    free(j->path);
+    free(j);
+}

@@ -1,0 +1,1502 @@
+#include "vol.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../backend/backend.h"
+#include "../base/err.h"
+#include "jrec.h"
+#include "piece.h"
+#include "vol_int.h"
+
+/* ---------------- nodes ---------------- */
+
+vnode *vol_node(const vol *v, uint64_t ino)
+{
+    return ino < v->cap ? v->nodes[ino] : NULL;
+}
+
+static int put_node(vol *v, vnode *n)
+{
+    if (n->ino >= ARC_INO_MAX) return tdc_error(-EOVERFLOW, "inode numbers exhausted");
+    if (n->ino >= v->cap) {
+        uint64_t cap = v->cap ? v->cap : 1024;
+        while (cap <= n->ino)
+            cap *= 2;
+        vnode **p = realloc(v->nodes, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        memset(p + v->cap, 0, (cap - v->cap) * sizeof *p);
+        v->nodes = p;
+        v->cap = cap;
+    }
+    v->nodes[n->ino] = n;
+    v->ninodes++;
+    if (n->ino >= v->next_ino) v->next_ino = n->ino + 1;
+    return 0;
+}
+
+static void free_node(vol *v, vnode *n)
+{
+    v->nodes[n->ino] = NULL;
+    v->ninodes--;
+    for (uint32_t k = 0; k < n->nkids; k++)
+        free(n->kids[k].name);
+    free(n->kids);
+    for (uint32_t k = 0; k < n->nxa; k++) {
+        free(n->xa[k].name);
+        free(n->xa[k].val);
+    }
+    free(n->xa);
+    if (n->pt) {
+        pt_free(n->pt);
+        free(n->pt);
+    }
+    free(n->link);
+    free(n);
+}
+
+/* Position of `name` among a directory's children, or where it would go (*found 0). */
+static uint32_t kid_pos(const vnode *d, const char *name, int *found)
+{
+    uint32_t lo = 0, hi = d->nkids;
+    *found = 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(d->kids[mid].name, name);
+        if (!c) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static vnode *kid(const vol *v, const vnode *d, const char *name)
+{
+    int found;
+    uint32_t k = kid_pos(d, name, &found);
+    return found ? vol_node(v, d->kids[k].ino) : NULL;
+}
+
+static int add_kid(vnode *d, const char *name, uint64_t ino)
+{
+    int found;
+    uint32_t k = kid_pos(d, name, &found);
+    if (found) return -EEXIST;
+    if (d->nkids == d->capkids) {
+        uint32_t cap = d->capkids ? d->capkids * 2 : 8;
+        vdent *p = realloc(d->kids, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        d->kids = p;
+        d->capkids = cap;
+    }
+    char *nm = strdup(name);
+    if (!nm) return -ENOMEM;
+    memmove(d->kids + k + 1, d->kids + k, (d->nkids - k) * sizeof *d->kids);
+    d->kids[k] = (vdent){nm, ino};
+    d->nkids++;
+    return 0;
+}
+
+static void del_kid(vnode *d, const char *name)
+{
+    int found;
+    uint32_t k = kid_pos(d, name, &found);
+    if (!found) return;
+    free(d->kids[k].name);
+    memmove(d->kids + k, d->kids + k + 1, (d->nkids - k - 1) * sizeof *d->kids);
+    d->nkids--;
+}
+
+static void fill_stat(const vol *v, const vnode *n, struct stat *st)
+{
+    (void)v;
+    memset(st, 0, sizeof *st);
+    st->st_ino = (ino_t)n->ino;
+    st->st_mode = n->mode;
+    /* A directory counts "." and its subdirectories' ".."; a removed one (still open) 0. */
+    st->st_nlink = S_ISDIR(n->mode) ? (n->nlink ? 2 + n->nsub : 0) : n->nlink;
+    st->st_uid = n->uid;
+    st->st_gid = n->gid;
+    st->st_size = (off_t)n->size;
+    st->st_rdev = (dev_t)n->rdev;
+    st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+    st->st_blksize = 4096;
+    st->st_atim = n->atime;
+    st->st_mtim = n->mtime;
+    st->st_ctim = n->ctime;
+}
+
+/* ---------------- records ---------------- */
+
+static struct timespec now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
+
+_Static_assert(JREC_NAME_MAX == VOL_NAME_MAX, "a record carries any name the volume accepts");
+
+#define BAD(what) tdc_error(-EBADMSG, "journal record does not apply: %s", what)
+
+/* Inode numbers a create may skip past next_ino (compaction recomputes an archive's next_ino
+ * from the inodes still in use, so a journal may start above it). */
+#define VOL_INO_SLACK ((uint64_t)1 << 24)
+
+static int name_ok(const char *name); /* 0, or why a name is refused */
+
+static vnode *dir_node(vol *v, uint64_t ino)
+{
+    vnode *d = vol_node(v, ino);
+    return d && S_ISDIR(d->mode) ? d : NULL;
+}
+
+/* Content of a regular file becomes editable: a piece table over its archived bytes. */
+static int make_pt(vol *v, vnode *n)
+{
+    if (n->pt) return 0;
+    pt *t = malloc(sizeof *t);
+    if (!t || pt_init(t, n->ent >= 0 ? n->size : 0)) {
+        free(t);
+        return -ENOMEM;
+    }
+    n->pt = t;
+    v->dirty_files++;
+    return 0;
+}
+
+static void touch(vnode *n, struct timespec t, int content)
+{
+    if (content) n->mtime = t;
+    n->ctime = t;
+    n->edited = 1;
+}
+
+static int ap_create(vol *v, const jrec *r)
+{
+    uint64_t ino = r->ino, parent = r->dir, rdev = r->rdev;
+    uint32_t mode = r->mode;
+    struct timespec t = r->time;
+    const char *name = r->name, *link = r->link;
+    vnode *d = dir_node(v, parent);
+    /* The writer gives new inodes increasing numbers from next_ino (past the archive's) and
+     * only these types and bits; a number far beyond would make the inode table huge. Only
+     * devices carry a device number (an optional last field of the record). */
+    if (!d || vol_node(v, ino) || kid(v, d, name) || name_ok(name) || ino < v->next_ino ||
+        ino - v->next_ino > VOL_INO_SLACK || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
+        !arc_type_of_mode(mode) || S_ISLNK(mode) != !!link[0] ||
+        (rdev && !S_ISCHR(mode) && !S_ISBLK(mode)))
+        return BAD("create");
+    vnode *n = calloc(1, sizeof *n);
+    if (!n) return -ENOMEM;
+    n->ino = ino;
+    n->mode = mode;
+    n->uid = r->uid;
+    n->gid = r->gid;
+    n->nlink = 1;
+    n->atime = n->mtime = n->ctime = t;
+    n->ent = -1;
+    n->edited = 1;
+    n->parent = parent;
+    n->rdev = rdev;
+    if (S_ISLNK(mode)) {
+        n->size = strlen(link);
+        if (!(n->link = strdup(link))) {
+            free(n);
+            return -ENOMEM;
+        }
+    }
+    if (S_ISDIR(mode)) n->size = 4096;
+    int rc = put_node(v, n);
+    if (!rc && (rc = add_kid(d, name, ino))) v->nodes[ino] = NULL, v->ninodes--;
+    if (rc) {
+        free(n->link);
+        free(n);
+        return rc;
+    }
+    if (S_ISDIR(mode)) d->nsub++;
+    touch(d, t, 1);
+    return 0;
+}
+
+static int ap_link(vol *v, const jrec *r)
+{
+    const char *name = r->name;
+    struct timespec t = r->time;
+    vnode *d = dir_node(v, r->dir), *n = vol_node(v, r->ino);
+    if (!d || !n || S_ISDIR(n->mode) || kid(v, d, name) || name_ok(name)) return BAD("link");
+    int rc = add_kid(d, name, r->ino);
+    if (rc) return rc;
+    n->nlink++;
+    touch(n, t, 0);
+    touch(d, t, 1);
+    return 0;
+}
+
+/* Drop one name of n; frees it when nothing refers to it any more. */
+static void drop_name(vol *v, vnode *n)
+{
+    n->nlink--;
+    if (n->nlink == 0 && n->opens == 0 && !v->replaying) {
+        if (n->pt) v->dirty_files--;
+        free_node(v, n);
+    }
+}
+
+static int ap_unlink(vol *v, const jrec *r)
+{
+    const char *name = r->name;
+    struct timespec t = r->time;
+    vnode *d = dir_node(v, r->dir), *n = d ? kid(v, d, name) : NULL;
+    if (!n || (S_ISDIR(n->mode) && n->nkids)) return BAD("unlink");
+    del_kid(d, name);
+    touch(d, t, 1);
+    if (S_ISDIR(n->mode)) {
+        d->nsub--;
+        n->nlink = 1;
+    }
+    touch(n, t, 0);
+    drop_name(v, n);
+    return 0;
+}
+
+/* 1 if directory `anc` is `ino` or one of its ancestors. */
+static int is_ancestor(const vol *v, uint64_t anc, uint64_t ino)
+{
+    for (;;) {
+        if (ino == anc) return 1;
+        const vnode *n = vol_node(v, ino);
+        if (!n || ino == 1) return 0;
+        ino = n->parent;
+    }
+}
+
+static int ap_rename(vol *v, const jrec *r)
+{
+    uint64_t p1 = r->dir, p2 = r->dir2;
+    uint32_t flags = r->flags;
+    struct timespec t = r->time;
+    const char *n1 = r->name, *n2 = r->name2;
+    vnode *d1 = dir_node(v, p1), *d2 = dir_node(v, p2);
+    vnode *a = d1 ? kid(v, d1, n1) : NULL, *b = d2 ? kid(v, d2, n2) : NULL;
+    if (!a || !d2 || (flags & VOL_RENAME_EXCHANGE && !b) || name_ok(n2)) return BAD("rename");
+    if (a == b) return 0;
+    /* What the writer refuses: a directory into itself or below, a directory over a
+     * non-directory or the reverse. */
+    if ((S_ISDIR(a->mode) && is_ancestor(v, a->ino, p2)) ||
+        (b && flags & VOL_RENAME_EXCHANGE && S_ISDIR(b->mode) && is_ancestor(v, b->ino, p1)) ||
+        (b && !(flags & VOL_RENAME_EXCHANGE) && !S_ISDIR(a->mode) != !S_ISDIR(b->mode)))
+        return BAD("rename into itself or across types");
+    int rc;
+    if (flags & VOL_RENAME_EXCHANGE) {
+        int f1, f2;
+        uint32_t k1 = kid_pos(d1, n1, &f1), k2 = kid_pos(d2, n2, &f2);
+        d1->kids[k1].ino = b->ino;
+        d2->kids[k2].ino = a->ino;
+        if (S_ISDIR(a->mode)) a->parent = p2, d1->nsub--, d2->nsub++;
+        if (S_ISDIR(b->mode)) b->parent = p1, d2->nsub--, d1->nsub++;
+        touch(a, t, 0);
+        touch(b, t, 0);
+    } else {
+        if (b) {
+            if (S_ISDIR(b->mode) && b->nkids) return BAD("rename over a non-empty directory");
+            del_kid(d2, n2);
+            if (S_ISDIR(b->mode)) {
+                d2->nsub--;
+                b->nlink = 1;
+            }
+            touch(b, t, 0);
+            drop_name(v, b);
+        }
+        uint64_t ino = a->ino;
+        del_kid(d1, n1);
+        if ((rc = add_kid(d2, n2, ino))) return rc;
+        if (S_ISDIR(a->mode)) a->parent = p2, d1->nsub--, d2->nsub++;
+        touch(a, t, 0);
+    }
+    touch(d1, t, 1);
+    touch(d2, t, 1);
+    return 0;
+}
+
+static int ap_setattr(vol *v, const jrec *r)
+{
+    vnode *n = vol_node(v, r->ino);
+    if (!n) return BAD("setattr");
+    if (r->valid & VOL_SET_MODE) n->mode = (n->mode & S_IFMT) | (r->mode & 07777);
+    if (r->valid & VOL_SET_UID) n->uid = r->uid;
+    if (r->valid & VOL_SET_GID) n->gid = r->gid;
+    if (r->valid & VOL_SET_ATIME) n->atime = r->atime;
+    if (r->valid & VOL_SET_MTIME) n->mtime = r->mtime;
+    touch(n, r->time, 0);
+    return 0;
+}
+
+static int ap_truncate(vol *v, const jrec *r)
+{
+    vnode *n = vol_node(v, r->ino);
+    if (!n || !S_ISREG(n->mode)) return BAD("truncate");
+    int rc = make_pt(v, n);
+    if (rc || (rc = pt_truncate(n->pt, r->size))) return rc;
+    n->size = r->size;
+    touch(n, r->time, 1);
+    return 0;
+}
+
+/* WRITE and INSERT: the data (`len` bytes at journal offset `doff`) follows the fields. */
+static int ap_data(vol *v, const jrec *r, uint64_t len, uint64_t doff, int insert)
+{
+    uint64_t off = r->off;
+    vnode *n = vol_node(v, r->ino);
+    if (!n || !S_ISREG(n->mode) || (insert && off > n->size)) return BAD("write");
+    int rc = make_pt(v, n);
+    if (rc) return rc;
+    rc = insert ? pt_insert(n->pt, off, len, PT_JRNL, doff)
+                : pt_write(n->pt, off, len, PT_JRNL, doff);
+    if (rc) return rc;
+    n->size = pt_size(n->pt);
+    touch(n, r->time, 1);
+    return 0;
+}
+
+/* SETXATTR (the value is the record's tail) and RMXATTR. */
+static int ap_xattr(vol *v, const jrec *r, int set)
+{
+    const char *name = r->name;
+    struct timespec t = r->time;
+    vnode *n = vol_node(v, r->ino);
+    if (!n || !name[0]) return BAD("xattr");
+    uint32_t k = 0;
+    while (k < n->nxa && strcmp(n->xa[k].name, name) < 0)
+        k++;
+    int found = k < n->nxa && !strcmp(n->xa[k].name, name);
+    if (!set) {
+        if (!found) return BAD("removexattr of a missing attribute");
+        free(n->xa[k].name);
+        free(n->xa[k].val);
+        memmove(n->xa + k, n->xa + k + 1, (n->nxa - k - 1) * sizeof *n->xa);
+        n->nxa--;
+        touch(n, t, 0);
+        return 0;
+    }
+    size_t len = r->ntail;
+    unsigned char *val = malloc(len ? len : 1);
+    if (!val) return -ENOMEM;
+    if (len) memcpy(val, r->tail, len);
+    if (found) {
+        free(n->xa[k].val);
+    } else {
+        arc_xattr *p = realloc(n->xa, (n->nxa + 1) * sizeof *p);
+        char *nm = strdup(name);
+        if (p) n->xa = p;
+        if (!p || !nm) {
+            free(nm);
+            free(val);
+            return -ENOMEM;
+        }
+        memmove(n->xa + k + 1, n->xa + k, (n->nxa - k) * sizeof *n->xa);
+        n->xa[k].name = nm;
+        n->nxa++;
+    }
+    n->xa[k].val = val;
+    n->xa[k].len = (uint32_t)len;
+    touch(n, t, 0);
+    return 0;
+}
+
+/* Apply one record. `body` holds at least the fields (`have` bytes); the record's body is
+ * `len` bytes long and starts at journal offset `off`. */
+static int apply(vol *v, uint32_t type, const unsigned char *body, size_t have, uint64_t len,
+                 uint64_t off)
+{
+    jrec r;
+    if (type == 0 || type >= JR_NTYPES) return BAD("unknown type");
+    if (jrec_decode(type, body, have, &r))
+        return tdc_error(-EBADMSG, "journal record does not apply: malformed %s",
+                         jrec_family(type));
+    switch (type) {
+    case JR_CREATE:
+        return ap_create(v, &r);
+    case JR_LINK:
+        return ap_link(v, &r);
+    case JR_UNLINK:
+        return ap_unlink(v, &r);
+    case JR_RENAME:
+        return ap_rename(v, &r);
+    case JR_SETATTR:
+        return ap_setattr(v, &r);
+    case JR_TRUNCATE:
+        return ap_truncate(v, &r);
+    case JR_WRITE:
+    case JR_INSERT:
+        return ap_data(v, &r, len - r.head, off + r.head, type == JR_INSERT);
+    case JR_SETXATTR:
+    case JR_RMXATTR:
+        return ap_xattr(v, &r, type == JR_SETXATTR);
+    }
+    return BAD("unknown type");
+}
+
+static int replay_one(void *ctx, const jrnl_rec *r)
+{
+    vol *v = ctx;
+    int rc = apply(v, r->type, r->body, r->len, r->len, r->off);
+    if (rc == -EBADMSG) return tdc_error_ctx(rc, "journal record %llu", (unsigned long long)r->seq);
+    return rc;
+}
+
+/* Append a record (head + data) and apply it. Caller holds wlock and the write lock. */
+static int commit(vol *v, uint32_t type, const buf *head, const void *data, size_t dn)
+{
+    if (!v->o.writable) return -EROFS;
+    if (v->broken) return tdc_error(-EIO, "the journal could not be restarted after compaction");
+    uint64_t doff;
+    int rc = jrnl_append(v->j, type, head->p, head->n, data, dn, &doff);
+    if (rc) return rc;
+    rc = apply(v, type, head->p, head->n, head->n + dn, doff - head->n);
+    if (rc) {
+        /* The record is logged but could not be applied (out of memory): a restart would
+         * apply it, so stop accepting changes rather than diverge. */
+        v->broken = 1;
+        return rc;
+    }
+    if (v->o.compact_threshold && jrnl_size(v->j) > v->o.compact_threshold) vol_compact_async(v);
+    return 0;
+}
+
+/* A string into a record's field (the caller has checked that it fits). */
+static void set_str(char *field, size_t cap, const char *s)
+{
+    snprintf(field, cap, "%s", s ? s : "");
+}
+
+/* Encode record r, then append it with `data` after its fields and apply it. Caller holds
+ * wlock and the write lock. */
+static int commit_rec(vol *v, const jrec *r, const void *data, size_t dn)
+{
+    buf b = {0};
+    int rc = jrec_encode(r, &b);
+    if (!rc) rc = commit(v, r->type, &b, data, dn);
+    buf_free(&b);
+    return rc;
+}
+
+/* ---------------- locking ---------------- */
+
+static void wbegin(vol *v)
+{
+    pthread_mutex_lock(&v->wlock);
+    pthread_rwlock_wrlock(&v->lock);
+}
+
+static void wend(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+    pthread_mutex_unlock(&v->wlock);
+}
+
+static void rbegin(vol *v)
+{
+    pthread_rwlock_rdlock(&v->lock);
+}
+
+static void rend(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+}
+
+void vol_rdlock(vol *v)
+{
+    rbegin(v);
+}
+
+void vol_wrlock(vol *v)
+{
+    pthread_rwlock_wrlock(&v->lock);
+}
+
+void vol_unlock(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+}
+
+/* ---------------- building the model from the archive ---------------- */
+
+/* Build the nodes of the archive's entries. */
+static int load_archive(vol *v)
+{
+    const arc *a = v->a;
+    v->next_ino = a->next_ino;
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *e = &a->ents[i];
+        vnode *n = vol_node(v, e->ino);
+        uint64_t parent = 1;
+        if (i) {
+            const char *slash = strrchr(e->path, '/');
+            int64_t p = 0;
+            if (slash) {
+                char *dir = strndup(e->path, (size_t)(slash - e->path));
+                if (!dir) return -ENOMEM;
+                p = arc_lookup(a, dir);
+                free(dir);
+            }
+            parent = a->ents[p].ino;
+        }
+        if (n) { /* another name of a hard-linked file */
+            n->nlink++;
+        } else {
+            if (!(n = calloc(1, sizeof *n))) return -ENOMEM;
+            n->ino = e->ino;
+            n->mode = arc_mode_of_type(e->type) | e->mode;
+            n->rdev = e->rdev;
+            n->uid = e->uid;
+            n->gid = e->gid;
+            n->nlink = 1;
+            n->atime.tv_sec = n->mtime.tv_sec = n->ctime.tv_sec = (time_t)e->mtime_sec;
+            n->atime.tv_nsec = n->mtime.tv_nsec = n->ctime.tv_nsec = e->mtime_nsec;
+            n->size = e->size;
+            n->ent = i;
+            n->parent = parent;
+            if ((e->link && !(n->link = strdup(e->link))) || put_node(v, n)) {
+                free(n->link);
+                free(n);
+                return -ENOMEM;
+            }
+            if (e->nxattrs && !(n->xa = calloc(e->nxattrs, sizeof *n->xa))) return -ENOMEM;
+            for (uint32_t k = 0; k < e->nxattrs; k++, n->nxa++) {
+                n->xa[k].name = strdup(e->xattrs[k].name);
+                n->xa[k].val = malloc(e->xattrs[k].len ? e->xattrs[k].len : 1);
+                n->xa[k].len = e->xattrs[k].len;
+                if (!n->xa[k].name || !n->xa[k].val) return -ENOMEM;
+                memcpy(n->xa[k].val, e->xattrs[k].val, e->xattrs[k].len);
+            }
+        }
+        if (i) {
+            vnode *d = vol_node(v, parent);
+            int rc =
+                add_kid(d, strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path, e->ino);
+            if (rc) return rc;
+            if (e->type == ARC_DIR) d->nsub++;
+        }
+    }
+    return 0;
+}
+
+static void free_model(vol *v)
+{
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i]) free_node(v, v->nodes[i]);
+    free(v->nodes);
+    v->nodes = NULL;
+    v->cap = v->ninodes = 0;
+}
+
+static void *background(void *p);
+
+/* Remove temporary files a killed writer left beside the archive (ARCHIVE.tmpXXXXXX from a
+ * compaction, ARCHIVE.journal.tmpXXXXXX from a journal restart). Only the lock holder may. */
+static void remove_stale_temps(const char *archive)
+{
+    char *copy = strdup(archive);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    const char *base = slash + 1;
+    *slash = 0;
+    DIR *d = opendir(copy[0] ? copy : "/");
+    struct dirent *de;
+    size_t bl = strlen(base);
+    while (d && (de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strncmp(n, base, bl)) continue;
+        const char *rest = n + bl;
+        if (!strncmp(rest, ".journal", 8)) rest += 8;
+        if (strncmp(rest, ".tmp", 4) || strlen(rest) != 10) continue;
+        unlinkat(dirfd(d), n, 0);
+    }
+    if (d) closedir(d);
+    free(copy);
+}
+
+/* One writer per archive: take the lock file beside it (created if missing, never replaced)
+ * into *fd. A writer that was just unmounted may still be writing out its last records: wait
+ * for it a moment before calling the archive busy. */
+static int take_lock(const char *archive, int *fd)
+{
+    char *lp = malloc(strlen(archive) + 8);
+    if (!lp) return -ENOMEM;
+    sprintf(lp, "%s.lock", archive);
+    *fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int locked = -1;
+    for (int tries = 0; *fd >= 0 && tries < 60; tries++) {
+        if ((locked = flock(*fd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
+        usleep(50000);
+    }
+    int rc = 0;
+    if (*fd < 0 || locked < 0)
+        rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
+                       errno == EWOULDBLOCK ? "the archive is in use by another writer "
+                                              "(a mount, compact or apply)"
+                                            : strerror(errno));
+    free(lp);
+    return rc;
+}
+
+int vol_replace_begin(const char *archive, vol_replace *r)
+{
+    r->lockfd = -1;
+    if (!(r->jpath = malloc(strlen(archive) + 16))) return -ENOMEM;
+    sprintf(r->jpath, "%s.journal", archive);
+    struct stat sb;
+    int rc = 0;
+    if (stat(r->jpath, &sb) < 0) {
+        if (errno != ENOENT) rc = tdc_error(-errno, "%s: %s", r->jpath, strerror(errno));
+        free(r->jpath);
+        r->jpath = NULL; /* no journal: nothing to guard */
+        return rc;
+    }
+    if ((rc = take_lock(archive, &r->lockfd))) {
+        vol_replace_end(r, 0);
+        return rc;
+    }
+    /* Taken under the lock: a writer that held it has written out its last records. */
+    if (stat(r->jpath, &sb) == 0 && sb.st_size > JRNL_HDR) {
+        rc = tdc_error(-EEXIST,
+                       "%s holds edits not yet folded into %s: run `tadoc compact %s` first, "
+                       "or remove the journal to drop them",
+                       r->jpath, archive, archive);
+        vol_replace_end(r, 0);
+    }
+    return rc;
+}
+
+void vol_replace_end(vol_replace *r, int replaced)
+{
+    /* The journal named the old archive: with the new one in place it could only refuse
+     * every writable open. It held no record (vol_replace_begin checked). */
+    if (replaced && r->jpath) unlink(r->jpath);
+    if (r->lockfd >= 0) close(r->lockfd);
+    free(r->jpath);
+    r->jpath = NULL;
+    r->lockfd = -1;
+}
+
+int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
+{
+    vol *v = calloc(1, sizeof *v);
+    jrnl_stats st;
+    int rc;
+    if (!v) return -ENOMEM;
+    v->o = *o;
+    if (!v->o.level) v->o.level = VOL_LEVEL_DEFAULT;
+    v->lockfd = -1;
+    pthread_rwlock_init(&v->lock, NULL);
+    pthread_rwlock_init(&v->alock, NULL);
+    pthread_mutex_init(&v->wlock, NULL);
+    pthread_mutex_init(&v->tlock, NULL);
+    pthread_cond_init(&v->tcond, NULL);
+    pthread_mutex_init(&v->dlock, NULL);
+    pthread_cond_init(&v->dcond, NULL);
+    /* Absolute paths: a daemon changes to / after this, and compaction renames files here. */
+    if (!(v->path = realpath(archive, NULL))) {
+        rc = tdc_error(-errno, "%s: %s", archive, strerror(errno));
+        goto fail;
+    }
+    archive = v->path;
+    if (!(v->jpath = malloc(strlen(archive) + 16))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    sprintf(v->jpath, "%s.journal", archive);
+    if (o->writable) {
+        if ((rc = take_lock(archive, &v->lockfd))) goto fail;
+    }
+    if (o->writable) remove_stale_temps(archive);
+    if ((rc = arc_open_meta(archive, &v->a))) goto fail;
+    if (!o->lazy && (rc = vol_data(v))) goto fail;
+    if ((rc = load_archive(v))) goto fail;
+    v->replaying = 1;
+    rc = jrnl_open(v->jpath, v->a->id, v->a->prev_id, o->writable, replay_one, v, &st, &v->j);
+    v->replaying = 0;
+    if (rc) goto fail;
+    /* Inodes whose last name went during replay had no opener to wait for. */
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i] && v->nodes[i]->nlink == 0) {
+            if (v->nodes[i]->pt) v->dirty_files--;
+            free_node(v, v->nodes[i]);
+        }
+    if (rs) *rs = st;
+    *out = v;
+    return 0;
+fail:
+    vol_close(v);
+    return rc;
+}
+
+static uint64_t cache_budget(const vol *v)
+{
+    return v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+}
+
+/* Log each damaged shard of the loaded archive: its files fail with EIO, the others read. */
+static void log_damage(vol *v)
+{
+    for (uint32_t k = 0; v->o.log && k < v->a->nshards; k++) {
+        if (!v->a->shards[k].damage) continue;
+        char line[1200];
+        snprintf(line, sizeof line,
+                 "cannot load %s: %s (reads of its files fail with EIO; other files read)",
+                 v->path, v->a->shards[k].damage);
+        v->o.log(v->o.log_ctx, line);
+    }
+}
+
+/* Load the dictionary, grammar and index of the archive opened by arc_open_meta. Called with
+ * v->dlock held and dstate 1; the lock is dropped meanwhile. With `defer_cache` the index is
+ * published without its cache of short rules (build_cache adds it). */
+static void load_data(vol *v, int defer_cache)
+{
+    pthread_mutex_unlock(&v->dlock);
+    idx *x = NULL;
+    int rc = arc_load_data(v->a);
+    if (!rc)
+        rc = defer_cache ? idx_build_base(v->a, &x) : idx_build_cached(v->a, cache_budget(v), &x);
+    char *msg = rc ? strdup(tdc_errmsg()) : NULL;
+    if (!rc) log_damage(v);
+    pthread_mutex_lock(&v->dlock);
+    v->x = x;
+    v->dmsg = msg;
+    /* Release: a reader that sees 2 without the lock (vol_data) also sees v->x and the arc. */
+    __atomic_store_n(&v->dstate, rc ? (rc > 0 ? -EIO : rc) : 2, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&v->dcond);
+}
+
+/* The index's cache of short rules, built while reads go on (they use it once published).
+ * alock keeps a compaction from swapping and freeing the index meanwhile. */
+static void build_cache(vol *v)
+{
+    pthread_rwlock_rdlock(&v->alock);
+    int rc = idx_build_flat(v->x, cache_budget(v), &v->closing);
+    pthread_rwlock_unlock(&v->alock);
+    if (rc == -ENOMEM && v->o.log)
+        v->o.log(v->o.log_ctx, "no memory for the cache of short rules: reads descend into them");
+}
+
+static void *loader(void *p)
+{
+    vol *v = p;
+    pthread_mutex_lock(&v->dlock);
+    int loaded_here = v->dstate == 1;
+    if (loaded_here) load_data(v, 1);
+    int failed = v->dstate < 0;
+    pthread_mutex_unlock(&v->dlock);
+    if (!failed) { /* the GPU copy now, not at the first read or analytic */
+        pthread_rwlock_rdlock(&v->alock);
+        backend_prepare(v->a, v->gen + 1);
+        pthread_rwlock_unlock(&v->alock);
+    }
+    if (failed && v->o.log) {
+        char line[1200];
+        snprintf(line, sizeof line,
+                 "cannot load the archive's data: %s (reads of archived "
+                 "content fail with EIO)",
+                 v->dmsg ? v->dmsg : "out of memory");
+        v->o.log(v->o.log_ctx, line);
+    }
+    if (loaded_here && !failed) build_cache(v);
+    return NULL;
+}
+
+int vol_data(vol *v)
+{
+    /* Every read passes here: once loaded, no lock. */
+    if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) return 0;
+    pthread_mutex_lock(&v->dlock);
+    if (v->dstate == 0) { /* nobody is loading: do it here */
+        __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
+        load_data(v, 0);
+    }
+    while (v->dstate == 1)
+        pthread_cond_wait(&v->dcond, &v->dlock);
+    int rc = v->dstate < 0 ? v->dstate : 0;
+    if (rc) tdc_error(rc, "%s", v->dmsg ? v->dmsg : "cannot load the archive: out of memory");
+    pthread_mutex_unlock(&v->dlock);
+    return rc;
+}
+
+int vol_start(vol *v)
+{
+    pthread_mutex_lock(&v->dlock);
+    if (v->dstate == 0) {
+        __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
+        v->loader_running = !pthread_create(&v->loader, NULL, loader, v);
+        if (!v->loader_running) /* the first reader loads it */
+            __atomic_store_n(&v->dstate, 0, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&v->dlock);
+    if (!v->o.writable || v->th_running) return 0;
+    v->th_running = !pthread_create(&v->th, NULL, background, v);
+    return v->th_running ? 0 : tdc_error(-EAGAIN, "cannot start the journal thread");
+}
+
+void vol_close(vol *v)
+{
+    if (!v) return;
+    if (v->th_running) {
+        pthread_mutex_lock(&v->tlock);
+        v->stop = 1;
+        pthread_cond_signal(&v->tcond);
+        pthread_mutex_unlock(&v->tlock);
+        pthread_join(v->th, NULL);
+    }
+    __atomic_store_n(&v->closing, 1, __ATOMIC_RELAXED); /* a cache still building stops */
+    if (v->loader_running) pthread_join(v->loader, NULL);
+    jrnl_close(v->j);
+    free_model(v);
+    idx_free(v->x);
+    arc_free(v->a);
+    if (v->lockfd >= 0) close(v->lockfd);
+    pthread_rwlock_destroy(&v->lock);
+    pthread_rwlock_destroy(&v->alock);
+    pthread_mutex_destroy(&v->wlock);
+    pthread_mutex_destroy(&v->tlock);
+    pthread_cond_destroy(&v->tcond);
+    pthread_mutex_destroy(&v->dlock);
+    pthread_cond_destroy(&v->dcond);
+    free(v->dmsg);
+    free(v->path);
+    free(v->jpath);
+    free(v);
+}
+
+/* ---------------- namespace operations ---------------- */
+
+int vol_getattr(vol *v, uint64_t ino, struct stat *st)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    if (n) fill_stat(v, n, st);
+    rend(v);
+    return n ? 0 : -ENOENT;
+}
+
+int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st)
+{
+    rbegin(v);
+    vnode *d = vol_node(v, dir), *n = NULL;
+    int rc = !d ? -ENOENT : !S_ISDIR(d->mode) ? -ENOTDIR : 0;
+    /* No name this long can exist: say so (as ext4 does), not merely ENOENT. */
+    if (!rc && strlen(name) > VOL_NAME_MAX) rc = -ENAMETOOLONG;
+    if (!rc) {
+        if (!strcmp(name, "."))
+            n = d;
+        else if (!strcmp(name, ".."))
+            n = vol_node(v, d->parent);
+        else
+            n = kid(v, d, name);
+        if (n)
+            fill_stat(v, n, st);
+        else
+            rc = -ENOENT;
+    }
+    rend(v);
+    return rc;
+}
+
+int vol_resolve(vol *v, const char *path, uint64_t *ino)
+{
+    uint64_t cur = 1;
+    char name[VOL_NAME_MAX + 1];
+    while (*path) {
+        const char *slash = strchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : strlen(path);
+        if (n > VOL_NAME_MAX) return -ENAMETOOLONG;
+        memcpy(name, path, n);
+        name[n] = 0;
+        path += n + (slash != NULL);
+        if (!n) continue;
+        struct stat st;
+        int rc = vol_lookup(v, cur, name, &st);
+        if (rc) return rc;
+        cur = st.st_ino;
+    }
+    *ino = cur;
+    return 0;
+}
+
+int vol_readlink(vol *v, uint64_t ino, char **target)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = !n ? -ENOENT : !S_ISLNK(n->mode) ? -EINVAL : (*target = strdup(n->link)) ? 0 : -ENOMEM;
+    rend(v);
+    return rc;
+}
+
+int vol_list(vol *v, uint64_t dir, vol_dirent **ents, size_t *count, uint64_t *parent)
+{
+    rbegin(v);
+    vnode *d = vol_node(v, dir);
+    int rc = !d ? -ENOENT : !S_ISDIR(d->mode) ? -ENOTDIR : 0;
+    vol_dirent *e = NULL;
+    size_t k = 0;
+    if (!rc && !(e = calloc(d->nkids + 1, sizeof *e))) rc = -ENOMEM;
+    for (; !rc && k < d->nkids; k++) {
+        vnode *n = vol_node(v, d->kids[k].ino);
+        e[k].ino = n->ino;
+        e[k].mode = n->mode & S_IFMT;
+        if (!(e[k].name = strdup(d->kids[k].name))) rc = -ENOMEM;
+    }
+    if (!rc) {
+        *ents = e;
+        *count = k;
+        *parent = d->parent;
+    }
+    rend(v);
+    if (rc && e) vol_list_free(e, k);
+    return rc;
+}
+
+void vol_list_free(vol_dirent *ents, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(ents[i].name);
+    free(ents);
+}
+
+static int name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > VOL_NAME_MAX) return -ENAMETOOLONG;
+    if (!n || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) return -EINVAL;
+    return 0;
+}
+
+/* The directory `dir` for a change of its entry `name`: 0, or why not. */
+static int dir_for_change(vol *v, uint64_t dir, const char *name, vnode **d)
+{
+    *d = vol_node(v, dir);
+    if (!*d) return -ENOENT;
+    if (!S_ISDIR((*d)->mode)) return -ENOTDIR;
+    return name_ok(name);
+}
+
+int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
+               const char *target, uint64_t rdev, struct stat *st)
+{
+    vnode *d;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d);
+    if (!rc && kid(v, d, name)) rc = -EEXIST;
+    if (!rc && (!arc_type_of_mode(mode) || (mode & ~(uint32_t)(S_IFMT | 07777)))) rc = -EINVAL;
+    if (!S_ISCHR(mode) && !S_ISBLK(mode)) rdev = 0;
+    if (!rc && S_ISLNK(mode) && (!target || strlen(target) >= PATH_MAX)) rc = -ENAMETOOLONG;
+    if (!rc && d->nlink == 0) rc = -ENOENT; /* a removed directory still open */
+    uint64_t ino = v->next_ino;
+    if (!rc) {
+        jrec r = {.type = JR_CREATE, .ino = ino, .dir = dir, .mode = mode, .uid = uid, .gid = gid,
+                  .time = now(), .rdev = rdev};
+        set_str(r.name, sizeof r.name, name);
+        set_str(r.link, sizeof r.link, S_ISLNK(mode) ? target : NULL);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
+    if (!rc) fill_stat(v, vol_node(v, ino), st);
+    wend(v);
+    return rc;
+}
+
+int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st)
+{
+    vnode *d, *n;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d);
+    n = vol_node(v, ino);
+    if (!rc && !n) rc = -ENOENT;
+    if (!rc && S_ISDIR(n->mode)) rc = -EPERM;
+    if (!rc && kid(v, d, name)) rc = -EEXIST;
+    if (!rc && n->nlink >= 65000) rc = -EMLINK;
+    if (!rc) {
+        jrec r = {.type = JR_LINK, .ino = ino, .dir = dir, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
+    if (!rc) fill_stat(v, n, st);
+    wend(v);
+    return rc;
+}
+
+int vol_unlink(vol *v, uint64_t dir, const char *name, int isdir)
+{
+    vnode *d, *n = NULL;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d);
+    if (!rc && !(n = kid(v, d, name))) rc = -ENOENT;
+    if (!rc && isdir && !S_ISDIR(n->mode)) rc = -ENOTDIR;
+    if (!rc && !isdir && S_ISDIR(n->mode)) rc = -EISDIR;
+    if (!rc && isdir && n->nkids) rc = -ENOTEMPTY;
+    if (!rc) {
+        jrec r = {.type = JR_UNLINK, .dir = dir, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
+    wend(v);
+    return rc;
+}
+
+int vol_rename(vol *v, uint64_t dir, const char *name, uint64_t ndir, const char *nname,
+               unsigned flags)
+{
+    vnode *d1, *d2, *a = NULL, *t = NULL;
+    wbegin(v);
+    int rc = dir_for_change(v, dir, name, &d1);
+    if (!rc) rc = dir_for_change(v, ndir, nname, &d2);
+    if (!rc && (flags & ~(unsigned)(VOL_RENAME_NOREPLACE | VOL_RENAME_EXCHANGE))) rc = -EINVAL;
+    if (!rc && (flags & VOL_RENAME_NOREPLACE) && (flags & VOL_RENAME_EXCHANGE)) rc = -EINVAL;
+    if (!rc && !(a = kid(v, d1, name))) rc = -ENOENT;
+    if (!rc) t = kid(v, d2, nname);
+    if (!rc && (flags & VOL_RENAME_EXCHANGE) && !t) rc = -ENOENT;
+    if (!rc && (flags & VOL_RENAME_NOREPLACE) && t) rc = -EEXIST;
+    if (!rc && d2->nlink == 0) rc = -ENOENT;
+    /* A directory cannot move below itself. */
+    if (!rc && S_ISDIR(a->mode) && is_ancestor(v, a->ino, ndir)) rc = -EINVAL;
+    if (!rc && t && (flags & VOL_RENAME_EXCHANGE) && S_ISDIR(t->mode) &&
+        is_ancestor(v, t->ino, dir))
+        rc = -EINVAL;
+    if (!rc && t && t != a && !(flags & VOL_RENAME_EXCHANGE)) {
+        if (S_ISDIR(a->mode) && !S_ISDIR(t->mode))
+            rc = -ENOTDIR;
+        else if (!S_ISDIR(a->mode) && S_ISDIR(t->mode))
+            rc = -EISDIR;
+        else if (S_ISDIR(t->mode) && t->nkids)
+            rc = -ENOTEMPTY;
+    }
+    if (!rc && a != t) {
+        jrec r = {.type = JR_RENAME, .dir = dir, .dir2 = ndir, .flags = flags, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        set_str(r.name2, sizeof r.name2, nname);
+        rc = commit_rec(v, &r, NULL, 0);
+    }
+    wend(v);
+    return rc;
+}
+
+/* Append a TRUNCATE record for `ino`. */
+static int log_truncate(vol *v, uint64_t ino, uint64_t size)
+{
+    jrec r = {.type = JR_TRUNCATE, .ino = ino, .size = size, .time = now()};
+    return commit_rec(v, &r, NULL, 0);
+}
+
+int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, struct stat *out)
+{
+    wbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? 0 : -ENOENT;
+    if (!rc && (valid & VOL_SET_SIZE)) {
+        if (S_ISDIR(n->mode))
+            rc = -EISDIR;
+        else if (!S_ISREG(n->mode))
+            rc = -EINVAL;
+        else if (in->st_size < 0)
+            rc = -EINVAL;
+        else
+            rc = log_truncate(v, ino, (uint64_t)in->st_size);
+    }
+    unsigned rest = valid & ~(unsigned)VOL_SET_SIZE;
+    if (!rc && rest) {
+        jrec r = {.type = JR_SETATTR,
+                  .ino = ino,
+                  .valid = rest,
+                  .mode = in->st_mode & 07777,
+                  .uid = in->st_uid,
+                  .gid = in->st_gid,
+                  .atime = in->st_atim,
+                  .mtime = in->st_mtim,
+                  .time = now()};
+        rc = commit_rec(v, &r, NULL, 0);
+    }
+    if (!rc && out) fill_stat(v, n, out);
+    wend(v);
+    return rc;
+}
+
+/* ---------------- content ---------------- */
+
+static int data_op(vol *v, uint32_t type, uint64_t ino, uint64_t off, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    const size_t chunk = (size_t)16 << 20;
+    int rc = 0;
+    wbegin(v);
+    vnode *f = vol_node(v, ino);
+    if (!f)
+        rc = -ENOENT;
+    else if (S_ISDIR(f->mode))
+        rc = -EISDIR;
+    else if (!S_ISREG(f->mode))
+        rc = -EINVAL;
+    else if (off > (uint64_t)INT64_MAX - n)
+        rc = -EFBIG;
+    else if (type == JR_INSERT && off > f->size)
+        rc = -EINVAL;
+    /* Large writes become several records, each whole on its own. */
+    for (size_t done = 0; !rc && (done < n || n == 0);) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        jrec r = {.type = type, .ino = ino, .off = off + done, .time = now()};
+        rc = commit_rec(v, &r, q + done, k);
+        done += k;
+        if (n == 0) break;
+    }
+    wend(v);
+    return rc;
+}
+
+int vol_write(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n)
+{
+    if (!n) return 0;
+    return data_op(v, JR_WRITE, ino, off, p, n);
+}
+
+int vol_insert(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n)
+{
+    if (!n) return 0;
+    return data_op(v, JR_INSERT, ino, off, p, n);
+}
+
+void vol_reader_init(vol_reader *r)
+{
+    idx_cursor_init(&r->cur);
+    r->gen = 0;
+}
+
+void vol_reader_free(vol_reader *r)
+{
+    idx_cursor_free(&r->cur);
+}
+
+typedef struct base_reader {
+    vol *v;
+    vol_reader *r;
+} base_reader;
+
+/* The CPU's read of archived bytes, with the reader's cursor (reset on a new archive). */
+static ssize_t read_cpu(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    vol *v = ((base_reader *)arg)->v;
+    vol_reader *r = ((base_reader *)arg)->r;
+    if (r->gen != v->gen) {
+        idx_cursor_free(&r->cur);
+        idx_cursor_init(&r->cur);
+        r->gen = v->gen;
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = idx_read(v->x, &r->cur, ent, off + done, (char *)dst + done, n - done);
+        if (k < 0) return k;
+        if (k == 0) return tdc_error(-EIO, "archived content ends early");
+        done += (size_t)k;
+    }
+    return (ssize_t)done;
+}
+
+/* Read archived bytes of entry `ent`: on the CPU, or batched onto the GPU (backend_read). The
+ * archive's generation + 1 names it there, as for analytics (vol_lock_arc). */
+static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
+{
+    int dmg = arc_entry_damaged(v->a, (uint32_t)ent); /* the GPU would read the stand-in */
+    if (dmg) return dmg;
+    base_reader b = {v, r};
+    return backend_read(v->a, v->gen + 1, (uint32_t)ent, off, dst, n, read_cpu, &b);
+}
+
+ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n)
+{
+    if (S_ISDIR(f->mode)) return -EISDIR;
+    if (!S_ISREG(f->mode)) return -EINVAL;
+    if (off >= f->size) return 0;
+    if (n > f->size - off) n = (size_t)(f->size - off);
+    if (n > SSIZE_MAX) n = SSIZE_MAX;
+    if (!f->pt) return read_base(v, r, f->ent, off, dst, n);
+    size_t done = 0;
+    for (size_t i = pt_find(f->pt, off); done < n; i++) {
+        const pt_piece *pc = &f->pt->p[i];
+        uint64_t at = off + done - pt_start(f->pt, i);
+        size_t k = pc->end - (off + done) < n - done ? (size_t)(pc->end - (off + done)) : n - done;
+        char *d = (char *)dst + done;
+        ssize_t rc = 0;
+        if (pc->kind == PT_ZERO)
+            memset(d, 0, k);
+        else if (pc->kind == PT_JRNL)
+            rc = jrnl_read(v->j, pc->src + at, d, k);
+        else
+            rc = read_base(v, r, f->ent, pc->src + at, d, k);
+        if (rc < 0) return rc;
+        done += k;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
+{
+    int rc = vol_data(v); /* before the model lock: changes go on while the data loads */
+    if (rc) return rc;
+    rbegin(v);
+    vnode *f = vol_node(v, ino);
+    ssize_t k = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
+    rend(v);
+    return k;
+}
+
+/* Free `ino` if it has neither names nor open handles (left so by a vol_ref). */
+static void free_orphan(vol *v, uint64_t ino)
+{
+    pthread_rwlock_wrlock(&v->lock);
+    vnode *n = vol_node(v, ino);
+    if (n && n->opens == 0 && n->nlink == 0) {
+        if (n->pt) v->dirty_files--;
+        free_node(v, n);
+    }
+    pthread_rwlock_unlock(&v->lock);
+}
+
+void vol_ref(vol *v, uint64_t ino, int delta)
+{
+    /* The shared lock, so that opening and closing files never waits for reads in flight;
+     * only the last release of an inode without names takes the exclusive one. */
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int orphan =
+        n && __atomic_add_fetch(&n->opens, (uint32_t)delta, __ATOMIC_RELAXED) == 0 && n->nlink == 0;
+    rend(v);
+    if (orphan) free_orphan(v, ino);
+}
+
+int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int clean = n && S_ISREG(n->mode) && !n->pt && n->ent >= 0;
+    if (clean) *hash = v->a->ents[n->ent].hash;
+    rend(v);
+    return clean;
+}
+
+/* ---------------- extended attributes ---------------- */
+
+int vol_getxattr(vol *v, uint64_t ino, const char *name, buf *out)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? -ENODATA : -ENOENT;
+    for (uint32_t k = 0; n && k < n->nxa; k++)
+        if (!strcmp(n->xa[k].name, name)) {
+            rc = buf_put(out, n->xa[k].val, n->xa[k].len) ? -ENOMEM : 0;
+            break;
+        }
+    rend(v);
+    return rc;
+}
+
+int vol_listxattr(vol *v, uint64_t ino, buf *out)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? 0 : -ENOENT;
+    for (uint32_t k = 0; n && k < n->nxa && !rc; k++)
+        rc = buf_put(out, n->xa[k].name, strlen(n->xa[k].name) + 1) ? -ENOMEM : 0;
+    rend(v);
+    return rc;
+}
+
+static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, size_t len, int flags,
+                    int set)
+{
+    wbegin(v);
+    vnode *n = vol_node(v, ino);
+    int rc = n ? 0 : -ENOENT, have = 0;
+    if (!rc && (!name[0] || strlen(name) > VOL_NAME_MAX)) rc = name[0] ? -ERANGE : -EINVAL;
+    for (uint32_t k = 0; !rc && k < n->nxa; k++)
+        have |= !strcmp(n->xa[k].name, name);
+    if (!rc && set && (flags & 1) && have) rc = -EEXIST;
+    if (!rc && set && (flags & 2) && !have) rc = -ENODATA;
+    if (!rc && !set && !have) rc = -ENODATA;
+    if (!rc && len > 65536) rc = -E2BIG;
+    if (!rc) {
+        jrec r = {.type = set ? JR_SETXATTR : JR_RMXATTR, .ino = ino, .time = now()};
+        set_str(r.name, sizeof r.name, name);
+        if (set) r.tail = val, r.ntail = len;
+        rc = commit_rec(v, &r, NULL, 0);
+    }
+    wend(v);
+    return rc;
+}
+
+int vol_setxattr(vol *v, uint64_t ino, const char *name, const void *val, size_t n, int flags)
+{
+    return xattr_op(v, ino, name, val, n, flags, 1);
+}
+
+int vol_removexattr(vol *v, uint64_t ino, const char *name)
+{
+    return xattr_op(v, ino, name, NULL, 0, 0, 0);
+}
+
+/* ---------------- durability ---------------- */
+
+int vol_flush(vol *v)
+{
+    if (!v->o.writable) return 0;
+    pthread_rwlock_wrlock(&v->lock);
+    int rc = jrnl_flush(v->j);
+    pthread_rwlock_unlock(&v->lock);
+    return rc;
+}
+
+int vol_sync(vol *v)
+{
+    int rc = vol_flush(v);
+    if (!rc && v->o.writable) {
+        /* jrnl_sync may race a compaction's journal reset: hold the change lock. */
+        pthread_mutex_lock(&v->wlock);
+        rc = jrnl_sync(v->j);
+        pthread_mutex_unlock(&v->wlock);
+    }
+    return rc;
+}
+
+void vol_get_info(vol *v, vol_info *in)
+{
+    rbegin(v);
+    memset(in, 0, sizeof *in);
+    in->journal_bytes = v->j ? jrnl_size(v->j) : 0;
+    in->journal_records = v->j ? jrnl_records(v->j) : 0;
+    in->dirty_files = v->dirty_files;
+    in->inodes = v->ninodes;
+    in->compactions = v->compactions;
+    in->archive_bytes = v->a->file_size;
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i] && S_ISREG(v->nodes[i]->mode) && v->nodes[i]->nlink) {
+            in->files++;
+            in->content_bytes += v->nodes[i]->size;
+        }
+    rend(v);
+}
+
+const char *vol_path(const vol *v)
+{
+    return v->path;
+}
+
+int vol_lock_arc(vol *v, const arc **a, const idx **x)
+{
+    int rc = vol_data(v);
+    if (rc) return rc;
+    pthread_rwlock_rdlock(&v->alock);
+    *x = v->x;
+    *a = v->a;
+    return 0;
+}
+
+void vol_unlock_arc(vol *v)
+{
+    pthread_rwlock_unlock(&v->alock);
+}
+
+/* 1 if n and everything below it are as archived. */
+static int subtree_clean(const vol *v, const vnode *n)
+{
+    if (n->edited || n->pt || n->ent < 0) return 0;
+    for (uint32_t k = 0; k < n->nkids; k++)
+        if (!subtree_clean(v, vol_node(v, n->kids[k].ino))) return 0;
+    return 1;
+}
+
+int64_t vol_clean_entry(vol *v, uint64_t ino)
+{
+    rbegin(v);
+    vnode *n = vol_node(v, ino);
+    int64_t e = -1;
+    if (n && (jrnl_records(v->j) == 0 || subtree_clean(v, n))) e = n->ent;
+    rend(v);
+    return e;
+}
+
+/* ---------------- background: journal flushes and compaction ---------------- */
+
+#define FLUSH_MS 50
+
+static void *background(void *p)
+{
+    vol *v = p;
+    pthread_mutex_lock(&v->tlock);
+    while (!v->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += FLUSH_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&v->tcond, &v->tlock, &ts);
+        if (v->stop) break;
+        int compact = v->want_compact;
+        v->want_compact = 0;
+        pthread_mutex_unlock(&v->tlock);
+        /* Bound what a crash of this process can lose to FLUSH_MS of writes. */
+        rbegin(v);
+        size_t pending = jrnl_pending(v->j);
+        rend(v);
+        if (pending) vol_flush(v);
+        if (compact) {
+            /* The request may predate the last compaction (a write raced it): only compact
+             * when the journal is still past the threshold. */
+            rbegin(v);
+            uint64_t size = jrnl_size(v->j);
+            compact = size > v->o.compact_threshold && size >= v->retry_at;
+            rend(v);
+        }
+        if (compact) {
+            vol_compact_stats st;
+            int rc = vol_compact(v, &st);
+            if (rc) { /* not again at every write: once the journal has grown as much again */
+                rbegin(v);
+                v->retry_at = jrnl_size(v->j) + v->o.compact_threshold;
+                rend(v);
+            }
+            if (v->o.log) {
+                char msg[512];
+                if (rc)
+                    snprintf(msg, sizeof msg, "compaction failed: %s", tdc_errmsg());
+                else
+                    snprintf(msg, sizeof msg,
+                             "compacted %" PRIu64 " dirty files (%" PRIu64
+                             " bytes): archive %" PRIu64 " -> %" PRIu64 " bytes in %.2f s",
+                             st.dirty_files, st.dirty_bytes, st.archive_before, st.archive_after,
+                             st.build_s + st.write_s + st.swap_s);
+                v->o.log(v->o.log_ctx, msg);
+            }
+        }
+        pthread_mutex_lock(&v->tlock);
+    }
+    pthread_mutex_unlock(&v->tlock);
+    return NULL;
+}
+
+void vol_compact_async(vol *v)
+{
+    if (!v->th_running) return;
+    pthread_mutex_lock(&v->tlock);
+    v->want_compact = 1;
+    pthread_cond_signal(&v->tcond);
+    pthread_mutex_unlock(&v->tlock);
+}

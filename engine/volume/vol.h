@@ -1,0 +1,261 @@
+/* vol: a live, editable view of an archive: the archive plus its journal.
+ *
+ * A vol keeps the namespace (inodes, directories, names) and each edited file's piece table
+ * in memory. Every change is first appended to the journal as a record and then applied by
+ * the same code that replays the journal when the archive is opened again, so what a
+ * restart rebuilds is exactly what was served. Clean files read straight from the grammar;
+ * edited ones through their piece tables. vol_compact folds everything into a new archive.
+ *
+ * Inode numbers are the archive's (stable across remounts and compactions); new inodes take
+ * numbers from the archive's next_ino upward, in record order.
+ *
+ * Thread safety: every function may be called from any number of threads. Readers share a
+ * lock; changes take it exclusively for the moment they touch memory; a compaction blocks
+ * changes (not reads) while it runs. Errors are negative errno values with a message
+ * (tdc_errmsg) where the cause is not obvious from the code alone. */
+#ifndef TDC_VOL_H
+#define TDC_VOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "../index/idx.h"
+#include "../format/arc.h"
+#include "../base/buf.h"
+#include "jrnl.h"
+
+typedef struct vol vol;
+
+typedef struct vol_opts {
+    int writable;               /* 0: read-only (the journal is replayed, never written) */
+    uint64_t cache_bytes;       /* flat-rule cache of the index (0: IDX_CACHE_DEFAULT) */
+    uint64_t compact_threshold; /* journal bytes that start a background compaction (0: never) */
+    int level;                  /* zstd level of compacted archives (0: VOL_LEVEL_DEFAULT) */
+    uint64_t shard_size; /* content of the shards compaction builds (0: compact_shard_size) */
+    int lazy; /* open only the file table; vol_start loads the rest in the background, and
+                 whatever needs content waits for it (and fails with the load's error) */
+    void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
+    void *log_ctx;
+    /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`
+     * names the temporary archive where there is one). A non-zero return (a negative errno)
+     * stops the compaction there as a failure would; crash tests exit the process in it. */
+    int (*compact_step)(void *ctx, int step, const char *tmp);
+    void *step_ctx;
+} vol_opts;
+
+/* The steps of a compaction, in order (see vol_compact). */
+enum vol_step {
+    VOL_STEP_BUILT = 1, /* the new archive exists in memory */
+    VOL_STEP_WRITTEN,   /* ... in a temporary file beside the old one, fsynced */
+    VOL_STEP_CHECKED,   /* ... reopened by the reader and every file's content checked */
+    VOL_STEP_RENAMED,   /* ... renamed over the old archive */
+    VOL_STEP_RESET,     /* the journal restarted, empty, bound to the new archive */
+};
+
+#define VOL_LEVEL_DEFAULT 9
+#define VOL_NAME_MAX 255
+
+/* Replacing an archive by a new one (tadoc pack -o over it): the journal beside the old one
+ * names the old archive, so it must go, and it may only go if it holds no edit.
+ * vol_replace_begin refuses (-EEXIST, with a message) when `archive`.journal holds records,
+ * and -EBUSY while a writer (mount, compact, apply) holds the archive; otherwise it keeps the
+ * writers' lock until vol_replace_end, which removes the empty journal when `replaced` (the
+ * new archive is in place). Without a journal there is nothing to guard. */
+typedef struct vol_replace {
+    char *jpath;
+    int lockfd;
+} vol_replace;
+int vol_replace_begin(const char *archive, vol_replace *r);
+void vol_replace_end(vol_replace *r, int replaced);
+
+/* Open `archive` and replay `archive`.journal. *rs (optional) receives what replay did. */
+int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs);
+
+/* Start the background threads: for a lazy open, the one that loads the archive's data; for
+ * a writable vol, the one that writes buffered records out every 50 ms and runs a compaction
+ * when the journal passes compact_threshold or vol_compact_async asks (without it records
+ * are written when a batch fills, on vol_flush, vol_sync and vol_close). Call after any fork
+ * (threads do not survive one). */
+int vol_start(vol *v);
+
+/* Write out buffered records and close; the vol is freed. */
+void vol_close(vol *v);
+
+/* ---- namespace ---- */
+
+/* Attributes of inode `ino`: 0 or -ENOENT. */
+int vol_getattr(vol *v, uint64_t ino, struct stat *st);
+
+/* The inode called `name` in directory `dir`: 0 (st filled), -ENOENT, -ENOTDIR or
+ * -ENAMETOOLONG (a name over VOL_NAME_MAX bytes). */
+int vol_lookup(vol *v, uint64_t dir, const char *name, struct stat *st);
+
+/* Inode of a relative path ("" is the root), following no symlinks: 0, -ENOENT, -ENOTDIR. */
+int vol_resolve(vol *v, const char *path, uint64_t *ino);
+
+/* Symlink target (malloc'ed) of `ino`: 0, -ENOENT or -EINVAL. */
+int vol_readlink(vol *v, uint64_t ino, char **target);
+
+typedef struct vol_dirent {
+    char *name;
+    uint64_t ino;
+    uint32_t mode; /* type bits only */
+} vol_dirent;
+
+/* A snapshot of directory `dir`: its entries in name order and its parent. Free with
+ * vol_list_free. 0, -ENOENT, -ENOTDIR or -ENOMEM. */
+int vol_list(vol *v, uint64_t dir, vol_dirent **ents, size_t *n, uint64_t *parent);
+void vol_list_free(vol_dirent *ents, size_t n);
+
+/* Create `name` in `dir`: a regular file, directory, symlink, FIFO, socket or device (`mode`
+ * carries the type bits; `target` is the symlink's, `rdev` the device's number, ignored for
+ * other types). 0 with st filled, -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -EINVAL (an
+ * unknown type), -EROFS, -ENOSPC. */
+int vol_mknode(vol *v, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
+               const char *target, uint64_t rdev, struct stat *st);
+
+/* A new name for a regular file (a hard link): -EPERM for a directory or a symlink. */
+int vol_link(vol *v, uint64_t ino, uint64_t dir, const char *name, struct stat *st);
+
+/* Remove a name: a non-directory (`isdir` 0) or an empty directory (`isdir` 1). An inode
+ * whose last name goes stays readable while open (vol_ref). */
+int vol_unlink(vol *v, uint64_t dir, const char *name, int isdir);
+
+#define VOL_RENAME_NOREPLACE (1u << 0) /* the renameat2 flag values */
+#define VOL_RENAME_EXCHANGE (1u << 1)
+
+/* rename(2) with renameat2 flags VOL_RENAME_NOREPLACE and VOL_RENAME_EXCHANGE. Renaming a
+ * name onto another name of the same inode does nothing. */
+int vol_rename(vol *v, uint64_t dir, const char *name, uint64_t ndir, const char *nname,
+               unsigned flags);
+
+enum vol_set {
+    VOL_SET_MODE = 1,
+    VOL_SET_UID = 2,
+    VOL_SET_GID = 4,
+    VOL_SET_SIZE = 8,
+    VOL_SET_ATIME = 16,
+    VOL_SET_MTIME = 32,
+};
+
+/* Change the attributes named in `valid` (from `in`; times are st_atim / st_mtim). The
+ * change time is set to now. 0 with *out filled, or an error. */
+int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, struct stat *out);
+
+/* ---- content ---- */
+
+/* Overwrite n bytes at `off` (extending the file as needed). 0 or an error (-EISDIR,
+ * -ENOSPC, -EFBIG, ...); nothing is changed on failure. Large writes become several
+ * records. */
+int vol_write(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n);
+
+/* Insert n bytes at `off` <= size, shifting the rest (the papers' insert). */
+int vol_insert(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n);
+
+/* Per-reader state (a grammar cursor); one thread at a time per reader. */
+typedef struct vol_reader {
+    idx_cursor cur;
+    uint64_t gen;
+} vol_reader;
+
+void vol_reader_init(vol_reader *r);
+void vol_reader_free(vol_reader *r);
+
+/* Read up to n bytes of regular file `ino` at `off`: the count (0 at EOF) or an error. */
+ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n);
+
+/* Count an open handle of `ino` (+1 on open, -1 on release): an inode without names is
+ * freed at its last release. */
+void vol_ref(vol *v, uint64_t ino, int delta);
+
+/* XXH3-64 of the archived content when `ino` is unchanged since the archive was written
+ * (1 returned, *hash set); 0 for an edited or new file. */
+int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash);
+
+/* ---- extended attributes (names without the "user." prefix) ---- */
+
+int vol_getxattr(vol *v, uint64_t ino, const char *name, buf *out); /* -ENODATA if absent */
+int vol_listxattr(vol *v, uint64_t ino, buf *out); /* "name\0" for each, without prefix */
+/* flags: XATTR_CREATE / XATTR_REPLACE semantics (1 / 2). */
+int vol_setxattr(vol *v, uint64_t ino, const char *name, const void *val, size_t n, int flags);
+int vol_removexattr(vol *v, uint64_t ino, const char *name);
+
+/* ---- durability and compaction ---- */
+
+/* Write buffered records to the journal file (they survive a crash of this process). */
+int vol_flush(vol *v);
+
+/* Flush and fdatasync: everything acknowledged so far survives a system crash. */
+int vol_sync(vol *v);
+
+typedef struct vol_compact_stats {
+    uint64_t dirty_files, dirty_bytes, files;
+    uint64_t rules_before, rules_after, rules_new;
+    uint64_t archive_before, archive_after;
+    double build_s, write_s, swap_s;
+} vol_compact_stats;
+
+/* Fold the journal into a new archive and restart the journal. The new archive is written
+ * to a temporary file, fsynced, reopened and checked by the reader (every section, the file
+ * table, every file's content against its hash) and only then renamed over the old one. A
+ * failure before the rename removes the temporary file and leaves the old archive, the
+ * journal and the vol as they were (still writable); vol_compact_error tells why. Reads go
+ * on meanwhile; changes wait. An archive with a damaged shard is not compacted (-EBADMSG). */
+int vol_compact(vol *v, vol_compact_stats *st);
+
+/* Why the last compaction failed (its message), or "" when it succeeded or none ran. */
+void vol_compact_error(vol *v, char *msg, size_t n);
+
+/* Ask the background thread to compact soon (returns at once). */
+void vol_compact_async(vol *v);
+
+typedef struct vol_info {
+    uint64_t journal_bytes, journal_records;
+    uint64_t dirty_files; /* regular files whose content differs from the archive */
+    uint64_t inodes;
+    uint64_t files; /* regular files */
+    uint64_t compactions;
+    uint64_t archive_bytes;
+    uint64_t content_bytes; /* sum of regular file sizes */
+} vol_info;
+
+void vol_get_info(vol *v, vol_info *in);
+
+/* ---- access to the archive for analytics ---- */
+
+/* Hold the archive steady: the archive and index returned stay valid until vol_unlock_arc.
+ * Changes may go on meanwhile (they do not touch the archive); compaction waits. Waits for a
+ * lazy open's data; 0, or its load error (then nothing is held). */
+int vol_lock_arc(vol *v, const arc **a, const idx **x);
+void vol_unlock_arc(vol *v);
+
+/* Archive entry of directory or file inode `ino` when it and (for a directory) everything
+ * below it are unchanged since the archive was written; -1 otherwise. Call between
+ * vol_lock_arc and vol_unlock_arc. */
+int64_t vol_clean_entry(vol *v, uint64_t ino);
+
+/* A read-only archive showing directory or file `ino` as it is now, for analytics: the
+ * archive itself when nothing below `ino` changed since it was written (held steady until
+ * vol_view_close), otherwise an in-memory recompression of the current state (changes wait
+ * while it is built; its cost follows the edited data plus a pass over the grammar). `ent`
+ * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). A snapshot
+ * of an archive with a file in a damaged shard fails (-EBADMSG naming it). */
+typedef struct vol_view {
+    uint64_t gen; /* archive generation of a view of the archive itself (0 for a snapshot) */
+    const arc *a;
+    const idx *x;
+    int64_t ent;
+    arc *own;
+    idx *ownx;
+    vol *v;
+} vol_view;
+
+int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w);
+void vol_view_close(vol_view *w);
+
+/* The archive's path. */
+const char *vol_path(const vol *v);
+
+#endif

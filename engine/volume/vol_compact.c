@@ -1,0 +1,402 @@
+/* vol_compact: fold a vol's journal into a new archive and switch to it.
+ *
+ * Order of durable steps, so a crash or failure at any point leaves either the old archive
+ * with its journal or the new archive with an empty one: (1) the new archive, which records
+ * the old one's identity as prev_id, is written to a temporary file beside the old one and
+ * fsynced (arc_write_tmp); (2) the temporary file is opened by the reader a mount uses
+ * (arc_open: every section and reference, the file table), indexed, and every file's
+ * content is extracted and checked against its hash; any failure so far removes the
+ * temporary file and leaves the old archive, its journal and the mount as they were;
+ * (3) the temporary file is renamed over the old archive (arc_commit); (4) the journal is
+ * replaced by an empty one bound to the new archive. A crash between (3) and (4) leaves a
+ * journal bound to prev_id, which jrnl_open recognises as already folded in and discards. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../backend/backend.h"
+#include "../build/compact.h"
+#include "../build/compact_shards.h"
+#include "../base/err.h"
+#include "vol_int.h"
+
+static double secs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct cctx {
+    vol *v;
+    arc nw;
+    arc_coded *sh; /* shard by shard (compact_shards): the shards to write */
+    uint32_t nsh;
+    size_t cap;
+    int64_t *src;
+    uint64_t *ino; /* per new entry */
+    vol_reader rd;
+    int view; /* building an in-memory view, not an archive to write */
+} cctx;
+
+static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    cctx *c = p;
+    const vnode *f = vol_node(c->v, c->ino[ent]);
+    ssize_t k = vol_read_locked(c->v, &c->rd, f, off, dst, n);
+    if (k < 0) return (int)k;
+    return (size_t)k == n ? 0 : tdc_error(-EIO, "file changed size while compacting");
+}
+
+/* Append the entry for node n at `path` (taken over), then its children, depth first in name
+ * order, which is archive path order. `first` maps inode -> first entry index + 1. */
+static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
+{
+    vol *v = c->v;
+    if (c->nw.nents == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        arc_entry *e = realloc(c->nw.ents, cap * sizeof *e);
+        int64_t *s = realloc(c->src, cap * sizeof *s);
+        uint64_t *in = realloc(c->ino, cap * sizeof *in);
+        if (e) c->nw.ents = e;
+        if (s) c->src = s;
+        if (in) c->ino = in;
+        if (!e || !s || !in) {
+            free(path);
+            return -ENOMEM;
+        }
+        c->cap = cap;
+    }
+    uint32_t i = c->nw.nents++;
+    arc_entry *e = &c->nw.ents[i];
+    memset(e, 0, sizeof *e);
+    e->path = path;
+    e->type = arc_type_of_mode(n->mode);
+    e->rdev = n->rdev;
+    e->mode = n->mode & 07777;
+    e->uid = n->uid;
+    e->gid = n->gid;
+    e->mtime_sec = n->mtime.tv_sec;
+    e->mtime_nsec = (uint32_t)n->mtime.tv_nsec;
+    e->size = n->size;
+    e->ino = n->ino;
+    e->link = n->link; /* borrowed: cleared before the entries are freed */
+    e->xattrs = n->xa; /* borrowed */
+    e->nxattrs = n->nxa;
+    c->ino[i] = n->ino;
+    c->src[i] = -1;
+    if (e->type == ARC_REG) {
+        if (first[n->ino]) {
+            c->src[i] = -2; /* its hash is the first name's, set once known */
+        } else {
+            first[n->ino] = i + 1;
+            c->src[i] = !n->pt && n->ent >= 0 ? n->ent : -1;
+        }
+    }
+    for (uint32_t k = 0; k < n->nkids; k++) {
+        size_t lp = strlen(path), ln = strlen(n->kids[k].name);
+        char *p = malloc(lp + ln + 2);
+        if (!p) return -ENOMEM;
+        sprintf(p, "%s%s%s", path, lp ? "/" : "", n->kids[k].name);
+        int rc = add_tree(c, vol_node(v, n->kids[k].ino), p, first);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void free_entries(cctx *c)
+{
+    for (uint32_t i = 0; i < c->nw.nents; i++) {
+        c->nw.ents[i].link = NULL;
+        c->nw.ents[i].xattrs = NULL;
+        c->nw.ents[i].nxattrs = 0;
+        arc_entry_clear(&c->nw.ents[i]);
+    }
+    free(c->nw.ents);
+    c->nw.ents = NULL;
+    c->nw.nents = 0;
+}
+
+/* Build the new archive's entries, dictionary and grammar from the model into c->nw.
+ * Caller holds wlock and the shared model lock. */
+static int build(vol *v, cctx *c, compact_stats *cs)
+{
+    uint32_t *first = calloc(v->cap, sizeof *first);
+    char *root = strdup("");
+    int rc = first && root ? 0 : -ENOMEM;
+    c->v = v;
+    vol_reader_init(&c->rd);
+    if (!rc) {
+        rc = add_tree(c, vol_node(v, 1), root, first);
+        root = NULL;
+    }
+    /* A file kept as archived in a damaged shard: its run is a stand-in's, never copied. */
+    for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
+        if (c->src[i] >= 0) rc = arc_entry_damaged(v->a, (uint32_t)c->src[i]);
+    unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
+    if (!rc && !c->view && compact_by_shards(v->a, v->o.shard_size))
+        rc = compact_shards(v->a, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
+                            &c->sh, &c->nsh);
+    else if (!rc)
+        rc = compact_build(v->a, &c->nw, c->src, read_new, c, flags, cs);
+    for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
+        if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
+    free(root);
+    free(first);
+    return rc;
+}
+
+static void cctx_free(cctx *c)
+{
+    vol_reader_free(&c->rd);
+    for (uint32_t k = 0; k < c->nsh; k++)
+        arc_coded_free(&c->sh[k]);
+    free(c->sh);
+    dict_free(c->nw.dict);
+    gram_free(&c->nw.g);
+    free(c->nw.byino);
+    free_entries(c);
+    free(c->src);
+    free(c->ino);
+    memset(c, 0, sizeof *c);
+}
+
+/* Tell the test hook (vol_opts.compact_step) that `step` is done; its error aborts. */
+static int step_done(vol *v, int step, const char *tmp)
+{
+    int rc = v->o.compact_step ? v->o.compact_step(v->o.step_ctx, step, tmp) : 0;
+    return rc ? tdc_error(rc, "compaction stopped after step %d by the test hook", step) : 0;
+}
+
+/* Open the freshly written archive `tmp` the way a mount does and check every file's
+ * content against its hash; on success *na and *nx are the archive and its index. */
+static int check_new(vol *v, const char *tmp, arc **na, idx **nx)
+{
+    uint64_t cache = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+    int rc = arc_open(tmp, na);
+    for (uint32_t k = 0; !rc && k < (*na)->nshards; k++) /* damaged since it was written */
+        if ((*na)->shards[k].damage) rc = tdc_error(-EBADMSG, "%s", (*na)->shards[k].damage);
+    if (!rc) rc = idx_build_cached(*na, cache, nx);
+    if (!rc) rc = idx_check_content(*nx, NULL, NULL, NULL, NULL);
+    return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
+              : 0;
+}
+
+/* Remember why the last compaction failed (vol_compact_error); "" after a success. */
+static void note_result(vol *v, int rc)
+{
+    pthread_mutex_lock(&v->tlock);
+    if (rc)
+        snprintf(v->compact_err, sizeof v->compact_err, "%s", tdc_errmsg());
+    else
+        v->compact_err[0] = 0;
+    pthread_mutex_unlock(&v->tlock);
+}
+
+/* Switch the vol to the new archive `na` (already renamed into place) and restart the
+ * journal. Caller holds wlock and no model lock. */
+static void swap_in(vol *v, arc *na, idx *nx)
+{
+    pthread_rwlock_wrlock(&v->alock);
+    vol_wrlock(v);
+    int rc = jrnl_reset(v->j, na->id);
+    if (rc) {
+        /* The archive holds everything, but new records would go to a journal the next open
+         * discards as folded in: refuse changes instead. */
+        v->broken = 1;
+        tdc_error_ctx(rc, "restarting the journal after compaction");
+    }
+    arc *oa = v->a;
+    idx *ox = v->x;
+    v->a = na;
+    v->x = nx;
+    v->gen++;
+    for (uint64_t i = 0; i < v->cap; i++) {
+        vnode *n = v->nodes[i];
+        if (!n) continue;
+        n->ent = arc_ino_entry(v->a, n->ino);
+        n->edited = 0;
+        if (n->pt) {
+            pt_free(n->pt);
+            free(n->pt);
+            n->pt = NULL;
+        }
+    }
+    v->dirty_files = 0;
+    v->compactions++;
+    vol_unlock(v);
+    pthread_rwlock_unlock(&v->alock);
+    backend_release(oa); /* its copy on the GPU, if any */
+    idx_free(ox);
+    arc_free(oa);
+}
+
+/* 0, or -EBADMSG when a shard of the archive is damaged: a compaction would drop the files
+ * it holds (or copy the damage), so none is made and the archive and journal stay. */
+static int refuse_damaged(const arc *a)
+{
+    for (uint32_t k = 0; k < a->nshards; k++)
+        if (a->shards[k].damage)
+            return tdc_error(-EBADMSG,
+                             "%s: not compacted: %s (its files cannot be read; the archive and "
+                             "its journal are unchanged)",
+                             a->path, a->shards[k].damage);
+    return 0;
+}
+
+int vol_compact(vol *v, vol_compact_stats *st)
+{
+    cctx c = {.v = v};
+    arc *na = NULL;
+    idx *nx = NULL;
+    char *tmp = NULL;
+    compact_stats cs;
+    int rc;
+    double t0 = secs();
+    memset(st, 0, sizeof *st);
+    if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
+    if ((rc = vol_data(v))) return rc;
+    pthread_mutex_lock(&v->wlock); /* no changes from here on */
+    if (v->broken) {
+        rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
+        goto unlock;
+    }
+    if ((rc = refuse_damaged(v->a))) goto unlock;
+    vol_wrlock(v);
+    rc = jrnl_flush(v->j);
+    vol_unlock(v);
+    if (rc) goto unlock;
+    vol_rdlock(v); /* reads go on */
+    for (uint64_t i = 0; i < v->cap && !rc; i++)
+        if (v->nodes[i] && v->nodes[i]->nlink == 0)
+            rc = tdc_error(-EBUSY, "a removed file is still open: compact again once it is closed");
+    if (!rc) {
+        st->archive_before = v->a->file_size;
+        st->rules_before = v->a->g.nrules;
+        rc = build(v, &c, &cs);
+    }
+    if (!rc) rc = step_done(v, VOL_STEP_BUILT, NULL);
+    c.nw.prev_id = v->a->id;
+    st->build_s = secs() - t0;
+    double t1 = secs();
+    if (!rc)
+        rc = c.nsh ? arc_write_coded_tmp(v->path, &c.nw, c.sh, c.nsh, v->o.level, &tmp)
+                   : arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
+    st->write_s = secs() - t1;
+    if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
+    if (!rc) rc = check_new(v, tmp, &na, &nx);
+    if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
+    vol_unlock(v);
+    /* Until the rename, a failure leaves the old archive and journal in force. arc_commit
+     * removes the temporary file itself when the rename fails; a positive result is a rename
+     * whose directory fsync failed, which the journal restart's directory fsync makes good. */
+    if (!rc) {
+        rc = arc_commit(tmp, v->path);
+        free(tmp);
+        tmp = NULL;
+        if (rc > 0) rc = 0;
+    }
+    if (rc) goto fail;
+    /* The new archive is in place: switch to it whatever the test hook says. */
+    int hook = step_done(v, VOL_STEP_RENAMED, NULL);
+    double t2 = secs();
+    swap_in(v, na, nx);
+    na = NULL;
+    nx = NULL;
+    st->swap_s = secs() - t2;
+    st->dirty_files = cs.new_files;
+    st->dirty_bytes = cs.new_bytes;
+    st->rules_new = cs.rules_new;
+    st->rules_after = cs.rules_after;
+    st->files = c.nw.nents;
+    st->archive_after = v->a->file_size;
+    rc = v->broken ? -EIO : hook ? hook : step_done(v, VOL_STEP_RESET, NULL);
+    goto done;
+fail:
+    if (tmp) unlink(tmp);
+    tdc_error_ctx(rc, "compaction failed; the archive and its journal are unchanged");
+done:
+    free(tmp);
+    cctx_free(&c);
+    idx_free(nx);
+    arc_free(na);
+unlock:
+    note_result(v, rc);
+    pthread_mutex_unlock(&v->wlock);
+    return rc;
+}
+
+void vol_compact_error(vol *v, char *msg, size_t n)
+{
+    pthread_mutex_lock(&v->tlock);
+    snprintf(msg, n, "%s", v->compact_err);
+    pthread_mutex_unlock(&v->tlock);
+}
+
+int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
+{
+    memset(w, 0, sizeof *w);
+    w->v = v;
+    const idx *x;
+    const arc *a;
+    int rc = vol_lock_arc(v, &a, &x);
+    if (rc) return rc;
+    int64_t e = vol_clean_entry(v, ino);
+    if (e >= 0) {
+        w->a = a;
+        w->x = x;
+        w->ent = e;
+        w->gen = v->gen + 1; /* stable while the archive lock is held */
+        return 0; /* the archive lock is held until vol_view_close */
+    }
+    vol_unlock_arc(v);
+    /* Pending edits below `ino`: recompress the current state in memory. */
+    cctx c = {.v = v, .view = 1};
+    compact_stats cs;
+    pthread_mutex_lock(&v->wlock);
+    vol_rdlock(v);
+    rc = vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
+    vol_unlock(v);
+    pthread_mutex_unlock(&v->wlock);
+    arc *own = NULL;
+    if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
+    if (!rc) {
+        /* Symlink targets and xattrs are the model's (borrowed): the snapshot owns copies of
+         * the targets (the file table's rules need them) and drops the xattrs (analytics need
+         * none). */
+        for (uint32_t i = 0; i < c.nw.nents; i++) {
+            arc_entry *e = &c.nw.ents[i];
+            e->xattrs = NULL;
+            e->nxattrs = 0;
+            if (e->link && !(e->link = strdup(e->link))) rc = -ENOMEM;
+        }
+        *own = c.nw;
+        memset(&c.nw, 0, sizeof c.nw);
+        if (!rc) rc = arc_finish(own);
+    }
+    if (!rc) w->ent = arc_ino_entry(own, ino);
+    if (!rc && w->ent < 0) rc = -ENOENT;
+    if (!rc && need_idx) rc = idx_build_cached(own, 0, &w->ownx);
+    cctx_free(&c);
+    if (rc) {
+        arc_free(own);
+        return rc;
+    }
+    w->own = own;
+    w->a = own;
+    w->x = w->ownx;
+    return 0;
+}
+
+void vol_view_close(vol_view *w)
+{
+    if (w->own) {
+        idx_free(w->ownx);
+        arc_free(w->own);
+    } else if (w->a) {
+        vol_unlock_arc(w->v);
+    }
+    memset(w, 0, sizeof *w);
+}
