@@ -94,7 +94,7 @@ modes_match() {
     { head -c 1048576 /dev/zero | tr '\0' 'a'; printf 'Z tail'; } >"$S/in/sub/megaword"
     head -c 300000 /dev/urandom >"$S/in/sub/random.bin"
     printf 'caf\xe9 na\xefve caf\xe9\n' >"$S/in/latin1"
-    cp "$BATS_TEST_DIRNAME/../../engine/ana_docs.c" "$S/in/sub/code.c" # a file that shares rules
+    cp "$BATS_TEST_DIRNAME/../../engine/analytics/ana_docs.c" "$S/in/sub/code.c" # a file that shares rules
     cp "$S/in/sub/code.c" "$S/in/code-copy.c"
     "$TADOC" pack -q "$S/in" -o "$S/o.tdc"
     for a in wordcount sort invindex termvector seqcount rankedinvindex; do
