@@ -11,6 +11,7 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 
+#include "../engine/backend/backend.h"
 #include "../engine/volume/vol.h"
 #include "sreg.h"
 #include "vcache.h"
@@ -24,6 +25,8 @@
 
 typedef struct fs_ctx {
     vol *v;
+    backend *be; /* the daemon's backend: mode, thresholds and analytics options from -o and
+                    the environment; GPU copies, read batcher, counters */
     int ro;
     uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
     uint32_t owner;          /* the uid that started the daemon: sees every virtual file whole */

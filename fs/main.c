@@ -282,15 +282,21 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    backend_set_read_batch((size_t)read_min, o.gpu_read_wait);
     if (gpu_mode == BACKEND_ON && !gpu_usable_probe()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
-    backend_set_mode(gpu_mode);
-    /* the analytics' TADOC_* variables (lib/env.h) */
-    tdc_env_settings();
-    backend_read_enable(1); /* file reads may be batched onto the GPU (engine/backend/backend_read.c) */
+    backend_opts bo;
+    backend_opts_init(&bo);
+    bo.mode = gpu_mode;
+    bo.reads = 1; /* file reads may be batched onto the GPU (engine/backend/backend_read.c) */
+    bo.read_min = (size_t)read_min;
+    bo.read_wait_us = o.gpu_read_wait;
+    tdc_env_settings(&bo); /* the analytics' TADOC_* variables (lib/env.h) */
+    if (backend_new(&bo, &c.be)) {
+        fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
+        goto out_args;
+    }
     if (check_mountpoint(o.mountpoint)) goto out_args;
 
     /* Open and check the file table (with -o preload the whole archive) and replay the
@@ -298,6 +304,7 @@ int main(int argc, char **argv)
     vol_opts vo = {.writable = !o.ro,
                    .cache_bytes = cache,
                    .compact_threshold = threshold,
+                   .be = c.be,
                    .lazy = !o.preload,
                    .log = log_event};
     jrnl_stats js;
@@ -376,7 +383,6 @@ out_opts:
     free(co.mountpoint);
 out_arc:
     vol_close(c.v); /* writes out buffered records */
-    backend_release(NULL);
     sreg_free(&c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
@@ -387,6 +393,7 @@ out_arc:
     free(c.vsize);
     free(c.damaged);
 out_args:
+    backend_free(c.be);
     free(o.archive);
     free(o.mountpoint);
     free(o.gpu);

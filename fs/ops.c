@@ -622,7 +622,8 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
 
 /* Analytic `kind` of the view's scope over its files visible in vis, with hard links whose
  * content the caller would otherwise miss given to a name it sees (fs_vis_relink). */
-static int analytic_text(const vol_view *w, uint32_t kind, const unsigned char *vis, buf *out)
+static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsigned char *vis,
+                         buf *out)
 {
     uint32_t first = (uint32_t)w->ent, end = ana_subtree_end(w->a, first);
     arc *cp;
@@ -630,8 +631,8 @@ static int analytic_text(const vol_view *w, uint32_t kind, const unsigned char *
     if (rc) return rc;
     /* On the GPU where the backend finds it worth it, else ana_* on the CPU. A snapshot or a
      * relinked copy is not kept on the GPU (generation 0). */
-    rc = backend_analytic((int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen, first, end, vis,
-                          out);
+    rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen, first, end,
+                          vis, out);
     fs_vis_relink_free(cp);
     return rc;
 }
@@ -662,7 +663,7 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
                         .vis = {key[0], key[1]}};
         rc = vcache_get(&c->vc, &k, out);
         if (rc == 0) {
-            rc = word ? search_text(c, &w, word, vis, out) : analytic_text(&w, kind, vis, out);
+            rc = word ? search_text(c, &w, word, vis, out) : analytic_text(c, &w, kind, vis, out);
             if (!rc) vcache_put(&c->vc, &k, out); /* when it cannot, the next one recomputes */
         } else if (rc == 1) {
             rc = 0;
@@ -1029,7 +1030,7 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
         else if (!strcmp(name, "compactions"))
             snprintf(v, n, "%" PRIu64, in.compactions);
         else if (!strcmp(name, "backend"))
-            backend_stats(v, n);
+            backend_stats(c->be, v, n);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
             return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else

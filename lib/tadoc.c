@@ -22,6 +22,7 @@ struct tadoc_archive {
     idx *x;
     pthread_mutex_t wlock; /* guards building `w` */
     idx_words *w;          /* word index, built by the first count or search */
+    ana_ctx *ana;          /* the analytics' options (the environment's) and kept preparation */
 };
 
 const char *tadoc_version(void)
@@ -41,17 +42,23 @@ void tadoc_free(void *p)
 
 int tadoc_open(const char *path, tadoc_archive **out)
 {
-    /* The analytics' TADOC_* variables hold for programs using the library too. */
-    static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-    pthread_once(&env_once, tdc_env_settings);
     *out = NULL;
     if (!path) return tdc_error(-EINVAL, "no archive path given");
     tadoc_archive *t = calloc(1, sizeof *t);
     if (!t) return tdc_error(-ENOMEM, "out of memory");
+    /* The analytics' TADOC_* variables hold for programs using the library too. */
+    backend_opts o;
+    backend_opts_init(&o);
+    tdc_env_settings(&o);
+    if (!(t->ana = ana_ctx_new(&o.ana))) {
+        free(t);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
     int rc = arc_open(path, &t->a);
     if (!rc && (rc = idx_build(t->a, &t->x))) tdc_error_ctx(rc, "%s", path);
     if (rc) {
         arc_free(t->a);
+        ana_ctx_free(t->ana);
         free(t);
         return rc;
     }
@@ -66,6 +73,7 @@ void tadoc_close(tadoc_archive *t)
     idx_words_free(t->w);
     idx_free(t->x);
     arc_free(t->a);
+    ana_ctx_free(t->ana);
     pthread_mutex_destroy(&t->wlock);
     free(t);
 }
@@ -147,7 +155,7 @@ int tadoc_analytic(tadoc_archive *t, int analytic, const char *scope, char **out
     int rc = arc_range_damaged(t->a, (uint32_t)first, end, NULL); /* no wrong numbers */
     if (rc) return tdc_error_ctx(rc, "%s", ana_table[analytic - 1].name);
     buf b = {0};
-    rc = ana_table[analytic - 1].cpu(t->a, (uint32_t)first, end, NULL, &b);
+    rc = ana_table[analytic - 1].cpu(t->ana, t->a, (uint32_t)first, end, NULL, &b);
     if (!rc) rc = buf_put(&b, "", 1); /* the terminating NUL */
     if (rc) {
         buf_free(&b);

@@ -288,7 +288,7 @@ static int by_ino(const void *x, const void *y)
  * offsets at which to make them one after another in batch order come from backend_edits (the
  * papers' double parsing; on the GPU with TADOC_GPU=on, or auto for very large batches), which
  * checks every offset before anything changes. `chg` holds the batch's changes in order. */
-static int batch_changes(vol *v, op **chg, size_t n, int *on_gpu)
+static int batch_changes(vol *v, backend *be, op **chg, size_t n, int *on_gpu)
 {
     ino_at *ia = malloc((n ? n : 1) * sizeof *ia);
     tdc_edit *e = malloc((n ? n : 1) * sizeof *e);
@@ -310,7 +310,7 @@ static int batch_changes(vol *v, op **chg, size_t n, int *on_gpu)
                                 o->off, o->text.n};
     }
     size_t bad = 0;
-    if (!rc) rc = backend_edits(TDC_OFFSETS_BATCH, size, nf, e, n, at, pos, fin, &bad, on_gpu);
+    if (!rc) rc = backend_edits(be, TDC_OFFSETS_BATCH, size, nf, e, n, at, pos, fin, &bad, on_gpu);
     if (rc == -EINVAL && bad < n)
         rc = tdc_error(-EINVAL, "line %zu: offset %" PRIu64 " is past the end (%" PRIu64 " bytes)",
                        chg[bad]->line, chg[bad]->off, size[e[bad].file]);
@@ -329,7 +329,7 @@ static double secs(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
+int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
 {
     op *ops = NULL;
     size_t nops = 0, cap = 0, lineno = 0, len = 0;
@@ -378,7 +378,7 @@ int apply_stream(vol *v, FILE *in, int batch, apply_stats *as)
             else
                 chg[nch++] = &ops[i];
         }
-        if (!rc) rc = batch_changes(v, chg, nch, &as->offsets_gpu);
+        if (!rc) rc = batch_changes(v, be, chg, nch, &as->offsets_gpu);
         free(chg);
     }
     if (!rc && ret == EX_OK) rc = vol_sync(v);
@@ -422,14 +422,17 @@ int cmd_apply(int argc, char **argv)
         return EX_FAIL;
     }
     vol *v = NULL;
+    backend *be = NULL;
     vol_opts vo = {.writable = 1};
-    int rc = vol_open(argv[optind], &vo, &v, NULL);
+    int rc = backend_new(&tool_opts, &be);
+    if (!rc) rc = vol_open(argv[optind], &vo, &v, NULL);
     if (rc) {
         if (in != stdin) fclose(in);
+        backend_free(be);
         return fail(rc);
     }
     apply_stats as;
-    int ret = apply_stream(v, in, batch, &as);
+    int ret = apply_stream(v, be, in, batch, &as);
     if (in != stdin) fclose(in);
     if (ret == EX_OK && !quiet) {
         uint64_t n = as.inserts + as.appends + as.extracts + as.others;
@@ -442,6 +445,7 @@ int cmd_apply(int argc, char **argv)
                 as.offsets_gpu ? " computed on the GPU" : "");
     }
     vol_close(v);
+    backend_free(be);
     return ret;
 }
 

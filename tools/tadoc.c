@@ -37,6 +37,7 @@
 #define CHUNK (1u << 20)
 
 const char *prog = "tadoc";
+backend_opts tool_opts;
 
 static const char usage_main[] =
     "usage: tadoc COMMAND [OPTIONS] ARGS...\n"
@@ -778,10 +779,18 @@ static int run_analytic(int argc, char **argv, int kind)
             return fail(-ENOENT);
         }
     }
+    /* one analytic in a fresh process: auto takes the GPU only for a large scope */
+    backend_opts o = tool_opts;
+    o.auto_min = BACKEND_CLI_AUTO_MIN_BYTES;
+    backend *be = NULL;
     buf out = {0};
-    rc = backend_cli_analytic(kind, a, (uint32_t)first, ana_subtree_end(a, (uint32_t)first), &out);
+    rc = backend_new(&o, &be);
+    if (!rc)
+        rc = backend_analytic(be, kind, a, 1, (uint32_t)first,
+                              ana_subtree_end(a, (uint32_t)first), NULL, &out);
     if (!rc) rc = fio_write_all(1, out.p, out.n, "stdout");
     buf_free(&out);
+    backend_free(be);
     arc_free(a);
     return rc ? fail(rc) : EX_OK;
 }
@@ -857,10 +866,11 @@ int main(int argc, char **argv)
                 {"compact", cmd_compact, usage_compact}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     /* The environment (usage_main lists it) sets the engine's options for this process. */
-    tdc_env_settings();
+    backend_opts_init(&tool_opts);
+    tdc_env_settings(&tool_opts);
     /* TADOC_GPU: on, off or auto (unset or empty: auto; anything else: off). */
     int gpu_mode = backend_mode_parse(getenv("TADOC_GPU"));
-    backend_set_mode(gpu_mode < 0 ? BACKEND_OFF : gpu_mode);
+    tool_opts.mode = gpu_mode < 0 ? BACKEND_OFF : gpu_mode;
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
         return EX_OK;

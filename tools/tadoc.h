@@ -6,9 +6,13 @@
 #include <stdio.h>
 
 #include "../engine/base/err.h"
+#include "../engine/backend/backend.h"
 #include "../engine/volume/vol.h"
 
 extern const char *prog;
+
+/* The engine's options for this process: TADOC_GPU and the analytics' variables (main). */
+extern backend_opts tool_opts;
 
 /* Print the thread's error message; the exit code for `rc` (3 when corrupt, else 1). */
 int fail(int rc);
@@ -29,9 +33,10 @@ typedef struct apply_stats {
 } apply_stats;
 
 /* Parse the operations of `in` (the OPS_FILE format of usage_apply) and apply them to the
- * writable vol `v` (offsets in batch meaning when `batch`), then sync. Extracts print to
+ * writable vol `v` (offsets in batch meaning when `batch`, computed by be: NULL for the CPU),
+ * then sync. Extracts print to
  * stdout. Returns EX_OK, EX_USAGE for a bad line (nothing applied; message on stderr) or the
  * exit code of a failed operation (message printed). */
-int apply_stream(vol *v, FILE *in, int batch, apply_stats *st);
+int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *st);
 
 #endif

@@ -169,7 +169,7 @@ static int reduce_task(void *x, const ana_team *t)
 
 /* Count the words of the files of [first, end) visible in vis into c, with p prepared for the
  * archive. */
-static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, const unsigned char *vis,
+static int count_scope(ana_prep *p, uint32_t first, uint32_t end, const unsigned char *vis,
                        int kind, counts *c)
 {
     const arc *a = p->a;
@@ -198,17 +198,17 @@ static int count_scope(const ana_prep *p, uint32_t first, uint32_t end, const un
             rc = -ENOMEM;
     }
     if (rc) goto out;
-    ana_mark("scope files");
+    ana_mark(p, "scope files");
     if (!pl.bottomup) {
         rc = ana_weights(p, files.p, files.n, w, c->tok, 1, pl.threads);
     } else if (!(rc = ana_weights(p, files.p, files.n, w, c->tok, 0, pl.threads)) &&
                !(rc = ana_mark_reach(p, files.p, files.n, &need)) &&
                !(rc = ana_wtab_build(&wt, p, need, pl.threads))) {
-        ana_mark("bottom-up tables");
+        ana_mark(p, "bottom-up tables");
         reduce_job j = {p, w, &wt, tok};
         rc = ana_par(pl.threads, reduce_task, &j);
     }
-    ana_mark("traversal");
+    ana_mark(p, "traversal");
     if (!rc && tok[1])
         for (uint32_t t = 0; t < g->ntokens; t++)
             c->tok[t] += tok[1][t];
@@ -303,23 +303,23 @@ nomem:
     return tdc_error(-ENOMEM, "analytics: out of memory");
 }
 
-/* Print counts as word count (count_first) or sort records. */
-static int print(const arc *a, const counts *c, const uint32_t *order, uint32_t norder, buf *out,
-                 int count_first, int threads)
+/* Print counts as word count (count_first) or sort records; p's clock times the phases. */
+static int print(ana_prep *p, const arc *a, const counts *c, const uint32_t *order,
+                 uint32_t norder, buf *out, int count_first, int threads)
 {
     ana_crec *r = NULL;
     size_t n = 0;
     int rc = records(a, c, order, norder, threads, &r, &n);
     if (!rc && count_first) rc = ana_by_count(r, n);
-    ana_mark("sort");
+    ana_mark(p, "sort");
     if (!rc) rc = ana_print_counts(r, n, count_first, out, threads);
-    ana_mark("print");
+    ana_mark(p, "print");
     free(r);
     return rc;
 }
 
-static int emit(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis, buf *out,
-                int count_first)
+static int emit(ana_ctx *ctx, const arc *a, uint32_t first, uint32_t end,
+                const unsigned char *vis, buf *out, int count_first)
 {
     counts c;
     ana_prep p;
@@ -328,33 +328,35 @@ static int emit(const arc *a, uint32_t first, uint32_t end, const unsigned char 
      * Levels only for bottom-up (top-down goes in g->topo's order). */
     uint64_t syms;
     uint32_t nfiles;
-    ana_plan_threads(a, first, end, vis, &syms, &nfiles);
-    int flags = ana_traversal() == ANA_BOTTOMUP ? ANA_PREP_LEVELS : 0;
+    ana_plan_threads(ctx, a, first, end, vis, &syms, &nfiles);
+    int flags = ana_ctx_opts(ctx)->traversal == ANA_BOTTOMUP ? ANA_PREP_LEVELS : 0;
     if (syms >= a->g.root.n / 8) flags |= ANA_PREP_ORDER;
-    ana_mark(NULL);
-    int rc = ana_prep_init(&p, a, flags);
+    int rc = ana_prep_init(&p, ctx, a, flags);
     if (rc) return rc;
-    ana_mark("levels");
+    ana_mark(&p, "levels");
     rc = count_scope(&p, first, end, vis, count_first ? ANA_WORDCOUNT : ANA_SORT, &c);
-    if (!rc) rc = print(a, &c, p.order, p.norder, out, count_first, ana_threads());
+    if (!rc) rc = print(&p, a, &c, p.order, p.norder, out, count_first, ana_threads(ctx));
     counts_free(&c);
     ana_prep_free(&p);
     return rc;
 }
 
-int ana_wordcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
-                  buf *out)
+int ana_wordcount(ana_ctx *ctx, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis, buf *out)
 {
-    return emit(a, first, end, vis, out, 1);
+    return emit(ctx, a, first, end, vis, out, 1);
 }
 
-int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out)
+int ana_wordcount_counts(ana_ctx *ctx, const arc *a, const uint64_t *tok, buf *out)
 {
     counts c = {.tok = (uint64_t *)tok}; /* only read: print never writes counts */
-    return print(a, &c, NULL, 0, out, 1, ana_threads());
+    ana_prep clock = {.ctx = ctx};
+    ana_mark(&clock, NULL);
+    return print(&clock, a, &c, NULL, 0, out, 1, ana_threads(ctx));
 }
 
-int ana_sort(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
+int ana_sort(ana_ctx *ctx, const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+             buf *out)
 {
-    return emit(a, first, end, vis, out, 0);
+    return emit(ctx, a, first, end, vis, out, 0);
 }

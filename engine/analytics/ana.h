@@ -48,13 +48,13 @@
  * merge. Word count and sort print from a word order of the dictionary (radix-sorted once per
  * grammar and kept) and a counting sort by count, formatted by both threads in place.
  *
- * Options (ana_set_* below; the tools and the daemon set them from their environment, see
- * tadoc --help): the traversal, topdown, bottomup or auto (the default); threads, 1 or 2
- * (unset: 2 when the machine has two or more CPUs and the scope has at least 65,536 root
- * symbols, since below that starting a thread does not pay; else 1); verbosity 1 prints each
- * decision and the two estimates on stderr (2 also each phase's time); the cache of the last
- * grammar's levels and head/tail buffers between calls (ana_int.h), on by default. They hold
- * for the whole process. */
+ * Options (ana_opts, in the context the caller passes; the tools and the daemon fill them from
+ * their options and environment, see tadoc --help): the traversal, topdown, bottomup or auto
+ * (the default); threads, 1 or 2 (unset: 2 when the machine has two or more CPUs and the scope
+ * has at least 65,536 root symbols, since below that starting a thread does not pay; else 1);
+ * verbosity 1 prints each decision and the two estimates on stderr (2 also each phase's time);
+ * the cache of the last grammar's levels and head/tail buffers between calls (ana_int.h), on
+ * by default. */
 #ifndef TDC_ANA_H
 #define TDC_ANA_H
 
@@ -79,26 +79,32 @@ uint32_t ana_subtree_end(const arc *a, uint32_t dir);
 
 enum ana_traversal { ANA_AUTO = 0, ANA_TOPDOWN = 1, ANA_BOTTOMUP = 2 };
 
-/* Force a traversal for every later call (ANA_AUTO: the selector); -1 returns to the
- * default, auto. */
-void ana_set_traversal(int t);
+/* The analytics' settings, chosen by the caller (tadoc and tadocfs from their options and
+ * environment, see tadoc --help). */
+typedef struct ana_opts {
+    int traversal; /* ANA_AUTO (the selector), ANA_TOPDOWN or ANA_BOTTOMUP */
+    int threads;   /* 1 or 2 (more is taken as 2); 0: the machine and the scope decide */
+    int cache;     /* keep the last grammar's preparation between calls */
+    int verbose;   /* 0: quiet; 1: each choice and its estimates on stderr; 2: also phase times */
+} ana_opts;
 
-/* Threads for every later call (1 or 2; more is taken as 2), whatever the scope's size; -1
- * returns to the default (the machine and the scope decide). */
-void ana_set_threads(int n);
+#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0}
 
-/* Keep the last grammar's preparation between calls (on, the default) or not. */
-void ana_set_cache(int on);
+/* A context: the options and, when they ask for it, the last grammar's preparation, kept for
+ * the next call on the same grammar. Calls may share one context from several threads. Every
+ * analytic takes one; NULL runs with ANA_OPTS_INIT's options and keeps nothing. */
+typedef struct ana_ctx ana_ctx;
 
-/* 0 (the default): quiet; 1: each analytic's choice and estimates on stderr; 2: also the time
- * of each phase. */
-void ana_set_verbose(int level);
-int ana_verbose(void);
+/* A new context with options o (NULL: ANA_OPTS_INIT); NULL when out of memory. */
+ana_ctx *ana_ctx_new(const ana_opts *o);
+void ana_ctx_free(ana_ctx *c);
 
-/* The traversal and thread count in effect (from ana_set_*, or for threads the machine;
- * small scopes still run on one thread unless threads were asked for). */
-int ana_traversal(void);
-int ana_threads(void);
+/* c's options (ANA_OPTS_INIT's for NULL). */
+const ana_opts *ana_ctx_opts(const ana_ctx *c);
+
+/* The threads c asks for, or when it leaves them to the machine, 2 on a machine of two CPUs or
+ * more, else 1 (small scopes still run on one thread unless threads were asked for). */
+int ana_threads(const ana_ctx *c);
 
 /* The regular files of [first, end) visible in `vis`, appended to out in byte order of their
  * paths. */
@@ -110,34 +116,40 @@ int ana_scope_files(const arc *a, uint32_t first, uint32_t end, const unsigned c
 size_t ana_scope_prefix(const arc *a, uint32_t first);
 
 /* Word count: "count<TAB>word\n" lines, count descending, then word. Appends to out. */
-int ana_wordcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_wordcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis,
                   buf *out);
 
 /* Word count records for per-token counts computed elsewhere (the GPU backend): tok has one
  * count per token id, separators 0; the output is what ana_wordcount prints for them. */
-int ana_wordcount_counts(const arc *a, const uint64_t *tok, buf *out);
+int ana_wordcount_counts(ana_ctx *c, const arc *a, const uint64_t *tok, buf *out);
 
 /* Sort: "word<TAB>count\n" lines by word. Appends to out. */
-int ana_sort(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_sort(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis,
              buf *out);
 
 /* Inverted index: "word<TAB>path<TAB>path...\n", words by word, paths by path. */
-int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis,
                  buf *out);
 
 /* Term vector: "path<TAB>count<TAB>word\n" for every word of every file: files by path, then
  * count descending, then word. */
-int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis,
                    buf *out);
 
 /* Sequence count: "count<TAB>w1 w2 w3\n" for every run of three consecutive words inside one
  * file (separators between them do not matter), count descending, then sequence. */
-int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_seqcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis,
                  buf *out);
 
 /* Ranked inverted index: "w1 w2 w3<TAB>path:count<TAB>...\n", sequences by sequence, files
  * by count descending, then path. */
-int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis,
                        buf *out);
 
 #endif

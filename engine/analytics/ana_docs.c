@@ -593,19 +593,18 @@ static void docs_free(docs *d)
 }
 
 /* Levels, plan, the scope's visible files, long words, and for bottom-up the tables. */
-static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t end,
+static int docs_init(docs *d, ana_ctx *c, const arc *a, int kind, uint32_t first, uint32_t end,
                      const unsigned char *vis)
 {
     int seq = kind == ANA_SEQCOUNT || kind == ANA_RANKEDINVINDEX;
     memset(d, 0, sizeof *d);
     d->a = a;
     d->g = &a->g;
-    ana_mark(NULL);
-    int rc = ana_prep_init(&d->p, a, ANA_PREP_LEVELS | (seq ? ANA_PREP_HT : 0));
+    int rc = ana_prep_init(&d->p, c, a, ANA_PREP_LEVELS | (seq ? ANA_PREP_HT : 0));
     if (rc) return rc;
-    ana_mark("levels, head/tail");
+    ana_mark(&d->p, "levels, head/tail");
     ana_plan_make(&d->p, kind, first, end, vis, &d->pl);
-    ana_mark("selector");
+    ana_mark(&d->p, "selector");
     unsigned char *need = NULL;
     if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, vis, &d->files)) goto nomem;
     for (size_t i = 0; i < d->files.n; i++) {
@@ -618,7 +617,7 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
             goto fail;
         }
     }
-    ana_mark("scope files, long words");
+    ana_mark(&d->p, "scope files, long words");
     if (d->pl.bottomup) {
         if ((rc = ana_mark_reach(&d->p, d->plain.p, d->plain.n, &need))) goto fail;
         if (seq)
@@ -627,7 +626,7 @@ static int docs_init(docs *d, const arc *a, int kind, uint32_t first, uint32_t e
             rc = ana_wtab_build(&d->wt, &d->p, need, d->pl.threads);
         free(need);
         if (rc) goto fail;
-        ana_mark("bottom-up tables");
+        ana_mark(&d->p, "bottom-up tables");
     }
     return 0;
 nomem:
@@ -805,11 +804,12 @@ static int tv_task(void *x, const ana_team *t)
     return rc;
 }
 
-int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                   const unsigned char *vis,
                    buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_TERMVECTOR, first, end, vis);
+    int rc = docs_init(&d, c, a, ANA_TERMVECTOR, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out};
     ranks rk = {0};
@@ -822,9 +822,9 @@ int ana_termvector(const arc *a, uint32_t first, uint32_t end, const unsigned ch
         if (!rc) rc = ranks_make(&d, &rk);
         j.rank = rk.rank;
     }
-    ana_mark("ranks");
+    ana_mark(&d.p, "ranks");
     if (!rc) rc = ana_par(d.pl.threads, tv_task, &j);
-    ana_mark("traversal, sort, print");
+    ana_mark(&d.p, "traversal, sort, print");
     if (!rc && j.out1.n && buf_put(out, j.out1.p, j.out1.n)) rc = -ENOMEM;
     ranks_free(&rk);
     pfjob_free(&j);
@@ -900,16 +900,17 @@ static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
-int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                 const unsigned char *vis,
                  buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_INVINDEX, first, end, vis);
+    int rc = docs_init(&d, c, a, ANA_INVINDEX, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     ranks rk = {0};
     rc = ana_par(d.pl.threads, ii_task, &j);
-    ana_mark("traversal");
+    ana_mark(&d.p, "traversal");
     vec32 *pairs = &j.pairs[0];
     if (!rc && j.pairs[1].n) {
         if (vec32_reserve(pairs, j.pairs[1].n))
@@ -928,9 +929,9 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char
         uint64_t k = (uint64_t)rk.rank[pairs->p[m]] << 32 | pairs->p[m + 1];
         memcpy(pairs->p + m, &k, sizeof k);
     }
-    ana_mark("ranks");
+    ana_mark(&d.p, "ranks");
     if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, d.pl.threads);
-    ana_mark("sort");
+    ana_mark(&d.p, "sort");
     ii_print pr = {&d, &rk, pairs->p, {{0}, NULL}};
     size_t np = pairs->n / 2, mid = np / 2;
     while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
@@ -938,7 +939,7 @@ int ana_invindex(const arc *a, uint32_t first, uint32_t end, const unsigned char
     if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
     if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, d.pl.threads);
     paths_free(&pr.paths);
-    ana_mark("print");
+    ana_mark(&d.p, "print");
     ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);
@@ -1047,11 +1048,12 @@ static int sc_task(void *x, const ana_team *t)
     return rc;
 }
 
-int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_seqcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                 const unsigned char *vis,
                  buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_SEQCOUNT, first, end, vis);
+    int rc = docs_init(&d, c, a, ANA_SEQCOUNT, first, end, vis);
     if (rc) return rc;
     scjob j = {.d = &d};
     seqrec *recs = NULL;
@@ -1063,7 +1065,7 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char
     else
         rc = ana_weights(&d.p, d.plain.p, d.plain.n, d.w, NULL, !d.pl.bottomup, d.pl.threads);
     if (!rc) rc = ana_par(d.pl.threads, sc_task, &j);
-    ana_mark("traversal");
+    ana_mark(&d.p, "traversal");
     if (!rc) {
         size_t total = j.k[0].t.n + j.k[1].t.n;
         if (!(recs = malloc((total ? total : 1) * sizeof *recs))) rc = -ENOMEM;
@@ -1078,12 +1080,12 @@ int ana_seqcount(const arc *a, uint32_t first, uint32_t end, const unsigned char
     }
     ranks rk = {0};
     if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
-    ana_mark("ranks");
+    ana_mark(&d.p, "ranks");
     if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_count, NULL, d.pl.threads);
-    ana_mark("sort");
+    ana_mark(&d.p, "sort");
     sc_print pr = {&d, &rk, recs};
     if (!rc) rc = ana_par_print(sc_range, &pr, nr, nr / 2, out, d.pl.threads);
-    ana_mark("print");
+    ana_mark(&d.p, "print");
     ranks_free(&rk);
     free(recs);
     for (int t = 0; t < 2; t++)
@@ -1161,15 +1163,16 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
-int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                       const unsigned char *vis,
                        buf *out)
 {
     docs d;
-    int rc = docs_init(&d, a, ANA_RANKEDINVINDEX, first, end, vis);
+    int rc = docs_init(&d, c, a, ANA_RANKEDINVINDEX, first, end, vis);
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     rc = ana_par(d.pl.threads, ri_task, &j);
-    ana_mark("traversal");
+    ana_mark(&d.p, "traversal");
     if (!rc && j.nrec[1]) {
         rankrec *r = realloc(j.recs[0], (j.nrec[0] + j.nrec[1]) * sizeof *r);
         if (!r)
@@ -1184,9 +1187,9 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigne
     size_t nr = j.nrec[0];
     ranks rk = {0};
     if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
-    ana_mark("ranks");
+    ana_mark(&d.p, "ranks");
     if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, d.pl.threads);
-    ana_mark("sort");
+    ana_mark(&d.p, "sort");
     ri_print pr = {&d, &rk, recs, {{0}, NULL}};
     size_t mid = nr / 2;
     while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
@@ -1194,7 +1197,7 @@ int ana_rankedinvindex(const arc *a, uint32_t first, uint32_t end, const unsigne
     if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
     if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, d.pl.threads);
     paths_free(&pr.paths);
-    ana_mark("print");
+    ana_mark(&d.p, "print");
     ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);

@@ -9,7 +9,9 @@
 #define TDC_ANA_INT_H
 
 #include <pthread.h>
+#include <time.h>
 
+#include "ana.h"
 #include "analytics.h" /* enum ana_id: the `kind` of the selector */
 #include "../format/arc.h"
 #include "../base/tok.h"
@@ -41,19 +43,21 @@ int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx);
  * - with ANA_PREP_ORDER, every word token of the dictionary in byte order of its bytes (word
  *   count and sort then print without sorting words); on two threads it is sorted by the
  *   second thread while the first computes the levels.
- * The last grammar's preparation is kept for the next call (a daemon answering analytics on
+ * The context (ana_ctx) keeps its last grammar's preparation for the next call (a daemon answering analytics on
  * one archive computes it once): it is found again by a 128-bit XXH3 fingerprint of the
  * grammar and the dictionary's word flags and lengths (a hash pass over the grammar, far cheaper than recomputing), so an
  * archive freed and another one allocated at the same addresses can never be mistaken for
  * it. It costs 1 byte per symbol, up to 32 more per rule with levels (12 without head/tail),
  * and 4 per word token with the order; a call that needs a part the kept one lacks recomputes
- * it with every part either asked for. ana_set_cache(0) turns the cache off. Prepared data
+ * it with every part either asked for. A context without ana_opts.cache keeps nothing. Prepared data
  * is read-only and shared by concurrent calls. */
 enum { ANA_PREP_LEVELS = 1, ANA_PREP_HT = 2, ANA_PREP_ORDER = 4 };
 
 struct ana_prep_data;
 
 typedef struct ana_prep {
+    ana_ctx *ctx; /* the caller's options (NULL: the defaults) */
+    struct timespec mark, mark_cpu; /* ana_mark's last mark */
     const arc *a;
     const gram *g;
     struct ana_prep_data *data; /* the shared arrays below (released by ana_prep_free) */
@@ -68,7 +72,9 @@ typedef struct ana_prep {
     uint32_t norder;
 } ana_prep;
 
-int ana_prep_init(ana_prep *p, const arc *a, int flags);
+/* Prepare `a` with the parts in flags, under c's options; found again in c when it keeps
+ * preparations (ana_opts.cache). Starts ana_mark's clock. */
+int ana_prep_init(ana_prep *p, ana_ctx *c, const arc *a, int flags);
 void ana_prep_free(ana_prep *p);
 
 enum { ANA_WORD = 1, ANA_CUT = 2 };
@@ -91,7 +97,7 @@ int ana_file_has_cut(const ana_prep *p, uint32_t e);
 typedef struct ana_plan {
     int bottomup;  /* 0: top-down, 1: bottom-up */
     int threads;   /* 1 or 2 */
-    int forced;    /* set by ana_set_traversal rather than chosen */
+    int forced;    /* set by ana_opts.traversal rather than chosen */
     double est_td; /* selector's cost estimates (0 when not estimated) */
     double est_bu;
     uint64_t scope_syms; /* root symbols of the scope's files */
@@ -100,14 +106,14 @@ typedef struct ana_plan {
 
 /* Choose the traversal and thread count for analytic `kind` over the files of [first, end)
  * visible in `vis` (see ana.h for the rule and the mask). Never fails: without memory for the
- * estimate it picks top-down. Prints the choice on stderr at verbosity 1 and up (ana_set_verbose). */
+ * estimate it picks top-down. Prints the choice on stderr at verbosity 1 and up (ana_opts.verbose). */
 void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                    const unsigned char *vis, ana_plan *out);
 
 /* The threads ana_plan_make gives [first, end), and the root symbols and files of its files
  * visible in `vis`. */
-int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
-                     uint64_t *syms, uint32_t *nfiles);
+int ana_plan_threads(const ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                     const unsigned char *vis, uint64_t *syms, uint32_t *nfiles);
 
 /* The files of [first, end) visible in `vis` that hold no cut word, in entry order. */
 int ana_plain_files(const ana_prep *p, uint32_t first, uint32_t end, const unsigned char *vis,
@@ -121,10 +127,10 @@ void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, s
  * scope uses. need is calloc'ed nrules + 1 bytes. */
 int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **need);
 
-/* At verbosity 2 (ana_set_verbose): print on stderr the wall seconds, and this thread's CPU
- * seconds (what counts on a busy machine), since the previous mark of this thread (or since
- * `what` is NULL, which starts the clock). */
-void ana_mark(const char *what);
+/* At verbosity 2 (ana_opts.verbose): print on stderr the wall seconds, and this thread's CPU
+ * seconds (what counts on a busy machine), since p's previous mark (or since `what` is NULL,
+ * which starts the clock; ana_prep_init does). */
+void ana_mark(ana_prep *p, const char *what);
 
 /* ---- two threads ---- */
 

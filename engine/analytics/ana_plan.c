@@ -15,54 +15,38 @@
 
 #define NONE UINT32_MAX
 
-/* ---- options ---- */
+/* ---- the context: options and the preparation kept between calls ---- */
 
-/* Process-wide settings made by the caller (tools/, fs/ from their options and environment):
- * -1 leaves the choice to the selector and the machine. */
-static int opt_traversal = -1, opt_threads = -1, opt_nocache, opt_verbose;
+struct ana_ctx {
+    ana_opts o;
+    pthread_mutex_t lock;         /* guards kept and every kept data's refs */
+    struct ana_prep_data *kept;   /* the last grammar's preparation (o.cache) */
+};
 
-void ana_set_traversal(int t)
+static const ana_opts defaults = ANA_OPTS_INIT;
+
+ana_ctx *ana_ctx_new(const ana_opts *o)
 {
-    __atomic_store_n(&opt_traversal, t < 0 ? -1 : t > 2 ? 0 : t, __ATOMIC_RELAXED);
+    ana_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->o = o ? *o : defaults;
+    if (c->o.traversal < 0 || c->o.traversal > ANA_BOTTOMUP) c->o.traversal = ANA_AUTO;
+    if (c->o.threads > 2) c->o.threads = 2;
+    if (c->o.threads < 0) c->o.threads = 0;
+    if (c->o.verbose < 0) c->o.verbose = 0;
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
 }
 
-void ana_set_threads(int n)
+const ana_opts *ana_ctx_opts(const ana_ctx *c)
 {
-    __atomic_store_n(&opt_threads, n < 0 ? -1 : n < 2 ? 1 : 2, __ATOMIC_RELAXED);
+    return c ? &c->o : &defaults;
 }
 
-void ana_set_cache(int on)
+int ana_threads(const ana_ctx *c)
 {
-    __atomic_store_n(&opt_nocache, !on, __ATOMIC_RELAXED);
-}
-
-void ana_set_verbose(int level)
-{
-    __atomic_store_n(&opt_verbose, level < 0 ? 0 : level, __ATOMIC_RELAXED);
-}
-
-int ana_verbose(void)
-{
-    return __atomic_load_n(&opt_verbose, __ATOMIC_RELAXED);
-}
-
-int ana_traversal(void)
-{
-    int t = __atomic_load_n(&opt_traversal, __ATOMIC_RELAXED);
-    return t >= 0 ? t : ANA_AUTO;
-}
-
-/* Threads asked for (1 or 2), or 0 when nobody asked: then the machine and the scope decide. */
-static int threads_asked(void)
-{
-    int n = __atomic_load_n(&opt_threads, __ATOMIC_RELAXED);
-    return n > 0 ? n : 0;
-}
-
-int ana_threads(void)
-{
-    int n = threads_asked();
-    if (n) return n;
+    int n = ana_ctx_opts(c)->threads;
+    if (n > 0) return n;
     return sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
 }
 
@@ -94,11 +78,9 @@ typedef struct ana_prep_data {
     uint32_t (*ht)[5];
     XXH128_hash_t fp; /* fingerprint of the grammar it was computed from */
     int flags;        /* the ANA_PREP_* parts it holds */
-    int refs;         /* calls using it, plus one while cached */
+    int refs;         /* calls using it, plus one while kept; under owner->lock */
+    ana_ctx *owner;   /* the context that may keep it (NULL: used by one call only) */
 } ana_prep_data;
-
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static ana_prep_data *cached;
 
 static void data_free(ana_prep_data *d)
 {
@@ -114,10 +96,20 @@ static void data_free(ana_prep_data *d)
 
 static void data_put(ana_prep_data *d)
 {
-    pthread_mutex_lock(&cache_lock);
-    int last = d && --d->refs == 0;
-    pthread_mutex_unlock(&cache_lock);
+    if (!d) return;
+    ana_ctx *c = d->owner;
+    if (c) pthread_mutex_lock(&c->lock);
+    int last = --d->refs == 0;
+    if (c) pthread_mutex_unlock(&c->lock);
     if (last) data_free(d);
+}
+
+void ana_ctx_free(ana_ctx *c)
+{
+    if (!c) return;
+    data_put(c->kept);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
 }
 
 void ana_prep_free(ana_prep *p)
@@ -145,11 +137,6 @@ static int fingerprint(const arc *a, XXH128_hash_t *h)
     *h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     return 0;
-}
-
-static int cache_on(void)
-{
-    return !__atomic_load_n(&opt_nocache, __ATOMIC_RELAXED);
 }
 
 static void prep_view(ana_prep *p, const arc *a, ana_prep_data *d)
@@ -258,31 +245,35 @@ static int prep_task(void *x, const ana_team *t)
     return order && t->n == 1 ? order_build(j->d, j->p->a->dict, j->p->g->ntokens, 1) : 0;
 }
 
-int ana_prep_init(ana_prep *p, const arc *a, int flags)
+int ana_prep_init(ana_prep *p, ana_ctx *c, const arc *a, int flags)
 {
     const gram *g = &a->g;
     size_t nr = (size_t)g->nrules + 1;
-    int cache = cache_on();
+    int cache = c && c->o.cache;
     XXH128_hash_t fp = {0, 0};
     memset(p, 0, sizeof *p);
+    p->ctx = c;
+    ana_mark(p, NULL);
     if (cache && fingerprint(a, &fp)) cache = 0;
     if (cache) {
-        pthread_mutex_lock(&cache_lock);
-        ana_prep_data *c = cached;
-        if (c && XXH128_isEqual(c->fp, fp)) {
-            if ((c->flags & flags) == flags) {
-                c->refs++;
-                pthread_mutex_unlock(&cache_lock);
-                prep_view(p, a, c);
+        pthread_mutex_lock(&c->lock);
+        ana_prep_data *k = c->kept;
+        if (k && XXH128_isEqual(k->fp, fp)) {
+            if ((k->flags & flags) == flags) {
+                k->refs++;
+                pthread_mutex_unlock(&c->lock);
+                prep_view(p, a, k);
                 return 0;
             }
-            flags |= c->flags; /* its replacement keeps what it had */
+            flags |= k->flags; /* its replacement keeps what it had */
         }
-        pthread_mutex_unlock(&cache_lock);
+        pthread_mutex_unlock(&c->lock);
     }
+    int threads = ana_threads(c);
     ana_prep_data *d = calloc(1, sizeof *d);
     if (!d || !(d->cls = malloc(g->ntokens + nr))) goto nomem;
     d->refs = 1;
+    d->owner = cache ? c : NULL;
     d->fp = fp;
     classes(a->dict, g->ntokens, d);
     /* the levels pass finds the rules that hold cut pieces */
@@ -298,9 +289,9 @@ int ana_prep_init(ana_prep *p, const arc *a, int flags)
     prep_view(p, a, d);
     prepjob j = {p, d};
     if (!(flags & ANA_PREP_LEVELS)) { /* the order alone: both threads sort it */
-        if ((flags & ANA_PREP_ORDER) && order_build(d, a->dict, g->ntokens, ana_threads()))
+        if ((flags & ANA_PREP_ORDER) && order_build(d, a->dict, g->ntokens, threads))
             goto nomem;
-    } else if (ana_par((flags & ANA_PREP_ORDER) && ana_threads() > 1 ? 2 : 1, prep_task, &j)) {
+    } else if (ana_par((flags & ANA_PREP_ORDER) && threads > 1 ? 2 : 1, prep_task, &j)) {
         goto nomem;
     }
     memset(d->cls + g->ntokens, 0, nr);
@@ -324,12 +315,12 @@ int ana_prep_init(ana_prep *p, const arc *a, int flags)
     prep_view(p, a, d);
     if (cache) {
         /* keep it for the next call, in place of the previous grammar's */
-        pthread_mutex_lock(&cache_lock);
-        ana_prep_data *old = cached;
-        cached = d;
+        pthread_mutex_lock(&c->lock);
+        ana_prep_data *old = c->kept;
+        c->kept = d;
         d->refs++;
         int last = old && --old->refs == 0;
-        pthread_mutex_unlock(&cache_lock);
+        pthread_mutex_unlock(&c->lock);
         if (last) data_free(old);
     }
     return 0;
@@ -491,8 +482,8 @@ static int estimate(const ana_prep *p, int seq, const vec32 *files, int threads,
     return rc;
 }
 
-int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
-                     uint64_t *syms, uint32_t *nfiles)
+int ana_plan_threads(const ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                     const unsigned char *vis, uint64_t *syms, uint32_t *nfiles)
 {
     *syms = 0;
     *nfiles = 0;
@@ -501,16 +492,16 @@ int ana_plan_threads(const arc *a, uint32_t first, uint32_t end, const unsigned 
             ++*nfiles;
             *syms += a->ents[e].root_len;
         }
-    if (!threads_asked() && *syms < 65536) return 1;
-    return ana_threads();
+    if (!ana_ctx_opts(c)->threads && *syms < 65536) return 1;
+    return ana_threads(c);
 }
 
 void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                    const unsigned char *vis, ana_plan *o)
 {
     memset(o, 0, sizeof *o);
-    o->threads = ana_plan_threads(p->a, first, end, vis, &o->scope_syms, &o->nfiles);
-    int t = ana_traversal();
+    o->threads = ana_plan_threads(p->ctx, p->a, first, end, vis, &o->scope_syms, &o->nfiles);
+    int t = ana_ctx_opts(p->ctx)->traversal;
     const char *why = "";
     if (t != ANA_AUTO) {
         o->forced = 1;
@@ -532,7 +523,7 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                 why = " (a rule expands to 2^32 words or more)";
             }
     }
-    if (ana_verbose())
+    if (ana_ctx_opts(p->ctx)->verbose)
         fprintf(stderr,
                 "tadoc: %s: %s%s, %d thread%s, %u file%s, %llu root symbols; estimates: "
                 "top-down %.3g, bottom-up %.3g%s\n",
@@ -542,20 +533,19 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                 o->est_bu, why);
 }
 
-void ana_mark(const char *what)
+void ana_mark(ana_prep *p, const char *what)
 {
-    static __thread struct timespec last, last_cpu;
-    if (ana_verbose() < 2) return;
+    if (ana_ctx_opts(p->ctx)->verbose < 2) return;
     struct timespec t, c;
     clock_gettime(CLOCK_MONOTONIC, &t);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
     if (what)
         fprintf(stderr, "tadoc:   %-28s %8.3f s (this thread's CPU %.3f s)\n", what,
-                (double)(t.tv_sec - last.tv_sec) + (double)(t.tv_nsec - last.tv_nsec) / 1e9,
-                (double)(c.tv_sec - last_cpu.tv_sec) +
-                    (double)(c.tv_nsec - last_cpu.tv_nsec) / 1e9);
-    last = t;
-    last_cpu = c;
+                (double)(t.tv_sec - p->mark.tv_sec) + (double)(t.tv_nsec - p->mark.tv_nsec) / 1e9,
+                (double)(c.tv_sec - p->mark_cpu.tv_sec) +
+                    (double)(c.tv_nsec - p->mark_cpu.tv_nsec) / 1e9);
+    p->mark = t;
+    p->mark_cpu = c;
 }
 
 /* ---- two threads ---- */

@@ -11,10 +11,12 @@
 #include "../base/buf.h"
 #include "../backend/gpu_api.h" /* enum ana_id */
 
-/* An analytic on the CPU: the files of entries [first, end) visible in vis (ana.h), appended
- * to out. */
-typedef int (*ana_fn)(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
-                      buf *out);
+typedef struct ana_ctx ana_ctx; /* ana.h */
+
+/* An analytic on the CPU, with c's options: the files of entries [first, end) visible in vis
+ * (ana.h), appended to out. */
+typedef int (*ana_fn)(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
+                      const unsigned char *vis, buf *out);
 
 typedef struct ana_info {
     const char *name;  /* the tool's command and the analytic's name in messages */

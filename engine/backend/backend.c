@@ -40,38 +40,84 @@ const char *backend_describe(void)
     return desc;
 }
 
-int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, buf *out)
+int backend_wordcount(ana_ctx *c, const arc *a, gpu_gram *g, uint32_t first, uint32_t end,
+                      buf *out)
 {
 #ifdef TDC_HAVE_CUDA
     if (g) {
         uint64_t *cnt = malloc(((size_t)a->g.ntokens + 1) * sizeof *cnt);
         if (!cnt) return tdc_error(-ENOMEM, "analytics: out of memory");
         int rc = gpu_wordcount(g, first, end, cnt);
-        if (!rc) rc = ana_wordcount_counts(a, cnt, out);
+        if (!rc) rc = ana_wordcount_counts(c, a, cnt, out);
         free(cnt);
         if (rc != -ENOTSUP) return rc;
     }
 #else
     (void)g;
 #endif
-    return ana_wordcount(a, first, end, NULL, out);
+    return ana_wordcount(c, a, first, end, NULL, out);
 }
 
-/* ---- The daemon's entry points ---- */
+/* ---- The context ---- */
 
-static int mode = BACKEND_AUTO, wide_seq;
-static uint64_t auto_min = BACKEND_AUTO_MIN_BYTES;
-static uint64_t st_req[2], st_bytes[2]; /* analytics: [0] gpu, [1] cpu */
-uint64_t backend_fallbacks;
-
-void backend_set_mode(int m)
+void backend_opts_init(backend_opts *o)
 {
-    __atomic_store_n(&mode, m < BACKEND_OFF || m > BACKEND_ON ? BACKEND_AUTO : m, __ATOMIC_RELAXED);
+    *o = (backend_opts){.mode = BACKEND_AUTO,
+                        .auto_min = BACKEND_AUTO_MIN_BYTES,
+                        .read_min = BACKEND_READ_MIN_BYTES,
+                        .read_wait_us = BACKEND_READ_WAIT_US,
+                        .ana = ANA_OPTS_INIT};
 }
 
-int backend_get_mode(void)
+int backend_new(const backend_opts *o, backend **out)
 {
-    return __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    *out = NULL;
+    backend *b = calloc(1, sizeof *b);
+    if (!b) return tdc_error(-ENOMEM, "backend: out of memory");
+    if (o)
+        b->o = *o;
+    else
+        backend_opts_init(&b->o);
+    if (b->o.mode < BACKEND_OFF || b->o.mode > BACKEND_ON) b->o.mode = BACKEND_AUTO;
+    if (!(b->ana = ana_ctx_new(&b->o.ana))) {
+        free(b);
+        return tdc_error(-ENOMEM, "backend: out of memory");
+    }
+    pthread_mutex_init(&b->gpu_lock, NULL);
+    backend_reads_init(&b->rd);
+    *out = b;
+    return 0;
+}
+
+void backend_free(backend *b)
+{
+    if (!b) return;
+    backend_reads_free(&b->rd);
+    backend_release(b, NULL);
+    pthread_mutex_destroy(&b->gpu_lock);
+    ana_ctx_free(b->ana);
+    free(b);
+}
+
+const backend_opts *backend_options(const backend *b)
+{
+    return &b->o;
+}
+
+ana_ctx *backend_ana(backend *b)
+{
+    return b->ana;
+}
+
+void backend_set_mode(backend *b, int m)
+{
+    __atomic_store_n(&b->o.mode, m < BACKEND_OFF || m > BACKEND_ON ? BACKEND_AUTO : m,
+                     __ATOMIC_RELAXED);
+}
+
+int backend_mode(const backend *b)
+{
+    return __atomic_load_n(&b->o.mode, __ATOMIC_RELAXED);
 }
 
 int backend_mode_parse(const char *s)
@@ -82,49 +128,35 @@ int backend_mode_parse(const char *s)
     return -1;
 }
 
-void backend_set_gpu_wide_seq(int on)
+void backend_gpu_args(const backend_opts *o, const arc *a, uint32_t first, gpu_ana_args *out)
 {
-    __atomic_store_n(&wide_seq, on != 0, __ATOMIC_RELAXED);
+    out->prefix = ana_scope_prefix(a, first);
+    out->traversal = o->ana.traversal;
+    out->verbose = o->ana.verbose > 0;
+    out->wide_seq = o->wide_seq;
 }
 
-void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o)
+static void account(backend *b, int cpu, size_t bytes)
 {
-    o->prefix = ana_scope_prefix(a, first);
-    o->traversal = ana_traversal();
-    o->verbose = ana_verbose() > 0;
-    o->wide_seq = __atomic_load_n(&wide_seq, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->req[cpu], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->bytes[cpu], (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
-static void account(int cpu, size_t bytes)
+int backend_stats(backend *b, char *out, size_t n)
 {
-    __atomic_fetch_add(&st_req[cpu], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&st_bytes[cpu], (uint64_t)bytes, __ATOMIC_RELAXED);
-}
-
-int backend_stats(char *out, size_t n)
-{
-    unsigned long long r0 = __atomic_load_n(&st_req[0], __ATOMIC_RELAXED),
-                       b0 = __atomic_load_n(&st_bytes[0], __ATOMIC_RELAXED),
-                       r1 = __atomic_load_n(&st_req[1], __ATOMIC_RELAXED),
-                       b1 = __atomic_load_n(&st_bytes[1], __ATOMIC_RELAXED),
-                       fb = __atomic_load_n(&backend_fallbacks, __ATOMIC_RELAXED);
+    unsigned long long r0 = __atomic_load_n(&b->req[0], __ATOMIC_RELAXED),
+                       b0 = __atomic_load_n(&b->bytes[0], __ATOMIC_RELAXED),
+                       r1 = __atomic_load_n(&b->req[1], __ATOMIC_RELAXED),
+                       b1 = __atomic_load_n(&b->bytes[1], __ATOMIC_RELAXED),
+                       fb = __atomic_load_n(&b->fallbacks, __ATOMIC_RELAXED);
     char reads[192], tail[64] = "";
-    backend_read_stats(reads, sizeof reads);
+    backend_read_stats(b, reads, sizeof reads);
     if (fb) snprintf(tail, sizeof tail, "; gpu fallbacks: %llu", fb);
     return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
                     r0, b0, r1, b1, reads, tail);
 }
 
 #ifdef TDC_HAVE_CUDA
-/* Resident archives, guarded by backend_gpu_lock (which also serializes every use of the GPU). */
-pthread_mutex_t backend_gpu_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    const arc *a;
-    uint64_t gen, used;
-    gpu_gram *g;
-} cache[BACKEND_GPU_CACHE];
-static uint64_t tick;
-
 static int resident(const arc *a, gpu_gram **out)
 {
     gpu_gram *g = NULL;
@@ -138,86 +170,86 @@ static int resident(const arc *a, gpu_gram **out)
     return 0;
 }
 
-/* The cache slot of (a, gen), uploading on a miss; -1 on failure. backend_gpu_lock held. */
-static int slot(const arc *a, uint64_t gen)
+/* The slot of (a, gen) in b->res, uploading on a miss; -1 on failure. b->gpu_lock held. */
+static int slot(backend *b, const arc *a, uint64_t gen)
 {
     int lru = 0;
     for (int i = 0; i < BACKEND_GPU_CACHE; i++) {
-        if (cache[i].g && cache[i].a == a && cache[i].gen == gen) {
-            cache[i].used = ++tick;
+        if (b->res[i].g && b->res[i].a == a && b->res[i].gen == gen) {
+            b->res[i].used = ++b->tick;
             return i;
         }
-        if (!cache[i].g || (cache[lru].g && cache[i].used < cache[lru].used)) lru = i;
+        if (!b->res[i].g || (b->res[lru].g && b->res[i].used < b->res[lru].used)) lru = i;
     }
-    gpu_free(cache[lru].g);
-    cache[lru].g = NULL;
-    if (resident(a, &cache[lru].g)) return -1;
-    cache[lru].a = a;
-    cache[lru].gen = gen;
-    cache[lru].used = ++tick;
+    gpu_free(b->res[lru].g);
+    b->res[lru].g = NULL;
+    if (resident(a, &b->res[lru].g)) return -1;
+    b->res[lru].a = a;
+    b->res[lru].gen = gen;
+    b->res[lru].used = ++b->tick;
     return lru;
 }
 
-gpu_gram *backend_resident(const arc *a, uint64_t gen, int upload)
+gpu_gram *backend_resident(backend *b, const arc *a, uint64_t gen, int upload)
 {
     for (int i = 0; i < BACKEND_GPU_CACHE; i++)
-        if (cache[i].g && cache[i].a == a && cache[i].gen == gen) {
-            cache[i].used = ++tick;
-            return cache[i].g;
+        if (b->res[i].g && b->res[i].a == a && b->res[i].gen == gen) {
+            b->res[i].used = ++b->tick;
+            return b->res[i].g;
         }
-    int s = upload ? slot(a, gen) : -1;
-    return s < 0 ? NULL : cache[s].g;
+    int s = upload ? slot(b, a, gen) : -1;
+    return s < 0 ? NULL : b->res[s].g;
 }
 
-void backend_drop(const gpu_gram *g)
+void backend_drop(backend *b, const gpu_gram *g)
 {
     for (int i = 0; i < BACKEND_GPU_CACHE; i++)
-        if (cache[i].g == g) {
-            gpu_free(cache[i].g);
-            cache[i].g = NULL;
-            cache[i].a = NULL;
+        if (b->res[i].g == g) {
+            gpu_free(b->res[i].g);
+            b->res[i].g = NULL;
+            b->res[i].a = NULL;
         }
 }
 
 /* Analytic `kind` of the files of [first, end) visible in vis from the GPU, appended to out:
  * 0, 1 when the GPU does not take it (mode, size, busy, a scope it leaves to the CPU: cut long
  * words, keys too wide), or -1 when it failed (out is left as it was). */
-static int gpu_text(const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end,
-                    const unsigned char *vis, buf *out)
+static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t first,
+                    uint32_t end, const unsigned char *vis, buf *out)
 {
-    int m = backend_get_mode();
+    int m = backend_mode(b);
     if (m == BACKEND_OFF) return 1;
     if (m == BACKEND_AUTO) {
-        uint64_t bytes = 0, min = __atomic_load_n(&auto_min, __ATOMIC_RELAXED);
+        uint64_t bytes = 0, min = b->o.auto_min;
         for (uint32_t e = first; e < end && bytes < min; e++)
             if (a->ents[e].type == ARC_REG && ana_visible(vis, e)) bytes += a->ents[e].size;
         /* sizes first: probing starts CUDA, which a small scope does not need */
         if (!gen || bytes < min || !backend_gpu_available() ||
-            pthread_mutex_trylock(&backend_gpu_lock))
+            pthread_mutex_trylock(&b->gpu_lock))
             return 1;
     } else {
         if (!backend_gpu_available()) return 1;
-        pthread_mutex_lock(&backend_gpu_lock);
+        pthread_mutex_lock(&b->gpu_lock);
     }
     int rc, s = -1;
     gpu_gram *g = NULL;
     gpu_ana_args args;
-    backend_gpu_args(a, first, &args);
+    backend_gpu_args(&b->o, a, first, &args);
     if (gen) {
-        s = slot(a, gen);
-        rc = s < 0 ? -1 : gpu_analytic(cache[s].g, kind, first, end, vis, &args, out);
+        s = slot(b, a, gen);
+        rc = s < 0 ? -1 : gpu_analytic(b->res[s].g, kind, first, end, vis, &args, out);
     } else {
         rc = resident(a, &g) ? -1 : gpu_analytic(g, kind, first, end, vis, &args, out);
         gpu_free(g);
     }
-    if (rc && rc != -ENOTSUP && s >= 0) backend_drop(cache[s].g); /* may be unusable */
-    pthread_mutex_unlock(&backend_gpu_lock);
+    if (rc && rc != -ENOTSUP && s >= 0) backend_drop(b, b->res[s].g); /* may be unusable */
+    pthread_mutex_unlock(&b->gpu_lock);
     return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;
 }
 #endif
 
-int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
-                     const unsigned char *vis, buf *out)
+int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
+                     uint32_t end, const unsigned char *vis, buf *out)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
@@ -226,46 +258,33 @@ int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint3
     if (dmg) return tdc_error_ctx(dmg, "%s", ana_table[kind].name);
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
-    int r = gpu_text(a, gen, kind, first, end, vis, out);
+    int r = gpu_text(b, a, gen, kind, first, end, vis, out);
     if (r == 0) {
-        account(0, out->n - n0);
+        account(b, 0, out->n - n0);
         return 0;
     }
-    if (r < 0) __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
+    if (r < 0) __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
     out->n = n0;
 #else
     (void)gen;
 #endif
-    int rc = ana_table[kind].cpu(a, first, end, vis, out);
-    if (!rc) account(1, out->n - n0);
+    int rc = ana_table[kind].cpu(b->ana, a, first, end, vis, out);
+    if (!rc) account(b, 1, out->n - n0);
     return rc;
 }
 
-void backend_set_auto_min(uint64_t bytes)
+void backend_release(backend *b, const arc *a)
 {
-    __atomic_store_n(&auto_min, bytes, __ATOMIC_RELAXED);
-}
-
-int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out)
-{
-    backend_set_auto_min(BACKEND_CLI_AUTO_MIN_BYTES);
-    int rc = backend_analytic(kind, a, 1, first, end, NULL, out);
-    backend_release(a);
-    return rc;
-}
-
-void backend_release(const arc *a)
-{
-    if (!a) backend_read_stop();
+    if (!b) return;
 #ifdef TDC_HAVE_CUDA
-    pthread_mutex_lock(&backend_gpu_lock);
+    pthread_mutex_lock(&b->gpu_lock);
     for (int i = 0; i < BACKEND_GPU_CACHE; i++)
-        if (cache[i].g && (!a || cache[i].a == a)) {
-            gpu_free(cache[i].g);
-            cache[i].g = NULL;
-            cache[i].a = NULL;
+        if (b->res[i].g && (!a || b->res[i].a == a)) {
+            gpu_free(b->res[i].g);
+            b->res[i].g = NULL;
+            b->res[i].a = NULL;
         }
-    pthread_mutex_unlock(&backend_gpu_lock);
+    pthread_mutex_unlock(&b->gpu_lock);
 #else
     (void)a;
 #endif
@@ -542,12 +561,13 @@ int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const 
     return rc;
 }
 
-int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
-                  uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu)
+int backend_edits(backend *b, int mode, const uint64_t *size, uint32_t nfiles,
+                  const tdc_edit *ops, size_t n, uint64_t *at, uint64_t *pos, uint64_t *final_size,
+                  size_t *bad, int *on_gpu)
 {
     *on_gpu = 0;
 #ifdef TDC_HAVE_CUDA
-    int m = backend_get_mode();
+    int m = b ? backend_mode(b) : BACKEND_OFF;
     if ((m == BACKEND_ON || (m == BACKEND_AUTO && n >= BACKEND_EDIT_AUTO_MIN)) &&
         backend_gpu_available()) {
         gpu_edits *e = NULL;
@@ -556,8 +576,10 @@ int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edi
         gpu_edits_free(e);
         *on_gpu = rc == 0;
         if (rc == 0 || rc == -EINVAL) return rc; /* -EINVAL: the batch is wrong, not the GPU */
-        __atomic_fetch_add(&backend_fallbacks, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
     }
+#else
+    (void)b;
 #endif
     return backend_edit_offsets(mode, size, nfiles, ops, n, at, pos, final_size, bad);
 }

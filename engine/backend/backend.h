@@ -10,6 +10,7 @@
 
 #include "../format/arc.h"
 #include "../base/buf.h"
+#include "../analytics/ana.h" /* ana_opts, ana_ctx */
 #include "gpu_api.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 
 /* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
@@ -19,22 +20,7 @@ int backend_gpu_available(void);
  * "cpu backend; gpu backend on NVIDIA H100 80GB HBM3 (sm_90)". Static storage. */
 const char *backend_describe(void);
 
-/* ana_wordcount over entries [first, end), on the GPU when `g` (gpu_upload + gpu_index_build
- * of the same archive) is given and the scope has no word longer than TOK_CAP, else on the
- * CPU; the output is the same either way. Other GPU failures are returned, not hidden. */
-int backend_wordcount(const arc *a, gpu_gram *g, uint32_t first, uint32_t end, buf *out);
-
-/* ---- For the daemon. Every function below is thread-safe. ---- */
-
 enum { BACKEND_OFF = 0, BACKEND_AUTO = 1, BACKEND_ON = 2 };
-
-/* 0 (off): the CPU serves everything. 1 (auto, the default): the GPU serves what it is faster
- * at: an analytic of a scope of at least BACKEND_AUTO_MIN_BYTES (backend_set_auto_min) of an
- * archive the caller keeps (gen != 0), when no other request holds the GPU at that moment.
- * 2 (on): the GPU serves every analytic it can (uploading a gen-0 archive for the one
- * request), waiting for the GPU when busy. Without a usable GPU every mode is the CPU. */
-void backend_set_mode(int mode);
-int backend_get_mode(void);
 
 /* The mode named by s: "off", "auto" or "on"; NULL or "" is auto. -1 for any other name. */
 int backend_mode_parse(const char *s);
@@ -45,72 +31,10 @@ int backend_mode_parse(const char *s);
  * GPU's fixed cost per call dominates. */
 #define BACKEND_AUTO_MIN_BYTES ((uint64_t)16 << 10)
 
-/* The scope size from which auto mode uses the GPU (BACKEND_AUTO_MIN_BYTES until set). */
-void backend_set_auto_min(uint64_t bytes);
-
-/* For the tadoc tool, one analytic per process in the mode it set (backend_set_mode, from
- * TADOC_GPU): auto takes the GPU from BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh
- * process also pays for starting CUDA and uploading and indexing the archive (hundreds of ms).
- * Then backend_analytic (the archive resident for the call) and backend_release. */
+/* For the tadoc tool, one analytic per process: auto takes the GPU from
+ * BACKEND_CLI_AUTO_MIN_BYTES of scope, since a fresh process also pays for starting CUDA and
+ * uploading and indexing the archive (hundreds of ms). */
 #define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
-int backend_cli_analytic(int kind, const arc *a, uint32_t first, uint32_t end, buf *out);
-
-/* Analytic `kind` (enum ana_id; analytics.h has the table) over the files of entries
- * [first, end) of `a` visible in `vis` (ana.h: NULL for all), appended to out: exactly what
- * its CPU function (ana_table[kind].cpu) prints. Each
- * may run on the GPU (gpu_analytic; backend_set_mode): the archive is uploaded and indexed
- * once per (a, gen) and stays resident in a small cache (the least recently used of
- * BACKEND_GPU_CACHE archives is dropped for a new one). `gen` names the
- * archive's contents for the cache: give a new value whenever `a` may be another archive or
- * changed (after a compaction, or a pointer reused), or 0 for a short-lived archive (such as an
- * in-memory snapshot) that must not be cached. Any GPU failure falls back to the CPU (counted
- * in backend_stats). Returns 0, -EINVAL for an unknown kind, -EBADMSG when a visible file of
- * the scope lies in a damaged shard (arc_range_damaged: no numbers rather than wrong ones), or
- * the ana_* error. */
-int backend_analytic(int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
-                     const unsigned char *vis, buf *out);
-
-#define BACKEND_GPU_CACHE 2
-
-/* Let the GPU's sequence analytics take their wide keys for any dictionary (on) or only from
- * 2^21 words (off, the default): to test that path on small archives. */
-void backend_set_gpu_wide_seq(int on);
-
-/* The settings gpu_analytic gets from the analytics' (ana_set_*) and the backend's, for a
- * scope starting at entry `first` of `a`. */
-void backend_gpu_args(const arc *a, uint32_t first, gpu_ana_args *o);
-
-/* Drop the GPU copies of archive `a` (every generation), or of all archives when a is NULL.
- * Call before arc_free(a); waits for a request using it to finish. */
-void backend_release(const arc *a);
-
-/* One line, no newline: "gpu: 3 requests 1234 bytes; cpu: 10 requests 5678 bytes" (requests
- * served by each backend since start and the output bytes they produced), plus "; gpu
- * fallbacks: N" when GPU attempts failed and the CPU served them. Returns what snprintf
- * returns. */
-int backend_stats(char *out, size_t n);
-
-/* ---- File reads for the daemon: a batcher that sends reads to the GPU ---- */
-
-/* How the CPU serves one read: `n` bytes of entry `ent` from `off` into dst; returns n or a
- * negative error (as vol's archived-bytes reader). */
-typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n);
-
-/* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
- * all inside the file, into dst. Mode off, the batcher not enabled (backend_read_enable), gen 0
- * (an archive not kept), no usable GPU, or in
- * auto mode a read of fewer than the threshold's bytes (backend_set_read_batch), or one that
- * finds a batch on the GPU and the next one already too large for it (BACKEND_READ_QUEUE):
- * cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU work at once. Otherwise
- * the read joins the queue of a batcher thread, which sends what is queued to the GPU as one
- * gpu_extract (a batch closes when it holds BACKEND_READ_FULL bytes, or `wait_us` after its
- * first read, or at once with wait_us 0; reads arriving while a batch runs form the next), and
- * the caller copies its bytes out when the batch is done. A batch the GPU does not take (an
- * analytic holds it, in auto mode) or fails on (counted as a fallback) is served by cpu() in
- * each caller's thread. Returns n or cpu()'s error. `a` must stay valid until the call
- * returns (the daemon holds its model lock for reading). Thread-safe. */
-ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, void *dst, size_t n,
-                     backend_cpu_read cpu, void *arg);
 
 /* From measurement (bench/results/gpu.md, "One read: CPU vs GPU"; gpucheck --reads): one read
  * on the GPU (requests up, extract, bytes back into pinned memory, copied out) costs nearly the
@@ -124,17 +48,107 @@ ssize_t backend_read(const arc *a, uint64_t gen, uint32_t ent, uint64_t off, voi
 #define BACKEND_READ_WAIT_US 0
 #define BACKEND_READ_FULL ((size_t)16 << 20)
 
-/* Let backend_read use the GPU (the daemon does; off by default, so the tools, which read a
- * few files once, neither start CUDA nor upload the archive to read). */
-void backend_read_enable(int on);
+/* What the caller (the daemon's options, the tool's environment) chooses. */
+typedef struct backend_opts {
+    /* BACKEND_OFF: the CPU serves everything. BACKEND_AUTO: the GPU serves what it is faster
+     * at: an analytic of a scope of at least auto_min bytes of an archive the caller keeps
+     * (gen != 0), when no other request holds the GPU at that moment; reads of at least
+     * read_min bytes. BACKEND_ON: the GPU serves every analytic and read it can (uploading a
+     * gen-0 archive for the one request), waiting for the GPU when busy. Without a usable GPU
+     * every mode is the CPU. */
+    int mode;
+    uint64_t auto_min;     /* BACKEND_AUTO_MIN_BYTES */
+    int reads;             /* let backend_read use the GPU (the daemon does; the tools, which
+                              read a few files once, neither start CUDA nor upload to read) */
+    size_t read_min;       /* BACKEND_READ_MIN_BYTES */
+    unsigned read_wait_us; /* the batch window (BACKEND_READ_WAIT_US) */
+    int wide_seq;          /* let the GPU's sequence analytics take their wide keys for any
+                              dictionary rather than from 2^21 words: to test that path */
+    ana_opts ana;          /* the analytics' options, for the CPU and the GPU alike */
+} backend_opts;
 
-/* Auto mode's threshold (bytes of one read from which it goes to the GPU) and the batch window
- * in microseconds; the defaults above until set. */
-void backend_set_read_batch(size_t min_bytes, unsigned wait_us);
+/* The defaults: mode auto, the thresholds above, reads on the CPU, ANA_OPTS_INIT. */
+void backend_opts_init(backend_opts *o);
+
+/* A backend: its options, the analytics' context, the archives resident on the GPU (the least
+ * recently used of BACKEND_GPU_CACHE is dropped for a new one), the read batcher and the
+ * counters of backend_stats. Every function taking one is thread-safe. */
+typedef struct backend backend;
+
+#define BACKEND_GPU_CACHE 2
+
+/* A new backend with options o (NULL: backend_opts_init's); -ENOMEM. Creating one starts
+ * nothing: CUDA starts on the first request the GPU takes. */
+int backend_new(const backend_opts *o, backend **out);
+
+/* Stop the read batcher, drop every GPU copy and free b. No call on b may be running. */
+void backend_free(backend *b);
+
+/* b's options; and its analytics' context, for CPU analytics called directly. */
+const backend_opts *backend_options(const backend *b);
+ana_ctx *backend_ana(backend *b);
+
+/* Change b's mode (for tests that compare modes on one backend and its counters). */
+void backend_set_mode(backend *b, int mode);
+
+/* ana_wordcount over entries [first, end), on the GPU when `g` (gpu_upload + gpu_index_build
+ * of the same archive) is given and the scope has no word longer than TOK_CAP, else on the
+ * CPU with c's options; the output is the same either way. Other GPU failures are returned,
+ * not hidden. */
+int backend_wordcount(ana_ctx *c, const arc *a, gpu_gram *g, uint32_t first, uint32_t end,
+                      buf *out);
+
+/* Analytic `kind` (enum ana_id; analytics.h has the table) over the files of entries
+ * [first, end) of `a` visible in `vis` (ana.h: NULL for all), appended to out: exactly what
+ * its CPU function (ana_table[kind].cpu) prints with b's analytics options. It may run on the
+ * GPU (the mode): the archive is uploaded and indexed once per (a, gen) and stays resident.
+ * `gen` names the archive's contents for the resident copies: give a new value whenever `a`
+ * may be another archive or changed (after a compaction, or a pointer reused), or 0 for a
+ * short-lived archive (such as an in-memory snapshot) that must not stay. Any GPU failure
+ * falls back to the CPU (counted in backend_stats). Returns 0, -EINVAL for an unknown kind,
+ * -EBADMSG when a visible file of the scope lies in a damaged shard (arc_range_damaged: no
+ * numbers rather than wrong ones), or the ana_* error. */
+int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
+                     uint32_t end, const unsigned char *vis, buf *out);
+
+/* The settings gpu_analytic gets from options o for a scope starting at entry `first` of `a`. */
+void backend_gpu_args(const backend_opts *o, const arc *a, uint32_t first, gpu_ana_args *out);
+
+/* Drop b's GPU copies of archive `a` (every generation). Call before arc_free(a); waits for a
+ * request using it to finish. NULL b: nothing to drop. */
+void backend_release(backend *b, const arc *a);
+
+/* One line, no newline: "gpu: 3 requests 1234 bytes; cpu: 10 requests 5678 bytes" (requests
+ * served by each backend since b was made and the output bytes they produced), the read
+ * batcher's counters, plus "; gpu fallbacks: N" when GPU attempts failed and the CPU served
+ * them. Returns what snprintf returns. */
+int backend_stats(backend *b, char *out, size_t n);
+
+/* ---- File reads for the daemon: a batcher that sends reads to the GPU ---- */
+
+/* How the CPU serves one read: `n` bytes of entry `ent` from `off` into dst; returns n or a
+ * negative error (as vol's archived-bytes reader). */
+typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void *dst, size_t n);
+
+/* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
+ * all inside the file, into dst. A NULL b, mode off, reads not on (backend_opts.reads), gen 0
+ * (an archive not kept), no usable GPU, or in auto mode a read of fewer than read_min bytes,
+ * or one that finds a batch on the GPU and the next one already too large for it
+ * (BACKEND_READ_QUEUE): cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU
+ * work at once. Otherwise the read joins the queue of b's batcher thread, which sends what is
+ * queued to the GPU as one gpu_extract (a batch closes when it holds BACKEND_READ_FULL bytes,
+ * or read_wait_us after its first read, or at once with 0; reads arriving while a batch runs
+ * form the next), and the caller copies its bytes out when the batch is done. A batch the GPU
+ * does not take (an analytic holds it, in auto mode) or fails on (counted as a fallback) is
+ * served by cpu() in each caller's thread. Returns n or cpu()'s error. `a` must stay valid
+ * until the call returns (the daemon holds its model lock for reading). */
+ssize_t backend_read(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint64_t off,
+                     void *dst, size_t n, backend_cpu_read cpu, void *arg);
 
 /* Upload and index archive (a, gen) on the GPU now, in the calling thread, so the first reads
- * and analytics need not wait for it: when the mode is not off and a GPU is usable. */
-void backend_prepare(const arc *a, uint64_t gen);
+ * and analytics need not wait for it: when b is not NULL, its mode is not off and a GPU is
+ * usable. */
+void backend_prepare(backend *b, const arc *a, uint64_t gen);
 
 /* ---- Batched insert/append offsets, the CPU side of gpu_edit_offsets (gpu_api.h has
  * the definitions: modes, tdc_edit, at/pos/final_size). Sequence: every file is a treap of
@@ -143,11 +157,12 @@ void backend_prepare(const arc *a, uint64_t gen);
 int backend_edit_offsets(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops,
                          size_t n, uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad);
 
-/* backend_edit_offsets on the GPU (gpu_edit_offsets) when the mode is on, or auto and the
+/* backend_edit_offsets on the GPU (gpu_edit_offsets) when b (NULL: the CPU) has mode on, or auto and the
  * batch has at least BACKEND_EDIT_AUTO_MIN operations, and a GPU is usable; else, or when the
  * GPU fails (counted as a fallback), on the CPU. Same results and errors either way; *on_gpu
  * says which computed them. */
-int backend_edits(int mode, const uint64_t *size, uint32_t nfiles, const tdc_edit *ops, size_t n,
+int backend_edits(backend *b, int mode, const uint64_t *size, uint32_t nfiles,
+                  const tdc_edit *ops, size_t n,
                   uint64_t *at, uint64_t *pos, uint64_t *final_size, size_t *bad, int *on_gpu);
 
 /* The GPU computes a batch of offsets far faster than a CPU core (bench/results/gpu.md), but a

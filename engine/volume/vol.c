@@ -805,7 +805,7 @@ static void *loader(void *p)
     pthread_mutex_unlock(&v->dlock);
     if (!failed) { /* the GPU copy now, not at the first read or analytic */
         pthread_rwlock_rdlock(&v->alock);
-        backend_prepare(v->a, v->gen + 1);
+        backend_prepare(v->o.be, v->a, v->gen + 1);
         pthread_rwlock_unlock(&v->alock);
     }
     if (failed && v->o.log) {
@@ -1219,7 +1219,7 @@ static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void 
     int dmg = arc_entry_damaged(v->a, (uint32_t)ent); /* the GPU would read the stand-in */
     if (dmg) return dmg;
     base_reader b = {v, r};
-    return backend_read(v->a, v->gen + 1, (uint32_t)ent, off, dst, n, read_cpu, &b);
+    return backend_read(v->o.be, v->a, v->gen + 1, (uint32_t)ent, off, dst, n, read_cpu, &b);
 }
 
 ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n)

@@ -34,6 +34,9 @@ typedef struct vol_opts {
     uint64_t compact_threshold; /* journal bytes that start a background compaction (0: never) */
     int level;                  /* zstd level of compacted archives (0: VOL_LEVEL_DEFAULT) */
     uint64_t shard_size; /* content of the shards compaction builds (0: compact_shard_size) */
+    struct backend *be; /* serves reads (batched onto the GPU) and keeps the archive's GPU
+                           copies: the caller's (engine/backend/backend.h), optional (NULL:
+                           the CPU reads), and it outlives the volume */
     int lazy; /* open only the file table; vol_start loads the rest in the background, and
                  whatever needs content waits for it (and fails with the load's error) */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */

@@ -228,7 +228,7 @@ static void swap_in(vol *v, arc *na, idx *nx)
     v->compactions++;
     vol_unlock(v);
     pthread_rwlock_unlock(&v->alock);
-    backend_release(oa); /* its copy on the GPU, if any */
+    backend_release(v->o.be, oa); /* its copy on the GPU, if any */
     idx_free(ox);
     arc_free(oa);
 }

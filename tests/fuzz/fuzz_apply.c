@@ -7,6 +7,7 @@
 #include "../../tools/tadoc.h"
 
 const char *prog = "tadoc";
+backend_opts tool_opts; /* cmd_apply's, unused here: apply_stream takes its backend */
 
 int fail(int rc)
 {
@@ -51,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     apply_stats st;
     FILE *err = stderr;
     if (!getenv("FUZZ_VERBOSE")) stderr = fopen("/dev/null", "w");
-    apply_stream(v, in, batch, &st);
+    apply_stream(v, NULL, in, batch, &st);
     if (stderr != err) {
         fclose(stderr);
         stderr = err;

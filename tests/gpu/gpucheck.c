@@ -50,6 +50,24 @@
 static int cpu_only;
 static int fails;
 static int ncpu; /* cores of the machine, at most 256: the "all cores" CPU runs */
+
+/* The engine's options from the environment (main), the backend every check goes through, and
+ * an analytics context for each traversal and thread count (0: the machine's), made in main
+ * with the environment's other options. */
+static backend_opts env_opts;
+static backend *B;
+static ana_ctx *ctxs[3][3];
+
+static ana_ctx *actx(int traversal, int threads)
+{
+    return ctxs[traversal][threads];
+}
+
+/* The context of the environment's own options. */
+static ana_ctx *env_ctx(void)
+{
+    return actx(env_opts.ana.traversal, env_opts.ana.threads);
+}
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         fprintf(stderr, "gpucheck: MISMATCH: " __VA_ARGS__);                                       \
@@ -178,7 +196,7 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
     for (int r = 0; r < REPS; r++) {
         want.n = 0;
         double t0 = now_ms();
-        if (ana_wordcount(a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
+        if (ana_wordcount(env_ctx(), a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
         c[r] = now_ms() - t0;
     }
     /* Whether the GPU serves the whole archive or leaves it to the CPU (cut long words). */
@@ -189,7 +207,7 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
     for (int r = -1; r < REPS; r++) {
         got.n = 0;
         double t0 = now_ms();
-        if (backend_wordcount(a, g, 0, a->nents, &got)) DIE("backend_wordcount");
+        if (backend_wordcount(env_ctx(), a, g, 0, a->nents, &got)) DIE("backend_wordcount");
         if (r < 0) continue;
         e[r] = now_ms() - t0;
         k[r] = rc ? 0 : gpu_kernel_ms(g);
@@ -205,8 +223,8 @@ static void check_wordcount(const arc *a, gpu_gram *g, uint64_t *seed, row *t)
     for (int s = 0; s < NSCOPE; s++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         want.n = got.n = 0;
-        if (ana_wordcount(a, first, end, NULL, &want)) DIE("ana_wordcount");
-        if (backend_wordcount(a, g, first, end, &got)) DIE("backend_wordcount");
+        if (ana_wordcount(env_ctx(), a, first, end, NULL, &want)) DIE("ana_wordcount");
+        if (backend_wordcount(env_ctx(), a, g, first, end, &got)) DIE("backend_wordcount");
         if (!same(&got, &want) && !bad++)
             FAIL("wordcount of entries [%u, %u) ('%s') differs", first, end, a->ents[first].path);
         cnt = xmalloc(((size_t)a->g.ntokens + 1) * sizeof *cnt);
@@ -456,7 +474,8 @@ static void *rthr_main(void *p)
         gpu_req q = random_read(t->a, t->files, t->nf, &t->seed);
         if (!q.len) continue;
         ssize_t w = idx_extract(t->x, q.ent, q.off, want, q.len);
-        ssize_t g = backend_read(t->a, t->gen, q.ent, q.off, got, q.len, cpu_extract, (void *)t->x);
+        ssize_t g =
+            backend_read(B, t->a, t->gen, q.ent, q.off, got, q.len, cpu_extract, (void *)t->x);
         if (w != (ssize_t)q.len || g != w || memcmp(want, got, q.len)) t->fails++;
         t->bytes += q.len;
     }
@@ -468,7 +487,7 @@ static void *rthr_main(void *p)
 static unsigned long long read_stat(const char *key)
 {
     char st[512];
-    backend_stats(st, sizeof st);
+    backend_stats(B, st, sizeof st);
     const char *p = strstr(st, key);
     return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
@@ -479,9 +498,8 @@ static void check_batcher(const arc *a, const idx *x, const uint32_t *files, uin
                           uint64_t *seed)
 {
     static const char *names[3] = {"off", "auto", "on"};
-    backend_read_enable(1);
     for (int m = 0; m < 3; m++) {
-        backend_set_mode(m);
+        backend_set_mode(B, m);
         unsigned long long g0 = read_stat("reads gpu: "), bt0 = read_stat("bytes in ");
         rthr t[RTHREADS];
         pthread_t th[RTHREADS];
@@ -506,8 +524,8 @@ static void check_batcher(const arc *a, const idx *x, const uint32_t *files, uin
                "in %llu batches\n",
                names[m], RTHREADS, RREADS, (unsigned long long)bytes, greq, batches);
     }
-    backend_set_mode(BACKEND_AUTO);
-    backend_release(a);
+    backend_set_mode(B, env_opts.mode);
+    backend_release(B, a);
 }
 
 /* Reads of `size` bytes, `count` at once: the CPU's time for one such read (one thread, a
@@ -595,8 +613,8 @@ static void *thr_main(void *p)
         uint32_t first = (uint32_t)(rnd(&t->seed) % t->a->nents);
         uint32_t end = i % 3 ? ana_subtree_end(t->a, first) : t->a->nents;
         want.n = got.n = 0;
-        if (ana_wordcount(t->a, first, end, NULL, &want) ||
-            backend_analytic(ANA_WORDCOUNT, t->a, 7, first, end, NULL, &got) || !same(&got, &want))
+        if (ana_wordcount(env_ctx(), t->a, first, end, NULL, &want) ||
+            backend_analytic(B, ANA_WORDCOUNT, t->a, 7, first, end, NULL, &got) || !same(&got, &want))
             t->bad++;
         t->runs++;
     }
@@ -609,7 +627,7 @@ static void *thr_main(void *p)
 static unsigned long long gpu_requests(char *st, size_t n)
 {
     unsigned long long r[4] = {0, 0, 0, 0};
-    backend_stats(st, n);
+    backend_stats(B, st, n);
     if (sscanf(st, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes", &r[0], &r[1],
                &r[2], &r[3]) != 4)
         FAIL("backend_stats: '%s'", st);
@@ -630,11 +648,11 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
     /* Every mode, whole archive: same text; the GPU takes it in "on", and in "auto" when it is
      * big enough. */
     for (int m = BACKEND_OFF; m <= BACKEND_ON; m++) {
-        backend_set_mode(m);
+        backend_set_mode(B, m);
         want.n = got.n = 0;
         unsigned long long r0 = gpu_requests(st, sizeof st);
-        if (ana_wordcount(a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
-        if (backend_analytic(ANA_WORDCOUNT, a, 1, 0, a->nents, NULL, &got)) DIE("backend_analytic");
+        if (ana_wordcount(env_ctx(), a, 0, a->nents, NULL, &want)) DIE("ana_wordcount");
+        if (backend_analytic(B, ANA_WORDCOUNT, a, 1, 0, a->nents, NULL, &got)) DIE("backend_analytic");
         if (!same(&got, &want)) FAIL("backend_analytic wordcount, mode %d, differs", m);
         int exp =
             whole && (m == BACKEND_ON || (m == BACKEND_AUTO && all >= BACKEND_AUTO_MIN_BYTES));
@@ -642,13 +660,13 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
             FAIL("backend_analytic wordcount, mode %d: %s the GPU", m, exp ? "not on" : "on");
     }
     /* Random scopes in "on" mode, a transient archive (gen 0), a second generation. */
-    backend_set_mode(BACKEND_ON);
+    backend_set_mode(B, BACKEND_ON);
     for (int s = 0; s < NSCOPE; s++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         uint64_t gen = s % 5 == 0 ? 0 : s % 5 == 1 ? 2 : 1;
         want.n = got.n = 0;
-        if (ana_wordcount(a, first, end, NULL, &want)) DIE("ana_wordcount");
-        if (backend_analytic(ANA_WORDCOUNT, a, gen, first, end, NULL, &got))
+        if (ana_wordcount(env_ctx(), a, first, end, NULL, &want)) DIE("ana_wordcount");
+        if (backend_analytic(B, ANA_WORDCOUNT, a, gen, first, end, NULL, &got))
             DIE("backend_analytic");
         if (!same(&got, &want))
             FAIL("backend_analytic wordcount [%u, %u) gen %llu differs", first, end,
@@ -657,19 +675,20 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
     /* The other analytics go to the CPU function of their id; unknown ids fail. */
     static const int ids[] = {ANA_SORT, ANA_INVINDEX, ANA_TERMVECTOR, ANA_SEQCOUNT,
                               ANA_RANKEDINVINDEX};
-    static int (*fns[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
+    static int (*fns[])(ana_ctx *, const arc *, uint32_t, uint32_t, const unsigned char *,
+                        buf *) = {
         ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
     for (int i = 0; i < 5; i++) {
         uint32_t first = (uint32_t)(rnd(seed) % a->nents), end = ana_subtree_end(a, first);
         want.n = got.n = 0;
-        if (fns[i](a, first, end, NULL, &want)) DIE(ana_table[ids[i]].name);
-        if (backend_analytic(ids[i], a, 1, first, end, NULL, &got)) DIE("backend_analytic");
+        if (fns[i](env_ctx(), a, first, end, NULL, &want)) DIE(ana_table[ids[i]].name);
+        if (backend_analytic(B, ids[i], a, 1, first, end, NULL, &got)) DIE("backend_analytic");
         if (!same(&got, &want)) FAIL("backend_analytic %s differs", ana_table[ids[i]].name);
     }
-    if (backend_analytic(ANA_NIDS, a, 1, 0, a->nents, NULL, &got) != -EINVAL)
+    if (backend_analytic(B, ANA_NIDS, a, 1, 0, a->nents, NULL, &got) != -EINVAL)
         FAIL("backend_analytic accepted an unknown analytic");
     /* Four threads at once in "auto" mode (the GPU when free and the scope is big). */
-    backend_set_mode(BACKEND_AUTO);
+    backend_set_mode(B, BACKEND_AUTO);
     pthread_t th[4];
     thr ts[4];
     for (int i = 0; i < 4; i++) {
@@ -698,12 +717,12 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
         double tm[3][REPS];
         unsigned long long r0 = 0, r1 = 0;
         for (int m = 0; m < 3; m++) {
-            backend_set_mode(m);
+            backend_set_mode(B, m);
             if (m == BACKEND_AUTO) r0 = gpu_requests(st, sizeof st);
             for (int r = -1; r < REPS; r++) {
                 got.n = 0;
                 double t0 = now_ms();
-                if (backend_analytic(ANA_WORDCOUNT, a, 1, 0, end, NULL, &got))
+                if (backend_analytic(B, ANA_WORDCOUNT, a, 1, 0, end, NULL, &got))
                     DIE("backend_analytic");
                 if (r >= 0) tm[m][r] = now_ms() - t0;
             }
@@ -714,24 +733,22 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
                median(tm[2]), median(tm[1]), on_gpu ? "gpu" : "cpu");
         last = bytes;
     }
-    backend_set_mode(BACKEND_AUTO);
-    backend_release(a);
+    backend_set_mode(B, env_opts.mode);
+    backend_release(B, a);
     buf_free(&want);
     buf_free(&got);
 }
 
 /* ---- The six analytics: gpu_analytic against ana_* ---- */
 
-/* The analytics' settings of the environment (TADOC_THREADS, TADOC_TRAVERSAL; main reads
- * them), which a check that forces one returns to. */
-static int env_threads = -1, env_traversal = -1;
-
-/* gpu_analytic with the analytics' settings in effect, as the backend passes them. */
-static int gpu_ana(const arc *a, gpu_gram *g, int k, uint32_t first, uint32_t end,
+/* gpu_analytic with c's options, as the backend passes them. */
+static int gpu_ana(ana_ctx *c, const arc *a, gpu_gram *g, int k, uint32_t first, uint32_t end,
                    const unsigned char *vis, buf *out)
 {
     gpu_ana_args args;
-    backend_gpu_args(a, first, &args);
+    backend_opts o = env_opts;
+    o.ana = *ana_ctx_opts(c);
+    backend_gpu_args(&o, a, first, &args);
     return gpu_analytic(g, k, first, end, vis, &args, out);
 }
 
@@ -745,8 +762,8 @@ static int masked_check(const arc *a, gpu_gram *g, int k, uint32_t first, uint32
     if (!vis) DIE("out of memory");
     for (uint32_t e = 0; e < a->nents; e++)
         vis[e] = rnd(seed) % 2;
-    if (ana_table[k].cpu(a, first, end, vis, &want)) DIE(ana_table[k].name);
-    int rc = gpu_ana(a, g, k, first, end, vis, &got);
+    if (ana_table[k].cpu(env_ctx(), a, first, end, vis, &want)) DIE(ana_table[k].name);
+    int rc = gpu_ana(env_ctx(), a, g, k, first, end, vis, &got);
     if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
     int differ = !rc && !same(&got, &want);
     if (differ)
@@ -785,7 +802,8 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
     if (gpu_analytic_prepare(g)) DIE("gpu_analytic_prepare");
     printf("analytics: preparation (word ranks, head/tail, paths; once per archive) %.3f ms\n",
            now_ms() - t0);
-    backend_set_mode(BACKEND_ON);
+    backend_set_mode(B, BACKEND_ON);
+    int tr0 = env_opts.ana.traversal, th0 = env_opts.ana.threads;
     /* GPUCHECK_ONLY: the analytics to run, by name (all unless set) */
     const char *only = getenv("GPUCHECK_ONLY");
     for (int k = 0; k < ANA_NIDS; k++) {
@@ -795,11 +813,10 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         r->name = ana_table[k].name;
         if ((r->skip = only && *only && !strstr(only, ana_table[k].name))) continue;
         want.n = got.n = 0;
-        ana_set_threads(1);
         double tc = now_ms();
-        if (ana_table[k].cpu(a, 0, a->nents, NULL, &want)) DIE(ana_table[k].name);
+        if (ana_table[k].cpu(actx(tr0, 1), a, 0, a->nents, NULL, &want)) DIE(ana_table[k].name);
         tc = now_ms() - tc; /* one thread: the first timing when creps is 1 */
-        int rc = gpu_ana(a, g, k, 0, a->nents, NULL, &got);
+        int rc = gpu_ana(env_ctx(), a, g, k, 0, a->nents, NULL, &got);
         if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
         r->gpu = rc == 0;
         if (!rc && !same(&got, &want)) FAIL("%s of the whole archive differs", ana_table[k].name);
@@ -810,12 +827,11 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         double tt[2] = {0, 0};
         for (int tr = ANA_TOPDOWN; r->gpu && k != 0 && k != 1 && k != 4 && tr <= ANA_BOTTOMUP;
              tr++) {
-            ana_set_traversal(tr);
             double e[64];
             for (int i = -1; i < reps; i++) {
                 got.n = 0;
                 double t1 = now_ms();
-                int rt = gpu_ana(a, g, k, 0, a->nents, NULL, &got);
+                int rt = gpu_ana(actx(tr, th0), a, g, k, 0, a->nents, NULL, &got);
                 if (rt == -ENOTSUP || rt == -ENOMEM) { /* then tt stays 0: not printed */
                     printf("%s: forced %s left to the CPU: %s\n", ana_table[k].name,
                            tr == ANA_TOPDOWN ? "top-down" : "bottom-up", tdc_errmsg());
@@ -829,7 +845,6 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             }
             if (got.n == want.n) tt[tr - 1] = median_n(e, reps);
         }
-        ana_set_traversal(env_traversal);
         if (tt[0] && tt[1])
             printf("%s: gpu end to end, forced top-down %.3f ms, forced bottom-up %.3f ms\n",
                    ana_table[k].name, tt[0], tt[1]);
@@ -839,17 +854,16 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
                 first = (uint32_t)(rnd(seed) % a->nents); /* every other scope a directory */
             uint32_t end = ana_subtree_end(a, first);
             want.n = got.n = 0;
-            if (ana_table[k].cpu(a, first, end, NULL, &want)) DIE(ana_table[k].name);
-            ana_set_traversal(s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP);
-            rc = gpu_ana(a, g, k, first, end, NULL, &got);
-            ana_set_traversal(env_traversal);
+            if (ana_table[k].cpu(env_ctx(), a, first, end, NULL, &want)) DIE(ana_table[k].name);
+            int tr = s % 3 == 0 ? ANA_AUTO : s % 3 == 1 ? ANA_TOPDOWN : ANA_BOTTOMUP;
+            rc = gpu_ana(actx(tr, th0), a, g, k, first, end, NULL, &got);
             if (rc && rc != -ENOTSUP) DIE("gpu_analytic");
             on_gpu += rc == 0;
             if (!rc && !same(&got, &want) && !bad++)
                 FAIL("%s of entries [%u, %u) ('%s') differs", ana_table[k].name, first, end,
                      a->ents[first].path);
             got.n = 0;
-            if (backend_analytic(k, a, 3, first, end, NULL, &got))
+            if (backend_analytic(B, k, a, 3, first, end, NULL, &got))
                 DIE("backend_analytic");
             if (!same(&got, &want) && !bad++)
                 FAIL("backend_analytic %s of entries [%u, %u) differs", ana_table[k].name, first,
@@ -862,12 +876,12 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
                fails > before ? "DIFFER" : "agree");
         double c[64], e[64], kk[64];
         for (int th = 1; th <= 2; th++) {
-            ana_set_threads(th);
             c[0] = tc;
             for (int i = th == 1 && creps == 1; i < creps; i++) {
                 want.n = 0;
                 double t1 = now_ms();
-                if (ana_table[k].cpu(a, 0, a->nents, NULL, &want)) DIE(ana_table[k].name);
+                if (ana_table[k].cpu(actx(tr0, th), a, 0, a->nents, NULL, &want))
+                    DIE(ana_table[k].name);
                 c[i] = now_ms() - t1;
             }
             *(th == 1 ? &r->cpu1 : &r->cpu2) = median_n(c, creps);
@@ -875,7 +889,7 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
         for (int i = -1; r->gpu && i < reps; i++) {
             got.n = 0;
             double t1 = now_ms();
-            if (gpu_ana(a, g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
+            if (gpu_ana(env_ctx(), a, g, k, 0, a->nents, NULL, &got)) DIE("gpu_analytic");
             if (i < 0) continue;
             e[i] = now_ms() - t1;
             kk[i] = gpu_kernel_ms(g);
@@ -885,9 +899,8 @@ static void check_analytics(const arc *a, gpu_gram *g, uint64_t *seed, int reps,
             r->kern = median_n(kk, reps);
         }
     }
-    ana_set_threads(env_threads);
-    backend_set_mode(BACKEND_AUTO);
-    backend_release(a);
+    backend_set_mode(B, env_opts.mode);
+    backend_release(B, a);
     buf_free(&want);
     buf_free(&got);
 }
@@ -1449,10 +1462,17 @@ static int finish(const char *path, uint64_t seed, arc *a, idx *x, gpu_gram *g, 
 
 int main(int argc, char **argv)
 {
-    tdc_env_settings(); /* TADOC_THREADS, TADOC_GPU_WIDE_SEQ, ... (tests/gpu/run.sh sets some) */
-    const char *th = getenv("TADOC_THREADS");
-    env_threads = th && *th ? (atoi(th) >= 2 ? 2 : 1) : -1;
-    env_traversal = ana_traversal();
+    backend_opts_init(&env_opts);
+    env_opts.reads = 1;        /* check_batcher's reads may go to the GPU */
+    tdc_env_settings(&env_opts); /* TADOC_THREADS, TADOC_GPU_WIDE_SEQ, ... (run.sh sets some) */
+    if (backend_new(&env_opts, &B)) DIE("backend_new");
+    for (int tr = 0; tr < 3; tr++)
+        for (int th = 0; th < 3; th++) {
+            ana_opts o = env_opts.ana;
+            o.traversal = tr;
+            o.threads = th;
+            if (!(ctxs[tr][th] = ana_ctx_new(&o))) DIE("ana_ctx_new");
+        }
     int only_ana = 0, only_reads = 0, only_batches = 0;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
         if (!strcmp(argv[1], "--cpu"))

@@ -64,23 +64,23 @@ static arc *pack_tree(const char *name, const unsigned char *keep, uint64_t seed
     return a;
 }
 
-typedef int (*ana_fn)(const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
+typedef int (*ana_fn)(ana_ctx *, const arc *, uint32_t, uint32_t, const unsigned char *, buf *);
 static const ana_fn fns[6] = {ana_wordcount,  ana_sort,     ana_invindex,
                               ana_termvector, ana_seqcount, ana_rankedinvindex};
 
 /* Every analytic of scope `scope` ("" for the root) of `all` under vis equals the unmasked
- * analytic of the same scope of `part`. */
-static void compare_scope(const arc *all, const unsigned char *vis, const arc *part,
+ * analytic of the same scope of `part`, both with c's options. */
+static void compare_scope(ana_ctx *c, const arc *all, const unsigned char *vis, const arc *part,
                           const char *scope)
 {
     int64_t fa = *scope ? arc_lookup(all, scope) : 0, fp = *scope ? arc_lookup(part, scope) : 0;
     assert_true(fa >= 0 && fp >= 0);
     for (int k = 0; k < 6; k++) {
         buf got = {0}, want = {0};
-        assert_int_equal(fns[k](all, (uint32_t)fa, ana_subtree_end(all, (uint32_t)fa), vis, &got),
-                         0);
         assert_int_equal(
-            fns[k](part, (uint32_t)fp, ana_subtree_end(part, (uint32_t)fp), NULL, &want), 0);
+            fns[k](c, all, (uint32_t)fa, ana_subtree_end(all, (uint32_t)fa), vis, &got), 0);
+        assert_int_equal(
+            fns[k](c, part, (uint32_t)fp, ana_subtree_end(part, (uint32_t)fp), NULL, &want), 0);
         if (got.n != want.n || (got.n && memcmp(got.p, want.p, got.n)))
             fail_msg("analytic %d of '%s' differs under the mask (%zu vs %zu bytes)", k, scope,
                      got.n, want.n);
@@ -111,16 +111,16 @@ static void test_mask_equals_subset(void **state)
             if (all->ents[e].type == ARC_DIR) vis[e] = (unsigned char)(tu_rand(&seed) % 2);
         arc *part = pack_tree("vis-part", keep, 99);
         for (int t = 0; t < 4; t++) {
-            ana_set_traversal(t % 2 ? ANA_BOTTOMUP : ANA_TOPDOWN);
-            ana_set_threads(t < 2 ? 1 : 2);
-            compare_scope(all, vis, part, "");
+            ana_opts o = {t % 2 ? ANA_BOTTOMUP : ANA_TOPDOWN, t < 2 ? 1 : 2, 1, 0};
+            ana_ctx *c = ana_ctx_new(&o);
+            assert_non_null(c);
+            compare_scope(c, all, vis, part, "");
             for (int d = 0; d < ND; d++)
-                compare_scope(all, vis, part, dirs[d]);
+                compare_scope(c, all, vis, part, dirs[d]);
+            ana_ctx_free(c);
         }
-        ana_set_traversal(-1);
-        ana_set_threads(-1);
         /* NULL and a mask showing every file print the same */
-        if (round == 0) compare_scope(all, NULL, part, "");
+        if (round == 0) compare_scope(NULL, all, NULL, part, "");
         arc_free(part);
         free(vis);
     }

@@ -108,7 +108,8 @@ static void test_read(void **state)
 static void test_analytics(void **state)
 {
     (void)state;
-    static int (*const fn[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
+    static int (*const fn[])(ana_ctx *, const arc *, uint32_t, uint32_t, const unsigned char *,
+                             buf *) = {
         NULL,           ana_wordcount, ana_sort,          ana_invindex,
         ana_termvector, ana_seqcount,  ana_rankedinvindex};
     tadoc_archive *t;
@@ -125,7 +126,9 @@ static void test_analytics(void **state)
             assert_true(first >= 0);
             buf want = {0};
             assert_int_equal(
-                fn[k](ref, (uint32_t)first, ana_subtree_end(ref, (uint32_t)first), NULL, &want), 0);
+                fn[k](NULL, ref, (uint32_t)first, ana_subtree_end(ref, (uint32_t)first), NULL,
+                      &want),
+                0);
             assert_int_equal(len, want.n);
             assert_memory_equal(out, want.p, len);
             assert_int_equal(out[len], 0);

@@ -189,12 +189,12 @@ static void test_analytics_as_one_grammar(void **state)
     assert_int_equal(arc_open(sharded, &s), 0);
     assert_int_equal(arc_open(whole, &w), 0);
     assert_int_equal(w->nshards, 1);
-    int (*fn[])(const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
+    int (*fn[])(ana_ctx *, const arc *, uint32_t, uint32_t, const unsigned char *, buf *) = {
         ana_wordcount, ana_sort, ana_invindex, ana_termvector, ana_seqcount, ana_rankedinvindex};
     for (size_t k = 0; k < sizeof fn / sizeof *fn; k++) {
         buf x = {0}, y = {0};
-        assert_int_equal(fn[k](s, 0, s->nents, NULL, &x), 0);
-        assert_int_equal(fn[k](w, 0, w->nents, NULL, &y), 0);
+        assert_int_equal(fn[k](NULL, s, 0, s->nents, NULL, &x), 0);
+        assert_int_equal(fn[k](NULL, w, 0, w->nents, NULL, &y), 0);
         assert_int_equal(x.n, y.n);
         assert_memory_equal(x.p, y.p, x.n);
         buf_free(&x);
@@ -263,10 +263,14 @@ static void test_damaged_shard_costs_its_files(void **state)
         assert_int_equal(idx_check_content(x, NULL, NULL, &files, NULL), -EBADMSG);
         assert_int_equal(files, 3);
         buf b = {0};
-        assert_int_equal(backend_analytic(ANA_WORDCOUNT, a, 0, 0, a->nents, NULL, &b), -EBADMSG);
+        backend *be;
+        assert_int_equal(backend_new(NULL, &be), 0);
+        assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 0, a->nents, NULL, &b),
+                         -EBADMSG);
         assert_int_equal(b.n, 0);
-        assert_int_equal(backend_analytic(ANA_WORDCOUNT, a, 0, 3, 4, NULL, &b), 0);
+        assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 3, 4, NULL, &b), 0);
         assert_non_null(memmem(b.p, b.n, "1\tzeta\n", 7));
+        backend_free(be);
         buf_free(&b);
         idx_free(x);
         arc_free(a);
