@@ -136,15 +136,22 @@ __global__ void k_ht(const uint32_t *rules, uint32_t n, dg d, uint32_t *ht, uint
 struct rkey {
     uint64_t key;
     uint32_t id;
-    const dict *d;
 };
 
-static int by_bytes(const void *x, const void *y)
+/* Token t's bytes in s, and their length. */
+static const unsigned char *tok_bytes(const gpu_src *s, uint32_t t, size_t *n)
+{
+    *n = (size_t)(s->tok_off[t + 1] - s->tok_off[t]);
+    return s->tok_bytes + s->tok_off[t];
+}
+
+static int by_bytes(const void *x, const void *y, void *ctx)
 {
     const rkey *a = (const rkey *)x, *b = (const rkey *)y;
     if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    const gpu_src *s = (const gpu_src *)ctx;
     size_t na, nb;
-    const unsigned char *p = dict_bytes(a->d, a->id, &na), *q = dict_bytes(b->d, b->id, &nb);
+    const unsigned char *p = tok_bytes(s, a->id, &na), *q = tok_bytes(s, b->id, &nb);
     int c = memcmp(p, q, na < nb ? na : nb);
     return c ? c : (na > nb) - (na < nb);
 }
@@ -159,15 +166,14 @@ static void put_esc(buf *b, const char *p, int *bad)
 
 static int by_path(const void *x, const void *y, void *ctx)
 {
-    const arc *a = (const arc *)ctx;
-    return strcmp(a->ents[*(const uint32_t *)x].path, a->ents[*(const uint32_t *)y].path);
+    const gpu_ent *e = (const gpu_ent *)ctx;
+    return strcmp(e[*(const uint32_t *)x].path, e[*(const uint32_t *)y].path);
 }
 
 /* Every entry's escaped path on the device, and the entries' path order on the host. */
 static int path_order(gpu_gram *g)
 {
-    const arc *a = g->a;
-    size_t ne = a->nents;
+    size_t ne = g->nents;
     buf text = {};
     int bad = 0, rc = 0;
     u64 *off = (u64 *)malloc((ne + 1) * sizeof *off);
@@ -179,11 +185,11 @@ static int path_order(gpu_gram *g)
     }
     for (size_t e = 0; e < ne; e++) {
         off[e] = text.n;
-        put_esc(&text, a->ents[e].path, &bad);
+        put_esc(&text, g->ents[e].path, &bad);
         g->apord_h[e] = (uint32_t)e;
     }
     off[ne] = text.n;
-    qsort_r(g->apord_h, ne, sizeof *g->apord_h, by_path, (void *)a);
+    qsort_r(g->apord_h, ne, sizeof *g->apord_h, by_path, (void *)g->ents);
     for (size_t i = 0; i < ne; i++)
         g->aprk_h[g->apord_h[i]] = (uint32_t)i;
     if (bad)
@@ -204,8 +210,7 @@ static int path_order(gpu_gram *g)
 
 static int prepare(gpu_gram *g)
 {
-    const arc *a = g->a;
-    const dict *dc = a->dict;
+    const gpu_src *s = &g->src;
     uint32_t nt = g->ntokens, n = 0;
     rkey *k = (rkey *)malloc(((size_t)nt + 1) * sizeof *k);
     uint32_t *rank = (uint32_t *)malloc(((size_t)nt + 1) * sizeof *rank);
@@ -217,15 +222,15 @@ static int prepare(gpu_gram *g)
     }
     for (uint32_t t = 0; t < nt; t++) {
         rank[t] = NONE;
-        if (!dict_is_word(dc, t)) continue;
+        if (!s->tok_word[t]) continue;
         size_t l;
-        const unsigned char *b = dict_bytes(dc, t, &l);
+        const unsigned char *b = tok_bytes(s, t, &l);
         uint64_t key = 0;
         for (size_t i = 0; i < 8; i++)
             key = key << 8 | (i < l ? b[i] : 0);
-        k[n++] = rkey{key, t, dc};
+        k[n++] = rkey{key, t};
     }
-    qsort(k, n, sizeof *k, by_bytes);
+    qsort_r(k, n, sizeof *k, by_bytes, (void *)s);
     for (uint32_t i = 0; i < n; i++) {
         ids[i] = k[i].id;
         rank[k[i].id] = i;
@@ -1192,7 +1197,7 @@ static int seq_sort_wide(call &c, const u64 *key, const uint32_t *lo, const V *v
  * ranks follow path order) or in entry order; their root runs flattened. */
 static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned char *vis, int by_path)
 {
-    const arc *a = c.g->a;
+    const gpu_ent *ents = c.g->ents;
     vec32 files = {};
     int rc = 0;
     if (by_path) {
@@ -1206,13 +1211,13 @@ static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned cha
         }
         for (uint32_t r = lo; r <= hi && lo != UINT32_MAX && !rc; r++) {
             uint32_t e = c.g->apord_h[r];
-            if (e >= first && e < end && a->ents[e].type == ARC_REG && (!vis || vis[e]) &&
+            if (e >= first && e < end && ents[e].reg && (!vis || vis[e]) &&
                 vec32_push(&files, e))
                 rc = -ENOMEM;
         }
     } else {
         for (uint32_t e = first; e < end && !rc; e++)
-            if (a->ents[e].type == ARC_REG && (!vis || vis[e]) && vec32_push(&files, e))
+            if (ents[e].reg && (!vis || vis[e]) && vec32_push(&files, e))
                 rc = -ENOMEM;
     }
     if (rc) {
@@ -1228,8 +1233,8 @@ static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned cha
     u64 tot = 0;
     for (uint32_t i = 0; i < nf; i++) {
         h[i] = tot;
-        tot += a->ents[files.p[i]].root_len;
-        h[nf + 1 + i] = a->ents[files.p[i]].root_start;
+        tot += ents[files.p[i]].root_len;
+        h[nf + 1 + i] = ents[files.p[i]].root_start;
     }
     h[nf] = tot;
     u64 *fpre, *frs;
@@ -1262,7 +1267,7 @@ static int scope_files(call &c, uint32_t first, uint32_t end, const unsigned cha
  * up to its last '/'. */
 static int scope_prefix(call &c, uint32_t first)
 {
-    const char *p = c.g->a->ents[first].path;
+    const char *p = c.g->ents[first].path;
     size_t plen = c.o.prefix, n = strlen(p), k = plen < n ? plen : n;
     buf pre = {};
     int bad = 0;

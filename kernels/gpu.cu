@@ -1,6 +1,7 @@
 /* Device probe, residency (upload and free) and the helpers every kernel file uses. */
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "gpu_dev.h"
 
@@ -74,15 +75,18 @@ template <class T> static int put(gpu_gram *g, T **d, const void *h, size_t n)
     return 0;
 }
 
-static int upload(gpu_gram *g, const arc *a)
+static int upload(gpu_gram *g, const gpu_src *s)
 {
-    const gram *gr = &a->g;
-    g->a = a;
-    g->ntokens = gr->ntokens;
-    g->nrules = gr->nrules;
-    g->nents = a->nents;
-    g->nroot = gr->root.n;
-    g->nsyms = gr->syms.n;
+    g->src = *s;
+    g->ntokens = s->ntokens;
+    g->nrules = s->nrules;
+    g->nents = s->nents;
+    g->nroot = s->nroot;
+    g->nsyms = s->nsyms;
+    g->ents = (gpu_ent *)malloc(((size_t)g->nents + 1) * sizeof *g->ents);
+    if (!g->ents) return tdc_error(-ENOMEM, "gpu: out of memory");
+    if (g->nents) memcpy(g->ents, s->ents, (size_t)g->nents * sizeof *g->ents);
+    g->src.ents = g->ents;
     CK(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking));
     if (int rc = gpu_keep_pool()) return rc;
     CK(cudaEventCreate(&g->ev0));
@@ -95,14 +99,13 @@ static int upload(gpu_gram *g, const arc *a)
         return tdc_error(-ENOMEM, "gpu: out of memory");
     }
     for (uint32_t t = 0; t < g->ntokens; t++) {
-        size_t l;
-        dict_bytes(a->dict, t, &l);
-        int word = dict_is_word(a->dict, t);
+        int word = s->tok_word[t];
+        uint64_t l = s->tok_off[t + 1] - s->tok_off[t];
         tf[t] = (uint8_t)(word ? TF_WORD : 0) | (uint8_t)(word && l == TOK_CAP ? TF_CUT : 0);
     }
     for (uint32_t e = 0; e < g->nents; e++) {
-        ent[e] = a->ents[e].root_start;
-        ent[g->nents + e] = a->ents[e].root_len;
+        ent[e] = g->ents[e].root_start;
+        ent[g->nents + e] = g->ents[e].root_len;
     }
     /* For extract: sizes, and for a hard link other than the first (no root run of its own)
      * the entry that holds its bytes. */
@@ -113,16 +116,15 @@ static int upload(gpu_gram *g, const arc *a)
         return tdc_error(-ENOMEM, "gpu: out of memory"); /* gpu_free frees the rest */
     }
     for (uint32_t e = 0; e < g->nents; e++) {
-        const arc_entry *x = &a->ents[e];
-        esz[e] = x->type == ARC_REG ? x->size : ~0ull;
-        int64_t c = x->type == ARC_REG && x->size && !x->root_len ? arc_ino_entry(a, x->ino) : e;
-        esrc[e] = c < 0 ? ~0u : (uint32_t)c;
+        const gpu_ent *x = &g->ents[e];
+        esz[e] = x->reg ? x->size : ~0ull;
+        esrc[e] = x->reg && x->size && !x->root_len ? x->content : e;
     }
-    int rc = put(g, &g->root, gr->root.p, g->nroot);
-    if (!rc) rc = put(g, &g->syms, gr->syms.p, g->nsyms);
-    if (!rc) rc = put(g, &g->rule_start, gr->rule_start.p, (size_t)g->nrules + 1);
-    if (!rc) rc = put(g, &g->toff, a->dict->offs.p, (size_t)g->ntokens + 1);
-    if (!rc) rc = put(g, &g->blob, a->dict->blob.p, a->dict->offs.p[g->ntokens]);
+    int rc = put(g, &g->root, s->root, g->nroot);
+    if (!rc) rc = put(g, &g->syms, s->syms, g->nsyms);
+    if (!rc) rc = put(g, &g->rule_start, s->rule_start, (size_t)g->nrules + 1);
+    if (!rc) rc = put(g, &g->toff, s->tok_off, (size_t)g->ntokens + 1);
+    if (!rc) rc = put(g, &g->blob, s->tok_bytes, s->tok_off[g->ntokens]);
     if (!rc) rc = put(g, &g->tflag, tf, g->ntokens);
     if (!rc) rc = put(g, &g->ent_rs, ent, g->nents);
     if (!rc) rc = put(g, &g->ent_rl, ent + g->nents, g->nents);
@@ -150,11 +152,11 @@ static int upload(gpu_gram *g, const arc *a)
     return rc;
 }
 
-extern "C" int gpu_upload(const arc *a, gpu_gram **out)
+extern "C" int gpu_upload(const gpu_src *s, gpu_gram **out)
 {
     gpu_gram *g = (gpu_gram *)calloc(1, sizeof *g);
     if (!g) return tdc_error(-ENOMEM, "gpu: out of memory");
-    int rc = upload(g, a);
+    int rc = upload(g, s);
     if (rc) {
         gpu_free(g);
         return rc;
@@ -188,6 +190,7 @@ extern "C" void gpu_free(gpu_gram *g)
     free(g->ent_src_h);
     free(g->apord_h);
     free(g->aprk_h);
+    free(g->ents);
     free(g);
 }
 

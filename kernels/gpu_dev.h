@@ -8,7 +8,7 @@
 #include "../engine/backend/gpu_api.h"
 
 extern "C" {
-#include "../engine/format/arc.h"
+#include "../engine/base/buf.h"
 #include "../engine/base/err.h"
 #include "../engine/base/tok.h"
 }
@@ -19,7 +19,8 @@ typedef unsigned long long u64; /* the type CUDA's 64-bit atomics take */
 enum { TF_WORD = 1, TF_CUT = 2 /* a TOK_CAP-byte word token: a piece of a longer word */ };
 
 struct gpu_gram {
-    const arc *a;
+    gpu_src src;  /* the archive (src.ents is `ents`) */
+    gpu_ent *ents; /* the handle's copy of the entries */
     cudaStream_t st;
     cudaEvent_t ev0, ev1;
     float kms;

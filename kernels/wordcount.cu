@@ -53,7 +53,7 @@ int gpu_wc_pass(gpu_gram *g, uint32_t first, uint32_t end, const uint8_t *dvis)
 {
     u64 longest = 0;
     for (uint32_t e = first; e < end; e++)
-        if (g->a->ents[e].root_len > longest) longest = g->a->ents[e].root_len;
+        if (g->ents[e].root_len > longest) longest = g->ents[e].root_len;
     CK(cudaMemsetAsync(g->w, 0, ((size_t)g->nrules + 1) * sizeof *g->w, g->st));
     CK(cudaMemsetAsync(g->cnt, 0, ((size_t)g->ntokens + 1) * sizeof *g->cnt, g->st));
     CK(cudaMemsetAsync(g->ctr + 2, 0, sizeof *g->ctr, g->st));

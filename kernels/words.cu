@@ -186,7 +186,7 @@ static int occ_index(gpu_gram *g, const uint32_t *s, u64 n, u64 nsym, u64 **at, 
 
 static int build(gpu_gram *g)
 {
-    const arc *a = g->a;
+    const gpu_ent *ents = g->ents;
     int rc;
     u64 nsym = (u64)g->ntokens + g->nrules + 1, nr = (u64)g->nrules + 1;
     if ((rc = dalloc(&g->owner, g->nsyms))) return rc;
@@ -198,13 +198,13 @@ static int build(gpu_gram *g)
         (rc = occ_index(g, g->root, g->nroot, nsym, &g->rocc_at, &g->rocc)))
         return rc;
     /* The files with content (hard links share theirs). */
-    uint32_t *fe = (uint32_t *)malloc(((size_t)a->nents + 1) * sizeof *fe), nf = 0;
+    uint32_t *fe = (uint32_t *)malloc(((size_t)g->nents + 1) * sizeof *fe), nf = 0;
     if (!fe) return tdc_error(-ENOMEM, "gpu: out of memory");
     u64 longest = 0;
-    for (uint32_t e = 0; e < a->nents; e++)
-        if (a->ents[e].type == ARC_REG && a->ents[e].root_len) {
+    for (uint32_t e = 0; e < g->nents; e++)
+        if (ents[e].reg && ents[e].root_len) {
             fe[nf++] = e;
-            if (a->ents[e].root_len > longest) longest = a->ents[e].root_len;
+            if (ents[e].root_len > longest) longest = ents[e].root_len;
         }
     /* Size rule2file from an upper bound on its pairs: no overflow, load at most 3/4. */
     u64 *u = NULL, *ctr = NULL;
@@ -296,16 +296,6 @@ extern "C" uint64_t gpu_words_mem(const gpu_gram *g, uint64_t *pairs)
     if (!g->wbuilt) return 0;
     u64 nsym = (u64)g->ntokens + g->nrules + 1;
     return 2 * (nsym + 1) * 8 + (g->nsyms + g->nroot) * 8 + g->nsyms * 4 + g->hcap * 16;
-}
-
-extern "C" uint32_t gpu_word_token(const arc *a, const char *word, size_t n)
-{
-    if (n == 0 || n >= TOK_CAP) return GPU_NO_WORD; /* longer words are cut across tokens */
-    for (size_t i = 0; i < n; i++)
-        if (!tok_is_word_byte((unsigned char)word[i])) return GPU_NO_WORD;
-    uint32_t t;
-    if (dict_find(a->dict, (const unsigned char *)word, n, &t)) return GPU_NO_WORD;
-    return t;
 }
 
 /* First index in pos[lo, hi) holding a value >= x (pos ascending). */
@@ -432,7 +422,7 @@ __global__ void k_search(const wq *q, uint32_t n, uint32_t nframes, uint32_t nt,
 /* Stage n queries (checked, hard links resolved) on the device and room for their results. */
 static int stage(gpu_gram *g, const gpu_query *q, size_t n)
 {
-    const arc *a = g->a;
+    const gpu_ent *ents = g->ents;
     if (n > UINT32_MAX / 2) return tdc_error(-EINVAL, "gpu: too many queries in one batch");
     if (n > g->q_cap) {
         size_t cap = n > 2 * g->q_cap ? n : 2 * g->q_cap;
@@ -453,15 +443,15 @@ static int stage(gpu_gram *g, const gpu_query *q, size_t n)
     wq *h = (wq *)g->q_h;
     for (size_t i = 0; i < n; i++) {
         uint32_t e = q[i].ent;
-        if (e >= a->nents || a->ents[e].type != ARC_REG)
+        if (e >= g->nents || !ents[e].reg)
             return tdc_error(-EINVAL, "entry %u is not a regular file", e);
-        /* A file with a root run holds its content; only links (and empty files) look up
+        /* A file with a root run holds its content; only links (and empty files) have it in
          * the entry of their inode. */
-        int64_t c = a->ents[e].root_len ? (int64_t)e : arc_ino_entry(a, a->ents[e].ino);
-        if (c < 0) return tdc_error(-EINVAL, "entry %u: no content entry", e);
+        uint32_t c = ents[e].content;
+        if (c == UINT32_MAX) return tdc_error(-EINVAL, "entry %u: no content entry", e);
         if (q[i].tok != GPU_NO_WORD && q[i].tok >= g->ntokens)
             return tdc_error(-EINVAL, "gpu: query %zu: token %u out of range", i, q[i].tok);
-        h[i] = wq{(uint32_t)c, q[i].tok};
+        h[i] = wq{c, q[i].tok};
     }
     CK(cudaMemcpyAsync(g->q_d, h, n * sizeof(wq), cudaMemcpyHostToDevice, g->st));
     return 0;

@@ -9,6 +9,8 @@
 #include "../analytics/analytics.h"
 #include "backend_int.h"
 #include "../base/err.h"
+#include "../base/tok.h"
+#include "../grammar/dict.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int have_gpu;
@@ -156,11 +158,40 @@ int backend_stats(backend *b, char *out, size_t n)
                     r0, b0, r1, b1, reads, tail);
 }
 
+uint32_t backend_word_token(const arc *a, const char *word, size_t n)
+{
+    if (n == 0 || n >= TOK_CAP) return GPU_NO_WORD; /* longer words are cut across tokens */
+    for (size_t i = 0; i < n; i++)
+        if (!tok_is_word_byte((unsigned char)word[i])) return GPU_NO_WORD;
+    uint32_t t;
+    if (dict_find(a->dict, (const unsigned char *)word, n, &t)) return GPU_NO_WORD;
+    return t;
+}
+
 #ifdef TDC_HAVE_CUDA
+int backend_gpu_upload(const arc *a, gpu_gram **out)
+{
+    gpu_ent *e = malloc(((size_t)a->nents + 1) * sizeof *e);
+    if (!e) return tdc_error(-ENOMEM, "gpu: out of memory");
+    for (uint32_t i = 0; i < a->nents; i++) {
+        const arc_entry *x = &a->ents[i];
+        int64_t c = x->root_len ? (int64_t)i : arc_ino_entry(a, x->ino);
+        e[i] = (gpu_ent){x->path,         x->size, x->root_start, x->root_len,
+                         c < 0 ? UINT32_MAX : (uint32_t)c, x->type == ARC_REG};
+    }
+    const gram *g = &a->g;
+    gpu_src s = {g->ntokens,    g->nrules,         a->nents,         g->root.p,
+                 g->root.n,     g->syms.p,         g->syms.n,        g->rule_start.p,
+                 a->dict->offs.p, a->dict->blob.p, a->dict->word.p,  e};
+    int rc = gpu_upload(&s, out);
+    free(e);
+    return rc;
+}
+
 static int resident(const arc *a, gpu_gram **out)
 {
     gpu_gram *g = NULL;
-    int rc = gpu_upload(a, &g);
+    int rc = backend_gpu_upload(a, &g);
     if (!rc) rc = gpu_index_build(g);
     if (rc) {
         gpu_free(g);

@@ -111,6 +111,18 @@ int backend_wordcount(ana_ctx *c, const arc *a, gpu_gram *g, uint32_t first, uin
 int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out);
 
+/* The token of a whole word as idx_count looks it up (n in 1..TOK_CAP-1, word bytes only, in
+ * the dictionary), for gpu_count and gpu_search; else GPU_NO_WORD. The first call on an
+ * archive builds the dictionary's lookup table, so make it once before calling from several
+ * threads. */
+uint32_t backend_word_token(const arc *a, const char *word, size_t n);
+
+#ifdef TDC_HAVE_CUDA
+/* gpu_upload of archive a: its grammar, dictionary and file table as the kernels' plain view
+ * (gpu_src). `a` must outlive the handle. */
+int backend_gpu_upload(const arc *a, gpu_gram **out);
+#endif
+
 /* The settings gpu_analytic gets from options o for a scope starting at entry `first` of `a`. */
 void backend_gpu_args(const backend_opts *o, const arc *a, uint32_t first, gpu_ana_args *out);
 

@@ -18,16 +18,41 @@
 extern "C" {
 #endif
 
-struct arc;
 typedef struct gpu_gram gpu_gram;
 
 /* Find a usable CUDA device. Returns 0 and writes "NAME (sm_XY)" into name, or a negative
  * value and writes the CUDA error text into name. Never aborts. */
 int gpu_probe(char *name, size_t n);
 
-/* Upload archive `a` (one that idx_build accepted, so every expansion fits in 62 bits). `a`
- * must outlive the handle. */
-int gpu_upload(const struct arc *a, gpu_gram **out);
+/* One file-table entry as the kernels see it. */
+typedef struct gpu_ent {
+    const char *path;    /* the archive path (output escapes it) */
+    uint64_t size;       /* a regular file's bytes */
+    uint64_t root_start; /* its run of root symbols: [root_start, root_start + root_len) */
+    uint64_t root_len;
+    uint32_t content; /* the entry whose root run holds its bytes: itself when it has a run,
+                         else its inode's first entry (a hard link); UINT32_MAX: none */
+    uint32_t reg;     /* 1 for a regular file */
+} gpu_ent;
+
+/* An archive as the kernels see it: plain arrays the engine fills from its grammar, dictionary
+ * and file table (backend_gpu_upload), so kernels/ need none of the engine's types. */
+typedef struct gpu_src {
+    uint32_t ntokens, nrules, nents;
+    const uint32_t *root; /* the root sequence, nroot symbols */
+    uint64_t nroot;
+    const uint32_t *syms; /* every rule body, back to back, nsyms symbols */
+    uint64_t nsyms;
+    const uint64_t *rule_start;     /* nrules + 1 offsets into syms */
+    const uint64_t *tok_off;        /* ntokens + 1 offsets into tok_bytes */
+    const unsigned char *tok_bytes; /* every token's bytes */
+    const unsigned char *tok_word;  /* per token: 1 for a word token, 0 for a separator */
+    const gpu_ent *ents;            /* nents entries, in path order */
+} gpu_src;
+
+/* Upload archive s (one that idx_build accepted, so every expansion fits in 62 bits): the
+ * handle copies s and its entries; the other arrays and the paths must outlive it. */
+int gpu_upload(const gpu_src *s, gpu_gram **out);
 void gpu_free(gpu_gram *g);
 
 /* Build the device index, level by level: each rule's level (1 + its highest child's; rules of
@@ -79,13 +104,8 @@ uint64_t gpu_words_mem(const gpu_gram *g, uint64_t *pairs);
 
 typedef struct gpu_query {
     uint32_t ent; /* a regular file's entry (a hard link is resolved to the one with content) */
-    uint32_t tok; /* the word's token (gpu_word_token), or GPU_NO_WORD */
+    uint32_t tok; /* the word's token (backend_word_token), or GPU_NO_WORD */
 } gpu_query;
-
-/* Token of a whole word as idx_count looks it up: n in 1..TOK_CAP-1, word bytes only, and in
- * the dictionary; else GPU_NO_WORD. Host-only; the first call on an archive builds the
- * dictionary's lookup table, so make it once before calling from several threads. */
-uint32_t gpu_word_token(const struct arc *a, const char *word, size_t n);
 
 /* counts[i] = occurrences of q[i].tok in q[i].ent, as idx_count. -EINVAL for an entry that is
  * not a regular file or a token out of range. */

@@ -142,7 +142,7 @@ static gpu_gram *check_index(const arc *a, idx **xout, row *t)
     for (int r = -1; r < REPS; r++) { /* r = -1 warms up the CUDA context */
         gpu_free(g);
         double t0 = now_ms();
-        if (gpu_upload(a, &g)) DIE("gpu_upload");
+        if (backend_gpu_upload(a, &g)) DIE("gpu_upload");
         if (gpu_index_build(g)) DIE("gpu_index_build");
         if (r < 0) continue;
         e[r] = now_ms() - t0;
@@ -1083,7 +1083,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
         /* Build time on fresh handles (the build is kept per handle), then build on g. */
         for (int r = -1; r < REPS; r++) {
             gpu_gram *h = NULL;
-            if (gpu_upload(a, &h) || gpu_index_build(h)) DIE("gpu_upload");
+            if (backend_gpu_upload(a, &h) || gpu_index_build(h)) DIE("gpu_upload");
             t0 = now_ms();
             if (gpu_words_build(h)) DIE("gpu_words_build");
             if (r >= 0) {
@@ -1103,7 +1103,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
         for (int r = -1; r < REPS; r++) {
             t0 = now_ms();
             for (size_t i = 0; i < NQ; i++)
-                q[i] = (gpu_query){wq[i].ent, gpu_word_token(a, wq[i].w, wq[i].n)};
+                q[i] = (gpu_query){wq[i].ent, backend_word_token(a, wq[i].w, wq[i].n)};
             if (gpu_count(g, q, NQ, got)) DIE("gpu_count");
             if (r >= 0) {
                 e[r] = now_ms() - t0;
@@ -1122,7 +1122,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
         for (int r = 0; r < REPS; r++) {
             t0 = now_ms();
             for (size_t i = 0; i < NQ; i++)
-                q[i] = (gpu_query){wq[i].ent, gpu_word_token(a, wq[i].w, wq[i].n)};
+                q[i] = (gpu_query){wq[i].ent, backend_word_token(a, wq[i].w, wq[i].n)};
             c[r] = now_ms() - t0;
         }
         printf("word queries: of the gpu end-to-end times, %.3f ms go to the host's word lookups\n",
@@ -1131,7 +1131,7 @@ static void check_words(const arc *a, const idx *x, gpu_gram *g, uint64_t *seed,
             free(offs);
             t0 = now_ms();
             for (size_t i = 0; i < NQ; i++)
-                q[i] = (gpu_query){wq[i].ent, gpu_word_token(a, wq[i].w, wq[i].n)};
+                q[i] = (gpu_query){wq[i].ent, backend_word_token(a, wq[i].w, wq[i].n)};
             if (gpu_search(g, q, NQ, got, &offs)) DIE("gpu_search");
             if (r >= 0) {
                 e[r] = now_ms() - t0;
