@@ -585,10 +585,13 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
 {
     int rc = 0;
     idx_words *words = NULL;
-    pthread_mutex_lock(&c->slock);
     if (w->own) {
         rc = idx_words_build(w->x, &words); /* a snapshot: its own index, not kept */
     } else {
+        /* The archive's index, built once per generation by the first search, which the
+         * others wait for; the view's hold on the archive keeps it from being replaced while
+         * it is used. */
+        pthread_mutex_lock(&c->slock);
         if (c->words_gen != w->gen) { /* first use, or the archive was compacted since */
             idx_words_free(c->words);
             c->words = NULL;
@@ -596,8 +599,8 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
             if (!(rc = idx_words_build(w->x, &c->words))) c->words_gen = w->gen;
         }
         words = c->words;
+        pthread_mutex_unlock(&c->slock);
     }
-    pthread_mutex_unlock(&c->slock);
     if (rc) return rc;
     uint32_t dir = (uint32_t)w->ent;
     size_t plen = ana_scope_prefix(w->a, dir);
@@ -1031,6 +1034,9 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
             snprintf(v, n, "%" PRIu64, in.compactions);
         else if (!strcmp(name, "backend"))
             backend_stats(c->be, v, n);
+        else if (!strcmp(name, "early_reads")) /* reads served before the load was done */
+            snprintf(v, n, "%" PRIu64 " reads from %" PRIu64 " shard spans", in.early_reads,
+                     in.early_spans);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
             return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else

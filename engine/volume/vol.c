@@ -710,6 +710,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     pthread_cond_init(&v->tcond, NULL);
     pthread_mutex_init(&v->dlock, NULL);
     pthread_cond_init(&v->dcond, NULL);
+    pthread_mutex_init(&v->splock, NULL);
     /* Absolute paths: a daemon changes to / after this, and compaction renames files here. */
     if (!(v->path = realpath(archive, NULL))) {
         rc = tdc_error(-errno, "%s: %s", archive, strerror(errno));
@@ -782,6 +783,7 @@ static void load_data(vol *v, int defer_cache)
     /* Release: a reader that sees 2 without the lock (vol_data) also sees v->x and the arc. */
     __atomic_store_n(&v->dstate, rc ? (rc > 0 ? -EIO : rc) : 2, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&v->dcond);
+    vol_spans_drop(v); /* reads go to the whole archive now */
 }
 
 /* The index's cache of short rules, built while reads go on (they use it once published).
@@ -798,6 +800,7 @@ static void build_cache(vol *v)
 static void *loader(void *p)
 {
     vol *v = p;
+    if (v->o.load_hook) v->o.load_hook(v->o.load_ctx);
     pthread_mutex_lock(&v->dlock);
     int loaded_here = v->dstate == 1;
     if (loaded_here) load_data(v, 1);
@@ -874,6 +877,8 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->wlock);
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
+    vol_spans_drop(v);
+    pthread_mutex_destroy(&v->splock);
     pthread_mutex_destroy(&v->dlock);
     pthread_cond_destroy(&v->dcond);
     free(v->dmsg);
@@ -1249,8 +1254,29 @@ ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, voi
     return (ssize_t)done;
 }
 
+/* A read while the loader runs: from the shards of the file alone when it is an unedited
+ * regular file (vol_span_read), else -EAGAIN (wait for the load). */
+static ssize_t read_early(vol *v, uint64_t ino, uint64_t off, void *dst, size_t n)
+{
+    rbegin(v);
+    vnode *f = vol_node(v, ino);
+    int plain = f && S_ISREG(f->mode) && !f->pt && f->ent >= 0;
+    int64_t ent = plain ? f->ent : -1;
+    uint64_t size = plain ? f->size : 0;
+    rend(v);
+    if (!plain) return -EAGAIN;
+    if (off >= size) return 0;
+    if (n > size - off) n = (size_t)(size - off);
+    if (n > SSIZE_MAX) n = SSIZE_MAX;
+    return vol_span_read(v, ent, off, dst, n);
+}
+
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
 {
+    if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 1) {
+        ssize_t k = read_early(v, ino, off, dst, n);
+        if (k != -EAGAIN) return k;
+    }
     int rc = vol_data(v); /* before the model lock: changes go on while the data loads */
     if (rc) return rc;
     rbegin(v);
@@ -1387,6 +1413,10 @@ void vol_get_info(vol *v, vol_info *in)
     in->inodes = v->ninodes;
     in->compactions = v->compactions;
     in->archive_bytes = v->a->file_size;
+    in->early_reads = __atomic_load_n(&v->early_reads, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&v->splock);
+    in->early_spans = v->early_spans;
+    pthread_mutex_unlock(&v->splock);
     for (uint64_t i = 0; i < v->cap; i++)
         if (v->nodes[i] && S_ISREG(v->nodes[i]->mode) && v->nodes[i]->nlink) {
             in->files++;

@@ -37,8 +37,12 @@ typedef struct vol_opts {
     struct backend *be; /* serves reads (batched onto the GPU) and keeps the archive's GPU
                            copies: the caller's (engine/backend/backend.h), optional (NULL:
                            the CPU reads), and it outlives the volume */
+    /* Test hook, optional: called by the loader thread of a lazy open before it loads. */
+    void (*load_hook)(void *ctx);
+    void *load_ctx;
     int lazy; /* open only the file table; vol_start loads the rest in the background, and
-                 whatever needs content waits for it (and fails with the load's error) */
+                 whatever needs content waits for it (and fails with the load's error), except
+                 reads of unedited files, which meanwhile load only their file's shards */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
     /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`
@@ -222,6 +226,8 @@ typedef struct vol_info {
     uint64_t compactions;
     uint64_t archive_bytes;
     uint64_t content_bytes; /* sum of regular file sizes */
+    uint64_t early_reads;   /* reads served before a lazy open's load was done, from the */
+    uint64_t early_spans;   /* ... shard spans of their files loaded for them */
 } vol_info;
 
 void vol_get_info(vol *v, vol_info *in);

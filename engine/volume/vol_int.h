@@ -66,7 +66,26 @@ struct vol {
     pthread_t loader;
     int loader_running;
     int closing; /* vol_close has begun (atomic): the loader stops building the cache */
+    /* Reads served before the loader is done, from the shards of their file (vol_span.c). */
+    pthread_mutex_t splock;   /* guards the four below */
+    struct vol_span *spans;   /* loaded spans, kept for the reads that follow */
+    arc *smeta;               /* a copy of the file table, to find a file's shards */
+    int spans_done;           /* the loader is done: no more spans */
+    uint64_t early_spans;     /* spans loaded */
+    uint64_t early_reads;     /* reads served from spans (atomic) */
 };
+
+typedef struct vol_span vol_span;
+
+/* While the loader runs: `n` bytes of entry ent's archived content from `off` read from the
+ * shards of its file alone (loading them, with their own index, unless a kept span holds
+ * them), or -EAGAIN when the read must wait for the loader instead (the spans are dropped or
+ * full, or the file table's copy cannot tell). Thread-safe. */
+ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n);
+
+/* No more spans: drop the kept ones (each freed by its last reader). The loader calls it when
+ * done, vol_close in any case. */
+void vol_spans_drop(vol *v);
 
 /* Wait until the archive's data is loaded: 0, or the load's error (with its message). */
 int vol_data(vol *v);

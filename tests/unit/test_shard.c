@@ -2,6 +2,7 @@
  * their grammars, a file whose run crosses two shard cuts reads back whole and at any offset,
  * analytics equal those of the same tree packed as one shard, and a damaged shard costs only
  * the files with content in it (named in the message) and is never compacted. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,6 +178,85 @@ static void test_reads_across_cuts(void **state)
         assert_memory_equal(out, big.p + off, want);
     }
     free(out);
+    idx_free(x);
+    arc_free(a);
+}
+
+/* The loader of a lazy open, held until the test lets it go. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+} gate;
+
+static void gate_wait(void *p)
+{
+    gate *g = p;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Reads of a lazy mount while its loader has not started: every file reads byte-exact from
+ * the shards it spans alone, without waiting for the load; after the load, reads go on. */
+static void test_reads_before_the_load(void **state)
+{
+    (void)state;
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(sharded, &a), 0);
+    assert_int_equal(idx_build(a, &x), 0);
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    vol_opts o = {.lazy = 1, .load_hook = gate_wait, .load_ctx = &g};
+    vol *v;
+    vol_reader r;
+    vol_reader_init(&r);
+    assert_int_equal(vol_open(sharded, &o, &v, NULL), 0);
+    assert_int_equal(vol_start(v), 0);
+    uint64_t reads = 0;
+    for (int round = 0; round < 2; round++) {
+        for (uint32_t e = 0; e < a->nents; e++) {
+            if (a->ents[e].type != ARC_REG) continue;
+            uint64_t ino, size = a->ents[e].size;
+            assert_int_equal(vol_resolve(v, a->ents[e].path, &ino), 0);
+            unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
+            assert_int_equal(idx_extract(x, e, 0, want, size), (ssize_t)size);
+            uint64_t seed = e;
+            for (int i = 0; i < 20 && size; i++) {
+                uint64_t off = tu_rand(&seed) % size, n = 1 + tu_rand(&seed) % size;
+                ssize_t k = vol_read(v, &r, ino, off, got, n);
+                assert_int_equal(k, n < size - off ? n : size - off);
+                assert_memory_equal(got, want + off, (size_t)k);
+                reads += round == 0;
+            }
+            free(want);
+            free(got);
+        }
+        vol_info in;
+        vol_get_info(v, &in);
+        if (round == 0) { /* the loader still waits: every read came from spans */
+            assert_int_equal(in.early_reads, reads);
+            assert_true(in.early_spans >= 1 && in.early_spans <= 3);
+            gate_open(&g);
+            const arc *la;
+            const idx *lx;
+            assert_int_equal(vol_lock_arc(v, &la, &lx), 0); /* waits for the load */
+            vol_unlock_arc(v);
+        } else { /* loaded: reads go to the whole archive */
+            assert_int_equal(in.early_reads, reads);
+        }
+    }
+    vol_reader_free(&r);
+    vol_close(v);
     idx_free(x);
     arc_free(a);
 }
@@ -438,6 +518,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_across_cuts),
+        cmocka_unit_test(test_reads_before_the_load),
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
