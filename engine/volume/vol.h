@@ -194,7 +194,9 @@ typedef struct vol_compact_stats {
     uint64_t dirty_files, dirty_bytes, files;
     uint64_t rules_before, rules_after, rules_new;
     uint64_t archive_before, archive_after;
-    double build_s, write_s, swap_s;
+    uint64_t check_files, check_bytes; /* what the check before the rename read back */
+    double build_s, write_s, check_s, swap_s;
+    double check_read_s; /* of check_s: reading those files back (the rest: open and index) */
 } vol_compact_stats;
 
 /* Fold the journal into a new archive and restart the journal. The new archive is written

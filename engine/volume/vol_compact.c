@@ -171,15 +171,18 @@ static int step_done(vol *v, int step, const char *tmp)
 }
 
 /* Open the freshly written archive `tmp` the way a mount does and check every file's
- * content against its hash; on success *na and *nx are the archive and its index. */
-static int check_new(vol *v, const char *tmp, arc **na, idx **nx)
+ * content against its hash; on success *na and *nx are the archive and its index. What was
+ * read back is counted in st. */
+static int check_new(vol *v, const char *tmp, arc **na, idx **nx, vol_compact_stats *st)
 {
     uint64_t cache = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
     int rc = arc_open(tmp, na);
     for (uint32_t k = 0; !rc && k < (*na)->nshards; k++) /* damaged since it was written */
         if ((*na)->shards[k].damage) rc = tdc_error(-EBADMSG, "%s", (*na)->shards[k].damage);
     if (!rc) rc = idx_build_cached(*na, cache, nx);
-    if (!rc) rc = idx_check_content(*nx, NULL, NULL, NULL, NULL);
+    double t0 = secs();
+    if (!rc) rc = idx_check_content(*nx, NULL, NULL, &st->check_files, &st->check_bytes);
+    st->check_read_s = secs() - t0;
     return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
               : 0;
 }
@@ -286,7 +289,9 @@ int vol_compact(vol *v, vol_compact_stats *st)
                    : arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
     st->write_s = secs() - t1;
     if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
-    if (!rc) rc = check_new(v, tmp, &na, &nx);
+    double t3 = secs();
+    if (!rc) rc = check_new(v, tmp, &na, &nx, st);
+    st->check_s = secs() - t3;
     if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
     vol_unlock(v);
     /* Until the rename, a failure leaves the old archive and journal in force. arc_commit
