@@ -109,6 +109,13 @@ compact_all() {
     BUILD="$build" FRACTIONS="" COMPACTIONS=100 "$top/bench/compact.sh" "$slice" "Linux slice"
 }
 
+# A one-line edit's compaction in the many shards of the Linux archive, and its check.
+compactcheck_all() {
+    linux_archive
+    BUILD="$build" ARCHIVE="$data/linux.tdc" SHARD_SIZE="" "$top/bench/compactcheck.sh" \
+        "$data/linux-source-6.1" "Linux 6.1 source tree"
+}
+
 run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
 run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.sh" packscale_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
@@ -116,5 +123,6 @@ run mount.md "Mounted reads" "bench/mount.sh" mount_all
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
 run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all
+run compact-check.md "A small edit's compaction in many shards, and its check" "bench/compactcheck.sh" compactcheck_all
 # The tables as PNG charts beside them (gnuplot; bench/charts.sh).
 "$top/bench/charts.sh" "$top/bench/results"

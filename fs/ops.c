@@ -1169,7 +1169,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         rc = ino == 1 ? logged(vol_compact(c->v, &st), "compact") : -EINVAL;
         if (!rc)
             syslog(LOG_INFO, "compacted %" PRIu64 " dirty files in %.2f s", st.dirty_files,
-                   st.build_s + st.write_s + st.swap_s);
+                   st.build_s + st.write_s + st.check_s + st.swap_s);
     } else if (!rc && !strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
         rc = -EPERM; /* computed attributes */
     } else if (!rc) {

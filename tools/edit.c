@@ -491,10 +491,11 @@ int cmd_compact(int argc, char **argv)
         printf("compacted %" PRIu64 " records: %" PRIu64 " files rewritten (%" PRIu64
                " bytes) of %" PRIu64 " entries; rules %" PRIu64 " -> %" PRIu64 " (%" PRIu64
                " new); archive %" PRIu64 " -> %" PRIu64 " bytes; build %.3f s, write %.3f s, "
-               "switch %.3f s\n",
+               "switch %.3f s; check %.3f s: %" PRIu64 " files (%" PRIu64 " bytes) read back in %.3f s\n",
                in.journal_records, st.dirty_files, st.dirty_bytes, st.files, st.rules_before,
                st.rules_after, st.rules_new, st.archive_before, st.archive_after, st.build_s,
-               st.write_s, st.swap_s);
+               st.write_s, st.swap_s, st.check_s, st.check_files, st.check_bytes,
+               st.check_read_s);
     vol_close(v);
     return rc ? fail(rc) : EX_OK;
 }

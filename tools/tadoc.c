@@ -715,7 +715,7 @@ static int cmd_verify(int argc, char **argv)
     uint64_t files = 0, bytes = 0;
     bad_files bad = {a, 0};
     uint32_t shards = report_damage(a);
-    rc = idx_check_content(x, on_bad_content, &bad, &files, &bytes);
+    rc = idx_check_content(x, NULL, on_bad_content, &bad, &files, &bytes);
     close_all(a, x);
     if (rc && !bad.n) return fail(rc);
     if (bad.n || shards) {

@@ -1538,6 +1538,40 @@ int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last
     return 0;
 }
 
+/* Shard k of a and shard l of b are stored alike: their three sections have the same codec,
+ * stored and raw lengths and checksum, and the shard table the same figures. */
+static int shard_same(const arc *a, uint32_t k, const arc *b, uint32_t l)
+{
+    const arc_shard *x = &a->shards[k], *y = &b->shards[l];
+    if (x->root_syms != y->root_syms || x->ntokens != y->ntokens || x->nrules != y->nrules)
+        return 0;
+    for (uint32_t i = 0; i < 3; i++) {
+        const arc_secinfo *s = &a->secs[x->sec + i], *t = &b->secs[y->sec + i];
+        if (s->codec != t->codec || s->stored != t->stored || s->raw != t->raw ||
+            s->hash != t->hash)
+            return 0;
+    }
+    return 1;
+}
+
+int arc_same_content(const arc *a, uint32_t o, const arc *b, uint32_t i)
+{
+    const arc_entry *x = &a->ents[o], *y = &b->ents[i];
+    if (a->version < 4 || b->version < 4 || a->partial || b->partial || x->type != ARC_REG ||
+        y->type != ARC_REG || x->damaged || y->damaged || x->size != y->size ||
+        x->hash != y->hash || x->root_len != y->root_len)
+        return 0;
+    uint32_t f, l, g, m;
+    arc_entry_shards(a, o, &f, &l);
+    arc_entry_shards(b, i, &g, &m);
+    if (l - f != m - g ||
+        x->root_start - a->shards[f].root_off != y->root_start - b->shards[g].root_off)
+        return 0;
+    for (uint32_t k = 0; k <= l - f; k++)
+        if (!shard_same(a, f + k, b, g + k)) return 0;
+    return 1;
+}
+
 int arc_open(const char *path, arc **out)
 {
     arc *a;

@@ -296,6 +296,16 @@ int arc_load_span(arc *a, uint32_t first, uint32_t last);
  * the file table alone (before any load). Returns 0. */
 int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last);
 
+/* 1 when regular entry i of archive b holds, byte for byte, the content of regular entry o of
+ * archive a, as the tables show it without decoding anything: the same size and hash, and a
+ * run of the same length starting at the same place of its first shard, over as many
+ * shards, each stored alike in both (the same codec, lengths and checksum for each of its
+ * sections, and the same figures in the shard table); else 0. Both version 4, neither
+ * partial (arc_load_span) nor the entries damaged. Stored alike means the same bytes only
+ * where those bytes were checked against their checksums, as arc_open and arc_load_data do:
+ * then the two runs expand to the same bytes. O(shards of the run). */
+int arc_same_content(const arc *a, uint32_t o, const arc *b, uint32_t i);
+
 /* 0 when entry `ent`'s content is readable; -EBADMSG with a message naming the archive, the
  * file and the damaged shard that holds part of it. */
 int arc_entry_damaged(const arc *a, uint32_t ent);

@@ -688,8 +688,9 @@ static int hash_file(const idx *x, uint32_t ent, XXH3_state_t *hs, unsigned char
     return 0;
 }
 
-int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), void *ctx,
-                      uint64_t *files, uint64_t *bytes)
+int idx_check_content(const idx *x, const unsigned char *only,
+                      void (*on_bad)(void *ctx, uint32_t ent), void *ctx, uint64_t *files,
+                      uint64_t *bytes)
 {
     const arc *a = x->a;
     enum { BLK = 1 << 16 };
@@ -700,7 +701,8 @@ int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), voi
     int rc = blk && hs ? 0 : -ENOMEM;
     for (uint32_t i = 0; i < a->nents && !rc; i++) {
         const arc_entry *e = &a->ents[i];
-        if (e->type != ARC_REG || arc_ino_entry(a, e->ino) != (int64_t)i) continue;
+        if (e->type != ARC_REG || (only && !only[i]) || arc_ino_entry(a, e->ino) != (int64_t)i)
+            continue;
         uint64_t h = 0, n = 0;
         /* A file in a damaged shard is a bad file: counted, its bytes not read. */
         if (!e->damaged && (rc = hash_file(x, i, hs, blk, BLK, &h, &n))) break;

@@ -89,12 +89,14 @@ ssize_t idx_extract(const idx *x, uint32_t ent, uint64_t off, void *dst, size_t 
 
 /* Check the content of every regular file that holds its own (the first name of each
  * inode): its bytes, extracted from the grammar, must have the entry's size and hash.
- * `on_bad` (optional) hears of each file that does not, and of each file in a damaged shard
- * (counted, not read); the check goes on past it. *files
- * and *bytes (optional) receive what was checked. 0 when every file agrees; -EBADMSG with a
- * message naming the first bad file and the count; -ENOMEM. */
-int idx_check_content(const idx *x, void (*on_bad)(void *ctx, uint32_t ent), void *ctx,
-                      uint64_t *files, uint64_t *bytes);
+ * `only` (optional: NULL checks every file) holds a byte per entry; a file whose byte is 0
+ * is skipped. `on_bad` (optional) hears of each file that does not agree, and of each file
+ * in a damaged shard (counted, not read); the check goes on past it. *files and *bytes
+ * (optional) receive what was checked. 0 when every file agrees; -EBADMSG with a message
+ * naming the first bad file and the count; -ENOMEM. */
+int idx_check_content(const idx *x, const unsigned char *only,
+                      void (*on_bad)(void *ctx, uint32_t ent), void *ctx, uint64_t *files,
+                      uint64_t *bytes);
 
 /* Distinct rules the data of regular entry `ent` uses, and the file's share of the grammar:
  * its root run plus, for every rule it uses, the rule's body weighted by the fraction of the

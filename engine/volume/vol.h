@@ -56,7 +56,7 @@ typedef struct vol_opts {
 enum vol_step {
     VOL_STEP_BUILT = 1, /* the new archive exists in memory */
     VOL_STEP_WRITTEN,   /* ... in a temporary file beside the old one, fsynced */
-    VOL_STEP_CHECKED,   /* ... reopened by the reader and every file's content checked */
+    VOL_STEP_CHECKED,   /* ... reopened by the reader and checked (vol_compact) */
     VOL_STEP_RENAMED,   /* ... renamed over the old archive */
     VOL_STEP_RESET,     /* the journal restarted, empty, bound to the new archive */
 };
@@ -201,12 +201,16 @@ typedef struct vol_compact_stats {
     uint64_t dirty_files, dirty_bytes, files;
     uint64_t rules_before, rules_after, rules_new;
     uint64_t archive_before, archive_after;
-    double build_s, write_s, swap_s;
+    uint64_t check_files, check_bytes; /* what the check before the rename read back */
+    double build_s, write_s, check_s, swap_s;
+    double check_read_s; /* of check_s: reading those files back (the rest: open and index) */
 } vol_compact_stats;
 
 /* Fold the journal into a new archive and restart the journal. The new archive is written
  * to a temporary file, fsynced, reopened and checked by the reader (every section, the file
- * table, every file's content against its hash) and only then renamed over the old one. A
+ * table against the build, and content against its hash: every file's, or, shard by shard,
+ * that of every file not left unchanged in shards copied as stored) and only then renamed
+ * over the old one. A
  * failure before the rename removes the temporary file and leaves the old archive, the
  * journal and the vol as they were (still writable); vol_compact_error tells why. Reads go
  * on meanwhile; changes wait. An archive with a damaged shard is not compacted (-EBADMSG). */

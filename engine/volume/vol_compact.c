@@ -4,12 +4,14 @@
  * with its journal or the new archive with an empty one: (1) the new archive, which records
  * the old one's identity as prev_id, is written to a temporary file beside the old one and
  * fsynced (arc_write_tmp); (2) the temporary file is opened by the reader a mount uses
- * (arc_open: every section and reference, the file table), indexed, and every file's
- * content is extracted and checked against its hash; any failure so far removes the
- * temporary file and leaves the old archive, its journal and the mount as they were;
- * (3) the temporary file is renamed over the old archive (arc_commit); (4) the journal is
- * replaced by an empty one bound to the new archive. A crash between (3) and (4) leaves a
- * journal bound to prev_id, which jrnl_open recognises as already folded in and discards. */
+ * (arc_open: every section and reference, the file table) and indexed, its file table is
+ * compared with the build, and content is extracted and checked against its hash: every
+ * file's, except, in a compaction shard by shard, the files the tables show unchanged in
+ * shards copied as stored (check_new); any failure so far removes the temporary file and
+ * leaves the old archive, its journal and the mount as they were; (3) the temporary file is
+ * renamed over the old archive (arc_commit); (4) the journal is replaced by an empty one
+ * bound to the new archive. A crash between (3) and (4) leaves a journal bound to prev_id,
+ * which jrnl_open recognises as already folded in and discards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,16 +172,64 @@ static int step_done(vol *v, int step, const char *tmp)
     return rc ? tdc_error(rc, "compaction stopped after step %d by the test hook", step) : 0;
 }
 
-/* Open the freshly written archive `tmp` the way a mount does and check every file's
- * content against its hash; on success *na and *nx are the archive and its index. */
-static int check_new(vol *v, const char *tmp, arc **na, idx **nx)
+/* Compare the new archive's file table `na` with what was built, and choose the files whose
+ * content the check reads back. The entries must be those written (the same count and
+ * paths), and a file whose content the model keeps as archived (c->src) must keep its old
+ * size and hash: two kept files swapped in the table would each still agree with their own
+ * hash. With `only`, *only receives a byte per entry: 0 for a kept file that the tables
+ * show unchanged (arc_same_content: its run as long and at the same place, in shards stored
+ * as the old archive stores them), 1 for every other file (new content, content moved into
+ * rebuilt or new shards, and anything the tables do not show unchanged). */
+static int check_table(const vol *v, const cctx *c, const arc *na, unsigned char **only)
+{
+    const arc *old = v->a;
+    if (na->nents != c->nw.nents)
+        return tdc_error(-EBADMSG, "the file table holds %u entries where %u were written",
+                         na->nents, c->nw.nents);
+    unsigned char *sel = only ? malloc(na->nents) : NULL;
+    if (only && !sel) return tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < na->nents; i++) {
+        const arc_entry *e = &na->ents[i];
+        int64_t o = c->src[i];
+        int rc = 0;
+        if (strcmp(e->path, c->nw.ents[i].path))
+            rc = tdc_error(-EBADMSG, "file table entry %u is '%s' where '%s' was written", i,
+                           e->path, c->nw.ents[i].path);
+        else if (o >= 0 && (e->size != old->ents[o].size || e->hash != old->ents[o].hash))
+            rc = tdc_error(-EBADMSG, "'%s' does not keep its archived content (size or hash)",
+                           e->path);
+        if (rc) {
+            free(sel);
+            return rc;
+        }
+        if (sel) sel[i] = o < 0 || !arc_same_content(old, (uint32_t)o, na, i);
+    }
+    if (only) *only = sel;
+    return 0;
+}
+
+/* Open the freshly written archive `tmp` the way a mount does (every section against its
+ * checksum, every shard decoded, the tables and runs checked, the index built, which checks
+ * every file's size), check its file table against the build (check_table), and read back
+ * content and check it against its hash: when the compaction went shard by shard from a
+ * version 4 archive, only that of the files check_table does not show unchanged in shards
+ * copied as stored (their bytes are the old archive's, whose content was checked when it
+ * was written); else every file's. On success *na and *nx are the archive and its index.
+ * What was read back is counted in st. */
+static int check_new(vol *v, const cctx *c, const char *tmp, arc **na, idx **nx,
+                     vol_compact_stats *st)
 {
     uint64_t cache = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+    unsigned char *only = NULL;
     int rc = arc_open(tmp, na);
     for (uint32_t k = 0; !rc && k < (*na)->nshards; k++) /* damaged since it was written */
         if ((*na)->shards[k].damage) rc = tdc_error(-EBADMSG, "%s", (*na)->shards[k].damage);
     if (!rc) rc = idx_build_cached(*na, cache, nx);
-    if (!rc) rc = idx_check_content(*nx, NULL, NULL, NULL, NULL);
+    if (!rc) rc = check_table(v, c, *na, c->nsh && v->a->version >= 4 ? &only : NULL);
+    double t0 = secs();
+    if (!rc) rc = idx_check_content(*nx, only, NULL, NULL, &st->check_files, &st->check_bytes);
+    st->check_read_s = secs() - t0;
+    free(only);
     return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
               : 0;
 }
@@ -286,7 +336,9 @@ int vol_compact(vol *v, vol_compact_stats *st)
                    : arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
     st->write_s = secs() - t1;
     if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
-    if (!rc) rc = check_new(v, tmp, &na, &nx);
+    double t3 = secs();
+    if (!rc) rc = check_new(v, &c, tmp, &na, &nx, st);
+    st->check_s = secs() - t3;
     if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
     vol_unlock(v);
     /* Until the rename, a failure leaves the old archive and journal in force. arc_commit

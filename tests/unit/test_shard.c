@@ -7,7 +7,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "../../engine/analytics/ana.h"
@@ -166,7 +168,7 @@ static void test_reads_across_cuts(void **state)
     assert_int_equal(a->ents[3].shard, 2);
     assert_int_equal(idx_build(a, &x), 0);
     uint64_t files = 0;
-    assert_int_equal(idx_check_content(x, NULL, NULL, &files, NULL), 0);
+    assert_int_equal(idx_check_content(x, NULL, NULL, NULL, &files, NULL), 0);
     assert_int_equal(files, 3);
     unsigned char *out = malloc(big.n);
     uint64_t seed = 3;
@@ -340,7 +342,7 @@ static void test_damaged_shard_costs_its_files(void **state)
         /* verify's check: big is the one bad file; an analytic over the whole tree fails,
          * over zz.txt alone gives its words. */
         uint64_t files = 0;
-        assert_int_equal(idx_check_content(x, NULL, NULL, &files, NULL), -EBADMSG);
+        assert_int_equal(idx_check_content(x, NULL, NULL, NULL, &files, NULL), -EBADMSG);
         assert_int_equal(files, 3);
         buf b = {0};
         backend *be;
@@ -468,7 +470,7 @@ static void compact_vol(const char *path, void (*edit)(vol *v), uint32_t want_sh
     assert_int_equal(arc_open(path, &a), 0);
     assert_int_equal(a->nshards, want_shards);
     assert_int_equal(idx_build(a, &x), 0);
-    assert_int_equal(idx_check_content(x, NULL, NULL, NULL, NULL), 0);
+    assert_int_equal(idx_check_content(x, NULL, NULL, NULL, NULL, NULL), 0);
     idx_free(x);
     arc_free(a);
 }
@@ -514,6 +516,228 @@ static void test_compaction_by_shard(void **state)
     free(p);
 }
 
+/* arc_same_content tells from the tables alone that a run is unchanged: the same place in
+ * shards stored alike, the same size and hash; anything else is not shown unchanged. */
+static void test_same_content(void **state)
+{
+    (void)state;
+    arc *a, *b;
+    assert_int_equal(arc_open_meta(sharded, &a), 0);
+    assert_int_equal(arc_open(sharded, &b), 0);
+    for (uint32_t i = 1; i < 4; i++)
+        assert_int_equal(arc_same_content(a, i, b, i), 1);
+    assert_int_equal(arc_same_content(a, 1, b, 3), 0); /* another file */
+    assert_int_equal(arc_same_content(a, 0, b, 0), 0); /* not a regular file */
+    b->ents[1].root_start++; /* a.txt one symbol on */
+    assert_int_equal(arc_same_content(a, 1, b, 1), 0);
+    b->ents[1].root_start--;
+    b->ents[3].hash ^= 1;
+    assert_int_equal(arc_same_content(a, 3, b, 3), 0);
+    b->ents[3].hash ^= 1;
+    b->secs[b->shards[1].sec + 2].hash ^= 1; /* shard 1's root stored otherwise */
+    assert_int_equal(arc_same_content(a, 2, b, 2), 0); /* big runs through it */
+    assert_int_equal(arc_same_content(a, 1, b, 1), 1);
+    assert_int_equal(arc_same_content(a, 3, b, 3), 1);
+    b->secs[b->shards[1].sec + 2].hash ^= 1;
+    b->shards[2].root_syms++; /* shard 2's root one symbol longer */
+    assert_int_equal(arc_same_content(a, 2, b, 2), 0);
+    assert_int_equal(arc_same_content(a, 3, b, 3), 0);
+    b->shards[2].root_syms--;
+    b->version = 3;
+    assert_int_equal(arc_same_content(a, 1, b, 1), 0);
+    arc_free(a);
+    arc_free(b);
+}
+
+/* Write the archive at `path` again as a writer with a bug would leave it, every checksum
+ * good: shard k's sections replaced by `sub` (taken over) when given, and the file table
+ * passed through `edit` when given. */
+static void rewrite(const char *path, int k, arc_coded *sub, void (*edit)(arc *w))
+{
+    arc *m;
+    assert_int_equal(arc_open_meta(path, &m), 0);
+    uint32_t n = m->nshards;
+    arc_coded *c = calloc(n, sizeof *c);
+    for (uint32_t s = 0; s < n; s++) {
+        if ((int)s == k)
+            c[s] = *sub;
+        else
+            assert_int_equal(arc_shard_copy(m, s, &c[s]), 0);
+    }
+    arc w = {.ents = m->ents, .nents = m->nents, .id = m->id, .prev_id = m->prev_id};
+    m->ents = NULL;
+    m->nents = 0;
+    for (uint32_t i = 0; i < w.nents; i++) /* runs on-disk style: within their first shard */
+        w.ents[i].root_start -= m->shards[w.ents[i].shard].root_off;
+    if (edit) edit(&w);
+    char *t;
+    if (arc_write_coded_tmp(path, &w, c, n, 3, &t)) fail_msg("%s", tdc_errmsg());
+    assert_int_equal(rename(t, path), 0);
+    free(t);
+    for (uint32_t s = 0; s < n; s++)
+        arc_coded_free(&c[s]);
+    free(c);
+    for (uint32_t i = 0; i < w.nents; i++)
+        arc_entry_clear(&w.ents[i]);
+    free(w.ents);
+    free(w.byino);
+    arc_free(m);
+}
+
+/* Shard k of the archive at `path` coded again at zstd level 1, its root's first symbol
+ * swapped with the first that differs from it when `swap` is set: the same figures, other
+ * bytes. */
+static void recode_shard(const char *path, uint32_t k, int swap)
+{
+    arc *m;
+    assert_int_equal(arc_open_meta(path, &m), 0);
+    assert_int_equal(arc_load_span(m, k, k), 0);
+    uint32_t *r = m->g.root.p;
+    for (uint64_t j = 1; swap && j < m->g.root.n; j++) {
+        if (r[j] == r[0]) continue;
+        uint32_t t = r[0];
+        r[0] = r[j];
+        r[j] = t;
+        break;
+    }
+    arc_coded c;
+    assert_int_equal(arc_shard_encode(m->dict, &m->g, m->shards[k].bytes, 1, 0, &c), 0);
+    int differs = 0;
+    for (int i = 0; i < 3; i++)
+        differs |= c.secs[i].hash != m->secs[m->shards[k].sec + i].hash;
+    assert_true(differs);
+    arc_free(m);
+    rewrite(path, (int)k, &c, NULL);
+}
+
+static void recode_shard1(const char *tmp)
+{
+    recode_shard(tmp, 1, 0);
+}
+
+static void corrupt_shard1(const char *tmp)
+{
+    recode_shard(tmp, 1, 1);
+}
+
+static void flip_shard1(const char *tmp)
+{
+    arc *m;
+    assert_int_equal(arc_open_meta(tmp, &m), 0);
+    const arc_secinfo *s = &m->secs[m->shards[1].sec + 2];
+    off_t at = (off_t)(s->offset + s->stored / 2);
+    arc_free(m);
+    int fd = open(tmp, O_RDWR);
+    unsigned char b;
+    assert_int_equal(pread(fd, &b, 1, at), 1);
+    b ^= 1;
+    assert_int_equal(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+/* a.txt and big trade their content in the file table: each still agrees with its own size
+ * and hash, but neither holds what it held. */
+static void swap_entries(arc *w)
+{
+    arc_entry *a = &w->ents[1], *b = &w->ents[2];
+    assert_string_equal(a->path, "a.txt");
+    assert_string_equal(b->path, "big");
+    arc_entry t = *a;
+    a->shard = b->shard;
+    a->root_start = b->root_start;
+    a->root_len = b->root_len;
+    a->size = b->size;
+    a->hash = b->hash;
+    b->shard = t.shard;
+    b->root_start = t.root_start;
+    b->root_len = t.root_len;
+    b->size = t.size;
+    b->hash = t.hash;
+}
+
+static void swap_files(const char *tmp)
+{
+    rewrite(tmp, -1, NULL, swap_entries);
+}
+
+static int tamper_step(void *ctx, int step, const char *tmp)
+{
+    void (**tamper)(const char *) = ctx;
+    if (step == VOL_STEP_WRITTEN && *tamper) (*tamper)(tmp);
+    return 0;
+}
+
+/* Append to zz.txt in a copy of the three-shard archive and compact it (shards 0 to 2 copied,
+ * zz.txt in a new one), `tamper` (if any) applied to the new archive once it is written.
+ * Returns vol_compact's result with its figures in *st. A compaction that fails leaves the
+ * archive byte for byte; one that succeeds leaves every file agreeing with its hash. */
+static int compact_tampered(void (*tamper)(const char *), vol_compact_stats *st)
+{
+    char *p = tu_tmppath("tamper.tdc"), cmd[8300];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
+    assert_int_equal(system(cmd), 0);
+    size_t n0 = 0, n1 = 0;
+    unsigned char *before = tu_slurp(p, &n0);
+    vol_opts o = {
+        .writable = 1, .shard_size = 1000, .compact_step = tamper_step, .step_ctx = &tamper};
+    vol *v;
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    append_zz(v);
+    int rc = vol_compact(v, st);
+    vol_close(v);
+    unsigned char *after = tu_slurp(p, &n1);
+    if (rc) {
+        assert_int_equal(n0, n1);
+        assert_memory_equal(before, after, n0);
+    } else {
+        arc *a;
+        idx *x;
+        assert_int_equal(arc_open(p, &a), 0);
+        assert_int_equal(a->nshards, 4);
+        assert_int_equal(idx_build(a, &x), 0);
+        assert_int_equal(idx_check_content(x, NULL, NULL, NULL, NULL, NULL), 0);
+        idx_free(x);
+        arc_free(a);
+    }
+    free(before);
+    free(after);
+    unlink(p);
+    snprintf(cmd, sizeof cmd, "%s.journal", p);
+    unlink(cmd);
+    free(p);
+    return rc;
+}
+
+/* The check before the rename reads back only the files the tables do not show unchanged in
+ * shards copied as stored, and still refuses every damage a writer could leave in them. */
+static void test_compaction_check_follows_the_edit(void **state)
+{
+    (void)state;
+    const uint64_t zz = strlen("zeta eta alpha and the end\n") + 11;
+    vol_compact_stats st;
+    /* Shards 0 to 2 copied: only zz.txt, in the new shard, is read back. */
+    assert_int_equal(compact_tampered(NULL, &st), 0);
+    assert_int_equal(st.check_files, 1);
+    assert_int_equal(st.check_bytes, zz);
+    /* Shard 1 stored otherwise (coded again, the same grammar): big, which runs through it,
+     * is read back too, and agrees. */
+    assert_int_equal(compact_tampered(recode_shard1, &st), 0);
+    assert_int_equal(st.check_files, 2);
+    assert_int_equal(st.check_bytes, zz + big.n);
+    /* A byte of a copied shard flipped: its checksum fails on reopening. */
+    assert_int_equal(compact_tampered(flip_shard1, &st), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "shard 1"));
+    assert_non_null(strstr(tdc_errmsg(), "checking the compacted archive"));
+    /* Shard 1 coded again with two root symbols swapped, every checksum good and every size
+     * right: big is read back and its hash differs. */
+    assert_int_equal(compact_tampered(corrupt_shard1, &st), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "'big': content does not match its hash"));
+    /* Two kept files trade their runs, sizes and hashes in the file table: each would agree
+     * with its own hash, but a.txt no longer has its archived content. */
+    assert_int_equal(compact_tampered(swap_files, &st), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "'a.txt' does not keep its archived content"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -524,6 +748,8 @@ int main(void)
         cmocka_unit_test(test_shard_table_disagreement),
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
+        cmocka_unit_test(test_same_content),
+        cmocka_unit_test(test_compaction_check_follows_the_edit),
         cmocka_unit_test(test_default_shard_size),
         cmocka_unit_test(test_compaction_shard_size),
     };
