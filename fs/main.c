@@ -29,6 +29,7 @@ typedef struct options {
     char *cache_size;
     char *compact_threshold;
     char *gpu_read_min;
+    char *mem;
     unsigned gpu_read_wait;
     int ro, preload;
     unsigned uid, gid;
@@ -44,6 +45,7 @@ static const struct fuse_opt spec[] = {
     {"compact_threshold=%s", offsetof(options, compact_threshold), 0},
     {"gpu_read_min=%s", offsetof(options, gpu_read_min), 0},
     {"gpu_read_wait=%u", offsetof(options, gpu_read_wait), 0},
+    {"mem=%s", offsetof(options, mem), 0},
     {"ro", offsetof(options, ro), 1},
     {"rw", offsetof(options, ro), 0},
     {"preload", offsetof(options, preload), 1},
@@ -91,8 +93,13 @@ static const char usage[] =
     "                         instead of descending (K, M, G suffixes; default 256M; 0 = none)\n"
     "  -o preload             load and check the whole archive before mounting (default:\n"
     "                         mount once the file table is read and checked; the grammar\n"
-    "                         loads in the background and the first read waits for it; a\n"
-    "                         damaged grammar then makes reads fail with EIO, logged)\n"
+    "                         loads in the background, and a read meanwhile loads only\n"
+    "                         its file's shards; a damaged grammar makes reads fail with\n"
+    "                         EIO, logged)\n"
+    "  -o mem=BYTES           never load the whole archive for reads: a read of an unedited\n"
+    "                         file loads only its file's shards, kept within BYTES (K, M, G;\n"
+    "                         least recently used dropped). Analytics, compaction and reads\n"
+    "                         of edited files still load the whole archive (default: none)\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
     "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs defaults 0 0\n"
@@ -286,6 +293,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
+    uint64_t mem = 0;
+    if (o.mem && (parse_size(o.mem, &mem) || !mem || o.preload)) {
+        fprintf(stderr, "tadocfs: mem= must be a number of bytes above 0 (K, M, G allowed), "
+                        "without preload\n");
+        ret = EX_USAGE;
+        goto out_args;
+    }
     backend_opts bo;
     backend_opts_init(&bo);
     bo.mode = gpu_mode;
@@ -306,6 +320,7 @@ int main(int argc, char **argv)
                    .compact_threshold = threshold,
                    .be = c.be,
                    .lazy = !o.preload,
+                   .mem = mem,
                    .log = log_event};
     jrnl_stats js;
     if (!(c.vsize = calloc(FS_VSIZE_SLOTS, sizeof *c.vsize))) {
@@ -400,6 +415,7 @@ out_args:
     free(o.cache_size);
     free(o.compact_threshold);
     free(o.gpu_read_min);
+    free(o.mem);
     fuse_opt_free_args(&args);
     return ret;
 }

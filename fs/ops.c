@@ -1034,9 +1034,12 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
             snprintf(v, n, "%" PRIu64, in.compactions);
         else if (!strcmp(name, "backend"))
             backend_stats(c->be, v, n);
-        else if (!strcmp(name, "early_reads")) /* reads served before the load was done */
-            snprintf(v, n, "%" PRIu64 " reads from %" PRIu64 " shard spans", in.early_reads,
-                     in.early_spans);
+        else if (!strcmp(name, "shard_cache")) /* reads served from their files' shards */
+            snprintf(v, n,
+                     "%" PRIu64 " reads; %" PRIu64 " spans kept, %" PRIu64 " bytes; %" PRIu64
+                     " loads, %" PRIu64 " hits, %" PRIu64 " evictions",
+                     in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_hits,
+                     in.span_evictions);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
             return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else

@@ -1527,6 +1527,99 @@ int arc_load_span(arc *a, uint32_t first, uint32_t last)
     return load_span(a, first, last);
 }
 
+/* The entries of `meta` a span of shards [first, last] holds: regular files holding their
+ * inode's content, with a run inside the span. */
+static int span_entries(const arc *meta, uint32_t first, uint32_t last, vec32 *ids)
+{
+    uint64_t base = meta->shards[first].root_off;
+    uint64_t end = meta->shards[last].root_off + meta->shards[last].root_syms;
+    for (uint32_t i = 0; i < meta->nents; i++) {
+        const arc_entry *e = &meta->ents[i];
+        if (e->type != ARC_REG || !e->root_len || e->shard < first || e->root_start < base ||
+            e->root_start + e->root_len > end || arc_ino_entry(meta, e->ino) != (int64_t)i)
+            continue;
+        if (vec32_push(ids, i)) return tdc_error(-ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* A copy of meta's header, section and shard tables, with its own descriptor. */
+static int span_shell(const arc *meta, arc *s)
+{
+    s->fd = -1;
+    s->pending = 1;
+    s->version = meta->version;
+    s->id = meta->id;
+    s->prev_id = meta->prev_id;
+    s->next_ino = meta->next_ino;
+    s->file_size = meta->file_size;
+    s->nsecs = meta->nsecs;
+    s->nshards = meta->nshards;
+    if (!(s->path = strdup(meta->path)) || !(s->secs = malloc(meta->nsecs * sizeof *s->secs)) ||
+        !(s->shards = calloc(meta->nshards, sizeof *s->shards)))
+        return tdc_error(-ENOMEM, "out of memory");
+    memcpy(s->secs, meta->secs, meta->nsecs * sizeof *s->secs);
+    for (uint32_t k = 0; k < meta->nshards; k++) {
+        s->shards[k] = meta->shards[k];
+        s->shards[k].damage = NULL;
+    }
+    if ((s->fd = dup(meta->fd)) < 0) return tdc_error(-errno, "%s: %s", s->path, strerror(errno));
+    return 0;
+}
+
+int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
+                  uint32_t *nids)
+{
+    *out = NULL;
+    if (!meta->pending || first > last || last >= meta->nshards)
+        return tdc_error(-EINVAL, "shards %u to %u: not a span of an unloaded archive", first,
+                         last);
+    vec32 v = {0};
+    arc *s = calloc(1, sizeof *s);
+    int rc = s ? span_shell(meta, s) : tdc_error(-ENOMEM, "out of memory");
+    if (!rc) rc = span_entries(meta, first, last, &v);
+    if (!rc && !(s->ents = calloc(v.n + 1, sizeof *s->ents)))
+        rc = tdc_error(-ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < v.n; i++) {
+        arc_entry *e = &s->ents[i];
+        *e = meta->ents[v.p[i]];
+        e->link = NULL;
+        e->xattrs = NULL;
+        e->nxattrs = 0;
+        if (!(e->path = strdup(meta->ents[v.p[i]].path))) rc = tdc_error(-ENOMEM, "out of memory");
+        s->nents = (uint32_t)i + 1;
+    }
+    if (!rc && !(s->byino = malloc((v.n + 1) * sizeof *s->byino)))
+        rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc) {
+        for (uint32_t i = 0; i < s->nents; i++)
+            s->byino[i] = i;
+        sort_r(s->byino, s->nents, sizeof *s->byino, by_ino, s->ents);
+        rc = load_span(s, first, last);
+    }
+    if (rc) {
+        arc_free(s);
+        vec32_free(&v);
+        return rc;
+    }
+    *out = s;
+    *ids = v.p;
+    *nids = (uint32_t)v.n;
+    return 0;
+}
+
+uint64_t arc_mem(const arc *a)
+{
+    uint64_t n = (uint64_t)a->nents * (sizeof *a->ents + sizeof *a->byino) +
+                 (uint64_t)a->nsecs * sizeof *a->secs + (uint64_t)a->nshards * sizeof *a->shards;
+    for (uint32_t i = 0; i < a->nents; i++)
+        n += a->ents[i].path ? strlen(a->ents[i].path) + 1 : 0;
+    const dict *d = a->dict;
+    if (d) n += d->offs.n * 8 + d->blob.n + d->tcap * 8 + d->word.n;
+    const gram *g = &a->g;
+    return n + (g->root.n + g->syms.n + g->topo.n) * 4 + g->rule_start.n * 8;
+}
+
 int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last)
 {
     const arc_entry *e = &a->ents[ent];

@@ -296,6 +296,21 @@ int arc_load_span(arc *a, uint32_t first, uint32_t last);
  * the file table alone (before any load). Returns 0. */
 int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last);
 
+/* Bytes a's file table, dictionary and grammar occupy in memory (what they hold, not the
+ * allocator's rounding). */
+uint64_t arc_mem(const arc *a);
+
+/* For reading a few files of a large archive while keeping memory to what they need: a new
+ * archive object holding shards [first, last] of `meta` (an archive opened by arc_open_meta and
+ * not loaded; it is only read) and, as its entries, only the regular files that hold their
+ * inode's content in those shards, in meta's order: entry i is meta's entry (*ids)[i]
+ * (malloc'ed, ascending; *nids of them), with its path and runs relative to the span's root,
+ * and no link targets or xattrs. For idx_build and reads of those files (hard links resolve
+ * to the entry holding the content in meta first); no analytics, compaction or writing.
+ * Errors as arc_load_span. */
+int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
+                  uint32_t *nids);
+
 /* 1 when regular entry i of archive b holds, byte for byte, the content of regular entry o of
  * archive a, as the tables show it without decoding anything: the same size and hash, and a
  * run of the same length starting at the same place of its first shard, over as many

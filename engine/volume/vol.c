@@ -711,6 +711,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     pthread_mutex_init(&v->dlock, NULL);
     pthread_cond_init(&v->dcond, NULL);
     pthread_mutex_init(&v->splock, NULL);
+    pthread_cond_init(&v->spcond, NULL);
     /* Absolute paths: a daemon changes to / after this, and compaction renames files here. */
     if (!(v->path = realpath(archive, NULL))) {
         rc = tdc_error(-errno, "%s: %s", archive, strerror(errno));
@@ -843,7 +844,7 @@ int vol_data(vol *v)
 int vol_start(vol *v)
 {
     pthread_mutex_lock(&v->dlock);
-    if (v->dstate == 0) {
+    if (v->dstate == 0 && !v->o.mem) { /* under a budget, only what needs it loads it all */
         __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
         v->loader_running = !pthread_create(&v->loader, NULL, loader, v);
         if (!v->loader_running) /* the first reader loads it */
@@ -878,7 +879,9 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
     vol_spans_drop(v);
+    arc_free(v->smeta);
     pthread_mutex_destroy(&v->splock);
+    pthread_cond_destroy(&v->spcond);
     pthread_mutex_destroy(&v->dlock);
     pthread_cond_destroy(&v->dcond);
     free(v->dmsg);
@@ -1254,8 +1257,8 @@ ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, voi
     return (ssize_t)done;
 }
 
-/* A read while the loader runs: from the shards of the file alone when it is an unedited
- * regular file (vol_span_read), else -EAGAIN (wait for the load). */
+/* A read before the whole archive is loaded: from the shards of the file alone when it is an
+ * unedited regular file (vol_span_read), else -EAGAIN (load the whole archive). */
 static ssize_t read_early(vol *v, uint64_t ino, uint64_t off, void *dst, size_t n)
 {
     rbegin(v);
@@ -1273,7 +1276,8 @@ static ssize_t read_early(vol *v, uint64_t ino, uint64_t off, void *dst, size_t 
 
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
 {
-    if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 1) {
+    int ds = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE);
+    if (ds == 1 || (ds == 0 && v->o.mem && v->o.lazy)) {
         ssize_t k = read_early(v, ino, off, dst, n);
         if (k != -EAGAIN) return k;
     }
@@ -1415,7 +1419,11 @@ void vol_get_info(vol *v, vol_info *in)
     in->archive_bytes = v->a->file_size;
     in->early_reads = __atomic_load_n(&v->early_reads, __ATOMIC_RELAXED);
     pthread_mutex_lock(&v->splock);
-    in->early_spans = v->early_spans;
+    in->span_loads = v->span_loads;
+    in->span_hits = v->span_hits;
+    in->span_evictions = v->span_evictions;
+    in->spans = v->nspans;
+    in->span_bytes = v->span_bytes;
     pthread_mutex_unlock(&v->splock);
     for (uint64_t i = 0; i < v->cap; i++)
         if (v->nodes[i] && S_ISREG(v->nodes[i]->mode) && v->nodes[i]->nlink) {

@@ -43,6 +43,10 @@ typedef struct vol_opts {
     int lazy; /* open only the file table; vol_start loads the rest in the background, and
                  whatever needs content waits for it (and fails with the load's error), except
                  reads of unedited files, which meanwhile load only their file's shards */
+    uint64_t mem; /* with lazy: no background load; reads of unedited files load only their
+                     file's shards, kept within `mem` bytes (least recently used dropped).
+                     What needs the whole archive (analytics, compaction, reads of edited
+                     files) still loads it, and the budget holds no more after. 0: none */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
     /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`
@@ -230,8 +234,10 @@ typedef struct vol_info {
     uint64_t compactions;
     uint64_t archive_bytes;
     uint64_t content_bytes; /* sum of regular file sizes */
-    uint64_t early_reads;   /* reads served before a lazy open's load was done, from the */
-    uint64_t early_spans;   /* ... shard spans of their files loaded for them */
+    /* Reads served from the shards of their file alone (before a lazy open's load was done,
+     * or under vol_opts.mem), the shard spans loaded for them, found kept, and dropped to
+     * make room, and the spans kept now and their bytes. */
+    uint64_t early_reads, span_loads, span_hits, span_evictions, spans, span_bytes;
 } vol_info;
 
 void vol_get_info(vol *v, vol_info *in);

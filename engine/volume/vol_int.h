@@ -66,25 +66,33 @@ struct vol {
     pthread_t loader;
     int loader_running;
     int closing; /* vol_close has begun (atomic): the loader stops building the cache */
-    /* Reads served before the loader is done, from the shards of their file (vol_span.c). */
-    pthread_mutex_t splock;   /* guards the four below */
-    struct vol_span *spans;   /* loaded spans, kept for the reads that follow */
-    arc *smeta;               /* a copy of the file table, to find a file's shards */
-    int spans_done;           /* the loader is done: no more spans */
-    uint64_t early_spans;     /* spans loaded */
-    uint64_t early_reads;     /* reads served from spans (atomic) */
+    /* Reads served from the shards of their file alone (vol_span.c): while the loader runs,
+     * and under a memory budget (o.mem) instead of loading the whole archive. */
+    pthread_mutex_t splock;          /* guards the fields below but early_reads */
+    struct vol_span *spans, *spans_tail; /* kept spans, most recently used first */
+    uint32_t nspans;
+    uint64_t span_bytes; /* what they occupy */
+    arc *smeta;          /* a copy of the file table the spans load from (freed by vol_close) */
+    int spans_done;      /* the whole archive is loaded: no more spans */
+    uint64_t span_loads, span_hits, span_evictions;
+    struct vol_loading {
+        uint32_t first, last;
+        int busy;
+    } loading;              /* the span one reader is loading (one at a time is waited for) */
+    pthread_cond_t spcond;  /* that load ended */
+    uint64_t early_reads; /* reads served from spans (atomic) */
 };
 
 typedef struct vol_span vol_span;
 
-/* While the loader runs: `n` bytes of entry ent's archived content from `off` read from the
- * shards of its file alone (loading them, with their own index, unless a kept span holds
- * them), or -EAGAIN when the read must wait for the loader instead (the spans are dropped or
- * full, or the file table's copy cannot tell). Thread-safe. */
+/* `n` bytes of entry ent's archived content from `off` read from the shards of its file alone
+ * (loading them, with their own index, unless a kept span holds them), or -EAGAIN when the
+ * read must go to the whole archive instead (the spans are dropped, or the file table's copy
+ * cannot tell). Thread-safe. */
 ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n);
 
-/* No more spans: drop the kept ones (each freed by its last reader). The loader calls it when
- * done, vol_close in any case. */
+/* No more spans: drop the kept ones (each freed by its last reader). Called when the whole
+ * archive is loaded, and by vol_close. */
 void vol_spans_drop(vol *v);
 
 /* Wait until the archive's data is loaded: 0, or the load's error (with its message). */

@@ -1,31 +1,39 @@
-/* vol_span: reads that arrive while a lazy open's loader is still decoding the whole archive.
- * Such a read need not wait for every shard: the shards its file spans are loaded on their
- * own (arc_load_span) with an index of their own, and the read is served from them. A few
- * spans are kept for the reads that follow; once the loader is done they are dropped (the
- * last reader of each frees it) and every read goes to the whole archive. */
+/* vol_span: reads served from the shards of their file alone, without the whole archive in
+ * memory: while a lazy open's loader is still decoding everything, and for good under a
+ * memory budget (vol_opts.mem). A span is shards [first, last] loaded on their own with only
+ * the entries whose content they hold (arc_open_span) and an index of their own. Loaded spans
+ * are kept, most recently used first, for the reads that follow: at most VOL_EARLY_SPANS while
+ * a loader runs, within vol_opts.mem bytes under a budget (the least recently used spans no
+ * read holds are dropped for a new one; a span that does not fit serves its read and goes).
+ * Once the whole archive is loaded the spans are dropped, each freed by its last reader. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 
 #include "vol_int.h"
 #include "../base/err.h"
 
-/* Spans kept at once: enough for the first files a reader opens, bounded so that the early
- * reads never hold more than a few shards beside the load. */
-#define VOL_SPANS_MAX 4
+/* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
+#define VOL_EARLY_SPANS 4
 
 struct vol_span {
     uint32_t first, last; /* shards [first, last] */
     arc *a;
     idx *x;
-    int refs; /* readers using it, plus one while listed */
-    struct vol_span *next;
+    uint32_t *ids; /* a's entries as entries of v->a (ascending) */
+    uint32_t nids;
+    uint64_t bytes; /* what it occupies */
+    int refs;       /* readers using it, plus one while listed */
+    struct vol_span *prev, *next;
 };
 
 static void span_free(vol_span *s)
 {
     idx_free(s->x);
     arc_free(s->a);
+    free(s->ids);
     free(s);
+    malloc_trim(0); /* give the freed pages back, or they count against the budget */
 }
 
 static void span_put(vol *v, vol_span *s)
@@ -36,79 +44,157 @@ static void span_put(vol *v, vol_span *s)
     if (last) span_free(s);
 }
 
-/* A new span of shards [first, last] of the archive v opened (checked by its identity). */
-static int span_load(vol *v, uint64_t id, uint32_t first, uint32_t last, vol_span **out)
+/* List order: most recently used first. v->splock held. */
+static void unlink_span(vol *v, vol_span *s)
+{
+    *(s->prev ? &s->prev->next : &v->spans) = s->next;
+    *(s->next ? &s->next->prev : &v->spans_tail) = s->prev;
+    s->prev = s->next = NULL;
+}
+
+static void push_front(vol *v, vol_span *s)
+{
+    s->prev = NULL;
+    s->next = v->spans;
+    *(v->spans ? &v->spans->prev : &v->spans_tail) = s;
+    v->spans = s;
+}
+
+/* Whether `bytes` more fit the kept spans. v->splock held. */
+static int fits(const vol *v, uint64_t bytes)
+{
+    if (!v->o.mem) return v->nspans < VOL_EARLY_SPANS;
+    return v->span_bytes + bytes <= v->o.mem;
+}
+
+/* Drop the least recently used spans no reader holds until `bytes` more fit, onto *gone (to
+ * free without the lock). v->splock held. */
+static void make_room(vol *v, uint64_t bytes, vol_span **gone)
+{
+    vol_span *s = v->spans_tail;
+    while (s && !fits(v, bytes)) {
+        vol_span *prev = s->prev;
+        if (s->refs == 1) {
+            unlink_span(v, s);
+            v->nspans--;
+            v->span_bytes -= s->bytes;
+            v->span_evictions++;
+            s->next = *gone;
+            *gone = s;
+        }
+        s = prev;
+    }
+}
+
+/* Span [first, last] loaded from v->smeta: its arc, index and size. */
+static int span_load(vol *v, uint32_t first, uint32_t last, vol_span **out)
 {
     vol_span *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->first = first;
     s->last = last;
-    int rc = arc_open_meta(v->path, &s->a);
-    if (!rc && s->a->id != id) rc = tdc_error(-ESTALE, "%s: replaced while opening", v->path);
-    if (!rc) rc = arc_load_span(s->a, first, last);
+    int rc = arc_open_span(v->smeta, first, last, &s->a, &s->ids, &s->nids);
     if (!rc) rc = idx_build_base(s->a, &s->x);
     if (rc) {
         span_free(s);
         return rc;
     }
+    s->bytes = sizeof *s + arc_mem(s->a) + idx_mem(s->x) + (uint64_t)s->nids * sizeof *s->ids;
     *out = s;
     return 0;
 }
 
-/* The listed span of shards [first, last], with a reference for the caller, loaded when
- * there is room for it; NULL when there is none or the spans are dropped (wait for the load). */
-static vol_span *span_get(vol *v, uint64_t id, uint32_t first, uint32_t last)
+static vol_span *find_span(vol *v, uint32_t first, uint32_t last)
+{
+    for (vol_span *s = v->spans; s; s = s->next)
+        if (s->first == first && s->last == last) return s;
+    return NULL;
+}
+
+/* Span [first, last] with a reference for the caller: a kept one, or one loaded now (kept
+ * when it fits); NULL when the spans are dropped or it cannot be loaded (-EAGAIN: wait for
+ * the whole archive). */
+static vol_span *span_get(vol *v, uint32_t first, uint32_t last)
 {
     pthread_mutex_lock(&v->splock);
-    int n = 0;
-    for (vol_span *s = v->spans; s && !v->spans_done; s = s->next, n++)
-        if (s->first == first && s->last == last) {
-            s->refs++;
-            pthread_mutex_unlock(&v->splock);
-            return s;
-        }
-    int room = !v->spans_done && n < VOL_SPANS_MAX;
-    pthread_mutex_unlock(&v->splock);
-    vol_span *s = NULL;
-    if (!room || span_load(v, id, first, last, &s)) return NULL;
-    pthread_mutex_lock(&v->splock);
-    n = 0;
-    for (vol_span *t = v->spans; t; t = t->next, n++)
-        if (t->first == first && t->last == last) { /* another reader listed it meanwhile */
-            t->refs++;
-            pthread_mutex_unlock(&v->splock);
-            span_free(s);
-            return t;
-        }
-    if (v->spans_done || n >= VOL_SPANS_MAX) {
+    vol_span *s = v->spans_done ? NULL : find_span(v, first, last);
+    if (s) {
+        s->refs++;
+        v->span_hits++;
+        unlink_span(v, s);
+        push_front(v, s);
+    }
+    if (!s && !v->spans_done && v->loading.first == first && v->loading.last == last &&
+        v->loading.busy) {
+        /* another reader is loading this very span: wait for it rather than decode it twice */
+        while (v->loading.busy && v->loading.first == first && v->loading.last == last)
+            pthread_cond_wait(&v->spcond, &v->splock);
         pthread_mutex_unlock(&v->splock);
-        span_free(s);
+        return span_get(v, first, last);
+    }
+    int done = v->spans_done, mine = !s && !done && !v->loading.busy;
+    if (mine) v->loading = (struct vol_loading){first, last, 1};
+    pthread_mutex_unlock(&v->splock);
+    if (s || done) return s;
+    int rc = span_load(v, first, last, &s);
+    vol_span *gone = NULL, *t;
+    pthread_mutex_lock(&v->splock);
+    if (mine) {
+        v->loading.busy = 0;
+        pthread_cond_broadcast(&v->spcond);
+    }
+    if (rc) {
+        pthread_mutex_unlock(&v->splock);
         return NULL;
     }
-    s->refs = 2;
-    s->next = v->spans;
-    v->spans = s;
-    v->early_spans++;
+    v->span_loads++;
+    if (!v->spans_done && (t = find_span(v, first, last))) { /* another reader loaded it too */
+        t->refs++;
+        pthread_mutex_unlock(&v->splock);
+        span_free(s);
+        return t;
+    }
+    s->refs = 1;
+    if (!v->spans_done) {
+        make_room(v, s->bytes, &gone);
+        if (fits(v, s->bytes)) { /* else it serves this read only */
+            s->refs = 2;
+            push_front(v, s);
+            v->nspans++;
+            v->span_bytes += s->bytes;
+        }
+    }
     pthread_mutex_unlock(&v->splock);
+    while (gone) {
+        t = gone->next;
+        span_put(v, gone);
+        gone = t;
+    }
     return s;
 }
 
-/* The entry holding ent's content and the shards it spans, from the archive's file table (a
- * copy opened for this: the loader rewrites the runs of v->a's entries as it merges). */
-static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint32_t *last,
-                   uint64_t *id)
+/* The entry holding ent's content and the shards it spans, from a copy of the archive's
+ * file table that the spans are loaded from. */
+static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint32_t *last)
 {
     pthread_mutex_lock(&v->splock);
     int rc = v->spans_done ? -EAGAIN : 0;
-    if (!rc && !v->smeta) rc = arc_open_meta(v->path, &v->smeta);
-    if (!rc && (uint64_t)ent >= v->smeta->nents) rc = -EAGAIN; /* not this archive's entry */
+    if (!rc && !v->smeta) {
+        rc = arc_open_meta(v->path, &v->smeta);
+        if (!rc && v->smeta->id != v->a->id) rc = -EAGAIN; /* replaced since the mount */
+        if (rc) {
+            arc_free(v->smeta);
+            v->smeta = NULL;
+        }
+    }
+    if (!rc && (uint64_t)ent >= v->smeta->nents) rc = -EAGAIN;
     if (!rc) {
         const arc_entry *e = &v->smeta->ents[ent];
         int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);
-        if (c < 0) rc = -EAGAIN;
-        else {
+        if (c < 0) {
+            rc = -EAGAIN;
+        } else {
             *content = (uint32_t)c;
-            *id = v->smeta->id;
             rc = arc_entry_shards(v->smeta, (uint32_t)c, first, last);
         }
     }
@@ -116,15 +202,29 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
     return rc;
 }
 
+/* The span's entry of v->a's entry c, or -1. */
+static int64_t local_entry(const vol_span *s, uint32_t c)
+{
+    uint32_t lo = 0, hi = s->nids;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->ids[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nids && s->ids[lo] == c ? (int64_t)lo : -1;
+}
+
 ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n)
 {
     uint32_t c, first, last;
-    uint64_t id;
-    if (span_of(v, ent, &c, &first, &last, &id) || id != v->a->id) return -EAGAIN;
-    vol_span *s = span_get(v, id, first, last);
+    if (span_of(v, ent, &c, &first, &last)) return -EAGAIN;
+    vol_span *s = span_get(v, first, last);
     if (!s) return -EAGAIN;
-    ssize_t k = arc_entry_damaged(s->a, c);
-    if (!k) k = idx_extract(s->x, c, off, dst, n);
+    int64_t l = local_entry(s, c);
+    ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
+    if (!k) k = idx_extract(s->x, (uint32_t)l, off, dst, n);
     if (k >= 0) __atomic_fetch_add(&v->early_reads, 1, __ATOMIC_RELAXED);
     span_put(v, s);
     return k;
@@ -135,9 +235,9 @@ void vol_spans_drop(vol *v)
     pthread_mutex_lock(&v->splock);
     v->spans_done = 1;
     vol_span *s = v->spans;
-    v->spans = NULL;
-    arc_free(v->smeta);
-    v->smeta = NULL;
+    v->spans = v->spans_tail = NULL;
+    v->nspans = 0;
+    v->span_bytes = 0;
     pthread_mutex_unlock(&v->splock);
     while (s) {
         vol_span *next = s->next;

@@ -208,6 +208,40 @@ static void gate_open(gate *g)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* Read every regular file of v at 20 random ranges each, byte-exact against x (a full load
+ * of the same archive); the number of reads. */
+static uint64_t read_all(vol *v, vol_reader *r, const arc *a, const idx *x)
+{
+    uint64_t reads = 0;
+    for (uint32_t e = 0; e < a->nents; e++) {
+        if (a->ents[e].type != ARC_REG) continue;
+        uint64_t ino, size = a->ents[e].size;
+        assert_int_equal(vol_resolve(v, a->ents[e].path, &ino), 0);
+        unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
+        assert_int_equal(idx_extract(x, e, 0, want, size), (ssize_t)size);
+        uint64_t seed = e;
+        for (int i = 0; i < 20 && size; i++) {
+            uint64_t off = tu_rand(&seed) % size, n = 1 + tu_rand(&seed) % size;
+            ssize_t k = vol_read(v, r, ino, off, got, n);
+            assert_int_equal(k, n < size - off ? n : size - off);
+            assert_memory_equal(got, want + off, (size_t)k);
+            reads++;
+        }
+        free(want);
+        free(got);
+    }
+    return reads;
+}
+
+/* Wait for v's whole archive (vol_lock_arc loads it). */
+static void load_whole(vol *v)
+{
+    const arc *la;
+    const idx *lx;
+    assert_int_equal(vol_lock_arc(v, &la, &lx), 0);
+    vol_unlock_arc(v);
+}
+
 /* Reads of a lazy mount while its loader has not started: every file reads byte-exact from
  * the shards it spans alone, without waiting for the load; after the load, reads go on. */
 static void test_reads_before_the_load(void **state)
@@ -224,41 +258,97 @@ static void test_reads_before_the_load(void **state)
     vol_reader_init(&r);
     assert_int_equal(vol_open(sharded, &o, &v, NULL), 0);
     assert_int_equal(vol_start(v), 0);
-    uint64_t reads = 0;
-    for (int round = 0; round < 2; round++) {
-        for (uint32_t e = 0; e < a->nents; e++) {
-            if (a->ents[e].type != ARC_REG) continue;
-            uint64_t ino, size = a->ents[e].size;
-            assert_int_equal(vol_resolve(v, a->ents[e].path, &ino), 0);
-            unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
-            assert_int_equal(idx_extract(x, e, 0, want, size), (ssize_t)size);
-            uint64_t seed = e;
-            for (int i = 0; i < 20 && size; i++) {
-                uint64_t off = tu_rand(&seed) % size, n = 1 + tu_rand(&seed) % size;
-                ssize_t k = vol_read(v, &r, ino, off, got, n);
-                assert_int_equal(k, n < size - off ? n : size - off);
-                assert_memory_equal(got, want + off, (size_t)k);
-                reads += round == 0;
+    uint64_t reads = read_all(v, &r, a, x);
+    vol_info in;
+    vol_get_info(v, &in);
+    /* the loader still waits: every read came from spans */
+    assert_int_equal(in.early_reads, reads);
+    assert_true(in.span_loads >= 1 && in.span_loads <= 3);
+    gate_open(&g);
+    load_whole(v);
+    read_all(v, &r, a, x); /* loaded: reads go to the whole archive */
+    vol_get_info(v, &in);
+    assert_int_equal(in.early_reads, reads);
+    assert_int_equal(in.spans, 0);
+    vol_reader_free(&r);
+    vol_close(v);
+    idx_free(x);
+    arc_free(a);
+}
+
+typedef struct reader_job {
+    vol *v;
+    const arc *a;
+    const idx *x;
+    uint64_t reads;
+} reader_job;
+
+static void *reader_main(void *p)
+{
+    reader_job *j = p;
+    vol_reader r;
+    vol_reader_init(&r);
+    j->reads = read_all(j->v, &r, j->a, j->x);
+    vol_reader_free(&r);
+    return NULL;
+}
+
+/* Under a memory budget no loader starts: reads come from spans kept within the budget (the
+ * least recently used dropped), byte-exact; a budget too small for any span serves each read
+ * from a span of its own. What needs the whole archive still loads it. */
+static void test_reads_under_a_budget(void **state)
+{
+    (void)state;
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(sharded, &a), 0);
+    assert_int_equal(idx_build(a, &x), 0);
+    uint64_t one = 0; /* the three spans' bytes, from an unbounded run */
+    for (int pass = 0; pass < 3; pass++) {
+        vol_opts o = {.lazy = 1, .mem = pass == 0 ? (uint64_t)1 << 40 : pass == 1 ? one - 1 : 1};
+        vol *v;
+        vol_reader r;
+        vol_reader_init(&r);
+        assert_int_equal(vol_open(sharded, &o, &v, NULL), 0);
+        assert_int_equal(vol_start(v), 0);
+        uint64_t reads = read_all(v, &r, a, x);
+        reads += read_all(v, &r, a, x);
+        if (pass == 1) { /* four readers at once, spans dropped under them */
+            reader_job j[4];
+            pthread_t th[4];
+            for (int i = 0; i < 4; i++) {
+                j[i] = (reader_job){v, a, x, 0};
+                assert_int_equal(pthread_create(&th[i], NULL, reader_main, &j[i]), 0);
             }
-            free(want);
-            free(got);
+            for (int i = 0; i < 4; i++) {
+                pthread_join(th[i], NULL);
+                reads += j[i].reads;
+            }
         }
         vol_info in;
         vol_get_info(v, &in);
-        if (round == 0) { /* the loader still waits: every read came from spans */
-            assert_int_equal(in.early_reads, reads);
-            assert_true(in.early_spans >= 1 && in.early_spans <= 3);
-            gate_open(&g);
-            const arc *la;
-            const idx *lx;
-            assert_int_equal(vol_lock_arc(v, &la, &lx), 0); /* waits for the load */
-            vol_unlock_arc(v);
-        } else { /* loaded: reads go to the whole archive */
-            assert_int_equal(in.early_reads, reads);
+        assert_int_equal(in.early_reads, reads);
+        assert_true(in.span_bytes <= o.mem);
+        if (pass == 0) { /* everything kept: three spans, each loaded once */
+            assert_int_equal(in.span_loads, 3);
+            assert_int_equal(in.spans, 3);
+            assert_int_equal(in.span_evictions, 0);
+            one = in.span_bytes; /* the next pass has room for all but one byte of them */
+        } else if (pass == 1) { /* not room for all: spans dropped and loaded again */
+            assert_true(in.span_evictions >= 1);
+            assert_true(in.span_loads > 3);
+        } else { /* no room: nothing kept, a load per read */
+            assert_int_equal(in.spans, 0);
+            assert_int_equal(in.span_loads, reads);
         }
+        load_whole(v);
+        read_all(v, &r, a, x);
+        vol_get_info(v, &in);
+        assert_int_equal(in.early_reads, reads);
+        assert_int_equal(in.spans, 0);
+        vol_reader_free(&r);
+        vol_close(v);
     }
-    vol_reader_free(&r);
-    vol_close(v);
     idx_free(x);
     arc_free(a);
 }
@@ -743,6 +833,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_across_cuts),
         cmocka_unit_test(test_reads_before_the_load),
+        cmocka_unit_test(test_reads_under_a_budget),
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
