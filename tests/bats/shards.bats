@@ -144,6 +144,7 @@ shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
 cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' '\n\n' | awk -v k="$2" '$2 == k {print $1}'; }
 
 @test "shards: under -o mem= every file reads exactly from its own shards, within the budget" {
+    ln "$T/b/cb09" "$T/a/0-link" # read through the name without the content
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
     n=$(shards_of "$S/a.tdc")
     M=$S/m
