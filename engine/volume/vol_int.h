@@ -78,8 +78,9 @@ struct vol {
     struct vol_loading {
         uint32_t first, last;
         int busy;
-    } loading;              /* the span one reader is loading (one at a time is waited for) */
-    pthread_cond_t spcond;  /* that load ended */
+    } loading;              /* a span being decoded, which readers of it wait for */
+    uint32_t span_decoding; /* spans being decoded now */
+    pthread_cond_t spcond;  /* a decoding ended */
     uint64_t early_reads; /* reads served from spans (atomic) */
 };
 

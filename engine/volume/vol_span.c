@@ -4,7 +4,8 @@
  * the entries whose content they hold (arc_open_span) and an index of their own. Loaded spans
  * are kept, most recently used first, for the reads that follow: at most VOL_EARLY_SPANS while
  * a loader runs, within vol_opts.mem bytes under a budget (the least recently used spans no
- * read holds are dropped for a new one; a span that does not fit serves its read and goes).
+ * read holds are dropped for a new one; a span that does not fit serves its read and goes,
+ * unless it is larger than the whole budget: then it is kept alone).
  * Once the whole archive is loaded the spans are dropped, each freed by its last reader. */
 #include <errno.h>
 #include <malloc.h>
@@ -15,6 +16,11 @@
 
 /* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
 #define VOL_EARLY_SPANS 4
+
+/* Spans decoded at once: each holds its sections and decoding buffers meanwhile, which the
+ * budget does not count, so their number is bounded; two keep a reader busy while the next
+ * span decodes. */
+#define VOL_SPAN_LOADS 2
 
 struct vol_span {
     uint32_t first, last; /* shards [first, last] */
@@ -113,36 +119,39 @@ static vol_span *find_span(vol *v, uint32_t first, uint32_t last)
 
 /* Span [first, last] with a reference for the caller: a kept one, or one loaded now (kept
  * when it fits); NULL when the spans are dropped or it cannot be loaded (-EAGAIN: wait for
- * the whole archive). */
+ * the whole archive). At most VOL_SPAN_LOADS spans are decoded at once, and a span another
+ * reader is decoding is waited for rather than decoded twice. */
 static vol_span *span_get(vol *v, uint32_t first, uint32_t last)
 {
+    vol_span *s;
     pthread_mutex_lock(&v->splock);
-    vol_span *s = v->spans_done ? NULL : find_span(v, first, last);
-    if (s) {
-        s->refs++;
-        v->span_hits++;
-        unlink_span(v, s);
-        push_front(v, s);
+    for (;;) {
+        if (v->spans_done) {
+            pthread_mutex_unlock(&v->splock);
+            return NULL;
+        }
+        if ((s = find_span(v, first, last))) {
+            s->refs++;
+            v->span_hits++;
+            unlink_span(v, s);
+            push_front(v, s);
+            pthread_mutex_unlock(&v->splock);
+            return s;
+        }
+        int same = v->loading.busy && v->loading.first == first && v->loading.last == last;
+        if (!same && v->span_decoding < VOL_SPAN_LOADS) break;
+        pthread_cond_wait(&v->spcond, &v->splock);
     }
-    if (!s && !v->spans_done && v->loading.first == first && v->loading.last == last &&
-        v->loading.busy) {
-        /* another reader is loading this very span: wait for it rather than decode it twice */
-        while (v->loading.busy && v->loading.first == first && v->loading.last == last)
-            pthread_cond_wait(&v->spcond, &v->splock);
-        pthread_mutex_unlock(&v->splock);
-        return span_get(v, first, last);
-    }
-    int done = v->spans_done, mine = !s && !done && !v->loading.busy;
+    int mine = !v->loading.busy;
     if (mine) v->loading = (struct vol_loading){first, last, 1};
+    v->span_decoding++;
     pthread_mutex_unlock(&v->splock);
-    if (s || done) return s;
     int rc = span_load(v, first, last, &s);
     vol_span *gone = NULL, *t;
     pthread_mutex_lock(&v->splock);
-    if (mine) {
-        v->loading.busy = 0;
-        pthread_cond_broadcast(&v->spcond);
-    }
+    v->span_decoding--;
+    if (mine) v->loading.busy = 0;
+    pthread_cond_broadcast(&v->spcond);
     if (rc) {
         pthread_mutex_unlock(&v->splock);
         return NULL;
@@ -157,7 +166,9 @@ static vol_span *span_get(vol *v, uint32_t first, uint32_t last)
     s->refs = 1;
     if (!v->spans_done) {
         make_room(v, s->bytes, &gone);
-        if (fits(v, s->bytes)) { /* else it serves this read only */
+        /* A span larger than the whole budget is still kept while it is the only one, or
+         * every read of its files would decode it again. */
+        if (fits(v, s->bytes) || (v->o.mem && !v->nspans)) { /* else it serves this read only */
             s->refs = 2;
             push_front(v, s);
             v->nspans++;

@@ -149,14 +149,14 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     n=$(shards_of "$S/a.tdc")
     M=$S/m
     mkdir "$M"
-    mnt "$S/a.tdc" "$M" -o ro,mem=64K
+    mnt "$S/a.tdc" "$M" -o ro,mem=1M
     wait_mounted "$M"
     diff -r "$T" "$M"
     # Every read came from spans, none kept past the budget; the budget holds a few of the
     # many shards, so spans were dropped for others.
     [ "$n" -gt 10 ]
     [ "$(cache_field "$M" reads)" -gt 0 ]
-    [ "$(cache_field "$M" bytes)" -le 65536 ]
+    [ "$(cache_field "$M" bytes)" -le 1048576 ]
     [ "$(cache_field "$M" loads)" -gt 10 ]
     [ "$(cache_field "$M" evictions)" -gt 0 ]
     reads=$(cache_field "$M" reads)

@@ -294,8 +294,8 @@ static void *reader_main(void *p)
 }
 
 /* Under a memory budget no loader starts: reads come from spans kept within the budget (the
- * least recently used dropped), byte-exact; a budget too small for any span serves each read
- * from a span of its own. What needs the whole archive still loads it. */
+ * least recently used dropped), byte-exact; under a budget too small for any span, the span
+ * in use is kept alone. What needs the whole archive still loads it. */
 static void test_reads_under_a_budget(void **state)
 {
     (void)state;
@@ -328,7 +328,7 @@ static void test_reads_under_a_budget(void **state)
         vol_info in;
         vol_get_info(v, &in);
         assert_int_equal(in.early_reads, reads);
-        assert_true(in.span_bytes <= o.mem);
+        assert_true(in.span_bytes <= o.mem || in.spans == 1); /* one span larger than it */
         if (pass == 0) { /* everything kept: three spans, each loaded once */
             assert_int_equal(in.span_loads, 3);
             assert_int_equal(in.spans, 3);
@@ -337,9 +337,9 @@ static void test_reads_under_a_budget(void **state)
         } else if (pass == 1) { /* not room for all: spans dropped and loaded again */
             assert_true(in.span_evictions >= 1);
             assert_true(in.span_loads > 3);
-        } else { /* no room: nothing kept, a load per read */
-            assert_int_equal(in.spans, 0);
-            assert_int_equal(in.span_loads, reads);
+        } else { /* room for none: the span in use kept alone, loaded again on each switch */
+            assert_int_equal(in.spans, 1);
+            assert_true(in.span_loads > 3 && in.span_loads < reads);
         }
         load_whole(v);
         read_all(v, &r, a, x);
