@@ -1224,6 +1224,8 @@ static ssize_t read_cpu(void *arg, uint32_t ent, uint64_t off, void *dst, size_t
  * archive's generation + 1 names it there, as for analytics (vol_lock_arc). */
 static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
 {
+    if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) != 2) /* not loaded (vol_read) */
+        return vol_span_read(v, ent, off, dst, n);
     int dmg = arc_entry_damaged(v->a, (uint32_t)ent); /* the GPU would read the stand-in */
     if (dmg) return dmg;
     base_reader b = {v, r};
@@ -1257,37 +1259,43 @@ ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, voi
     return (ssize_t)done;
 }
 
-/* A read before the whole archive is loaded: from the shards of the file alone when it is an
- * unedited regular file (vol_span_read), else -EAGAIN (load the whole archive). */
-static ssize_t read_early(vol *v, uint64_t ino, uint64_t off, void *dst, size_t n)
+/* Whether reads go to the shards of their files rather than to the whole archive: while the
+ * loader runs, and always under a budget until something loads it all. */
+static int reads_from_spans(vol *v)
+{
+    int ds = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE);
+    return ds == 1 || (ds == 0 && v->o.mem && v->o.lazy);
+}
+
+/* Decode the shards of ino's archived content, if it has any, before the model lock is taken,
+ * so that changes need not wait for the decoding. */
+static void warm_span(vol *v, uint64_t ino)
 {
     rbegin(v);
     vnode *f = vol_node(v, ino);
-    int plain = f && S_ISREG(f->mode) && !f->pt && f->ent >= 0;
-    int64_t ent = plain ? f->ent : -1;
-    uint64_t size = plain ? f->size : 0;
+    int64_t ent = f && S_ISREG(f->mode) && f->size ? f->ent : -1;
     rend(v);
-    if (!plain) return -EAGAIN;
-    if (off >= size) return 0;
-    if (n > size - off) n = (size_t)(size - off);
-    if (n > SSIZE_MAX) n = SSIZE_MAX;
-    return vol_span_read(v, ent, off, dst, n);
+    if (ent >= 0) vol_span_warm(v, ent);
 }
 
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
 {
-    int ds = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE);
-    if (ds == 1 || (ds == 0 && v->o.mem && v->o.lazy)) {
-        ssize_t k = read_early(v, ino, off, dst, n);
-        if (k != -EAGAIN) return k;
+    for (;;) {
+        int spans = reads_from_spans(v);
+        if (spans) {
+            warm_span(v, ino);
+        } else { /* before the model lock: changes go on while the data loads */
+            int rc = vol_data(v);
+            if (rc) return rc;
+        }
+        rbegin(v);
+        vnode *f = vol_node(v, ino);
+        ssize_t k = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
+        rend(v);
+        if (k != -EAGAIN || !spans) return k;
+        int rc = vol_data(v); /* the spans could not serve it: the whole archive will */
+        if (rc) return rc;
     }
-    int rc = vol_data(v); /* before the model lock: changes go on while the data loads */
-    if (rc) return rc;
-    rbegin(v);
-    vnode *f = vol_node(v, ino);
-    ssize_t k = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
-    rend(v);
-    return k;
 }
 
 /* Free `ino` if it has neither names nor open handles (left so by a vol_ref). */

@@ -42,11 +42,11 @@ typedef struct vol_opts {
     void *load_ctx;
     int lazy; /* open only the file table; vol_start loads the rest in the background, and
                  whatever needs content waits for it (and fails with the load's error), except
-                 reads of unedited files, which meanwhile load only their file's shards */
-    uint64_t mem; /* with lazy: no background load; reads of unedited files load only their
-                     file's shards, kept within `mem` bytes (least recently used dropped).
-                     What needs the whole archive (analytics, compaction, reads of edited
-                     files) still loads it, and the budget holds no more after. 0: none */
+                 reads, which meanwhile load only their file's shards */
+    uint64_t mem; /* with lazy: no background load; reads load only their file's shards,
+                     kept within `mem` bytes (least recently used dropped). What needs the
+                     whole archive (analytics, compaction) still loads it, and the budget
+                     holds no more after. 0: none */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
     /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`

@@ -8,6 +8,11 @@
 #include "piece.h"
 #include "vol.h"
 
+/* Spans decoded at once (vol_span.c): each holds its sections and decoding buffers meanwhile,
+ * which the budget does not count, so their number is bounded; two keep a reader busy while
+ * the next span decodes. */
+#define VOL_SPAN_LOADS 2
+
 typedef struct vdent {
     char *name;
     uint64_t ino;
@@ -78,9 +83,8 @@ struct vol {
     struct vol_loading {
         uint32_t first, last;
         int busy;
-    } loading;              /* a span being decoded, which readers of it wait for */
-    uint32_t span_decoding; /* spans being decoded now */
-    pthread_cond_t spcond;  /* a decoding ended */
+    } loading[VOL_SPAN_LOADS]; /* spans being decoded, which their readers wait for */
+    pthread_cond_t spcond; /* a decoding ended */
     uint64_t early_reads; /* reads served from spans (atomic) */
 };
 
@@ -91,6 +95,10 @@ typedef struct vol_span vol_span;
  * read must go to the whole archive instead (the spans are dropped, or the file table's copy
  * cannot tell). Thread-safe. */
 ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n);
+
+/* Load (or find kept) the span holding entry ent's content, so that a read of it that follows
+ * finds it decoded; nothing when it cannot. */
+void vol_span_warm(vol *v, int64_t ent);
 
 /* No more spans: drop the kept ones (each freed by its last reader). Called when the whole
  * archive is loaded, and by vol_close. */
@@ -103,7 +111,8 @@ int vol_data(vol *v);
 vnode *vol_node(const vol *v, uint64_t ino);
 
 /* vol_read for a node already found; caller holds v->lock (shared is enough) and has had 0
- * from vol_data. */
+ * from vol_data, or reads before the whole archive is loaded: then archived bytes come from
+ * spans (vol_span_read), and -EAGAIN says to load the whole archive and read again. */
 ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n);
 
 /* The lock discipline of vol.c, for vol_compact.c. */

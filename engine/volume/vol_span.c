@@ -17,10 +17,6 @@
 /* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
 #define VOL_EARLY_SPANS 4
 
-/* Spans decoded at once: each holds its sections and decoding buffers meanwhile, which the
- * budget does not count, so their number is bounded; two keep a reader busy while the next
- * span decodes. */
-#define VOL_SPAN_LOADS 2
 
 struct vol_span {
     uint32_t first, last; /* shards [first, last] */
@@ -117,14 +113,42 @@ static vol_span *find_span(vol *v, uint32_t first, uint32_t last)
     return NULL;
 }
 
-/* Span [first, last] with a reference for the caller: a kept one, or one loaded now (kept
- * when it fits); NULL when the spans are dropped or it cannot be loaded (-EAGAIN: wait for
- * the whole archive). At most VOL_SPAN_LOADS spans are decoded at once, and a span another
- * reader is decoding is waited for rather than decoded twice. */
-static vol_span *span_get(vol *v, uint32_t first, uint32_t last)
+/* The entry holding ent's content and the shards it spans, from a copy of the archive's
+ * file table that the spans are loaded from (opened on first use). v->splock held. */
+static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint32_t *last)
+{
+    if (!v->smeta) {
+        int rc = arc_open_meta(v->path, &v->smeta);
+        if (!rc && v->smeta->id != v->a->id) rc = -EAGAIN; /* replaced since the mount */
+        if (rc) {
+            arc_free(v->smeta);
+            v->smeta = NULL;
+            return rc;
+        }
+    }
+    if ((uint64_t)ent >= v->smeta->nents) return -EAGAIN;
+    const arc_entry *e = &v->smeta->ents[ent];
+    int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);
+    if (c < 0) return -EAGAIN;
+    *content = (uint32_t)c;
+    return arc_entry_shards(v->smeta, (uint32_t)c, first, last);
+}
+
+/* The span holding entry ent's content, with a reference for the caller (*content: that
+ * content's entry in v->a): a kept one, or one loaded now (kept when it fits); NULL when the
+ * spans are dropped or cannot serve ent (read the whole archive instead). At most
+ * VOL_SPAN_LOADS spans are decoded at once, and a span another reader is decoding is waited
+ * for rather than decoded twice. */
+static vol_span *span_get(vol *v, int64_t ent, uint32_t *content)
 {
     vol_span *s;
+    uint32_t first, last;
+    int slot = -1;
     pthread_mutex_lock(&v->splock);
+    if (v->spans_done || span_of(v, ent, content, &first, &last)) {
+        pthread_mutex_unlock(&v->splock);
+        return NULL;
+    }
     for (;;) {
         if (v->spans_done) {
             pthread_mutex_unlock(&v->splock);
@@ -138,31 +162,30 @@ static vol_span *span_get(vol *v, uint32_t first, uint32_t last)
             pthread_mutex_unlock(&v->splock);
             return s;
         }
-        int same = v->loading.busy && v->loading.first == first && v->loading.last == last;
-        if (!same && v->span_decoding < VOL_SPAN_LOADS) break;
+        int same = 0;
+        for (int i = 0; i < VOL_SPAN_LOADS; i++) {
+            const struct vol_loading *l = &v->loading[i];
+            if (!l->busy)
+                slot = i;
+            else if (l->first == first && l->last == last)
+                same = 1;
+        }
+        if (!same && slot >= 0) break;
+        slot = -1;
         pthread_cond_wait(&v->spcond, &v->splock);
     }
-    int mine = !v->loading.busy;
-    if (mine) v->loading = (struct vol_loading){first, last, 1};
-    v->span_decoding++;
+    v->loading[slot] = (struct vol_loading){first, last, 1};
     pthread_mutex_unlock(&v->splock);
     int rc = span_load(v, first, last, &s);
     vol_span *gone = NULL, *t;
     pthread_mutex_lock(&v->splock);
-    v->span_decoding--;
-    if (mine) v->loading.busy = 0;
+    v->loading[slot].busy = 0;
     pthread_cond_broadcast(&v->spcond);
     if (rc) {
         pthread_mutex_unlock(&v->splock);
         return NULL;
     }
-    v->span_loads++;
-    if (!v->spans_done && (t = find_span(v, first, last))) { /* another reader loaded it too */
-        t->refs++;
-        pthread_mutex_unlock(&v->splock);
-        span_free(s);
-        return t;
-    }
+    v->span_loads++; /* no other reader loads it meanwhile, so none is listed */
     s->refs = 1;
     if (!v->spans_done) {
         make_room(v, s->bytes, &gone);
@@ -184,35 +207,6 @@ static vol_span *span_get(vol *v, uint32_t first, uint32_t last)
     return s;
 }
 
-/* The entry holding ent's content and the shards it spans, from a copy of the archive's
- * file table that the spans are loaded from. */
-static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint32_t *last)
-{
-    pthread_mutex_lock(&v->splock);
-    int rc = v->spans_done ? -EAGAIN : 0;
-    if (!rc && !v->smeta) {
-        rc = arc_open_meta(v->path, &v->smeta);
-        if (!rc && v->smeta->id != v->a->id) rc = -EAGAIN; /* replaced since the mount */
-        if (rc) {
-            arc_free(v->smeta);
-            v->smeta = NULL;
-        }
-    }
-    if (!rc && (uint64_t)ent >= v->smeta->nents) rc = -EAGAIN;
-    if (!rc) {
-        const arc_entry *e = &v->smeta->ents[ent];
-        int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);
-        if (c < 0) {
-            rc = -EAGAIN;
-        } else {
-            *content = (uint32_t)c;
-            rc = arc_entry_shards(v->smeta, (uint32_t)c, first, last);
-        }
-    }
-    pthread_mutex_unlock(&v->splock);
-    return rc;
-}
-
 /* The span's entry of v->a's entry c, or -1. */
 static int64_t local_entry(const vol_span *s, uint32_t c)
 {
@@ -227,11 +221,17 @@ static int64_t local_entry(const vol_span *s, uint32_t c)
     return lo < s->nids && s->ids[lo] == c ? (int64_t)lo : -1;
 }
 
+void vol_span_warm(vol *v, int64_t ent)
+{
+    uint32_t c;
+    vol_span *s = span_get(v, ent, &c);
+    if (s) span_put(v, s);
+}
+
 ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n)
 {
-    uint32_t c, first, last;
-    if (span_of(v, ent, &c, &first, &last)) return -EAGAIN;
-    vol_span *s = span_get(v, first, last);
+    uint32_t c;
+    vol_span *s = span_get(v, ent, &c);
     if (!s) return -EAGAIN;
     int64_t l = local_entry(s, c);
     ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);

@@ -353,6 +353,51 @@ static void test_reads_under_a_budget(void **state)
     arc_free(a);
 }
 
+static void append_zz(vol *v);
+
+/* Under a budget, a file with edits not yet compacted reads its archived bytes from spans
+ * too: the whole archive stays unloaded. */
+static void test_edited_reads_under_a_budget(void **state)
+{
+    (void)state;
+    char *p = tu_tmppath("budget.tdc"), cmd[8300];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
+    assert_int_equal(system(cmd), 0);
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(p, &a), 0);
+    assert_int_equal(idx_build(a, &x), 0);
+    int64_t e = arc_lookup(a, "zz.txt");
+    assert_true(e > 0);
+    uint64_t size = a->ents[e].size, ino;
+    unsigned char want[4096], got[4096];
+    assert_true(size + 11 <= sizeof want);
+    assert_int_equal(idx_extract(x, (uint32_t)e, 0, want, size), (ssize_t)size);
+    memcpy(want + size, "more words\n", 11);
+    vol_opts o = {.writable = 1, .lazy = 1, .mem = (uint64_t)1 << 30};
+    vol *v;
+    vol_reader r;
+    vol_reader_init(&r);
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    assert_int_equal(vol_start(v), 0);
+    append_zz(v);
+    assert_int_equal(vol_resolve(v, "zz.txt", &ino), 0);
+    assert_int_equal(vol_read(v, &r, ino, 0, got, sizeof got), (ssize_t)(size + 11));
+    assert_memory_equal(got, want, size + 11);
+    vol_info in;
+    vol_get_info(v, &in);
+    assert_true(in.early_reads >= 1);
+    assert_int_equal(in.spans, 1); /* still kept: nothing loaded the whole archive */
+    vol_reader_free(&r);
+    vol_close(v);
+    idx_free(x);
+    arc_free(a);
+    unlink(p);
+    snprintf(cmd, sizeof cmd, "%s.journal", p);
+    unlink(cmd);
+    free(p);
+}
+
 /* Sequences and counts over the cuts are those of the same tree in one grammar. */
 static void test_analytics_as_one_grammar(void **state)
 {
@@ -375,8 +420,6 @@ static void test_analytics_as_one_grammar(void **state)
     arc_free(s);
     arc_free(w);
 }
-
-static void append_zz(vol *v);
 
 /* A copy of the sharded archive with one byte of shard k's section i (0 dictionary, 1 rules,
  * 2 root) flipped in its middle; its path (free it). */
@@ -834,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_reads_across_cuts),
         cmocka_unit_test(test_reads_before_the_load),
         cmocka_unit_test(test_reads_under_a_budget),
+        cmocka_unit_test(test_edited_reads_under_a_budget),
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
