@@ -1447,15 +1447,23 @@ int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned
 
 /* Entries whose runs lie outside the loaded shards [first, last] (arc_load_span): marked
  * unreadable; the others' runs made relative to the first loaded shard's root. */
-static void keep_span(arc *a, uint32_t first, uint32_t last)
+/* Whether regular file e's run lies inside shards [first, last] (an empty run: its shard
+ * does). */
+static int run_in_span(const arc *a, const arc_entry *e, uint32_t first, uint32_t last)
 {
     uint64_t base = a->shards[first].root_off;
     uint64_t end = a->shards[last].root_off + a->shards[last].root_syms;
+    return e->shard >= first && e->root_start >= base && e->root_start + e->root_len <= end &&
+           (e->root_len || e->shard <= last);
+}
+
+static void keep_span(arc *a, uint32_t first, uint32_t last)
+{
+    uint64_t base = a->shards[first].root_off;
     for (uint32_t i = 0; i < a->nents; i++) {
         arc_entry *e = &a->ents[i];
         if (e->type != ARC_REG) continue;
-        if (e->shard >= first && e->root_start >= base && e->root_start + e->root_len <= end &&
-            (e->root_len || e->shard <= last)) {
+        if (run_in_span(a, e, first, last)) {
             e->root_start -= base;
         } else {
             e->root_start = e->root_len = 0;
@@ -1531,14 +1539,11 @@ int arc_load_span(arc *a, uint32_t first, uint32_t last)
  * inode's content, with a run inside the span. */
 static int span_entries(const arc *meta, uint32_t first, uint32_t last, vec32 *ids)
 {
-    uint64_t base = meta->shards[first].root_off;
-    uint64_t end = meta->shards[last].root_off + meta->shards[last].root_syms;
     for (uint32_t i = 0; i < meta->nents; i++) {
         const arc_entry *e = &meta->ents[i];
-        if (e->type != ARC_REG || !e->root_len || e->shard < first || e->root_start < base ||
-            e->root_start + e->root_len > end || arc_ino_entry(meta, e->ino) != (int64_t)i)
-            continue;
-        if (vec32_push(ids, i)) return tdc_error(-ENOMEM, "out of memory");
+        if (e->type == ARC_REG && e->root_len && run_in_span(meta, e, first, last) &&
+            arc_ino_entry(meta, e->ino) == (int64_t)i && vec32_push(ids, i))
+            return tdc_error(-ENOMEM, "out of memory");
     }
     return 0;
 }
