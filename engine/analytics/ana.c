@@ -198,17 +198,17 @@ static int count_scope(ana_prep *p, uint32_t first, uint32_t end, const unsigned
             rc = -ENOMEM;
     }
     if (rc) goto out;
-    ana_mark(p, "scope files");
+    ana_mark(&p->clock, "scope files");
     if (!pl.bottomup) {
         rc = ana_weights(p, files.p, files.n, w, c->tok, 1, pl.threads);
     } else if (!(rc = ana_weights(p, files.p, files.n, w, c->tok, 0, pl.threads)) &&
                !(rc = ana_mark_reach(p, files.p, files.n, &need)) &&
                !(rc = ana_wtab_build(&wt, p, need, pl.threads))) {
-        ana_mark(p, "bottom-up tables");
+        ana_mark(&p->clock, "bottom-up tables");
         reduce_job j = {p, w, &wt, tok};
         rc = ana_par(pl.threads, reduce_task, &j);
     }
-    ana_mark(p, "traversal");
+    ana_mark(&p->clock, "traversal");
     if (!rc && tok[1])
         for (uint32_t t = 0; t < g->ntokens; t++)
             c->tok[t] += tok[1][t];
@@ -303,17 +303,17 @@ nomem:
     return tdc_error(-ENOMEM, "analytics: out of memory");
 }
 
-/* Print counts as word count (count_first) or sort records; p's clock times the phases. */
-static int print(ana_prep *p, const arc *a, const counts *c, const uint32_t *order,
+/* Print counts as word count (count_first) or sort records; k times the phases. */
+static int print(ana_clock *k, const arc *a, const counts *c, const uint32_t *order,
                  uint32_t norder, buf *out, int count_first, int threads)
 {
     ana_crec *r = NULL;
     size_t n = 0;
     int rc = records(a, c, order, norder, threads, &r, &n);
     if (!rc && count_first) rc = ana_by_count(r, n);
-    ana_mark(p, "sort");
+    ana_mark(k, "sort");
     if (!rc) rc = ana_print_counts(r, n, count_first, out, threads);
-    ana_mark(p, "print");
+    ana_mark(k, "print");
     free(r);
     return rc;
 }
@@ -333,9 +333,9 @@ static int emit(ana_ctx *ctx, const arc *a, uint32_t first, uint32_t end,
     if (syms >= a->g.root.n / 8) flags |= ANA_PREP_ORDER;
     int rc = ana_prep_init(&p, ctx, a, flags);
     if (rc) return rc;
-    ana_mark(&p, "levels");
+    ana_mark(&p.clock, "levels");
     rc = count_scope(&p, first, end, vis, count_first ? ANA_WORDCOUNT : ANA_SORT, &c);
-    if (!rc) rc = print(&p, a, &c, p.order, p.norder, out, count_first, ana_threads(ctx));
+    if (!rc) rc = print(&p.clock, a, &c, p.order, p.norder, out, count_first, ana_threads(ctx));
     counts_free(&c);
     ana_prep_free(&p);
     return rc;
@@ -350,9 +350,9 @@ int ana_wordcount(ana_ctx *ctx, const arc *a, uint32_t first, uint32_t end,
 int ana_wordcount_counts(ana_ctx *ctx, const arc *a, const uint64_t *tok, buf *out)
 {
     counts c = {.tok = (uint64_t *)tok}; /* only read: print never writes counts */
-    ana_prep clock = {.ctx = ctx};
-    ana_mark(&clock, NULL);
-    return print(&clock, a, &c, NULL, 0, out, 1, ana_threads(ctx));
+    ana_clock k = {.verbose = ana_ctx_opts(ctx)->verbose};
+    ana_mark(&k, NULL);
+    return print(&k, a, &c, NULL, 0, out, 1, ana_threads(ctx));
 }
 
 int ana_sort(ana_ctx *ctx, const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,

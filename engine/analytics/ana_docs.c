@@ -602,9 +602,9 @@ static int docs_init(docs *d, ana_ctx *c, const arc *a, int kind, uint32_t first
     d->g = &a->g;
     int rc = ana_prep_init(&d->p, c, a, ANA_PREP_LEVELS | (seq ? ANA_PREP_HT : 0));
     if (rc) return rc;
-    ana_mark(&d->p, "levels, head/tail");
+    ana_mark(&d->p.clock, "levels, head/tail");
     ana_plan_make(&d->p, kind, first, end, vis, &d->pl);
-    ana_mark(&d->p, "selector");
+    ana_mark(&d->p.clock, "selector");
     unsigned char *need = NULL;
     if (!(d->longw = dict_new()) || ana_scope_files(a, first, end, vis, &d->files)) goto nomem;
     for (size_t i = 0; i < d->files.n; i++) {
@@ -617,7 +617,7 @@ static int docs_init(docs *d, ana_ctx *c, const arc *a, int kind, uint32_t first
             goto fail;
         }
     }
-    ana_mark(&d->p, "scope files, long words");
+    ana_mark(&d->p.clock, "scope files, long words");
     if (d->pl.bottomup) {
         if ((rc = ana_mark_reach(&d->p, d->plain.p, d->plain.n, &need))) goto fail;
         if (seq)
@@ -626,7 +626,7 @@ static int docs_init(docs *d, ana_ctx *c, const arc *a, int kind, uint32_t first
             rc = ana_wtab_build(&d->wt, &d->p, need, d->pl.threads);
         free(need);
         if (rc) goto fail;
-        ana_mark(&d->p, "bottom-up tables");
+        ana_mark(&d->p.clock, "bottom-up tables");
     }
     return 0;
 nomem:
@@ -822,9 +822,9 @@ int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
         if (!rc) rc = ranks_make(&d, &rk);
         j.rank = rk.rank;
     }
-    ana_mark(&d.p, "ranks");
+    ana_mark(&d.p.clock, "ranks");
     if (!rc) rc = ana_par(d.pl.threads, tv_task, &j);
-    ana_mark(&d.p, "traversal, sort, print");
+    ana_mark(&d.p.clock, "traversal, sort, print");
     if (!rc && j.out1.n && buf_put(out, j.out1.p, j.out1.n)) rc = -ENOMEM;
     ranks_free(&rk);
     pfjob_free(&j);
@@ -910,7 +910,7 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     ranks rk = {0};
     rc = ana_par(d.pl.threads, ii_task, &j);
-    ana_mark(&d.p, "traversal");
+    ana_mark(&d.p.clock, "traversal");
     vec32 *pairs = &j.pairs[0];
     if (!rc && j.pairs[1].n) {
         if (vec32_reserve(pairs, j.pairs[1].n))
@@ -929,9 +929,9 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
         uint64_t k = (uint64_t)rk.rank[pairs->p[m]] << 32 | pairs->p[m + 1];
         memcpy(pairs->p + m, &k, sizeof k);
     }
-    ana_mark(&d.p, "ranks");
+    ana_mark(&d.p.clock, "ranks");
     if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, d.pl.threads);
-    ana_mark(&d.p, "sort");
+    ana_mark(&d.p.clock, "sort");
     ii_print pr = {&d, &rk, pairs->p, {{0}, NULL}};
     size_t np = pairs->n / 2, mid = np / 2;
     while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
@@ -939,7 +939,7 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
     if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, d.pl.threads);
     paths_free(&pr.paths);
-    ana_mark(&d.p, "print");
+    ana_mark(&d.p.clock, "print");
     ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);
@@ -1065,7 +1065,7 @@ int ana_seqcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     else
         rc = ana_weights(&d.p, d.plain.p, d.plain.n, d.w, NULL, !d.pl.bottomup, d.pl.threads);
     if (!rc) rc = ana_par(d.pl.threads, sc_task, &j);
-    ana_mark(&d.p, "traversal");
+    ana_mark(&d.p.clock, "traversal");
     if (!rc) {
         size_t total = j.k[0].t.n + j.k[1].t.n;
         if (!(recs = malloc((total ? total : 1) * sizeof *recs))) rc = -ENOMEM;
@@ -1080,12 +1080,12 @@ int ana_seqcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     }
     ranks rk = {0};
     if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
-    ana_mark(&d.p, "ranks");
+    ana_mark(&d.p.clock, "ranks");
     if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_count, NULL, d.pl.threads);
-    ana_mark(&d.p, "sort");
+    ana_mark(&d.p.clock, "sort");
     sc_print pr = {&d, &rk, recs};
     if (!rc) rc = ana_par_print(sc_range, &pr, nr, nr / 2, out, d.pl.threads);
-    ana_mark(&d.p, "print");
+    ana_mark(&d.p.clock, "print");
     ranks_free(&rk);
     free(recs);
     for (int t = 0; t < 2; t++)
@@ -1172,7 +1172,7 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     if (rc) return rc;
     pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
     rc = ana_par(d.pl.threads, ri_task, &j);
-    ana_mark(&d.p, "traversal");
+    ana_mark(&d.p.clock, "traversal");
     if (!rc && j.nrec[1]) {
         rankrec *r = realloc(j.recs[0], (j.nrec[0] + j.nrec[1]) * sizeof *r);
         if (!r)
@@ -1187,9 +1187,9 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     size_t nr = j.nrec[0];
     ranks rk = {0};
     if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
-    ana_mark(&d.p, "ranks");
+    ana_mark(&d.p.clock, "ranks");
     if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, d.pl.threads);
-    ana_mark(&d.p, "sort");
+    ana_mark(&d.p.clock, "sort");
     ri_print pr = {&d, &rk, recs, {{0}, NULL}};
     size_t mid = nr / 2;
     while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
@@ -1197,7 +1197,7 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
     if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, d.pl.threads);
     paths_free(&pr.paths);
-    ana_mark(&d.p, "print");
+    ana_mark(&d.p.clock, "print");
     ranks_free(&rk);
     pfjob_free(&j);
     docs_free(&d);

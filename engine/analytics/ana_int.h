@@ -55,9 +55,15 @@ enum { ANA_PREP_LEVELS = 1, ANA_PREP_HT = 2, ANA_PREP_ORDER = 4 };
 
 struct ana_prep_data;
 
+/* Phase times at verbosity 2 (ana_mark): the verbosity and the last mark. */
+typedef struct ana_clock {
+    int verbose;
+    struct timespec wall, cpu;
+} ana_clock;
+
 typedef struct ana_prep {
     ana_ctx *ctx; /* the caller's options (NULL: the defaults) */
-    struct timespec mark, mark_cpu; /* ana_mark's last mark */
+    ana_clock clock; /* ana_mark's */
     const arc *a;
     const gram *g;
     struct ana_prep_data *data; /* the shared arrays below (released by ana_prep_free) */
@@ -128,9 +134,9 @@ void ana_split_files(const arc *a, const uint32_t *files, size_t n, int parts, s
 int ana_mark_reach(const ana_prep *p, const uint32_t *files, size_t n, unsigned char **need);
 
 /* At verbosity 2 (ana_opts.verbose): print on stderr the wall seconds, and this thread's CPU
- * seconds (what counts on a busy machine), since p's previous mark (or since `what` is NULL,
- * which starts the clock; ana_prep_init does). */
-void ana_mark(ana_prep *p, const char *what);
+ * seconds (what counts on a busy machine), since k's previous mark (or since `what` is NULL,
+ * which starts the clock; ana_prep_init starts its prep's). */
+void ana_mark(ana_clock *k, const char *what);
 
 /* ---- two threads ---- */
 

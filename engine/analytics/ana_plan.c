@@ -253,7 +253,8 @@ int ana_prep_init(ana_prep *p, ana_ctx *c, const arc *a, int flags)
     XXH128_hash_t fp = {0, 0};
     memset(p, 0, sizeof *p);
     p->ctx = c;
-    ana_mark(p, NULL);
+    p->clock.verbose = ana_ctx_opts(c)->verbose;
+    ana_mark(&p->clock, NULL);
     if (cache && fingerprint(a, &fp)) cache = 0;
     if (cache) {
         pthread_mutex_lock(&c->lock);
@@ -533,19 +534,18 @@ void ana_plan_make(const ana_prep *p, int kind, uint32_t first, uint32_t end,
                 o->est_bu, why);
 }
 
-void ana_mark(ana_prep *p, const char *what)
+void ana_mark(ana_clock *k, const char *what)
 {
-    if (ana_ctx_opts(p->ctx)->verbose < 2) return;
+    if (k->verbose < 2) return;
     struct timespec t, c;
     clock_gettime(CLOCK_MONOTONIC, &t);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
     if (what)
         fprintf(stderr, "tadoc:   %-28s %8.3f s (this thread's CPU %.3f s)\n", what,
-                (double)(t.tv_sec - p->mark.tv_sec) + (double)(t.tv_nsec - p->mark.tv_nsec) / 1e9,
-                (double)(c.tv_sec - p->mark_cpu.tv_sec) +
-                    (double)(c.tv_nsec - p->mark_cpu.tv_nsec) / 1e9);
-    p->mark = t;
-    p->mark_cpu = c;
+                (double)(t.tv_sec - k->wall.tv_sec) + (double)(t.tv_nsec - k->wall.tv_nsec) / 1e9,
+                (double)(c.tv_sec - k->cpu.tv_sec) + (double)(c.tv_nsec - k->cpu.tv_nsec) / 1e9);
+    k->wall = t;
+    k->cpu = c;
 }
 
 /* ---- two threads ---- */
