@@ -73,7 +73,7 @@ static const char usage_main[] =
     "  TADOC_ANA_VERBOSE=1|2        analytics' choices on stderr; 2 also phase times\n"
     "  TADOC_ANA_CACHE=0            do not keep a grammar's preparation between analytics\n"
     "  TADOC_GPU_WIDE_SEQ=1         GPU sequence analytics take wide keys (for tests)\n"
-    "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT=1  pack: size ablations\n"
+    "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT, TADOC_NO_KIND=1  pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
     "             3 archive corrupt or verification mismatch\n";
@@ -234,9 +234,10 @@ static const char usage_pack[] =
     "                         40 bytes per token (default 25165824)\n"
     "  -q, --quiet            no progress bar and no summary\n"
     "\n"
-    "For the size measurements of bench/codecs.sh, three environment variables switch off one\n"
+    "For the size measurements of bench/codecs.sh, four environment variables switch off one\n"
     "size technique each when set to 1: TADOC_NO_PRUNE (keep every rule), TADOC_FREQ_ORDER\n"
-    "(tokens in plain frequency order) and TADOC_NO_FRONT (no front-coded dictionary).\n";
+    "(tokens in plain frequency order), TADOC_NO_FRONT (no front-coded dictionary) and\n"
+    "TADOC_NO_KIND (rules and root in the plain layout, not the kind layout).\n";
 
 /* 1 when environment variable `name` is "1" (the ablation switches of tadoc pack). */
 static int env_on(const char *name)
@@ -326,7 +327,8 @@ static int cmd_pack(int argc, char **argv)
     o.warn = on_warn;
     o.keep_rules = env_on("TADOC_NO_PRUNE");
     o.freq_order = env_on("TADOC_FREQ_ORDER");
-    o.plain_dict = env_on("TADOC_NO_FRONT");
+    o.plain = (env_on("TADOC_NO_FRONT") ? ARC_PLAIN_DICT : 0) |
+              (env_on("TADOC_NO_KIND") ? ARC_PLAIN_SYMS : 0);
     o.ctx = &pr;
     pack_stats st;
     vol_replace vr; /* packing over an archive: its journal must hold no edit, then goes */

@@ -142,7 +142,7 @@ static int close_shard(sbuild *b)
             rc = -ENOMEM;
         }
     }
-    if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain_dict, &g->sh[g->nsh]);
+    if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain, &g->sh[g->nsh]);
     if (!rc) {
         for (size_t k = 0; k < np; k++) {
             g->parts[b->part0 + k].start = le[k].root_start;

@@ -21,8 +21,10 @@ typedef struct pack_opts {
     uint64_t shard_size; /* content per shard; 0 = pack_shard_size() of the tree's content */
     unsigned jobs;       /* shards packed at once, one per thread; 0 = one per online CPU */
     /* Switches for the ablation measurements (bench/codecs.sh), off by default: keep every
-     * rule, plain frequency order of tokens, never the front-coded dictionary. */
-    int keep_rules, freq_order, plain_dict;
+     * rule, plain frequency order of tokens; `plain`: the ARC_PLAIN_* techniques of the
+     * archive's coding to leave out. */
+    int keep_rules, freq_order;
+    unsigned plain;
     /* Optional progress report, called now and then from any worker (one call at a time). */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
     void (*warn)(void *ctx, const char *msg);

@@ -12,12 +12,15 @@
 #include <zstd.h>
 
 #include "arc_test.h"
+#include "syms.h"
 #include "../base/err.h"
 #include "../base/fio.h"
 
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
 #define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
+#define CODEC_KIND 3                /* rules and root only: the kind layout (syms.h), raw */
+#define CODEC_ZSTD_KIND 4           /* rules and root only: zstd of the kind layout */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -99,6 +102,10 @@ const char *arc_codec_name(uint32_t codec)
         return "zstd";
     case CODEC_ZSTD_FRONT:
         return "zstd-front";
+    case CODEC_KIND:
+        return "kind";
+    case CODEC_ZSTD_KIND:
+        return "zstd-kind";
     }
     return "unknown";
 }
@@ -182,32 +189,6 @@ int64_t arc_lookup(const arc *a, const char *path)
 }
 
 /* ---------------- encoding ---------------- */
-
-/* Symbols as four byte planes (all low bytes, then all second bytes, ...): the high planes
- * are nearly constant and the low ones keep their patterns, which zstd models far better than
- * interleaved integers. */
-static int enc_syms(buf *b, const uint32_t *s, size_t n)
-{
-    if (buf_reserve(b, n * 4)) return -ENOMEM;
-    for (int k = 0; k < 4; k++)
-        for (size_t i = 0; i < n; i++)
-            b->p[b->n++] = (unsigned char)(s[i] >> (8 * k));
-    return 0;
-}
-
-static int enc_rules(const gram *g, buf *b)
-{
-    if (buf_put_varint(b, g->nrules)) return -ENOMEM;
-    for (uint32_t r = 1; r <= g->nrules; r++)
-        if (buf_put_varint(b, g->rule_start.p[r] - g->rule_start.p[r - 1])) return -ENOMEM;
-    return enc_syms(b, g->syms.p, g->syms.n);
-}
-
-static int enc_root(const gram *g, buf *b)
-{
-    if (buf_put_varint(b, g->root.n)) return -ENOMEM;
-    return enc_syms(b, g->root.p, g->root.n);
-}
 
 static int enc_str(buf *b, const char *s)
 {
@@ -314,29 +295,29 @@ static int dict_layout(const buf *raw, buf *fc, int *front)
 }
 
 /* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
- * of its front coding, dict_layout), or keep it raw when that does not help. The stored bytes
- * go to *data (raw's buffer itself when kept raw: raw is left empty); s gets everything but
- * the offset. */
-static int code_section(uint32_t type, buf *raw, int level, int plain_dict, arc_secinfo *s,
-                        unsigned char **data)
+ * of its front coding, dict_layout; `kinded`: rules or root in the kind layout), or keep it
+ * raw when that does not help. The stored bytes go to *data (raw's buffer itself when kept
+ * raw: raw is left empty); s gets everything but the offset. */
+static int code_section(uint32_t type, buf *raw, int level, unsigned plain, int kinded,
+                        arc_secinfo *s, unsigned char **data)
 {
     unsigned char *z = NULL;
     size_t zn = 0;
     buf fc = {0};
     int front = 0, rc = 0;
-    if (type == ARC_SEC_DICT && !plain_dict) rc = dict_layout(raw, &fc, &front);
+    if (type == ARC_SEC_DICT && !(plain & ARC_PLAIN_DICT)) rc = dict_layout(raw, &fc, &front);
     const buf *src = front ? &fc : raw;
     if (!rc) rc = zstd_section(src->p, src->n, level, type, &z, &zn);
     buf_free(&fc);
     if (rc) return rc;
     *s = (arc_secinfo){.type = type, .raw = raw->n};
     if (zn < raw->n) {
-        s->codec = front ? CODEC_ZSTD_FRONT : CODEC_ZSTD;
+        s->codec = front ? CODEC_ZSTD_FRONT : kinded ? CODEC_ZSTD_KIND : CODEC_ZSTD;
         s->stored = zn;
         *data = z;
     } else {
         free(z);
-        s->codec = CODEC_RAW;
+        s->codec = kinded ? CODEC_KIND : CODEC_RAW;
         s->stored = raw->n;
         *data = raw->p ? raw->p : malloc(1);
         *raw = (buf){0};
@@ -359,11 +340,11 @@ static int check_root(const gram *g)
 }
 
 /* arc_shard_encode; `check` 0 codes what the reader would refuse (test generators). */
-static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, unsigned plain,
                         int check, arc_coded *out)
 {
     memset(out, 0, sizeof *out);
-    int rc = 0;
+    int rc = 0, kinded = !(plain & ARC_PLAIN_SYMS);
     if (check && dict_count(d) != g->ntokens)
         return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u",
                          g->ntokens, dict_count(d));
@@ -371,24 +352,29 @@ static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level,
     out->info = (arc_shard){.bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens,
                             .nrules = g->nrules};
     buf b = {0};
+    syms_kinds *k = NULL;
     for (uint32_t i = 0; i < 3 && !rc; i++) {
         uint32_t type = ARC_SEC_DICT + i;
         b.n = 0;
         rc = type == ARC_SEC_DICT ? dict_encode(d, &b)
-             : type == ARC_SEC_RULES ? enc_rules(g, &b)
-                                     : enc_root(g, &b);
-        if (rc) rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
-        if (!rc) rc = code_section(type, &b, level, plain_dict, &out->secs[i], &out->data[i]);
+             : type == ARC_SEC_RULES ? syms_enc_rules(g, d, kinded, &b, &k)
+                                     : syms_enc_root(g, k, &b);
+        if (rc) rc = tdc_error(rc, "%s encoding %s", rc == -ENOMEM ? "out of memory" : "failed",
+                               arc_section_name(type));
+        if (!rc)
+            rc = code_section(type, &b, level, plain, kinded && type != ARC_SEC_DICT,
+                              &out->secs[i], &out->data[i]);
     }
+    syms_kinds_free(k);
     buf_free(&b);
     if (rc) arc_coded_free(out);
     return rc;
 }
 
-int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, unsigned plain,
                      arc_coded *out)
 {
-    return shard_encode(d, g, bytes, level, plain_dict, 1, out);
+    return shard_encode(d, g, bytes, level, plain, 1, out);
 }
 
 void arc_coded_free(arc_coded *c)
@@ -491,7 +477,7 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
             goto fail;
         }
         arc_secinfo *s = &secs[nsecs];
-        if ((rc = code_section(type, &b, level, 1, s, &data))) goto fail;
+        if ((rc = code_section(type, &b, level, ARC_PLAIN_DICT, 0, s, &data))) goto fail;
         s->offset = off;
         nsecs++;
         rc = fio_write_all(fd, data, s->stored, tmp);
@@ -560,7 +546,7 @@ static int write_tmp(const char *path, arc *a, int level, int check, char **tmpo
     const dict *d = a->dict;
     *tmpout = NULL;
     if (!d && !(d = empty = dict_new())) return tdc_error(-ENOMEM, "out of memory");
-    int rc = shard_encode(d, &a->g, content_bytes(a), level, a->plain_dict, check, &c);
+    int rc = shard_encode(d, &a->g, content_bytes(a), level, a->plain, check, &c);
     dict_free(empty);
     if (rc) return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : rc;
     rc = write_coded(path, a, &c, 1, level, check, 1, tmpout);
@@ -622,53 +608,6 @@ int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, i
 }
 
 /* ---------------- decoding ---------------- */
-
-static int dec_syms(rd *r, uint64_t n, vec32 *v, const char *what)
-{
-    const unsigned char *p;
-    if (n > (uint64_t)(r->end - r->p) / 4 || rd_bytes(r, n * 4, &p))
-        return tdc_error(-EBADMSG, "%s: symbol count too large", what);
-    if (vec32_reserve(v, n)) return tdc_error(-ENOMEM, "%s: out of memory", what);
-    for (uint64_t i = 0; i < n; i++)
-        v->p[i] = (uint32_t)p[i] | (uint32_t)p[n + i] << 8 | (uint32_t)p[2 * n + i] << 16 |
-                  (uint32_t)p[3 * n + i] << 24;
-    v->n = n;
-    return 0;
-}
-
-static int dec_rules(gram *g, const unsigned char *p, size_t n)
-{
-    rd r = {p, p + n};
-    uint64_t nr;
-    if (rd_varint(&r, &nr) || nr > n || nr + g->ntokens + 1 > 0xffffffffu)
-        return tdc_error(-EBADMSG, "rules: bad rule count");
-    g->nrules = (uint32_t)nr;
-    if (vec64_reserve(&g->rule_start, nr + 1)) return tdc_error(-ENOMEM, "rules: out of memory");
-    g->rule_start.p[g->rule_start.n++] = 0;
-    for (uint64_t i = 0; i < nr; i++) {
-        uint64_t len;
-        if (rd_varint(&r, &len) || len == 0 || len > n)
-            return tdc_error(-EBADMSG, "rules: bad length of rule %llu", (unsigned long long)i + 1);
-        g->rule_start.p[g->rule_start.n] = g->rule_start.p[g->rule_start.n - 1] + len;
-        g->rule_start.n++;
-    }
-    int rc = dec_syms(&r, g->rule_start.p[nr], &g->syms, "rules");
-    if (rc) return rc;
-    if (r.p != r.end) return tdc_error(-EBADMSG, "rules: trailing bytes");
-    return gram_topo(g);
-}
-
-/* The root's symbols; check_root checks them once the rules are known. */
-static int dec_root(gram *g, const unsigned char *p, size_t n)
-{
-    rd r = {p, p + n};
-    uint64_t cnt;
-    if (rd_varint(&r, &cnt)) return tdc_error(-EBADMSG, "root: bad symbol count");
-    int rc = dec_syms(&r, cnt, &g->root, "root");
-    if (rc) return rc;
-    if (r.p != r.end) return tdc_error(-EBADMSG, "root: trailing bytes");
-    return 0;
-}
 
 static int dec_str(rd *r, char **out, int allow_empty_null)
 {
@@ -931,9 +870,8 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
     const char *name = arc_section_name(s->type);
     unsigned char *st = NULL, *raw = NULL;
     int rc;
-    if (s->codec == CODEC_ZSTD_FRONT && s->type != ARC_SEC_DICT)
-        return tdc_error(-EBADMSG, "section %s: front coding applies to the dictionary only", name);
-    if (s->raw > RAW_MAX || (s->codec == CODEC_RAW && s->raw != s->stored))
+    int stored_raw = s->codec == CODEC_RAW || s->codec == CODEC_KIND;
+    if (s->raw > RAW_MAX || (stored_raw && s->raw != s->stored))
         return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
                          (unsigned long long)s->raw);
     if (!(st = malloc(s->stored ? s->stored : 1)))
@@ -944,7 +882,7 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
         rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
         goto fail;
     }
-    if (s->codec == CODEC_RAW) {
+    if (stored_raw) {
         *out = st;
         return 0;
     }
@@ -1007,6 +945,42 @@ static int with_path(int rc, const char *path)
     return rc;
 }
 
+/* Whether a section's codec is one its type may have: the front coding is the dictionary's
+ * only, the kind layout the rules' and root's only. */
+static int codec_fits(const arc_secinfo *s)
+{
+    switch (s->codec) {
+    case CODEC_RAW:
+    case CODEC_ZSTD:
+        return 1;
+    case CODEC_ZSTD_FRONT:
+        return s->type == ARC_SEC_DICT;
+    case CODEC_KIND:
+    case CODEC_ZSTD_KIND:
+        return s->type == ARC_SEC_RULES || s->type == ARC_SEC_ROOT;
+    }
+    return 0;
+}
+
+static int is_kinded(const arc_secinfo *s)
+{
+    return s->codec == CODEC_KIND || s->codec == CODEC_ZSTD_KIND;
+}
+
+/* A shard's rules and root are both in the kind layout or neither (the root's numbers are
+ * those the rules section defines). */
+static int check_kinds_agree(const arc *a)
+{
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        const arc_secinfo *s = &a->secs[3 * k];
+        if (is_kinded(&s[1]) != is_kinded(&s[2]))
+            return tdc_error(-EBADMSG, "shard %u: rules in the %s layout but root in the %s one",
+                             k, is_kinded(&s[1]) ? "kind" : "plain",
+                             is_kinded(&s[2]) ? "kind" : "plain");
+    }
+    return 0;
+}
+
 /* The section table's shape: version 4 holds three sections per shard (dictionary, rules,
  * root), then the file table and the shard table; older versions the four sections of
  * their one grammar. Sets a->nshards (older versions: one shard, its figures unknown until
@@ -1021,7 +995,8 @@ static int check_layout(arc *a)
                 return tdc_error(-EBADMSG, "section %u has type %u, not %u", i, a->secs[i].type,
                                  i + 1);
         a->nshards = 1;
-        return (a->shards = calloc(1, sizeof *a->shards)) ? 0 : -ENOMEM;
+        if (!(a->shards = calloc(1, sizeof *a->shards))) return -ENOMEM;
+        return check_kinds_agree(a);
     }
     if (n < 5 || (n - 2) % 3)
         return tdc_error(-EBADMSG, "%u sections: not three per shard and two more", n);
@@ -1032,7 +1007,8 @@ static int check_layout(arc *a)
                              arc_section_name(a->secs[i].type), arc_section_name(want));
     }
     a->nshards = (n - 2) / 3;
-    return (a->shards = calloc(a->nshards, sizeof *a->shards)) ? 0 : -ENOMEM;
+    if (!(a->shards = calloc(a->nshards, sizeof *a->shards))) return -ENOMEM;
+    return check_kinds_agree(a);
 }
 
 /* The shard table (version 4): per shard its content bytes, root symbols, tokens and rules,
@@ -1162,7 +1138,7 @@ int arc_open_meta(const char *path, arc **out)
     for (uint32_t i = 0; i < nsec; i++) {
         arc_secinfo *s = &a->secs[i];
         arc_secent_decode(tab + (size_t)i * ARC_SECENT_SIZE, s);
-        if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || s->codec > CODEC_ZSTD_FRONT ||
+        if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || !codec_fits(s) ||
             s->offset < ARC_HDR_SIZE || s->offset > toff || s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));
@@ -1182,26 +1158,32 @@ fail:
 
 /* One shard's grammar being loaded: the dictionary and the root are read and decoded on a
  * second thread beside the rules, which need only the token count, handed over as soon as
- * the dictionary section is expanded. */
+ * the dictionary section is expanded. In the kind layout the rules need the whole dictionary
+ * (each token's kind) and the root the rules' kinds: the second thread then only expands the
+ * root's section, and the root is decoded after the rules. */
 typedef struct side_job {
     const arc *a;
     const arc_secinfo *secs; /* the shard's dictionary, rules and root */
+    int kinded;              /* rules and root in the kind layout */
     dict *dict;
     gram *g;
+    unsigned char *root_raw; /* kinded: the root section, expanded, to decode after the rules */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int count_known; /* ntokens is set */
+    int dict_known;  /* dict is decoded */
     int done;        /* rc and msg are set */
     uint32_t ntokens;
     int rc;
     char msg[512];
 } side_job;
 
-static void side_publish_count(side_job *j, uint32_t ntokens)
+static void side_publish(side_job *j, uint32_t ntokens, int dict_known)
 {
     pthread_mutex_lock(&j->lock);
     j->ntokens = ntokens;
     j->count_known = 1;
+    j->dict_known = dict_known;
     pthread_cond_broadcast(&j->cond);
     pthread_mutex_unlock(&j->lock);
 }
@@ -1213,12 +1195,17 @@ static int side_load(side_job *j)
     int rc = load_section(a->fd, a->path, &j->secs[0], &raw);
     if (rc) return rc;
     uint32_t nt;
-    if (!dict_encoded_count(raw, j->secs[0].raw, &nt)) side_publish_count(j, nt);
+    if (!dict_encoded_count(raw, j->secs[0].raw, &nt)) side_publish(j, nt, 0);
     rc = dict_decode(raw, j->secs[0].raw, &j->dict);
     free(raw);
     raw = NULL;
+    if (!rc) side_publish(j, dict_count(j->dict), 1);
     if (!rc) rc = load_section(a->fd, a->path, &j->secs[2], &raw);
-    if (!rc) rc = dec_root(j->g, raw, j->secs[2].raw);
+    if (!rc && j->kinded) {
+        j->root_raw = raw;
+        return 0;
+    }
+    if (!rc) rc = syms_dec_root(j->g, NULL, raw, j->secs[2].raw);
     free(raw);
     return rc;
 }
@@ -1236,24 +1223,26 @@ static void *side_main(void *arg)
     return NULL;
 }
 
-/* The token count: 0, or -1 once the side job failed before finding it. */
-static int side_wait_count(side_job *j, uint32_t *ntokens)
+/* The token count (with the decoded dictionary when the rules are kinded): 0, or -1 once the
+ * side job failed before finding what is needed. */
+static int side_wait(side_job *j, uint32_t *ntokens)
 {
     pthread_mutex_lock(&j->lock);
-    while (!j->count_known && !j->done)
+    while (!(j->kinded ? j->dict_known : j->count_known) && !j->done)
         pthread_cond_wait(&j->cond, &j->lock);
-    int known = j->count_known;
+    int known = j->kinded ? j->dict_known : j->count_known;
     *ntokens = j->ntokens;
     pthread_mutex_unlock(&j->lock);
     return known ? 0 : -1;
 }
 
 /* The rules, decoded and ordered while the side job runs. */
-static int load_rules(side_job *j)
+static int load_rules(side_job *j, syms_kinds **k)
 {
     unsigned char *rules = NULL;
     int rc = load_section(j->a->fd, j->a->path, &j->secs[1], &rules);
-    if (!rc && !side_wait_count(j, &j->g->ntokens)) rc = dec_rules(j->g, rules, j->secs[1].raw);
+    if (!rc && !side_wait(j, &j->g->ntokens))
+        rc = syms_dec_rules(j->g, j->kinded ? j->dict : NULL, rules, j->secs[1].raw, k);
     free(rules);
     return rc;
 }
@@ -1264,15 +1253,20 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
 {
     const arc_shard *sh = &a->shards[k];
     side_job j = {.a = a, .secs = &a->secs[sh->sec], .g = g};
+    j.kinded = is_kinded(&j.secs[1]);
     pthread_mutex_init(&j.lock, NULL);
     pthread_cond_init(&j.cond, NULL);
     pthread_t th;
+    syms_kinds *kinds = NULL;
     int threaded = !pthread_create(&th, NULL, side_main, &j);
     if (!threaded) side_main(&j);
-    int rc = load_rules(&j);
+    int rc = load_rules(&j, &kinds);
     if (threaded) pthread_join(th, NULL);
     pthread_mutex_destroy(&j.lock);
     pthread_cond_destroy(&j.cond);
+    if (!rc && !j.rc && j.kinded) rc = syms_dec_root(g, kinds, j.root_raw, j.secs[2].raw);
+    syms_kinds_free(kinds);
+    free(j.root_raw);
     *d = j.dict;
     if (j.rc) /* first: without a count the rules were not decoded */
         rc = tdc_error(j.rc, "%s", j.msg);

@@ -158,6 +158,11 @@ typedef struct arc_coded {
     unsigned char *data[3];
 } arc_coded;
 
+/* Size techniques a writer can leave out (struct arc's plain), for the measurements of
+ * bench/codecs.sh: the front-coded dictionary, the kind layout of the rules and root. */
+#define ARC_PLAIN_DICT 1u
+#define ARC_PLAIN_SYMS 2u
+
 typedef struct arc {
     /* The grammar, whole: after arc_load_data the shards' grammars merged into one (token ids
      * of all dictionaries unified, rules renumbered, roots concatenated); for a writer, the
@@ -178,7 +183,7 @@ typedef struct arc {
     uint32_t *byino;   /* entry indices ordered by (ino, index), from arc_open */
     uint32_t version;  /* format version read (arc_open*) */
     char *path;        /* as opened (arc_open*) */
-    int plain_dict;    /* writer: never the front-coded dictionary (ablation measurements) */
+    unsigned plain;    /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
     int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
     int partial;       /* loaded by arc_load_span: only some shards (never written back) */
     int fd;            /* the archive's file, open from arc_open_meta to arc_free */
@@ -232,9 +237,9 @@ int arc_write(const char *path, arc *a, int level);
 int arc_write_tmp(const char *path, arc *a, int level, char **tmp);
 
 /* Code one shard's grammar (dictionary d, rules and root of g) for arc_write_coded: `bytes`
- * is the content its root spells, level the zstd level, plain_dict as in struct arc.
+ * is the content its root spells, level the zstd level, plain as in struct arc.
  * Thread-safe (one call per shard on any thread). 0 or -ENOMEM. */
-int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, int plain_dict,
+int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, unsigned plain,
                      arc_coded *out);
 void arc_coded_free(arc_coded *c);
 

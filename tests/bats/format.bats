@@ -106,13 +106,25 @@ agree() { # ARCHIVE
     [ "$(awk -F'\t' '$1 == "sym2" { print $2, $9 }' "$S/py")" = "l 2" ]
 }
 
-@test "format: raw (uncompressed) sections and a version 2 archive read the same" {
-    "$TADOC" stat "$BATS_FILE_TMPDIR/tiny.tdc" | grep -qE '^ +dictionary +raw '
-    # c.tdc (test 1) holds zstd sections; its dictionary is zstd or zstd-front, whichever was smaller
-    "$TADOC" stat "$BATS_FILE_TMPDIR/c.tdc" | grep -qE '^ +(rules|root) +zstd '
-    "$TADOC" stat "$BATS_FILE_TMPDIR/c.tdc" | grep -qE '^ +dictionary +zstd(-front)? '
-    agree "$BATS_FILE_TMPDIR/tiny.tdc"
+@test "format: raw sections, the plain and kind layouts of rules and root, and a version 2 archive read the same" {
+    d=$BATS_FILE_TMPDIR
+    "$TADOC" stat "$d/tiny.tdc" | grep -qE '^ +dictionary +raw '
+    "$TADOC" stat "$d/tiny.tdc" | grep -qE '^ +rules +kind '
+    "$TADOC" stat "$d/tiny.tdc" | grep -qE '^ +root +kind '
+    # c.tdc (test 1) holds zstd sections, rules and root in the kind layout; its dictionary is
+    # zstd or zstd-front, whichever was smaller
+    "$TADOC" stat "$d/c.tdc" | grep -qE '^ +rules +zstd-kind '
+    "$TADOC" stat "$d/c.tdc" | grep -qE '^ +root +zstd-kind '
+    "$TADOC" stat "$d/c.tdc" | grep -qE '^ +dictionary +zstd(-front)? '
+    agree "$d/tiny.tdc"
     agree "$BATS_TEST_DIRNAME/../data/v2.tdc"
+    # the same trees with rules and root in the plain layout
+    TADOC_NO_KIND=1 "$TADOC" pack -q "$d/tiny" -o "$S/tiny-plain.tdc"
+    "$TADOC" stat "$S/tiny-plain.tdc" | grep -qE '^ +rules +raw '
+    agree "$S/tiny-plain.tdc"
+    TADOC_NO_KIND=1 "$TADOC" pack -q "$d/tree" -o "$S/plain.tdc"
+    "$TADOC" stat "$S/plain.tdc" | grep -qE '^ +root +zstd '
+    agree "$S/plain.tdc"
 }
 
 # test_shard assembles a version 4 archive of three shards (each with its own dictionary and

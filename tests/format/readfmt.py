@@ -232,8 +232,14 @@ def read_archive(path):
         e = tab[40 * i:40 * i + 40]
         entries.append((u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16), u64(e, 24), u64(e, 32)))
         typ, codec, off, stored, raw, h = entries[-1]
-        if typ != want[i] or codec > 2 or off < 40 or off + stored > toff or (codec == 2 and typ != 1):
+        # codecs: 0 raw, 1 zstd (any section), 2 zstd-front (dictionary), 3 kind and
+        # 4 zstd-kind (rules and root: the kind layout, stored raw or as a zstd frame)
+        if typ != want[i] or codec > 4 or off < 40 or off + stored > toff or \
+                (codec == 2 and typ != 1) or (codec in (3, 4) and typ not in (2, 3)):
             raise Bad("section %d has a bad table entry" % i)
+    kinded = [entries[3 * k + 1][1] in (3, 4) for k in range(nshards)]
+    if any(kinded[k] != (entries[3 * k + 2][1] in (3, 4)) for k in range(nshards)):
+        raise Bad("a shard's rules and root disagree on the kind layout")
     # the tables are read first (as a mount does), then the grammars
     order = list(range(nsec - 2, nsec)) + list(range(nsec - 2)) if version >= 4 \
         else [3, 0, 1, 2]
@@ -241,12 +247,13 @@ def read_archive(path):
     secs = [None] * nsec
     for i, got in zip(order, sums):
         typ, codec, off, stored, raw, h = entries[i]
-        if raw > 1 << 40 or (codec == 0 and raw != stored):
+        if raw > 1 << 40 or (codec in (0, 3) and raw != stored):
             raise Bad("section %d: impossible size" % i)
         body = data[off:off + stored]
         if got != h:
             raise Bad("section %d: checksum mismatch" % i)
-        secs[i] = body if codec == 0 else unzstd(body, raw) if codec == 1 else unfront(body, raw)
+        secs[i] = body if codec in (0, 3) else unzstd(body, raw) if codec in (1, 4) \
+            else unfront(body, raw)
     a = {"version": version}
     if version >= 4:
         shards = read_shards(secs[nsec - 1], nshards)
@@ -259,7 +266,7 @@ def read_archive(path):
     a["shards"] = []
     off = 0
     for k in range(nshards):
-        g = read_grammar(secs[3 * k], secs[3 * k + 1], secs[3 * k + 2])
+        g = read_grammar(secs[3 * k], secs[3 * k + 1], secs[3 * k + 2], kinded[k])
         if shards and (len(g["root"]), len(g["toks"]), len(g["rules"]) - 1) != shards[k][1:]:
             raise Bad("shard %d: grammar does not match the shard table" % k)
         g["off"], g["index"] = off, k
@@ -315,7 +322,7 @@ def pieces(a, e, lengths=False):
     return out
 
 
-def read_grammar(sdict, srules, sroot):
+def read_grammar(sdict, srules, sroot, kinded):
     g = {}
     # dictionary
     r = Reader(sdict, "dictionary")
@@ -342,9 +349,14 @@ def read_grammar(sdict, srules, sroot):
     rlens = [r.varint() for _ in range(nrules)]
     if any(k == 0 or k > n for k in rlens):
         raise Bad("rules: bad rule length")
-    if 4 * sum(rlens) > r.left():
-        raise Bad("rules: symbol count too large")
-    flat = r.syms(sum(rlens))
+    if kinded:
+        kinds = Kinds(r, toks, nrules)
+        flat = kinds.symbols(r, [(m, kinds.first(nt + 1 + i)) for i, m in enumerate(rlens)],
+                             "rules")
+    else:
+        if 4 * sum(rlens) > r.left():
+            raise Bad("rules: symbol count too large")
+        flat = r.syms(sum(rlens))
     r.end()
     rules, k = [None], 0
     for m in rlens:
@@ -354,14 +366,19 @@ def read_grammar(sdict, srules, sroot):
         for s_ in body:
             if s_ >= nt and not 1 <= s_ - nt <= nrules:
                 raise Bad("rules: reference out of range")
+    if kinded:
+        kinds.check(rules)
     g["rules"] = rules
     order = topo(rules, nt)
     # root
     r = Reader(sroot, "root")
     cnt = r.varint()
-    if 4 * cnt > r.left():
-        raise Bad("root: symbol count too large")
-    root = r.syms(cnt)
+    if kinded:
+        root = kinds.symbols(r, [(cnt, 1)], "root")
+    else:
+        if 4 * cnt > r.left():
+            raise Bad("root: symbol count too large")
+        root = r.syms(cnt)
     r.end()
     for s_ in root:
         if s_ >= nt and not 1 <= s_ - nt <= nrules:
@@ -378,6 +395,89 @@ def read_grammar(sdict, srules, sroot):
         ln[rr] = total
     g["ln"] = ln
     return g
+
+
+class Kinds:
+    """The kind layout of a shard's rules and root: each rule's kind bits (1: its first token
+    is a word, 2: its last), then which numbers of each kind are tokens and which rules."""
+
+    def __init__(self, r, toks, nrules):
+        nt = len(toks)
+        self.nt = nt
+        kb = r.bytes(nrules)
+        if any(b > 3 for b in kb):
+            raise Bad("rules: bad rule kinds")
+        # kind bits per symbol id: tokens 0..nt-1, (nt unused), rules nt+1..nt+nrules
+        self.kind = [3 if is_word_byte(t[0]) else 0 for t in toks] + [0] + list(kb)
+        bits = r.bytes((nt + nrules + 7) // 8)
+        self.mem, at = [], 0
+        for c in (0, 1):
+            tk = [s for s in range(nt) if self.kind[s] & 1 == c]
+            rl = [s for s in range(nt + 1, nt + nrules + 1) if self.kind[s] & 1 == c]
+            mem = []
+            for _ in range(len(tk) + len(rl)):
+                src = rl if bits[at // 8] >> (at % 8) & 1 else tk
+                at += 1
+                mem.append(src)
+            ti = ri = 0
+            out = []
+            for src in mem:
+                if src is rl:
+                    if ri >= len(rl):
+                        raise Bad("rules: a kind lists more rules than it has")
+                    out.append(rl[ri])
+                    ri += 1
+                else:
+                    if ti >= len(tk):
+                        raise Bad("rules: a kind lists more tokens than it has")
+                    out.append(tk[ti])
+                    ti += 1
+            self.mem.append(out)
+        while at % 8:
+            if bits[at // 8] >> (at % 8) & 1:
+                raise Bad("rules: padding bits set")
+            at += 1
+
+    def first(self, s):
+        return self.kind[s] & 1
+
+    def symbols(self, r, bodies, what):
+        """Decode bodies given as (length, first expected kind): numbers within the expected
+        kind, which the previous symbol's last token flips; the number one past a kind's last
+        is an escape to the other kind."""
+        total = sum(m for m, _ in bodies)
+        nv = r.varint()
+        if nv < total or nv - total > total:
+            raise Bad(what + ": bad coded symbol count")
+        if 4 * nv > r.left():
+            raise Bad(what + ": symbol count too large")
+        vals, i, out = r.syms(nv), 0, []
+        for m, want in bodies:
+            for _ in range(m):
+                if i >= nv:
+                    raise Bad(what + ": fewer coded symbols than symbols")
+                x, c = vals[i], want
+                i += 1
+                if x == len(self.mem[c]):
+                    c = 1 - c
+                    if i >= nv:
+                        raise Bad(what + ": escape at the end")
+                    x = vals[i]
+                    i += 1
+                if x >= len(self.mem[c]):
+                    raise Bad(what + ": symbol number out of range")
+                s = self.mem[c][x]
+                out.append(s)
+                want = 0 if self.kind[s] & 2 else 1
+        if i != nv:
+            raise Bad(what + ": more coded symbols than symbols")
+        return out
+
+    def check(self, rules):
+        for rr, body in enumerate(rules[1:], 1):
+            want = (self.kind[body[0]] & 1) | (self.kind[body[-1]] & 2)
+            if self.kind[self.nt + rr] != want:
+                raise Bad("rules: the kinds stored for rule %d are not its body's" % rr)
 
 
 def topo(rules, nt):

@@ -108,6 +108,9 @@ static inline void fz_cleanup(void)
     fz_rm_tree(fz_tmpdir());
 }
 
+/* ARC_PLAIN_* techniques the fixture is packed without (set before the first fz_fixture). */
+static unsigned fz_fixture_plain;
+
 /* The fixture: a small archive packed from a tree with text, binary, empty and nested files,
  * a symlink and a hard link, kept as bytes so each input starts from the same archive.
  * Sets *path to the archive's path in the scratch directory. */
@@ -147,7 +150,7 @@ static inline unsigned char *fz_fixture(char **path, size_t *n)
         if (link(p, q)) fz_die("link");
         snprintf(arcpath, sizeof arcpath, "%s/fix.tdc", t);
         snprintf(p, sizeof p, "%s/src", t);
-        pack_opts po = {.level = 1};
+        pack_opts po = {.level = 1, .plain = fz_fixture_plain};
         pack_stats ps;
         if (pack_dir(p, arcpath, &po, &ps)) fz_die("pack");
         bytes = fz_read(arcpath, &nbytes);

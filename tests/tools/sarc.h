@@ -1,6 +1,7 @@
 /* sarc.h: archive surgery for test generators. Splits an archive file into its header
  * fields and decompressed sections, and writes it back with raw (uncompressed) sections and
- * every checksum recomputed, so a test can change bytes behind the checksums. */
+ * every checksum recomputed, so a test can change bytes behind the checksums. Sections in the
+ * kind layout (codecs 3 and 4) are written back raw in that layout (codec 3). */
 #ifndef TDC_SARC_H
 #define TDC_SARC_H
 
@@ -16,6 +17,7 @@
 typedef struct sarc {
     uint32_t version, nsec;
     uint32_t type[8];
+    int kinded[8]; /* in the kind layout */
     buf sec[8]; /* decompressed contents */
 } sarc;
 
@@ -34,8 +36,9 @@ static inline int sarc_load(const unsigned char *p, size_t n, sarc *a)
         arc_secent_decode(p + h.table + i * ARC_SECENT_SIZE, &e);
         if (e.offset > n || e.stored > n - e.offset || e.raw > (1u << 30)) return -1;
         a->type[i] = e.type;
+        a->kinded[i] = e.codec == 3 || e.codec == 4;
         if (buf_reserve(&a->sec[i], e.raw + 1)) return -1;
-        if (e.codec == 0) {
+        if (e.codec == 0 || e.codec == 3) {
             buf_put(&a->sec[i], p + e.offset, e.stored);
         } else {
             size_t got = ZSTD_decompress(a->sec[i].p, e.raw, p + e.offset, e.stored);
@@ -60,7 +63,7 @@ static inline void sarc_save(const sarc *a, buf *out)
     uint64_t toff = out->n;
     for (uint32_t i = 0; i < a->nsec; i++) {
         arc_secinfo s = {.type = a->type[i],
-                         .codec = 0,
+                         .codec = a->kinded[i] ? 3 : 0,
                          .offset = offs[i],
                          .stored = a->sec[i].n,
                          .raw = a->sec[i].n,

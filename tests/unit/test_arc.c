@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "../../engine/format/arc.h"
+#include "../../engine/format/syms.h"
 #include "../../engine/base/err.h"
 #include "../../engine/build/pack.h"
 #include "../../engine/index/idx.h"
@@ -201,7 +202,7 @@ static void test_front_codec(void **state)
     arc *a;
     assert_int_equal(arc_open(out, &a), 0);
     assert_string_equal(arc_codec_name(a->secs[0].codec), "zstd-front");
-    assert_string_equal(arc_codec_name(a->secs[1].codec), "zstd");
+    assert_string_equal(arc_codec_name(a->secs[1].codec), "zstd-kind");
     idx *x;
     assert_int_equal(idx_build(a, &x), 0);
     size_t len = 0;
@@ -217,9 +218,12 @@ static void test_front_codec(void **state)
     assert_int_equal(open_image(img, n), 0);
     reseal(img, n, 1, 2); /* front coding on the rules */
     assert_int_equal(open_image(img, n), -EBADMSG);
-    assert_non_null(strstr(tdc_errmsg(), "front coding applies to the dictionary only"));
-    reseal(img, n, 1, 1);
-    reseal(img, n, 0, 3); /* a codec this reader does not know */
+    assert_non_null(strstr(tdc_errmsg(), "bad table entry"));
+    reseal(img, n, 1, 4);
+    reseal(img, n, 0, 4); /* the kind layout on the dictionary */
+    assert_int_equal(open_image(img, n), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "bad table entry"));
+    reseal(img, n, 0, 5); /* a codec this reader does not know */
     assert_int_equal(open_image(img, n), -EBADMSG);
     assert_non_null(strstr(tdc_errmsg(), "bad table entry"));
     reseal(img, n, 0, 1); /* the front coding read as the plain encoding */
@@ -252,6 +256,115 @@ static void test_front_codec(void **state)
     free(out);
 }
 
+/* Decode raw rules and root sections into a fresh grammar of `nt` tokens over d: the return
+ * code (the grammar is freed). */
+static int decode_raw(const dict *d, uint32_t nt, const buf *rules, const buf *root)
+{
+    gram g = {.ntokens = nt};
+    syms_kinds *k = NULL;
+    int rc = syms_dec_rules(&g, d, rules->p, rules->n, &k);
+    if (!rc) rc = syms_dec_root(&g, k, root->p, root->n);
+    syms_kinds_free(k);
+    gram_free(&g);
+    return rc;
+}
+
+/* The kind layout: where the alternation of words and separators breaks (words and
+ * separator runs longer than a token, files that start with a separator, one-token files),
+ * every file still reads back byte for byte; rules and root in different layouts are refused
+ * at open; and the raw kind layout, damaged byte by byte, decodes or fails with -EBADMSG. */
+static void test_kind_layout(void **state)
+{
+    (void)state;
+    char *tree = tu_tmppath("kindtree"), *out = tu_tmppath("kind.tdc"), path[8300];
+    mkdir(tree, 0755);
+    buf t[6] = {{0}};
+    uint64_t seed = 11;
+    for (int i = 0; i < 3000; i++) { /* words and runs of up to 3 tokens, some cut */
+        size_t n = tu_rand(&seed) % 40 == 0 ? 1000 + tu_rand(&seed) % 2200 : 1 + tu_rand(&seed) % 6;
+        int word = i % 2;
+        for (size_t j = 0; j < n; j++)
+            buf_put(&t[0], word ? "abcxyz" + tu_rand(&seed) % 3 : " .,\n" + tu_rand(&seed) % 3, 1);
+    }
+    buf_put(&t[1], "  leading separators, then words\n", 33);
+    buf_put(&t[2], "x", 1);
+    buf_put(&t[3], "-", 1);
+    for (int i = 0; i < 2500; i++)
+        buf_put(&t[4], "w", 1); /* one word of 2500 bytes: three tokens in a row */
+    buf_put(&t[5], "the end of the test\n", 20);
+    for (int f = 0; f < 6; f++) {
+        snprintf(path, sizeof path, "%s/f%d", tree, f);
+        FILE *fp = fopen(path, "wb");
+        assert_int_equal(fwrite(t[f].p, 1, t[f].n, fp), t[f].n);
+        fclose(fp);
+    }
+    pack_stats st;
+    assert_int_equal(pack_dir(tree, out, NULL, &st), 0);
+    arc *a;
+    assert_int_equal(arc_open(out, &a), 0);
+    assert_non_null(strstr(arc_codec_name(a->secs[1].codec), "kind"));
+    assert_non_null(strstr(arc_codec_name(a->secs[2].codec), "kind"));
+    idx *x;
+    assert_int_equal(idx_build(a, &x), 0);
+    for (int f = 0; f < 6; f++) {
+        snprintf(path, sizeof path, "f%d", f);
+        int64_t e = arc_lookup(a, path);
+        assert_true(e >= 0);
+        char *got = malloc(t[f].n);
+        assert_int_equal(idx_extract(x, (uint32_t)e, 0, got, t[f].n), (ssize_t)t[f].n);
+        assert_memory_equal(got, t[f].p, t[f].n);
+        free(got);
+    }
+    idx_free(x);
+
+    /* the raw kind layout round trips, and every damaged byte (about 600 of them) decodes to
+     * some grammar or fails with -EBADMSG */
+    buf rules = {0}, root = {0};
+    syms_kinds *k;
+    assert_int_equal(syms_enc_rules(&a->g, a->dict, 1, &rules, &k), 0);
+    assert_int_equal(syms_enc_root(&a->g, k, &root), 0);
+    syms_kinds_free(k);
+    gram g = {.ntokens = a->g.ntokens};
+    assert_int_equal(syms_dec_rules(&g, a->dict, rules.p, rules.n, &k), 0);
+    assert_int_equal(syms_dec_root(&g, k, root.p, root.n), 0);
+    syms_kinds_free(k);
+    assert_int_equal(g.syms.n, a->g.syms.n);
+    assert_memory_equal(g.syms.p, a->g.syms.p, 4 * g.syms.n);
+    assert_int_equal(g.root.n, a->g.root.n);
+    assert_memory_equal(g.root.p, a->g.root.p, 4 * g.root.n);
+    gram_free(&g);
+    buf *secs[2] = {&rules, &root};
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < secs[s]->n; i += 1 + secs[s]->n / 300) {
+            secs[s]->p[i] ^= 0x21;
+            int rc = decode_raw(a->dict, a->g.ntokens, &rules, &root);
+            assert_true(rc == 0 || rc == -EBADMSG);
+            secs[s]->p[i] ^= 0x21;
+        }
+    assert_int_equal(decode_raw(a->dict, a->g.ntokens, &rules, &root), 0);
+    buf_free(&rules);
+    buf_free(&root);
+    arc_free(a);
+
+    /* rules and root of one shard in different layouts */
+    size_t n = 0;
+    unsigned char *img = tu_slurp(out, &n);
+    arc_header h;
+    arc_secinfo s;
+    arc_header_decode(img, &h);
+    arc_secent_decode(img + h.table + ARC_SECENT_SIZE, &s);
+    reseal(img, n, 1, s.codec == 4 ? 1 : 0);
+    assert_int_equal(open_image(img, n), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "rules in the plain layout but root in the kind one"));
+    free(img);
+    for (int f = 0; f < 6; f++)
+        buf_free(&t[f]);
+    snprintf(path, sizeof path, "rm -rf '%s' '%s'", tree, out);
+    assert_int_equal(system(path), 0);
+    free(tree);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_paths),
         cmocka_unit_test(test_front_codec),
+        cmocka_unit_test(test_kind_layout),
     };
     return cmocka_run_group_tests_name("arc", tests, setup, teardown);
 }

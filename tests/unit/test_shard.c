@@ -99,8 +99,11 @@ static int setup(void **state)
 
     arc *p[3] = {pack_part("p0"), pack_part("p1"), pack_part("p2")};
     arc_coded c[3];
+    /* shard 1 in the plain layout of rules and root, the others in the kind layout: an
+     * archive may mix them (compaction copies shards as they are stored) */
     for (int k = 0; k < 3; k++)
-        assert_int_equal(arc_shard_encode(p[k]->dict, &p[k]->g, p[k]->shards[0].bytes, 3, 0, &c[k]),
+        assert_int_equal(arc_shard_encode(p[k]->dict, &p[k]->g, p[k]->shards[0].bytes, 3,
+                                          k == 1 ? ARC_PLAIN_SYMS : 0, &c[k]),
                          0);
     /* Entries: "", a.txt and big from part 0 (big goes on through parts 1 and 2), zz.txt
      * from part 2. */
@@ -622,8 +625,8 @@ static void remove_big(vol *v)
     assert_int_equal(vol_unlink(v, 1, "big", 0), 0);
 }
 
-/* Compaction shard by shard: an edit of one small file copies every shard as stored and adds
- * one; removing the file that spans three shards drops the one it filled alone and rebuilds
+/* Compaction shard by shard: an edit of one small file copies every shard as stored (shard
+ * 1 keeps its plain layout) and adds one (in the kind layout); removing the file that spans three shards drops the one it filled alone and rebuilds
  * the two it shared, keeping the shard of the edit as it was. */
 static void test_compaction_by_shard(void **state)
 {
@@ -635,6 +638,11 @@ static void test_compaction_by_shard(void **state)
     compact_vol(p, append_zz, 4);
     for (uint32_t k = 0; k < 3; k++)
         assert_true(shard_sig(p, k) == before[k]);
+    arc *m;
+    assert_int_equal(arc_open_meta(p, &m), 0); /* shard 1 copied in its plain layout */
+    assert_string_equal(arc_codec_name(m->secs[m->shards[1].sec + 1].codec), "zstd");
+    assert_string_equal(arc_codec_name(m->secs[m->shards[3].sec + 2].codec), "zstd-kind");
+    arc_free(m);
     uint64_t edited = shard_sig(p, 3);
     compact_vol(p, remove_big, 2);
     assert_true(shard_sig(p, 0) == edited);
