@@ -13,7 +13,13 @@ struct syms_kinds {
     uint32_t ntokens, nrules;
     unsigned char *kind; /* per symbol id (tokens, then T + 1 .. T + R): FIRST | LAST bits */
     uint32_t n[2];       /* symbols of each kind (0: separator first, 1: word first) */
-    uint32_t *mem[2];    /* decoder: the symbols of each kind, by number */
+    /* decoder: the symbols by place, kind 0's numbers first (place = number), then kind 1's
+     * (place = n[0] + number) */
+    uint32_t *mem;
+    /* decoder: one bit per place: the kind expected after that symbol. Each decoded symbol's
+     * kind decides where the next number is read, so this lookup is the decoder's critical
+     * path; as bits it stays in the fastest caches. */
+    uint64_t *after;
     uint32_t *num;       /* encoder: each symbol's number within its kind */
 };
 
@@ -21,8 +27,8 @@ void syms_kinds_free(syms_kinds *k)
 {
     if (!k) return;
     free(k->kind);
-    free(k->mem[0]);
-    free(k->mem[1]);
+    free(k->mem);
+    free(k->after);
     free(k->num);
     free(k);
 }
@@ -152,37 +158,75 @@ static int number_kinds(const gram *g, syms_kinds *k, buf *bits)
     return 0;
 }
 
-/* Append the numbers that code body s[0..n) (first expected kind `want`) to out. */
-static int code_body(const syms_kinds *k, const uint32_t *s, uint64_t n, int want, vec32 *out)
+/* The coded numbers of a section, in two streams by the kind they were read in: v[c] holds the
+ * numbers read where kind c was expected (an escape's number in the expected kind's, the
+ * number after it in the other's). Separator-kind numbers are mostly small and go to disk
+ * as varints; word-kind numbers spread wider and go as byte planes. */
+typedef struct coded {
+    vec32 v[2];
+    size_t at[2]; /* decoder: the next number of each stream */
+} coded;
+
+static void coded_free(coded *c)
 {
-    if (vec32_reserve(out, 2 * n)) return -ENOMEM;
+    vec32_free(&c->v[0]);
+    vec32_free(&c->v[1]);
+}
+
+/* Append the numbers that code body s[0..n) (first expected kind `want`) to c. */
+static int code_body(const syms_kinds *k, const uint32_t *s, uint64_t n, int want, coded *c)
+{
+    if (vec32_reserve(&c->v[0], 2 * n) || vec32_reserve(&c->v[1], 2 * n)) return -ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
-        if (first_kind(k, s[i]) != want) out->p[out->n++] = k->n[want];
-        out->p[out->n++] = k->num[s[i]];
+        int have = first_kind(k, s[i]);
+        if (have != want) c->v[want].p[c->v[want].n++] = k->n[want];
+        c->v[have].p[c->v[have].n++] = k->num[s[i]];
         want = next_kind(k, s[i]);
     }
     return 0;
 }
 
-/* Decode n symbols of one body from the numbers v[*at ..], first expected kind `want`. */
-static int decode_body(const syms_kinds *k, const vec32 *v, size_t *at, uint32_t *out, uint64_t n,
-                       int want, const char *what)
+/* Decode n symbols of one body from the streams of c, first expected kind `want`. The hot
+ * loop of a shard's load, in two passes: the first follows the chain of expected kinds
+ * (touching only the small `after` bits) and leaves each symbol's place in out; the second
+ * looks the places up, loads that do not depend on each other. */
+static int decode_body(const syms_kinds *k, coded *cd, uint32_t *out, uint64_t n, int want,
+                       const char *what)
 {
-    size_t i = *at;
+    const uint32_t *v[2] = {cd->v[0].p, cd->v[1].p}, size[2] = {k->n[0], k->n[1]};
+    const uint32_t base[2] = {0, k->n[0]};
+    const uint64_t *after = k->after;
+    size_t at[2] = {cd->at[0], cd->at[1]}, end[2] = {cd->v[0].n, cd->v[1].n};
+    const char *bad = NULL;
     for (uint64_t j = 0; j < n; j++) {
-        if (i >= v->n) return tdc_error(-EBADMSG, "%s: fewer coded symbols than symbols", what);
-        uint32_t x = v->p[i++];
         int c = want;
-        if (x == k->n[c]) {
-            c = !c;
-            if (i >= v->n) return tdc_error(-EBADMSG, "%s: escape at the end", what);
-            x = v->p[i++];
+        if (at[c] >= end[c]) {
+            bad = "fewer coded symbols than symbols";
+            break;
         }
-        if (x >= k->n[c]) return tdc_error(-EBADMSG, "%s: symbol number out of range", what);
-        out[j] = k->mem[c][x];
-        want = next_kind(k, out[j]);
+        uint32_t x = v[c][at[c]++];
+        if (x == size[c]) {
+            c = !c;
+            if (at[c] >= end[c]) {
+                bad = "nothing follows an escape";
+                break;
+            }
+            x = v[c][at[c]++];
+        }
+        if (x >= size[c]) {
+            bad = "symbol number out of range";
+            break;
+        }
+        uint32_t place = base[c] + x;
+        out[j] = place;
+        want = (int)(after[place / 64] >> (place % 64) & 1);
     }
-    *at = i;
+    cd->at[0] = at[0];
+    cd->at[1] = at[1];
+    if (bad) return tdc_error(-EBADMSG, "%s: %s", what, bad);
+    const uint32_t *mem = k->mem;
+    for (uint64_t j = 0; j < n; j++)
+        out[j] = mem[out[j]];
     return 0;
 }
 
@@ -192,14 +236,16 @@ static int decode_body(const syms_kinds *k, const vec32 *v, size_t *at, uint32_t
 static int read_members(syms_kinds *k, const unsigned char *bits)
 {
     uint32_t nt = k->ntokens, ns = nt + k->nrules + 1;
-    size_t nbits = 0;
+    size_t nbits = 0, nplaces = (size_t)ns - 1;
+    k->n[0] = 0;
+    for (uint32_t s = 0; s < ns; s++)
+        k->n[0] += s != nt && first_kind(k, s) == 0;
+    k->n[1] = (uint32_t)(nplaces - k->n[0]);
+    if (!(k->mem = malloc((nplaces ? nplaces : 1) * sizeof *k->mem)) ||
+        !(k->after = calloc(nplaces / 64 + 1, sizeof *k->after)))
+        return -ENOMEM;
     for (int c = 0; c < 2; c++) {
-        uint32_t cnt = 0;
-        for (uint32_t s = 0; s < ns; s++)
-            cnt += s != nt && first_kind(k, s) == c;
-        k->n[c] = cnt;
-        if (!(k->mem[c] = malloc((size_t)(cnt ? cnt : 1) * sizeof *k->mem[c]))) return -ENOMEM;
-        uint32_t t = 0, r = nt + 1;
+        uint32_t cnt = k->n[c], t = 0, r = nt + 1;
         for (uint32_t i = 0; i < cnt; i++, nbits++) {
             int rule = bits[nbits / 8] >> (nbits % 8) & 1;
             uint32_t *cur = rule ? &r : &t, end = rule ? ns : nt;
@@ -208,7 +254,8 @@ static int read_members(syms_kinds *k, const unsigned char *bits)
             if (*cur >= end)
                 return tdc_error(-EBADMSG, "rules: kind %d lists more %s than it has", c,
                                  rule ? "rules" : "tokens");
-            k->mem[c][i] = (*cur)++;
+            k->after[nbits / 64] |= (uint64_t)next_kind(k, *cur) << (nbits % 64);
+            k->mem[nbits] = (*cur)++;
         }
     }
     for (; nbits % 8; nbits++)
@@ -259,6 +306,23 @@ static int kinds_build(const gram *g, const dict *d, buf *out, syms_kinds **kp)
     return 0;
 }
 
+/* The two streams: varint V0, varint B0, the V0 separator-kind numbers as B0 bytes of
+ * varints, varint V1, the V1 word-kind numbers as byte planes. */
+static int put_coded(buf *out, const coded *c)
+{
+    buf vb = {0};
+    int rc = 0;
+    for (size_t i = 0; i < c->v[0].n && !rc; i++)
+        rc = buf_put_varint(&vb, c->v[0].p[i]);
+    if (!rc) rc = buf_put_varint(out, c->v[0].n);
+    if (!rc) rc = buf_put_varint(out, vb.n);
+    if (!rc) rc = buf_put(out, vb.p, vb.n);
+    if (!rc) rc = buf_put_varint(out, c->v[1].n);
+    if (!rc) rc = put_planes(out, c->v[1].p, c->v[1].n);
+    buf_free(&vb);
+    return rc ? -ENOMEM : 0;
+}
+
 int syms_enc_rules(const gram *g, const dict *d, int kinded, buf *out, syms_kinds **kp)
 {
     *kp = NULL;
@@ -267,15 +331,14 @@ int syms_enc_rules(const gram *g, const dict *d, int kinded, buf *out, syms_kind
     syms_kinds *k;
     int rc = kinds_build(g, d, out, &k);
     if (rc) return rc;
-    vec32 v = {0};
+    coded c = {0};
     for (uint32_t r = 1; r <= g->nrules && !rc; r++) {
         uint64_t n;
         const uint32_t *b = gram_body(g, r, &n);
-        rc = code_body(k, b, n, first_kind(k, g->ntokens + r), &v);
+        rc = code_body(k, b, n, first_kind(k, g->ntokens + r), &c);
     }
-    if (!rc) rc = buf_put_varint(out, v.n);
-    if (!rc) rc = put_planes(out, v.p, v.n);
-    vec32_free(&v);
+    if (!rc) rc = put_coded(out, &c);
+    coded_free(&c);
     if (rc) {
         syms_kinds_free(k);
         return rc;
@@ -288,23 +351,49 @@ int syms_enc_root(const gram *g, const syms_kinds *k, buf *out)
 {
     if (buf_put_varint(out, g->root.n)) return -ENOMEM;
     if (!k) return put_planes(out, g->root.p, g->root.n);
-    vec32 v = {0};
-    int rc = code_body(k, g->root.p, g->root.n, 1, &v);
-    if (!rc) rc = buf_put_varint(out, v.n);
-    if (!rc) rc = put_planes(out, v.p, v.n);
-    vec32_free(&v);
+    coded c = {0};
+    int rc = code_body(k, g->root.p, g->root.n, 1, &c);
+    if (!rc) rc = put_coded(out, &c);
+    coded_free(&c);
     return rc;
 }
 
 /* ---------------- decoding ---------------- */
 
-/* The number of coded symbols (at least one per symbol, at most two) and the numbers. */
-static int get_coded(rd *r, uint64_t nsyms, vec32 *v, const char *what)
+/* What put_coded wrote, for bodies of nsyms symbols in all: at least one number per symbol
+ * and at most two. */
+static int get_coded(rd *r, uint64_t nsyms, coded *c, const char *what)
 {
-    uint64_t nv;
-    if (rd_varint(r, &nv) || nv < nsyms || nv - nsyms > nsyms)
+    uint64_t n0, b0;
+    const unsigned char *p;
+    if (rd_varint(r, &n0) || rd_varint(r, &b0) || n0 > b0 || rd_bytes(r, b0, &p))
+        return tdc_error(-EBADMSG, "%s: bad separator-kind numbers", what);
+    if (vec32_reserve(&c->v[0], n0)) return tdc_error(-ENOMEM, "%s: out of memory", what);
+    rd vr = {p, p + b0};
+    for (uint64_t i = 0; i < n0; i++) {
+        uint64_t x;
+        if (vr.p < vr.end && *vr.p < 0x80) /* most numbers: one byte */
+            x = *vr.p++;
+        else if (rd_varint(&vr, &x) || x > UINT32_MAX)
+            return tdc_error(-EBADMSG, "%s: bad separator-kind numbers", what);
+        c->v[0].p[c->v[0].n++] = (uint32_t)x;
+    }
+    uint64_t n1;
+    if (vr.p != vr.end || rd_varint(r, &n1))
         return tdc_error(-EBADMSG, "%s: bad coded symbol count", what);
-    return get_planes(r, nv, v, what);
+    int rc = get_planes(r, n1, &c->v[1], what);
+    if (rc) return rc;
+    if (n0 + n1 < nsyms || n0 + n1 - nsyms > nsyms)
+        return tdc_error(-EBADMSG, "%s: bad coded symbol count", what);
+    return 0;
+}
+
+/* Every number of both streams was used. */
+static int coded_used(const coded *c, const char *what)
+{
+    if (c->at[0] != c->v[0].n || c->at[1] != c->v[1].n)
+        return tdc_error(-EBADMSG, "%s: more coded symbols than symbols", what);
+    return 0;
 }
 
 static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp)
@@ -324,20 +413,19 @@ static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp)
     }
     if (!rc) rc = read_members(k, bits);
     if (rc == -ENOMEM) rc = tdc_error(rc, "rules: out of memory");
-    vec32 v = {0};
-    if (!rc) rc = get_coded(r, g->rule_start.p[g->nrules], &v, "rules");
+    coded c = {0};
+    if (!rc) rc = get_coded(r, g->rule_start.p[g->nrules], &c, "rules");
     if (!rc && vec32_reserve(&g->syms, g->rule_start.p[g->nrules]))
         rc = tdc_error(-ENOMEM, "rules: out of memory");
-    size_t at = 0;
     for (uint32_t i = 1; i <= g->nrules && !rc; i++) {
         uint64_t n = g->rule_start.p[i] - g->rule_start.p[i - 1];
-        rc = decode_body(k, &v, &at, g->syms.p + g->rule_start.p[i - 1], n,
+        rc = decode_body(k, &c, g->syms.p + g->rule_start.p[i - 1], n,
                          first_kind(k, g->ntokens + i), "rules");
     }
     if (!rc) g->syms.n = g->rule_start.p[g->nrules];
-    if (!rc && at != v.n) rc = tdc_error(-EBADMSG, "rules: more coded symbols than symbols");
+    if (!rc) rc = coded_used(&c, "rules");
     if (!rc) rc = check_kinds(g, k);
-    vec32_free(&v);
+    coded_free(&c);
     if (rc) {
         syms_kinds_free(k);
         return rc;
@@ -382,14 +470,13 @@ int syms_dec_root(gram *g, const syms_kinds *k, const unsigned char *p, size_t n
     if (!k) {
         rc = get_planes(&r, cnt, &g->root, "root");
     } else {
-        vec32 v = {0};
-        size_t at = 0;
-        rc = get_coded(&r, cnt, &v, "root");
+        coded c = {0};
+        rc = get_coded(&r, cnt, &c, "root");
         if (!rc && vec32_reserve(&g->root, cnt)) rc = tdc_error(-ENOMEM, "root: out of memory");
-        if (!rc) rc = decode_body(k, &v, &at, g->root.p, cnt, 1, "root");
+        if (!rc) rc = decode_body(k, &c, g->root.p, cnt, 1, "root");
         if (!rc) g->root.n = cnt;
-        if (!rc && at != v.n) rc = tdc_error(-EBADMSG, "root: more coded symbols than symbols");
-        vec32_free(&v);
+        if (!rc) rc = coded_used(&c, "root");
+        coded_free(&c);
     }
     if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "root: trailing bytes");
     return rc;

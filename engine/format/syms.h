@@ -10,10 +10,12 @@
  * alternation breaks (a run cut at TOK_CAP bytes, the root's first symbol, a file that starts
  * with a separator) an escape, the number one past that kind's last, says the next number is
  * of the other kind. Each kind holds about half the symbols and tokens and rules are numbered
- * together by use, so the numbers are smaller and more alike than the in-memory ids, and the
- * planes compress better. The rules section carries what a decoder needs: each rule's first
- * and last kind and which numbers of each kind are tokens and which rules. docs/FORMAT.md
- * specifies both layouts byte by byte. */
+ * together by use, so the numbers are smaller and more alike than the in-memory ids. The
+ * numbers read in each kind go to a stream of their own (separator-kind numbers, mostly
+ * small, as varints; word-kind numbers as byte planes), so each stream's statistics stay
+ * apart under zstd. The rules section carries what a decoder needs: each rule's first and last
+ * kind and which numbers of each kind are tokens and which rules. docs/FORMAT.md specifies both
+ * layouts byte by byte. */
 #ifndef TDC_SYMS_H
 #define TDC_SYMS_H
 

@@ -444,32 +444,43 @@ class Kinds:
     def symbols(self, r, bodies, what):
         """Decode bodies given as (length, first expected kind): numbers within the expected
         kind, which the previous symbol's last token flips; the number one past a kind's last
-        is an escape to the other kind."""
+        is an escape to the other kind. Numbers come from two streams, one per kind they are
+        read in: kind 0's as varints, kind 1's as byte planes."""
         total = sum(m for m, _ in bodies)
-        nv = r.varint()
-        if nv < total or nv - total > total:
-            raise Bad(what + ": bad coded symbol count")
-        if 4 * nv > r.left():
+        n0, b0 = r.varint(), r.varint()
+        if n0 > b0:
+            raise Bad(what + ": bad separator-kind numbers")
+        vr = Reader(r.bytes(b0), what)
+        s0 = [vr.varint() for _ in range(n0)]
+        vr.end()
+        if any(x > 0xFFFFFFFF for x in s0):
+            raise Bad(what + ": bad separator-kind numbers")
+        n1 = r.varint()
+        if 4 * n1 > r.left():
             raise Bad(what + ": symbol count too large")
-        vals, i, out = r.syms(nv), 0, []
+        streams = [s0, r.syms(n1)]
+        if n0 + n1 < total or n0 + n1 - total > total:
+            raise Bad(what + ": bad coded symbol count")
+        at, out = [0, 0], []
         for m, want in bodies:
             for _ in range(m):
-                if i >= nv:
+                c = want
+                if at[c] >= len(streams[c]):
                     raise Bad(what + ": fewer coded symbols than symbols")
-                x, c = vals[i], want
-                i += 1
+                x = streams[c][at[c]]
+                at[c] += 1
                 if x == len(self.mem[c]):
                     c = 1 - c
-                    if i >= nv:
-                        raise Bad(what + ": escape at the end")
-                    x = vals[i]
-                    i += 1
+                    if at[c] >= len(streams[c]):
+                        raise Bad(what + ": nothing follows an escape")
+                    x = streams[c][at[c]]
+                    at[c] += 1
                 if x >= len(self.mem[c]):
                     raise Bad(what + ": symbol number out of range")
                 s = self.mem[c][x]
                 out.append(s)
                 want = 0 if self.kind[s] & 2 else 1
-        if i != nv:
+        if at != [n0, n1]:
             raise Bad(what + ": more coded symbols than symbols")
         return out
 
