@@ -2,9 +2,10 @@
 # Ablation of the section-size techniques on one tree: the archive with each
 # technique alone and together (TADOC_NO_FRONT=1 turns off the front-coded dictionary codec,
 # TADOC_FREQ_ORDER=1 the text order within frequency classes, TADOC_NO_PRUNE=1 the inlining
-# of rules that do not pay for themselves), each with its pack time and
-# its whole-archive decode time (tests/codecs -d: best of five, dictionary and root on a
-# second thread), next to zstd -19 --long=27 and xz -9 of a tar of the tree in the same run.
+# of rules that do not pay for themselves, TADOC_NO_KIND=1 the kind layout of rules and root),
+# each with its pack time and its whole-archive decode time (tests/codecs -d: best of five,
+# dictionary and root on a second thread), next to zstd -19 --long=27 and xz -9 of a tar of the
+# tree and mksquashfs (zstd level 19, 1 MiB blocks) of the tree, made in the same run.
 # usage: bench/codecs.sh BUILD_DIR NAME TREE   (prints a markdown table on stdout)
 set -euo pipefail
 build=$1 name=$2 tree=$3
@@ -16,11 +17,14 @@ secs() { /usr/bin/time -f '%e' -o "$w/time" "$@" >/dev/null && cat "$w/time"; }
 
 echo "### $name: $(awk -v b="$bytes" 'BEGIN{printf "%.1f", b/1e6}') MB of content"
 echo
-echo "| archive | bytes | vs zstd -19 --long=27 | vs xz -9 | pack s | decode ms | decode MB/s of content |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| archive | bytes | vs zstd -19 --long=27 | vs xz -9 | vs squashfs | pack s | decode ms | decode MB/s of content |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 tar cf "$w/t.tar" -C "$tree" .
 zs=$(zstd -19 --long=27 -q -c <"$w/t.tar" | wc -c)
 xs=$(xz -9 -c <"$w/t.tar" | wc -c)
+mksquashfs "$tree" "$w/t.sqfs" -comp zstd -Xcompression-level 19 -b 1M -noappend -quiet \
+    -no-progress >/dev/null
+qs=$(stat -c %s "$w/t.sqfs")
 rel() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }'; }
 while IFS='|' read -r label envs; do
     p=$(env $envs /usr/bin/time -f '%e' -o "$w/time" "$build/tadoc" pack -q "$tree" -o "$w/a.tdc" && cat "$w/time")
@@ -28,14 +32,16 @@ while IFS='|' read -r label envs; do
     d=$("$build/tests/codecs" -d "$w/a.tdc")
     ms=$(sed -n 's/.*decoded in \([0-9.]*\) ms.*/\1/p' <<<"$d")
     rate=$(sed -n 's/.*: \([0-9]*\) MB\/s of content/\1/p' <<<"$d")
-    echo "| $label | $sz | $(rel "$sz" "$zs") | $(rel "$sz" "$xs") | $p | $ms | $rate |"
+    echo "| $label | $sz | $(rel "$sz" "$zs") | $(rel "$sz" "$xs") | $(rel "$sz" "$qs") | $p | $ms | $rate |"
 done <<'EOF'
-none of the three (zstd only, frequency order, every rule)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
-front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
-class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1
-front coding + class text order|TADOC_NO_PRUNE=1
-rule pruning alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1
-all three (the default)|TADOC_DEFAULTS=1
+none of the four (zstd only, frequency order, every rule, plain layout)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1
+front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1
+class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1
+rule pruning alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_KIND=1
+kind layout alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1
+all but the kind layout|TADOC_NO_KIND=1
+all four (the default)|TADOC_DEFAULTS=1
 EOF
-echo "| zstd -19 --long=27 of a tar | $zs | | $(rel "$zs" "$xs") | | | |"
-echo "| xz -9 of a tar | $xs | $(rel "$xs" "$zs") | | | | |"
+echo "| zstd -19 --long=27 of a tar | $zs | | $(rel "$zs" "$xs") | $(rel "$zs" "$qs") | | | |"
+echo "| xz -9 of a tar | $xs | $(rel "$xs" "$zs") | | $(rel "$xs" "$qs") | | | |"
+echo "| mksquashfs, zstd 19, 1 MiB blocks | $qs | $(rel "$qs" "$zs") | $(rel "$qs" "$xs") | | | | |"

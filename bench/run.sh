@@ -116,10 +116,27 @@ compactcheck_all() {
         "$data/linux-source-6.1" "Linux 6.1 source tree"
 }
 
+# Archive size, technique by technique, against zstd, xz and squashfs: the Linux slice, Brown,
+# WordNet (where Debian's wordnet-base is installed) and two corpora of other kinds made from
+# this machine (bench/localcorpora.sh: Debian changelogs, translated manual pages).
+codecs_all() {
+    "$top/bench/localcorpora.sh" "$data"
+    "$top/bench/codecs.sh" "$build" linux-slice "$top/tests/tmp/corpora/linux-slice"
+    for c in brown changelogs man-l10n; do
+        echo
+        "$top/bench/codecs.sh" "$build" "$c" "$data/$c"
+    done
+    if [ -d /usr/share/wordnet ]; then
+        echo
+        "$top/bench/codecs.sh" "$build" wordnet /usr/share/wordnet
+    fi
+}
+
+[ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
+run codecs.md "Archive size: each technique, against zstd, xz and squashfs" "bench/codecs.sh" codecs_all
 run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
 run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.sh" packscale_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
-[ -d "$top/tests/tmp/corpora/linux-slice" ] || "$top/tests/corpus.sh"
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
 run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all

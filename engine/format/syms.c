@@ -105,7 +105,7 @@ static int rule_kinds(const gram *g, syms_kinds *k, unsigned char bit)
             uint64_t n;
             const uint32_t *b = gram_body(g, s - nt, &n);
             s = b[bit == FIRST ? 0 : n - 1];
-            if (known[s] == 2) rc = tdc_error(-EBADMSG, "rules: cycle through rule %u", s - nt);
+            if (known[s] == 2) rc = tdc_error(-EINVAL, "rules: cycle through rule %u", s - nt);
         }
         for (size_t i = 0; i < path.n && !rc; i++) {
             k->kind[path.p[i]] |= k->kind[s] & bit;
@@ -288,13 +288,30 @@ static int put_lengths(const gram *g, buf *b)
     return 0;
 }
 
+/* Every symbol of the rules and root is a token or one of rules 1..R (the kind layout has no
+ * number for anything else). */
+static int syms_in_range(const gram *g)
+{
+    const vec32 *v[2] = {&g->syms, &g->root};
+    for (int i = 0; i < 2; i++)
+        for (size_t j = 0; j < v[i]->n; j++) {
+            uint32_t s = v[i]->p[j];
+            if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
+                return tdc_error(-EINVAL, "kind layout: symbol %u is neither a token nor a rule",
+                                 s);
+        }
+    return 0;
+}
+
 static int kinds_build(const gram *g, const dict *d, buf *out, syms_kinds **kp)
 {
+    int rc = syms_in_range(g);
+    if (rc) return rc;
     syms_kinds *k = kinds_new(g->ntokens, g->nrules);
     if (!k) return -ENOMEM;
     for (uint32_t t = 0; t < g->ntokens; t++)
         k->kind[t] = dict_is_word(d, t) ? FIRST | LAST : 0;
-    int rc = rule_kinds(g, k, FIRST);
+    rc = rule_kinds(g, k, FIRST);
     if (!rc) rc = rule_kinds(g, k, LAST);
     if (!rc) rc = buf_put(out, k->kind + g->ntokens + 1, g->nrules);
     if (!rc) rc = number_kinds(g, k, out);

@@ -87,6 +87,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mkbad: unknown kind %s\n", k);
         return 2;
     }
+    a.plain = ARC_PLAIN_SYMS; /* the kind layout cannot hold cycles or references past the rules */
     int rc = arc_write_unchecked(argv[2], &a, 3);
     if (rc) fprintf(stderr, "mkbad: %s\n", tdc_errmsg());
     if (!rc && !strcmp(k, "hugelen")) {
