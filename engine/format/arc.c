@@ -1159,24 +1159,60 @@ fail:
 /* One shard's grammar being loaded: the dictionary and the root are read and decoded on a
  * second thread beside the rules, which need only the token count, handed over as soon as
  * the dictionary section is expanded. In the kind layout the rules need the whole dictionary
- * (each token's kind) and the root the rules' kinds: the second thread then only expands the
- * root's section, and the root is decoded after the rules. */
+ * (each token's kind) and the root the kinds the rules section starts with: the second thread
+ * expands the root's section, waits for those kinds and decodes the root while the rule
+ * bodies are decoded. */
 typedef struct side_job {
     const arc *a;
     const arc_secinfo *secs; /* the shard's dictionary, rules and root */
     int kinded;              /* rules and root in the kind layout */
+    int threaded;            /* side_main runs on its own thread */
     dict *dict;
     gram *g;
-    unsigned char *root_raw; /* kinded: the root section, expanded, to decode after the rules */
+    /* kinded, without a thread: the root section, expanded, to decode after the rules */
+    unsigned char *root_raw;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int count_known; /* ntokens is set */
     int dict_known;  /* dict is decoded */
-    int done;        /* rc and msg are set */
+    int kinds_state; /* kinded: 0 not yet read, 1 kinds set, -1 the rules failed before them */
+    const syms_kinds *kinds;
+    int done; /* rc and msg are set */
     uint32_t ntokens;
     int rc;
     char msg[512];
 } side_job;
+
+/* syms_dec_rules's callback: the kinds the root needs are read. */
+static void kinds_known(void *ctx, const syms_kinds *k)
+{
+    side_job *j = ctx;
+    pthread_mutex_lock(&j->lock);
+    j->kinds = k;
+    j->kinds_state = 1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}
+
+/* After the rules: if their kinds never came, say so, so the side job stops waiting. */
+static void kinds_settle(side_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    if (!j->kinds_state) j->kinds_state = -1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}
+
+/* The rules section's kinds, or NULL when the rules failed before them. */
+static const syms_kinds *kinds_wait(side_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    while (!j->kinds_state)
+        pthread_cond_wait(&j->cond, &j->lock);
+    const syms_kinds *k = j->kinds_state > 0 ? j->kinds : NULL;
+    pthread_mutex_unlock(&j->lock);
+    return k;
+}
 
 static void side_publish(side_job *j, uint32_t ntokens, int dict_known)
 {
@@ -1201,11 +1237,16 @@ static int side_load(side_job *j)
     raw = NULL;
     if (!rc) side_publish(j, dict_count(j->dict), 1);
     if (!rc) rc = load_section(a->fd, a->path, &j->secs[2], &raw);
-    if (!rc && j->kinded) {
+    if (!rc && j->kinded && !j->threaded) {
         j->root_raw = raw;
         return 0;
     }
-    if (!rc) rc = syms_dec_root(j->g, NULL, raw, j->secs[2].raw);
+    if (!rc && j->kinded) {
+        const syms_kinds *k = kinds_wait(j);
+        if (k) rc = syms_dec_root(j->g, k, raw, j->secs[2].raw); /* else the rules failed */
+    } else if (!rc) {
+        rc = syms_dec_root(j->g, NULL, raw, j->secs[2].raw);
+    }
     free(raw);
     return rc;
 }
@@ -1242,7 +1283,9 @@ static int load_rules(side_job *j, syms_kinds **k)
     unsigned char *rules = NULL;
     int rc = load_section(j->a->fd, j->a->path, &j->secs[1], &rules);
     if (!rc && !side_wait(j, &j->g->ntokens))
-        rc = syms_dec_rules(j->g, j->kinded ? j->dict : NULL, rules, j->secs[1].raw, k);
+        rc = syms_dec_rules(j->g, j->kinded ? j->dict : NULL, rules, j->secs[1].raw, k,
+                            j->kinded ? kinds_known : NULL, j);
+    if (j->kinded) kinds_settle(j);
     free(rules);
     return rc;
 }
@@ -1258,13 +1301,16 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
     pthread_cond_init(&j.cond, NULL);
     pthread_t th;
     syms_kinds *kinds = NULL;
-    int threaded = !pthread_create(&th, NULL, side_main, &j);
-    if (!threaded) side_main(&j);
+    j.threaded = 1;
+    if (pthread_create(&th, NULL, side_main, &j)) {
+        j.threaded = 0;
+        side_main(&j);
+    }
     int rc = load_rules(&j, &kinds);
-    if (threaded) pthread_join(th, NULL);
+    if (j.threaded) pthread_join(th, NULL);
     pthread_mutex_destroy(&j.lock);
     pthread_cond_destroy(&j.cond);
-    if (!rc && !j.rc && j.kinded) rc = syms_dec_root(g, kinds, j.root_raw, j.secs[2].raw);
+    if (!rc && !j.rc && j.root_raw) rc = syms_dec_root(g, kinds, j.root_raw, j.secs[2].raw);
     syms_kinds_free(kinds);
     free(j.root_raw);
     *d = j.dict;

@@ -413,9 +413,10 @@ static int coded_used(const coded *c, const char *what)
     return 0;
 }
 
-static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp)
+static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp,
+                      void (*known)(void *ctx, const syms_kinds *k), void *ctx)
 {
-    syms_kinds *k = kinds_new(g->ntokens, g->nrules);
+    syms_kinds *k = *kp = kinds_new(g->ntokens, g->nrules);
     if (!k) return tdc_error(-ENOMEM, "rules: out of memory");
     const unsigned char *kb, *bits;
     size_t nbytes = ((size_t)g->ntokens + g->nrules + 7) / 8;
@@ -430,6 +431,7 @@ static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp)
     }
     if (!rc) rc = read_members(k, bits);
     if (rc == -ENOMEM) rc = tdc_error(rc, "rules: out of memory");
+    if (!rc && known) known(ctx, k);
     coded c = {0};
     if (!rc) rc = get_coded(r, g->rule_start.p[g->nrules], &c, "rules");
     if (!rc && vec32_reserve(&g->syms, g->rule_start.p[g->nrules]))
@@ -443,15 +445,11 @@ static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp)
     if (!rc) rc = coded_used(&c, "rules");
     if (!rc) rc = check_kinds(g, k);
     coded_free(&c);
-    if (rc) {
-        syms_kinds_free(k);
-        return rc;
-    }
-    *kp = k;
-    return 0;
+    return rc;
 }
 
-int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, syms_kinds **kp)
+int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, syms_kinds **kp,
+                   void (*known)(void *ctx, const syms_kinds *k), void *ctx)
 {
     *kp = NULL;
     rd r = {p, p + n};
@@ -468,13 +466,10 @@ int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, sym
         g->rule_start.p[g->rule_start.n] = g->rule_start.p[g->rule_start.n - 1] + len;
         g->rule_start.n++;
     }
-    int rc = d ? dec_kinded(g, d, &r, kp) : get_planes(&r, g->rule_start.p[nr], &g->syms, "rules");
+    int rc = d ? dec_kinded(g, d, &r, kp, known, ctx)
+               : get_planes(&r, g->rule_start.p[nr], &g->syms, "rules");
     if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "rules: trailing bytes");
     if (!rc) rc = gram_topo(g);
-    if (rc) {
-        syms_kinds_free(*kp);
-        *kp = NULL;
-    }
     return rc;
 }
 

@@ -41,8 +41,12 @@ int syms_enc_root(const gram *g, const syms_kinds *k, buf *out);
 
 /* Decode a rules section of n bytes into g (g->ntokens set beforehand), ordering the rules
  * (gram_topo). d NULL: plain layout; else kind layout over dictionary d, with the kinds the
- * root needs in *k (caller frees). 0, -EBADMSG with a message, or -ENOMEM. */
-int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, syms_kinds **k);
+ * root needs in *k. As soon as the kinds are read, before the bodies are decoded, known(ctx,
+ * *k) is called (when not NULL), so the root can be decoded on another thread meanwhile; *k
+ * does not change after that call. The caller frees *k (NULL if never set) whatever the
+ * return: 0, -EBADMSG with a message, or -ENOMEM. */
+int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, syms_kinds **k,
+                   void (*known)(void *ctx, const syms_kinds *k), void *ctx);
 
 /* Decode a root section of n bytes into g->root: plain layout when k is NULL, else the kind
  * layout with the kinds of the shard's rules section. 0, -EBADMSG with a message, -ENOMEM. */
