@@ -623,7 +623,7 @@ damaged_mount() { # GOOD CUT WHY
     [[ "$output" == *"the archive and its journal are unchanged"* ]]
     # Free space on the disk: the daemon takes appends again.
     rm "$S/full/filler"
-    run "$W" more "$M/big" "$S/log" 20000
+    run "$W" more "$M/big" "$S/log" 5000
     echo "$output"
     [ "$status" -eq 0 ]
     printf 'one more file\n' >"$M/after.txt"
