@@ -400,8 +400,11 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     XXH3_state_t *hs = XXH3_createState();
     tok_state ts = {.npend = 0};
     uint64_t size = 0;
-    /* A shard that filled up exactly at the end of the previous file is closed first. */
-    int rc = !hs ? -ENOMEM : b->bytes >= b->p->shard_size ? close_shard(b) : 0;
+    /* A shard that filled up exactly at the end of the previous file is closed first, unless
+     * this file is empty: it adds nothing, and would otherwise open a shard of no content
+     * (which every tree whose last file is empty got, its one shard being exactly full). */
+    int full = b->bytes >= b->p->shard_size && e->size > 0;
+    int rc = !hs ? -ENOMEM : full ? close_shard(b) : 0;
     if (!rc) rc = add_part(b);
     if (hs) XXH3_64bits_reset(hs);
     b->last_word = 0;

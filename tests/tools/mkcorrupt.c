@@ -37,7 +37,11 @@ static void emit(const char *name, const void *p, size_t n, int code, const char
 
 #define OK(x)                                                                                      \
     do {                                                                                           \
-        if ((x)) fz_die(#x);                                                                       \
+        int ok_rc_ = (x);                                                                          \
+        if (ok_rc_) {                                                                              \
+            fprintf(stderr, "mkcorrupt: line %d: %s returned %d\n", __LINE__, #x, ok_rc_);        \
+            fz_die(#x);                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* The dictionary stored with the front-coded codec (zstd-front) around a damaged front

@@ -555,6 +555,40 @@ static uint64_t shard_sig(const char *path, uint32_t k)
     return h;
 }
 
+/* A shard filled exactly by the files before empty ones is not followed by an empty shard:
+ * a small tree (whose one shard is exactly its content) ending in empty files, and a tree cut
+ * into shards of exactly its first file's size, give one shard and two. */
+static void test_no_empty_shard(void **state)
+{
+    (void)state;
+    char *t = tu_tmppath("emptylast"), *out = tu_tmppath("emptylast.tdc"), p[8300];
+    mkdir(t, 0755);
+    const char *names[] = {"a.txt", "b.txt", "y-empty", "z-empty"};
+    const char *texts[] = {"some words here\n", "more words\n", "", ""};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", t, names[i]);
+        FILE *f = fopen(p, "w");
+        fputs(texts[i], f);
+        fclose(f);
+    }
+    pack_stats st;
+    pack_opts po = {0};
+    for (int k = 0; k < 2; k++) {
+        po.shard_size = k ? strlen(texts[0]) : 0;
+        assert_int_equal(pack_dir(t, out, &po, &st), 0);
+        arc *a;
+        assert_int_equal(arc_open(out, &a), 0);
+        assert_int_equal(a->nshards, 1 + k);
+        for (uint32_t s = 0; s < a->nshards; s++)
+            assert_true(a->shards[s].bytes > 0);
+        arc_free(a);
+    }
+    snprintf(p, sizeof p, "rm -rf '%s' '%s'", t, out);
+    assert_int_equal(system(p), 0);
+    free(t);
+    free(out);
+}
+
 /* The default shard size: small trees stay one grammar, larger ones get about
  * PACK_SHARDS_AIM shards within [PACK_SHARD_MIN, PACK_SHARD_MAX]. */
 static void test_default_shard_size(void **state)
@@ -894,6 +928,7 @@ int main(void)
         cmocka_unit_test(test_same_content),
         cmocka_unit_test(test_compaction_check_follows_the_edit),
         cmocka_unit_test(test_default_shard_size),
+        cmocka_unit_test(test_no_empty_shard),
         cmocka_unit_test(test_compaction_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
