@@ -1404,7 +1404,11 @@ static int stand_in(const arc *a, uint32_t k, dict **d, gram *g)
     const arc_shard *sh = &a->shards[k];
     uint32_t id;
     memset(g, 0, sizeof *g);
-    if (sh->root_syms > a->secs[sh->sec + 2].raw / 4) return tdc_error(-EBADMSG, "%s", sh->damage);
+    /* A root of N symbols takes 4N bytes in the plain layout and at least N in the kind layout
+     * (a number is a byte or more): a shard table that says more is not believed. */
+    uint64_t least = is_kinded(&a->secs[sh->sec + 2]) ? 1 : 4;
+    if (sh->root_syms > a->secs[sh->sec + 2].raw / least)
+        return tdc_error(-EBADMSG, "%s", sh->damage);
     if (sh->root_syms > SIZE_MAX / 8 || !(*d = dict_new()) || dict_intern(*d, tok, 1, &id) ||
         vec32_reserve(&g->root, sh->root_syms) || vec64_push(&g->rule_start, 0))
         return tdc_error(-ENOMEM, "out of memory");
