@@ -327,18 +327,6 @@ static int code_section(uint32_t type, buf *raw, int level, unsigned plain, int 
     return 0;
 }
 
-/* Every root symbol is a token or one of rules 1..nrules. */
-static int check_root(const gram *g)
-{
-    for (uint64_t i = 0; i < g->root.n; i++) {
-        uint32_t s = g->root.p[i];
-        if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
-            return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
-                             (unsigned long long)i, s - g->ntokens);
-    }
-    return 0;
-}
-
 /* arc_shard_encode; `check` 0 codes what the reader would refuse (test generators). */
 static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, unsigned plain,
                         int check, arc_coded *out)
@@ -348,7 +336,7 @@ static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level,
     if (check && dict_count(d) != g->ntokens)
         return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u",
                          g->ntokens, dict_count(d));
-    if (check && (rc = check_root(g))) return rc;
+    if (check && (rc = gram_check_root(g))) return rc;
     out->info = (arc_shard){.bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens,
                             .nrules = g->nrules};
     buf b = {0};
@@ -416,7 +404,7 @@ static int check_coded_runs(const arc *a, const arc_shard *sh, uint32_t n)
 static int check_before_write(arc *a, const arc_shard *sh, uint32_t n, int flat)
 {
     int rc = arc_check_table(a);
-    if (!rc) rc = flat ? check_root(&a->g) : 0;
+    if (!rc) rc = flat ? gram_check_root(&a->g) : 0;
     if (!rc) rc = flat ? check_runs(a, a->g.root.n) : check_coded_runs(a, sh, n);
     return rc ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : 0;
 }
@@ -1321,7 +1309,7 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
     else if (!rc && a->version >= 4 &&
              (g->ntokens != sh->ntokens || g->nrules != sh->nrules || g->root.n != sh->root_syms))
         rc = tdc_error(-EBADMSG, "grammar does not match the shard table");
-    if (!rc && !j.kinded) rc = check_root(g); /* the kind layout yields valid symbols only */
+    if (!rc && !j.kinded) rc = gram_check_root(g); /* the kind layout yields valid symbols only */
     if (rc) {
         dict_free(*d);
         *d = NULL;

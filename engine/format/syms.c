@@ -86,35 +86,20 @@ static inline int next_kind(const syms_kinds *k, uint32_t s)
     return !(k->kind[s] & LAST);
 }
 
-/* k->kind of every rule from its body: `bit` FIRST follows each body's first symbol down to a
- * token, LAST its last; a chain of rules not yet known is walked once and then filled in. */
-static int rule_kinds(const gram *g, syms_kinds *k, unsigned char bit)
+/* Rule r's kinds as its body gives them: its first symbol's first kind, its last symbol's
+ * last kind. */
+static unsigned char body_kinds(const gram *g, const syms_kinds *k, uint32_t r)
 {
-    uint32_t nt = g->ntokens;
-    unsigned char *known = calloc((size_t)nt + g->nrules + 1, 1);
-    vec32 path = {0};
-    int rc = known ? 0 : -ENOMEM;
-    for (uint32_t t = 0; t < nt && !rc; t++)
-        known[t] = 1;
-    for (uint32_t r = 1; r <= g->nrules && !rc; r++) {
-        uint32_t s = nt + r;
-        path.n = 0;
-        while (!known[s]) {
-            if ((rc = vec32_push(&path, s))) break;
-            known[s] = 2; /* on the path: a cycle would come back here */
-            uint64_t n;
-            const uint32_t *b = gram_body(g, s - nt, &n);
-            s = b[bit == FIRST ? 0 : n - 1];
-            if (known[s] == 2) rc = tdc_error(-EINVAL, "rules: cycle through rule %u", s - nt);
-        }
-        for (size_t i = 0; i < path.n && !rc; i++) {
-            k->kind[path.p[i]] |= k->kind[s] & bit;
-            known[path.p[i]] = 1;
-        }
-    }
-    free(known);
-    vec32_free(&path);
-    return rc;
+    uint64_t n;
+    const uint32_t *b = gram_body(g, r, &n);
+    return (k->kind[b[0]] & FIRST) | (k->kind[b[n - 1]] & LAST);
+}
+
+/* Each token's kinds: a word's first and last token are itself. */
+static void token_kinds(syms_kinds *k, const dict *d)
+{
+    for (uint32_t t = 0; t < k->ntokens; t++)
+        k->kind[t] = dict_is_word(d, t) ? FIRST | LAST : 0;
 }
 
 /* Number the symbols of each kind: the kind's tokens in id order and its rules in number
@@ -268,13 +253,9 @@ static int read_members(syms_kinds *k, const unsigned char *bits)
  * those of its first and last tokens). */
 static int check_kinds(const gram *g, const syms_kinds *k)
 {
-    for (uint32_t r = 1; r <= g->nrules; r++) {
-        uint64_t n;
-        const uint32_t *b = gram_body(g, r, &n);
-        unsigned char want = (k->kind[b[0]] & FIRST) | (k->kind[b[n - 1]] & LAST);
-        if (k->kind[g->ntokens + r] != want)
+    for (uint32_t r = 1; r <= g->nrules; r++)
+        if (k->kind[g->ntokens + r] != body_kinds(g, k, r))
             return tdc_error(-EBADMSG, "rules: the kinds stored for rule %u are not its body's", r);
-    }
     return 0;
 }
 
@@ -288,33 +269,25 @@ static int put_lengths(const gram *g, buf *b)
     return 0;
 }
 
-/* Every symbol of the rules and root is a token or one of rules 1..R (the kind layout has no
- * number for anything else). */
-static int syms_in_range(const gram *g)
-{
-    const vec32 *v[2] = {&g->syms, &g->root};
-    for (int i = 0; i < 2; i++)
-        for (size_t j = 0; j < v[i]->n; j++) {
-            uint32_t s = v[i]->p[j];
-            if (s >= g->ntokens && (s == g->ntokens || s - g->ntokens > g->nrules))
-                return tdc_error(-EINVAL, "kind layout: symbol %u is neither a token nor a rule",
-                                 s);
-        }
-    return 0;
-}
-
+/* The kinds of g's symbols (each rule's from its body, children first) and their numbers,
+ * appended to out as the rules section's kinds and member bits. A grammar with a symbol that
+ * is neither a token nor a rule, or with a cycle, has no kind layout: gram_order's and
+ * gram_check_root's -EBADMSG. */
 static int kinds_build(const gram *g, const dict *d, buf *out, syms_kinds **kp)
 {
-    int rc = syms_in_range(g);
-    if (rc) return rc;
-    syms_kinds *k = kinds_new(g->ntokens, g->nrules);
-    if (!k) return -ENOMEM;
-    for (uint32_t t = 0; t < g->ntokens; t++)
-        k->kind[t] = dict_is_word(d, t) ? FIRST | LAST : 0;
-    rc = rule_kinds(g, k, FIRST);
-    if (!rc) rc = rule_kinds(g, k, LAST);
-    if (!rc) rc = buf_put(out, k->kind + g->ntokens + 1, g->nrules);
+    vec32 order = {0};
+    int rc = gram_check_root(g);
+    if (!rc) rc = gram_order(g, &order);
+    syms_kinds *k = rc ? NULL : kinds_new(g->ntokens, g->nrules);
+    if (!rc && !k) rc = -ENOMEM;
+    if (!rc) {
+        token_kinds(k, d);
+        for (size_t i = 0; i < order.n; i++) /* children first: their kinds are known */
+            k->kind[g->ntokens + order.p[i]] = body_kinds(g, k, order.p[i]);
+        rc = buf_put(out, k->kind + g->ntokens + 1, g->nrules);
+    }
     if (!rc) rc = number_kinds(g, k, out);
+    vec32_free(&order);
     if (rc) {
         syms_kinds_free(k);
         return rc;
@@ -423,8 +396,7 @@ static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp,
     int rc = 0;
     if (rd_bytes(r, g->nrules, &kb) || rd_bytes(r, nbytes, &bits))
         rc = tdc_error(-EBADMSG, "rules: kinds cut short");
-    for (uint32_t t = 0; t < g->ntokens && !rc; t++)
-        k->kind[t] = dict_is_word(d, t) ? FIRST | LAST : 0;
+    if (!rc) token_kinds(k, d);
     for (uint32_t i = 0; i < g->nrules && !rc; i++) {
         if (kb[i] > (FIRST | LAST)) rc = tdc_error(-EBADMSG, "rules: bad kinds of rule %u", i + 1);
         k->kind[g->ntokens + 1 + i] = kb[i];

@@ -33,7 +33,7 @@ void syms_kinds_free(syms_kinds *k);
 
 /* Append the rules section of g over dictionary d. kinded 0: plain layout (*k set to NULL);
  * 1: kind layout, with the kinds to code the root with in *k (caller frees). 0, -ENOMEM, or
- * -EINVAL (kind layout) for a symbol that is neither a token nor a rule, or a cycle. */
+ * (kind layout) -EBADMSG for a symbol that is neither a token nor a rule, or a cycle. */
 int syms_enc_rules(const gram *g, const dict *d, int kinded, buf *out, syms_kinds **k);
 
 /* Append the root section of g: plain layout when k is NULL, else the kind layout. */

@@ -69,14 +69,14 @@ void gbuild_free(gbuild *b)
     vec64_free(&b->file_end);
 }
 
-int gram_topo(gram *g)
+int gram_order(const gram *g, vec32 *order)
 {
     uint32_t nt = g->ntokens;
     for (uint32_t r = 1; r <= g->nrules; r++) {
         uint64_t n;
         const uint32_t *b = gram_body(g, r, &n);
         for (uint64_t i = 0; i < n; i++)
-            if (b[i] >= nt && (b[i] - nt == 0 || b[i] - nt > g->nrules))
+            if (!gram_sym_ok(g, b[i]))
                 return tdc_error(-EBADMSG, "rules: rule %u refers to rule %u (out of range)", r,
                                  b[i] - nt);
     }
@@ -85,8 +85,8 @@ int gram_topo(gram *g)
     vec32 st = {0};
     vec64 pos = {0};
     int rc = 0;
-    g->topo.n = 0;
-    if (!state || vec32_reserve(&g->topo, g->nrules)) rc = -ENOMEM;
+    order->n = 0;
+    if (!state || vec32_reserve(order, g->nrules)) rc = -ENOMEM;
     for (uint32_t top = 1; top <= g->nrules && !rc; top++) {
         if (state[top]) continue;
         state[top] = 1;
@@ -100,7 +100,7 @@ int gram_topo(gram *g)
                 i++;
             if (i == n) {
                 state[r] = 2;
-                g->topo.p[g->topo.n++] = r;
+                order->p[order->n++] = r;
                 st.n--;
                 pos.n--;
                 continue;
@@ -120,6 +120,20 @@ int gram_topo(gram *g)
     vec64_free(&pos);
     if (rc == -ENOMEM) tdc_error(rc, "rules: out of memory");
     return rc;
+}
+
+int gram_topo(gram *g)
+{
+    return gram_order(g, &g->topo);
+}
+
+int gram_check_root(const gram *g)
+{
+    for (uint64_t i = 0; i < g->root.n; i++)
+        if (!gram_sym_ok(g, g->root.p[i]))
+            return tdc_error(-EBADMSG, "root: symbol %llu refers to rule %u (out of range)",
+                             (unsigned long long)i, g->root.p[i] - g->ntokens);
+    return 0;
 }
 
 static int by_count_r(const void *a, const void *b, void *ctx)

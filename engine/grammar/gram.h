@@ -37,10 +37,23 @@ static inline int gram_is_rule(const gram *g, uint32_t sym)
     return sym >= g->ntokens;
 }
 
+/* 1 when sym is a token or one of rules 1..nrules (not the root, not past the last rule). */
+static inline int gram_sym_ok(const gram *g, uint32_t sym)
+{
+    return sym < g->ntokens || (sym != g->ntokens && sym - g->ntokens <= g->nrules);
+}
+
+/* Every root symbol satisfies gram_sym_ok: 0, or -EBADMSG naming the first that does not. */
+int gram_check_root(const gram *g);
+
 void gram_free(gram *g);
 
 /* Check that rules 1..nrules use only tokens and rules 1..nrules and contain no cycle, and
- * fill g->topo. -EBADMSG with a message naming a bad rule, or -ENOMEM. */
+ * put them in *order children first (each after every rule it uses). -EBADMSG with a message
+ * naming a bad rule, or -ENOMEM. */
+int gram_order(const gram *g, vec32 *order);
+
+/* gram_order into g->topo. */
 int gram_topo(gram *g);
 
 /* Order ids so the most counted come first (cnt[id]), ties by id. */
