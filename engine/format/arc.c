@@ -656,14 +656,22 @@ static int check_link(const arc_entry *f, const arc_entry *e)
 }
 
 /* Order entries by inode (a->byino) and check numbers and hard links. */
-static int index_inodes(arc *a)
+/* a->byino: the entries ordered by (inode, index). */
+static int sort_by_ino(arc *a)
 {
     free(a->byino);
-    if (!(a->byino = malloc(a->nents * sizeof *a->byino)))
+    if (!(a->byino = malloc((a->nents + 1) * sizeof *a->byino)))
         return tdc_error(-ENOMEM, "file table: out of memory");
     for (uint32_t i = 0; i < a->nents; i++)
         a->byino[i] = i;
     sort_r(a->byino, a->nents, sizeof *a->byino, by_ino, a->ents);
+    return 0;
+}
+
+static int index_inodes(arc *a)
+{
+    int rc = sort_by_ino(a);
+    if (rc) return rc;
     if (a->ents[0].ino != 1) return tdc_error(-EBADMSG, "file table: root is not inode 1");
     for (uint32_t k = 0; k < a->nents; k++) {
         const arc_entry *e = &a->ents[a->byino[k]];
@@ -1477,8 +1485,6 @@ int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned
     return 0;
 }
 
-/* Entries whose runs lie outside the loaded shards [first, last] (arc_load_span): marked
- * unreadable; the others' runs made relative to the first loaded shard's root. */
 /* Whether regular file e's run lies inside shards [first, last] (an empty run: its shard
  * does). */
 static int run_in_span(const arc *a, const arc_entry *e, uint32_t first, uint32_t last)
@@ -1489,6 +1495,8 @@ static int run_in_span(const arc *a, const arc_entry *e, uint32_t first, uint32_
            (e->root_len || e->shard <= last);
 }
 
+/* Entries whose runs lie outside the loaded shards [first, last] (arc_load_span): marked
+ * unreadable; the others' runs made relative to the first loaded shard's root. */
 static void keep_span(arc *a, uint32_t first, uint32_t last)
 {
     uint64_t base = a->shards[first].root_off;
@@ -1626,14 +1634,8 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
         if (!(e->path = strdup(meta->ents[v.p[i]].path))) rc = tdc_error(-ENOMEM, "out of memory");
         s->nents = (uint32_t)i + 1;
     }
-    if (!rc && !(s->byino = malloc((v.n + 1) * sizeof *s->byino)))
-        rc = tdc_error(-ENOMEM, "out of memory");
-    if (!rc) {
-        for (uint32_t i = 0; i < s->nents; i++)
-            s->byino[i] = i;
-        sort_r(s->byino, s->nents, sizeof *s->byino, by_ino, s->ents);
-        rc = load_span(s, first, last);
-    }
+    if (!rc) rc = sort_by_ino(s);
+    if (!rc) rc = load_span(s, first, last);
     if (rc) {
         arc_free(s);
         vec32_free(&v);
