@@ -13,8 +13,6 @@ w=$(mktemp -d "${BENCH_TMP:-/tmp}/codecbench.XXXXXX")
 trap 'rm -rf "$w"' EXIT
 bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
 
-secs() { /usr/bin/time -f '%e' -o "$w/time" "$@" >/dev/null && cat "$w/time"; }
-
 echo "### $name: $(awk -v b="$bytes" 'BEGIN{printf "%.1f", b/1e6}') MB of content"
 echo
 echo "| archive | bytes | vs zstd -19 --long=27 | vs xz -9 | vs squashfs | pack s | decode ms | decode MB/s of content |"

@@ -17,7 +17,6 @@
 /* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
 #define VOL_EARLY_SPANS 4
 
-
 struct vol_span {
     uint32_t first, last; /* shards [first, last] */
     arc *a;
