@@ -245,6 +245,40 @@ static void load_whole(vol *v)
     vol_unlock_arc(v);
 }
 
+/* Load v's whole archive, read every file again (from it: the early reads stay at `reads`,
+ * no span is kept), then free r and close v. */
+static void read_loaded_and_close(vol *v, vol_reader *r, const arc *a, const idx *x,
+                                  uint64_t reads)
+{
+    vol_info in;
+    load_whole(v);
+    read_all(v, r, a, x);
+    vol_get_info(v, &in);
+    assert_int_equal(in.early_reads, reads);
+    assert_int_equal(in.spans, 0);
+    vol_reader_free(r);
+    vol_close(v);
+}
+
+/* A scratch copy of the three-shard archive (free it with drop_copy). */
+static char *copy_sharded(const char *name)
+{
+    char *p = tu_tmppath(name), cmd[8300];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
+    assert_int_equal(system(cmd), 0);
+    return p;
+}
+
+/* Remove archive copy p and its journal. */
+static void drop_copy(char *p)
+{
+    char j[8300];
+    snprintf(j, sizeof j, "%s.journal", p);
+    unlink(p);
+    unlink(j);
+    free(p);
+}
+
 /* Reads of a lazy mount while its loader has not started: every file reads byte-exact from
  * the shards it spans alone, without waiting for the load; after the load, reads go on. */
 static void test_reads_before_the_load(void **state)
@@ -268,13 +302,7 @@ static void test_reads_before_the_load(void **state)
     assert_int_equal(in.early_reads, reads);
     assert_true(in.span_loads >= 1 && in.span_loads <= 3);
     gate_open(&g);
-    load_whole(v);
-    read_all(v, &r, a, x); /* loaded: reads go to the whole archive */
-    vol_get_info(v, &in);
-    assert_int_equal(in.early_reads, reads);
-    assert_int_equal(in.spans, 0);
-    vol_reader_free(&r);
-    vol_close(v);
+    read_loaded_and_close(v, &r, a, x, reads);
     idx_free(x);
     arc_free(a);
 }
@@ -344,13 +372,7 @@ static void test_reads_under_a_budget(void **state)
             assert_int_equal(in.spans, 1);
             assert_true(in.span_loads > 3 && in.span_loads < reads);
         }
-        load_whole(v);
-        read_all(v, &r, a, x);
-        vol_get_info(v, &in);
-        assert_int_equal(in.early_reads, reads);
-        assert_int_equal(in.spans, 0);
-        vol_reader_free(&r);
-        vol_close(v);
+        read_loaded_and_close(v, &r, a, x, reads);
     }
     idx_free(x);
     arc_free(a);
@@ -363,9 +385,7 @@ static void append_zz(vol *v);
 static void test_edited_reads_under_a_budget(void **state)
 {
     (void)state;
-    char *p = tu_tmppath("budget.tdc"), cmd[8300];
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
-    assert_int_equal(system(cmd), 0);
+    char *p = copy_sharded("budget.tdc");
     arc *a;
     idx *x;
     assert_int_equal(arc_open(p, &a), 0);
@@ -395,10 +415,7 @@ static void test_edited_reads_under_a_budget(void **state)
     vol_close(v);
     idx_free(x);
     arc_free(a);
-    unlink(p);
-    snprintf(cmd, sizeof cmd, "%s.journal", p);
-    unlink(cmd);
-    free(p);
+    drop_copy(p);
 }
 
 /* Sequences and counts over the cuts are those of the same tree in one grammar. */
@@ -536,11 +553,7 @@ static void test_damaged_shard_not_compacted(void **state)
     assert_memory_equal(before, after, n0);
     free(before);
     free(after);
-    unlink(p);
-    char j[4200];
-    snprintf(j, sizeof j, "%s.journal", p);
-    unlink(j);
-    free(p);
+    drop_copy(p);
 }
 
 /* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
@@ -660,14 +673,13 @@ static void remove_big(vol *v)
 }
 
 /* Compaction shard by shard: an edit of one small file copies every shard as stored (shard
- * 1 keeps its plain layout) and adds one (in the kind layout); removing the file that spans three shards drops the one it filled alone and rebuilds
- * the two it shared, keeping the shard of the edit as it was. */
+ * 1 keeps its plain layout) and adds one (in the kind layout); removing the file that spans
+ * three shards drops the one it filled alone and rebuilds the two it shared, keeping the
+ * shard of the edit as it was. */
 static void test_compaction_by_shard(void **state)
 {
     (void)state;
-    char *p = tu_tmppath("edit.tdc"), cmd[8300];
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
-    assert_int_equal(system(cmd), 0);
+    char *p = copy_sharded("edit.tdc");
     uint64_t before[3] = {shard_sig(p, 0), shard_sig(p, 1), shard_sig(p, 2)};
     compact_vol(p, append_zz, 4);
     for (uint32_t k = 0; k < 3; k++)
@@ -685,10 +697,7 @@ static void test_compaction_by_shard(void **state)
     assert_int_equal(a->nents, 3);
     assert_int_equal(a->ents[2].size, strlen("zeta eta alpha and the end\n") + 11);
     arc_free(a);
-    unlink(p);
-    snprintf(cmd, sizeof cmd, "%s.journal", p);
-    unlink(cmd);
-    free(p);
+    drop_copy(p);
 }
 
 /* arc_same_content tells from the tables alone that a run is unchanged: the same place in
@@ -848,9 +857,7 @@ static int tamper_step(void *ctx, int step, const char *tmp)
  * archive byte for byte; one that succeeds leaves every file agreeing with its hash. */
 static int compact_tampered(void (*tamper)(const char *), vol_compact_stats *st)
 {
-    char *p = tu_tmppath("tamper.tdc"), cmd[8300];
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, p);
-    assert_int_equal(system(cmd), 0);
+    char *p = copy_sharded("tamper.tdc");
     size_t n0 = 0, n1 = 0;
     unsigned char *before = tu_slurp(p, &n0);
     vol_opts o = {
@@ -876,10 +883,7 @@ static int compact_tampered(void (*tamper)(const char *), vol_compact_stats *st)
     }
     free(before);
     free(after);
-    unlink(p);
-    snprintf(cmd, sizeof cmd, "%s.journal", p);
-    unlink(cmd);
-    free(p);
+    drop_copy(p);
     return rc;
 }
 
