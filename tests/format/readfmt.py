@@ -412,27 +412,19 @@ class Kinds:
         bits = r.bytes((nt + nrules + 7) // 8)
         self.mem, at = [], 0
         for c in (0, 1):
-            tk = [s for s in range(nt) if self.kind[s] & 1 == c]
-            rl = [s for s in range(nt + 1, nt + nrules + 1) if self.kind[s] & 1 == c]
-            mem = []
-            for _ in range(len(tk) + len(rl)):
-                src = rl if bits[at // 8] >> (at % 8) & 1 else tk
+            # a set bit takes the kind's next rule, a clear one its next token
+            lists = ([s for s in range(nt) if self.kind[s] & 1 == c],
+                     [s for s in range(nt + 1, nt + nrules + 1) if self.kind[s] & 1 == c])
+            took, mem = [0, 0], []
+            for _ in range(len(lists[0]) + len(lists[1])):
+                rule = bits[at // 8] >> (at % 8) & 1
                 at += 1
-                mem.append(src)
-            ti = ri = 0
-            out = []
-            for src in mem:
-                if src is rl:
-                    if ri >= len(rl):
-                        raise Bad("rules: a kind lists more rules than it has")
-                    out.append(rl[ri])
-                    ri += 1
-                else:
-                    if ti >= len(tk):
-                        raise Bad("rules: a kind lists more tokens than it has")
-                    out.append(tk[ti])
-                    ti += 1
-            self.mem.append(out)
+                if took[rule] >= len(lists[rule]):
+                    raise Bad("rules: a kind lists more %s than it has" %
+                              ("rules" if rule else "tokens"))
+                mem.append(lists[rule][took[rule]])
+                took[rule] += 1
+            self.mem.append(mem)
         while at % 8:
             if bits[at // 8] >> (at % 8) & 1:
                 raise Bad("rules: padding bits set")
