@@ -1188,6 +1188,7 @@ void vol_reader_init(vol_reader *r)
 {
     idx_cursor_init(&r->cur);
     r->gen = 0;
+    r->span = NULL;
 }
 
 void vol_reader_free(vol_reader *r)
@@ -1225,7 +1226,7 @@ static ssize_t read_cpu(void *arg, uint32_t ent, uint64_t off, void *dst, size_t
 static ssize_t read_base(vol *v, vol_reader *r, int64_t ent, uint64_t off, void *dst, size_t n)
 {
     if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) != 2) /* not loaded (vol_read) */
-        return vol_span_read(v, ent, off, dst, n);
+        return vol_span_read(v, r->span, ent, off, dst, n);
     int dmg = arc_entry_damaged(v->a, (uint32_t)ent); /* the GPU would read the stand-in */
     if (dmg) return dmg;
     base_reader b = {v, r};
@@ -1268,14 +1269,15 @@ static int reads_from_spans(vol *v)
 }
 
 /* Decode the shards of ino's archived content, if it has any, before the model lock is taken,
- * so that changes need not wait for the decoding. */
-static void warm_span(vol *v, uint64_t ino)
+ * so that changes need not wait for the decoding; the span is held in r->span for the read
+ * (which then need not find it kept, nor decode it again when it could not be kept). */
+static void warm_span(vol *v, vol_reader *r, uint64_t ino)
 {
     rbegin(v);
     vnode *f = vol_node(v, ino);
     int64_t ent = f && S_ISREG(f->mode) && f->size ? f->ent : -1;
     rend(v);
-    if (ent >= 0) vol_span_warm(v, ent);
+    if (ent >= 0) r->span = vol_span_hold(v, ent);
 }
 
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
@@ -1283,7 +1285,7 @@ ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, s
     for (;;) {
         int spans = reads_from_spans(v);
         if (spans) {
-            warm_span(v, ino);
+            warm_span(v, r, ino);
         } else { /* before the model lock: changes go on while the data loads */
             int rc = vol_data(v);
             if (rc) return rc;
@@ -1292,6 +1294,8 @@ ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, s
         vnode *f = vol_node(v, ino);
         ssize_t k = f ? vol_read_locked(v, r, f, off, dst, n) : -ENOENT;
         rend(v);
+        vol_span_release(v, r->span);
+        r->span = NULL;
         if (k != -EAGAIN || !spans) return k;
         int rc = vol_data(v); /* the spans could not serve it: the whole archive will */
         if (rc) return rc;

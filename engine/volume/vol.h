@@ -165,10 +165,13 @@ int vol_write(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n);
 /* Insert n bytes at `off` <= size, shifting the rest (the papers' insert). */
 int vol_insert(vol *v, uint64_t ino, uint64_t off, const void *p, size_t n);
 
+struct vol_span;
+
 /* Per-reader state (a grammar cursor); one thread at a time per reader. */
 typedef struct vol_reader {
     idx_cursor cur;
     uint64_t gen;
+    struct vol_span *span; /* within vol_read: the span it decoded for this read, held */
 } vol_reader;
 
 void vol_reader_init(vol_reader *r);

@@ -91,14 +91,15 @@ struct vol {
 typedef struct vol_span vol_span;
 
 /* `n` bytes of entry ent's archived content from `off` read from the shards of its file alone
- * (loading them, with their own index, unless a kept span holds them), or -EAGAIN when the
- * read must go to the whole archive instead (the spans are dropped, or the file table's copy
- * cannot tell). Thread-safe. */
-ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n);
+ * (from `held` when it is their span, else loading them, with their own index, unless a kept
+ * span holds them), or -EAGAIN when the read must go to the whole archive instead (the spans
+ * are dropped, or the file table's copy cannot tell). Thread-safe. */
+ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *dst, size_t n);
 
-/* Load (or find kept) the span holding entry ent's content, so that a read of it that follows
- * finds it decoded; nothing when it cannot. */
-void vol_span_warm(vol *v, int64_t ent);
+/* The span holding entry ent's content, loaded or found kept, with a reference for the
+ * caller (vol_span_release); NULL when there is none to have. */
+vol_span *vol_span_hold(vol *v, int64_t ent);
+void vol_span_release(vol *v, vol_span *s); /* NULL is allowed */
 
 /* No more spans: drop the kept ones (each freed by its last reader). Called when the whole
  * archive is loaded, and by vol_close. */

@@ -134,11 +134,11 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
 }
 
 /* The span holding entry ent's content, with a reference for the caller (*content: that
- * content's entry in v->a): a kept one, or one loaded now (kept when it fits); NULL when the
- * spans are dropped or cannot serve ent (read the whole archive instead). At most
- * VOL_SPAN_LOADS spans are decoded at once, and a span another reader is decoding is waited
- * for rather than decoded twice. */
-static vol_span *span_get(vol *v, int64_t ent, uint32_t *content)
+ * content's entry in v->a): `held` when it is that span, a kept one, or one loaded now (kept
+ * when it fits); NULL when the spans are dropped or cannot serve ent (read the whole archive
+ * instead). At most VOL_SPAN_LOADS spans are decoded at once, and a span another reader is
+ * decoding is waited for rather than decoded twice. */
+static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content)
 {
     vol_span *s;
     uint32_t first, last;
@@ -147,6 +147,11 @@ static vol_span *span_get(vol *v, int64_t ent, uint32_t *content)
     if (v->spans_done || span_of(v, ent, content, &first, &last)) {
         pthread_mutex_unlock(&v->splock);
         return NULL;
+    }
+    if (held && held->first == first && held->last == last) {
+        held->refs++;
+        pthread_mutex_unlock(&v->splock);
+        return held;
     }
     for (;;) {
         if (v->spans_done) {
@@ -220,17 +225,21 @@ static int64_t local_entry(const vol_span *s, uint32_t c)
     return lo < s->nids && s->ids[lo] == c ? (int64_t)lo : -1;
 }
 
-void vol_span_warm(vol *v, int64_t ent)
+vol_span *vol_span_hold(vol *v, int64_t ent)
 {
     uint32_t c;
-    vol_span *s = span_get(v, ent, &c);
+    return span_get(v, NULL, ent, &c);
+}
+
+void vol_span_release(vol *v, vol_span *s)
+{
     if (s) span_put(v, s);
 }
 
-ssize_t vol_span_read(vol *v, int64_t ent, uint64_t off, void *dst, size_t n)
+ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *dst, size_t n)
 {
     uint32_t c;
-    vol_span *s = span_get(v, ent, &c);
+    vol_span *s = span_get(v, held, ent, &c);
     if (!s) return -EAGAIN;
     int64_t l = local_entry(s, c);
     ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
