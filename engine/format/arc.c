@@ -294,13 +294,20 @@ static int dict_layout(const buf *raw, buf *fc, int *front)
     return 0;
 }
 
-/* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
- * of its front coding, dict_layout; `kinded`: rules or root in the kind layout), or keep it
- * raw when that does not help. The stored bytes go to *data (raw's buffer itself when kept
- * raw: raw is left empty); s gets everything but the offset. */
-static int code_section(uint32_t type, buf *raw, int level, unsigned plain, int kinded,
-                        arc_secinfo *s, unsigned char **data)
+/* Whether a writer leaving out `plain` (ARC_PLAIN_*) codes section `type` in the kind layout. */
+static int kind_layout(uint32_t type, unsigned plain)
 {
+    return (type == ARC_SEC_RULES || type == ARC_SEC_ROOT) && !(plain & ARC_PLAIN_SYMS);
+}
+
+/* Code `raw` with the codec the section should use (for the dictionary: zstd of itself or
+ * of its front coding, dict_layout; for rules and root in the kind layout, its codecs), or
+ * keep it raw when that does not help. The stored bytes go to *data (raw's buffer itself when
+ * kept raw: raw is left empty); s gets everything but the offset. */
+static int code_section(uint32_t type, buf *raw, int level, unsigned plain, arc_secinfo *s,
+                        unsigned char **data)
+{
+    int kinded = kind_layout(type, plain);
     unsigned char *z = NULL;
     size_t zn = 0;
     buf fc = {0};
@@ -347,11 +354,12 @@ static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level,
         rc = type == ARC_SEC_DICT ? dict_encode(d, &b)
              : type == ARC_SEC_RULES ? syms_enc_rules(g, d, kinded, &b, &k)
                                      : syms_enc_root(g, k, &b);
-        if (rc) rc = tdc_error(rc, "%s encoding %s", rc == -ENOMEM ? "out of memory" : "failed",
-                               arc_section_name(type));
+        if (rc == -ENOMEM)
+            rc = tdc_error(rc, "out of memory encoding %s", arc_section_name(type));
+        else if (rc) /* a grammar the kind layout cannot hold: keep why */
+            rc = tdc_error_ctx(rc, "encoding %s", arc_section_name(type));
         if (!rc)
-            rc = code_section(type, &b, level, plain, kinded && type != ARC_SEC_DICT,
-                              &out->secs[i], &out->data[i]);
+            rc = code_section(type, &b, level, plain, &out->secs[i], &out->data[i]);
     }
     syms_kinds_free(k);
     buf_free(&b);
@@ -465,7 +473,7 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
             goto fail;
         }
         arc_secinfo *s = &secs[nsecs];
-        if ((rc = code_section(type, &b, level, ARC_PLAIN_DICT, 0, s, &data))) goto fail;
+        if ((rc = code_section(type, &b, level, 0, s, &data))) goto fail;
         s->offset = off;
         nsecs++;
         rc = fio_write_all(fd, data, s->stored, tmp);
