@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../engine/analytics/ana.h"
+#include "../engine/analytics/ana_shards.h"
 #include "../engine/analytics/analytics.h"
 #include "../engine/format/arc.h"
 #include "../engine/backend/backend.h"
@@ -767,8 +768,9 @@ static int run_analytic(int argc, char **argv, int kind)
     if (h >= 0) return h;
     if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
     arc *a;
-    int rc = open_all(argv[1], &a, NULL);
+    int rc = arc_open_meta(argv[1], &a);
     if (rc) return fail(rc);
+    note_journal(argv[1], a);
     int64_t first = 0;
     if (argc == 3) {
         const char *p = argv[2];
@@ -786,10 +788,19 @@ static int run_analytic(int argc, char **argv, int kind)
     o.auto_min = BACKEND_CLI_AUTO_MIN_BYTES;
     backend *be = NULL;
     buf out = {0};
+    uint32_t end = ana_subtree_end(a, (uint32_t)first);
     rc = backend_new(&o, &be);
-    if (!rc)
-        rc = backend_analytic(be, kind, a, 1, (uint32_t)first,
-                              ana_subtree_end(a, (uint32_t)first), NULL, &out);
+    /* An archive of several shards is analysed shard by shard on every core, unless the GPU
+     * may take it; one that cannot be (a word cut between shards) is loaded whole. */
+    int whole = rc || a->nshards < 2 || (o.mode != BACKEND_OFF && backend_gpu_available());
+    if (!whole && (rc = ana_by_shard(backend_ana(be), kind, a, (uint32_t)first, end, NULL, 0,
+                                     &out)) == -ENOTSUP) {
+        whole = 1;
+        rc = 0;
+        out.n = 0;
+    }
+    if (whole && !rc) rc = arc_load_data(a);
+    if (whole && !rc) rc = backend_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out);
     if (!rc) rc = fio_write_all(1, out.p, out.n, "stdout");
     buf_free(&out);
     backend_free(be);

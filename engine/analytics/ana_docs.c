@@ -638,7 +638,7 @@ fail:
 
 /* ---- output helpers ---- */
 
-static int put_num(buf *b, uint64_t v)
+int ana_put_num(buf *b, uint64_t v)
 {
     char t[24];
     size_t i = sizeof t;
@@ -649,8 +649,7 @@ static int put_num(buf *b, uint64_t v)
     return buf_put(b, t + i, sizeof t - i);
 }
 
-/* A path with tab, newline or backslash written with C escapes. */
-static int put_path(buf *b, const char *p)
+int ana_put_path(buf *b, const char *p)
 {
     size_t plain = strcspn(p, "\t\n\\");
     if (!p[plain]) return buf_put(b, p, plain);
@@ -674,7 +673,7 @@ static int paths_make(const docs *d, size_t plen, paths *p)
     if (!(p->at = malloc((d->files.n + 1) * sizeof *p->at))) return -ENOMEM;
     for (size_t i = 0; i < d->files.n; i++) {
         p->at[i] = p->text.n;
-        if (buf_put(&p->text, "\t", 1) || put_path(&p->text, d->a->ents[d->files.p[i]].path + plen))
+        if (buf_put(&p->text, "\t", 1) || ana_put_path(&p->text, d->a->ents[d->files.p[i]].path + plen))
             return -ENOMEM;
     }
     p->at[d->files.n] = p->text.n;
@@ -788,10 +787,10 @@ static int tv_task(void *x, const ana_team *t)
         cwctx c = {&k, j->rank};
         sort_r(k.touched.p, k.touched.n, sizeof *k.touched.p, by_count_word, &c);
         path.n = 0; /* the file's escaped path and a tab, once for all its lines */
-        if (put_path(&path, a->ents[e].path + j->plen) || buf_put(&path, "\t", 1)) rc = -ENOMEM;
+        if (ana_put_path(&path, a->ents[e].path + j->plen) || buf_put(&path, "\t", 1)) rc = -ENOMEM;
         for (size_t m = 0; m < k.touched.n && !rc; m++) {
             uint32_t w = k.touched.p[m];
-            rc = buf_put(out, path.p, path.n) || put_num(out, k.cnt.p[w]) ||
+            rc = buf_put(out, path.p, path.n) || ana_put_num(out, k.cnt.p[w]) ||
                          buf_put(out, "\t", 1) || put_word(out, d, w) || buf_put(out, "\n", 1)
                      ? -ENOMEM
                      : 0;
@@ -1003,7 +1002,7 @@ static int sc_range(void *ctx, size_t lo, size_t hi, buf *out)
 {
     const sc_print *p = ctx;
     for (size_t i = lo; i < hi; i++)
-        if (put_num(out, p->r[i].n) || buf_put(out, "\t", 1) ||
+        if (ana_put_num(out, p->r[i].n) || buf_put(out, "\t", 1) ||
             put_seq(out, p->d, p->rk, p->r[i].q) || buf_put(out, "\n", 1))
             return -ENOMEM;
     return 0;
@@ -1157,7 +1156,7 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
             if (i != lo && buf_put(out, "\n", 1)) return -ENOMEM;
             if (put_seq(out, p->d, p->rk, r[i].q)) return -ENOMEM;
         }
-        if (put_tab_path(out, &p->paths, r[i].file) || buf_put(out, ":", 1) || put_num(out, r[i].n))
+        if (put_tab_path(out, &p->paths, r[i].file) || buf_put(out, ":", 1) || ana_put_num(out, r[i].n))
             return -ENOMEM;
     }
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;

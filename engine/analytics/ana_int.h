@@ -211,6 +211,13 @@ typedef struct ana_wtab {
 int ana_wtab_build(ana_wtab *wt, const ana_prep *p, const unsigned char *need, int threads);
 void ana_wtab_free(ana_wtab *wt);
 
+/* ---- output (ana_docs.c) ---- */
+
+/* A number in decimal; a path with tab, newline and backslash written with C escapes (as every
+ * analytic prints paths). 0 or -ENOMEM. */
+int ana_put_num(buf *b, uint64_t v);
+int ana_put_path(buf *b, const char *p);
+
 /* ---- words in byte order, word count output (ana_sort.c) ---- */
 
 typedef struct ana_wrec {

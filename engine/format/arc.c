@@ -1482,8 +1482,14 @@ int arc_entry_damaged(const arc *a, uint32_t ent)
     if (e->damaged == ARC_NOT_LOADED)
         return tdc_error(-EINVAL, "%s: '%s' is not in the shards loaded", a->path ? a->path : "archive",
                          e->path);
+    return arc_damage_error(a, ent, e->damaged - 1, a->shards[e->damaged - 1].damage);
+}
+
+int arc_damage_error(const arc *a, uint32_t ent, uint32_t k, const char *why)
+{
+    (void)k; /* the reason names the shard */
     return tdc_error(-EBADMSG, "%s: '%s' cannot be read: its content lies in a damaged shard (%s)",
-                     a->path ? a->path : "archive", e->path, a->shards[e->damaged - 1].damage);
+                     a->path ? a->path : "archive", a->ents[ent].path, why);
 }
 
 int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis)
@@ -1653,6 +1659,63 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
     *ids = v.p;
     *nids = (uint32_t)v.n;
     return 0;
+}
+
+void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start, uint64_t *len)
+{
+    const arc_entry *e = &a->ents[ent];
+    const arc_shard *sh = &a->shards[k];
+    uint64_t lo = e->root_start > sh->root_off ? e->root_start : sh->root_off;
+    uint64_t hi = e->root_start + e->root_len, top = sh->root_off + sh->root_syms;
+    if (hi > top) hi = top;
+    *start = *len = 0;
+    if (e->type == ARC_REG && hi > lo) {
+        *start = lo - sh->root_off;
+        *len = hi - lo;
+    }
+}
+
+int arc_open_piece(const arc *meta, uint32_t k, arc **out)
+{
+    *out = NULL;
+    if (!meta->pending || k >= meta->nshards || meta->version < 4)
+        return tdc_error(-EINVAL, "shard %u: not a shard of an unloaded version 4 archive", k);
+    arc *p = calloc(1, sizeof *p);
+    if (!p || !(p->ents = malloc((meta->nents ? meta->nents : 1) * sizeof *p->ents))) {
+        free(p);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    p->fd = -1;
+    p->version = meta->version;
+    p->id = meta->id;
+    p->nents = meta->nents;
+    p->partial = 1;
+    p->nshards = 1;
+    for (uint32_t i = 0; i < meta->nents; i++) {
+        arc_entry *e = &p->ents[i];
+        *e = meta->ents[i];
+        e->link = NULL;
+        e->xattrs = NULL;
+        e->nxattrs = 0;
+        e->shard = 0;
+        arc_entry_in_shard(meta, i, k, &e->root_start, &e->root_len);
+    }
+    int rc = load_shard(meta, k, &p->dict, &p->g); /* checks it against the shard table */
+    if (rc) {
+        arc_piece_free(p);
+        return with_path(rc, meta->path);
+    }
+    *out = p;
+    return 0;
+}
+
+void arc_piece_free(arc *p)
+{
+    if (!p) return;
+    dict_free(p->dict);
+    gram_free(&p->g);
+    free(p->ents); /* the paths are meta's */
+    free(p);
 }
 
 uint64_t arc_mem(const arc *a)

@@ -316,6 +316,26 @@ uint64_t arc_mem(const arc *a);
 int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
                   uint32_t *nids);
 
+/* Shard k of `meta` (a version 4 archive opened by arc_open_meta and not loaded; it is only
+ * read) as an archive of its own, for work done shard by shard (analytics): its grammar is
+ * shard k's alone, and its entries are all of meta's, at the same indices, sharing meta's
+ * paths (no link targets or xattrs), with each regular file's run cut to the part that lies
+ * in shard k, relative to that shard's root (empty where the file has none there). So
+ * scopes, visibility masks and paths work on it as on the whole archive, and each file
+ * counts only its content in shard k. Thread-safe (meta is shared). Free it with
+ * arc_piece_free, before meta. Errors as arc_load_data, except that a damaged shard fails
+ * (-EBADMSG, naming "shard K"). */
+int arc_open_piece(const arc *meta, uint32_t k, arc **out);
+void arc_piece_free(arc *p);
+
+/* Where entry ent's content lies, as [start, start + len) of shard k's root (see arc_entry;
+ * len 0 where it has none in shard k). */
+void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start, uint64_t *len);
+
+/* The message arc_entry_damaged gives for entry `ent` when shard k, damaged for the reason
+ * `why`, holds part of its content: -EBADMSG. */
+int arc_damage_error(const arc *a, uint32_t ent, uint32_t k, const char *why);
+
 /* 1 when regular entry i of archive b holds, byte for byte, the content of regular entry o of
  * archive a, as the tables show it without decoding anything: the same size and hash, and a
  * run of the same length starting at the same place of its first shard, over as many

@@ -1,0 +1,57 @@
+/* ana_merge: one analytic computed on parts of an archive (its shards, analysed one at a time
+ * on CPU threads, and later GPUs or cluster ranks), merged exactly into the output the whole
+ * archive gives (docs/DESIGN.md, "Analytics shard by shard").
+ *
+ * Each part contributes
+ * - its output text: what the analytic prints for the scope on that part alone (arc_open_piece:
+ *   every file counts only its content in that part), and
+ * - an edge for every piece of a file that spans parts: the words at the two ends of the
+ *   file's content in that part.
+ * The merge sums counts by key (word, sequence, file), takes the union of the files of each
+ * word, and adds the three-word sequences that cross a file's cut between parts, from the
+ * edges (the parts counted only the sequences inside themselves). Words are never cut between
+ * parts (pack cuts a file only where no word continues); where a writer did cut one, the merge
+ * says so (-ENOTSUP) and the caller analyses the archive whole.
+ *
+ * Parts may come in any order, from any thread, one call at a time. */
+#ifndef TDC_ANA_MERGE_H
+#define TDC_ANA_MERGE_H
+
+#include <stdint.h>
+
+#include "../format/arc.h"
+#include "../base/buf.h"
+
+/* The words at the ends of one file's content in one part. */
+typedef struct ana_edge {
+    uint32_t file;  /* its rank among the scope's files (ana_scope_files) */
+    uint32_t part;  /* the part (shard) number: a file's pieces follow in part order */
+    uint32_t nw;    /* words in `words` */
+    int whole;      /* 1: `words` are all the piece's words (4 or fewer); 0: the first two and
+                       the last two of a piece of five or more */
+    int word_first; /* the piece's first token is a word */
+    int word_last;  /* the piece's last token is a word */
+    buf words;      /* the words, each followed by one space */
+} ana_edge;
+
+typedef struct ana_merge ana_merge;
+
+/* A merge of analytic `kind` (enum ana_id) over the files of entries [first, end) of `a`
+ * visible in vis (ana.h); a's file table is all it reads (it needs no grammar). 0 or -ENOMEM. */
+int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
+                  ana_merge **out);
+void ana_merge_free(ana_merge *m);
+
+/* Add one part's output text (n bytes). -EBADMSG when it is not what the analytic prints for
+ * this scope, -ENOMEM. */
+int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n);
+
+/* Add one piece's edge; its words move into the merge (e->words is left empty). */
+int ana_merge_edge(ana_merge *m, ana_edge *e);
+
+/* The merged output, appended to out: byte for byte what the analytic prints for the scope on
+ * the whole archive. -ENOTSUP (with a message naming the file) when a file's content is cut
+ * inside a word between two parts; -ENOMEM. */
+int ana_merge_finish(ana_merge *m, buf *out);
+
+#endif

@@ -1,0 +1,29 @@
+/* ana_shards: the analytics computed shard by shard (docs/DESIGN.md, "Analytics shard by
+ * shard"): each shard the scope touches is loaded alone (arc_open_piece), analysed with the
+ * CPU analytic on one thread, and dropped; worker threads take one shard each, and the
+ * shards' results are merged exactly (ana_merge). Memory follows the shards being worked on,
+ * not the archive, and the work spreads over every core. */
+#ifndef TDC_ANA_SHARDS_H
+#define TDC_ANA_SHARDS_H
+
+#include <stdint.h>
+
+#include "ana.h"
+#include "ana_merge.h"
+
+/* The edge (ana_merge.h) of file entry `ent`'s content in piece p (arc_open_piece of shard
+ * `part`), for the file of rank `file` in the scope. 0 or -ENOMEM. */
+int ana_piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana_edge *e);
+
+/* Analytic `kind` (enum ana_id) of the files of entries [first, end) of `meta` visible in vis,
+ * appended to out: byte for byte what ana_table[kind].cpu prints on the whole archive loaded.
+ * meta is a version 4 archive opened by arc_open_meta and not loaded (only read). c's
+ * traversal and verbosity apply to each shard; `workers` shards are worked on at once (0: one
+ * per CPU). Errors: those of the analytic and of loading a shard; -EBADMSG, with
+ * arc_entry_damaged's message, when a visible file of the scope has content in a damaged shard;
+ * -ENOTSUP when a file is cut inside a word between shards (the caller then loads the
+ * archive whole). */
+int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t end,
+                 const unsigned char *vis, unsigned workers, buf *out);
+
+#endif
