@@ -198,7 +198,7 @@ static int do_shard(job *j, uint32_t k)
         pthread_mutex_unlock(&j->lock);
         return j->damage[k] ? 0 : tdc_error(-ENOMEM, "out of memory");
     }
-    if (rc) return rc;
+    if (rc) return tdc_error_ctx(rc, "%s", j->meta->path);
     buf part = {0};
     size_t ne = 0;
     ana_edge *e = calloc(j->nwide ? j->nwide : 1, sizeof *e);
@@ -279,7 +279,9 @@ static int damage_check(const job *j)
         arc_entry_shards(a, holder(a, e), &f, &l);
         if (!a->ents[holder(a, e)].root_len) continue;
         for (uint32_t k = f; k <= l; k++)
-            if (j->damage[k]) return arc_damage_error(a, e, k, j->damage[k]);
+            if (j->damage[k])
+                return tdc_error_ctx(arc_damage_error(a, e, k, j->damage[k]), "%s",
+                                     ana_table[j->kind].name);
     }
     return 0;
 }
@@ -287,7 +289,8 @@ static int damage_check(const job *j)
 int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t end,
                  const unsigned char *vis, unsigned workers, buf *out)
 {
-    if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "analytics: unknown kind %d", kind);
+    if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
+    if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     job j = {.kind = kind, .meta = meta, .first = first, .end = end, .vis = vis};
     vec32 files = {0}, todo = {0};
     wide *wd = NULL;

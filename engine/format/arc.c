@@ -1703,7 +1703,7 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
     int rc = load_shard(meta, k, &p->dict, &p->g); /* checks it against the shard table */
     if (rc) {
         arc_piece_free(p);
-        return with_path(rc, meta->path);
+        return rc;
     }
     *out = p;
     return 0;

@@ -324,7 +324,7 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
  * scopes, visibility masks and paths work on it as on the whole archive, and each file
  * counts only its content in shard k. Thread-safe (meta is shared). Free it with
  * arc_piece_free, before meta. Errors as arc_load_data, except that a damaged shard fails
- * (-EBADMSG, naming "shard K"). */
+ * (-EBADMSG), and the message names "shard K" but not the archive. */
 int arc_open_piece(const arc *meta, uint32_t k, arc **out);
 void arc_piece_free(arc *p);
 

@@ -13,6 +13,8 @@
 #include <xxhash.h>
 
 #include "../../engine/analytics/ana.h"
+#include "../../engine/analytics/ana_shards.h"
+#include "../../engine/analytics/analytics.h"
 #include "../../engine/format/arc.h"
 #include "../../engine/build/compact_shards.h"
 #include "../../engine/backend/backend.h"
@@ -74,18 +76,12 @@ static void make_text(void)
     }
 }
 
-static int setup(void **state)
+/* Write `out`: the tree of "all" in three shards, hand-cut: "big" cut at c1 and c2 (after a
+ * space, or inside a word for an archive no pack writes), going on from shard 0 through shard
+ * 1 into shard 2. With `mismatch`, also that archive with one rule too many in shard 1's
+ * figures. */
+static void write_sharded(const char *out, const char *mis, size_t c1, size_t c2)
 {
-    (void)state;
-    dir = tu_tmppath("shards");
-    sharded = tu_tmppath("sharded.tdc");
-    whole = tu_tmppath("whole.tdc");
-    mismatch = tu_tmppath("mismatch.tdc");
-    mkdir(dir, 0755);
-    make_text();
-    size_t c1 = 9000, c2 = 21000;
-    while (big.p[c1 - 1] != ' ') c1++;
-    while (big.p[c2 - 1] != ' ') c2++;
     const char *a = "the quick brown fox jumps over the lazy dog\n";
     const char *z = "zeta eta alpha and the end\n";
     put("p0", "a.txt", a, strlen(a));
@@ -118,18 +114,11 @@ static int setup(void **state)
     w.ents[2].hash = XXH3_64bits(big.p, big.n);
     w.ents[3] = copy_entry(&p[2]->ents[2], 2);
     assert_string_equal(w.ents[3].path, "zz.txt");
-    int rc = arc_write_coded(sharded, &w, c, 3, 3);
+    int rc = arc_write_coded(out, &w, c, 3, 3);
     if (rc) fail_msg("%s", tdc_errmsg());
     c[1].info.nrules++;
-    if (arc_write_coded(mismatch, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
+    if (mis && arc_write_coded(mis, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
     c[1].info.nrules--;
-    /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
-    const char *keep = getenv("TDC_SHARD_KEEP");
-    if (keep) {
-        char cmd[8300];
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, keep);
-        if (system(cmd)) fail_msg("cannot keep %s", sharded);
-    }
     for (int k = 0; k < 3; k++) {
         arc_coded_free(&c[k]);
         arc_free(p[k]);
@@ -138,7 +127,28 @@ static int setup(void **state)
         arc_entry_clear(&w.ents[i]);
     free(w.ents);
     free(w.byino);
+}
 
+static int setup(void **state)
+{
+    (void)state;
+    dir = tu_tmppath("shards");
+    sharded = tu_tmppath("sharded.tdc");
+    whole = tu_tmppath("whole.tdc");
+    mismatch = tu_tmppath("mismatch.tdc");
+    mkdir(dir, 0755);
+    make_text();
+    size_t c1 = 9000, c2 = 21000;
+    while (big.p[c1 - 1] != ' ') c1++;
+    while (big.p[c2 - 1] != ' ') c2++;
+    write_sharded(sharded, mismatch, c1, c2);
+    /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
+    const char *keep = getenv("TDC_SHARD_KEEP");
+    if (keep) {
+        char cmd[8300];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", sharded, keep);
+        if (system(cmd)) fail_msg("cannot keep %s", sharded);
+    }
     char src[4096];
     snprintf(src, sizeof src, "%s/all", dir);
     pack_stats st;
@@ -441,6 +451,54 @@ static void test_analytics_as_one_grammar(void **state)
     arc_free(w);
 }
 
+/* Shard by shard (ana_by_shard) each analytic prints what it prints on the archive loaded
+ * whole, over the tree and each file; a file cut inside a word between two shards (which
+ * pack never writes) is refused with -ENOTSUP, and the archive loaded whole still answers. */
+static void test_analytics_by_shard(void **state)
+{
+    (void)state;
+    char *cut = tu_tmppath("cutword.tdc");
+    size_t c1 = 9000, c2 = 21000;
+    while (!(big.p[c1 - 1] != ' ' && big.p[c1] != ' ' && big.p[c1] != '.')) c1++;
+    while (big.p[c2 - 1] != ' ') c2++;
+    write_sharded(cut, NULL, c1, c2);
+    arc *m, *w, *cm, *cw;
+    assert_int_equal(arc_open_meta(sharded, &m), 0);
+    assert_int_equal(arc_open(sharded, &w), 0);
+    assert_int_equal(arc_open_meta(cut, &cm), 0);
+    assert_int_equal(arc_open(cut, &cw), 0);
+    for (int k = 0; k < ANA_NIDS; k++) {
+        for (uint32_t first = 0; first < w->nents; first++) {
+            uint32_t end = ana_subtree_end(w, first);
+            buf x = {0}, y = {0};
+            assert_int_equal(ana_by_shard(NULL, k, m, first, end, NULL, 2, &x), 0);
+            assert_int_equal(ana_table[k].cpu(NULL, w, first, end, NULL, &y), 0);
+            assert_int_equal(x.n, y.n);
+            assert_memory_equal(x.p, y.p, x.n);
+            x.n = 0;
+            int rc = ana_by_shard(NULL, k, cm, first, end, NULL, 2, &x);
+            if (first == 0 || first == 2) { /* scopes holding big */
+                assert_int_equal(rc, -ENOTSUP);
+                assert_non_null(strstr(tdc_errmsg(), "'big' is cut inside a word"));
+            } else {
+                assert_int_equal(rc, 0);
+            }
+            buf_free(&x);
+            buf_free(&y);
+        }
+        buf y = {0};
+        assert_int_equal(ana_table[k].cpu(NULL, cw, 0, cw->nents, NULL, &y), 0);
+        assert_true(y.n > 0);
+        buf_free(&y);
+    }
+    arc_free(m);
+    arc_free(w);
+    arc_free(cm);
+    arc_free(cw);
+    unlink(cut);
+    free(cut);
+}
+
 /* A copy of the sharded archive with one byte of shard k's section i (0 dictionary, 1 rules,
  * 2 root) flipped in its middle; its path (free it). */
 static char *damaged_copy(uint32_t k, int i)
@@ -503,6 +561,22 @@ static void test_damaged_shard_costs_its_files(void **state)
         assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 0, a->nents, NULL, &b),
                          -EBADMSG);
         assert_int_equal(b.n, 0);
+        /* shard by shard: the same error, and zz.txt alone gives the same words */
+        char *why = strdup(tdc_errmsg());
+        arc *m;
+        assert_int_equal(arc_open_meta(p, &m), 0);
+        assert_int_equal(ana_by_shard(NULL, ANA_WORDCOUNT, m, 0, m->nents, NULL, 0, &b),
+                         -EBADMSG);
+        assert_string_equal(tdc_errmsg(), why);
+        free(why);
+        assert_int_equal(ana_by_shard(NULL, ANA_WORDCOUNT, m, 3, 4, NULL, 0, &b), 0);
+        buf c = {0};
+        assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 3, 4, NULL, &c), 0);
+        assert_int_equal(b.n, c.n);
+        assert_memory_equal(b.p, c.p, c.n);
+        buf_free(&c);
+        arc_free(m);
+        b.n = 0;
         assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 3, 4, NULL, &b), 0);
         assert_non_null(memmem(b.p, b.n, "1\tzeta\n", 7));
         backend_free(be);
@@ -925,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_reads_under_a_budget),
         cmocka_unit_test(test_edited_reads_under_a_budget),
         cmocka_unit_test(test_analytics_as_one_grammar),
+        cmocka_unit_test(test_analytics_by_shard),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
         cmocka_unit_test(test_damaged_shard_not_compacted),
