@@ -74,6 +74,8 @@ static const char usage_main[] =
     "  TADOC_ANA_VERBOSE=1|2        analytics' choices on stderr; 2 also phase times\n"
     "  TADOC_ANA_CACHE=0            do not keep a grammar's preparation between analytics\n"
     "  TADOC_GPU_WIDE_SEQ=1         GPU sequence analytics take wide keys (for tests)\n"
+    "  TADOC_SHARDS=N|whole         analytics of an archive of several shards: N shards at\n"
+    "                               once (one per CPU), or the archive loaded whole\n"
     "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT, TADOC_NO_KIND=1  pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
@@ -792,8 +794,9 @@ static int run_analytic(int argc, char **argv, int kind)
     rc = backend_new(&o, &be);
     /* An archive of several shards is analysed shard by shard on every core, unless the GPU
      * may take it; one that cannot be (a word cut between shards) is loaded whole. */
-    int whole = rc || a->nshards < 2 || (o.mode != BACKEND_OFF && backend_gpu_available());
-    if (!whole && (rc = ana_by_shard(backend_ana(be), kind, a, (uint32_t)first, end, NULL, 0,
+    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE ||
+                (o.mode != BACKEND_OFF && backend_gpu_available());
+    if (!whole && (rc = ana_by_shard(backend_ana(be), kind, a, (uint32_t)first, end, NULL,
                                      &out)) == -ENOTSUP) {
         whole = 1;
         rc = 0;

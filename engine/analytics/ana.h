@@ -86,9 +86,12 @@ typedef struct ana_opts {
     int threads;   /* 1 or 2 (more is taken as 2); 0: the machine and the scope decide */
     int cache;     /* keep the last grammar's preparation between calls */
     int verbose;   /* 0: quiet; 1: each choice and its estimates on stderr; 2: also phase times */
+    int shards;    /* archives of several shards: how many shards ana_by_shard analyses at
+                      once (0: one per CPU), or ANA_WHOLE to load the archive whole instead */
 } ana_opts;
 
-#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0}
+#define ANA_WHOLE (-1)
+#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0}
 
 /* A context: the options and, when they ask for it, the last grammar's preparation, kept for
  * the next call on the same grammar. Calls may share one context from several threads. Every

@@ -287,7 +287,7 @@ static int damage_check(const job *j)
 }
 
 int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t end,
-                 const unsigned char *vis, unsigned workers, buf *out)
+                 const unsigned char *vis, buf *out)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");
@@ -297,11 +297,11 @@ int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t
     int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);
     if (!rc) rc = ana_scope_files(meta, first, end, vis, &files) ? -ENOMEM : 0;
     if (!rc) rc = plan(meta, &files, &todo, &wd, &j.nwide);
+    ana_opts o = *ana_ctx_opts(c);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t nth = workers ? workers : cpus > 1 ? (uint32_t)cpus : 1;
+    uint32_t nth = o.shards > 0 ? (uint32_t)o.shards : cpus > 1 ? (uint32_t)cpus : 1;
     if (nth > todo.n) nth = (uint32_t)todo.n;
     if (nth > 256) nth = 256;
-    ana_opts o = *ana_ctx_opts(c);
     o.cache = 0; /* every shard is another grammar */
     if (nth > 1) o.threads = 1;
     if (!rc && (!(j.ctx = ana_ctx_new(&o)) || !(j.damage = calloc(meta->nshards, sizeof *j.damage))))

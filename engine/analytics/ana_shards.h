@@ -18,12 +18,13 @@ int ana_piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana
 /* Analytic `kind` (enum ana_id) of the files of entries [first, end) of `meta` visible in vis,
  * appended to out: byte for byte what ana_table[kind].cpu prints on the whole archive loaded.
  * meta is a version 4 archive opened by arc_open_meta and not loaded (only read). c's
- * traversal and verbosity apply to each shard; `workers` shards are worked on at once (0: one
- * per CPU). Errors: those of the analytic and of loading a shard; -EBADMSG, with
+ * traversal and verbosity apply to each shard, and its `shards` (ana_opts) shards are worked
+ * on at once (0 or ANA_WHOLE: one per CPU), each on one thread (on up to two, as c says,
+ * when there are fewer shards than CPUs). Errors: those of the analytic and of loading a shard; -EBADMSG, with
  * arc_entry_damaged's message, when a visible file of the scope has content in a damaged shard;
  * -ENOTSUP when a file is cut inside a word between shards (the caller then loads the
  * archive whole). */
 int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t end,
-                 const unsigned char *vis, unsigned workers, buf *out);
+                 const unsigned char *vis, buf *out);
 
 #endif

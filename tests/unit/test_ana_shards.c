@@ -1,7 +1,7 @@
 /* Analytics shard by shard (engine/analytics/ana_shards.h): on random trees packed into many
  * small shards (files cut over several, long words, files of separators only, empty files,
  * hard links), ana_by_shard prints exactly what each analytic prints on the archive loaded
- * whole, for every scope tried, under visibility masks, with one worker or several; and the
+ * whole, for every scope tried, under visibility masks, one shard at a time or several; and the
  * merge refuses a file cut inside a word. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,16 +75,16 @@ static void pack(const char *root, const char *ar, uint64_t shard)
 /* Analytic k of [first, end) under vis, shard by shard on meta and on the whole archive w
  * loaded, with c's options: the same bytes. */
 static void compare(ana_ctx *c, const arc *meta, const arc *w, int k, uint32_t first,
-                    const unsigned char *vis, unsigned workers)
+                    const unsigned char *vis)
 {
     uint32_t end = ana_subtree_end(w, first);
     buf got = {0}, want = {0};
-    int rc = ana_by_shard(c, k, meta, first, end, vis, workers, &got);
+    int rc = ana_by_shard(c, k, meta, first, end, vis, &got);
     if (rc) fail_msg("%s by shard: %s", ana_table[k].name, tdc_errmsg());
     assert_int_equal(ana_table[k].cpu(c, w, first, end, vis, &want), 0);
     if (got.n != want.n || (got.n && memcmp(got.p, want.p, got.n)))
-        fail_msg("%s of '%s' (%u workers): %zu bytes by shard, %zu whole", ana_table[k].name,
-                 w->ents[first].path, workers, got.n, want.n);
+        fail_msg("%s of '%s' (%d at once): %zu bytes by shard, %zu whole", ana_table[k].name,
+                 w->ents[first].path, ana_ctx_opts(c)->shards, got.n, want.n);
     buf_free(&got);
     buf_free(&want);
 }
@@ -112,19 +112,19 @@ static void test_by_shard_equals_whole(void **state)
         assert_non_null(vis);
         for (uint32_t e = 0; e < w->nents; e++)
             vis[e] = (unsigned char)(tu_rand(&seed) % 3 != 0);
-        ana_opts op = {round % 3, 1 + round % 2, 1, 0};
+        ana_opts op = {round % 3, 1 + round % 2, 1, 0, round % 4};
         ana_ctx *c = ana_ctx_new(&op);
         assert_non_null(c);
         for (int k = 0; k < ANA_NIDS; k++) {
             /* the whole tree, every directory and some files, with and without the mask */
             for (uint32_t e = 0; e < w->nents; e++) {
                 if (e && w->ents[e].type != ARC_DIR && tu_rand(&seed) % 4) continue;
-                compare(c, meta, w, k, e, NULL, 1 + (unsigned)(e % 3));
-                if (e == 0 || tu_rand(&seed) % 2) compare(c, meta, w, k, e, vis, 3);
+                compare(c, meta, w, k, e, NULL);
+                if (e == 0 || tu_rand(&seed) % 2) compare(c, meta, w, k, e, vis);
             }
             /* and the same content in one grammar */
             buf x = {0}, y = {0};
-            assert_int_equal(ana_by_shard(c, k, meta, 0, meta->nents, NULL, 0, &x), 0);
+            assert_int_equal(ana_by_shard(c, k, meta, 0, meta->nents, NULL, &x), 0);
             assert_int_equal(ana_table[k].cpu(c, o, 0, o->nents, NULL, &y), 0);
             assert_int_equal(x.n, y.n);
             if (x.n) assert_memory_equal(x.p, y.p, x.n);
