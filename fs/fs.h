@@ -31,6 +31,7 @@ typedef struct fs_ctx {
     uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
     uint32_t owner;          /* the uid that started the daemon: sees every virtual file whole */
     double timeout;          /* entry and attribute cache timeout, seconds */
+    uint64_t mem;            /* -o mem= (0: none): analytics shard by shard keep about this */
     pthread_mutex_t slock;   /* guards the word index */
     struct idx_words *words; /* word index of archive generation `words_gen` (0: none yet) */
     uint64_t words_gen;

@@ -344,6 +344,7 @@ int main(int argc, char **argv)
     c.gid = o.gid_set ? o.gid : (uint32_t)-1;
     /* Every change goes through this daemon, which tells the kernel about it. */
     c.timeout = 86400;
+    c.mem = mem;
 
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_arc;

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "../engine/analytics/ana.h"
+#include "../engine/analytics/ana_shards.h"
 #include "../engine/analytics/analytics.h"
 #include "../engine/backend/backend.h"
 #include "../engine/base/err.h"
@@ -623,6 +624,25 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
     return rc;
 }
 
+/* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard on the
+ * CPU: as many shards at once as the budget holds, taking each to need about its content's
+ * bytes, at least one. -ENOTSUP when it must be loaded whole instead (the analytics options
+ * say so, or a word is cut between shards). */
+static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint32_t end,
+                    const unsigned char *vis, buf *out)
+{
+    ana_opts o = *ana_ctx_opts(backend_ana(c->be));
+    if (o.shards == ANA_WHOLE) return -ENOTSUP;
+    uint64_t big = 1;
+    for (uint32_t k = 0; k < a->nshards; k++)
+        if (a->shards[k].bytes > big) big = a->shards[k].bytes;
+    if (!o.shards) o.shards = c->mem / big < 1 ? 1 : c->mem / big > 256 ? 256 : (int)(c->mem / big);
+    ana_ctx *ac = ana_ctx_new(&o);
+    int rc = ac ? ana_by_shard(ac, (int)kind, a, first, end, vis, out) : -ENOMEM;
+    ana_ctx_free(ac);
+    return rc;
+}
+
 /* Analytic `kind` of the view's scope over its files visible in vis, with hard links whose
  * content the caller would otherwise miss given to a name it sees (fs_vis_relink). */
 static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsigned char *vis,
@@ -632,10 +652,14 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
     arc *cp;
     int rc = fs_vis_relink(w->a, vis, first, end, &cp);
     if (rc) return rc;
-    /* On the GPU where the backend finds it worth it, else ana_* on the CPU. A snapshot or a
-     * relinked copy is not kept on the GPU (generation 0). */
-    rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen, first, end,
-                          vis, out);
+    /* An archive not loaded: shard by shard. Else on the GPU where the backend finds it worth
+     * it, or ana_* on the CPU. A snapshot or a relinked copy is not kept on the GPU
+     * (generation 0). */
+    if (w->a->pending)
+        rc = by_shard(c, kind, cp ? cp : w->a, first, end, vis, out);
+    else
+        rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen,
+                              first, end, vis, out);
     fs_vis_relink_free(cp);
     return rc;
 }
@@ -667,6 +691,12 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
         rc = vcache_get(&c->vc, &k, out);
         if (rc == 0) {
             rc = word ? search_text(c, &w, word, vis, out) : analytic_text(c, &w, kind, vis, out);
+            if (rc == -ENOTSUP && w.a->pending) { /* the file table alone would not do */
+                out->n = 0;
+                vol_view_close(&w);
+                rc = vol_view_open(c->v, dir, 1, &w);
+                if (!rc) rc = analytic_text(c, &w, kind, vis, out);
+            }
             if (!rc) vcache_put(&c->vc, &k, out); /* when it cannot, the next one recomputes */
         } else if (rc == 1) {
             rc = 0;
@@ -1037,9 +1067,9 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
         else if (!strcmp(name, "shard_cache")) /* reads served from their files' shards */
             snprintf(v, n,
                      "%" PRIu64 " reads; %" PRIu64 " spans kept, %" PRIu64 " bytes; %" PRIu64
-                     " loads, %" PRIu64 " hits, %" PRIu64 " evictions",
+                     " loads, %" PRIu64 " hits, %" PRIu64 " evictions; %d whole-archive",
                      in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_hits,
-                     in.span_evictions);
+                     in.span_evictions, in.whole);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
             return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else

@@ -1437,6 +1437,7 @@ void vol_get_info(vol *v, vol_info *in)
     in->spans = v->nspans;
     in->span_bytes = v->span_bytes;
     pthread_mutex_unlock(&v->splock);
+    in->whole = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
     for (uint64_t i = 0; i < v->cap; i++)
         if (v->nodes[i] && S_ISREG(v->nodes[i]->mode) && v->nodes[i]->nlink) {
             in->files++;

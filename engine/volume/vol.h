@@ -241,6 +241,7 @@ typedef struct vol_info {
      * or under vol_opts.mem), the shard spans loaded for them, found kept, and dropped to
      * make room, and the spans kept now and their bytes. */
     uint64_t early_reads, span_loads, span_hits, span_evictions, spans, span_bytes;
+    int whole; /* the whole archive is loaded (dictionary, grammar, index) */
 } vol_info;
 
 void vol_get_info(vol *v, vol_info *in);
@@ -263,7 +264,10 @@ int64_t vol_clean_entry(vol *v, uint64_t ino);
  * vol_view_close), otherwise an in-memory recompression of the current state (changes wait
  * while it is built; its cost follows the edited data plus a pass over the grammar). `ent`
  * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). A snapshot
- * of an archive with a file in a damaged shard fails (-EBADMSG naming it). */
+ * of an archive with a file in a damaged shard fails (-EBADMSG naming it). Under a memory
+ * budget (vol_opts.mem), before anything loaded the whole archive, the view of an unchanged
+ * subtree without need_idx is the archive's file table alone (a->pending, no index), to be
+ * analysed shard by shard (ana_by_shard), which keeps memory to the shards worked on. */
 typedef struct vol_view {
     uint64_t gen; /* archive generation of a view of the archive itself (0 for a snapshot) */
     const arc *a;

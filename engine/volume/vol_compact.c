@@ -393,6 +393,20 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     w->v = v;
     const idx *x;
     const arc *a;
+    /* Under a memory budget, before anything loaded the whole archive: its file table alone,
+     * for analytics shard by shard. */
+    if (!need_idx && v->o.mem && __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) != 2) {
+        pthread_rwlock_rdlock(&v->alock);
+        const arc *m = vol_span_meta(v);
+        int64_t e = m ? vol_clean_entry(v, ino) : -1;
+        if (e >= 0) {
+            w->a = m;
+            w->ent = e;
+            w->gen = v->gen + 1;
+            return 0; /* alock is held until vol_view_close */
+        }
+        pthread_rwlock_unlock(&v->alock);
+    }
     int rc = vol_lock_arc(v, &a, &x);
     if (rc) return rc;
     int64_t e = vol_clean_entry(v, ino);

@@ -90,6 +90,11 @@ struct vol {
 
 typedef struct vol_span vol_span;
 
+/* The unloaded copy of the archive's file table that spans load from (opened on first use),
+ * for work shard by shard; NULL once the whole archive is loaded, or when it is not the
+ * archive's (replaced). The caller holds v->alock for reading, which keeps the archive. */
+const arc *vol_span_meta(vol *v);
+
 /* `n` bytes of entry ent's archived content from `off` read from the shards of its file alone
  * (from `held` when it is their span, else loading them, with their own index, unless a kept
  * span holds them), or -EAGAIN when the read must go to the whole archive instead (the spans

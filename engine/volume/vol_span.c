@@ -112,19 +112,34 @@ static vol_span *find_span(vol *v, uint32_t first, uint32_t last)
     return NULL;
 }
 
-/* The entry holding ent's content and the shards it spans, from a copy of the archive's
- * file table that the spans are loaded from (opened on first use). v->splock held. */
+/* Open the copy of the archive's file table that spans are loaded from, on first use.
+ * v->splock held. */
+static int open_smeta(vol *v)
+{
+    if (v->smeta) return 0;
+    int rc = arc_open_meta(v->path, &v->smeta);
+    if (!rc && v->smeta->id != v->a->id) rc = -EAGAIN; /* replaced since the mount */
+    if (rc) {
+        arc_free(v->smeta);
+        v->smeta = NULL;
+    }
+    return rc;
+}
+
+const arc *vol_span_meta(vol *v)
+{
+    pthread_mutex_lock(&v->splock);
+    const arc *m = !v->spans_done && !open_smeta(v) && v->smeta->id == v->a->id ? v->smeta : NULL;
+    pthread_mutex_unlock(&v->splock);
+    return m;
+}
+
+/* The entry holding ent's content and the shards it spans, from the file table's copy.
+ * v->splock held. */
 static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint32_t *last)
 {
-    if (!v->smeta) {
-        int rc = arc_open_meta(v->path, &v->smeta);
-        if (!rc && v->smeta->id != v->a->id) rc = -EAGAIN; /* replaced since the mount */
-        if (rc) {
-            arc_free(v->smeta);
-            v->smeta = NULL;
-            return rc;
-        }
-    }
+    int rc = open_smeta(v);
+    if (rc) return rc;
     if ((uint64_t)ent >= v->smeta->nents) return -EAGAIN;
     const arc_entry *e = &v->smeta->ents[ent];
     int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);

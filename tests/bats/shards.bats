@@ -91,8 +91,12 @@ shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
 @test "shards: the six analytics of a sharded archive equal the pipelines, whole and per file" {
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 16K
     [ "$(shards_of "$S/a.tdc")" -gt 10 ]
+    # shard by shard on every core, one shard at a time, and the archive loaded whole
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-        diff <("oracle_$an" "$T") <("$TADOC" "$an" "$S/a.tdc") || { echo "$an differs"; false; }
+        for how in 0 1 whole; do
+            diff <("oracle_$an" "$T") <(TADOC_SHARDS=$how "$TADOC" "$an" "$S/a.tdc") ||
+                { echo "$an differs ($how)"; false; }
+        done
     done
     diff <(oracle_seqcount "$T/big") <("$TADOC" seqcount "$S/a.tdc" big)
     diff <(oracle_termvector "$T/b") <("$TADOC" termvector "$S/a.tdc" b)
@@ -160,11 +164,28 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     [ "$(cache_field "$M" loads)" -gt 10 ]
     [ "$(cache_field "$M" evictions)" -gt 0 ]
     reads=$(cache_field "$M" reads)
+    # Analytics go shard by shard without loading the whole archive, and print what tadoc
+    # prints with the archive loaded whole (which counts the hard link's content once).
+    for an in wordcount seqcount invindex; do
+        diff <(TADOC_SHARDS=whole "$TADOC" "$an" "$S/a.tdc") "$M/.$an"
+    done
+    diff <(TADOC_SHARDS=whole "$TADOC" termvector "$S/a.tdc" a) "$M/a/.termvector"
+    diff <(TADOC_SHARDS=whole "$TADOC" rankedinvindex "$S/a.tdc" a) "$M/a/.rankedinvindex"
+    cp "$M/b/.termvector" "$S/b.tv" # b/cb09's content is held by a/0-link, outside b
+    [ "$(cache_field "$M" whole-archive)" -eq 0 ]
     # What needs the whole archive loads it; reads then go there, and the spans are gone.
     [ "$(getfattr -n user.tadoc.rules --only-values "$M")" -gt 0 ]
     diff -r "$T" "$M"
     [ "$(cache_field "$M" reads)" -eq "$reads" ]
     [ "$(cache_field "$M" spans)" -eq 0 ]
+    [ "$(cache_field "$M" whole-archive)" -eq 1 ]
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    # The name in b counts the hard link's content as a mount loaded whole counts it.
+    mnt "$S/a.tdc" "$M" -o ro
+    wait_mounted "$M"
+    grep -q '^cb09' "$S/b.tv"
+    diff "$S/b.tv" "$M/b/.termvector"
     fusermount3 -u "$M"
     wait_unmounted "$M"
     run "$TADOCFS" "$S/a.tdc" "$M" -o mem=0
