@@ -319,10 +319,12 @@ static int crossing(ana_merge *m, const ana_edge *e, size_t n)
     size_t nw = 0;
     int rc = w ? 0 : -ENOMEM;
     for (size_t i = 0; !rc && i < n; i++) {
-        if (i && e[i - 1].word_last && e[i].word_first)
-            return free(w), tdc_error(-ENOTSUP, "analytics: '%s' is cut inside a word between "
-                                      "shards %u and %u", m->a->ents[m->files.p[e[i].file]].path,
-                                      e[i - 1].part, e[i].part);
+        if (i && e[i - 1].word_last && e[i].word_first) {
+            rc = tdc_error(-ENOTSUP, "analytics: '%s' is cut inside a word between shards %u "
+                           "and %u", m->a->ents[m->files.p[e[i].file]].path, e[i - 1].part,
+                           e[i].part);
+            break;
+        }
         const unsigned char *p = e[i].words.p;
         for (uint32_t k = 0; k < e[i].nw; k++) {
             const unsigned char *sp = memchr(p, ' ', (size_t)(e[i].words.p + e[i].words.n - p));
@@ -358,7 +360,7 @@ static int crossing(ana_merge *m, const ana_edge *e, size_t n)
 
 static int add_crossing(ana_merge *m)
 {
-    qsort(m->e, m->ne, sizeof *m->e, by_file_part);
+    sort_n(m->e, m->ne, sizeof *m->e, by_file_part);
     for (size_t i = 0, j; i < m->ne; i = j) {
         for (j = i + 1; j < m->ne && m->e[j].file == m->e[i].file; j++)
             ;
