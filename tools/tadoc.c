@@ -834,9 +834,9 @@ static int run_query(int argc, char **argv, const char *usage, int search)
     uint32_t e;
     vec64 offs = {0};
     uint64_t n = 0;
-    int rc = open_all(argv[1], &a, &x);
+    int rc = open_file(argv[1], argv[2], &a, &x, &e); /* only the file's shards */
     if (rc) return fail(rc);
-    if (!(rc = find_file(a, argv[2], &e)) && !(rc = idx_words_build(x, &w))) {
+    if (!(rc = idx_words_build(x, &w))) {
         if (search)
             rc = idx_search(w, e, argv[3], strlen(argv[3]), &offs);
         else

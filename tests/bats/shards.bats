@@ -100,6 +100,12 @@ shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
     done
     diff <(oracle_seqcount "$T/big") <("$TADOC" seqcount "$S/a.tdc" big)
     diff <(oracle_termvector "$T/b") <("$TADOC" termvector "$S/a.tdc" b)
+    # count and search load only the file's shards: the file cut over several, and one
+    # that lies in one shard
+    for f in big b/cb01; do
+        diff <(oracle_search "$T/$f" the) <("$TADOC" search "$S/a.tdc" "$f" the)
+        [ "$("$TADOC" count "$S/a.tdc" "$f" the)" -eq "$(oracle_search "$T/$f" the | wc -l)" ]
+    done
 }
 
 @test "shards: an empty tree, and a tree of empty files, pack to one empty shard" {
