@@ -638,7 +638,7 @@ static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint
         if (a->shards[k].bytes > big) big = a->shards[k].bytes;
     if (!o.shards) o.shards = c->mem / big < 1 ? 1 : c->mem / big > 256 ? 256 : (int)(c->mem / big);
     ana_ctx *ac = ana_ctx_new(&o);
-    int rc = ac ? ana_by_shard(ac, (int)kind, a, first, end, vis, out) : -ENOMEM;
+    int rc = ac ? ana_by_shard(ac, NULL, NULL, (int)kind, a, first, end, vis, out) : -ENOMEM;
     ana_ctx_free(ac);
     return rc;
 }

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "../engine/analytics/ana.h"
-#include "../engine/analytics/ana_shards.h"
 #include "../engine/analytics/analytics.h"
 #include "../engine/format/arc.h"
 #include "../engine/backend/backend.h"
@@ -792,15 +791,23 @@ static int run_analytic(int argc, char **argv, int kind)
     buf out = {0};
     uint32_t end = ana_subtree_end(a, (uint32_t)first);
     rc = backend_new(&o, &be);
-    /* An archive of several shards is analysed shard by shard on every core, unless the GPU
-     * may take it; one that cannot be (a word cut between shards) is loaded whole. */
-    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE ||
-                (o.mode != BACKEND_OFF && backend_gpu_available());
-    if (!whole && (rc = ana_by_shard(backend_ana(be), kind, a, (uint32_t)first, end, NULL,
-                                     &out)) == -ENOTSUP) {
-        whole = 1;
-        rc = 0;
-        out.n = 0;
+    /* An archive of several shards is analysed shard by shard, each shard loaded alone: on
+     * the GPU one shard at a time where auto's threshold (or on) gives it the scope, else on
+     * every core; one that cannot be (a word cut between shards) is loaded whole. */
+    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE;
+    if (!whole) {
+        uint64_t bytes = 0;
+        for (uint32_t e = (uint32_t)first; e < end; e++)
+            bytes += a->ents[e].type == ARC_REG ? a->ents[e].size : 0;
+        int gpu = o.mode == BACKEND_ON || (o.mode == BACKEND_AUTO && bytes >= o.auto_min);
+        backend_set_mode(be, gpu ? BACKEND_ON : BACKEND_OFF);
+        rc = backend_by_shard(be, kind, a, (uint32_t)first, end, NULL, &out);
+        if (rc == -ENOTSUP) {
+            whole = 1;
+            rc = 0;
+            out.n = 0;
+            backend_set_mode(be, o.mode);
+        }
     }
     if (whole && !rc) rc = arc_load_data(a);
     if (whole && !rc) rc = backend_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out);

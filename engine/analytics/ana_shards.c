@@ -161,6 +161,8 @@ typedef struct wide {
 
 typedef struct job {
     ana_ctx *ctx; /* each shard's analytic: the caller's options on one thread, nothing kept */
+    ana_part_fn fn; /* or this, with arg */
+    void *arg;
     int kind;
     const arc *meta;
     uint32_t first, end;
@@ -202,8 +204,12 @@ static int do_shard(job *j, uint32_t k)
     buf part = {0};
     size_t ne = 0;
     ana_edge *e = calloc(j->nwide ? j->nwide : 1, sizeof *e);
-    rc = e ? ana_table[j->kind].cpu(j->ctx, p, j->first, j->end, j->vis, &part)
-           : tdc_error(-ENOMEM, "out of memory");
+    if (!e)
+        rc = tdc_error(-ENOMEM, "out of memory");
+    else if (j->fn)
+        rc = j->fn(j->arg, j->kind, p, j->first, j->end, j->vis, &part);
+    else
+        rc = ana_table[j->kind].cpu(j->ctx, p, j->first, j->end, j->vis, &part);
     for (size_t i = 0; !rc && i < j->nwide; i++)
         if (j->wide[i].first <= k && k <= j->wide[i].last && p->ents[j->wide[i].ent].root_len &&
             !(rc = ana_piece_edge(p, j->wide[i].ent, j->wide[i].rank, k, &e[ne])))
@@ -286,12 +292,13 @@ static int damage_check(const job *j)
     return 0;
 }
 
-int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t end,
-                 const unsigned char *vis, buf *out)
+int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                 uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");
-    job j = {.kind = kind, .meta = meta, .first = first, .end = end, .vis = vis};
+    job j = {.fn = fn, .arg = arg, .kind = kind, .meta = meta, .first = first, .end = end,
+             .vis = vis};
     vec32 files = {0}, todo = {0};
     wide *wd = NULL;
     int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);

@@ -15,8 +15,15 @@
  * `part`), for the file of rank `file` in the scope. 0 or -ENOMEM. */
 int ana_piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana_edge *e);
 
+/* What computes one shard's part (the analytic of the scope on piece p, arc_open_piece),
+ * appended to out, exactly as the CPU analytic would print it; arg is the caller's. Called
+ * from the worker threads, several at once. */
+typedef int (*ana_part_fn)(void *arg, int kind, const arc *p, uint32_t first, uint32_t end,
+                           const unsigned char *vis, buf *out);
+
 /* Analytic `kind` (enum ana_id) of the files of entries [first, end) of `meta` visible in vis,
  * appended to out: byte for byte what ana_table[kind].cpu prints on the whole archive loaded.
+ * Each shard's part comes from fn(arg, ...), or with fn NULL from the CPU analytic.
  * meta is a version 4 archive opened by arc_open_meta and not loaded (only read). c's
  * traversal and verbosity apply to each shard, and its `shards` (ana_opts) shards are worked
  * on at once (0 or ANA_WHOLE: one per CPU), each on one thread (on up to two, as c says,
@@ -24,7 +31,7 @@ int ana_piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana
  * arc_entry_damaged's message, when a visible file of the scope has content in a damaged shard;
  * -ENOTSUP when a file is cut inside a word between shards (the caller then loads the
  * archive whole). */
-int ana_by_shard(ana_ctx *c, int kind, const arc *meta, uint32_t first, uint32_t end,
-                 const unsigned char *vis, buf *out);
+int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                 uint32_t first, uint32_t end, const unsigned char *vis, buf *out);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "../analytics/ana.h"
 #include "../analytics/analytics.h"
+#include "../analytics/ana_shards.h"
 #include "backend_int.h"
 #include "../base/err.h"
 #include "../base/tok.h"
@@ -156,6 +157,20 @@ int backend_stats(backend *b, char *out, size_t n)
     if (fb) snprintf(tail, sizeof tail, "; gpu fallbacks: %llu", fb);
     return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
                     r0, b0, r1, b1, reads, tail);
+}
+
+/* One shard's part on the GPU (backend_by_shard): the piece is not kept (generation 0). */
+static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32_t end,
+                       const unsigned char *vis, buf *out)
+{
+    return backend_analytic(arg, kind, p, 0, first, end, vis, out);
+}
+
+int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
+                     const unsigned char *vis, buf *out)
+{
+    int gpu = b->o.mode == BACKEND_ON && backend_gpu_available();
+    return ana_by_shard(b->ana, gpu ? part_on_gpu : NULL, b, kind, meta, first, end, vis, out);
 }
 
 uint32_t backend_word_token(const arc *a, const char *word, size_t n)

@@ -111,6 +111,16 @@ int backend_wordcount(ana_ctx *c, const arc *a, gpu_gram *g, uint32_t first, uin
 int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out);
 
+/* backend_analytic for `meta`, an archive of several shards opened by arc_open_meta and not
+ * loaded: shard by shard (ana_by_shard), each shard loaded alone. With b's mode on and a
+ * usable GPU, each shard's part is computed on the GPU (the shard uploaded for it alone and
+ * dropped after, so an archive of any size streams through the GPU's memory one shard at a
+ * time while worker threads decode the next shards); else, or when the GPU fails on a shard
+ * (counted as a fallback), on the CPU. The output is the same either way; errors as
+ * ana_by_shard. */
+int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
+                     const unsigned char *vis, buf *out);
+
 /* The token of a whole word as idx_count looks it up (n in 1..TOK_CAP-1, word bytes only, in
  * the dictionary), for gpu_count and gpu_search; else GPU_NO_WORD. The first call on an
  * archive builds the dictionary's lookup table, so make it once before calling from several

@@ -1686,6 +1686,7 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
         return tdc_error(-ENOMEM, "out of memory");
     }
     p->fd = -1;
+    p->byino = meta->byino; /* the same entries: arc_ino_entry works on the piece */
     p->version = meta->version;
     p->id = meta->id;
     p->nents = meta->nents;
@@ -1714,7 +1715,7 @@ void arc_piece_free(arc *p)
     if (!p) return;
     dict_free(p->dict);
     gram_free(&p->g);
-    free(p->ents); /* the paths are meta's */
+    free(p->ents); /* the paths and byino are meta's */
     free(p);
 }
 

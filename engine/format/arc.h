@@ -320,7 +320,8 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
  * read) as an archive of its own, for work done shard by shard (analytics): its grammar is
  * shard k's alone, and its entries are all of meta's, at the same indices, sharing meta's
  * paths (no link targets or xattrs), with each regular file's run cut to the part that lies
- * in shard k, relative to that shard's root (empty where the file has none there). So
+ * in shard k, relative to that shard's root (empty where the file has none there), and
+ * meta's inode index (arc_ino_entry). So
  * scopes, visibility masks and paths work on it as on the whole archive, and each file
  * counts only its content in shard k. Thread-safe (meta is shared). Free it with
  * arc_piece_free, before meta. Errors as arc_load_data, except that a damaged shard fails

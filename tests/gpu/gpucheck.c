@@ -634,6 +634,58 @@ static unsigned long long gpu_requests(char *st, size_t n)
     return r[0];
 }
 
+/* ---- backend_by_shard: every analytic one shard at a time through the GPU ---- */
+
+/* An archive of several shards (a, loaded whole; path to open it again unloaded): every
+ * analytic, over the whole archive and random scopes, shard by shard with each shard's part
+ * on the GPU equals the CPU on the archive loaded whole; each shard went to the GPU (no
+ * fallback). Prints the times of the whole archive's analytics: by shard on the GPU, by shard
+ * on every core, whole on the CPU. */
+static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
+{
+    arc *m;
+    if (arc_open_meta(path, &m)) DIE(path);
+    int before = fails;
+    char st[256];
+    buf want = {0}, got = {0};
+    printf("backend_by_shard, %u shards, whole archive (ms):\n  %-14s %14s %14s %14s\n",
+           m->nshards, "analytic", "gpu by shard", "cpu by shard", "cpu whole");
+    for (int k = 0; k < ANA_NIDS; k++) {
+        for (int s = 0; s < 4; s++) {
+            uint32_t first = s ? (uint32_t)(rnd(seed) % a->nents) : 0,
+                     end = ana_subtree_end(a, first);
+            double t0 = now_ms();
+            want.n = got.n = 0;
+            if (ana_table[k].cpu(env_ctx(), a, first, end, NULL, &want)) DIE(ana_table[k].name);
+            double t1 = now_ms();
+            backend_set_mode(B, BACKEND_ON);
+            unsigned long long r0 = gpu_requests(st, sizeof st);
+            if (backend_by_shard(B, k, m, first, end, NULL, &got)) DIE("backend_by_shard");
+            double t2 = now_ms();
+            if (!same(&got, &want))
+                FAIL("backend_by_shard %s [%u, %u) differs", ana_table[k].name, first, end);
+            if (gpu_requests(st, sizeof st) == r0 && want.n) /* parts that printed anything */
+                FAIL("backend_by_shard %s [%u, %u): no part on the GPU", ana_table[k].name,
+                     first, end);
+            if (s) continue;
+            backend_set_mode(B, BACKEND_OFF);
+            got.n = 0;
+            double t3 = now_ms();
+            if (backend_by_shard(B, k, m, 0, a->nents, NULL, &got) || !same(&got, &want))
+                FAIL("backend_by_shard %s on the CPU differs", ana_table[k].name);
+            double t4 = now_ms();
+            printf("  %-14s %14.1f %14.1f %14.1f\n", ana_table[k].name, t2 - t1, t4 - t3, t1 - t0);
+        }
+    }
+    gpu_requests(st, sizeof st);
+    if (strstr(st, "fallbacks")) FAIL("backend_by_shard: a part fell back to the CPU: %s", st);
+    printf("backend_by_shard: every analytic, whole archive and 3 scopes, each shard on the GPU: "
+           "%s\n  stats: %s\n", fails > before ? "DIFFER" : "agree", st);
+    buf_free(&want);
+    buf_free(&got);
+    arc_free(m);
+}
+
 static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
 {
     int before = fails;
@@ -1533,6 +1585,7 @@ int main(int argc, char **argv)
     if (!cpu_only && !only_batches) {
         check_wordcount(a, g, &s, &t[nt++]);
         check_backend(a, g, &s);
+        if (a->nshards > 1) check_by_shard(argv[1], a, &s);
     }
     if (!only_batches) {
         check_words(a, x, g, &s, &t[nt]);

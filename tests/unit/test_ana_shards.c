@@ -79,7 +79,7 @@ static void compare(ana_ctx *c, const arc *meta, const arc *w, int k, uint32_t f
 {
     uint32_t end = ana_subtree_end(w, first);
     buf got = {0}, want = {0};
-    int rc = ana_by_shard(c, k, meta, first, end, vis, &got);
+    int rc = ana_by_shard(c, NULL, NULL, k, meta, first, end, vis, &got);
     if (rc) fail_msg("%s by shard: %s", ana_table[k].name, tdc_errmsg());
     assert_int_equal(ana_table[k].cpu(c, w, first, end, vis, &want), 0);
     if (got.n != want.n || (got.n && memcmp(got.p, want.p, got.n)))
@@ -124,7 +124,7 @@ static void test_by_shard_equals_whole(void **state)
             }
             /* and the same content in one grammar */
             buf x = {0}, y = {0};
-            assert_int_equal(ana_by_shard(c, k, meta, 0, meta->nents, NULL, &x), 0);
+            assert_int_equal(ana_by_shard(c, NULL, NULL, k, meta, 0, meta->nents, NULL, &x), 0);
             assert_int_equal(ana_table[k].cpu(c, o, 0, o->nents, NULL, &y), 0);
             assert_int_equal(x.n, y.n);
             if (x.n) assert_memory_equal(x.p, y.p, x.n);

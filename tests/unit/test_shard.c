@@ -471,12 +471,12 @@ static void test_analytics_by_shard(void **state)
         for (uint32_t first = 0; first < w->nents; first++) {
             uint32_t end = ana_subtree_end(w, first);
             buf x = {0}, y = {0};
-            assert_int_equal(ana_by_shard(NULL, k, m, first, end, NULL, &x), 0);
+            assert_int_equal(ana_by_shard(NULL, NULL, NULL, k, m, first, end, NULL, &x), 0);
             assert_int_equal(ana_table[k].cpu(NULL, w, first, end, NULL, &y), 0);
             assert_int_equal(x.n, y.n);
             assert_memory_equal(x.p, y.p, x.n);
             x.n = 0;
-            int rc = ana_by_shard(NULL, k, cm, first, end, NULL, &x);
+            int rc = ana_by_shard(NULL, NULL, NULL, k, cm, first, end, NULL, &x);
             if (first == 0 || first == 2) { /* scopes holding big */
                 assert_int_equal(rc, -ENOTSUP);
                 assert_non_null(strstr(tdc_errmsg(), "'big' is cut inside a word"));
@@ -565,11 +565,11 @@ static void test_damaged_shard_costs_its_files(void **state)
         char *why = strdup(tdc_errmsg());
         arc *m;
         assert_int_equal(arc_open_meta(p, &m), 0);
-        assert_int_equal(ana_by_shard(NULL, ANA_WORDCOUNT, m, 0, m->nents, NULL, &b),
+        assert_int_equal(ana_by_shard(NULL, NULL, NULL, ANA_WORDCOUNT, m, 0, m->nents, NULL, &b),
                          -EBADMSG);
         assert_string_equal(tdc_errmsg(), why);
         free(why);
-        assert_int_equal(ana_by_shard(NULL, ANA_WORDCOUNT, m, 3, 4, NULL, &b), 0);
+        assert_int_equal(ana_by_shard(NULL, NULL, NULL, ANA_WORDCOUNT, m, 3, 4, NULL, &b), 0);
         buf c = {0};
         assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 3, 4, NULL, &c), 0);
         assert_int_equal(b.n, c.n);
