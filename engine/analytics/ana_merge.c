@@ -1,16 +1,34 @@
-/* ana_merge: the parts' output texts parsed back into keys and counts, summed, and printed in
- * the analytic's order (ana_merge.h). Keys (words, sequences) are interned once; the per-file
- * analytics keep (key, file, count) records, sorted and summed at the end. */
+/* ana_merge: the parts' output texts merged into the whole archive's (ana_merge.h).
+ *
+ * Two ways, by the analytic's order:
+ * - counts (wordcount, sort, seqcount): each part's lines are dealt, as they arrive, into one
+ *   bucket per merging thread by a hash of their key (word or sequence); at the end each
+ *   thread sums its buckets' lines by key in a table of its own, and the keys are sorted once
+ *   (byte order, then by count for wordcount and seqcount) and printed;
+ * - lists (invindex, termvector, rankedinvindex): each part's text is already in the
+ *   analytic's key order (word, path, sequence), so the parts are merged like sorted runs: the
+ *   key space is cut into one range per thread at keys sampled from the parts, and each
+ *   thread merges its range of every part with a heap. A key that only one part holds (a file
+ *   whole in its shard, a word or sequence of one shard) is copied as it is; one that several
+ *   hold has its lists united (invindex), or its records summed and ordered again.
+ * Sequences across the cuts of files that span parts come from the edges: counted into the
+ * buckets, or printed as one more part for the ranked index. Paths compare as the raw bytes
+ * their escapes stand for (the analytics order paths by raw bytes, and an escape's backslash
+ * sorts differently from the byte it stands for). */
 #include "ana_merge.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "ana.h"
 #include "ana_int.h"
 #include "analytics.h"
 #include "../base/err.h"
+
+#define MAXT 64 /* merging threads at most */
 
 /* ---- interned byte strings: dense ids in first-seen order ---- */
 
@@ -78,18 +96,6 @@ static int st_intern(strtab *t, const unsigned char *p, size_t n, uint32_t *id)
     return 0;
 }
 
-/* The id of (p, n) if present, else -1. */
-static int64_t st_find(const strtab *t, const unsigned char *p, size_t n)
-{
-    if (!t->cap) return -1;
-    for (size_t h = st_home(p, n, t->cap); t->slot[h]; h = (h + 1) & (t->cap - 1)) {
-        size_t m;
-        const unsigned char *q = st_get(t, t->slot[h] - 1, &m);
-        if (m == n && !memcmp(p, q, n)) return t->slot[h] - 1;
-    }
-    return -1;
-}
-
 static void st_free(strtab *t)
 {
     buf_free(&t->bytes);
@@ -98,24 +104,67 @@ static void st_free(strtab *t)
     memset(t, 0, sizeof *t);
 }
 
+/* ---- lines and keys ---- */
+
+static int parse_num(const unsigned char *s, size_t n, uint64_t *v)
+{
+    *v = 0;
+    if (!n || n > 20) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        *v = *v * 10 + (uint64_t)(s[i] - '0');
+    }
+    return 0;
+}
+
+/* Byte order of two keys (a prefix first). */
+static int key_cmp(const unsigned char *a, size_t an, const unsigned char *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+/* The raw byte at *i of escaped path p (n bytes), advancing *i; -1 at the end. */
+static int raw_byte(const unsigned char *p, size_t n, size_t *i)
+{
+    if (*i >= n) return -1;
+    unsigned char c = p[(*i)++];
+    if (c != '\\' || *i >= n) return c;
+    c = p[(*i)++];
+    return c == 't' ? '\t' : c == 'n' ? '\n' : c;
+}
+
+/* Order of two escaped paths by the raw bytes they stand for. */
+static int path_cmp(const unsigned char *a, size_t an, const unsigned char *b, size_t bn)
+{
+    size_t i = 0, j = 0;
+    for (;;) {
+        int x = raw_byte(a, an, &i), y = raw_byte(b, bn, &j);
+        if (x != y) return x < y ? -1 : 1;
+        if (x < 0) return 0;
+    }
+}
+
+/* The field up to the next tab or the end of [p, end), and where the rest starts. */
+static size_t field(const unsigned char *p, const unsigned char *end)
+{
+    const unsigned char *t = memchr(p, '\t', (size_t)(end - p));
+    return (size_t)((t ? t : end) - p);
+}
+
 /* ---- the merge ---- */
 
-typedef struct rec {
-    uint32_t key, file; /* key: the word or sequence (invindex, termvector, rankedinvindex) */
-    uint64_t n;         /* count (termvector, rankedinvindex) */
-} rec;
-
 struct ana_merge {
-    int kind;
-    strtab keys;  /* words or sequences */
-    vec64 cnt;    /* per key: its count (wordcount, sort, seqcount) */
-    strtab paths; /* the scope's files, escaped and relative as printed: id = rank */
-    rec *r;       /* the per-file analytics' records */
-    size_t nr, capr;
+    int kind, lists; /* lists: invindex, termvector, rankedinvindex */
+    int nt;          /* merging threads */
+    const arc *a;
+    vec32 files;   /* the scope's files by rank */
+    strtab paths;  /* their paths, escaped and relative as printed: id = rank */
+    pthread_mutex_t lock;
+    buf *part; /* lists: each part's text; counts: nt buckets per part */
+    size_t nparts, cap;
     ana_edge *e; /* edges of pieces of files that span parts */
     size_t ne, cape;
-    const arc *a;
-    vec32 files; /* the scope's files by rank */
 };
 
 int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
@@ -125,7 +174,11 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
     *out = NULL;
     if (!m) return tdc_error(-ENOMEM, "analytics: out of memory");
     m->kind = kind;
+    m->lists = kind == ANA_INVINDEX || kind == ANA_TERMVECTOR || kind == ANA_RANKEDINVINDEX;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    m->nt = cpus < 1 ? 1 : cpus > MAXT ? MAXT : (int)cpus;
     m->a = a;
+    pthread_mutex_init(&m->lock, NULL);
     size_t plen = ana_scope_prefix(a, first);
     buf p = {0};
     int rc = ana_scope_files(a, first, end, vis, &m->files);
@@ -149,148 +202,128 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
 void ana_merge_free(ana_merge *m)
 {
     if (!m) return;
-    st_free(&m->keys);
     st_free(&m->paths);
-    vec64_free(&m->cnt);
-    free(m->r);
+    size_t nb = m->nparts * (m->lists ? 1 : (size_t)m->nt);
+    for (size_t i = 0; i < nb; i++)
+        buf_free(&m->part[i]);
+    free(m->part);
     for (size_t i = 0; i < m->ne; i++)
         buf_free(&m->e[i].words);
     free(m->e);
     vec32_free(&m->files);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
-/* Add n to key (p, len)'s count. */
-static int add_count(ana_merge *m, const unsigned char *p, size_t len, uint64_t n)
+/* The key of a counts line: the word or sequence, and its count. */
+static int count_line(int kind, const unsigned char *p, const unsigned char *nl,
+                      const unsigned char **key, size_t *kn, uint64_t *v)
 {
-    uint32_t id;
-    if (st_intern(&m->keys, p, len, &id)) return -ENOMEM;
-    while (m->cnt.n <= id)
-        if (vec64_push(&m->cnt, 0)) return -ENOMEM;
-    m->cnt.p[id] += n;
-    return 0;
-}
-
-static int add_rec(ana_merge *m, uint32_t key, uint32_t file, uint64_t n)
-{
-    if (m->nr == m->capr) {
-        size_t cap = m->capr ? m->capr * 2 : 1024;
-        rec *r = realloc(m->r, cap * sizeof *r);
-        if (!r) return -ENOMEM;
-        m->r = r;
-        m->capr = cap;
+    size_t a = field(p, nl);
+    if (p + a == nl) return -1;
+    const unsigned char *b = p + a + 1;
+    size_t bn = field(b, nl);
+    if (b + bn != nl) return -1;
+    if (kind == ANA_SORT) {
+        *key = p;
+        *kn = a;
+        return parse_num(b, bn, v);
     }
-    m->r[m->nr++] = (rec){key, file, n};
-    return 0;
+    *key = b;
+    *kn = bn;
+    return parse_num(p, a, v);
 }
 
-/* A line's fields: the text up to the next tab (or the line's end). */
-typedef struct fld {
-    const unsigned char *p, *end; /* the rest of the line */
-} fld;
-
-static int next_field(fld *f, const unsigned char **s, size_t *n)
+static int bad_part(const ana_merge *m, const unsigned char *p, const unsigned char *nl)
 {
-    if (f->p > f->end) return 0;
-    const unsigned char *t = memchr(f->p, '\t', (size_t)(f->end - f->p));
-    if (!t) t = f->end;
-    *s = f->p;
-    *n = (size_t)(t - f->p);
-    f->p = t + 1;
-    return 1;
+    return tdc_error(-EBADMSG, "analytics: a part's %s output has a line it cannot hold: %.*s",
+                     ana_table[m->kind].name, (int)(nl - p < 200 ? nl - p : 200), p);
 }
 
-static int parse_num(const unsigned char *s, size_t n, uint64_t *v)
+/* A counts part dealt into nt buckets by its keys' hashes. */
+static int deal(const ana_merge *m, const unsigned char *t, size_t n, buf *bk)
 {
-    *v = 0;
-    if (!n || n > 20) return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        *v = *v * 10 + (s[i] - '0');
-    }
-    return 0;
-}
-
-static int file_rank(const ana_merge *m, const unsigned char *p, size_t n, uint32_t *rank)
-{
-    int64_t r = st_find(&m->paths, p, n);
-    if (r < 0) return -1;
-    *rank = (uint32_t)r;
-    return 0;
-}
-
-/* One line of a part's output (without its newline): 0, -1 when malformed, -ENOMEM. */
-static int parse_line(ana_merge *m, fld *f)
-{
-    const unsigned char *a, *b, *c;
-    size_t an, bn, cn;
-    uint64_t v;
-    uint32_t key, file;
-    if (!next_field(f, &a, &an)) return -1;
-    switch (m->kind) {
-    case ANA_WORDCOUNT:
-    case ANA_SEQCOUNT: /* count, key */
-        if (!next_field(f, &b, &bn) || next_field(f, &c, &cn) || parse_num(a, an, &v)) return -1;
-        return add_count(m, b, bn, v);
-    case ANA_SORT: /* key, count */
-        if (!next_field(f, &b, &bn) || next_field(f, &c, &cn) || parse_num(b, bn, &v)) return -1;
-        return add_count(m, a, an, v);
-    case ANA_TERMVECTOR: /* path, count, word */
-        if (!next_field(f, &b, &bn) || !next_field(f, &c, &cn) || next_field(f, &c, &cn) ||
-            file_rank(m, a, an, &file) || parse_num(b, bn, &v))
-            return -1;
-        return st_intern(&m->keys, c, cn, &key) || add_rec(m, key, file, v) ? -ENOMEM : 0;
-    case ANA_INVINDEX: /* word, path... */
-    case ANA_RANKEDINVINDEX: /* sequence, path:count... */
-        if (st_intern(&m->keys, a, an, &key)) return -ENOMEM;
-        int any = 0;
-        while (next_field(f, &b, &bn)) {
-            v = 0;
-            if (m->kind == ANA_RANKEDINVINDEX) {
-                size_t k = bn;
-                while (k && b[k - 1] != ':')
-                    k--;
-                if (!k || parse_num(b + k, bn - k, &v)) return -1;
-                bn = k - 1;
-            }
-            if (file_rank(m, b, bn, &file)) return -1;
-            if (add_rec(m, key, file, v)) return -ENOMEM;
-            any = 1;
-        }
-        return any ? 0 : -1;
-    }
-    return -1;
-}
-
-int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n)
-{
-    const unsigned char *p = text, *end = text + n;
-    while (p < end) {
-        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl) return tdc_error(-EBADMSG, "analytics: a part's output ends inside a line");
-        fld f = {p, nl};
-        int rc = parse_line(m, &f);
-        if (rc == -ENOMEM) return tdc_error(rc, "analytics: out of memory");
-        if (rc)
-            return tdc_error(-EBADMSG, "analytics: a part's %s output has a line it cannot hold: "
-                             "%.*s", ana_table[m->kind].name, (int)(nl - p < 200 ? nl - p : 200), p);
+    for (const unsigned char *p = t, *end = t + n; p < end;) {
+        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p)), *key;
+        size_t kn;
+        uint64_t v;
+        if (!nl || count_line(m->kind, p, nl, &key, &kn, &v)) return bad_part(m, p, nl ? nl : end);
+        buf *b = &bk[XXH3_64bits(key, kn) % (uint64_t)m->nt];
+        if (buf_put(b, p, (size_t)(nl + 1 - p))) return tdc_error(-ENOMEM, "analytics: out of memory");
         p = nl + 1;
     }
     return 0;
 }
 
+/* Every line of a lists part holds a tab and ends in a newline. */
+static int check_lines(const ana_merge *m, const unsigned char *t, size_t n)
+{
+    for (const unsigned char *p = t, *end = t + n; p < end;) {
+        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl || !memchr(p, '\t', (size_t)(nl - p))) return bad_part(m, p, nl ? nl : end);
+        p = nl + 1;
+    }
+    return 0;
+}
+
+int ana_merge_part(ana_merge *m, buf *text)
+{
+    buf bk[MAXT];
+    int nb = m->lists ? 1 : m->nt;
+    memset(bk, 0, sizeof bk);
+    int rc = m->lists ? check_lines(m, text->p, text->n) : deal(m, text->p, text->n, bk);
+    if (!rc && m->lists) {
+        bk[0] = *text;
+        memset(text, 0, sizeof *text);
+    }
+    pthread_mutex_lock(&m->lock);
+    if (!rc && m->nparts == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        buf *x = realloc(m->part, cap * (size_t)nb * sizeof *x);
+        if (x) {
+            m->part = x;
+            m->cap = cap;
+        } else {
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
+        }
+    }
+    if (!rc) memcpy(&m->part[m->nparts++ * (size_t)nb], bk, (size_t)nb * sizeof *bk);
+    pthread_mutex_unlock(&m->lock);
+    if (rc)
+        for (int i = 0; i < nb; i++)
+            buf_free(&bk[i]);
+    return rc;
+}
+
+int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n)
+{
+    buf b = {0};
+    if (buf_put(&b, text, n)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    int rc = ana_merge_part(m, &b);
+    buf_free(&b);
+    return rc;
+}
+
 int ana_merge_edge(ana_merge *m, ana_edge *e)
 {
+    int rc = 0;
+    pthread_mutex_lock(&m->lock);
     if (m->ne == m->cape) {
         size_t cap = m->cape ? m->cape * 2 : 64;
         ana_edge *x = realloc(m->e, cap * sizeof *x);
-        if (!x) return tdc_error(-ENOMEM, "analytics: out of memory");
-        m->e = x;
-        m->cape = cap;
+        if (x) {
+            m->e = x;
+            m->cape = cap;
+        } else {
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
+        }
     }
-    m->e[m->ne++] = *e;
-    memset(&e->words, 0, sizeof e->words);
-    return 0;
+    if (!rc) {
+        m->e[m->ne++] = *e;
+        memset(&e->words, 0, sizeof e->words);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 /* ---- sequences across the cuts ---- */
@@ -309,15 +342,19 @@ typedef struct eword {
     size_t piece; /* SIZE_MAX: the gap inside a piece of five words or more */
 } eword;
 
-/* The sequences of file e[0].file that cross its cuts, pieces e[0..n) in part order: every
- * three consecutive words of the edges with no gap between them and not all of one piece
- * (those the piece's own part counted). */
-static int crossing(ana_merge *m, const ana_edge *e, size_t n)
+/* A crossing sequence of a file: "w1 w2 w3" in key. */
+typedef int (*cross_fn)(ana_merge *m, uint32_t file, const buf *key, void *ctx);
+
+/* The sequences of one file that cross its cuts, pieces e[0..n) in part order: every three
+ * consecutive words of the edges with no gap between them and not all of one piece (those
+ * the piece's own part counted), each given to fn. -ENOTSUP where a piece ends inside a word
+ * and the next starts inside one. */
+static int crossing(ana_merge *m, const ana_edge *e, size_t n, cross_fn fn, void *ctx)
 {
     eword *w = malloc(n * 5 * sizeof *w);
     buf key = {0};
     size_t nw = 0;
-    int rc = w ? 0 : -ENOMEM;
+    int rc = w ? 0 : tdc_error(-ENOMEM, "analytics: out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         if (i && e[i - 1].word_last && e[i].word_first) {
             rc = tdc_error(-ENOTSUP, "analytics: '%s' is cut inside a word between shards %u "
@@ -333,182 +370,524 @@ static int crossing(ana_merge *m, const ana_edge *e, size_t n)
             p = sp + 1;
         }
     }
-    int seq = ana_table[m->kind].seq;
-    for (size_t i = 0; !rc && seq && i + 2 < nw; i++) {
+    for (size_t i = 0; !rc && fn && i + 2 < nw; i++) {
         const eword *t = &w[i];
         if (t[0].piece == SIZE_MAX || t[1].piece == SIZE_MAX || t[2].piece == SIZE_MAX ||
-            (t[0].piece == t[2].piece))
+            t[0].piece == t[2].piece)
             continue;
         key.n = 0;
         if (buf_put(&key, t[0].p, t[0].n) || buf_put(&key, " ", 1) ||
             buf_put(&key, t[1].p, t[1].n) || buf_put(&key, " ", 1) ||
-            buf_put(&key, t[2].p, t[2].n)) {
-            rc = -ENOMEM;
-            break;
-        }
-        uint32_t id;
-        if (m->kind == ANA_SEQCOUNT)
-            rc = add_count(m, key.p, key.n, 1);
+            buf_put(&key, t[2].p, t[2].n))
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
         else
-            rc = st_intern(&m->keys, key.p, key.n, &id) || add_rec(m, id, e[0].file, 1) ? -ENOMEM
-                                                                                        : 0;
+            rc = fn(m, e[0].file, &key, ctx);
     }
     free(w);
     buf_free(&key);
-    return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
+    return rc;
 }
 
-static int add_crossing(ana_merge *m)
+/* Every file's crossing sequences to fn (NULL: only the check for words cut between parts). */
+static int each_crossing(ana_merge *m, cross_fn fn, void *ctx)
 {
     sort_n(m->e, m->ne, sizeof *m->e, by_file_part);
     for (size_t i = 0, j; i < m->ne; i = j) {
         for (j = i + 1; j < m->ne && m->e[j].file == m->e[i].file; j++)
             ;
-        int rc = crossing(m, m->e + i, j - i);
+        int rc = crossing(m, m->e + i, j - i, fn, ctx);
         if (rc) return rc;
     }
     return 0;
 }
 
-/* ---- output ---- */
-
-/* ord[id]: the rank of key id in byte order of the keys. */
-static int key_order(const strtab *t, uint32_t **ord)
+/* seqcount: a crossing sequence as a line "1<TAB>w1 w2 w3" of the buckets' extra part. */
+static int cross_count(ana_merge *m, uint32_t file, const buf *key, void *ctx)
 {
-    uint32_t n = st_count(t);
-    ana_wrec *w = malloc((n ? n : 1) * sizeof *w);
-    *ord = malloc((n ? n : 1) * sizeof **ord);
-    if (!w || !*ord) {
-        free(w);
-        return -ENOMEM;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        size_t len;
-        const unsigned char *p = st_get(t, i, &len);
-        w[i] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, i};
-    }
-    int rc = ana_sort_words(w, n, 1);
-    for (uint32_t i = 0; !rc && i < n; i++)
-        (*ord)[w[i].id] = i;
-    free(w);
-    return rc;
+    (void)file;
+    buf *bk = ctx;
+    buf *b = &bk[XXH3_64bits(key->p, key->n) % (uint64_t)m->nt];
+    return buf_put(b, "1\t", 2) || buf_put(b, key->p, key->n) || buf_put(b, "\n", 1)
+               ? tdc_error(-ENOMEM, "analytics: out of memory")
+               : 0;
 }
 
-/* wordcount, sort, seqcount: the keys with their counts, in byte order, then (count_first)
- * by count descending. */
-static int print_counts(ana_merge *m, int count_first, buf *out)
+/* rankedinvindex: a crossing sequence of a file, collected for the extra part. */
+typedef struct xrec {
+    uint32_t key, file;
+    uint64_t n;
+} xrec;
+
+typedef struct xcol {
+    strtab keys;
+    xrec *r;
+    size_t n, cap;
+} xcol;
+
+static int cross_rank(ana_merge *m, uint32_t file, const buf *key, void *ctx)
 {
-    uint32_t n = st_count(&m->keys);
-    ana_wrec *w = malloc((n ? n : 1) * sizeof *w);
-    ana_crec *c = malloc((n ? n : 1) * sizeof *c);
-    int rc = w && c ? 0 : -ENOMEM;
-    for (uint32_t i = 0; !rc && i < n; i++) {
-        size_t len;
-        const unsigned char *p = st_get(&m->keys, i, &len);
-        w[i] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, i};
+    (void)m;
+    xcol *x = ctx;
+    uint32_t id;
+    if (st_intern(&x->keys, key->p, key->n, &id)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 64;
+        xrec *r = realloc(x->r, cap * sizeof *r);
+        if (!r) return tdc_error(-ENOMEM, "analytics: out of memory");
+        x->r = r;
+        x->cap = cap;
     }
-    if (!rc) rc = ana_sort_words(w, n, 1);
-    size_t k = 0;
-    for (uint32_t i = 0; !rc && i < n; i++)
-        if (m->cnt.p[w[i].id]) c[k++] = (ana_crec){w[i].w, w[i].n, m->cnt.p[w[i].id]};
-    if (!rc && count_first) rc = ana_by_count(c, k);
-    if (!rc) rc = ana_print_counts(c, k, count_first, out, 1);
-    free(w);
-    free(c);
-    return rc;
-}
-
-typedef struct rctx {
-    const uint32_t *ord;
-    int by_file; /* termvector: file first */
-} rctx;
-
-/* (key, file) or (file, key) ascending, then by count descending: applied after summing,
- * where each pair is there once. */
-static int rec_cmp(const void *x, const void *y, void *ctx)
-{
-    const rctx *c = ctx;
-    const rec *a = x, *b = y;
-    uint32_t ka = c->ord[a->key], kb = c->ord[b->key];
-    if (c->by_file && a->file != b->file) return a->file < b->file ? -1 : 1;
-    if (ka != kb) return ka < kb ? -1 : 1;
-    if (!c->by_file && a->file != b->file) return a->file < b->file ? -1 : 1;
+    x->r[x->n++] = (xrec){id, file, 1};
     return 0;
 }
 
-/* Within a group (same file for termvector, same key otherwise): count descending, then the
- * other field ascending. */
-static int rank_cmp(const void *x, const void *y, void *ctx)
+static int xrec_by_key_file(const void *p, const void *q, void *ctx)
 {
-    const rctx *c = ctx;
-    const rec *a = x, *b = y;
-    uint32_t ka = c->ord[a->key], kb = c->ord[b->key];
-    uint32_t ga = c->by_file ? a->file : ka, gb = c->by_file ? b->file : kb;
-    if (ga != gb) return ga < gb ? -1 : 1;
+    const xcol *x = ctx;
+    const xrec *a = p, *b = q;
+    size_t an, bn;
+    const unsigned char *ka = st_get(&x->keys, a->key, &an), *kb = st_get(&x->keys, b->key, &bn);
+    int c = a->key == b->key ? 0 : key_cmp(ka, an, kb, bn);
+    if (c) return c;
+    return (a->file > b->file) - (a->file < b->file);
+}
+
+static int xrec_by_key_count(const void *p, const void *q, void *ctx)
+{
+    const xcol *x = ctx;
+    const xrec *a = p, *b = q;
+    size_t an, bn;
+    const unsigned char *ka = st_get(&x->keys, a->key, &an), *kb = st_get(&x->keys, b->key, &bn);
+    int c = a->key == b->key ? 0 : key_cmp(ka, an, kb, bn);
+    if (c) return c;
     if (a->n != b->n) return a->n > b->n ? -1 : 1;
-    uint32_t oa = c->by_file ? ka : a->file, ob = c->by_file ? kb : b->file;
-    return (oa > ob) - (oa < ob);
+    return (a->file > b->file) - (a->file < b->file);
 }
 
-static int put_key(buf *out, const ana_merge *m, uint32_t id)
+/* The ranked index's crossing sequences as one more part, in its order. */
+static int cross_part(ana_merge *m, buf *out)
 {
-    size_t n;
-    const unsigned char *p = st_get(&m->keys, id, &n);
-    return buf_put(out, p, n);
-}
-
-static int put_file(buf *out, const ana_merge *m, uint32_t f)
-{
-    size_t n;
-    const unsigned char *p = st_get(&m->paths, f, &n);
-    return buf_put(out, p, n);
-}
-
-/* invindex, termvector, rankedinvindex: the records summed by (key, file) and printed. */
-static int print_recs(ana_merge *m, buf *out)
-{
-    uint32_t *ord;
-    if (key_order(&m->keys, &ord)) return -ENOMEM;
-    rctx c = {ord, m->kind == ANA_TERMVECTOR};
-    sort_r(m->r, m->nr, sizeof *m->r, rec_cmp, &c);
+    xcol x = {0};
+    int rc = each_crossing(m, cross_rank, &x);
+    sort_r(x.r, x.n, sizeof *x.r, xrec_by_key_file, &x);
     size_t k = 0;
-    for (size_t i = 0; i < m->nr; i++) { /* sum each (key, file) */
-        if (k && !rec_cmp(&m->r[k - 1], &m->r[i], &c))
-            m->r[k - 1].n += m->r[i].n;
+    for (size_t i = 0; i < x.n; i++) {
+        if (k && x.r[k - 1].key == x.r[i].key && x.r[k - 1].file == x.r[i].file)
+            x.r[k - 1].n += x.r[i].n;
         else
-            m->r[k++] = m->r[i];
+            x.r[k++] = x.r[i];
     }
-    m->nr = k;
-    if (m->kind != ANA_INVINDEX) sort_r(m->r, m->nr, sizeof *m->r, rank_cmp, &c);
-    int rc = 0;
-    for (size_t i = 0; !rc && i < m->nr; i++) {
-        const rec *r = &m->r[i];
-        if (m->kind == ANA_TERMVECTOR) {
-            rc = put_file(out, m, r->file) || buf_put(out, "\t", 1) || ana_put_num(out, r->n) ||
-                 buf_put(out, "\t", 1) || put_key(out, m, r->key) || buf_put(out, "\n", 1);
-            continue;
+    sort_r(x.r, k, sizeof *x.r, xrec_by_key_count, &x);
+    for (size_t i = 0; !rc && i < k; i++) {
+        size_t kn, pn;
+        const unsigned char *kp = st_get(&x.keys, x.r[i].key, &kn);
+        const unsigned char *pp = st_get(&m->paths, x.r[i].file, &pn);
+        int head = !i || x.r[i].key != x.r[i - 1].key;
+        if ((head && i && buf_put(out, "\n", 1)) || (head && buf_put(out, kp, kn)) ||
+            buf_put(out, "\t", 1) || buf_put(out, pp, pn) || buf_put(out, ":", 1) ||
+            ana_put_num(out, x.r[i].n))
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    }
+    if (!rc && k && buf_put(out, "\n", 1)) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    st_free(&x.keys);
+    free(x.r);
+    return rc;
+}
+
+/* ---- counts: the buckets summed by key on nt threads ---- */
+
+typedef struct cjob {
+    ana_merge *m;
+    int t;
+    const buf *extra; /* the crossing sequences' buckets (seqcount), or NULL */
+    strtab keys;
+    vec64 cnt;
+    int rc;
+} cjob;
+
+static int sum_lines(cjob *j, const buf *b)
+{
+    for (const unsigned char *p = b->p, *end = b->p + b->n; p < end;) {
+        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p)), *key;
+        size_t kn;
+        uint64_t v;
+        uint32_t id;
+        count_line(j->m->kind == ANA_SORT ? ANA_SORT : ANA_WORDCOUNT, p, nl, &key, &kn, &v);
+        if (st_intern(&j->keys, key, kn, &id)) return -ENOMEM;
+        while (j->cnt.n <= id)
+            if (vec64_push(&j->cnt, 0)) return -ENOMEM;
+        j->cnt.p[id] += v;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+static void *count_main(void *arg)
+{
+    cjob *j = arg;
+    ana_merge *m = j->m;
+    for (size_t i = 0; !j->rc && i < m->nparts; i++)
+        j->rc = sum_lines(j, &m->part[i * (size_t)m->nt + (size_t)j->t]);
+    if (!j->rc && j->extra) j->rc = sum_lines(j, &j->extra[j->t]);
+    return NULL;
+}
+
+/* Run fn(&jobs[t]) on nt threads (the caller is thread 0). */
+static void run_threads(int nt, void *(*fn)(void *), void *jobs, size_t size)
+{
+    pthread_t th[MAXT];
+    int started[MAXT] = {0};
+    for (int t = 1; t < nt; t++)
+        started[t] = !pthread_create(&th[t], NULL, fn, (char *)jobs + (size_t)t * size);
+    fn(jobs);
+    for (int t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            fn((char *)jobs + (size_t)t * size);
+    }
+}
+
+static int finish_counts(ana_merge *m, buf *out)
+{
+    buf extra[MAXT];
+    memset(extra, 0, sizeof extra);
+    int rc = each_crossing(m, m->kind == ANA_SEQCOUNT ? cross_count : NULL, extra);
+    cjob *j = calloc((size_t)m->nt, sizeof *j);
+    if (!rc && !j) rc = -ENOMEM;
+    if (!rc) {
+        for (int t = 0; t < m->nt; t++)
+            j[t] = (cjob){.m = m, .t = t, .extra = extra};
+        run_threads(m->nt, count_main, j, sizeof *j);
+        for (int t = 0; t < m->nt && !rc; t++)
+            rc = j[t].rc;
+    }
+    size_t n = 0;
+    for (int t = 0; !rc && t < m->nt; t++)
+        n += st_count(&j[t].keys);
+    ana_wrec *w = rc ? NULL : malloc((n ? n : 1) * sizeof *w);
+    ana_crec *c = rc ? NULL : malloc((n ? n : 1) * sizeof *c);
+    if (!rc && (!w || !c)) rc = -ENOMEM;
+    size_t k = 0;
+    for (int t = 0; !rc && t < m->nt; t++)
+        for (uint32_t i = 0; i < st_count(&j[t].keys); i++) {
+            size_t len;
+            const unsigned char *p = st_get(&j[t].keys, i, &len);
+            w[k] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, (uint32_t)k};
+            c[k++] = (ana_crec){p, len, j[t].cnt.p[i]};
         }
-        int head = !i || r->key != m->r[i - 1].key;
-        if (head && i) rc = buf_put(out, "\n", 1);
-        if (!rc && head) rc = put_key(out, m, r->key);
-        if (!rc) rc = buf_put(out, "\t", 1) || put_file(out, m, r->file);
-        if (!rc && m->kind == ANA_RANKEDINVINDEX)
-            rc = buf_put(out, ":", 1) || ana_put_num(out, r->n);
+    int threads = m->nt > 1 ? 2 : 1;
+    if (!rc) rc = ana_sort_words(w, n, threads);
+    ana_crec *o = rc ? NULL : malloc((n ? n : 1) * sizeof *o);
+    if (!rc && !o) rc = -ENOMEM;
+    size_t kept = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (c[w[i].id].cnt) o[kept++] = c[w[i].id];
+    if (!rc && m->kind != ANA_SORT) rc = ana_by_count(o, kept);
+    if (!rc) rc = ana_print_counts(o, kept, m->kind != ANA_SORT, out, threads);
+    free(o);
+    free(w);
+    free(c);
+    for (int t = 0; j && t < m->nt; t++) {
+        st_free(&j[t].keys);
+        vec64_free(&j[t].cnt);
     }
-    if (!rc && m->nr && m->kind != ANA_TERMVECTOR) rc = buf_put(out, "\n", 1);
-    free(ord);
+    free(j);
+    for (int t = 0; t < MAXT; t++)
+        buf_free(&extra[t]);
+    return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
+}
+
+/* ---- lists: the sorted parts merged by key range on nt threads ---- */
+
+/* The key of the line at p (ending at its newline): the text before the first tab. */
+static size_t line_key(const unsigned char *p)
+{
+    return (size_t)((const unsigned char *)strchr((const char *)p, '\t') - p);
+}
+
+static int kcmp(int paths, const unsigned char *a, size_t an, const unsigned char *b, size_t bn)
+{
+    return paths ? path_cmp(a, an, b, bn) : key_cmp(a, an, b, bn);
+}
+
+/* The start of the first line of [lo, hi) of text t whose key is not below (k, kn): lines
+ * are in key order. */
+static size_t lower_line(const ana_merge *m, const buf *t, const unsigned char *k, size_t kn)
+{
+    int paths = m->kind == ANA_TERMVECTOR;
+    size_t lo = 0, hi = t->n - 1; /* line starts (or the end, before the NUL) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        while (mid > lo && t->p[mid - 1] != '\n') /* back to its line's start */
+            mid--;
+        const unsigned char *p = t->p + mid;
+        const unsigned char *nl = memchr(p, '\n', t->n - 1 - mid);
+        if (kcmp(paths, p, field(p, nl), k, kn) < 0)
+            lo = (size_t)(nl + 1 - t->p);
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A part's range for one thread: [p, end). */
+typedef struct run {
+    const unsigned char *p, *end;
+} run;
+
+typedef struct ljob {
+    const ana_merge *m;
+    run *r; /* this thread's range of every part */
+    size_t nr;
+    buf out;
+    int rc;
+} ljob;
+
+/* A record of a group that several parts share: a word of termvector (count, word), a file of
+ * rankedinvindex (path, count) or of invindex (path). */
+typedef struct grec {
+    const unsigned char *s; /* the word or escaped path */
+    size_t n;
+    uint64_t v;
+} grec;
+
+static int grec_by_s(const void *x, const void *y, void *ctx)
+{
+    const grec *a = x, *b = y;
+    return kcmp(*(const int *)ctx, a->s, a->n, b->s, b->n);
+}
+
+static int grec_by_v(const void *x, const void *y, void *ctx)
+{
+    const grec *a = x, *b = y;
+    if (a->v != b->v) return a->v > b->v ? -1 : 1;
+    return kcmp(*(const int *)ctx, a->s, a->n, b->s, b->n);
+}
+
+static int grec_push(grec **g, size_t *n, size_t *cap, grec r)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        grec *x = realloc(*g, c * sizeof *x);
+        if (!x) return -ENOMEM;
+        *g = x;
+        *cap = c;
+    }
+    (*g)[(*n)++] = r;
+    return 0;
+}
+
+/* The group of key (k, kn) held by several parts (their lines in l[0..nl), each a line or,
+ * for termvector, a block of lines of one path): its records summed (or united) and printed
+ * in the analytic's order. */
+static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l, size_t nl)
+{
+    int kind = j->m->kind, paths = kind != ANA_TERMVECTOR; /* what the records hold */
+    grec *g = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < nl; i++)
+        for (const unsigned char *p = l[i].p; !rc && p < l[i].end;) {
+            const unsigned char *e = memchr(p, '\n', (size_t)(l[i].end - p));
+            const unsigned char *f = p + kn + 1; /* the first field after the key */
+            if (kind == ANA_TERMVECTOR) { /* path, count, word */
+                size_t cn = field(f, e);
+                uint64_t v;
+                if (f + cn == e || parse_num(f, cn, &v)) return -EBADMSG;
+                rc = grec_push(&g, &n, &cap, (grec){f + cn + 1, (size_t)(e - f - cn - 1), v});
+                p = e + 1;
+                continue;
+            }
+            while (!rc && f <= e) { /* the files of the line */
+                size_t fn = field(f, e), pn = fn;
+                uint64_t v = 0;
+                if (kind == ANA_RANKEDINVINDEX) {
+                    while (pn && f[pn - 1] != ':')
+                        pn--;
+                    if (!pn || parse_num(f + pn, fn - pn, &v)) return -EBADMSG;
+                    pn--;
+                }
+                rc = grec_push(&g, &n, &cap, (grec){f, pn, v});
+                f += fn + 1;
+            }
+            p = e + 1;
+        }
+    sort_r(g, n, sizeof *g, grec_by_s, &paths);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) { /* one record per word or file */
+        if (m && !kcmp(paths, g[m - 1].s, g[m - 1].n, g[i].s, g[i].n))
+            g[m - 1].v += g[i].v;
+        else
+            g[m++] = g[i];
+    }
+    if (kind != ANA_INVINDEX) sort_r(g, m, sizeof *g, grec_by_v, &paths);
+    buf *o = &j->out;
+    if (!rc && kind != ANA_TERMVECTOR) rc = buf_put(o, k, kn);
+    for (size_t i = 0; !rc && i < m; i++) {
+        if (kind == ANA_TERMVECTOR)
+            rc = buf_put(o, k, kn) || buf_put(o, "\t", 1) || ana_put_num(o, g[i].v) ||
+                 buf_put(o, "\t", 1) || buf_put(o, g[i].s, g[i].n) || buf_put(o, "\n", 1);
+        else
+            rc = buf_put(o, "\t", 1) || buf_put(o, g[i].s, g[i].n) ||
+                 (kind == ANA_RANKEDINVINDEX && (buf_put(o, ":", 1) || ana_put_num(o, g[i].v)));
+    }
+    if (!rc && kind != ANA_TERMVECTOR) rc = buf_put(o, "\n", 1);
+    free(g);
     return rc ? -ENOMEM : 0;
+}
+
+/* The end of the group starting at p (termvector: every line of the same path; else the
+ * line). */
+static const unsigned char *group_end(int kind, const unsigned char *p, const unsigned char *end,
+                                      size_t kn)
+{
+    const unsigned char *e = memchr(p, '\n', (size_t)(end - p)) + 1;
+    if (kind != ANA_TERMVECTOR) return e;
+    while (e < end && !memcmp(e, p, kn) && e[kn] == '\t')
+        e = memchr(e, '\n', (size_t)(end - e)) + 1;
+    return e;
+}
+
+/* Heap of runs by their current keys. */
+typedef struct heap {
+    size_t *h, n;
+    const run *r;
+    int paths;
+} heap;
+
+static int hless(const heap *hp, size_t a, size_t b)
+{
+    const unsigned char *x = hp->r[a].p, *y = hp->r[b].p;
+    int c = kcmp(hp->paths, x, line_key(x), y, line_key(y));
+    return c ? c < 0 : a < b;
+}
+
+static void hdown(heap *hp, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, s = i;
+        if (l < hp->n && hless(hp, hp->h[l], hp->h[s])) s = l;
+        if (l + 1 < hp->n && hless(hp, hp->h[l + 1], hp->h[s])) s = l + 1;
+        if (s == i) return;
+        size_t t = hp->h[i];
+        hp->h[i] = hp->h[s];
+        hp->h[s] = t;
+        i = s;
+    }
+}
+
+static void *list_main(void *arg)
+{
+    ljob *j = arg;
+    int kind = j->m->kind;
+    heap hp = {malloc((j->nr ? j->nr : 1) * sizeof *hp.h), 0, j->r, kind == ANA_TERMVECTOR};
+    run *grp = malloc((j->nr ? j->nr : 1) * sizeof *grp);
+    if (!hp.h || !grp) j->rc = -ENOMEM;
+    for (size_t i = 0; !j->rc && i < j->nr; i++)
+        if (j->r[i].p < j->r[i].end) hp.h[hp.n++] = i;
+    for (size_t i = hp.n; i-- > 0;)
+        hdown(&hp, i);
+    while (!j->rc && hp.n) {
+        size_t top = hp.h[0], ng = 0;
+        const unsigned char *k = j->r[top].p;
+        size_t kn = line_key(k);
+        /* take every run's group of this key */
+        while (hp.n) {
+            run *r = &j->r[hp.h[0]];
+            if (kcmp(hp.paths, r->p, line_key(r->p), k, kn)) break;
+            const unsigned char *e = group_end(kind, r->p, r->end, kn);
+            grp[ng++] = (run){r->p, e};
+            r->p = e;
+            if (r->p >= r->end) hp.h[0] = hp.h[--hp.n];
+            hdown(&hp, 0);
+        }
+        if (ng == 1)
+            j->rc = buf_put(&j->out, grp[0].p, (size_t)(grp[0].end - grp[0].p)) ? -ENOMEM : 0;
+        else
+            j->rc = merge_group(j, k, kn, grp, ng);
+    }
+    free(hp.h);
+    free(grp);
+    return NULL;
+}
+
+static int by_key(const void *x, const void *y, void *ctx)
+{
+    const unsigned char *a = *(const unsigned char *const *)x, *b = *(const unsigned char *const *)y;
+    return kcmp(*(const int *)ctx, a, line_key(a), b, line_key(b));
+}
+
+static int finish_lists(ana_merge *m, buf *out)
+{
+    buf extra = {0};
+    int rc = m->kind == ANA_RANKEDINVINDEX ? cross_part(m, &extra) : each_crossing(m, NULL, NULL);
+    if (!rc && extra.n) rc = ana_merge_part(m, &extra);
+    buf_free(&extra);
+    if (rc) return rc;
+    /* NUL-terminate every part, so that line_key's strchr stops (every line holds a tab) */
+    for (size_t i = 0; i < m->nparts; i++)
+        if (buf_put(&m->part[i], "", 1)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        total += m->part[i].n - 1;
+    /* about 4 ranges a thread from a sample of keys */
+    int paths = m->kind == ANA_TERMVECTOR;
+    size_t nt = total < 65536 ? 1 : (size_t)m->nt, want = nt * 4, ns = 0;
+    const unsigned char **smp = malloc((m->nparts * 16 + 1) * sizeof *smp);
+    if (!smp) return tdc_error(-ENOMEM, "analytics: out of memory");
+    for (size_t i = 0; nt > 1 && i < m->nparts; i++) {
+        const buf *t = &m->part[i];
+        for (size_t s = 1; s <= 16 && t->n > 1; s++) {
+            size_t at = (t->n - 1) * s / 17;
+            while (at && t->p[at - 1] != '\n')
+                at--;
+            smp[ns++] = t->p + at;
+        }
+    }
+    sort_r(smp, ns, sizeof *smp, by_key, &paths);
+    size_t nranges = ns ? (want < ns ? want : ns) : 1;
+    ljob *j = calloc(nranges, sizeof *j);
+    run *r = calloc(nranges * (m->nparts ? m->nparts : 1), sizeof *r);
+    if (!j || !r) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    for (size_t g = 0; !rc && g < nranges; g++) {
+        /* range g: from the key of sample g * ns / nranges (g > 0) to that of the next */
+        const unsigned char *lo = g ? smp[g * ns / nranges] : NULL;
+        const unsigned char *hi = g + 1 < nranges ? smp[(g + 1) * ns / nranges] : NULL;
+        j[g] = (ljob){.m = m, .r = r + g * m->nparts, .nr = m->nparts};
+        for (size_t i = 0; i < m->nparts; i++) {
+            const buf *t = &m->part[i];
+            size_t a = lo ? lower_line(m, t, lo, line_key(lo)) : 0;
+            size_t b = hi ? lower_line(m, t, hi, line_key(hi)) : t->n - 1;
+            j[g].r[i] = (run){t->p + a, t->p + (b > a ? b : a)};
+        }
+    }
+    /* the ranges, nt at a time */
+    for (size_t g = 0; !rc && g < nranges; g += nt) {
+        size_t n = nranges - g < nt ? nranges - g : nt;
+        run_threads((int)n, list_main, j + g, sizeof *j);
+        for (size_t i = g; i < g + n && !rc; i++)
+            if (j[i].rc)
+                rc = j[i].rc == -ENOMEM ? tdc_error(-ENOMEM, "analytics: out of memory")
+                                        : tdc_error(-EBADMSG, "analytics: a part's %s output "
+                                                    "has a malformed record",
+                                                    ana_table[m->kind].name);
+    }
+    size_t len = 0;
+    for (size_t g = 0; !rc && g < nranges; g++)
+        len += j[g].out.n;
+    if (!rc && buf_reserve(out, len)) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    for (size_t g = 0; !rc && g < nranges; g++)
+        buf_put(out, j[g].out.p, j[g].out.n);
+    for (size_t g = 0; j && g < nranges; g++)
+        buf_free(&j[g].out);
+    free(j);
+    free(r);
+    free(smp);
+    return rc;
 }
 
 int ana_merge_finish(ana_merge *m, buf *out)
 {
-    int rc = add_crossing(m);
-    if (rc) return rc;
-    switch (m->kind) {
-    case ANA_WORDCOUNT:
-    case ANA_SEQCOUNT: rc = print_counts(m, 1, out); break;
-    case ANA_SORT: rc = print_counts(m, 0, out); break;
-    default: rc = print_recs(m, out);
-    }
-    return rc ? tdc_error(-ENOMEM, "analytics: out of memory") : 0;
+    return m->lists ? finish_lists(m, out) : finish_counts(m, out);
 }

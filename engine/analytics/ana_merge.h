@@ -13,7 +13,7 @@
  * parts (pack cuts a file only where no word continues); where a writer did cut one, the merge
  * says so (-ENOTSUP) and the caller analyses the archive whole.
  *
- * Parts may come in any order, from any thread, one call at a time. */
+ * Parts and edges may come in any order, from several threads at once. */
 #ifndef TDC_ANA_MERGE_H
 #define TDC_ANA_MERGE_H
 
@@ -42,8 +42,13 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
                   ana_merge **out);
 void ana_merge_free(ana_merge *m);
 
-/* Add one part's output text (n bytes). -EBADMSG when it is not what the analytic prints for
- * this scope, -ENOMEM. */
+/* Add one part's output text, taken over (text is left empty): what the analytic prints for
+ * the scope on that part. -EBADMSG when a line is not one the analytic prints, -ENOMEM. Its
+ * lines are checked and, for the analytics of counts, dealt to the merging threads here, in
+ * the caller's thread. */
+int ana_merge_part(ana_merge *m, buf *text);
+
+/* ana_merge_part of a copy of n bytes at text. */
 int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n);
 
 /* Add one piece's edge; its words move into the merge (e->words is left empty). */

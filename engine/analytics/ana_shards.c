@@ -215,13 +215,9 @@ static int do_shard(job *j, uint32_t k)
             !(rc = ana_piece_edge(p, j->wide[i].ent, j->wide[i].rank, k, &e[ne])))
             ne++;
     arc_piece_free(p);
-    if (!rc) {
-        pthread_mutex_lock(&j->lock);
-        rc = ana_merge_text(j->m, part.p, part.n);
-        for (size_t i = 0; !rc && i < ne; i++)
-            rc = ana_merge_edge(j->m, &e[i]);
-        pthread_mutex_unlock(&j->lock);
-    }
+    if (!rc) rc = ana_merge_part(j->m, &part);
+    for (size_t i = 0; !rc && i < ne; i++)
+        rc = ana_merge_edge(j->m, &e[i]);
     for (size_t i = 0; i < ne; i++)
         buf_free(&e[i].words);
     free(e);

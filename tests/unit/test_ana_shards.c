@@ -187,7 +187,10 @@ static void test_merge_edges(void **state)
     ana_merge_free(m);
     /* a part's text that is not the analytic's */
     assert_int_equal(ana_merge_new(ANA_TERMVECTOR, &a, 0, 2, NULL, &m), 0);
-    assert_int_equal(ana_merge_text(m, (const unsigned char *)"g\t1\tx\n", 6), -EBADMSG);
+    assert_int_equal(ana_merge_text(m, (const unsigned char *)"f 1 x\n", 6), -EBADMSG);
+    ana_merge_free(m);
+    assert_int_equal(ana_merge_new(ANA_WORDCOUNT, &a, 0, 2, NULL, &m), 0);
+    assert_int_equal(ana_merge_text(m, (const unsigned char *)"x\tword\n", 7), -EBADMSG);
     ana_merge_free(m);
     buf_free(&out);
 }
