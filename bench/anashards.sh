@@ -28,12 +28,26 @@ cpus=$(nproc)
 gpu=0
 if [ "${GPU:-1}" != 0 ] && "$tadoc" --version 2>/dev/null | grep -q 'gpu backend on'; then gpu=1; fi
 
+# timed CMD...: run it (stdout to $w/out), its wall seconds and peak RSS (KiB) into $w/time
+# (GNU time, or where it is missing Python's resource module)
+timed() {
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f '%e %M' -o "$w/time" "$@" >"$w/out" 2>"$w/err"
+    else
+        python3 -c 'import resource, subprocess, sys, time
+t = time.time(); r = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "wb"))
+open(sys.argv[1] + ".time", "w").write("%.2f %d\n" % (time.time() - t,
+    resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(r.returncode)' "$w/out" "$@" 2>"$w/err" && mv "$w/out.time" "$w/time"
+    fi
+}
+
 # run ENV... : best wall seconds of $repeat and the peak RSS (MB) of `tadoc $an $a`, output
 # into $w/out; sets $secs $rss
 run() {
     secs="" rss=0
     for _ in $(seq "$repeat"); do
-        env "$@" /usr/bin/time -f '%e %M' -o "$w/time" "$tadoc" "$an" "$a" >"$w/out" 2>"$w/err" ||
+        env "$@" bash -c "$(declare -f timed); w='$w' timed '$tadoc' '$an' '$a'" ||
             { cat "$w/err" >&2; return 1; }
         local s r
         read -r s r <"$w/time"
