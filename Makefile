@@ -55,6 +55,12 @@ endif
 LIBS  = $(LIB) $(GPULIB)
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group
 TOOLS = $(BUILD)/tadoc $(BUILD)/tadocfs
+# tadoc-mpi (the analytics over the ranks of an MPI job) where Open MPI's mpicc is found:
+# optional, like the CUDA part; the rest never needs it.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+MPI_BIN = $(BUILD)/tadoc-mpi
+endif
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPERS  = $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.c)) \
@@ -106,7 +112,7 @@ PCFILE = $(BUILD)/tadoc.pc
 
 .PHONY: tsan fuzz fuzz-build test-long all clean test demo bench deps format install lib tools deb
 .SECONDARY:
-all: $(TOOLS) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
+all: $(TOOLS) $(MPI_BIN) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -147,6 +153,10 @@ $(PCFILE): lib/tadoc.pc.in Makefile
 
 $(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIBS)
 	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tools/tadoc_mpi.o: CFLAGS_ALL += $(shell $(MPICC) --showme:compile 2>/dev/null)
+$(BUILD)/tadoc-mpi: $(BUILD)/tools/tadoc_mpi.o $(LIBS)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(shell $(MPICC) --showme:link) $(LDLIBS_ALL)
 
 FS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard fs/*.c))
 $(BUILD)/tadocfs: $(FS_OBJ) $(LIBS)

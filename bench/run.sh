@@ -80,6 +80,16 @@ analytics_all() {
         "$top/bench/analytics.sh" "$build" "$data/linux-source-6.1" "Linux 6.1 source tree"
 }
 
+# Analytics shard by shard against the archive loaded whole: Brown in 1 MiB shards (all six),
+# and the Linux archive (the four whose outputs fit this machine's memory twice over).
+anashards_all() {
+    SHARD_SIZE=1M "$top/bench/anashards.sh" "$build" "$data/brown" "Brown corpus"
+    echo
+    linux_archive
+    ARCHIVE="$data/linux.tdc" ANALYTICS="wordcount sort invindex termvector" REPEAT=1 \
+        "$top/bench/anashards.sh" "$build" "$data/linux-source-6.1" "Linux 6.1 source tree"
+}
+
 # Writes: through the mount (journal) vs tmpfs and the disk, `tadoc apply` with the papers'
 # workload, and compaction against the dirty fraction (on copies of the Linux archive).
 writes_all() {
@@ -138,6 +148,7 @@ run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
 run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.sh" packscale_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
+run anashards.md "Analytics shard by shard" "bench/anashards.sh" anashards_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
 run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all
 run compact-check.md "A small edit's compaction in many shards, and its check" "bench/compactcheck.sh" compactcheck_all

@@ -306,6 +306,7 @@ int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n)
 
 int ana_merge_edge(ana_merge *m, ana_edge *e)
 {
+    if (e->file >= m->files.n) return tdc_error(-EBADMSG, "analytics: an edge of no file of the scope");
     int rc = 0;
     pthread_mutex_lock(&m->lock);
     if (m->ne == m->cape) {
@@ -324,6 +325,57 @@ int ana_merge_edge(ana_merge *m, ana_edge *e)
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+int ana_edges_encode(const ana_edge *e, size_t n, buf *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char f = (unsigned char)((e[i].whole ? 1 : 0) | (e[i].word_first ? 2 : 0) |
+                                          (e[i].word_last ? 4 : 0));
+        if (buf_put_varint(out, e[i].file) || buf_put_varint(out, e[i].part) ||
+            buf_put_varint(out, e[i].nw) || buf_put(out, &f, 1) ||
+            buf_put_varint(out, e[i].words.n) || buf_put(out, e[i].words.p, e[i].words.n))
+            return tdc_error(-ENOMEM, "analytics: out of memory");
+    }
+    return 0;
+}
+
+int ana_edges_decode(const unsigned char *p, size_t len, ana_edge **e, size_t *n)
+{
+    rd r = {p, p + len};
+    size_t cap = *n;
+    while (r.p < r.end) {
+        uint64_t file, part, nw, wn;
+        const unsigned char *f, *w;
+        if (rd_varint(&r, &file) || rd_varint(&r, &part) || rd_varint(&r, &nw) ||
+            rd_bytes(&r, 1, &f) || rd_varint(&r, &wn) || rd_bytes(&r, wn, &w) ||
+            file > UINT32_MAX || part > UINT32_MAX || nw > 4 || *f > 7)
+            return tdc_error(-EBADMSG, "analytics: malformed edges");
+        size_t spaces = 0;
+        for (uint64_t i = 0; i < wn; i++)
+            spaces += w[i] == ' ';
+        if (spaces != nw || (wn && w[wn - 1] != ' ') || (!(*f & 1) && nw != 4))
+            return tdc_error(-EBADMSG, "analytics: malformed edges");
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            ana_edge *x = realloc(*e, cap * sizeof *x);
+            if (!x) return tdc_error(-ENOMEM, "analytics: out of memory");
+            *e = x;
+        }
+        ana_edge *d = &(*e)[(*n)++];
+        *d = (ana_edge){(uint32_t)file, (uint32_t)part, (uint32_t)nw, *f & 1, *f >> 1 & 1,
+                        *f >> 2 & 1, {0}};
+        if (buf_put(&d->words, w, wn)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    }
+    return 0;
+}
+
+void ana_merge_take_edges(ana_merge *m, ana_edge **e, size_t *n)
+{
+    *e = m->e;
+    *n = m->ne;
+    m->e = NULL;
+    m->ne = m->cape = 0;
 }
 
 /* ---- sequences across the cuts ---- */

@@ -34,6 +34,13 @@ typedef struct ana_edge {
     buf words;      /* the words, each followed by one space */
 } ana_edge;
 
+/* Edges as bytes, to send between processes: per edge its file, part and word count (varints),
+ * a flags byte (whole, word_first, word_last), the words' length (varint) and the words.
+ * ana_edges_decode appends n edges to *e (malloc'ed), refusing (-EBADMSG) what
+ * ana_edges_encode would not write. 0 or -ENOMEM. */
+int ana_edges_encode(const ana_edge *e, size_t n, buf *out);
+int ana_edges_decode(const unsigned char *p, size_t len, ana_edge **e, size_t *n);
+
 typedef struct ana_merge ana_merge;
 
 /* A merge of analytic `kind` (enum ana_id) over the files of entries [first, end) of `a`
@@ -53,6 +60,11 @@ int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n);
 
 /* Add one piece's edge; its words move into the merge (e->words is left empty). */
 int ana_merge_edge(ana_merge *m, ana_edge *e);
+
+/* Take the edges added so far out of the merge (into *e, *n; malloc'ed, each edge's words
+ * its own): a merge whose output is only a part of the whole, to be merged again with the
+ * edges of every part (a cluster rank's share). */
+void ana_merge_take_edges(ana_merge *m, ana_edge **e, size_t *n);
 
 /* The merged output, appended to out: byte for byte what the analytic prints for the scope on
  * the whole archive. -ENOTSUP (with a message naming the file) when a file's content is cut

@@ -245,9 +245,11 @@ static uint32_t holder(const arc *a, uint32_t e)
     return h >= 0 ? (uint32_t)h : e;
 }
 
-/* What the scope needs: the shards holding its visible files' content (*todo), and the files
- * whose content spans shards (*wide, with their ranks in the scope). */
-static int plan(const arc *a, const vec32 *files, vec32 *todo, wide **wd, size_t *nwide)
+/* What the scope needs: the shards holding its visible files' content (*todo; with take, only
+ * those it marks), and the files whose content spans shards (*wide, with their ranks in the
+ * scope). */
+static int plan(const arc *a, const vec32 *files, const unsigned char *take, vec32 *todo,
+                wide **wd, size_t *nwide)
 {
     unsigned char *need = calloc(a->nshards, 1);
     *wd = calloc(files->n ? files->n : 1, sizeof **wd);
@@ -265,8 +267,52 @@ static int plan(const arc *a, const vec32 *files, vec32 *todo, wide **wd, size_t
     }
     int rc = 0;
     for (uint32_t k = 0; k < a->nshards && !rc; k++)
-        if (need[k] && vec32_push(todo, k)) rc = tdc_error(-ENOMEM, "out of memory");
+        if (need[k] && (!take || take[k]) && vec32_push(todo, k))
+            rc = tdc_error(-ENOMEM, "out of memory");
     free(need);
+    return rc;
+}
+
+typedef struct sized {
+    uint64_t bytes;
+    uint32_t k;
+} sized;
+
+static int by_bytes_desc(const void *x, const void *y)
+{
+    const sized *a = x, *b = y;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return (a->k > b->k) - (a->k < b->k);
+}
+
+int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigned char *vis,
+                    int n, int *owner)
+{
+    vec32 files = {0}, todo = {0};
+    wide *wd = NULL;
+    size_t nw;
+    int rc = ana_scope_files(meta, first, end, vis, &files) ? tdc_error(-ENOMEM, "out of memory")
+                                                            : plan(meta, &files, NULL, &todo, &wd, &nw);
+    sized *s = rc ? NULL : malloc((todo.n ? todo.n : 1) * sizeof *s);
+    uint64_t *load = rc ? NULL : calloc((size_t)(n > 0 ? n : 1), sizeof *load);
+    if (!rc && (!s || !load)) rc = tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < meta->nshards; k++)
+        owner[k] = -1;
+    for (size_t i = 0; !rc && i < todo.n; i++)
+        s[i] = (sized){meta->shards[todo.p[i]].bytes, todo.p[i]};
+    if (!rc) sort_n(s, todo.n, sizeof *s, by_bytes_desc);
+    for (size_t i = 0; !rc && i < todo.n; i++) {
+        int best = 0;
+        for (int r = 1; r < n; r++)
+            if (load[r] < load[best]) best = r;
+        owner[s[i].k] = best;
+        load[best] += s[i].bytes;
+    }
+    free(s);
+    free(load);
+    free(wd);
+    vec32_free(&files);
+    vec32_free(&todo);
     return rc;
 }
 
@@ -291,6 +337,22 @@ static int damage_check(const job *j)
 int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                  uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
 {
+    return ana_by_shard_share(c, fn, arg, kind, meta, first, end, vis, NULL, out);
+}
+
+void ana_share_free(ana_share *sh)
+{
+    for (size_t i = 0; i < sh->nedges; i++)
+        buf_free(&sh->edges[i].words);
+    free(sh->edges);
+    sh->edges = NULL;
+    sh->nedges = 0;
+}
+
+int ana_by_shard_share(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                       uint32_t first, uint32_t end, const unsigned char *vis, ana_share *sh,
+                       buf *out)
+{
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     job j = {.fn = fn, .arg = arg, .kind = kind, .meta = meta, .first = first, .end = end,
@@ -299,7 +361,7 @@ int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *met
     wide *wd = NULL;
     int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);
     if (!rc) rc = ana_scope_files(meta, first, end, vis, &files) ? -ENOMEM : 0;
-    if (!rc) rc = plan(meta, &files, &todo, &wd, &j.nwide);
+    if (!rc) rc = plan(meta, &files, sh ? sh->take : NULL, &todo, &wd, &j.nwide);
     ana_opts o = *ana_ctx_opts(c);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = o.shards > 0 ? (uint32_t)o.shards : cpus > 1 ? (uint32_t)cpus : 1;
@@ -324,6 +386,7 @@ int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *met
         pthread_mutex_destroy(&j.lock);
         rc = j.rc ? tdc_error(j.rc, "%s", j.msg) : damage_check(&j);
     }
+    if (!rc && sh) ana_merge_take_edges(j.m, &sh->edges, &sh->nedges);
     if (!rc) rc = ana_merge_finish(j.m, out);
     for (uint32_t k = 0; j.damage && k < meta->nshards; k++)
         free(j.damage[k]);

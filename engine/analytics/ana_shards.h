@@ -34,4 +34,28 @@ typedef int (*ana_part_fn)(void *arg, int kind, const arc *p, uint32_t first, ui
 int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                  uint32_t first, uint32_t end, const unsigned char *vis, buf *out);
 
+/* One share of an analytic split between processes (cluster ranks): the shards a process
+ * works on, and the edges it hands on. */
+typedef struct ana_share {
+    const unsigned char *take; /* per shard of meta: nonzero for the shards of this share */
+    ana_edge *edges;           /* out: the edges of its pieces of files that span shards */
+    size_t nedges;
+} ana_share;
+
+/* ana_by_shard over the shards of share sh only, its edges returned in sh (free them with
+ * ana_share_free) rather than merged: out is then a part of the whole analytic (ana_merge),
+ * which the caller merges with the other shares' parts and every share's edges. Damage is
+ * checked in this share's shards only. */
+int ana_by_shard_share(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                       uint32_t first, uint32_t end, const unsigned char *vis, ana_share *sh,
+                       buf *out);
+void ana_share_free(ana_share *sh);
+
+/* Deal the shards that the files of [first, end) visible in vis need among n shares, balanced
+ * by their content bytes (largest first, each to the share with the fewest bytes so far):
+ * owner[k] (meta->nshards of them) becomes the share of shard k, or -1 where no share needs
+ * it. The same on every process for the same archive. 0 or -ENOMEM. */
+int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigned char *vis,
+                    int n, int *owner);
+
 #endif

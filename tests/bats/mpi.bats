@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# tadoc-mpi: the analytics with the shards dealt among 1 to 4 MPI ranks (oversubscribed on
+# this machine) print byte for byte what tadoc prints, for every analytic, over the whole
+# archive and a scope, on stdout and atomically into a file; a rank that cannot read its
+# shard fails the run with a message naming the rank and the shard and leaves no output
+# file; a rank that dies fails the run and leaves none either.
+
+load helpers
+
+setup() {
+    scratch
+    MPI="$(dirname "$TADOC")/tadoc-mpi"
+    [ -x "$MPI" ] || { echo "tadoc-mpi was not built: Open MPI is missing (tools/deps.sh test installs it)"; false; }
+    T=$S/tree
+    mkdir -p "$T/a" "$T/b"
+    cp "$CORPORA"/brown/ca0* "$T/a/"
+    cp "$CORPORA"/brown/cb0* "$T/b/"
+    for f in "$CORPORA"/brown/cc0*; do cat "$f"; done | head -c 100000 >"$T/big" # cut over shards
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    # Open MPI's own allocations are not the tool's: leaks are not checked under ASan.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
+
+teardown() {
+    rm -rf "$S"
+}
+
+# mpi N ARGS...: tadoc-mpi on N ranks of this machine.
+mpi() {
+    local n=$1
+    shift
+    mpirun --allow-run-as-root --oversubscribe -n "$n" "$MPI" "$@"
+}
+
+@test "tadoc-mpi: 1 to 4 ranks print what tadoc prints, every analytic, whole and a scope" {
+    [ "$("$TADOC" stat "$S/a.tdc" | awk '/^shards/ {print $2}')" -gt 10 ]
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        "$TADOC" "$an" "$S/a.tdc" >"$S/want"
+        "$TADOC" "$an" "$S/a.tdc" b >"$S/want-b"
+        for n in 1 2 3 4; do
+            mpi "$n" "$an" "$S/a.tdc" >"$S/got"
+            cmp "$S/want" "$S/got" || { echo "$an on $n ranks differs"; false; }
+            mpi "$n" "$an" "$S/a.tdc" b -o "$S/got-b"
+            cmp "$S/want-b" "$S/got-b" || { echo "$an of b on $n ranks differs"; false; }
+        done
+    done
+}
+
+@test "tadoc-mpi: a rank that cannot read its shard fails the run, naming the rank and the shard" {
+    cp "$S/a.tdc" "$S/x.tdc"
+    local off stored
+    read -r off stored < <(sections "$S/x.tdc" | awk '$1 == "root" && n++ == 3 {print $2, $3}')
+    flip_byte "$S/x.tdc" $((off + stored / 2))
+    run mpi 4 wordcount "$S/x.tdc" -o "$S/out"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" =~ tadoc-mpi:\ rank\ [0-3]:\ .*shard\ 3 ]]
+    [ ! -e "$S/out" ]
+    [ -z "$(find "$S" -name 'out.tmp*')" ]
+    # A scope whose files lie in other shards still works.
+    "$TADOC" wordcount "$S/x.tdc" a/ca01 >"$S/want"
+    mpi 4 wordcount "$S/x.tdc" a/ca01 >"$S/got"
+    cmp "$S/want" "$S/got"
+}
+
+@test "tadoc-mpi: a rank that dies fails the run and leaves no output" {
+    run env TADOC_MPI_TEST_DIE=2 mpirun --allow-run-as-root --oversubscribe -n 3 "$MPI" wordcount "$S/a.tdc" -o "$S/out"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"rank 2"* ]]
+    [ ! -e "$S/out" ]
+    [ -z "$(find "$S" -name 'out.tmp*')" ]
+}
+
+@test "tadoc-mpi: usage errors and an unknown analytic" {
+    run mpi 2 nosuch "$S/a.tdc"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unknown analytic"* ]]
+    run mpi 1 --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"usage: mpirun -n N tadoc-mpi"* ]]
+    run mpi 2 wordcount "$S/nosuch.tdc"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"rank 0"*"nosuch.tdc"* ]]
+}
