@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tadoc-mpi against its rank count: each analytic over the whole archive on N ranks of this
+# machine (N = 1, 2, 4, ... up to the CPU count, or RANKS="1 2"), each rank working on one
+# shard at a time (TADOC_SHARDS=1, so the ranks are the parallelism), against `tadoc` on one
+# shard at a time and on every core, all in this run: wall seconds, content MB/s, speedup over
+# one rank; every output compared byte for byte with tadoc's (MISMATCH, exit 1).
+# usage: bench/mpi.sh BUILD_DIR ARCHIVE NAME   (prints a markdown table on stdout)
+#   ANALYTICS="wordcount ..." (default all six); RANKS="1 2 ..."
+set -euo pipefail
+[ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR ARCHIVE NAME" >&2; exit 2; }
+build=$1 a=$2 name=$3
+tadoc="$build/tadoc" mpi="$build/tadoc-mpi"
+[ -x "$mpi" ] || { echo "$0: $mpi: not built (Open MPI missing)" >&2; exit 1; }
+w=$(mktemp -d "${BENCH_TMP:-/tmp}/mpibench.XXXXXX")
+trap 'rm -rf "$w"' EXIT
+analytics=${ANALYTICS:-wordcount sort invindex termvector seqcount rankedinvindex}
+cpus=$(nproc)
+ranks=${RANKS:-$(n=1; while [ "$n" -lt "$cpus" ]; do printf '%s ' "$n"; n=$((n * 2)); done; echo "$cpus")}
+bytes=$("$tadoc" stat "$a" | awk '/^content/ {print $2}')
+shards=$("$tadoc" stat "$a" | awk '/^shards/ {print $2}')
+
+secs() { # CMD...: wall seconds, output to $w/out
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >"$w/out"
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }'
+}
+rate() { awk -v b="$bytes" -v s="$1" 'BEGIN { printf "%.0f", b / 1e6 / s }'; }
+
+echo "### $name: $(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}') MB of content, $shards shards, $cpus CPUs"
+echo
+head="| analytic | tadoc, 1 shard at once s | tadoc, $cpus at once s |"
+sep="|---|---|---|"
+for r in $ranks; do
+    head="$head $r ranks s | MB/s | speedup |"
+    sep="$sep---|---|---|"
+done
+echo "$head"
+echo "$sep"
+bad=0
+for an in $analytics; do
+    one=$(TADOC_SHARDS=1 secs "$tadoc" "$an" "$a")
+    cp "$w/out" "$w/want"
+    all=$(secs "$tadoc" "$an" "$a")
+    row="| $an | $one | $all"
+    base=""
+    for r in $ranks; do
+        s=$(TADOC_SHARDS=1 secs mpirun --allow-run-as-root --oversubscribe -n "$r" "$mpi" "$an" "$a")
+        if ! cmp -s "$w/out" "$w/want"; then
+            row="$row | MISMATCH"
+            bad=1
+        fi
+        [ -z "$base" ] && base=$s
+        row="$row | $s | $(rate "$s") | $(awk -v a="$base" -v b="$s" 'BEGIN { printf "%.2f", a / b }')"
+    done
+    echo "$row |"
+done
+echo
+echo "Command: \`$0 $*\`. One run each, wall time of the whole process (mpirun's start included)."
+exit "$bad"
