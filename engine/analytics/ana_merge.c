@@ -27,6 +27,7 @@
 #include "ana_int.h"
 #include "analytics.h"
 #include "../base/err.h"
+#include "../base/par.h"
 
 #define MAXT 64 /* merging threads at most */
 
@@ -474,6 +475,7 @@ typedef struct xcol {
     strtab keys;
     xrec *r;
     size_t n, cap;
+    int by_count; /* xrec_cmp: within a key, by count descending before file */
 } xcol;
 
 static int cross_rank(ana_merge *m, uint32_t file, const buf *key, void *ctx)
@@ -493,7 +495,8 @@ static int cross_rank(ana_merge *m, uint32_t file, const buf *key, void *ctx)
     return 0;
 }
 
-static int xrec_by_key_file(const void *p, const void *q, void *ctx)
+/* By sequence, then (x->by_count) by count descending, then by file. */
+static int xrec_cmp(const void *p, const void *q, void *ctx)
 {
     const xcol *x = ctx;
     const xrec *a = p, *b = q;
@@ -501,18 +504,7 @@ static int xrec_by_key_file(const void *p, const void *q, void *ctx)
     const unsigned char *ka = st_get(&x->keys, a->key, &an), *kb = st_get(&x->keys, b->key, &bn);
     int c = a->key == b->key ? 0 : key_cmp(ka, an, kb, bn);
     if (c) return c;
-    return (a->file > b->file) - (a->file < b->file);
-}
-
-static int xrec_by_key_count(const void *p, const void *q, void *ctx)
-{
-    const xcol *x = ctx;
-    const xrec *a = p, *b = q;
-    size_t an, bn;
-    const unsigned char *ka = st_get(&x->keys, a->key, &an), *kb = st_get(&x->keys, b->key, &bn);
-    int c = a->key == b->key ? 0 : key_cmp(ka, an, kb, bn);
-    if (c) return c;
-    if (a->n != b->n) return a->n > b->n ? -1 : 1;
+    if (x->by_count && a->n != b->n) return a->n > b->n ? -1 : 1;
     return (a->file > b->file) - (a->file < b->file);
 }
 
@@ -521,7 +513,7 @@ static int cross_part(ana_merge *m, buf *out)
 {
     xcol x = {0};
     int rc = each_crossing(m, cross_rank, &x);
-    sort_r(x.r, x.n, sizeof *x.r, xrec_by_key_file, &x);
+    sort_r(x.r, x.n, sizeof *x.r, xrec_cmp, &x);
     size_t k = 0;
     for (size_t i = 0; i < x.n; i++) {
         if (k && x.r[k - 1].key == x.r[i].key && x.r[k - 1].file == x.r[i].file)
@@ -529,7 +521,8 @@ static int cross_part(ana_merge *m, buf *out)
         else
             x.r[k++] = x.r[i];
     }
-    sort_r(x.r, k, sizeof *x.r, xrec_by_key_count, &x);
+    x.by_count = 1;
+    sort_r(x.r, k, sizeof *x.r, xrec_cmp, &x);
     for (size_t i = 0; !rc && i < k; i++) {
         size_t kn, pn;
         const unsigned char *kp = st_get(&x.keys, x.r[i].key, &kn);
@@ -584,22 +577,6 @@ static void *count_main(void *arg)
     return NULL;
 }
 
-/* Run fn(&jobs[t]) on nt threads (the caller is thread 0). */
-static void run_threads(int nt, void *(*fn)(void *), void *jobs, size_t size)
-{
-    pthread_t th[MAXT];
-    int started[MAXT] = {0};
-    for (int t = 1; t < nt; t++)
-        started[t] = !pthread_create(&th[t], NULL, fn, (char *)jobs + (size_t)t * size);
-    fn(jobs);
-    for (int t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            fn((char *)jobs + (size_t)t * size);
-    }
-}
-
 static int finish_counts(ana_merge *m, buf *out)
 {
     buf extra[MAXT];
@@ -610,7 +587,7 @@ static int finish_counts(ana_merge *m, buf *out)
     if (!rc) {
         for (int t = 0; t < m->nt; t++)
             j[t] = (cjob){.m = m, .t = t, .extra = extra};
-        run_threads(m->nt, count_main, j, sizeof *j);
+        par_run((unsigned)m->nt, count_main, j, sizeof *j);
         for (int t = 0; t < m->nt && !rc; t++)
             rc = j[t].rc;
     }
@@ -917,7 +894,7 @@ static int finish_lists(ana_merge *m, buf *out)
     /* the ranges, nt at a time */
     for (size_t g = 0; !rc && g < nranges; g += nt) {
         size_t n = nranges - g < nt ? nranges - g : nt;
-        run_threads((int)n, list_main, j + g, sizeof *j);
+        par_run((unsigned)n, list_main, j + g, sizeof *j);
         for (size_t i = g; i < g + n && !rc; i++)
             if (j[i].rc)
                 rc = j[i].rc == -ENOMEM ? tdc_error(-ENOMEM, "analytics: out of memory")

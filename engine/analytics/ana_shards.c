@@ -9,6 +9,7 @@
 
 #include "analytics.h"
 #include "../base/err.h"
+#include "../base/par.h"
 
 /* ---- the words at the ends of a run ---- */
 
@@ -366,7 +367,6 @@ int ana_by_shard_share(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const ar
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = o.shards > 0 ? (uint32_t)o.shards : cpus > 1 ? (uint32_t)cpus : 1;
     if (nth > todo.n) nth = (uint32_t)todo.n;
-    if (nth > 256) nth = 256;
     o.cache = 0; /* every shard is another grammar */
     if (nth > 1) o.threads = 1;
     if (!rc && (!(j.ctx = ana_ctx_new(&o)) || !(j.damage = calloc(meta->nshards, sizeof *j.damage))))
@@ -376,13 +376,7 @@ int ana_by_shard_share(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const ar
         j.ntodo = (uint32_t)todo.n;
         j.wide = wd;
         pthread_mutex_init(&j.lock, NULL);
-        pthread_t th[256];
-        uint32_t started = 0;
-        for (; nth > 1 && started < nth - 1; started++)
-            if (pthread_create(&th[started], NULL, worker, &j)) break;
-        worker(&j);
-        for (uint32_t i = 0; i < started; i++)
-            pthread_join(th[i], NULL);
+        par_run(nth ? nth : 1, worker, &j, 0);
         pthread_mutex_destroy(&j.lock);
         rc = j.rc ? tdc_error(j.rc, "%s", j.msg) : damage_check(&j);
     }

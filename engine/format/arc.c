@@ -14,6 +14,7 @@
 #include "arc_test.h"
 #include "syms.h"
 #include "../base/err.h"
+#include "../base/par.h"
 #include "../base/fio.h"
 
 #define CODEC_RAW 0
@@ -1384,15 +1385,8 @@ static int load_shards(const arc *a, uint32_t first, uint32_t n, dict **d, gram 
     shard_load l = {.a = a, .first = first, .end = first + n, .d = d, .g = g, .damage = damage};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = n < (cpus > 1 ? (uint32_t)cpus : 1) ? n : (uint32_t)cpus;
-    pthread_t th[64];
-    uint32_t started = 0;
-    if (nth > 64) nth = 64;
     pthread_mutex_init(&l.lock, NULL);
-    for (; nth > 1 && started < nth - 1; started++)
-        if (pthread_create(&th[started], NULL, shard_load_main, &l)) break;
-    shard_load_main(&l);
-    for (uint32_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+    par_run(nth ? nth : 1, shard_load_main, &l, 0);
     pthread_mutex_destroy(&l.lock);
     return l.rc ? tdc_error(l.rc, "%s", l.msg) : 0;
 }

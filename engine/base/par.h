@@ -1,0 +1,13 @@
+/* par: one function run on several threads at once, the calling thread being one of them. */
+#ifndef TDC_PAR_H
+#define TDC_PAR_H
+
+#include <stddef.h>
+
+/* Run fn on n threads (the caller is thread 0, so n = 1 starts none): thread t gets
+ * (char *)arg + t * stride, or with stride 0 every thread the same arg (workers that take
+ * items from a queue they share). A thread that cannot start has its call made by the
+ * caller after its own. Returns when every call has returned. */
+void par_run(unsigned n, void *(*fn)(void *), void *arg, size_t stride);
+
+#endif
