@@ -891,23 +891,19 @@ static int finish_lists(ana_merge *m, buf *out)
             j[g].r[i] = (run){t->p + a, t->p + (b > a ? b : a)};
         }
     }
-    /* the ranges, nt at a time */
+    /* the ranges, nt at a time, each batch's output appended and dropped at once */
     for (size_t g = 0; !rc && g < nranges; g += nt) {
         size_t n = nranges - g < nt ? nranges - g : nt;
         par_run((unsigned)n, list_main, j + g, sizeof *j);
-        for (size_t i = g; i < g + n && !rc; i++)
-            if (j[i].rc)
-                rc = j[i].rc == -ENOMEM ? tdc_error(-ENOMEM, "analytics: out of memory")
-                                        : tdc_error(-EBADMSG, "analytics: a part's %s output "
-                                                    "has a malformed record",
-                                                    ana_table[m->kind].name);
+        for (size_t i = g; i < g + n && !rc; i++) {
+            if (j[i].rc == -ENOMEM || (!j[i].rc && buf_put(out, j[i].out.p, j[i].out.n)))
+                rc = tdc_error(-ENOMEM, "analytics: out of memory");
+            else if (j[i].rc)
+                rc = tdc_error(-EBADMSG, "analytics: a part's %s output has a malformed record",
+                               ana_table[m->kind].name);
+            buf_free(&j[i].out);
+        }
     }
-    size_t len = 0;
-    for (size_t g = 0; !rc && g < nranges; g++)
-        len += j[g].out.n;
-    if (!rc && buf_reserve(out, len)) rc = tdc_error(-ENOMEM, "analytics: out of memory");
-    for (size_t g = 0; !rc && g < nranges; g++)
-        buf_put(out, j[g].out.p, j[g].out.n);
     for (size_t g = 0; j && g < nranges; g++)
         buf_free(&j[g].out);
     free(j);
