@@ -3,7 +3,8 @@
 # whole: for each analytic over the whole archive, `tadoc ANALYTIC` with the archive loaded
 # whole (TADOC_SHARDS=whole), shard by shard one shard at a time (TADOC_SHARDS=1) and on every
 # core (the default), and where a GPU is usable the same two ways on the GPU (TADOC_GPU=on:
-# the whole archive uploaded, or each shard uploaded alone). Wall seconds (best of REPEAT)
+# the whole archive uploaded, or each shard uploaded alone), and with several GPUs, shard by
+# shard over all of them. Wall seconds (best of REPEAT)
 # and peak RSS of each, all outputs compared byte for byte with the first (a difference
 # prints MISMATCH and the script exits 1 after the table).
 # usage: bench/anashards.sh BUILD_DIR TREE NAME   (prints a markdown table on stdout)
@@ -27,6 +28,7 @@ bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')
 cpus=$(nproc)
 gpu=0
 if [ "${GPU:-1}" != 0 ] && "$tadoc" --version 2>/dev/null | grep -q 'gpu backend on'; then gpu=1; fi
+ngpu=$([ "$gpu" = 1 ] && nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
 
 # timed CMD...: run it (stdout to $w/out), its wall seconds and peak RSS (KiB) into $w/time
 # (GNU time, or where it is missing Python's resource module)
@@ -61,8 +63,12 @@ echo
 cols="| analytic | output MB | whole, CPU s | RSS MB | by shard, 1 at once s | RSS MB | by shard, $cpus at once s | RSS MB |"
 sep="|---|---|---|---|---|---|---|---|"
 if [ "$gpu" = 1 ]; then
-    cols="$cols whole, GPU s | RSS MB | by shard, GPU s | RSS MB |"
+    cols="$cols whole, GPU s | RSS MB | by shard, 1 GPU s | RSS MB |"
     sep="$sep---|---|---|---|"
+fi
+if [ "$ngpu" -gt 1 ]; then
+    cols="$cols by shard, $ngpu GPUs s | RSS MB |"
+    sep="$sep---|---|"
 fi
 echo "$cols"
 echo "$sep"
@@ -71,7 +77,8 @@ for an in $analytics; do
     row="| $an"
     first=1
     modes=("TADOC_GPU=off TADOC_SHARDS=whole" "TADOC_GPU=off TADOC_SHARDS=1" "TADOC_GPU=off")
-    [ "$gpu" = 1 ] && modes+=("TADOC_GPU=on TADOC_SHARDS=whole" "TADOC_GPU=on")
+    [ "$gpu" = 1 ] && modes+=("TADOC_GPU=on TADOC_SHARDS=whole" "TADOC_GPU=on CUDA_VISIBLE_DEVICES=0")
+    [ "$ngpu" -gt 1 ] && modes+=("TADOC_GPU=on")
     for m in "${modes[@]}"; do
         # shellcheck disable=SC2086
         run $m

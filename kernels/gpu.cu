@@ -22,6 +22,18 @@ extern "C" int gpu_probe(char *name, size_t n)
     return 0;
 }
 
+extern "C" int gpu_device_count(void)
+{
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+extern "C" int gpu_use_device(int dev)
+{
+    CK(cudaSetDevice(dev));
+    return 0;
+}
+
 int gpu_fail(cudaError_t e, const char *what)
 {
     cudaGetLastError(); /* clear a non-sticky error so the handle stays usable */
@@ -36,15 +48,16 @@ int gpu_fail(cudaError_t e, const char *what)
 #define POOL_KEEP ((uint64_t)256 << 20)
 int gpu_keep_pool(void)
 {
-    static int kept; /* a setting of the device: once per process */
-    if (__atomic_load_n(&kept, __ATOMIC_ACQUIRE)) return 0;
+    static uint64_t kept; /* a setting of each device: once per process (bit = device) */
     int dev;
+    CK(cudaGetDevice(&dev));
+    uint64_t bit = dev < 64 ? (uint64_t)1 << dev : 0;
+    if (__atomic_load_n(&kept, __ATOMIC_ACQUIRE) & bit) return 0;
     cudaMemPool_t pool;
     uint64_t keep = POOL_KEEP;
-    CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetDefaultMemPool(&pool, dev));
     CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    __atomic_store_n(&kept, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_or(&kept, bit, __ATOMIC_RELEASE);
     return 0;
 }
 

@@ -87,6 +87,8 @@ int backend_new(const backend_opts *o, backend **out)
         return tdc_error(-ENOMEM, "backend: out of memory");
     }
     pthread_mutex_init(&b->gpu_lock, NULL);
+    for (int d = 0; d < BACKEND_MAX_GPUS; d++)
+        pthread_mutex_init(&b->dev_lock[d], NULL);
     backend_reads_init(&b->rd);
     *out = b;
     return 0;
@@ -98,6 +100,8 @@ void backend_free(backend *b)
     backend_reads_free(&b->rd);
     backend_release(b, NULL);
     pthread_mutex_destroy(&b->gpu_lock);
+    for (int d = 0; d < BACKEND_MAX_GPUS; d++)
+        pthread_mutex_destroy(&b->dev_lock[d]);
     ana_ctx_free(b->ana);
     free(b);
 }
@@ -152,26 +156,18 @@ int backend_stats(backend *b, char *out, size_t n)
                        r1 = __atomic_load_n(&b->req[1], __ATOMIC_RELAXED),
                        b1 = __atomic_load_n(&b->bytes[1], __ATOMIC_RELAXED),
                        fb = __atomic_load_n(&b->fallbacks, __ATOMIC_RELAXED);
-    char reads[192], tail[64] = "";
+    char reads[192], tail[64] = "", devs[160] = "";
     backend_read_stats(b, reads, sizeof reads);
     if (fb) snprintf(tail, sizeof tail, "; gpu fallbacks: %llu", fb);
-    return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s",
-                    r0, b0, r1, b1, reads, tail);
+    for (int d = 0, k = 0; d < BACKEND_MAX_GPUS; d++) { /* backend_by_shard's parts, by device */
+        unsigned long long p = __atomic_load_n(&b->dev_parts[d], __ATOMIC_RELAXED);
+        if (p && k < (int)sizeof devs - 24)
+            k += snprintf(devs + k, sizeof devs - (size_t)k, "%s%d: %llu", k ? ", " : "; shard parts by gpu: ", d, p);
+    }
+    return snprintf(out, n, "gpu: %llu requests %llu bytes; cpu: %llu requests %llu bytes; %s%s%s",
+                    r0, b0, r1, b1, reads, devs, tail);
 }
 
-/* One shard's part on the GPU (backend_by_shard): the piece is not kept (generation 0). */
-static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32_t end,
-                       const unsigned char *vis, buf *out)
-{
-    return backend_analytic(arg, kind, p, 0, first, end, vis, out);
-}
-
-int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
-                     const unsigned char *vis, buf *out)
-{
-    int gpu = b->o.mode == BACKEND_ON && backend_gpu_available();
-    return ana_by_shard(b->ana, gpu ? part_on_gpu : NULL, b, kind, meta, first, end, vis, out);
-}
 
 uint32_t backend_word_token(const arc *a, const char *word, size_t n)
 {
@@ -294,6 +290,22 @@ static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t f
 }
 #endif
 
+/* After a GPU attempt r at analytic `kind` (0: served, appending to out from n0; 1: not taken;
+ * -1: failed, counted as a fallback), or none (r = 1): count it, or serve it on the CPU. */
+static int served(backend *b, int r, int kind, const arc *a, uint32_t first, uint32_t end,
+                  const unsigned char *vis, buf *out, size_t n0)
+{
+    if (r == 0) {
+        account(b, 0, out->n - n0);
+        return 0;
+    }
+    if (r < 0) __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
+    out->n = n0;
+    int rc = ana_table[kind].cpu(b->ana, a, first, end, vis, out);
+    if (!rc) account(b, 1, out->n - n0);
+    return rc;
+}
+
 int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out)
 {
@@ -305,18 +317,64 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
     size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
     int r = gpu_text(b, a, gen, kind, first, end, vis, out);
-    if (r == 0) {
-        account(b, 0, out->n - n0);
-        return 0;
-    }
-    if (r < 0) __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
-    out->n = n0;
 #else
     (void)gen;
+    int r = 1;
 #endif
-    int rc = ana_table[kind].cpu(b->ana, a, first, end, vis, out);
-    if (!rc) account(b, 1, out->n - n0);
-    return rc;
+    return served(b, r, kind, a, first, end, vis, out, n0);
+}
+
+#ifdef TDC_HAVE_CUDA
+/* One shard's part (piece p) on a GPU: a free device if there is one, else the next in turn,
+ * the piece uploaded for it alone and dropped after. 0, 1 when the GPU leaves it to the CPU
+ * (gpu_analytic's -ENOTSUP), -1 on failure. */
+static int part_gpu(backend *b, int kind, const arc *p, uint32_t first, uint32_t end,
+                    const unsigned char *vis, buf *out)
+{
+    int n = b->ndev, d = -1;
+    unsigned at = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < n && d < 0; i++)
+        if (!pthread_mutex_trylock(&b->dev_lock[(at + (unsigned)i) % (unsigned)n]))
+            d = (int)((at + (unsigned)i) % (unsigned)n);
+    if (d < 0) pthread_mutex_lock(&b->dev_lock[d = (int)(at % (unsigned)n)]);
+    gpu_gram *g = NULL;
+    gpu_ana_args args;
+    backend_gpu_args(&b->o, p, first, &args);
+    int rc = gpu_use_device(d);
+    if (!rc) rc = resident(p, &g);
+    if (!rc) rc = gpu_analytic(g, kind, first, end, vis, &args, out);
+    gpu_free(g);
+    pthread_mutex_unlock(&b->dev_lock[d]);
+    if (!rc) __atomic_fetch_add(&b->dev_parts[d], 1, __ATOMIC_RELAXED);
+    return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;
+}
+
+/* backend_by_shard's part function on the GPUs, the CPU serving what they do not take. */
+static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32_t end,
+                       const unsigned char *vis, buf *out)
+{
+    size_t n0 = out->n;
+    int r = part_gpu(arg, kind, p, first, end, vis, out);
+    return served(arg, r, kind, p, first, end, vis, out, n0);
+}
+#endif
+
+int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
+                     const unsigned char *vis, buf *out)
+{
+    ana_part_fn fn = NULL;
+#ifdef TDC_HAVE_CUDA
+    if (b->o.mode == BACKEND_ON && backend_gpu_available()) {
+        pthread_mutex_lock(&b->gpu_lock);
+        if (!b->ndev) {
+            int n = gpu_device_count();
+            b->ndev = n < 1 ? -1 : n > BACKEND_MAX_GPUS ? BACKEND_MAX_GPUS : n;
+        }
+        pthread_mutex_unlock(&b->gpu_lock);
+        if (b->ndev > 0) fn = part_on_gpu;
+    }
+#endif
+    return ana_by_shard(b->ana, fn, b, kind, meta, first, end, vis, out);
 }
 
 void backend_release(backend *b, const arc *a)

@@ -76,6 +76,7 @@ void backend_opts_init(backend_opts *o);
 typedef struct backend backend;
 
 #define BACKEND_GPU_CACHE 2
+#define BACKEND_MAX_GPUS 16 /* devices backend_by_shard spreads shards over */
 
 /* A new backend with options o (NULL: backend_opts_init's); -ENOMEM. Creating one starts
  * nothing: CUDA starts on the first request the GPU takes. */
@@ -115,9 +116,10 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
  * loaded: shard by shard (ana_by_shard), each shard loaded alone. With b's mode on and a
  * usable GPU, each shard's part is computed on the GPU (the shard uploaded for it alone and
  * dropped after, so an archive of any size streams through the GPU's memory one shard at a
- * time while worker threads decode the next shards); else, or when the GPU fails on a shard
- * (counted as a fallback), on the CPU. The output is the same either way; errors as
- * ana_by_shard. */
+ * time while worker threads decode the next shards), spread over every visible device
+ * (CUDA_VISIBLE_DEVICES; up to BACKEND_MAX_GPUS, one shard at a time on each); else, or when
+ * the GPU fails on a shard (counted as a fallback), on the CPU. The output is the same either
+ * way; errors as ana_by_shard. */
 int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out);
 

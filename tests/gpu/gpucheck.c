@@ -679,6 +679,15 @@ static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
     }
     gpu_requests(st, sizeof st);
     if (strstr(st, "fallbacks")) FAIL("backend_by_shard: a part fell back to the CPU: %s", st);
+    /* every visible device took parts (CUDA_VISIBLE_DEVICES) */
+    const char *by = strstr(st, "shard parts by gpu: ");
+    int used = 0;
+    for (const char *q = by; q && (q = strchr(q, ':')); q++)
+        used++;
+    used = by ? used - 1 : 0; /* the label's own colon */
+    int ndev = gpu_device_count();
+    if (used < (ndev < BACKEND_MAX_GPUS ? ndev : BACKEND_MAX_GPUS) && m->nshards >= (uint32_t)ndev)
+        FAIL("backend_by_shard: %d of %d devices took parts: %s", used, ndev, st);
     printf("backend_by_shard: every analytic, whole archive and 3 scopes, each shard on the GPU: "
            "%s\n  stats: %s\n", fails > before ? "DIFFER" : "agree", st);
     buf_free(&want);
