@@ -28,8 +28,9 @@ extern "C" int gpu_device_count(void)
     return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
 
-extern "C" int gpu_use_device(int dev)
+extern "C" int gpu_use_device(int dev, int *prev)
 {
+    if (prev) CK(cudaGetDevice(prev));
     CK(cudaSetDevice(dev));
     return 0;
 }

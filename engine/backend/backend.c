@@ -340,10 +340,11 @@ static int part_gpu(backend *b, int kind, const arc *p, uint32_t first, uint32_t
     gpu_gram *g = NULL;
     gpu_ana_args args;
     backend_gpu_args(&b->o, p, first, &args);
-    int rc = gpu_use_device(d);
+    int prev = 0, rc = gpu_use_device(d, &prev);
     if (!rc) rc = resident(p, &g);
     if (!rc) rc = gpu_analytic(g, kind, first, end, vis, &args, out);
     gpu_free(g);
+    if (gpu_use_device(prev, NULL) && !rc) rc = -EIO; /* the thread's own device back */
     pthread_mutex_unlock(&b->dev_lock[d]);
     if (!rc) __atomic_fetch_add(&b->dev_parts[d], 1, __ATOMIC_RELAXED);
     return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;

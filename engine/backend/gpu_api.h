@@ -27,10 +27,11 @@ int gpu_probe(char *name, size_t n);
 /* The CUDA devices this process may use (CUDA_VISIBLE_DEVICES chooses them), 0 without one. */
 int gpu_device_count(void);
 
-/* Make device `dev` (0 .. gpu_device_count() - 1) the calling thread's: the handles it
- * uploads afterwards live there, and every call on such a handle is made from this thread
- * (threads start on device 0). 0, or -EIO with a message. */
-int gpu_use_device(int dev);
+/* Make device `dev` (0 .. gpu_device_count() - 1) the calling thread's, *prev (optional)
+ * receiving the one it had: the handles it uploads afterwards live there, and every call on
+ * such a handle is made while it is the thread's device (threads start on device 0); give
+ * the thread its device back after. 0, or -EIO with a message. */
+int gpu_use_device(int dev, int *prev);
 
 /* One file-table entry as the kernels see it. */
 typedef struct gpu_ent {
