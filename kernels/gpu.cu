@@ -35,6 +35,15 @@ extern "C" int gpu_use_device(int dev, int *prev)
     return 0;
 }
 
+extern "C" int gpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    CK(cudaMemGetInfo(&f, &t));
+    *free_bytes = f;
+    *total_bytes = t;
+    return 0;
+}
+
 int gpu_fail(cudaError_t e, const char *what)
 {
     cudaGetLastError(); /* clear a non-sticky error so the handle stays usable */

@@ -16,5 +16,7 @@ void tdc_env_settings(backend_opts *o)
         o->ana.verbose = atoi(e) >= 2 ? 2 : 1;
     if ((e = getenv("TADOC_ANA_CACHE"))) o->ana.cache = strcmp(e, "0") != 0;
     if ((e = getenv("TADOC_GPU_WIDE_SEQ"))) o->wide_seq = !strcmp(e, "1");
+    uint64_t v;
+    if ((e = getenv("TADOC_GPU_MEM")) && *e && !parse_size(e, &v)) o->gpu_mem = v;
     if ((e = getenv("TADOC_SHARDS")) && *e) o->ana.shards = !strcmp(e, "whole") ? ANA_WHOLE : atoi(e);
 }

@@ -75,6 +75,8 @@ static const char usage_main[] =
     "  TADOC_GPU_WIDE_SEQ=1         GPU sequence analytics take wide keys (for tests)\n"
     "  TADOC_SHARDS=N|whole         analytics of an archive of several shards: N shards at\n"
     "                               once (one per CPU), or the archive loaded whole\n"
+    "  TADOC_GPU_MEM=SIZE           device memory a whole archive may take on the GPU (half\n"
+    "                               the free memory); a larger one goes shard by shard\n"
     "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT, TADOC_NO_KIND=1  pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
@@ -791,15 +793,19 @@ static int run_analytic(int argc, char **argv, int kind)
     buf out = {0};
     uint32_t end = ana_subtree_end(a, (uint32_t)first);
     rc = backend_new(&o, &be);
-    /* An archive of several shards is analysed shard by shard, each shard loaded alone: on
-     * the GPU one shard at a time where auto's threshold (or on) gives it the scope, else on
-     * every core; one that cannot be (a word cut between shards) is loaded whole. */
-    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE;
+    /* An archive of several shards is analysed shard by shard, each shard loaded alone, on
+     * every core; where auto's threshold (or on) gives the scope to the GPU, whole on one GPU
+     * when it fits there (faster), else one shard at a time on every GPU. One that cannot be
+     * (a word cut between shards) is loaded whole. */
+    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE, gpu = 0;
     if (!whole) {
         uint64_t bytes = 0;
         for (uint32_t e = (uint32_t)first; e < end; e++)
             bytes += a->ents[e].type == ARC_REG ? a->ents[e].size : 0;
-        int gpu = o.mode == BACKEND_ON || (o.mode == BACKEND_AUTO && bytes >= o.auto_min);
+        gpu = o.mode == BACKEND_ON || (o.mode == BACKEND_AUTO && bytes >= o.auto_min);
+        whole = gpu && backend_gpu_fits(be, a);
+    }
+    if (!whole) {
         backend_set_mode(be, gpu ? BACKEND_ON : BACKEND_OFF);
         rc = backend_by_shard(be, kind, a, (uint32_t)first, end, NULL, &out);
         if (rc == -ENOTSUP) {

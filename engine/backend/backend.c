@@ -360,6 +360,24 @@ static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32
 }
 #endif
 
+int backend_gpu_fits(backend *b, const arc *a)
+{
+#ifdef TDC_HAVE_CUDA
+    uint64_t need = 128 * (uint64_t)a->nents, free_b = 0, total = 0;
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        const arc_shard *s = &a->shards[k];
+        need += 64 * (s->root_syms + 3 * (uint64_t)s->nrules) + 2 * a->secs[s->sec].raw;
+    }
+    if (!backend_gpu_available()) return 0;
+    if (b->o.gpu_mem) return need <= b->o.gpu_mem;
+    return !gpu_mem_info(&free_b, &total) && need <= free_b / 2;
+#else
+    (void)b;
+    (void)a;
+    return 0;
+#endif
+}
+
 int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out)
 {

@@ -64,6 +64,8 @@ typedef struct backend_opts {
     unsigned read_wait_us; /* the batch window (BACKEND_READ_WAIT_US) */
     int wide_seq;          /* let the GPU's sequence analytics take their wide keys for any
                               dictionary rather than from 2^21 words: to test that path */
+    uint64_t gpu_mem;      /* device bytes a whole archive may take (backend_gpu_fits); 0:
+                              half of what the device has free */
     ana_opts ana;          /* the analytics' options, for the CPU and the GPU alike */
 } backend_opts;
 
@@ -122,6 +124,14 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
  * way; errors as ana_by_shard. */
 int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out);
+
+/* 1 when archive a (opened, loaded or not) is estimated to fit on the GPU whole, uploaded,
+ * indexed and analysed: within b's gpu_mem, or half of the device's free memory; 0 when not,
+ * or without a usable GPU. The estimate comes from the shard table, a rough upper bound: 64
+ * bytes per root symbol and per rule symbol (three per rule taken), twice the dictionary's
+ * bytes and 128 bytes per entry. A whole archive on one GPU beats the same analytic shard
+ * by shard (bench/results/anashards.md), so callers upload it whole when it fits. */
+int backend_gpu_fits(backend *b, const arc *a);
 
 /* The token of a whole word as idx_count looks it up (n in 1..TOK_CAP-1, word bytes only, in
  * the dictionary), for gpu_count and gpu_search; else GPU_NO_WORD. The first call on an

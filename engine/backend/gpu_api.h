@@ -33,6 +33,9 @@ int gpu_device_count(void);
  * the thread its device back after. 0, or -EIO with a message. */
 int gpu_use_device(int dev, int *prev);
 
+/* Free and total bytes of the calling thread's device. 0, or -EIO with a message. */
+int gpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes);
+
 /* One file-table entry as the kernels see it. */
 typedef struct gpu_ent {
     const char *path;    /* the archive path (output escapes it) */

@@ -106,6 +106,13 @@ for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards); d
     done
 done
 echo "tadoc with TADOC_GPU=on: every analytic checked against TADOC_GPU=off"
+# A device budget smaller than the sharded archive: each shard goes through the GPU alone.
+for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+    cmp -s <(TADOC_GPU=on TADOC_GPU_MEM=64K build/rel/tadoc $an "$tmp/shards.tdc") \
+        <(TADOC_GPU=off build/rel/tadoc $an "$tmp/shards.tdc") ||
+        { echo "tadoc $an shards with TADOC_GPU_MEM=64K: differs from TADOC_GPU=off"; status=1; }
+done
+echo "tadoc with TADOC_GPU_MEM below the archive (shard by shard through the GPU): every analytic checked"
 # tadoc apply --offsets=batch: the batch's offsets from the GPU (TADOC_GPU=on; its summary must
 # say so) give the same extracts and, once compacted, the same files as from the CPU. 20,000 inserts and 5,000
 # appends of 64-byte word strings (bench/ops.pl, the papers' workload) and 2,000 extracts.
