@@ -627,12 +627,12 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
 /* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard on the
  * CPU: as many shards at once as the budget holds, taking each to need about its content's
  * bytes, at least one. -ENOTSUP when it must be loaded whole instead (the analytics options
- * say so, or a word is cut between shards). */
+ * say so, a version 1 to 3 archive, or a word cut between shards). */
 static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint32_t end,
                     const unsigned char *vis, buf *out)
 {
     ana_opts o = *ana_ctx_opts(backend_ana(c->be));
-    if (o.shards == ANA_WHOLE) return -ENOTSUP;
+    if (o.shards == ANA_WHOLE || a->version < 4) return -ENOTSUP; /* v1-3: one grammar */
     uint64_t big = 1;
     for (uint32_t k = 0; k < a->nshards; k++)
         if (a->shards[k].bytes > big) big = a->shards[k].bytes;

@@ -232,3 +232,17 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     mv "$S/big" "$T/big"
     step 'insert\tbig\t40000\tinserted words\n'
 }
+
+@test "shards: under -o mem= the virtual files of a version 2 or 3 archive (one grammar) come from it loaded whole" {
+    M=$S/m
+    mkdir "$M"
+    for v in v2 v3; do
+        a="$BATS_TEST_DIRNAME/../data/$v.tdc"
+        mnt "$a" "$M" -o ro,mem=1M
+        wait_mounted "$M"
+        diff <("$TADOC" wordcount "$a") "$M/.wordcount"
+        [ "$(cache_field "$M" whole-archive)" -eq 1 ]
+        fusermount3 -u "$M"
+        wait_unmounted "$M"
+    done
+}
