@@ -144,6 +144,31 @@ static int gather(int kind, const arc *meta, uint32_t first, uint32_t end, int s
     return rc;
 }
 
+/* Rank 0 where there is nothing to merge (one rank, or a version 1-3 archive that rank 0
+ * analysed alone): every other rank's status received; the first failure (its own rc first)
+ * is returned with its rank in *bad and its message in tdc_errmsg. */
+static int drain(int size, int rc, int *bad)
+{
+    buf b = {0};
+    char msg[1000];
+    *bad = rc ? 0 : -1;
+    snprintf(msg, sizeof msg, "%s", rc ? tdc_errmsg() : "");
+    for (int r = 1; r < size; r++) {
+        status st;
+        MPI_Recv(&st, sizeof st, MPI_BYTE, r, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        recv_buf(r, TAG_PART, &b);
+        recv_buf(r, TAG_EDGES, &b);
+        if (!rc && st.rc) {
+            rc = st.rc;
+            *bad = r;
+            snprintf(msg, sizeof msg, "%s", st.msg);
+        }
+    }
+    buf_free(&b);
+    if (rc) tdc_error(rc, "%s", msg);
+    return rc;
+}
+
 /* out to FILE, atomically (a temporary file beside it, renamed over it), or to stdout. */
 static int write_out(const char *file, const buf *out)
 {
@@ -204,6 +229,14 @@ int main(int argc, char **argv)
     if (!rc && meta->version < 4 && !rank) { /* one grammar: rank 0 alone, loaded whole */
         rc = arc_load_data(meta);
         if (!rc) rc = ana_table[kind].cpu(NULL, meta, (uint32_t)first, end, NULL, &out);
+    } else if (!rc && size == 1) { /* alone: one merge, not a share's and then the whole's */
+        backend_opts o;
+        backend_opts_init(&o);
+        tdc_env_settings(&o);
+        ana_ctx *c = ana_ctx_new(&o.ana);
+        rc = c ? ana_by_shard(c, NULL, NULL, kind, meta, (uint32_t)first, end, NULL, &out)
+               : tdc_error(-ENOMEM, "out of memory");
+        ana_ctx_free(c);
     } else if (!rc && meta->version >= 4)
         rc = my_share(kind, meta, (uint32_t)first, end, rank, size, &part, &edges);
     /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its work,
@@ -219,15 +252,10 @@ int main(int argc, char **argv)
         send_buf(&edges, TAG_EDGES);
     } else {
         int bad = -1;
-        if (!meta || meta->version >= 4)
+        if (size > 1 && meta && meta->version >= 4)
             rc = gather(kind, meta, (uint32_t)first, end, size, rc, &part, &edges, &out, &bad);
         else
-            for (int r = 1; r < size; r++) { /* the others sent nothing to merge */
-                status st;
-                MPI_Recv(&st, sizeof st, MPI_BYTE, r, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                recv_buf(r, TAG_PART, &part);
-                recv_buf(r, TAG_EDGES, &edges);
-            }
+            rc = drain(size, rc, &bad);
         if (!rc) rc = write_out(file, &out);
         if (rc) {
             if (bad >= 0)
