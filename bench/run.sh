@@ -90,6 +90,16 @@ anashards_all() {
         "$top/bench/anashards.sh" "$build" "$data/linux-source-6.1" "Linux 6.1 source tree"
 }
 
+# tadoc-mpi against its rank count where Open MPI is installed: Brown in 1 MiB shards, and the
+# Linux archive (three analytics).
+mpi_all() {
+    "$build/tadoc" pack -q "$data/brown" -o "$data/brown-1M.tdc" --shard-size 1M
+    "$top/bench/mpi.sh" "$build" "$data/brown-1M.tdc" "Brown corpus, 1 MiB shards"
+    echo
+    linux_archive
+    ANALYTICS="wordcount sort invindex" "$top/bench/mpi.sh" "$build" "$data/linux.tdc" "Linux 6.1 source tree"
+}
+
 # Writes: through the mount (journal) vs tmpfs and the disk, `tadoc apply` with the papers'
 # workload, and compaction against the dirty fraction (on copies of the Linux archive).
 writes_all() {
@@ -149,6 +159,7 @@ run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.s
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run anashards.md "Analytics shard by shard" "bench/anashards.sh" anashards_all
+[ -x "$build/tadoc-mpi" ] && run mpi.md "tadoc-mpi: analytics over MPI ranks" "bench/mpi.sh" mpi_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
 run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all
 run compact-check.md "A small edit's compaction in many shards, and its check" "bench/compactcheck.sh" compactcheck_all
