@@ -773,7 +773,7 @@ static const unsigned char *group_end(int kind, const unsigned char *p, const un
 {
     const unsigned char *e = memchr(p, '\n', (size_t)(end - p)) + 1;
     if (kind != ANA_TERMVECTOR) return e;
-    while (e < end && !memcmp(e, p, kn) && e[kn] == '\t')
+    while (e < end && (size_t)(end - e) > kn && !memcmp(e, p, kn) && e[kn] == '\t')
         e = memchr(e, '\n', (size_t)(end - e)) + 1;
     return e;
 }
