@@ -723,7 +723,10 @@ static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l,
             if (kind == ANA_TERMVECTOR) { /* path, count, word */
                 size_t cn = field(f, e);
                 uint64_t v;
-                if (f + cn == e || parse_num(f, cn, &v)) return -EBADMSG;
+                if (f + cn == e || parse_num(f, cn, &v)) {
+                    rc = -EBADMSG;
+                    break;
+                }
                 rc = grec_push(&g, &n, &cap, (grec){f + cn + 1, (size_t)(e - f - cn - 1), v});
                 p = e + 1;
                 continue;
@@ -734,7 +737,10 @@ static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l,
                 if (kind == ANA_RANKEDINVINDEX) {
                     while (pn && f[pn - 1] != ':')
                         pn--;
-                    if (!pn || parse_num(f + pn, fn - pn, &v)) return -EBADMSG;
+                    if (!pn || parse_num(f + pn, fn - pn, &v)) {
+                        rc = -EBADMSG;
+                        break;
+                    }
                     pn--;
                 }
                 rc = grec_push(&g, &n, &cap, (grec){f, pn, v});
@@ -763,7 +769,7 @@ static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l,
     }
     if (!rc && kind != ANA_TERMVECTOR) rc = buf_put(o, "\n", 1);
     free(g);
-    return rc ? -ENOMEM : 0;
+    return rc == -EBADMSG ? rc : rc ? -ENOMEM : 0;
 }
 
 /* The end of the group starting at p (termvector: every line of the same path; else the
