@@ -1,6 +1,7 @@
 /* ana_merge: the parts' output texts merged into the whole archive's (ana_merge.h).
  *
- * Two ways, by the analytic's order:
+ * Keys (words, sequences, paths) are interned in dictionaries (grammar/dict.h), which hold
+ * byte strings of any length. Two ways, by the analytic's order:
  * - counts (wordcount, sort, seqcount): each part's lines are dealt, as they arrive, into one
  *   bucket per merging thread by a hash of their key (word or sequence); at the end each
  *   thread sums its buckets' lines by key in a table of its own, and the keys are sorted once
@@ -30,80 +31,6 @@
 #include "../base/par.h"
 
 #define MAXT 64 /* merging threads at most */
-
-/* ---- interned byte strings: dense ids in first-seen order ---- */
-
-typedef struct strtab {
-    buf bytes;      /* the strings, one after another */
-    vec64 at;       /* string i is bytes [at[i], at[i + 1]) */
-    uint32_t *slot; /* open addressing: id + 1, 0 empty */
-    size_t cap;     /* slots, a power of two */
-} strtab;
-
-static const unsigned char *st_get(const strtab *t, uint32_t id, size_t *n)
-{
-    *n = (size_t)(t->at.p[id + 1] - t->at.p[id]);
-    return t->bytes.p + t->at.p[id];
-}
-
-static uint32_t st_count(const strtab *t)
-{
-    return t->at.n ? (uint32_t)t->at.n - 1 : 0;
-}
-
-static size_t st_home(const unsigned char *p, size_t n, size_t cap)
-{
-    return (size_t)XXH3_64bits(p, n) & (cap - 1);
-}
-
-static int st_grow(strtab *t)
-{
-    size_t cap = t->cap ? t->cap * 2 : 1024;
-    uint32_t *s = calloc(cap, sizeof *s);
-    if (!s) return -ENOMEM;
-    for (uint32_t id = 0; id < st_count(t); id++) {
-        size_t n;
-        const unsigned char *p = st_get(t, id, &n);
-        size_t h = st_home(p, n, cap);
-        while (s[h])
-            h = (h + 1) & (cap - 1);
-        s[h] = id + 1;
-    }
-    free(t->slot);
-    t->slot = s;
-    t->cap = cap;
-    return 0;
-}
-
-/* The id of string (p, n), added when new. 0 or -ENOMEM. */
-static int st_intern(strtab *t, const unsigned char *p, size_t n, uint32_t *id)
-{
-    if (!t->at.n && vec64_push(&t->at, 0)) return -ENOMEM;
-    if ((st_count(t) + 1) * 2 > t->cap && st_grow(t)) return -ENOMEM;
-    size_t h = st_home(p, n, t->cap);
-    for (; t->slot[h]; h = (h + 1) & (t->cap - 1)) {
-        size_t m;
-        const unsigned char *q = st_get(t, t->slot[h] - 1, &m);
-        if (m == n && !memcmp(p, q, n)) {
-            *id = t->slot[h] - 1;
-            return 0;
-        }
-    }
-    if (st_count(t) == UINT32_MAX - 1 || buf_put(&t->bytes, p, n) ||
-        vec64_push(&t->at, t->bytes.n))
-        return -ENOMEM;
-    *id = st_count(t) - 1;
-    t->slot[h] = *id + 1;
-    return 0;
-}
-
-static void st_free(strtab *t)
-{
-    buf_free(&t->bytes);
-    vec64_free(&t->at);
-    free(t->slot);
-    memset(t, 0, sizeof *t);
-}
 
 /* ---- lines and keys ---- */
 
@@ -160,7 +87,7 @@ struct ana_merge {
     int nt;          /* merging threads */
     const arc *a;
     vec32 files;   /* the scope's files by rank */
-    strtab paths;  /* their paths, escaped and relative as printed: id = rank */
+    dict *paths;   /* their paths, escaped and relative as printed: id = rank */
     pthread_mutex_t lock;
     buf *part; /* lists: each part's text; counts: nt buckets per part */
     size_t nparts, cap;
@@ -182,12 +109,12 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
     pthread_mutex_init(&m->lock, NULL);
     size_t plen = ana_scope_prefix(a, first);
     buf p = {0};
-    int rc = ana_scope_files(a, first, end, vis, &m->files);
+    int rc = (m->paths = dict_new()) ? ana_scope_files(a, first, end, vis, &m->files) : -ENOMEM;
     for (size_t i = 0; !rc && i < m->files.n; i++) {
         uint32_t id;
         p.n = 0;
         rc = ana_put_path(&p, a->ents[m->files.p[i]].path + plen) ||
-                     st_intern(&m->paths, p.p, p.n, &id)
+                     dict_intern(m->paths, p.p, p.n, &id)
                  ? -ENOMEM
                  : 0;
     }
@@ -203,7 +130,7 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
 void ana_merge_free(ana_merge *m)
 {
     if (!m) return;
-    st_free(&m->paths);
+    dict_free(m->paths);
     size_t nb = m->nparts * (m->lists ? 1 : (size_t)m->nt);
     for (size_t i = 0; i < nb; i++)
         buf_free(&m->part[i]);
@@ -472,7 +399,7 @@ typedef struct xrec {
 } xrec;
 
 typedef struct xcol {
-    strtab keys;
+    dict *keys;
     xrec *r;
     size_t n, cap;
     int by_count; /* xrec_cmp: within a key, by count descending before file */
@@ -483,7 +410,7 @@ static int cross_rank(ana_merge *m, uint32_t file, const buf *key, void *ctx)
     (void)m;
     xcol *x = ctx;
     uint32_t id;
-    if (st_intern(&x->keys, key->p, key->n, &id)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    if (dict_intern(x->keys, key->p, key->n, &id)) return tdc_error(-ENOMEM, "analytics: out of memory");
     if (x->n == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 64;
         xrec *r = realloc(x->r, cap * sizeof *r);
@@ -501,7 +428,7 @@ static int xrec_cmp(const void *p, const void *q, void *ctx)
     const xcol *x = ctx;
     const xrec *a = p, *b = q;
     size_t an, bn;
-    const unsigned char *ka = st_get(&x->keys, a->key, &an), *kb = st_get(&x->keys, b->key, &bn);
+    const unsigned char *ka = dict_bytes(x->keys, a->key, &an), *kb = dict_bytes(x->keys, b->key, &bn);
     int c = a->key == b->key ? 0 : key_cmp(ka, an, kb, bn);
     if (c) return c;
     if (x->by_count && a->n != b->n) return a->n > b->n ? -1 : 1;
@@ -511,8 +438,8 @@ static int xrec_cmp(const void *p, const void *q, void *ctx)
 /* The ranked index's crossing sequences as one more part, in its order. */
 static int cross_part(ana_merge *m, buf *out)
 {
-    xcol x = {0};
-    int rc = each_crossing(m, cross_rank, &x);
+    xcol x = {.keys = dict_new()};
+    int rc = x.keys ? each_crossing(m, cross_rank, &x) : tdc_error(-ENOMEM, "analytics: out of memory");
     sort_r(x.r, x.n, sizeof *x.r, xrec_cmp, &x);
     size_t k = 0;
     for (size_t i = 0; i < x.n; i++) {
@@ -525,8 +452,8 @@ static int cross_part(ana_merge *m, buf *out)
     sort_r(x.r, k, sizeof *x.r, xrec_cmp, &x);
     for (size_t i = 0; !rc && i < k; i++) {
         size_t kn, pn;
-        const unsigned char *kp = st_get(&x.keys, x.r[i].key, &kn);
-        const unsigned char *pp = st_get(&m->paths, x.r[i].file, &pn);
+        const unsigned char *kp = dict_bytes(x.keys, x.r[i].key, &kn);
+        const unsigned char *pp = dict_bytes(m->paths, x.r[i].file, &pn);
         int head = !i || x.r[i].key != x.r[i - 1].key;
         if ((head && i && buf_put(out, "\n", 1)) || (head && buf_put(out, kp, kn)) ||
             buf_put(out, "\t", 1) || buf_put(out, pp, pn) || buf_put(out, ":", 1) ||
@@ -534,7 +461,7 @@ static int cross_part(ana_merge *m, buf *out)
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
     }
     if (!rc && k && buf_put(out, "\n", 1)) rc = tdc_error(-ENOMEM, "analytics: out of memory");
-    st_free(&x.keys);
+    dict_free(x.keys);
     free(x.r);
     return rc;
 }
@@ -545,7 +472,7 @@ typedef struct cjob {
     ana_merge *m;
     int t;
     const buf *extra; /* the crossing sequences' buckets (seqcount), or NULL */
-    strtab keys;
+    dict *keys;
     vec64 cnt;
     int rc;
 } cjob;
@@ -558,7 +485,7 @@ static int sum_lines(cjob *j, const buf *b)
         uint64_t v;
         uint32_t id;
         count_line(j->m->kind == ANA_SORT ? ANA_SORT : ANA_WORDCOUNT, p, nl, &key, &kn, &v);
-        if (st_intern(&j->keys, key, kn, &id)) return -ENOMEM;
+        if (dict_intern(j->keys, key, kn, &id)) return -ENOMEM;
         while (j->cnt.n <= id)
             if (vec64_push(&j->cnt, 0)) return -ENOMEM;
         j->cnt.p[id] += v;
@@ -586,22 +513,23 @@ static int finish_counts(ana_merge *m, buf *out)
     if (!rc && !j) rc = -ENOMEM;
     if (!rc) {
         for (int t = 0; t < m->nt; t++)
-            j[t] = (cjob){.m = m, .t = t, .extra = extra};
-        par_run((unsigned)m->nt, count_main, j, sizeof *j);
+            if (!(j[t] = (cjob){.m = m, .t = t, .extra = extra, .keys = dict_new()}).keys)
+                rc = -ENOMEM;
+        if (!rc) par_run((unsigned)m->nt, count_main, j, sizeof *j);
         for (int t = 0; t < m->nt && !rc; t++)
             rc = j[t].rc;
     }
     size_t n = 0;
     for (int t = 0; !rc && t < m->nt; t++)
-        n += st_count(&j[t].keys);
+        n += dict_count(j[t].keys);
     ana_wrec *w = rc ? NULL : malloc((n ? n : 1) * sizeof *w);
     ana_crec *c = rc ? NULL : malloc((n ? n : 1) * sizeof *c);
     if (!rc && (!w || !c)) rc = -ENOMEM;
     size_t k = 0;
     for (int t = 0; !rc && t < m->nt; t++)
-        for (uint32_t i = 0; i < st_count(&j[t].keys); i++) {
+        for (uint32_t i = 0; i < dict_count(j[t].keys); i++) {
             size_t len;
-            const unsigned char *p = st_get(&j[t].keys, i, &len);
+            const unsigned char *p = dict_bytes(j[t].keys, i, &len);
             w[k] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, (uint32_t)k};
             c[k++] = (ana_crec){p, len, j[t].cnt.p[i]};
         }
@@ -618,7 +546,7 @@ static int finish_counts(ana_merge *m, buf *out)
     free(w);
     free(c);
     for (int t = 0; j && t < m->nt; t++) {
-        st_free(&j[t].keys);
+        dict_free(j[t].keys);
         vec64_free(&j[t].cnt);
     }
     free(j);

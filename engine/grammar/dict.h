@@ -18,7 +18,9 @@ typedef struct dict dict;
 dict *dict_new(void);
 void dict_free(dict *d);
 
-/* Id of token (p, n), adding it if new. n must be 1..TOK_CAP. Returns 0 or -ENOMEM. */
+/* Id of token (p, n), adding it if new. n must be at least 1; a grammar's tokens are at most
+ * TOK_CAP bytes, but a dict used as a table of strings (the analytics' joined long words and
+ * merge keys) may hold longer ones. Returns 0 or -ENOMEM. */
 int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id);
 
 /* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */
