@@ -7,7 +7,7 @@
  * they all reach (shared storage, or a copy of the archive at the same path on every node),
  * deals the shards the scope needs among the ranks by content bytes (ana_shards_deal: every
  * rank computes the same deal), and analyses its own shards on all its cores, each shard
- * loaded alone (ana_by_shard_share). Rank 0 gathers every rank's part and the edges of the
+ * loaded alone (ana_by_shard_subset). Rank 0 gathers every rank's part and the edges of the
  * files cut between shards, merges them exactly (ana_merge) and writes the output: byte for
  * byte what `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to standard output or atomically to FILE.
  * A rank that fails (a shard it cannot read, no memory) makes the run fail: rank 0 prints the
@@ -89,10 +89,10 @@ static int my_share(int kind, const arc *meta, uint32_t first, uint32_t end, int
                                 : tdc_error(-ENOMEM, "out of memory");
     for (uint32_t k = 0; !rc && k < meta->nshards; k++)
         take[k] = owner[k] == rank;
-    ana_share sh = {.take = take};
-    if (!rc) rc = ana_by_shard_share(c, NULL, NULL, kind, meta, first, end, NULL, &sh, part);
+    ana_subset sh = {.take = take};
+    if (!rc) rc = ana_by_shard_subset(c, NULL, NULL, kind, meta, first, end, NULL, &sh, part);
     if (!rc) rc = ana_edges_encode(sh.edges, sh.nedges, edges);
-    ana_share_free(&sh);
+    ana_subset_free(&sh);
     free(owner);
     free(take);
     ana_ctx_free(c);

@@ -73,64 +73,80 @@ int ana_file_has_cut(const ana_prep *p, uint32_t e)
     return 0;
 }
 
-int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx)
+/* A frame of ana_run_words' walk: a body and the next symbol to take (forward) or the
+ * symbols left (backward). */
+typedef struct wframe {
+    const uint32_t *body;
+    uint64_t n, i;
+} wframe;
+
+int ana_run_words(const arc *a, uint64_t start, uint64_t len, int back, ana_word_fn fn,
+                  void *ctx)
 {
     const gram *g = &a->g;
-    vec32 rs = {0};
-    vec64 is = {0};
+    wframe *f = malloc(64 * sizeof *f);
+    size_t nf = 1, cap = 64;
+    vec32 toks = {0}; /* the word tokens of the word in progress, in walk order */
     buf word = {0};
-    uint32_t pending = UINT32_MAX; /* a single word token not yet known to be complete */
-    uint64_t end0 = a->ents[e].root_start + a->ents[e].root_len;
-    int rc = vec32_push(&rs, 0) || vec64_push(&is, a->ents[e].root_start) ? -ENOMEM : 0;
-    for (;;) {
-        /* Next token of the file, depth first; UINT32_MAX at the end. */
+    int rc = f ? 0 : -ENOMEM;
+    if (f) f[0] = (wframe){g->root.p + start, len, back ? len : 0};
+    while (!rc) {
+        /* Next token of the run, depth first; UINT32_MAX at its end. */
         uint32_t s = UINT32_MAX;
-        while (!rc && rs.n) {
-            uint64_t n, i = is.p[is.n - 1];
-            const uint32_t *b = gram_body(g, rs.p[rs.n - 1], &n);
-            if (rs.n == 1) n = end0;
-            if (i == n) {
-                rs.n--;
-                is.n--;
+        while (nf) {
+            wframe *t = &f[nf - 1];
+            if (back ? !t->i : t->i == t->n) {
+                nf--;
                 continue;
             }
-            is.p[is.n - 1] = i + 1;
-            if (b[i] < g->ntokens) {
-                s = b[i];
+            uint32_t x = back ? t->body[--t->i] : t->body[t->i++];
+            if (x < g->ntokens) {
+                s = x;
                 break;
             }
-            if (vec32_push(&rs, b[i] - g->ntokens) || vec64_push(&is, 0)) rc = -ENOMEM;
+            if (nf == cap) {
+                wframe *m = realloc(f, 2 * cap * sizeof *f);
+                if (!m) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                f = m;
+                cap *= 2;
+            }
+            uint64_t n;
+            const uint32_t *b = gram_body(g, x - g->ntokens, &n);
+            f[nf++] = (wframe){b, n, back ? n : 0};
         }
         if (rc) break;
         if (s != UINT32_MAX && dict_is_word(a->dict, s)) {
-            if (pending == UINT32_MAX && !word.n) {
-                pending = s;
-                continue;
-            }
-            size_t l;
-            const unsigned char *t;
-            if (pending != UINT32_MAX) {
-                t = dict_bytes(a->dict, pending, &l);
-                rc = buf_put(&word, t, l);
-                pending = UINT32_MAX;
-            }
-            t = dict_bytes(a->dict, s, &l);
-            if (!rc) rc = buf_put(&word, t, l);
+            if (vec32_push(&toks, s)) rc = -ENOMEM;
             continue;
         }
-        /* A separator or the end completes the word in progress. */
-        if (pending != UINT32_MAX)
-            rc = fn(ctx, pending, NULL, 0);
-        else if (word.n)
-            rc = fn(ctx, UINT32_MAX, word.p, word.n);
-        pending = UINT32_MAX;
-        word.n = 0;
+        /* A separator or the end completes the word in progress: one token as itself, a cut
+         * word as its pieces joined in the text's order. */
+        if (toks.n == 1) {
+            rc = fn(ctx, toks.p[0], NULL, 0);
+        } else if (toks.n) {
+            word.n = 0;
+            for (size_t i = 0; i < toks.n && !rc; i++) {
+                size_t l;
+                const unsigned char *t = dict_bytes(a->dict, toks.p[back ? toks.n - 1 - i : i], &l);
+                rc = buf_put(&word, t, l);
+            }
+            if (!rc) rc = fn(ctx, UINT32_MAX, word.p, word.n);
+        }
+        toks.n = 0;
         if (rc || s == UINT32_MAX) break;
     }
-    vec32_free(&rs);
-    vec64_free(&is);
+    free(f);
+    vec32_free(&toks);
     buf_free(&word);
     return rc;
+}
+
+int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx)
+{
+    return ana_run_words(a, a->ents[e].root_start, a->ents[e].root_len, 0, fn, ctx);
 }
 
 static int count_word(void *ctx, uint32_t tok, const unsigned char *w, size_t n)

@@ -21,8 +21,14 @@
  * bytes. A non-zero return stops the walk and is passed back. */
 typedef int (*ana_word_fn)(void *ctx, uint32_t tok, const unsigned char *w, size_t n);
 
-/* Walk every token of regular entry e depth-first and report its words, joining cut ones.
- * For the few files that hold cut words; others are counted on the grammar. */
+/* Walk every token of root run [start, start + len) depth-first and report its words,
+ * joining cut ones: forward, or with `back` from the end to the start (each word still given
+ * with its bytes in the text's order). fn's non-zero return stops the walk and is returned. */
+int ana_run_words(const arc *a, uint64_t start, uint64_t len, int back, ana_word_fn fn,
+                  void *ctx);
+
+/* ana_run_words forward over regular entry e's run. For the few files that hold cut words;
+ * others are counted on the grammar. */
 int ana_file_words(const arc *a, uint32_t e, ana_word_fn fn, void *ctx);
 
 /* ---- per-grammar preparation ---- */

@@ -7,143 +7,74 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ana_int.h"
 #include "analytics.h"
 #include "../base/err.h"
 #include "../base/par.h"
 
-/* ---- the words at the ends of a run ---- */
+/* ---- the words at the ends of a piece ---- */
 
-typedef struct frame {
-    const uint32_t *body;
-    uint64_t n, i; /* symbols, and the next to take (forward) or the ones left (backward) */
-} frame;
-
-typedef struct walker {
-    const gram *g;
-    const dict *d;
-    frame *f;
-    size_t nf, cap;
-} walker;
-
-static int push(walker *w, const uint32_t *body, uint64_t n, int back)
+/* Whether the first (or `last`) token of root run [start, start + len) is a word. */
+static int end_is_word(const arc *p, uint64_t start, uint64_t len, int last)
 {
-    if (w->nf == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 64;
-        frame *f = realloc(w->f, cap * sizeof *f);
-        if (!f) return -ENOMEM;
-        w->f = f;
-        w->cap = cap;
-    }
-    w->f[w->nf++] = (frame){body, n, back ? n : 0};
-    return 0;
-}
-
-/* The next token of the run, forward or backward (UINT32_MAX at its end). */
-static int next_token(walker *w, int back, uint32_t *tok)
-{
-    while (w->nf) {
-        frame *f = &w->f[w->nf - 1];
-        if (back ? !f->i : f->i == f->n) {
-            w->nf--;
-            continue;
-        }
-        uint32_t s = back ? f->body[--f->i] : f->body[f->i++];
-        if (!gram_is_rule(w->g, s)) {
-            *tok = s;
-            return 0;
-        }
+    const gram *g = &p->g;
+    uint32_t s = g->root.p[last ? start + len - 1 : start];
+    while (s >= g->ntokens) {
         uint64_t n;
-        const uint32_t *b = gram_body(w->g, s - w->g->ntokens, &n);
-        if (push(w, b, n, back)) return -ENOMEM;
+        const uint32_t *b = gram_body(g, s - g->ntokens, &n);
+        if (!n) return 0;
+        s = b[last ? n - 1 : 0];
     }
-    *tok = UINT32_MAX;
-    return 0;
+    return dict_is_word(p->dict, s);
 }
 
-/* Up to `want` whole words from one end of run [start, start + len) of p's root, each
- * followed by a space, in the run's order, into out (*nw of them); *edge: whether the token at
- * that end is a word; *last (forward only, when the walk reached the run's end): whether the
- * final token is a word. Returns 1 when the run holds more words than taken, 0, or -ENOMEM. */
-static int end_words(const arc *p, uint64_t start, uint64_t len, int back, uint32_t want,
-                     buf *out, uint32_t *nw, int *edge, int *last)
+/* Words taken at one end of a run (ana_run_words), each followed by a space, up to `want`:
+ * the walk stops (MORE) at the word after them. */
+typedef struct ends {
+    const arc *p;
+    buf *out;
+    uint32_t n, want;
+} ends;
+
+#define MORE 1
+
+static int take_word(void *ctx, uint32_t tok, const unsigned char *w, size_t n)
 {
-    walker w = {.g = &p->g, .d = p->dict};
-    buf word = {0};
-    int rc = push(&w, p->g.root.p + start, len, back), in_word = 0, more = 0, seen = 0, kind = 0;
-    size_t from = out->n;
-    *nw = 0;
-    while (!rc) {
-        uint32_t t;
-        if ((rc = next_token(&w, back, &t))) break;
-        int is_word = t != UINT32_MAX && dict_is_word(w.d, t);
-        if (t != UINT32_MAX && !seen++) *edge = is_word;
-        if (t != UINT32_MAX) kind = is_word;
-        if (is_word) {
-            size_t n;
-            const unsigned char *b = dict_bytes(w.d, t, &n);
-            if (back)
-                for (size_t i = n; i-- > 0 && !rc;)
-                    rc = buf_put(&word, b + i, 1);
-            else
-                rc = buf_put(&word, b, n);
-            in_word = 1;
-            continue;
-        }
-        if (in_word) {
-            if (*nw == want) { /* a word past those wanted */
-                more = 1;
-                break;
-            }
-            if (back)
-                for (size_t i = 0; i < word.n / 2; i++) {
-                    unsigned char c = word.p[i];
-                    word.p[i] = word.p[word.n - 1 - i];
-                    word.p[word.n - 1 - i] = c;
-                }
-            rc = buf_put(out, word.p, word.n) || buf_put(out, " ", 1) ? -ENOMEM : 0;
-            ++*nw;
-            word.n = 0;
-            in_word = 0;
-        }
-        if (t == UINT32_MAX) {
-            if (last) *last = kind;
-            break;
-        }
-    }
-    if (!rc && back) { /* taken last word first: put the words in the run's order */
-        buf r = {0};
-        const unsigned char *s = out->p + from, *e = out->p + out->n;
-        while (!rc && e > s) {
-            const unsigned char *q = e - 1; /* the space after the word */
-            while (q > s && q[-1] != ' ')
-                q--;
-            rc = buf_put(&r, q, (size_t)(e - q));
-            e = q;
-        }
-        if (!rc) memcpy(out->p + from, r.p, r.n);
-        buf_free(&r);
-    }
-    free(w.f);
-    buf_free(&word);
-    return rc ? -ENOMEM : more;
+    ends *c = ctx;
+    if (c->n == c->want) return MORE;
+    if (tok != UINT32_MAX) w = dict_bytes(c->p->dict, tok, &n);
+    c->n++;
+    return buf_put(c->out, w, n) || buf_put(c->out, " ", 1) ? -ENOMEM : 0;
 }
 
-int ana_piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana_edge *e)
+/* The edge (ana_merge.h) of file entry `ent`'s content in piece p (arc_open_piece of shard
+ * `part`), for the file of rank `file` in the scope. */
+static int piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana_edge *e)
 {
     const arc_entry *x = &p->ents[ent];
-    memset(e, 0, sizeof *e);
-    e->file = file;
-    e->part = part;
-    int rc = end_words(p, x->root_start, x->root_len, 0, 4, &e->words, &e->nw, &e->word_first,
-                       &e->word_last);
+    *e = (ana_edge){.file = file, .part = part,
+                    .word_first = end_is_word(p, x->root_start, x->root_len, 0),
+                    .word_last = end_is_word(p, x->root_start, x->root_len, 1)};
+    ends c = {p, &e->words, 0, 4};
+    int rc = ana_run_words(p, x->root_start, x->root_len, 0, take_word, &c);
+    e->nw = c.n;
     e->whole = rc == 0;
-    if (rc == 1) { /* five words or more: the first two and the last two */
-        uint32_t n = 0;
+    if (rc == MORE) { /* five words or more: the first two, then the last two */
+        buf last = {0};
+        ends t = {p, &last, 0, 2};
         size_t cut = 0;
-        while (n < 2)
-            if (e->words.p[cut++] == ' ') n++;
+        for (int sp = 0; sp < 2; cut++)
+            sp += e->words.p[cut] == ' ';
         e->words.n = cut;
-        rc = end_words(p, x->root_start, x->root_len, 1, 2, &e->words, &n, &e->word_last, NULL);
+        rc = ana_run_words(p, x->root_start, x->root_len, 1, take_word, &t);
+        /* taken last first: "w4 w3 " goes on as "w3 w4 " */
+        const unsigned char *sp = memchr(last.p, ' ', last.n);
+        if (rc >= 0)
+            rc = buf_put(&e->words, sp + 1, last.n - (size_t)(sp + 1 - last.p)) ||
+                         buf_put(&e->words, last.p, (size_t)(sp + 1 - last.p))
+                     ? -ENOMEM
+                     : 0;
+        buf_free(&last);
         e->nw = 4;
     }
     if (rc < 0) {
@@ -213,7 +144,7 @@ static int do_shard(job *j, uint32_t k)
         rc = ana_table[j->kind].cpu(j->ctx, p, j->first, j->end, j->vis, &part);
     for (size_t i = 0; !rc && i < j->nwide; i++)
         if (j->wide[i].first <= k && k <= j->wide[i].last && p->ents[j->wide[i].ent].root_len &&
-            !(rc = ana_piece_edge(p, j->wide[i].ent, j->wide[i].rank, k, &e[ne])))
+            !(rc = piece_edge(p, j->wide[i].ent, j->wide[i].rank, k, &e[ne])))
             ne++;
     arc_piece_free(p);
     if (!rc) rc = ana_merge_part(j->m, &part);
@@ -338,10 +269,10 @@ static int damage_check(const job *j)
 int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                  uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
 {
-    return ana_by_shard_share(c, fn, arg, kind, meta, first, end, vis, NULL, out);
+    return ana_by_shard_subset(c, fn, arg, kind, meta, first, end, vis, NULL, out);
 }
 
-void ana_share_free(ana_share *sh)
+void ana_subset_free(ana_subset *sh)
 {
     for (size_t i = 0; i < sh->nedges; i++)
         buf_free(&sh->edges[i].words);
@@ -350,9 +281,9 @@ void ana_share_free(ana_share *sh)
     sh->nedges = 0;
 }
 
-int ana_by_shard_share(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
-                       uint32_t first, uint32_t end, const unsigned char *vis, ana_share *sh,
-                       buf *out)
+int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                        uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
+                        buf *out)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");

@@ -11,10 +11,6 @@
 #include "ana.h"
 #include "ana_merge.h"
 
-/* The edge (ana_merge.h) of file entry `ent`'s content in piece p (arc_open_piece of shard
- * `part`), for the file of rank `file` in the scope. 0 or -ENOMEM. */
-int ana_piece_edge(const arc *p, uint32_t ent, uint32_t file, uint32_t part, ana_edge *e);
-
 /* What computes one shard's part (the analytic of the scope on piece p, arc_open_piece),
  * appended to out, exactly as the CPU analytic would print it; arg is the caller's. Called
  * from the worker threads, several at once. */
@@ -36,20 +32,20 @@ int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *met
 
 /* One share of an analytic split between processes (cluster ranks): the shards a process
  * works on, and the edges it hands on. */
-typedef struct ana_share {
+typedef struct ana_subset {
     const unsigned char *take; /* per shard of meta: nonzero for the shards of this share */
     ana_edge *edges;           /* out: the edges of its pieces of files that span shards */
     size_t nedges;
-} ana_share;
+} ana_subset;
 
 /* ana_by_shard over the shards of share sh only, its edges returned in sh (free them with
- * ana_share_free) rather than merged: out is then a part of the whole analytic (ana_merge),
+ * ana_subset_free) rather than merged: out is then a part of the whole analytic (ana_merge),
  * which the caller merges with the other shares' parts and every share's edges. Damage is
  * checked in this share's shards only. */
-int ana_by_shard_share(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
-                       uint32_t first, uint32_t end, const unsigned char *vis, ana_share *sh,
-                       buf *out);
-void ana_share_free(ana_share *sh);
+int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                        uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
+                        buf *out);
+void ana_subset_free(ana_subset *sh);
 
 /* Deal the shards that the files of [first, end) visible in vis need among n shares, balanced
  * by their content bytes (largest first, each to the share with the fewest bytes so far):
