@@ -127,6 +127,11 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
     return 0;
 }
 
+const vec32 *ana_merge_files(const ana_merge *m)
+{
+    return &m->files;
+}
+
 void ana_merge_free(ana_merge *m)
 {
     if (!m) return;

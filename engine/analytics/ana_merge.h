@@ -49,6 +49,9 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
                   ana_merge **out);
 void ana_merge_free(ana_merge *m);
 
+/* The scope's files in rank order (ana_scope_files), as the merge holds them. */
+const vec32 *ana_merge_files(const ana_merge *m);
+
 /* Add one part's output text, taken over (text is left empty): what the analytic prints for
  * the scope on that part. -EBADMSG when a line is not one the analytic prints, -ENOMEM. Its
  * lines are checked and, for the analytics of counts, dealt to the merging threads here, in

@@ -205,18 +205,6 @@ static int plan(const arc *a, const vec32 *files, const unsigned char *take, vec
     return rc;
 }
 
-typedef struct sized {
-    uint64_t bytes;
-    uint32_t k;
-} sized;
-
-static int by_bytes_desc(const void *x, const void *y)
-{
-    const sized *a = x, *b = y;
-    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
-    return (a->k > b->k) - (a->k < b->k);
-}
-
 int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigned char *vis,
                     int n, int *owner)
 {
@@ -225,22 +213,22 @@ int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigne
     size_t nw;
     int rc = ana_scope_files(meta, first, end, vis, &files) ? tdc_error(-ENOMEM, "out of memory")
                                                             : plan(meta, &files, NULL, &todo, &wd, &nw);
-    sized *s = rc ? NULL : malloc((todo.n ? todo.n : 1) * sizeof *s);
+    uint64_t *bytes = rc ? NULL : malloc((meta->nshards ? meta->nshards : 1) * sizeof *bytes);
     uint64_t *load = rc ? NULL : calloc((size_t)(n > 0 ? n : 1), sizeof *load);
-    if (!rc && (!s || !load)) rc = tdc_error(-ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < meta->nshards; k++)
+    if (!rc && (!bytes || !load)) rc = tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < meta->nshards; k++) {
         owner[k] = -1;
-    for (size_t i = 0; !rc && i < todo.n; i++)
-        s[i] = (sized){meta->shards[todo.p[i]].bytes, todo.p[i]};
-    if (!rc) sort_n(s, todo.n, sizeof *s, by_bytes_desc);
+        if (bytes) bytes[k] = meta->shards[k].bytes;
+    }
+    if (!rc) gram_by_count(todo.p, todo.n, bytes); /* largest first, ties by shard */
     for (size_t i = 0; !rc && i < todo.n; i++) {
         int best = 0;
         for (int r = 1; r < n; r++)
             if (load[r] < load[best]) best = r;
-        owner[s[i].k] = best;
-        load[best] += s[i].bytes;
+        owner[todo.p[i]] = best;
+        load[best] += bytes[todo.p[i]];
     }
-    free(s);
+    free(bytes);
     free(load);
     free(wd);
     vec32_free(&files);
@@ -289,11 +277,10 @@ int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const a
     if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     job j = {.fn = fn, .arg = arg, .kind = kind, .meta = meta, .first = first, .end = end,
              .vis = vis};
-    vec32 files = {0}, todo = {0};
+    vec32 todo = {0};
     wide *wd = NULL;
     int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);
-    if (!rc) rc = ana_scope_files(meta, first, end, vis, &files) ? -ENOMEM : 0;
-    if (!rc) rc = plan(meta, &files, sh ? sh->take : NULL, &todo, &wd, &j.nwide);
+    if (!rc) rc = plan(meta, ana_merge_files(j.m), sh ? sh->take : NULL, &todo, &wd, &j.nwide);
     ana_opts o = *ana_ctx_opts(c);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = o.shards > 0 ? (uint32_t)o.shards : cpus > 1 ? (uint32_t)cpus : 1;
@@ -318,7 +305,6 @@ int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const a
     free(j.damage);
     ana_ctx_free(j.ctx);
     ana_merge_free(j.m);
-    vec32_free(&files);
     vec32_free(&todo);
     free(wd);
     return rc;
