@@ -228,15 +228,6 @@ int ana_merge_part(ana_merge *m, buf *text)
     return rc;
 }
 
-int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n)
-{
-    buf b = {0};
-    if (buf_put(&b, text, n)) return tdc_error(-ENOMEM, "analytics: out of memory");
-    int rc = ana_merge_part(m, &b);
-    buf_free(&b);
-    return rc;
-}
-
 int ana_merge_edge(ana_merge *m, ana_edge *e)
 {
     if (e->file >= m->files.n) return tdc_error(-EBADMSG, "analytics: an edge of no file of the scope");

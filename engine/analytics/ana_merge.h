@@ -58,9 +58,6 @@ const vec32 *ana_merge_files(const ana_merge *m);
  * the caller's thread. */
 int ana_merge_part(ana_merge *m, buf *text);
 
-/* ana_merge_part of a copy of n bytes at text. */
-int ana_merge_text(ana_merge *m, const unsigned char *text, size_t n);
-
 /* Add one piece's edge; its words move into the merge (e->words is left empty). */
 int ana_merge_edge(ana_merge *m, ana_edge *e);
 

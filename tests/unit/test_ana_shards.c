@@ -142,6 +142,16 @@ static void test_by_shard_equals_whole(void **state)
     free(root);
 }
 
+/* A part's text into the merge (ana_merge_part takes a buffer over). */
+static int part(ana_merge *m, const char *text)
+{
+    buf b = {0};
+    assert_int_equal(buf_put(&b, text, strlen(text)), 0);
+    int rc = ana_merge_part(m, &b);
+    buf_free(&b);
+    return rc;
+}
+
 /* Edges of one file's pieces, as ana_by_shard makes them. */
 static ana_edge edge(uint32_t part, const char *words, uint32_t nw, int whole, int wf, int wl)
 {
@@ -164,8 +174,7 @@ static void test_merge_edges(void **state)
     a.nents = 2;
     ana_merge *m;
     assert_int_equal(ana_merge_new(ANA_SEQCOUNT, &a, 0, 2, NULL, &m), 0);
-    const char *part = "2\tc d e\n1\ta b c\n";
-    assert_int_equal(ana_merge_text(m, (const unsigned char *)part, strlen(part)), 0);
+    assert_int_equal(part(m, "2\tc d e\n1\ta b c\n"), 0);
     ana_edge e[3] = {edge(0, "a b c d ", 4, 0, 1, 0), edge(1, "e ", 1, 1, 0, 0),
                      edge(2, "f g h ", 3, 1, 1, 1)};
     for (int i = 2; i >= 0; i--) /* any order */
@@ -187,10 +196,10 @@ static void test_merge_edges(void **state)
     ana_merge_free(m);
     /* a part's text that is not the analytic's */
     assert_int_equal(ana_merge_new(ANA_TERMVECTOR, &a, 0, 2, NULL, &m), 0);
-    assert_int_equal(ana_merge_text(m, (const unsigned char *)"f 1 x\n", 6), -EBADMSG);
+    assert_int_equal(part(m, "f 1 x\n"), -EBADMSG);
     ana_merge_free(m);
     assert_int_equal(ana_merge_new(ANA_WORDCOUNT, &a, 0, 2, NULL, &m), 0);
-    assert_int_equal(ana_merge_text(m, (const unsigned char *)"x\tword\n", 7), -EBADMSG);
+    assert_int_equal(part(m, "x\tword\n"), -EBADMSG);
     ana_merge_free(m);
     buf_free(&out);
 }
