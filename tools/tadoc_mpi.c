@@ -75,14 +75,20 @@ static int recv_buf(int from, int tag, buf *b)
     return 0;
 }
 
-/* This rank's share: its shards' part and edges (encoded). */
-static int my_share(int kind, const arc *meta, uint32_t first, uint32_t end, int rank, int size,
-                    buf *part, buf *edges)
+/* The analytics' context with the options of tadoc's environment (lib/env.h). */
+static ana_ctx *env_ctx(void)
 {
     backend_opts o;
     backend_opts_init(&o);
     tdc_env_settings(&o);
-    ana_ctx *c = ana_ctx_new(&o.ana);
+    return ana_ctx_new(&o.ana);
+}
+
+/* This rank's share: its shards' part and edges (encoded). */
+static int my_share(int kind, const arc *meta, uint32_t first, uint32_t end, int rank, int size,
+                    buf *part, buf *edges)
+{
+    ana_ctx *c = env_ctx();
     int *owner = malloc((meta->nshards ? meta->nshards : 1) * sizeof *owner);
     unsigned char *take = malloc(meta->nshards ? meta->nshards : 1);
     int rc = c && owner && take ? ana_shards_deal(meta, first, end, NULL, size, owner)
@@ -230,10 +236,7 @@ int main(int argc, char **argv)
         rc = arc_load_data(meta);
         if (!rc) rc = ana_table[kind].cpu(NULL, meta, (uint32_t)first, end, NULL, &out);
     } else if (!rc && size == 1) { /* alone: one merge, not a share's and then the whole's */
-        backend_opts o;
-        backend_opts_init(&o);
-        tdc_env_settings(&o);
-        ana_ctx *c = ana_ctx_new(&o.ana);
+        ana_ctx *c = env_ctx();
         rc = c ? ana_by_shard(c, NULL, NULL, kind, meta, (uint32_t)first, end, NULL, &out)
                : tdc_error(-ENOMEM, "out of memory");
         ana_ctx_free(c);
