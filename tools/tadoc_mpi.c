@@ -1,7 +1,9 @@
-/* tadoc-mpi: the analytics of one archive spread over the ranks of an MPI job (docs/DESIGN.md,
- * "Scale out").
+/* tadoc-mpi: the analytics of one archive, and the packing of one, spread over the ranks of an
+ * MPI job (docs/DESIGN.md, "Scale out"). Packing is tools/mpi_pack.c; this file is the
+ * command line and the analytics.
  *
  *   mpirun -n N tadoc-mpi ANALYTIC ARCHIVE [SCOPE] [-o FILE]
+ *   mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [options]
  *
  * Every rank opens the archive's global part (header, file table, shard table) from a path
  * they all reach (shared storage, or a copy of the archive at the same path on every node),
@@ -33,9 +35,11 @@
 #include "../engine/base/fio.h"
 #include "../engine/format/arc.h"
 #include "../lib/env.h"
+#include "tadoc_mpi.h"
 
 static const char usage[] =
     "usage: mpirun -n N tadoc-mpi ANALYTIC ARCHIVE [SCOPE] [-o FILE]\n"
+    "       mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [options]   (tadoc-mpi pack --help)\n"
     "\n"
     "Run one of tadoc's analytics (wordcount, sort, invindex, termvector, seqcount,\n"
     "rankedinvindex) over ARCHIVE, or the directory or file SCOPE in it, with its shards\n"
@@ -45,13 +49,46 @@ static const char usage[] =
     "environment variables of tadoc's analytics apply (tadoc --help).\n";
 
 enum { TAG_STATUS = 1, TAG_PART, TAG_EDGES };
-#define SEND_MAX (1u << 30) /* bytes per MPI message */
 
 /* A rank's result as rank 0 receives it. */
 typedef struct status {
     int32_t rc;
     char msg[1000];
 } status;
+
+static int failed_rank = -1; /* the rank whose failure mpi_agree returned last */
+
+int mpi_agree(int rc)
+{
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    status mine = {.rc = rc}, *all = malloc((size_t)size * sizeof *all);
+    if (rc) snprintf(mine.msg, sizeof mine.msg, "%s", tdc_errmsg());
+    if (!all) { /* cannot learn the others' results: ours decides, and mpirun ends the rest */
+        if (!rc) rc = tdc_error(-ENOMEM, "out of memory");
+        MPI_Abort(MPI_COMM_WORLD, tdc_exit_status(rc));
+    }
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    rc = 0;
+    for (int r = 0; r < size && !rc; r++)
+        if (all[r].rc) {
+            rc = tdc_error(all[r].rc, "%s", all[r].msg);
+            failed_rank = r;
+        }
+    free(all);
+    return rc;
+}
+
+int mpi_report(int rc)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (!rank && failed_rank >= 0)
+        fprintf(stderr, "tadoc-mpi: rank %d: %s\n", failed_rank, tdc_errmsg());
+    else if (!rank)
+        fprintf(stderr, "tadoc-mpi: %s\n", tdc_errmsg());
+    return tdc_exit_status(rc);
+}
 
 static void send_buf(const buf *b, int tag)
 {
@@ -197,6 +234,11 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && !strcmp(argv[1], "pack")) {
+        int st = mpi_pack(argc - 1, argv + 1, rank, size);
+        MPI_Finalize();
+        return st;
+    }
     const char *file = NULL, *pos[3];
     int npos = 0, help = 0, bad_arg = 0;
     for (int i = 1; i < argc; i++) {

@@ -33,11 +33,12 @@ typedef struct group {
     part *parts;
     size_t nparts, capparts;
     uint32_t base; /* index of its first shard in the archive */
+    uint64_t tokens, dict_tokens, rules, segments; /* what packing it counted */
 } group;
 
-typedef struct packer {
+struct pack_job {
     const pack_opts *o;
-    pack_stats *st;
+    pack_stats st;
     uint64_t shard_size, seg;
     int level;
     /* entries, in archive order */
@@ -57,12 +58,13 @@ typedef struct packer {
     const char *top;
     /* shared by the workers, under lock */
     pthread_mutex_t lock;
+    const unsigned char *take; /* the groups pack_run packs; NULL: all */
     size_t next_group;
     uint64_t done, total;
-    uint64_t tokens, dict_tokens, rules, segments;
     int rc;
     char err[512];
-} packer;
+};
+typedef struct pack_job packer;
 
 /* A shard being built by a worker: its dictionary, its token stream (SEQ_BARRIER after each
  * part) and the parts it holds. */
@@ -106,7 +108,7 @@ static int compress(sbuild *b, gbuild *gb)
         seq_free(s);
         if (!rc) rc = gbuild_add(gb, &out);
         seq_out_free(&out);
-        if (!rc) __atomic_add_fetch(&b->p->segments, 1, __ATOMIC_RELAXED);
+        if (!rc) b->g->segments++;
     }
     return rc;
 }
@@ -149,11 +151,9 @@ static int close_shard(sbuild *b)
             g->parts[b->part0 + k].len = le[k].root_len;
         }
         g->nsh++;
-        pthread_mutex_lock(&p->lock);
-        p->tokens += b->tokens;
-        p->dict_tokens += dict_count(b->d);
-        p->rules += gr.nrules;
-        pthread_mutex_unlock(&p->lock);
+        g->tokens += b->tokens;
+        g->dict_tokens += dict_count(b->d);
+        g->rules += gr.nrules;
     }
     gbuild_free(&gb);
     gram_free(&gr);
@@ -320,18 +320,18 @@ static int walk(packer *p, const char *abs, const char *rel)
         if (lstat(a, &sb) < 0) {
             rc = tdc_error(-errno, "%s: %s", a, strerror(errno));
         } else if (S_ISDIR(sb.st_mode)) {
-            p->st->dirs++;
+            p->st.dirs++;
             if (!(rc = add_entry(p, r, &sb, ARC_DIR)) &&
                 !(rc = read_xattrs(a, &p->ents[p->nents - 1])))
                 rc = walk(p, a, r);
         } else if (S_ISREG(sb.st_mode)) {
-            p->st->files++;
+            p->st.files++;
             rc = add_entry(p, r, &sb, ARC_REG);
             if (!rc) rc = read_xattrs(a, &p->ents[p->nents - 1]);
             if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
             if (!rc && !p->ents[p->nents - 1].ino) p->total += (uint64_t)sb.st_size;
         } else if (S_ISLNK(sb.st_mode)) {
-            p->st->links++;
+            p->st.links++;
             char *t = malloc((size_t)sb.st_size + 1);
             ssize_t k = t ? readlink(a, t, (size_t)sb.st_size + 1) : -1;
             if (k < 0 || k > sb.st_size) {
@@ -350,7 +350,7 @@ static int walk(packer *p, const char *abs, const char *rel)
             }
             if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
         } else if (arc_type_of_mode(sb.st_mode)) { /* FIFO, socket or device: no content */
-            p->st->special++;
+            p->st.special++;
             rc = add_entry(p, r, &sb, arc_type_of_mode(sb.st_mode));
             if (!rc) {
                 arc_entry *e = &p->ents[p->nents - 1];
@@ -360,7 +360,7 @@ static int walk(packer *p, const char *abs, const char *rel)
             }
             if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
         } else {
-            p->st->skipped++;
+            p->st.skipped++;
             if (p->o->warn) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "skipping %s: a file type archives cannot hold", a);
@@ -456,7 +456,11 @@ static void *worker(void *arg)
     unsigned char *blk = malloc(blksz);
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        size_t gi = p->rc || !blk ? p->ngroups : p->next_group++;
+        size_t gi = p->next_group;
+        while (gi < p->ngroups && p->take && !p->take[gi])
+            gi++;
+        if (p->rc || !blk) gi = p->ngroups;
+        p->next_group = gi + 1;
         if (!blk && !p->rc) p->rc = tdc_error(-ENOMEM, "out of memory");
         pthread_mutex_unlock(&p->lock);
         if (gi >= p->ngroups) break;
@@ -519,12 +523,15 @@ static int plan_groups(packer *p)
     return 0;
 }
 
-/* Run the groups on the workers (the calling thread is one of them). */
+/* Run the groups taken on the workers (the calling thread is one of them). */
 static int run_workers(packer *p)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t jobs = p->o->jobs ? p->o->jobs : cpus > 0 ? (size_t)cpus : 1;
-    if (jobs > p->ngroups) jobs = p->ngroups;
+    size_t jobs = p->o->jobs ? p->o->jobs : cpus > 0 ? (size_t)cpus : 1, ntake = 0;
+    for (size_t gi = 0; gi < p->ngroups; gi++)
+        ntake += !p->take || p->take[gi];
+    if (jobs > ntake) jobs = ntake;
+    if (!jobs) return 0;
     pthread_t *th = calloc(jobs, sizeof *th);
     size_t started = 0;
     if (!th) return -ENOMEM;
@@ -573,68 +580,271 @@ static void place_files(packer *p)
     }
 }
 
-int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
+int pack_plan(const char *dir, const pack_opts *opts, pack_job **out)
 {
     static const pack_opts none = {0};
-    packer p = {.o = opts ? opts : &none, .st = stats, .top = dir};
-    arc a = {0};
-    arc_coded *sh = NULL;
+    packer *p = calloc(1, sizeof *p);
     struct stat sb;
     int rc;
-    memset(stats, 0, sizeof *stats);
-    p.seg = p.o->seg_tokens ? p.o->seg_tokens : PACK_SEG_DEFAULT;
-    p.shard_size = p.o->shard_size; /* 0: chosen by plan_groups from the content */
-    p.level = p.o->level ? p.o->level : PACK_LEVEL_DEFAULT;
-    pthread_mutex_init(&p.lock, NULL);
-    if (stat(dir, &sb) < 0) {
+    *out = NULL;
+    if (!p) return tdc_error(-ENOMEM, "out of memory while packing");
+    p->o = opts ? opts : &none;
+    p->top = dir;
+    p->seg = p->o->seg_tokens ? p->o->seg_tokens : PACK_SEG_DEFAULT;
+    p->shard_size = p->o->shard_size; /* 0: chosen by plan_groups from the content */
+    p->level = p->o->level ? p->o->level : PACK_LEVEL_DEFAULT;
+    pthread_mutex_init(&p->lock, NULL);
+    if (stat(dir, &sb) < 0)
         rc = tdc_error(-errno, "%s: %s", dir, strerror(errno));
-        goto done;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
+    else if (!S_ISDIR(sb.st_mode))
         rc = tdc_error(-ENOTDIR, "%s: not a directory", dir);
-        goto done;
+    else if (!(rc = add_entry(p, "", &sb, ARC_DIR)) && !(rc = read_xattrs(dir, &p->ents[0])) &&
+             !(rc = walk(p, dir, "")))
+        rc = plan_groups(p);
+    if (rc) {
+        if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+        pack_job_free(p);
+        return rc;
     }
-    if ((rc = add_entry(&p, "", &sb, ARC_DIR)) || (rc = read_xattrs(dir, &p.ents[0])) ||
-        (rc = walk(&p, dir, "")) || (rc = plan_groups(&p)) || (rc = run_workers(&p)))
-        goto done;
-    place_files(&p);
-    uint32_t n = 0;
-    for (size_t gi = 0; gi < p.ngroups; gi++)
-        n += p.groups[gi].nsh;
-    if (!(sh = malloc(n * sizeof *sh))) {
-        rc = -ENOMEM;
-        goto done;
+    *out = p;
+    return 0;
+}
+
+uint32_t pack_ngroups(const pack_job *p)
+{
+    return (uint32_t)p->ngroups;
+}
+
+uint64_t pack_group_bytes(const pack_job *p, uint32_t gi)
+{
+    uint64_t n = 0;
+    for (uint32_t i = p->groups[gi].first; i < p->groups[gi].end; i++)
+        n += p->ents[p->files[i]].size;
+    return n;
+}
+
+uint64_t pack_plan_digest(const pack_job *p)
+{
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return 0;
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, &p->shard_size, sizeof p->shard_size);
+    for (size_t i = 0; i < p->nents; i++) {
+        const arc_entry *e = &p->ents[i];
+        uint64_t f[6] = {e->type, e->size, e->mode, e->ino, (uint64_t)e->mtime_sec,
+                         e->mtime_nsec};
+        XXH3_64bits_update(h, e->path, strlen(e->path) + 1);
+        XXH3_64bits_update(h, f, sizeof f);
     }
-    for (size_t gi = 0, k = 0; gi < p.ngroups; gi++)
-        for (uint32_t j = 0; j < p.groups[gi].nsh; j++)
-            sh[k++] = p.groups[gi].sh[j];
-    a.ents = p.ents;
-    a.nents = (uint32_t)p.nents;
-    rc = arc_write_coded(out, &a, sh, n, p.level);
-    for (size_t i = 0; i < p.nfiles; i++)
-        stats->bytes_in += p.ents[p.files[i]].size;
-    stats->bytes_out = a.file_size;
-    stats->tokens = p.tokens;
-    stats->dict_tokens = p.dict_tokens;
-    stats->rules = p.rules;
-    stats->segments = p.segments;
-    stats->shards = n;
-    free(a.byino); /* the inode order arc_write's table check built */
-done:
-    free(sh);
-    for (size_t gi = 0; p.groups && gi < p.ngroups; gi++) {
-        for (uint32_t j = 0; j < p.groups[gi].nsh; j++)
-            arc_coded_free(&p.groups[gi].sh[j]);
-        free(p.groups[gi].sh);
-        free(p.groups[gi].parts);
-    }
-    free(p.groups);
-    free(p.files);
-    for (size_t i = 0; i < p.nents; i++)
-        arc_entry_clear(&p.ents[i]);
-    free(p.ents);
-    free(p.links);
-    pthread_mutex_destroy(&p.lock);
+    for (size_t gi = 0; gi < p->ngroups; gi++)
+        XXH3_64bits_update(h, &p->groups[gi].end, sizeof p->groups[gi].end);
+    uint64_t d = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return d;
+}
+
+int pack_run(pack_job *p, const unsigned char *take)
+{
+    p->take = take;
+    p->next_group = 0;
+    int rc = run_workers(p);
     if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+    return rc;
+}
+
+const arc_coded *pack_group_coded(const pack_job *p, uint32_t gi, uint32_t *n)
+{
+    *n = p->groups[gi].nsh;
+    return p->groups[gi].sh;
+}
+
+/* The fields of a shard's section that travel (its offset is the writer's). */
+static int put_sec(buf *b, const arc_secinfo *s)
+{
+    return buf_put_varint(b, s->type) || buf_put_varint(b, s->codec) ||
+           buf_put_varint(b, s->stored) || buf_put_varint(b, s->raw) || buf_put_u64(b, s->hash);
+}
+
+int pack_group_encode(const pack_job *p, uint32_t gi, buf *b)
+{
+    const group *g = &p->groups[gi];
+    int rc = buf_put_varint(b, g->nsh);
+    for (uint32_t k = 0; !rc && k < g->nsh; k++) {
+        const arc_shard *s = &g->sh[k].info;
+        rc = buf_put_varint(b, s->bytes) || buf_put_varint(b, s->root_syms) ||
+             buf_put_varint(b, s->ntokens) || buf_put_varint(b, s->nrules);
+        for (int i = 0; !rc && i < 3; i++)
+            rc = put_sec(b, &g->sh[k].secs[i]);
+    }
+    rc = rc || buf_put_varint(b, g->nparts);
+    for (size_t k = 0; !rc && k < g->nparts; k++) {
+        const part *pt = &g->parts[k];
+        rc = buf_put_varint(b, pt->ent) || buf_put_varint(b, pt->shard) ||
+             buf_put_varint(b, pt->start) || buf_put_varint(b, pt->len);
+    }
+    for (uint32_t i = g->first; !rc && i < g->end; i++)
+        rc = buf_put_varint(b, p->ents[p->files[i]].size) ||
+             buf_put_u64(b, p->ents[p->files[i]].hash);
+    rc = rc || buf_put_varint(b, g->tokens) || buf_put_varint(b, g->dict_tokens) ||
+         buf_put_varint(b, g->rules) || buf_put_varint(b, g->segments);
+    return rc ? tdc_error(-ENOMEM, "out of memory while packing") : 0;
+}
+
+/* A varint that must fit `max`. */
+static int rd_upto(rd *r, uint64_t max, uint64_t *x)
+{
+    return rd_varint(r, x) || *x > max ? -EBADMSG : 0;
+}
+
+static int get_sec(rd *r, arc_secinfo *s)
+{
+    uint64_t type, codec;
+    int rc = rd_upto(r, UINT32_MAX, &type) || rd_upto(r, UINT32_MAX, &codec) ||
+             rd_varint(r, &s->stored) || rd_varint(r, &s->raw) || rd_u64(r, &s->hash);
+    s->type = (uint32_t)type;
+    s->codec = (uint32_t)codec;
+    return rc ? -EBADMSG : 0;
+}
+
+/* pack_group_decode's work; -EBADMSG or -ENOMEM. */
+static int group_decode(pack_job *p, group *g, rd *r)
+{
+    uint64_t nsh, np, x[4];
+    if (rd_upto(r, (uint64_t)(r->end - r->p), &nsh)) return -EBADMSG;
+    if (!(g->sh = calloc(nsh ? nsh : 1, sizeof *g->sh))) return -ENOMEM;
+    g->capsh = (uint32_t)nsh;
+    for (; g->nsh < nsh; g->nsh++) {
+        arc_shard *s = &g->sh[g->nsh].info;
+        if (rd_varint(r, &s->bytes) || rd_varint(r, &s->root_syms) ||
+            rd_upto(r, UINT32_MAX, &x[0]) || rd_upto(r, UINT32_MAX, &x[1]))
+            return -EBADMSG;
+        s->ntokens = (uint32_t)x[0];
+        s->nrules = (uint32_t)x[1];
+        for (int i = 0; i < 3; i++)
+            if (get_sec(r, &g->sh[g->nsh].secs[i])) return -EBADMSG;
+    }
+    if (rd_upto(r, (uint64_t)(r->end - r->p), &np)) return -EBADMSG;
+    if (!(g->parts = calloc(np ? np : 1, sizeof *g->parts))) return -ENOMEM;
+    g->capparts = np;
+    for (; g->nparts < np; g->nparts++) {
+        if (rd_upto(r, p->nents - 1, &x[0]) || rd_upto(r, nsh ? nsh - 1 : 0, &x[1]) ||
+            rd_varint(r, &x[2]) || rd_varint(r, &x[3]))
+            return -EBADMSG;
+        g->parts[g->nparts] = (part){(uint32_t)x[0], (uint32_t)x[1], x[2], x[3]};
+    }
+    for (uint32_t i = g->first; i < g->end; i++) {
+        arc_entry *e = &p->ents[p->files[i]];
+        if (rd_varint(r, &e->size) || rd_u64(r, &e->hash)) return -EBADMSG;
+    }
+    if (rd_varint(r, &g->tokens) || rd_varint(r, &g->dict_tokens) || rd_varint(r, &g->rules) ||
+        rd_varint(r, &g->segments) || r->p != r->end)
+        return -EBADMSG;
+    return 0;
+}
+
+int pack_group_decode(pack_job *p, uint32_t gi, const unsigned char *data, size_t n)
+{
+    group *g = &p->groups[gi];
+    rd r = {data, data + n};
+    if (g->nsh || g->nparts) return tdc_error(-EINVAL, "group %u is packed twice", gi);
+    int rc = group_decode(p, g, &r);
+    if (rc) {
+        for (uint32_t k = 0; k < g->nsh; k++)
+            arc_coded_free(&g->sh[k]);
+        free(g->sh);
+        free(g->parts);
+        *g = (group){.first = g->first, .end = g->end};
+    }
+    return rc == -ENOMEM   ? tdc_error(rc, "out of memory while packing")
+           : rc            ? tdc_error(rc, "group %u: malformed result", gi)
+                           : 0;
+}
+
+int pack_shards(pack_job *p, arc_coded **out, uint32_t *n)
+{
+    *n = 0;
+    for (size_t gi = 0; gi < p->ngroups; gi++)
+        *n += p->groups[gi].nsh;
+    arc_coded *sh = malloc((*n ? *n : 1) * sizeof *sh);
+    if (!(*out = sh)) return tdc_error(-ENOMEM, "out of memory while packing");
+    place_files(p);
+    for (size_t gi = 0, k = 0; gi < p->ngroups; gi++)
+        for (uint32_t j = 0; j < p->groups[gi].nsh; j++)
+            sh[k++] = p->groups[gi].sh[j];
+    return 0;
+}
+
+uint32_t pack_group_first_shard(const pack_job *p, uint32_t gi)
+{
+    return p->groups[gi].base;
+}
+
+/* The archive written from every group's shards: into a new file at `out`, or, given
+ * `over`, into that file, which holds their sections already. */
+static int write_job(pack_job *p, const char *out, const char *over, pack_stats *st)
+{
+    arc a = {0};
+    arc_coded *sh = NULL;
+    uint32_t n = 0;
+    int rc = pack_shards(p, &sh, &n);
+    if (rc) return rc;
+    a.ents = p->ents;
+    a.nents = (uint32_t)p->nents;
+    rc = over ? arc_write_coded_over(over, &a, sh, n, p->level)
+              : arc_write_coded(out, &a, sh, n, p->level);
+    free(sh);
+    free(a.byino); /* the inode order arc_write's table check built */
+    *st = p->st;
+    for (size_t i = 0; i < p->nfiles; i++)
+        st->bytes_in += p->ents[p->files[i]].size;
+    for (size_t gi = 0; gi < p->ngroups; gi++) {
+        const group *g = &p->groups[gi];
+        st->tokens += g->tokens;
+        st->dict_tokens += g->dict_tokens;
+        st->rules += g->rules;
+        st->segments += g->segments;
+    }
+    st->bytes_out = a.file_size;
+    st->shards = n;
+    return rc;
+}
+
+int pack_write(pack_job *p, const char *out, pack_stats *st)
+{
+    return write_job(p, out, NULL, st);
+}
+
+int pack_write_over(pack_job *p, const char *tmp, pack_stats *st)
+{
+    return write_job(p, tmp, tmp, st);
+}
+
+void pack_job_free(pack_job *p)
+{
+    if (!p) return;
+    for (size_t gi = 0; p->groups && gi < p->ngroups; gi++) {
+        for (uint32_t j = 0; j < p->groups[gi].nsh; j++)
+            arc_coded_free(&p->groups[gi].sh[j]);
+        free(p->groups[gi].sh);
+        free(p->groups[gi].parts);
+    }
+    free(p->groups);
+    free(p->files);
+    for (size_t i = 0; i < p->nents; i++)
+        arc_entry_clear(&p->ents[i]);
+    free(p->ents);
+    free(p->links);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats)
+{
+    pack_job *p;
+    memset(stats, 0, sizeof *stats);
+    int rc = pack_plan(dir, opts, &p);
+    if (!rc) rc = pack_run(p, NULL);
+    if (!rc) rc = pack_write(p, out, stats);
+    pack_job_free(p);
     return rc;
 }

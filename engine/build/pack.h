@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "../base/buf.h"
 #include "../format/arc.h"
 
 typedef struct pack_opts {
@@ -51,7 +52,48 @@ typedef struct pack_stats {
 #define PACK_SHARD_MAX ((uint64_t)32 << 20)
 uint64_t pack_shard_size(uint64_t content);
 
-/* Pack `dir` into archive `out`. Returns 0 or a negative errno with a message. */
+/* Pack `dir` into archive `out`: pack_plan, pack_run of every group, pack_write. Returns 0
+ * or a negative errno with a message. */
 int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats);
+
+/* Packing in steps, for a packer spread over processes (tadoc-mpi): every process plans the
+ * same groups from the same tree, packs the groups it is dealt, and sends the others what
+ * they need of its groups (pack_group_encode: shard figures, section sizes and checksums,
+ * file runs, sizes and hashes; the sections' bytes go straight into the archive file). */
+typedef struct pack_job pack_job;
+
+/* Walk `dir` and cut its content files into groups (the tree's order and the shard size
+ * alone decide them, so every process that walks the same tree plans the same groups).
+ * `opts` must outlive the job. */
+int pack_plan(const char *dir, const pack_opts *opts, pack_job **out);
+uint32_t pack_ngroups(const pack_job *j);
+uint64_t pack_group_bytes(const pack_job *j, uint32_t g);
+/* A digest of the plan (entries and groups): processes that walked different trees (a file
+ * changed meanwhile) have different digests. */
+uint64_t pack_plan_digest(const pack_job *j);
+
+/* Pack the groups g with take[g] set (NULL: all) on opts->jobs threads. */
+int pack_run(pack_job *j, const unsigned char *take);
+
+/* Group g's coded shards (after pack_run packed it). */
+const arc_coded *pack_group_coded(const pack_job *j, uint32_t g, uint32_t *n);
+
+/* Group g's result without its sections' bytes, appended to b; pack_group_decode gives it to
+ * a job that did not pack g (its shards then have no data). -ENOMEM, -EBADMSG, -EINVAL. */
+int pack_group_encode(const pack_job *j, uint32_t g, buf *b);
+int pack_group_decode(pack_job *j, uint32_t g, const unsigned char *p, size_t n);
+
+/* Once every group is packed or decoded: the archive's shards in order (a malloc'ed array of
+ * the groups' structures, whose data stay the groups'), every file given its shard and run;
+ * group g's shards start at index pack_group_first_shard(g). */
+int pack_shards(pack_job *j, arc_coded **sh, uint32_t *n);
+uint32_t pack_group_first_shard(const pack_job *j, uint32_t g);
+
+/* Write the archive: to a new file committed at `out` (every group packed here), or into
+ * `tmp`, which holds every shard's sections at arc_coded_offset (arc_write_coded_over; the
+ * caller commits). *st: what the plan and the groups counted. */
+int pack_write(pack_job *j, const char *out, pack_stats *st);
+int pack_write_over(pack_job *j, const char *tmp, pack_stats *st);
+void pack_job_free(pack_job *j);
 
 #endif

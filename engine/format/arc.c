@@ -418,13 +418,23 @@ static int check_before_write(arc *a, const arc_shard *sh, uint32_t n, int flat)
     return rc ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : 0;
 }
 
+uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k)
+{
+    uint64_t off = ARC_HDR_SIZE;
+    for (uint32_t j = 0; j < k; j++)
+        for (int i = 0; i < 3; i++)
+            off += sh[j].secs[i].stored;
+    return off;
+}
+
 /* Write the shards' sections, the file table, the shard table, the section table and the
- * header into a new temporary file. `flat`: the shard is a->g, whose runs are already
+ * header into a new temporary file, or, given `have`, into that file, which holds the shards'
+ * sections already (arc_write_coded_over). `flat`: the shard is a->g, whose runs are already
  * archive-wide (every entry is written as shard 0). */
 static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
-                       int check, int flat, char **tmpout)
+                       int check, int flat, const char *have, char **tmpout)
 {
-    char *tmp = malloc(strlen(path) + 16);
+    char *tmp = have ? strdup(have) : malloc(strlen(path) + 16);
     buf b = {0};
     unsigned char *data = NULL;
     arc_secinfo *secs = calloc((size_t)n * 3 + 2, sizeof *secs);
@@ -450,22 +460,26 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
     if (check && (rc = check_before_write(a, shards, n, flat))) goto fail_early;
-    sprintf(tmp, "%s.tmpXXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0) {
-        rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+    if (!have) sprintf(tmp, "%s.tmpXXXXXX", path);
+    if ((fd = have ? open(tmp, O_WRONLY | O_CLOEXEC) : mkstemp(tmp)) < 0) {
+        rc = tdc_error(-errno, "%s: cannot %s: %s", tmp, have ? "open" : "create", strerror(errno));
         goto fail_early;
     }
     unsigned char hdr[ARC_HDR_SIZE] = {0};
     uint64_t off = ARC_HDR_SIZE;
-    if ((rc = fio_write_all(fd, hdr, ARC_HDR_SIZE, tmp))) goto fail;
+    if (!have && (rc = fio_write_all(fd, hdr, ARC_HDR_SIZE, tmp))) goto fail;
     for (uint32_t k = 0; k < n; k++)
         for (int i = 0; i < 3; i++) {
             arc_secinfo *s = &secs[nsecs++];
             *s = sh[k].secs[i];
             s->offset = off;
-            if ((rc = fio_write_all(fd, sh[k].data[i], s->stored, tmp))) goto fail;
+            if (!have && (rc = fio_write_all(fd, sh[k].data[i], s->stored, tmp))) goto fail;
             off += s->stored;
         }
+    if (have && (ftruncate(fd, (off_t)off) < 0 || lseek(fd, (off_t)off, SEEK_SET) < 0)) {
+        rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
+        goto fail;
+    }
     for (uint32_t type = ARC_SEC_FILES; type <= ARC_SEC_SHARDS; type++) {
         b.n = 0;
         rc = type == ARC_SEC_FILES ? enc_files(a, &b, flat) : enc_shards(shards, n, &b);
@@ -546,7 +560,7 @@ static int write_tmp(const char *path, arc *a, int level, int check, char **tmpo
     int rc = shard_encode(d, &a->g, content_bytes(a), level, a->plain, check, &c);
     dict_free(empty);
     if (rc) return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : rc;
-    rc = write_coded(path, a, &c, 1, level, check, 1, tmpout);
+    rc = write_coded(path, a, &c, 1, level, check, 1, NULL, tmpout);
     arc_coded_free(&c);
     return rc;
 }
@@ -560,7 +574,16 @@ int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t 
                         char **tmp)
 {
     if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
-    return write_coded(path, a, sh, n, level, 1, 0, tmp);
+    return write_coded(path, a, sh, n, level, 1, 0, NULL, tmp);
+}
+
+int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t n, int level)
+{
+    char *t = NULL;
+    if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
+    int rc = write_coded(tmp, a, sh, n, level, 1, 0, tmp, &t);
+    free(t);
+    return rc;
 }
 
 int arc_commit(const char *tmp, const char *path)

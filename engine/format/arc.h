@@ -254,6 +254,17 @@ int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out);
 int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
                         char **tmp);
 
+/* For writers that put the shards' sections into the file themselves (tadoc-mpi, each rank
+ * its own shards): where shard k's first section starts once sh[0..k) are laid out in order
+ * (only their secs[].stored are read). */
+uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k);
+
+/* arc_write_coded_tmp into the existing file `tmp`, which holds every shard's sections at
+ * arc_coded_offset (sh[].data unused): the rest (file table, shard table, section table,
+ * header) is written after them and the file synced. The caller commits (arc_commit) or
+ * removes `tmp`; on failure it is removed. */
+int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t n, int level);
+
 /* arc_write_coded_tmp, then arc_commit. */
 int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level);
 

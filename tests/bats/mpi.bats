@@ -3,7 +3,10 @@
 # this machine) print byte for byte what tadoc prints, for every analytic, over the whole
 # archive and a scope, on stdout and atomically into a file; a rank that cannot read its
 # shard fails the run with a message naming the rank and the shard and leaves no output
-# file; a rank that dies fails the run and leaves none either.
+# file; a rank that dies fails the run and leaves none either. Packing on 1 to 4 ranks
+# writes the archive tadoc pack writes (the same shards, section for section; only the
+# archive's random id differs) and unpacks to the tree; a failed or killed pack leaves the
+# old archive and no temporary file.
 
 load helpers
 
@@ -82,4 +85,55 @@ mpi() {
     run mpi 2 wordcount "$S/nosuch.tdc"
     [ "$status" -ne 0 ]
     [[ "$output" == *"rank 0"*"nosuch.tdc"* ]]
+}
+
+# The figures of ARCHIVE's shards and sections as tadoc stat prints them, without the lines
+# that the archive's random id changes (its name, its size, the file table's stored size).
+shard_figures() {
+    "$TADOC" stat "$1" | grep -v -e '^archive' -e '^size' -e 'file table' -e 'shard table'
+}
+
+@test "tadoc-mpi pack: 1 to 4 ranks write the archive tadoc pack writes, every inode type" {
+    ln -s a/ca01 "$T/link"
+    ln "$T/a/ca02" "$T/hard"
+    : >"$T/empty"
+    mkfifo "$T/fifo"
+    mkdir "$T/emptydir"
+    setfattr -n user.note -v hi "$T/a/ca03" 2>/dev/null || true
+    "$TADOC" pack -q "$T" -o "$S/want.tdc" --shard-size 20K
+    [ "$("$TADOC" stat "$S/want.tdc" | awk '/^shards/ {print $2}')" -gt 10 ]
+    for n in 1 2 3 4; do
+        mpi "$n" pack "$T" -o "$S/got.tdc" --shard-size 20K -q -j 1
+        diff <(shard_figures "$S/want.tdc") <(shard_figures "$S/got.tdc")
+        rm -rf "$S/out"
+        "$TADOC" unpack "$S/got.tdc" "$S/out"
+        diff -r --no-dereference -x fifo "$T" "$S/out"
+        diff <(tree_meta "$T") <(tree_meta "$S/out")
+        [ "$(stat -c %h "$S/out/hard")" -eq 2 ]
+        [ -p "$S/out/fifo" ]
+        [ -z "$(find "$S" -name 'got.tdc.tmp*')" ]
+        "$TADOC" wordcount "$S/want.tdc" >"$S/w1"
+        mpi "$n" wordcount "$S/got.tdc" >"$S/w2"
+        cmp "$S/w1" "$S/w2"
+    done
+}
+
+@test "tadoc-mpi pack: a failed or killed pack leaves the old archive and no temporary file" {
+    cp "$S/a.tdc" "$S/old.tdc"
+    run mpi 2 pack "$T" -o "$S/nodir/x.tdc" -q
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"rank 0: "*"nodir/x.tdc"* ]]
+    run mpi 2 pack "$S/nosuch" -o "$S/x.tdc" -q
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"rank 0: "*"nosuch"* ]]
+    [ ! -e "$S/x.tdc" ]
+    run env TADOC_MPI_TEST_DIE=1 mpirun --allow-run-as-root --oversubscribe -n 3 "$MPI" pack "$T" -o "$S/a.tdc" --shard-size 20K -q
+    echo "$output"
+    [ "$status" -ne 0 ]
+    cmp "$S/a.tdc" "$S/old.tdc"
+    [ -z "$(find "$S" -name '*.tmp*')" ]
+    run mpi 2 pack "$T" -o "$S/a.tdc" --shard-size 0
+    [ "$status" -eq 2 ]
+    cmp "$S/a.tdc" "$S/old.tdc"
 }

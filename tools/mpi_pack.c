@@ -1,0 +1,294 @@
+/* tadoc-mpi pack: one archive packed by the ranks of an MPI job (docs/DESIGN.md, "Scale out").
+ *
+ *   mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [--level N] [--shard-size SIZE] [-j N] [-q]
+ *
+ * Every rank walks DIR (a path they all reach) and plans the same groups of files (pack_plan:
+ * the tree and the shard size decide them); the ranks check that their plans agree, deal the
+ * groups by content bytes, and each packs its groups on all its cores. The ranks then swap
+ * their groups' results without the sections' bytes (a few bytes a file), so that each knows
+ * where every shard lies in the archive, and write their own shards' sections into one
+ * temporary file beside ARCHIVE at once (MPI-IO). Rank 0 writes the global part after them
+ * (file table, shard table, section table, header); every rank reads its shards back and
+ * checks their checksums; only then does rank 0 rename the file over ARCHIVE. So the archive
+ * is the one `tadoc pack` makes of the same tree with the same options, byte for byte but for
+ * its random id. Whatever fails (a file a rank cannot read, trees that differ between ranks,
+ * a write, a check) fails the run on every rank with the rank and its message, and leaves
+ * ARCHIVE as it was and no temporary file; a rank that dies while packing makes mpirun end
+ * the job before the temporary file exists. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/base/err.h"
+#include "../engine/build/pack.h"
+#include "../engine/format/arc.h"
+#include "../engine/volume/vol.h"
+#include "tadoc_mpi.h"
+
+static const char usage[] =
+    "usage: mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [--level N] [--shard-size SIZE] [-j N] "
+    "[-q]\n"
+    "\n"
+    "Pack the tree under DIR into ARCHIVE as `tadoc pack` does, with its groups of files\n"
+    "dealt among the MPI ranks, each packing its share on N threads (default: one per CPU)\n"
+    "and writing its shards into the archive; rank 0 writes the file table and commits\n"
+    "the archive once every rank has checked its shards. Every rank reads DIR and writes\n"
+    "ARCHIVE at the same paths. Options as for `tadoc pack`.\n";
+
+/* Deal the groups among `size` ranks by content bytes: the largest first, each to the rank
+ * with the fewest bytes so far (the same deal on every rank). take[g] = 1 for this rank's. */
+static int deal(const pack_job *j, int rank, int size, unsigned char *take)
+{
+    uint32_t n = pack_ngroups(j);
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint64_t *load = calloc((size_t)size, sizeof *load), *bytes = malloc((n ? n : 1) * 8);
+    if (!order || !load || !bytes) {
+        free(order);
+        free(load);
+        free(bytes);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    for (uint32_t g = 0; g < n; g++) {
+        bytes[g] = pack_group_bytes(j, g);
+        uint32_t i = g; /* insertion by bytes, descending; ties by index */
+        for (; i && bytes[order[i - 1]] < bytes[g]; i--)
+            order[i] = order[i - 1];
+        order[i] = g;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int r = 0;
+        for (int k = 1; k < size; k++)
+            if (load[k] < load[r]) r = k;
+        load[r] += bytes[order[i]];
+        take[order[i]] = r == rank;
+    }
+    free(order);
+    free(load);
+    free(bytes);
+    return 0;
+}
+
+/* Every rank's packed groups, known to every rank: each encodes its own (group index,
+ * length, result), all gather them, each decodes the others'. */
+static int swap_groups(pack_job *j, const unsigned char *take)
+{
+    buf mine = {0};
+    uint32_t n = pack_ngroups(j);
+    int rc = 0, size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (uint32_t g = 0; !rc && g < n; g++) {
+        if (!take[g]) continue;
+        size_t at;
+        rc = buf_put_varint(&mine, g) || buf_put_u64(&mine, 0) ? -ENOMEM : 0;
+        at = mine.n;
+        if (!rc) rc = pack_group_encode(j, g, &mine);
+        if (!rc) st64(mine.p + at - 8, mine.n - at);
+    }
+    if (!rc && mine.n > INT_MAX) rc = tdc_error(-EFBIG, "the groups' results exceed 2 GiB");
+    int len = rc ? -1 : (int)mine.n, *lens = malloc((size_t)size * sizeof *lens),
+        *at = malloc((size_t)size * sizeof *at);
+    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD);
+    long total = 0;
+    for (int r = 0; r < size; r++) {
+        at[r] = (int)total;
+        total += lens[r] > 0 ? lens[r] : 0;
+        if (lens[r] < 0 && !rc) rc = tdc_error(-ENOMEM, "rank %d could not send its groups", r);
+    }
+    if (total > INT_MAX && !rc) rc = tdc_error(-EFBIG, "the groups' results exceed 2 GiB");
+    unsigned char *all = rc ? NULL : malloc(total ? (size_t)total : 1);
+    int ok = all != NULL, all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok) {
+        for (int r = 0; r < size; r++)
+            if (lens[r] < 0) lens[r] = 0;
+        MPI_Allgatherv(mine.p, (int)mine.n, MPI_BYTE, all, lens, at, MPI_BYTE, MPI_COMM_WORLD);
+        rd in = {all, all + total};
+        while (!rc && in.p < in.end) {
+            uint64_t g, n8;
+            const unsigned char *p;
+            if (rd_varint(&in, &g) || rd_u64(&in, &n8) || g >= n || rd_bytes(&in, n8, &p))
+                rc = tdc_error(-EBADMSG, "malformed groups from another rank");
+            else if (!take[g])
+                rc = pack_group_decode(j, (uint32_t)g, p, n8);
+        }
+    } else if (!rc) {
+        rc = tdc_error(-ENOMEM, "out of memory");
+    }
+    free(all);
+    free(lens);
+    free(at);
+    buf_free(&mine);
+    return rc;
+}
+
+/* This rank's shards' sections written at their places in the file `tmp`, which every rank
+ * opens together. */
+static int write_sections(const pack_job *j, const unsigned char *take, const arc_coded *all,
+                          const char *tmp)
+{
+    MPI_File f;
+    int e = MPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &f), rc = 0;
+    if (e != MPI_SUCCESS) return tdc_error(-EIO, "%s: cannot open with MPI-IO", tmp);
+    for (uint32_t g = 0; !rc && g < pack_ngroups(j); g++) {
+        if (!take[g]) continue;
+        uint32_t n, first = pack_group_first_shard(j, g);
+        const arc_coded *sh = pack_group_coded(j, g, &n);
+        uint64_t off = arc_coded_offset(all, first); /* the group's sections follow */
+        for (uint32_t k = 0; !rc && k < n; k++)
+            for (int i = 0; !rc && i < 3; i++) {
+                for (uint64_t d = 0; !rc && d < sh[k].secs[i].stored; d += SEND_MAX) {
+                    uint64_t left = sh[k].secs[i].stored - d;
+                    int cnt = (int)(left < SEND_MAX ? left : SEND_MAX);
+                    if (MPI_File_write_at(f, (MPI_Offset)(off + d), sh[k].data[i] + d, cnt,
+                                          MPI_BYTE, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                        rc = tdc_error(-EIO, "%s: cannot write shard %u", tmp, first + k);
+                }
+                off += sh[k].secs[i].stored;
+            }
+    }
+    if (MPI_File_sync(f) != MPI_SUCCESS && !rc) rc = tdc_error(-EIO, "%s: cannot sync", tmp);
+    MPI_File_close(&f);
+    return rc;
+}
+
+/* This rank's shards read back from the written file and their checksums checked. */
+static int check_shards(const pack_job *j, const unsigned char *take, const char *tmp)
+{
+    arc *a = NULL;
+    int rc = arc_open_meta(tmp, &a);
+    for (uint32_t g = 0; !rc && g < pack_ngroups(j); g++) {
+        if (!take[g]) continue;
+        uint32_t n, first = pack_group_first_shard(j, g);
+        pack_group_coded(j, g, &n);
+        for (uint32_t k = 0; !rc && k < n; k++) {
+            arc_coded c;
+            rc = arc_shard_copy(a, first + k, &c);
+            if (!rc) arc_coded_free(&c);
+        }
+    }
+    arc_free(a);
+    return rc ? tdc_error_ctx(rc, "checking the written shards") : 0;
+}
+
+/* Rank 0 creates the temporary file beside `out` and tells every rank its name. */
+static int make_tmp(const char *out, int rank, char *tmp, size_t cap)
+{
+    int rc = 0;
+    if (!rank) {
+        if (snprintf(tmp, cap, "%s.tmpXXXXXX", out) >= (int)cap) {
+            rc = tdc_error(-ENAMETOOLONG, "%s: name too long", out);
+        } else {
+            int fd = mkstemp(tmp);
+            if (fd < 0)
+                rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+            else
+                close(fd);
+        }
+    }
+    MPI_Bcast(tmp, (int)cap, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return mpi_agree(rc);
+}
+
+int mpi_pack(int argc, char **argv, int rank, int size)
+{
+    static const struct option lo[] = {{"output", 1, 0, 'o'}, {"level", 1, 0, 'l'},
+                                       {"shard-size", 1, 0, 'S'}, {"jobs", 1, 0, 'j'},
+                                       {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *out = NULL;
+    int quiet = 0, c, bad = 0;
+    pack_opts o = {0};
+    while ((c = getopt_long(argc, argv, "o:l:S:j:qh", lo, NULL)) != -1) {
+        char *end;
+        if (c == 'o') {
+            out = optarg;
+        } else if (c == 'l') {
+            o.level = (int)strtol(optarg, &end, 10);
+            bad |= *end || o.level < 1 || o.level > 22;
+        } else if (c == 'S') {
+            bad |= parse_size(optarg, &o.shard_size) || o.shard_size < 1024;
+        } else if (c == 'j') {
+            unsigned long jn = strtoul(optarg, &end, 10);
+            bad |= *end || jn < 1 || jn > 1024;
+            o.jobs = (unsigned)jn;
+        } else if (c == 'q') {
+            quiet = 1;
+        } else if (c == 'h') {
+            if (!rank) fputs(usage, stdout);
+            return EX_OK;
+        } else {
+            bad = 1;
+        }
+    }
+    if (bad || optind + 1 != argc || !out) {
+        if (!rank) fprintf(stderr, "tadoc-mpi: bad arguments\n%s", usage);
+        return EX_USAGE;
+    }
+    pack_job *j = NULL;
+    unsigned char *take = NULL;
+    arc_coded *all = NULL;
+    uint32_t nall = 0;
+    vol_replace vr = {0};
+    int have_vr = 0, have_tmp = 0, committed = 0;
+    char tmp[4200] = "";
+    pack_stats st = {0};
+    double t0 = MPI_Wtime();
+    /* The plan, the same on every rank. */
+    int rc = mpi_agree(pack_plan(argv[optind], &o, &j));
+    if (!rc) {
+        uint64_t d = pack_plan_digest(j), d0 = d;
+        MPI_Bcast(&d0, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        rc = mpi_agree(d == d0 ? 0
+                               : tdc_error(-ESTALE, "%s differs from what rank 0 read (files "
+                                                    "changed during the pack?)",
+                                           argv[optind]));
+    }
+    if (!rc) {
+        take = calloc(pack_ngroups(j) + 1, 1);
+        rc = mpi_agree(take ? deal(j, rank, size, take) : tdc_error(-ENOMEM, "out of memory"));
+    }
+    if (!rc) rc = mpi_agree(pack_run(j, take));
+    /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its
+     * work, as a crash would. */
+    const char *die = getenv("TADOC_MPI_TEST_DIE");
+    if (die && *die && atoi(die) == rank) raise(SIGKILL);
+    if (!rc) rc = mpi_agree(swap_groups(j, take));
+    if (!rc) rc = mpi_agree(pack_shards(j, &all, &nall));
+    if (!rc) {
+        int e = rank ? 0 : vol_replace_begin(out, &vr);
+        have_vr = !rank && !e;
+        rc = mpi_agree(e);
+    }
+    if (!rc) rc = make_tmp(out, rank, tmp, sizeof tmp);
+    have_tmp = !rc;
+    if (!rc) rc = mpi_agree(write_sections(j, take, all, tmp));
+    if (!rc) rc = mpi_agree(rank ? 0 : pack_write_over(j, tmp, &st));
+    if (!rc) rc = mpi_agree(check_shards(j, take, tmp));
+    if (!rank && have_tmp) {
+        if (!rc) {
+            int e = arc_commit(tmp, out); /* > 0: renamed, but the rename not synced */
+            committed = e >= 0;
+            if (e) rc = e < 0 ? e : -EIO;
+        } else {
+            unlink(tmp);
+        }
+    }
+    if (have_vr) vol_replace_end(&vr, committed);
+    if (!rank && !rc && !quiet)
+        fprintf(stderr,
+                "packed %llu files (%llu bytes) into %llu bytes, %llu shards, on %d ranks in "
+                "%.2f s\n",
+                (unsigned long long)st.files, (unsigned long long)st.bytes_in,
+                (unsigned long long)st.bytes_out, (unsigned long long)st.shards, size,
+                MPI_Wtime() - t0);
+    free(all);
+    free(take);
+    pack_job_free(j);
+    return rc ? mpi_report(rc) : EX_OK;
+}
