@@ -91,13 +91,15 @@ anashards_all() {
 }
 
 # tadoc-mpi against its rank count where Open MPI is installed: Brown in 1 MiB shards, and the
-# Linux archive (three analytics).
+# Linux archive (three analytics); pack of Brown.
 mpi_all() {
     "$build/tadoc" pack -q "$data/brown" -o "$data/brown-1M.tdc" --shard-size 1M
     "$top/bench/mpi.sh" "$build" "$data/brown-1M.tdc" "Brown corpus, 1 MiB shards"
     echo
     linux_archive
     ANALYTICS="wordcount sort invindex" "$top/bench/mpi.sh" "$build" "$data/linux.tdc" "Linux 6.1 source tree"
+    echo
+    SHARD_SIZE=1M "$top/bench/mpipack.sh" "$build" "$data/brown" "Brown corpus, 1 MiB shards"
 }
 
 # Writes: through the mount (journal) vs tmpfs and the disk, `tadoc apply` with the papers'
