@@ -3,9 +3,10 @@
  * Keys (words, sequences, paths) are interned in dictionaries (grammar/dict.h), which hold
  * byte strings of any length. Two ways, by the analytic's order:
  * - counts (wordcount, sort, seqcount): each part's lines are dealt, as they arrive, into one
- *   bucket per merging thread by a hash of their key (word or sequence); at the end each
- *   thread sums its buckets' lines by key in a table of its own, and the keys are sorted once
- *   (byte order, then by count for wordcount and seqcount) and printed;
+ *   bucket per merging thread by a hash of their key (word or sequence), and the buckets are
+ *   summed at once, on as many threads, each into the table of its bucket's keys; so the
+ *   merge holds the distinct keys and their counts, never the parts' text. At the end the
+ *   keys are sorted once (byte order, then by count for wordcount and seqcount) and printed;
  * - lists (invindex, termvector, rankedinvindex): each part's text is already in the
  *   analytic's key order (word, path, sequence), so the parts are merged like sorted runs: the
  *   key space is cut into one range per thread at keys sampled from the parts, and each
@@ -82,6 +83,13 @@ static size_t field(const unsigned char *p, const unsigned char *end)
 
 /* ---- the merge ---- */
 
+/* counts: the keys of one hash bucket and their sums so far, under its lock. */
+typedef struct ctab {
+    pthread_mutex_t lock;
+    dict *keys;
+    vec64 cnt;
+} ctab;
+
 struct ana_merge {
     int kind, lists; /* lists: invindex, termvector, rankedinvindex */
     int nt;          /* merging threads */
@@ -89,8 +97,9 @@ struct ana_merge {
     vec32 files;   /* the scope's files by rank */
     dict *paths;   /* their paths, escaped and relative as printed: id = rank */
     pthread_mutex_t lock;
-    buf *part; /* lists: each part's text; counts: nt buckets per part */
+    buf *part; /* lists: each part's text */
     size_t nparts, cap;
+    struct ctab *sum; /* counts: nt tables, one per hash bucket */
     ana_edge *e; /* edges of pieces of files that span parts */
     size_t ne, cape;
 };
@@ -110,6 +119,11 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
     size_t plen = ana_scope_prefix(a, first);
     buf p = {0};
     int rc = (m->paths = dict_new()) ? ana_scope_files(a, first, end, vis, &m->files) : -ENOMEM;
+    if (!rc && !m->lists && !(m->sum = calloc((size_t)m->nt, sizeof *m->sum))) rc = -ENOMEM;
+    for (int t = 0; !rc && m->sum && t < m->nt; t++) {
+        pthread_mutex_init(&m->sum[t].lock, NULL);
+        if (!(m->sum[t].keys = dict_new())) rc = -ENOMEM;
+    }
     for (size_t i = 0; !rc && i < m->files.n; i++) {
         uint32_t id;
         p.n = 0;
@@ -136,10 +150,15 @@ void ana_merge_free(ana_merge *m)
 {
     if (!m) return;
     dict_free(m->paths);
-    size_t nb = m->nparts * (m->lists ? 1 : (size_t)m->nt);
-    for (size_t i = 0; i < nb; i++)
+    for (size_t i = 0; i < m->nparts; i++)
         buf_free(&m->part[i]);
     free(m->part);
+    for (int t = 0; m->sum && t < m->nt; t++) {
+        pthread_mutex_destroy(&m->sum[t].lock);
+        dict_free(m->sum[t].keys);
+        vec64_free(&m->sum[t].cnt);
+    }
+    free(m->sum);
     for (size_t i = 0; i < m->ne; i++)
         buf_free(&m->e[i].words);
     free(m->e);
@@ -199,20 +218,70 @@ static int check_lines(const ana_merge *m, const unsigned char *t, size_t n)
     return 0;
 }
 
+/* Lines "count<TAB>key" (or "key<TAB>count" for sort) added to a table's sums. */
+static int sum_lines(int kind, ctab *c, const buf *b)
+{
+    for (const unsigned char *p = b->p, *end = b->p + b->n; p < end;) {
+        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p)), *key;
+        size_t kn;
+        uint64_t v;
+        uint32_t id;
+        count_line(kind == ANA_SORT ? ANA_SORT : ANA_WORDCOUNT, p, nl, &key, &kn, &v);
+        if (dict_intern(c->keys, key, kn, &id)) return -ENOMEM;
+        while (c->cnt.n <= id)
+            if (vec64_push(&c->cnt, 0)) return -ENOMEM;
+        c->cnt.p[id] += v;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+/* One bucket of a part summed into its table (a thread of add_buckets). */
+typedef struct sjob {
+    ana_merge *m;
+    ctab *c;
+    buf *b;
+    int rc;
+} sjob;
+
+static void *sum_main(void *arg)
+{
+    sjob *j = arg;
+    pthread_mutex_lock(&j->c->lock);
+    j->rc = sum_lines(j->m->kind, j->c, j->b);
+    pthread_mutex_unlock(&j->c->lock);
+    return NULL;
+}
+
+/* The nt buckets bk summed into the nt tables, on nt threads. */
+static int add_buckets(ana_merge *m, buf *bk)
+{
+    sjob j[MAXT];
+    for (int t = 0; t < m->nt; t++)
+        j[t] = (sjob){.m = m, .c = &m->sum[t], .b = &bk[t]};
+    par_run((unsigned)m->nt, sum_main, j, sizeof *j);
+    for (int t = 0; t < m->nt; t++)
+        if (j[t].rc) return tdc_error(j[t].rc, "analytics: out of memory");
+    return 0;
+}
+
 int ana_merge_part(ana_merge *m, buf *text)
 {
-    buf bk[MAXT];
-    int nb = m->lists ? 1 : m->nt;
-    memset(bk, 0, sizeof bk);
-    int rc = m->lists ? check_lines(m, text->p, text->n) : deal(m, text->p, text->n, bk);
-    if (!rc && m->lists) {
-        bk[0] = *text;
-        memset(text, 0, sizeof *text);
+    if (!m->lists) {
+        buf bk[MAXT];
+        memset(bk, 0, sizeof bk);
+        int rc = deal(m, text->p, text->n, bk);
+        if (!rc) rc = add_buckets(m, bk);
+        for (int t = 0; t < m->nt; t++)
+            buf_free(&bk[t]);
+        buf_free(text);
+        return rc;
     }
+    int rc = check_lines(m, text->p, text->n);
     pthread_mutex_lock(&m->lock);
     if (!rc && m->nparts == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 16;
-        buf *x = realloc(m->part, cap * (size_t)nb * sizeof *x);
+        buf *x = realloc(m->part, cap * sizeof *x);
         if (x) {
             m->part = x;
             m->cap = cap;
@@ -220,11 +289,11 @@ int ana_merge_part(ana_merge *m, buf *text)
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
         }
     }
-    if (!rc) memcpy(&m->part[m->nparts++ * (size_t)nb], bk, (size_t)nb * sizeof *bk);
+    if (!rc) {
+        m->part[m->nparts++] = *text;
+        memset(text, 0, sizeof *text);
+    }
     pthread_mutex_unlock(&m->lock);
-    if (rc)
-        for (int i = 0; i < nb; i++)
-            buf_free(&bk[i]);
     return rc;
 }
 
@@ -464,70 +533,25 @@ static int cross_part(ana_merge *m, buf *out)
 
 /* ---- counts: the buckets summed by key on nt threads ---- */
 
-typedef struct cjob {
-    ana_merge *m;
-    int t;
-    const buf *extra; /* the crossing sequences' buckets (seqcount), or NULL */
-    dict *keys;
-    vec64 cnt;
-    int rc;
-} cjob;
-
-static int sum_lines(cjob *j, const buf *b)
-{
-    for (const unsigned char *p = b->p, *end = b->p + b->n; p < end;) {
-        const unsigned char *nl = memchr(p, '\n', (size_t)(end - p)), *key;
-        size_t kn;
-        uint64_t v;
-        uint32_t id;
-        count_line(j->m->kind == ANA_SORT ? ANA_SORT : ANA_WORDCOUNT, p, nl, &key, &kn, &v);
-        if (dict_intern(j->keys, key, kn, &id)) return -ENOMEM;
-        while (j->cnt.n <= id)
-            if (vec64_push(&j->cnt, 0)) return -ENOMEM;
-        j->cnt.p[id] += v;
-        p = nl + 1;
-    }
-    return 0;
-}
-
-static void *count_main(void *arg)
-{
-    cjob *j = arg;
-    ana_merge *m = j->m;
-    for (size_t i = 0; !j->rc && i < m->nparts; i++)
-        j->rc = sum_lines(j, &m->part[i * (size_t)m->nt + (size_t)j->t]);
-    if (!j->rc && j->extra) j->rc = sum_lines(j, &j->extra[j->t]);
-    return NULL;
-}
-
 static int finish_counts(ana_merge *m, buf *out)
 {
     buf extra[MAXT];
     memset(extra, 0, sizeof extra);
     int rc = each_crossing(m, m->kind == ANA_SEQCOUNT ? cross_count : NULL, extra);
-    cjob *j = calloc((size_t)m->nt, sizeof *j);
-    if (!rc && !j) rc = -ENOMEM;
-    if (!rc) {
-        for (int t = 0; t < m->nt; t++)
-            if (!(j[t] = (cjob){.m = m, .t = t, .extra = extra, .keys = dict_new()}).keys)
-                rc = -ENOMEM;
-        if (!rc) par_run((unsigned)m->nt, count_main, j, sizeof *j);
-        for (int t = 0; t < m->nt && !rc; t++)
-            rc = j[t].rc;
-    }
+    if (!rc && m->kind == ANA_SEQCOUNT) rc = add_buckets(m, extra);
     size_t n = 0;
     for (int t = 0; !rc && t < m->nt; t++)
-        n += dict_count(j[t].keys);
+        n += dict_count(m->sum[t].keys);
     ana_wrec *w = rc ? NULL : malloc((n ? n : 1) * sizeof *w);
     ana_crec *c = rc ? NULL : malloc((n ? n : 1) * sizeof *c);
     if (!rc && (!w || !c)) rc = -ENOMEM;
     size_t k = 0;
     for (int t = 0; !rc && t < m->nt; t++)
-        for (uint32_t i = 0; i < dict_count(j[t].keys); i++) {
+        for (uint32_t i = 0; i < dict_count(m->sum[t].keys); i++) {
             size_t len;
-            const unsigned char *p = dict_bytes(j[t].keys, i, &len);
+            const unsigned char *p = dict_bytes(m->sum[t].keys, i, &len);
             w[k] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, (uint32_t)k};
-            c[k++] = (ana_crec){p, len, j[t].cnt.p[i]};
+            c[k++] = (ana_crec){p, len, m->sum[t].cnt.p[i]};
         }
     int threads = m->nt > 1 ? 2 : 1;
     if (!rc) rc = ana_sort_words(w, n, threads);
@@ -536,16 +560,11 @@ static int finish_counts(ana_merge *m, buf *out)
     size_t kept = 0;
     for (size_t i = 0; !rc && i < n; i++)
         if (c[w[i].id].cnt) o[kept++] = c[w[i].id];
+    free(w);
+    free(c);
     if (!rc && m->kind != ANA_SORT) rc = ana_by_count(o, kept);
     if (!rc) rc = ana_print_counts(o, kept, m->kind != ANA_SORT, out, threads);
     free(o);
-    free(w);
-    free(c);
-    for (int t = 0; j && t < m->nt; t++) {
-        dict_free(j[t].keys);
-        vec64_free(&j[t].cnt);
-    }
-    free(j);
     for (int t = 0; t < MAXT; t++)
         buf_free(&extra[t]);
     return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;

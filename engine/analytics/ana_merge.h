@@ -54,8 +54,8 @@ const vec32 *ana_merge_files(const ana_merge *m);
 
 /* Add one part's output text, taken over (text is left empty): what the analytic prints for
  * the scope on that part. -EBADMSG when a line is not one the analytic prints, -ENOMEM. Its
- * lines are checked and, for the analytics of counts, dealt to the merging threads here, in
- * the caller's thread. */
+ * lines are checked here; for the analytics of counts they are also summed into the merge's
+ * tables here (on as many threads as the merge has), and the text is freed. Thread-safe. */
 int ana_merge_part(ana_merge *m, buf *text);
 
 /* Add one piece's edge; its words move into the merge (e->words is left empty). */
