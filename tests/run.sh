@@ -8,6 +8,10 @@ cd "$top"
 BUILD=${BUILD:-build/rel}
 export TADOC="$top/$BUILD/tadoc" TADOCFS="$top/$BUILD/tadocfs" TESTBIN="$top/$BUILD/tests"
 export CORPORA="$top/tests/tmp/corpora"
+# The daemon without a sanitizer, for tests that measure its memory (a sanitizer's shadow
+# memory and quarantine are not the daemon's): make test builds build/rel first.
+export TADOCFS_PLAIN="$TADOCFS"
+[ -x "$top/build/rel/tadocfs" ] && TADOCFS_PLAIN="$top/build/rel/tadocfs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
 export CMOCKA_MESSAGE_OUTPUT=TAP

@@ -246,3 +246,50 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
         wait_unmounted "$M"
     done
 }
+
+# The daemon serving mountpoint $1: its pid, from the mount's source (the archive's path).
+daemon_pid() { pgrep -n -f "$(basename "$TADOCFS_PLAIN") $1"; }
+# Its peak resident memory (VmHWM) in KiB.
+peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+
+@test "shards: under -o mem= the daemon's peak memory stays within the budget plus a fixed overhead" {
+    # The normal build's daemon: under a sanitizer, resident memory is mostly the sanitizer's
+    # (shadow memory, the freed-memory quarantine). Tree: the test corpora, about 14 MB, in
+    # 64K shards, so that the budget holds a few percent of the archive's shards.
+    cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
+    [ "$(shards_of "$S/a.tdc")" -gt 150 ]
+    M=$S/m
+    mkdir "$M"
+    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o ro,mem=2M 3>&-
+    wait_mounted "$M"
+    pid=$(daemon_pid "$S/a.tdc")
+    # Metadata never loads a shard; the first byte of a file loads its shard alone.
+    find "$M" -type f | wc -l >/dev/null
+    ls -lR "$M" >/dev/null
+    stat "$M/brown/ca01" >/dev/null
+    [ "$(cache_field "$M" loads)" -eq 0 ]
+    [ "$(head -c 16 "$M/brown/cn01")" = "$(head -c 16 "$T/brown/cn01")" ]
+    [ "$(cache_field "$M" loads)" -eq 1 ]
+    # Full tar, a recursive grep and 8 parallel readers, all exact.
+    tar cf - -C "$M" . | tar xf - -C "$S" --one-top-level=out
+    diff -r "$T" "$S/out"
+    diff <(cd "$M" && grep -r -c the . | sort) <(cd "$T" && grep -r -c the . | sort)
+    for d in brown linux-slice a b; do
+        for k in 1 2; do
+            (cd "$M/$d" && find . -type f | sort | xargs cat | cksum >"$S/ck.$d.$k") &
+        done
+    done
+    wait
+    for d in brown linux-slice a b; do
+        [ "$(cat "$S/ck.$d.1")" = "$(cd "$T/$d" && find . -type f | sort | xargs cat | cksum)" ]
+        cmp "$S/ck.$d.1" "$S/ck.$d.2"
+    done
+    [ "$(cache_field "$M" evictions)" -gt 100 ]
+    [ "$(cache_field "$M" whole-archive)" -eq 0 ]
+    # The budget, 2 MiB, plus the fixed overhead: the file table, libfuse's threads and
+    # buffers, one span being decoded per reading thread, the allocator's slack.
+    peak=$(peak_kib "$pid")
+    echo "peak $peak KiB"
+    [ "$peak" -le $((2048 + 14336)) ]
+}
