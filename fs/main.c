@@ -4,6 +4,7 @@
  * Exit status: 0 clean unmount, 1 mount or I/O failure, 2 usage error, 3 corrupt archive. */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -96,10 +97,12 @@ static const char usage[] =
     "                         loads in the background, and a read meanwhile loads only\n"
     "                         its file's shards; a damaged grammar makes reads fail with\n"
     "                         EIO, logged)\n"
-    "  -o mem=BYTES           never load the whole archive for reads: a read loads only its\n"
+    "  -o mem=BYTES|whole     never load the whole archive for reads: a read loads only its\n"
     "                         file's shards, kept within BYTES (K, M, G; least recently used\n"
-    "                         dropped). Analytics and compaction still load the whole\n"
-    "                         archive (default: none)\n"
+    "                         dropped); virtual files go shard by shard. whole: always load\n"
+    "                         the whole archive. Default: whole where the archive loaded\n"
+    "                         whole is estimated to fit in an eighth of RAM (256M at least),\n"
+    "                         else that budget; user.tadoc.shard_cache shows the budget\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
     "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs defaults 0 0\n"
@@ -132,6 +135,23 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
         return -1;
     }
     return 1;
+}
+
+/* The default memory budget: an eighth of the memory this process may use (RAM, or its
+ * control group's limit where that is lower, as in a container), 256 MiB at least. A daemon
+ * serving one corpus leaves the rest to the page cache (which holds the compressed archive)
+ * and the programs reading it; an archive whose whole load fits within it loads whole, as
+ * reads and analytics are fastest so, and a larger one is read shard by shard within it. */
+static uint64_t default_mem(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* "max" where there is no limit */
+    if (f) {
+        if (fscanf(f, "%" SCNu64, &lim) == 1 && lim < ram) ram = lim;
+        fclose(f);
+    }
+    return ram / 8 > ((uint64_t)256 << 20) ? ram / 8 : (uint64_t)256 << 20;
 }
 
 /* Background events: syslog, and the terminal of a foreground daemon. */
@@ -293,10 +313,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
-    uint64_t mem = 0;
-    if (o.mem && (parse_size(o.mem, &mem) || !mem || o.preload)) {
-        fprintf(stderr, "tadocfs: mem= must be a number of bytes above 0 (K, M, G allowed), "
-                        "without preload\n");
+    uint64_t mem = 0, mem_auto = o.preload ? 0 : default_mem();
+    if (o.mem && !strcmp(o.mem, "whole")) {
+        mem_auto = 0;
+    } else if (o.mem && (parse_size(o.mem, &mem) || !mem || o.preload)) {
+        fprintf(stderr, "tadocfs: mem= must be a number of bytes above 0 (K, M, G allowed) or "
+                        "whole, without preload\n");
         ret = EX_USAGE;
         goto out_args;
     }
@@ -321,6 +343,7 @@ int main(int argc, char **argv)
                    .be = c.be,
                    .lazy = !o.preload,
                    .mem = mem,
+                   .mem_auto = mem_auto,
                    .log = log_event};
     jrnl_stats js;
     if (!(c.vsize = calloc(FS_VSIZE_SLOTS, sizeof *c.vsize))) {
@@ -344,7 +367,9 @@ int main(int argc, char **argv)
     c.gid = o.gid_set ? o.gid : (uint32_t)-1;
     /* Every change goes through this daemon, which tells the kernel about it. */
     c.timeout = 86400;
-    c.mem = mem;
+    vol_info vi;
+    vol_get_info(c.v, &vi);
+    c.mem = vi.budget; /* mem=, or the default budget the archive's size called for */
 
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_arc;

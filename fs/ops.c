@@ -1067,9 +1067,10 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
         else if (!strcmp(name, "shard_cache")) /* reads served from their files' shards */
             snprintf(v, n,
                      "%" PRIu64 " reads; %" PRIu64 " spans kept, %" PRIu64 " bytes; %" PRIu64
-                     " loads, %" PRIu64 " hits, %" PRIu64 " evictions; %d whole-archive",
+                     " loads, %" PRIu64 " hits, %" PRIu64 " evictions; %d whole-archive; %" PRIu64
+                     " budget",
                      in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_hits,
-                     in.span_evictions, in.whole);
+                     in.span_evictions, in.whole, in.budget);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
             return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else

@@ -728,6 +728,9 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     }
     if (o->writable) remove_stale_temps(archive);
     if ((rc = arc_open_meta(archive, &v->a))) goto fail;
+    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1 &&
+        arc_mem_estimate(v->a) > o->mem_auto)
+        v->o.mem = o->mem_auto;
     if (!o->lazy && (rc = vol_data(v))) goto fail;
     if ((rc = load_archive(v))) goto fail;
     v->replaying = 1;
@@ -1436,6 +1439,7 @@ void vol_get_info(vol *v, vol_info *in)
     in->span_evictions = v->span_evictions;
     in->spans = v->nspans;
     in->span_bytes = v->span_bytes;
+    in->budget = v->o.mem;
     pthread_mutex_unlock(&v->splock);
     in->whole = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
     for (uint64_t i = 0; i < v->cap; i++)

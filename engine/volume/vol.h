@@ -46,7 +46,10 @@ typedef struct vol_opts {
     uint64_t mem; /* with lazy: no background load; reads load only their file's shards,
                      kept within `mem` bytes (least recently used dropped). What needs the
                      whole archive (analytics, compaction) still loads it, and the budget
-                     holds no more after. 0: none */
+                     holds no more after. 0: none, or mem_auto's choice */
+    uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem when the
+                          archive loaded whole would need more (arc_mem_estimate) and is of
+                          several shards; 0: always load it whole */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
     /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`
@@ -241,6 +244,7 @@ typedef struct vol_info {
      * or under vol_opts.mem), the shard spans loaded for them, found kept, and dropped to
      * make room, and the spans kept now and their bytes. */
     uint64_t early_reads, span_loads, span_hits, span_evictions, spans, span_bytes;
+    uint64_t budget; /* the budget reads keep their spans within (vol_opts.mem), or 0 */
     int whole; /* the whole archive is loaded (dictionary, grammar, index) */
 } vol_info;
 

@@ -197,6 +197,15 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     run "$TADOCFS" "$S/a.tdc" "$M" -o mem=0
     [ "$status" -eq 2 ]
     [[ "$output" == *"mem= must be"* ]]
+    # By default an archive this small loads whole (no budget), as with mem=whole.
+    for opt in ro ro,mem=whole; do
+        mnt "$S/a.tdc" "$M" -o "$opt"
+        wait_mounted "$M"
+        [ "$(cache_field "$M" budget)" -eq 0 ]
+        diff -r "$T" "$M"
+        fusermount3 -u "$M"
+        wait_unmounted "$M"
+    done
 }
 
 @test "shards: a compaction that copies shards reads back only what moved, and every file reads exactly" {
@@ -264,6 +273,7 @@ peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
     "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o ro,mem=2M 3>&-
     wait_mounted "$M"
     pid=$(daemon_pid "$S/a.tdc")
+    [ "$(cache_field "$M" budget)" -eq 2097152 ]
     # Metadata never loads a shard; the first byte of a file loads its shard alone.
     find "$M" -type f | wc -l >/dev/null
     ls -lR "$M" >/dev/null

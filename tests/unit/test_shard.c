@@ -388,6 +388,30 @@ static void test_reads_under_a_budget(void **state)
     arc_free(a);
 }
 
+/* Without mem, a lazy open takes mem_auto as its budget only when the archive loaded whole
+ * would need more (arc_mem_estimate, which errs high: it is above what the load holds). */
+static void test_default_budget(void **state)
+{
+    (void)state;
+    arc *m, *a;
+    assert_int_equal(arc_open_meta(sharded, &m), 0);
+    uint64_t est = arc_mem_estimate(m);
+    assert_int_equal(arc_open(sharded, &a), 0);
+    assert_true(est > arc_mem(a));
+    arc_free(a);
+    arc_free(m);
+    for (int pass = 0; pass < 2; pass++) {
+        vol_opts o = {.lazy = 1, .mem_auto = pass ? est - 1 : est};
+        vol *v;
+        vol_info in;
+        assert_int_equal(vol_open(sharded, &o, &v, NULL), 0);
+        assert_int_equal(vol_start(v), 0);
+        vol_get_info(v, &in);
+        assert_int_equal(in.budget, pass ? est - 1 : 0);
+        vol_close(v);
+    }
+}
+
 static void append_zz(vol *v);
 
 /* Under a budget, a file with edits not yet compacted reads its archived bytes from spans
@@ -1007,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_same_content),
         cmocka_unit_test(test_compaction_check_follows_the_edit),
         cmocka_unit_test(test_default_shard_size),
+        cmocka_unit_test(test_default_budget),
         cmocka_unit_test(test_no_empty_shard),
         cmocka_unit_test(test_compaction_shard_size),
     };
