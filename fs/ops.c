@@ -578,14 +578,47 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 /* ---------------- virtual files ---------------- */
 
+/* search_text's output: a file's occurrences as lines "path:offset". */
+typedef struct search_out {
+    const arc *a;
+    const vec32 *files;
+    size_t plen; /* the scope's prefix, cut from paths */
+    buf *out;
+} search_out;
+
+static int search_lines(void *ctx, size_t i, const vec64 *offs)
+{
+    search_out *so = ctx;
+    const char *p = so->a->ents[so->files->p[i]].path + so->plen;
+    for (size_t j = 0; j < offs->n; j++) {
+        char num[32];
+        int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs->p[j]);
+        if (buf_put(so->out, p, strlen(p)) || buf_put(so->out, num, (size_t)n)) return -ENOMEM;
+    }
+    return 0;
+}
+
 /* "path:offset" for every occurrence of the word in the subtree's files visible in vis
  * (every name of a hard-linked file its own), paths relative to it, in path order; found
- * through the word index without reading the files. */
+ * through the word index without reading the files: the archive's, built once per
+ * generation, or, for a view of the file table alone (under -o mem=), each span's in turn.
+ * -EAGAIN from the spans: the whole archive was loaded meanwhile. */
 static int search_text(fs_ctx *c, const vol_view *w, const char *word, const unsigned char *vis,
                        buf *out)
 {
     int rc = 0;
     idx_words *words = NULL;
+    uint32_t dir = (uint32_t)w->ent;
+    vec32 files = {0};
+    search_out so = {w->a, &files, ana_scope_prefix(w->a, dir), out};
+    if (w->a->pending) {
+        rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), vis, &files);
+        if (!rc)
+            rc = vol_view_search((vol_view *)w, files.p, files.n, word, strlen(word),
+                                 search_lines, &so);
+        vec32_free(&files);
+        return rc;
+    }
     if (w->own) {
         rc = idx_words_build(w->x, &words); /* a snapshot: its own index, not kept */
     } else {
@@ -603,20 +636,12 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
         pthread_mutex_unlock(&c->slock);
     }
     if (rc) return rc;
-    uint32_t dir = (uint32_t)w->ent;
-    size_t plen = ana_scope_prefix(w->a, dir);
-    vec32 files = {0};
     vec64 offs = {0};
     rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), vis, &files);
     for (size_t i = 0; i < files.n && !rc; i++) {
         offs.n = 0;
         rc = idx_search(words, files.p[i], word, strlen(word), &offs);
-        const char *p = w->a->ents[files.p[i]].path + plen;
-        for (size_t j = 0; j < offs.n && !rc; j++) {
-            char num[32];
-            int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs.p[j]);
-            rc = buf_put(out, p, strlen(p)) || buf_put(out, num, (size_t)n) ? -ENOMEM : 0;
-        }
+        if (!rc) rc = search_lines(&so, i, &offs);
     }
     if (w->own) idx_words_free(words);
     vec32_free(&files);
@@ -676,7 +701,14 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
     unsigned char *vis = NULL;
     int rc = fs_who_of(req, c, &who);
     if (rc) return rc;
-    if ((rc = vol_view_open(c->v, dir, word != NULL, &w))) {
+    /* A search under -o mem= goes span by span over the file table alone where it can; a
+     * view that is not the file table needs its index. */
+    rc = vol_view_open(c->v, dir, word != NULL && !c->mem, &w);
+    if (!rc && word && !w.a->pending && !w.x) {
+        vol_view_close(&w);
+        rc = vol_view_open(c->v, dir, 1, &w);
+    }
+    if (rc) {
         fs_who_free(&who);
         return rc;
     }
@@ -691,11 +723,14 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
         rc = vcache_get(&c->vc, &k, out);
         if (rc == 0) {
             rc = word ? search_text(c, &w, word, vis, out) : analytic_text(c, &w, kind, vis, out);
-            if (rc == -ENOTSUP && w.a->pending) { /* the file table alone would not do */
+            /* the file table alone would not do, or the spans went with a whole load */
+            if ((rc == -ENOTSUP || rc == -EAGAIN) && w.a->pending) {
                 out->n = 0;
                 vol_view_close(&w);
                 rc = vol_view_open(c->v, dir, 1, &w);
-                if (!rc) rc = analytic_text(c, &w, kind, vis, out);
+                if (!rc)
+                    rc = word ? search_text(c, &w, word, vis, out)
+                              : analytic_text(c, &w, kind, vis, out);
             }
             if (!rc) vcache_put(&c->vc, &k, out); /* when it cannot, the next one recomputes */
         } else if (rc == 1) {

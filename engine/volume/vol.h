@@ -285,6 +285,16 @@ typedef struct vol_view {
 int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w);
 void vol_view_close(vol_view *w);
 
+/* For a view of the file table alone (w->a->pending): the byte offsets of every whole-word
+ * occurrence of `word` in each of files[0..n) (entries of w->a), from the word index of the
+ * shards that hold the file, built for one span at a time (spans come from and go back to
+ * the read cache, so memory stays within the budget plus one span's word index); emit(ctx,
+ * i, offs) for each file in order. -EAGAIN when the whole archive was loaded meanwhile (the
+ * spans are gone: open the view again), -EBADMSG for a file in a damaged shard, or emit's
+ * error. */
+int vol_view_search(vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
+                    int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx);
+
 /* The archive's path. */
 const char *vol_path(const vol *v);
 

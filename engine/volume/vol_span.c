@@ -13,6 +13,7 @@
 
 #include "vol_int.h"
 #include "../base/err.h"
+#include "../index/words.h"
 
 /* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
 #define VOL_EARLY_SPANS 4
@@ -262,6 +263,43 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
     if (k >= 0) __atomic_fetch_add(&v->early_reads, 1, __ATOMIC_RELAXED);
     span_put(v, s);
     return k;
+}
+
+int vol_view_search(vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
+                    int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx)
+{
+    vol *v = w->v;
+    vol_span *s = NULL;
+    idx_words *words = NULL; /* s's word index, built when s changes */
+    vec64 offs = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        uint32_t c;
+        vol_span *t = span_get(v, s, files[i], &c);
+        if (!t) {
+            rc = -EAGAIN;
+            break;
+        }
+        if (t == s) {
+            span_put(v, t); /* the reference held already */
+        } else {
+            idx_words_free(words);
+            words = NULL;
+            if (s) span_put(v, s);
+            s = t;
+            rc = idx_words_build(s->x, &words);
+        }
+        int64_t l = rc ? -1 : local_entry(s, c);
+        offs.n = 0;
+        if (!rc && l < 0) rc = -EAGAIN;
+        if (!rc) rc = arc_entry_damaged(s->a, (uint32_t)l);
+        if (!rc) rc = idx_search(words, (uint32_t)l, word, wn, &offs);
+        if (!rc) rc = emit(ctx, i, &offs);
+    }
+    idx_words_free(words);
+    if (s) span_put(v, s);
+    vec64_free(&offs);
+    return rc;
 }
 
 void vol_spans_drop(vol *v)
