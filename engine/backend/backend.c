@@ -360,6 +360,23 @@ static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32
 }
 #endif
 
+int backend_cli_gpu_wins(int kind, uint64_t scope_bytes, uint64_t archive_bytes, unsigned cores,
+                         int fits)
+{
+    /* Seconds per GB of content, from bench/gpumodes.sh on Linux 6.1 (1.3 GB, 41 shards):
+     * CPU core-seconds; GPU whole archive; GPU shard by shard. */
+    static const double cost[ANA_NIDS][3] = {
+        [ANA_WORDCOUNT] = {26.4, 3.83, 4.34},   [ANA_SORT] = {23.0, 3.77, 4.54},
+        [ANA_INVINDEX] = {74.8, 4.07, 6.96},    [ANA_TERMVECTOR] = {52.4, 4.37, 5.89},
+        [ANA_SEQCOUNT] = {263.3, 4.25, 12.56}, [ANA_RANKEDINVINDEX] = {246.3, 6.17, 14.13},
+    };
+    if (kind < 0 || kind >= ANA_NIDS || !cores) return 0;
+    double cpu = cost[kind][0] * ((double)scope_bytes / 1e9) / cores;
+    double gpu = fits ? cost[kind][1] * ((double)archive_bytes / 1e9)
+                      : cost[kind][2] * ((double)scope_bytes / 1e9);
+    return gpu < cpu;
+}
+
 int backend_gpu_fits(backend *b, const arc *a)
 {
 #ifdef TDC_HAVE_CUDA

@@ -36,6 +36,16 @@ int backend_mode_parse(const char *s);
  * uploading and indexing the archive (hundreds of ms). */
 #define BACKEND_CLI_AUTO_MIN_BYTES ((uint64_t)64 << 20)
 
+/* For the tadoc tool, past that threshold, on an archive of several shards: whether auto gives
+ * analytic `kind` of a scope of scope_bytes to the GPU rather than to the CPU shard by shard
+ * on `cores` cores. The GPU takes the whole archive of archive_bytes (loaded, uploaded and
+ * prepared in this process) when it fits (`fits`), else the scope's shards one at a time.
+ * Each side's time is a cost per GB of content measured for each analytic on an H100 host
+ * (bench/results/gpu.md, "One process per analytic": the CPU in core-seconds, shard by shard
+ * on all 16 cores and the merge; the GPU end to end, the process's start included). */
+int backend_cli_gpu_wins(int kind, uint64_t scope_bytes, uint64_t archive_bytes, unsigned cores,
+                         int fits);
+
 /* From measurement (bench/results/gpu.md, "One read: CPU vs GPU"; gpucheck --reads): one read
  * on the GPU (requests up, extract, bytes back into pinned memory, copied out) costs nearly the
  * same whatever its size up to about 128 KiB, while a read on a CPU core grows with its bytes;
