@@ -649,10 +649,11 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
     return rc;
 }
 
-/* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard on the
- * CPU: as many shards at once as the budget holds, taking each to need about its content's
- * bytes, at least one. -ENOTSUP when it must be loaded whole instead (the analytics options
- * say so, a version 1 to 3 archive, or a word cut between shards). */
+/* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard: as many
+ * shards at once as the budget holds, taking each to need about its content's bytes, at
+ * least one; each shard's part on the GPU under -o gpu=on (backend_by_shard), else on the
+ * CPU. -ENOTSUP when it must be loaded whole instead (the analytics options say so, a version
+ * 1 to 3 archive, or a word cut between shards). */
 static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint32_t end,
                     const unsigned char *vis, buf *out)
 {
@@ -663,7 +664,7 @@ static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint
         if (a->shards[k].bytes > big) big = a->shards[k].bytes;
     if (!o.shards) o.shards = c->mem / big < 1 ? 1 : c->mem / big > 256 ? 256 : (int)(c->mem / big);
     ana_ctx *ac = ana_ctx_new(&o);
-    int rc = ac ? ana_by_shard(ac, NULL, NULL, (int)kind, a, first, end, vis, out) : -ENOMEM;
+    int rc = ac ? backend_by_shard(c->be, ac, (int)kind, a, first, end, vis, out) : -ENOMEM;
     ana_ctx_free(ac);
     return rc;
 }

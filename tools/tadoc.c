@@ -818,7 +818,7 @@ static int run_analytic(int argc, char **argv, int kind)
     }
     if (!whole) {
         backend_set_mode(be, gpu ? BACKEND_ON : BACKEND_OFF);
-        rc = backend_by_shard(be, kind, a, (uint32_t)first, end, NULL, &out);
+        rc = backend_by_shard(be, NULL, kind, a, (uint32_t)first, end, NULL, &out);
         if (rc == -ENOTSUP) {
             whole = 1;
             rc = 0;

@@ -395,8 +395,8 @@ int backend_gpu_fits(backend *b, const arc *a)
 #endif
 }
 
-int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
-                     const unsigned char *vis, buf *out)
+int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
+                     uint32_t end, const unsigned char *vis, buf *out)
 {
     ana_part_fn fn = NULL;
 #ifdef TDC_HAVE_CUDA
@@ -410,7 +410,7 @@ int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint
         if (b->ndev > 0) fn = part_on_gpu;
     }
 #endif
-    return ana_by_shard(b->ana, fn, b, kind, meta, first, end, vis, out);
+    return ana_by_shard(c ? c : b->ana, fn, b, kind, meta, first, end, vis, out);
 }
 
 void backend_release(backend *b, const arc *a)

@@ -125,15 +125,16 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
                      uint32_t end, const unsigned char *vis, buf *out);
 
 /* backend_analytic for `meta`, an archive of several shards opened by arc_open_meta and not
- * loaded: shard by shard (ana_by_shard), each shard loaded alone. With b's mode on and a
+ * loaded: shard by shard (ana_by_shard with the analytics context c, or b's own when NULL:
+ * c's options say how many shards at once), each shard loaded alone. With b's mode on and a
  * usable GPU, each shard's part is computed on the GPU (the shard uploaded for it alone and
  * dropped after, so an archive of any size streams through the GPU's memory one shard at a
  * time while worker threads decode the next shards), spread over every visible device
  * (CUDA_VISIBLE_DEVICES; up to BACKEND_MAX_GPUS, one shard at a time on each); else, or when
  * the GPU fails on a shard (counted as a fallback), on the CPU. The output is the same either
  * way; errors as ana_by_shard. */
-int backend_by_shard(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
-                     const unsigned char *vis, buf *out);
+int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
+                     uint32_t end, const unsigned char *vis, buf *out);
 
 /* 1 when archive a (opened, loaded or not) is estimated to fit on the GPU whole, uploaded,
  * indexed and analysed: within b's gpu_mem, or half of the device's free memory; 0 when not,

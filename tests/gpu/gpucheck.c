@@ -661,11 +661,11 @@ static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
             double t1 = now_ms();
             backend_set_mode(B, BACKEND_ON);
             unsigned long long r0 = gpu_requests(st, sizeof st);
-            if (!s && backend_by_shard(B, k, m, first, end, NULL, &got)) /* warm the devices */
+            if (!s && backend_by_shard(B, NULL, k, m, first, end, NULL, &got)) /* warm the devices */
                 DIE("backend_by_shard");
             got.n = 0;
             t1 = now_ms();
-            if (backend_by_shard(B, k, m, first, end, NULL, &got)) DIE("backend_by_shard");
+            if (backend_by_shard(B, NULL, k, m, first, end, NULL, &got)) DIE("backend_by_shard");
             double t2 = now_ms();
             if (!same(&got, &want))
                 FAIL("backend_by_shard %s [%u, %u) differs", ana_table[k].name, first, end);
@@ -676,7 +676,7 @@ static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
             backend_set_mode(B, BACKEND_OFF);
             got.n = 0;
             double t3 = now_ms();
-            if (backend_by_shard(B, k, m, 0, a->nents, NULL, &got) || !same(&got, &want))
+            if (backend_by_shard(B, NULL, k, m, 0, a->nents, NULL, &got) || !same(&got, &want))
                 FAIL("backend_by_shard %s on the CPU differs", ana_table[k].name);
             double t4 = now_ms();
             printf("  %-14s %14.1f %14.1f %14.1f\n", ana_table[k].name, t2 - t1, t4 - t3, t1 - t0);

@@ -188,6 +188,21 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
             umount "$m" 2>/dev/null || fusermount3 -u "$m"
         done
     done
+    # Under -o mem= with gpu=on, the virtual files of the sharded archive go shard by shard
+    # through the GPU (the whole archive never loaded) and equal the CPU's.
+    if [ -z "${READS_ONLY:-}" ] && build/rel/tadocfs -o ro,gpu=on,mem=1M "$tmp/shards.tdc" "$m"; then
+        for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+            cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$tmp/shards.tdc") ||
+                { echo "gpu=on,mem=1M .$an of shards differs from the CPU"; status=1; }
+        done
+        backend_of "$m" | grep -q 'shard parts by gpu: 0: [1-9]' ||
+            { echo "gpu=on,mem=1M: no shard part on the GPU: $(backend_of "$m")"; status=1; }
+        echo "mount shards gpu=on,mem=1M: every virtual file shard by shard on the GPU equals the CPU; $(backend_of "$m")"
+        umount "$m" 2>/dev/null || fusermount3 -u "$m"
+    elif [ -z "${READS_ONLY:-}" ]; then
+        echo "mount -o gpu=on,mem=1M of shards FAILED"
+        status=1
+    fi
     # Mounted read throughput by mode, on an archive of large files (READS_ARCHIVE, default
     # tests/tmp/gpubig/linux-cat.tdc when present; tests/gpu/mkcat.sh makes it): the crossover
     # table first, then each mode on a fresh mount (the FUSE page cache empty; the load and the
