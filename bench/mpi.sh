@@ -8,24 +8,13 @@
 #   ANALYTICS="wordcount ..." (default all six); RANKS="1 2 ..."
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR ARCHIVE NAME" >&2; exit 2; }
+source "$(dirname "$0")/lib.sh"
 build=$1 a=$2 name=$3
-tadoc="$build/tadoc" mpi="$build/tadoc-mpi"
-[ -x "$mpi" ] || { echo "$0: $mpi: not built (Open MPI missing)" >&2; exit 1; }
-w=$(mktemp -d "${BENCH_TMP:-/tmp}/mpibench.XXXXXX")
-trap 'rm -rf "$w"' EXIT
+mpi_setup "$build"
 analytics=${ANALYTICS:-wordcount sort invindex termvector seqcount rankedinvindex}
-cpus=$(nproc)
-ranks=${RANKS:-$(n=1; while [ "$n" -lt "$cpus" ]; do printf '%s ' "$n"; n=$((n * 2)); done; echo "$cpus")}
 bytes=$("$tadoc" stat "$a" | awk '/^content/ {print $2}')
 shards=$("$tadoc" stat "$a" | awk '/^shards/ {print $2}')
 
-secs() { # CMD...: wall seconds, output to $w/out
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" >"$w/out"
-    t1=$(date +%s.%N)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }'
-}
 rate() { awk -v b="$bytes" -v s="$1" 'BEGIN { printf "%.0f", b / 1e6 / s }'; }
 
 echo "### $name: $(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}') MB of content, $shards shards, $cpus CPUs"
@@ -40,16 +29,15 @@ echo "$head"
 echo "$sep"
 bad=0
 for an in $analytics; do
-    one=$(TADOC_SHARDS=1 secs "$tadoc" "$an" "$a")
+    one=$(TADOC_SHARDS=1 wall "$tadoc" "$an" "$a")
     cp "$w/out" "$w/want"
-    all=$(secs "$tadoc" "$an" "$a")
+    all=$(wall "$tadoc" "$an" "$a")
     row="| $an | $one | $all"
     base=""
     for r in $ranks; do
         # the output into a file (-o): through mpirun's forwarded stdout it would cost more
         # than the analytic; ranks unbound, so that each rank's threads may use every core
-        s=$(TADOC_SHARDS=1 secs mpirun --allow-run-as-root --oversubscribe --bind-to none \
-            -n "$r" "$mpi" "$an" "$a" -o "$w/mpi.out")
+        s=$(TADOC_SHARDS=1 wall mpi_run "$r" "$an" "$a" -o "$w/mpi.out")
         mv "$w/mpi.out" "$w/out"
         if ! cmp -s "$w/out" "$w/want"; then
             row="$row | MISMATCH"

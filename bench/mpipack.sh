@@ -8,27 +8,15 @@
 #   SHARD_SIZE=SIZE (default: tadoc pack's); RANKS="1 2 ..."
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR DIR NAME" >&2; exit 2; }
+source "$(dirname "$0")/lib.sh"
 build=$1 dir=$2 name=$3
-tadoc="$build/tadoc" mpi="$build/tadoc-mpi"
-[ -x "$mpi" ] || { echo "$0: $mpi: not built (Open MPI missing)" >&2; exit 1; }
-w=$(mktemp -d "${BENCH_TMP:-/tmp}/mpipack.XXXXXX")
-trap 'rm -rf "$w"' EXIT
-cpus=$(nproc)
-ranks=${RANKS:-$(n=1; while [ "$n" -lt "$cpus" ]; do printf '%s ' "$n"; n=$((n * 2)); done; echo "$cpus")}
+mpi_setup "$build"
 size=(${SHARD_SIZE:+--shard-size "$SHARD_SIZE"})
-
-secs() { # CMD...: wall seconds
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" >/dev/null
-    t1=$(date +%s.%N)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }'
-}
 # the archive's shard and section figures, without what its random id changes
 figures() { "$tadoc" stat "$1" | grep -v -e '^archive' -e '^size' -e 'file table' -e 'shard table'; }
 
-one=$(secs "$tadoc" pack -q "$dir" -o "$w/want.tdc" "${size[@]}" -j 1)
-all=$(secs "$tadoc" pack -q "$dir" -o "$w/want.tdc" "${size[@]}")
+one=$(wall "$tadoc" pack -q "$dir" -o "$w/want.tdc" "${size[@]}" -j 1)
+all=$(wall "$tadoc" pack -q "$dir" -o "$w/want.tdc" "${size[@]}")
 figures "$w/want.tdc" >"$w/want"
 bytes=$("$tadoc" stat "$w/want.tdc" | awk '/^content/ {print $2}')
 shards=$("$tadoc" stat "$w/want.tdc" | awk '/^shards/ {print $2}')
@@ -43,8 +31,7 @@ echo "| tadoc pack | $cpus | $all | $(rate "$all") | | |"
 bad=0 base=""
 for r in $ranks; do
     j=$((cpus / r > 0 ? cpus / r : 1))
-    s=$(secs mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$r" \
-        "$mpi" pack -q "$dir" -o "$w/got.tdc" "${size[@]}" -j "$j")
+    s=$(wall mpi_run "$r" pack -q "$dir" -o "$w/got.tdc" "${size[@]}" -j "$j")
     same=yes
     if ! figures "$w/got.tdc" | cmp -s - "$w/want"; then
         same=MISMATCH
