@@ -17,7 +17,6 @@
  * the job before the temporary file exists. */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -78,10 +77,9 @@ static int deal(const pack_job *j, int rank, int size, unsigned char *take)
  * length, result), all gather them, each decodes the others'. */
 static int swap_groups(pack_job *j, const unsigned char *take)
 {
-    buf mine = {0};
+    buf mine = {0}, all = {0};
     uint32_t n = pack_ngroups(j);
-    int rc = 0, size;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rc = 0;
     for (uint32_t g = 0; !rc && g < n; g++) {
         if (!take[g]) continue;
         size_t at;
@@ -90,39 +88,17 @@ static int swap_groups(pack_job *j, const unsigned char *take)
         if (!rc) rc = pack_group_encode(j, g, &mine);
         if (!rc) st64(mine.p + at - 8, mine.n - at);
     }
-    if (!rc && mine.n > INT_MAX) rc = tdc_error(-EFBIG, "the groups' results exceed 2 GiB");
-    int len = rc ? -1 : (int)mine.n, *lens = malloc((size_t)size * sizeof *lens),
-        *at = malloc((size_t)size * sizeof *at);
-    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD);
-    long total = 0;
-    for (int r = 0; r < size; r++) {
-        at[r] = (int)total;
-        total += lens[r] > 0 ? lens[r] : 0;
-        if (lens[r] < 0 && !rc) rc = tdc_error(-ENOMEM, "rank %d could not send its groups", r);
+    if (!(rc = mpi_agree(rc))) rc = mpi_allgather_buf(&mine, &all, NULL);
+    rd in = {all.p, all.p + all.n};
+    while (!rc && in.p < in.end) {
+        uint64_t g, n8;
+        const unsigned char *p;
+        if (rd_varint(&in, &g) || rd_u64(&in, &n8) || g >= n || rd_bytes(&in, n8, &p))
+            rc = tdc_error(-EBADMSG, "malformed groups from another rank");
+        else if (!take[g])
+            rc = pack_group_decode(j, (uint32_t)g, p, n8);
     }
-    if (total > INT_MAX && !rc) rc = tdc_error(-EFBIG, "the groups' results exceed 2 GiB");
-    unsigned char *all = rc ? NULL : malloc(total ? (size_t)total : 1);
-    int ok = all != NULL, all_ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all_ok) {
-        for (int r = 0; r < size; r++)
-            if (lens[r] < 0) lens[r] = 0;
-        MPI_Allgatherv(mine.p, (int)mine.n, MPI_BYTE, all, lens, at, MPI_BYTE, MPI_COMM_WORLD);
-        rd in = {all, all + total};
-        while (!rc && in.p < in.end) {
-            uint64_t g, n8;
-            const unsigned char *p;
-            if (rd_varint(&in, &g) || rd_u64(&in, &n8) || g >= n || rd_bytes(&in, n8, &p))
-                rc = tdc_error(-EBADMSG, "malformed groups from another rank");
-            else if (!take[g])
-                rc = pack_group_decode(j, (uint32_t)g, p, n8);
-        }
-    } else if (!rc) {
-        rc = tdc_error(-ENOMEM, "out of memory");
-    }
-    free(all);
-    free(lens);
-    free(at);
+    buf_free(&all);
     buf_free(&mine);
     return rc;
 }
@@ -174,25 +150,6 @@ static int check_shards(const pack_job *j, const unsigned char *take, const char
     }
     arc_free(a);
     return rc ? tdc_error_ctx(rc, "checking the written shards") : 0;
-}
-
-/* Rank 0 creates the temporary file beside `out` and tells every rank its name. */
-static int make_tmp(const char *out, int rank, char *tmp, size_t cap)
-{
-    int rc = 0;
-    if (!rank) {
-        if (snprintf(tmp, cap, "%s.tmpXXXXXX", out) >= (int)cap) {
-            rc = tdc_error(-ENAMETOOLONG, "%s: name too long", out);
-        } else {
-            int fd = mkstemp(tmp);
-            if (fd < 0)
-                rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
-            else
-                close(fd);
-        }
-    }
-    MPI_Bcast(tmp, (int)cap, MPI_CHAR, 0, MPI_COMM_WORLD);
-    return mpi_agree(rc);
 }
 
 int mpi_pack(int argc, char **argv, int rank, int size)
@@ -265,7 +222,7 @@ int mpi_pack(int argc, char **argv, int rank, int size)
         have_vr = !rank && !e;
         rc = mpi_agree(e);
     }
-    if (!rc) rc = make_tmp(out, rank, tmp, sizeof tmp);
+    if (!rc) rc = mpi_make_tmp(out, tmp, sizeof tmp);
     have_tmp = !rc;
     if (!rc) rc = mpi_agree(write_sections(j, take, all, tmp));
     if (!rc) rc = mpi_agree(rank ? 0 : pack_write_over(j, tmp, &st));

@@ -19,11 +19,13 @@
  * Exit codes as tadoc's: 0 success, 1 failure, 2 usage, 3 a damaged archive. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../engine/analytics/ana.h"
@@ -77,6 +79,65 @@ int mpi_agree(int rc)
         }
     free(all);
     return rc;
+}
+
+int mpi_allgather_buf(const buf *mine, buf *all, int **lens_out)
+{
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int len = mine->n > INT_MAX ? -1 : (int)mine->n;
+    int *lens = malloc((size_t)size * sizeof *lens), *at = malloc((size_t)size * sizeof *at);
+    int ok = lens && at, all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        free(lens);
+        free(at);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD);
+    long long total = 0;
+    int rc = 0;
+    for (int r = 0; r < size; r++) {
+        at[r] = (int)total;
+        total += lens[r];
+        if (lens[r] < 0 || total > INT_MAX) rc = tdc_error(-EFBIG, "more than 2 GiB to exchange");
+    }
+    ok = !rc && !buf_reserve(all, (size_t)total + 1);
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!rc && !all_ok) rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc) {
+        MPI_Allgatherv(mine->p, len, MPI_BYTE, all->p, lens, at, MPI_BYTE, MPI_COMM_WORLD);
+        all->n = (size_t)total;
+    }
+    free(at);
+    if (rc || !lens_out)
+        free(lens);
+    else
+        *lens_out = lens;
+    return rc;
+}
+
+int mpi_make_tmp(const char *out, char *tmp, size_t cap)
+{
+    int rank, rc = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (!rank) {
+        if (snprintf(tmp, cap, "%s.tmpXXXXXX", out) >= (int)cap) {
+            rc = tdc_error(-ENAMETOOLONG, "%s: name too long", out);
+        } else {
+            mode_t mask = umask(0); /* a new file's mode, not mkstemp's 0600 */
+            umask(mask);
+            int fd = mkstemp(tmp);
+            if (fd < 0)
+                rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+            else if (fchmod(fd, 0666 & ~mask) < 0)
+                rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
+            if (fd >= 0) close(fd);
+            if (rc && fd >= 0) unlink(tmp);
+        }
+    }
+    MPI_Bcast(tmp, (int)cap, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return mpi_agree(rc);
 }
 
 int mpi_report(int rc)
@@ -140,6 +201,177 @@ static int my_share(int kind, const arc *meta, uint32_t first, uint32_t end, int
     free(take);
     ana_ctx_free(c);
     return rc;
+}
+
+/* A key of the samples: its bytes (up to its newline). */
+typedef struct skey {
+    const unsigned char *p;
+    size_t n;
+} skey;
+
+static int skey_cmp(const void *x, const void *y, void *kind)
+{
+    const skey *a = x, *b = y;
+    return ana_merge_key_cmp(*(const int *)kind, a->p, a->n, b->p, b->n);
+}
+
+/* The cuts between the ranks' key ranges: size - 1 keys (spl, into the bytes of `all`) at even
+ * steps of every rank's samples, sorted (the same on every rank). Without samples (every part
+ * empty) every cut is the empty key, below every other: all goes to the last rank. */
+static int choose_cuts(int kind, const buf *all, int size, skey *spl)
+{
+    size_t nk = 0;
+    for (size_t i = 0; i < all->n; i++)
+        nk += all->p[i] == '\n';
+    skey *k = malloc((nk ? nk : 1) * sizeof *k);
+    if (!k) return tdc_error(-ENOMEM, "out of memory");
+    for (size_t i = 0, at = 0, j = 0; i < all->n; i++)
+        if (all->p[i] == '\n') {
+            k[j++] = (skey){all->p + at, i - at};
+            at = i + 1;
+        }
+    sort_r(k, nk, sizeof *k, skey_cmp, &kind);
+    for (int r = 1; r < size; r++)
+        spl[r - 1] = nk ? k[(size_t)r * nk / (size_t)size] : (skey){(const unsigned char *)"", 0};
+    free(k);
+    return 0;
+}
+
+/* The analytics whose output is in key order (ana_merge_keyed) merged by ranges of keys, one
+ * range a rank, instead of all on rank 0: the ranks' parts are cut at the same keys (chosen
+ * from samples of every part), range r of every part goes to rank r (MPI_Alltoallv), every
+ * rank gets every rank's edges, and each merges its range. *out: this rank's range of the
+ * output (the ranges, in rank order, are the whole). Collective; part is consumed. */
+static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end, int rank,
+                        int size, buf *part, const buf *edges, buf *out)
+{
+    buf smp = {0}, all = {0}, recv = {0}, alle = {0};
+    skey *spl = calloc((size_t)size, sizeof *spl);
+    int *scnt = calloc((size_t)size * 4, sizeof *scnt), *elen = NULL;
+    int *sat = scnt + size, *rcnt = sat + size, *rat = rcnt + size;
+    ana_merge *m = NULL;
+    int rc = spl && scnt ? ana_merge_sample(part->p, part->n, 64, &smp)
+                         : tdc_error(-ENOMEM, "out of memory");
+    if (!(rc = mpi_agree(rc))) rc = mpi_allgather_buf(&smp, &all, NULL);
+    if (!rc) rc = mpi_agree(choose_cuts(kind, &all, size, spl));
+    if (!rc) { /* this rank's part cut at the keys, range r to rank r */
+        size_t off = 0;
+        for (int r = 0; r < size; r++) {
+            size_t to = r + 1 < size ? ana_merge_lower(kind, part->p, part->n, spl[r].p, spl[r].n)
+                                     : part->n;
+            if (to < off) to = off;
+            if (to - off > INT_MAX || off > INT_MAX)
+                rc = tdc_error(-EFBIG, "a range of more than 2 GiB");
+            sat[r] = (int)off;
+            scnt[r] = (int)(to - off);
+            off = to;
+        }
+        rc = mpi_agree(rc);
+    }
+    if (!rc) {
+        MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, MPI_COMM_WORLD);
+        long long total = 0;
+        for (int r = 0; r < size; r++) {
+            rat[r] = (int)total;
+            total += rcnt[r];
+        }
+        if (total > INT_MAX)
+            rc = tdc_error(-EFBIG, "rank %d's range holds more than 2 GiB", rank);
+        else if (buf_reserve(&recv, (size_t)total + 1))
+            rc = tdc_error(-ENOMEM, "out of memory");
+        else
+            recv.n = (size_t)total;
+        rc = mpi_agree(rc);
+    }
+    if (!rc)
+        MPI_Alltoallv(part->p, scnt, sat, MPI_BYTE, recv.p, rcnt, rat, MPI_BYTE, MPI_COMM_WORLD);
+    buf_free(part);
+    if (!rc) rc = mpi_allgather_buf(edges, &alle, &elen);
+    if (!rc) { /* this rank's range merged: a part from each rank, every rank's edges */
+        rc = ana_merge_new(kind, meta, first, end, NULL, &m);
+        const skey *lo = rank ? &spl[rank - 1] : NULL, *hi = rank + 1 < size ? &spl[rank] : NULL;
+        if (!rc)
+            rc = ana_merge_range(m, lo ? lo->p : NULL, lo ? lo->n : 0, hi ? hi->p : NULL,
+                                 hi ? hi->n : 0);
+        for (int r = 0; !rc && r < size; r++) {
+            buf b = {0};
+            if (!rcnt[r]) continue;
+            if (buf_put(&b, recv.p + rat[r], (size_t)rcnt[r]))
+                rc = tdc_error(-ENOMEM, "out of memory");
+            else
+                rc = ana_merge_part(m, &b);
+            buf_free(&b);
+        }
+        for (int r = 0, at = 0; !rc && r < size; at += elen[r++]) {
+            ana_edge *e = NULL;
+            size_t ne = 0;
+            rc = ana_edges_decode(alle.p + at, (size_t)elen[r], &e, &ne);
+            for (size_t i = 0; i < ne; i++) {
+                if (!rc) rc = ana_merge_edge(m, &e[i]);
+                buf_free(&e[i].words);
+            }
+            free(e);
+        }
+        buf_free(&recv);
+        if (!rc) rc = ana_merge_finish(m, out);
+    }
+    ana_merge_free(m);
+    free(elen);
+    free(spl);
+    free(scnt);
+    buf_free(&smp);
+    buf_free(&all);
+    buf_free(&recv);
+    buf_free(&alle);
+    return rc;
+}
+
+/* Every rank's range of the output written in rank order: into a temporary file beside
+ * FILE at offsets from a scan of the ranges' sizes (MPI-IO), renamed over FILE once every
+ * rank wrote; or to stdout through rank 0, one rank's range after another. Collective. */
+static int write_ranges(const char *file, const buf *out, int rank, int size)
+{
+    if (!file) {
+        int rc = 0;
+        if (rank) {
+            send_buf(out, TAG_PART);
+            return 0;
+        }
+        buf b = {0};
+        rc = fio_write_all(1, out->p, out->n, "stdout");
+        for (int r = 1; r < size; r++) { /* received all the same: the others wait to send */
+            int e = recv_buf(r, TAG_PART, &b);
+            if (!rc) rc = e ? e : fio_write_all(1, b.p, b.n, "stdout");
+        }
+        buf_free(&b);
+        return rc;
+    }
+    char tmp[4200];
+    int rc = mpi_make_tmp(file, tmp, sizeof tmp);
+    if (rc) return rc;
+    uint64_t n = out->n, off = 0;
+    MPI_Exscan(&n, &off, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (!rank) off = 0; /* MPI_Exscan leaves rank 0's undefined */
+    MPI_File f;
+    int opened = MPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &f) ==
+                 MPI_SUCCESS; /* collective: the same on every rank */
+    if (!opened) rc = tdc_error(-EIO, "%s: cannot open with MPI-IO", tmp);
+    for (uint64_t d = 0; !rc && d < n; d += SEND_MAX) {
+        int cnt = (int)(n - d < SEND_MAX ? n - d : SEND_MAX);
+        if (MPI_File_write_at(f, (MPI_Offset)(off + d), out->p + d, cnt, MPI_BYTE,
+                              MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            rc = tdc_error(-EIO, "%s: cannot write", tmp);
+    }
+    if (opened) {
+        if (MPI_File_sync(f) != MPI_SUCCESS && !rc) rc = tdc_error(-EIO, "%s: cannot sync", tmp);
+        MPI_File_close(&f);
+    }
+    rc = mpi_agree(rc);
+    if (!rank) {
+        if (!rc && rename(tmp, file)) rc = tdc_error(-errno, "%s: %s", file, strerror(errno));
+        if (rc) unlink(tmp);
+    }
+    return mpi_agree(rc);
 }
 
 /* Rank 0: every rank's part and edges merged into out; *bad the first rank that failed
@@ -289,7 +521,17 @@ int main(int argc, char **argv)
     const char *die = getenv("TADOC_MPI_TEST_DIE");
     if (die && *die && atoi(die) == rank) raise(SIGKILL);
     int status_code = EX_OK;
-    if (rank) {
+    if (size > 1 && ana_merge_keyed(kind)) { /* merged by key range over the ranks */
+        rc = mpi_agree(rc);
+        if (!rc && meta->version >= 4) {
+            rc = mpi_agree(spread_merge(kind, meta, (uint32_t)first, end, rank, size, &part,
+                                        &edges, &out));
+            if (!rc) rc = write_ranges(file, &out, rank, size);
+        } else if (!rc) { /* one grammar: rank 0 analysed it alone */
+            rc = mpi_agree(rank ? 0 : write_out(file, &out));
+        }
+        status_code = rc ? mpi_report(rc) : EX_OK;
+    } else if (rank) {
         status st = {.rc = rc};
         if (rc) snprintf(st.msg, sizeof st.msg, "%s", tdc_errmsg());
         MPI_Send(&st, sizeof st, MPI_BYTE, 0, TAG_STATUS, MPI_COMM_WORLD);

@@ -3,6 +3,10 @@
 #ifndef TDC_TADOC_MPI_H
 #define TDC_TADOC_MPI_H
 
+#include <stddef.h>
+
+#include "../engine/base/buf.h"
+
 #define SEND_MAX (1u << 30) /* bytes per MPI message or MPI-IO write */
 
 /* Collective over MPI_COMM_WORLD: every rank passes its result, and every rank returns the
@@ -13,6 +17,15 @@ int mpi_agree(int rc);
 /* On rank 0, the failure rc printed on stderr, naming the rank that mpi_agree found failing;
  * returns tadoc's exit status for rc on every rank. */
 int mpi_report(int rc);
+
+/* Collective: every rank's `mine` gathered into `all` on every rank, in rank order, with each
+ * rank's length in lens[rank] (size entries, malloc'ed); NULL lens is allowed. 0, or on every
+ * rank -EFBIG (more than 2 GiB in all) or -ENOMEM. */
+int mpi_allgather_buf(const buf *mine, buf *all, int **lens);
+
+/* Rank 0 creates a temporary file beside `out` (OUT.tmpXXXXXX) and tells every rank its name
+ * (tmp, cap bytes). Collective; 0 or rank 0's error on every rank. */
+int mpi_make_tmp(const char *out, char *tmp, size_t cap);
 
 /* `tadoc-mpi pack ...` (argv[0] is "pack"); an exit status. */
 int mpi_pack(int argc, char **argv, int rank, int size);

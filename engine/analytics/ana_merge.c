@@ -102,6 +102,8 @@ struct ana_merge {
     struct ctab *sum; /* counts: nt tables, one per hash bucket */
     ana_edge *e; /* edges of pieces of files that span parts */
     size_t ne, cape;
+    buf lo, hi;         /* ana_merge_range: the keys of the lines it makes itself */
+    int has_lo, has_hi; /* (its crossing sequences) within [lo, hi) */
 };
 
 int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
@@ -163,6 +165,8 @@ void ana_merge_free(ana_merge *m)
         buf_free(&m->e[i].words);
     free(m->e);
     vec32_free(&m->files);
+    buf_free(&m->lo);
+    buf_free(&m->hi);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -583,24 +587,66 @@ static int kcmp(int paths, const unsigned char *a, size_t an, const unsigned cha
     return paths ? path_cmp(a, an, b, bn) : key_cmp(a, an, b, bn);
 }
 
-/* The start of the first line of [lo, hi) of text t whose key is not below (k, kn): lines
- * are in key order. */
-static size_t lower_line(const ana_merge *m, const buf *t, const unsigned char *k, size_t kn)
+int ana_merge_key_cmp(int kind, const unsigned char *a, size_t an, const unsigned char *b,
+                      size_t bn)
 {
-    int paths = m->kind == ANA_TERMVECTOR;
-    size_t lo = 0, hi = t->n - 1; /* line starts (or the end, before the NUL) */
+    return kcmp(kind == ANA_TERMVECTOR, a, an, b, bn);
+}
+
+size_t ana_merge_lower(int kind, const unsigned char *t, size_t n, const unsigned char *k,
+                       size_t kn)
+{
+    size_t lo = 0, hi = n; /* line starts (or the end) */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        while (mid > lo && t->p[mid - 1] != '\n') /* back to its line's start */
+        while (mid > lo && t[mid - 1] != '\n') /* back to its line's start */
             mid--;
-        const unsigned char *p = t->p + mid;
-        const unsigned char *nl = memchr(p, '\n', t->n - 1 - mid);
-        if (kcmp(paths, p, field(p, nl), k, kn) < 0)
-            lo = (size_t)(nl + 1 - t->p);
+        const unsigned char *p = t + mid;
+        const unsigned char *nl = memchr(p, '\n', n - mid);
+        if (!nl) nl = t + n;
+        if (ana_merge_key_cmp(kind, p, field(p, nl), k, kn) < 0)
+            lo = nl < t + n ? (size_t)(nl + 1 - t) : n;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* The start of the first line of text t (NUL-terminated) whose key is not below (k, kn). */
+static size_t lower_line(const ana_merge *m, const buf *t, const unsigned char *k, size_t kn)
+{
+    return ana_merge_lower(m->kind, t->p, t->n - 1, k, kn);
+}
+
+int ana_merge_keyed(int kind)
+{
+    return kind == ANA_SORT || kind == ANA_INVINDEX || kind == ANA_TERMVECTOR ||
+           kind == ANA_RANKEDINVINDEX;
+}
+
+int ana_merge_sample(const unsigned char *t, size_t n, size_t k, buf *keys)
+{
+    for (size_t s = 1; s <= k && n; s++) {
+        size_t at = n * s / (k + 1);
+        while (at && t[at - 1] != '\n')
+            at--;
+        const unsigned char *nl = memchr(t + at, '\n', n - at);
+        size_t kn = field(t + at, nl ? nl : t + n);
+        if (buf_put(keys, t + at, kn) || buf_put(keys, "\n", 1))
+            return tdc_error(-ENOMEM, "analytics: out of memory");
+    }
+    return 0;
+}
+
+int ana_merge_range(ana_merge *m, const unsigned char *lo, size_t lon, const unsigned char *hi,
+                    size_t hin)
+{
+    m->lo.n = m->hi.n = 0;
+    m->has_lo = lo != NULL;
+    m->has_hi = hi != NULL;
+    if ((lo && buf_put(&m->lo, lo, lon)) || (hi && buf_put(&m->hi, hi, hin)))
+        return tdc_error(-ENOMEM, "analytics: out of memory");
+    return 0;
 }
 
 /* A part's range for one thread: [p, end). */
@@ -800,6 +846,13 @@ static int finish_lists(ana_merge *m, buf *out)
 {
     buf extra = {0};
     int rc = m->kind == ANA_RANKEDINVINDEX ? cross_part(m, &extra) : each_crossing(m, NULL, NULL);
+    if (!rc && (m->has_lo || m->has_hi)) { /* keep the keys of ana_merge_range (key order) */
+        size_t a = m->has_lo ? ana_merge_lower(m->kind, extra.p, extra.n, m->lo.p, m->lo.n) : 0;
+        size_t b = m->has_hi ? ana_merge_lower(m->kind, extra.p, extra.n, m->hi.p, m->hi.n)
+                             : extra.n;
+        if (b > a && a) memmove(extra.p, extra.p + a, b - a);
+        extra.n = b > a ? b - a : 0;
+    }
     if (!rc && extra.n) rc = ana_merge_part(m, &extra);
     buf_free(&extra);
     if (rc) return rc;

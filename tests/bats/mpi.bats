@@ -60,10 +60,29 @@ mpi() {
     [[ "$output" =~ tadoc-mpi:\ rank\ [0-3]:\ .*shard\ 3 ]]
     [ ! -e "$S/out" ]
     [ -z "$(find "$S" -name 'out.tmp*')" ]
+    # The same where the ranks merge key ranges among themselves (invindex).
+    run mpi 4 invindex "$S/x.tdc" -o "$S/out"
+    [ "$status" -eq 3 ]
+    [[ "$output" =~ tadoc-mpi:\ rank\ [0-3]:\ .*shard\ 3 ]]
+    [ ! -e "$S/out" ]
+    [ -z "$(find "$S" -name 'out.tmp*')" ]
     # A scope whose files lie in other shards still works.
     "$TADOC" wordcount "$S/x.tdc" a/ca01 >"$S/want"
     mpi 4 wordcount "$S/x.tdc" a/ca01 >"$S/got"
     cmp "$S/want" "$S/got"
+}
+
+@test "tadoc-mpi: more ranks than shards, and a one-shard archive, merge key ranges exactly" {
+    "$TADOC" pack -q "$T/a" -o "$S/one.tdc"
+    [ "$("$TADOC" stat "$S/one.tdc" | awk '/^shards/ {print $2}')" -eq 1 ]
+    for an in sort invindex termvector rankedinvindex; do
+        for a in one a; do
+            "$TADOC" "$an" "$S/$a.tdc" >"$S/want"
+            (umask 022 && mpi 4 "$an" "$S/$a.tdc" -o "$S/got")
+            cmp "$S/want" "$S/got"
+            [ "$(stat -c %a "$S/got")" = 644 ] # a new file's mode, as a redirection gives
+        done
+    done
 }
 
 @test "tadoc-mpi: a rank that dies fails the run and leaves no output" {
