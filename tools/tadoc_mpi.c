@@ -9,9 +9,12 @@
  * they all reach (shared storage, or a copy of the archive at the same path on every node),
  * deals the shards the scope needs among the ranks by content bytes (ana_shards_deal: every
  * rank computes the same deal), and analyses its own shards on all its cores, each shard
- * loaded alone (ana_by_shard_subset). Rank 0 gathers every rank's part and the edges of the
- * files cut between shards, merges them exactly (ana_merge) and writes the output: byte for
- * byte what `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to standard output or atomically to FILE.
+ * loaded alone (ana_by_shard_subset). The parts and the edges of the files cut between
+ * shards are then merged exactly (ana_merge): for the analytics in key order (sort,
+ * invindex, termvector, rankedinvindex) by key range, one range a rank (spread_merge), each
+ * range written at its offset of the output; for those ordered by count (wordcount,
+ * seqcount) on rank 0, which gathers every rank's part. The output is byte for byte what
+ * `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to standard output or atomically to FILE.
  * A rank that fails (a shard it cannot read, no memory) makes the run fail: rank 0 prints the
  * rank and its message, which names the shard, writes nothing and exits non-zero; a rank that
  * dies makes mpirun end the job, before any output is written.
