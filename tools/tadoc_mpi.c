@@ -10,11 +10,12 @@
  * deals the shards the scope needs among the ranks by content bytes (ana_shards_deal: every
  * rank computes the same deal), and analyses its own shards on all its cores, each shard
  * loaded alone (ana_by_shard_subset). The parts and the edges of the files cut between
- * shards are then merged exactly (ana_merge): for the analytics in key order (sort,
- * invindex, termvector, rankedinvindex) by key range, one range a rank (spread_merge), each
- * range written at its offset of the output; for those ordered by count (wordcount,
- * seqcount) on rank 0, which gathers every rank's part. The output is byte for byte what
- * `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to standard output or atomically to FILE.
+ * shards are then merged exactly (ana_merge) over all the ranks, no rank holding more than
+ * its share of the output: by ranges of the output's order, one range a rank
+ * (spread_merge), each range written at its offset of the output; for the analytics ordered
+ * by count (wordcount, seqcount) after a first round that sums each key's counts on one rank
+ * (shuffle_counts). The output is byte for byte what `tadoc ANALYTIC ARCHIVE [SCOPE]`
+ * prints, to standard output or atomically to FILE.
  * A rank that fails (a shard it cannot read, no memory) makes the run fail: rank 0 prints the
  * rank and its message, which names the shard, writes nothing and exits non-zero; a rank that
  * dies makes mpirun end the job, before any output is written.
@@ -53,9 +54,9 @@ static const char usage[] =
     "output or atomically to FILE. Every rank reads ARCHIVE at the same path. The\n"
     "environment variables of tadoc's analytics apply (tadoc --help).\n";
 
-enum { TAG_STATUS = 1, TAG_PART, TAG_EDGES };
+enum { TAG_PART = 1 };
 
-/* A rank's result as rank 0 receives it. */
+/* A rank's result as every rank learns it (mpi_agree). */
 typedef struct status {
     int32_t rc;
     char msg[1000];
@@ -240,92 +241,161 @@ static int choose_cuts(int kind, const buf *all, int size, skey *spl)
     return 0;
 }
 
-/* The analytics whose output is in key order (ana_merge_keyed) merged by ranges of keys, one
- * range a rank, instead of all on rank 0: the ranks' parts are cut at the same keys (chosen
- * from samples of every part), range r of every part goes to rank r (MPI_Alltoallv), every
- * rank gets every rank's edges, and each merges its range. *out: this rank's range of the
- * output (the ranges, in rank order, are the whole). Collective; part is consumed. */
-static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end, int rank,
-                        int size, buf *part, const buf *edges, buf *out)
+/* Every rank's send[cut[r], cut[r + 1]) to rank r (MPI_Alltoallv): *recv holds what each rank
+ * sent this one, rank j's rcnt[j] bytes at rat[j]. Collective. */
+static int exchange(const unsigned char *send, const size_t *cut, int size, buf *recv, int *rcnt,
+                    int *rat)
 {
-    buf smp = {0}, all = {0}, recv = {0}, alle = {0};
+    int *scnt = malloc((size_t)size * 2 * sizeof *scnt), *sat = scnt ? scnt + size : NULL, rc = 0;
+    for (int r = 0; scnt && r < size; r++) {
+        if (cut[r + 1] - cut[r] > INT_MAX || cut[r] > INT_MAX)
+            rc = tdc_error(-EFBIG, "more than 2 GiB for one rank");
+        sat[r] = (int)cut[r];
+        scnt[r] = (int)(cut[r + 1] - cut[r]);
+    }
+    if ((rc = mpi_agree(scnt ? rc : tdc_error(-ENOMEM, "out of memory")))) {
+        free(scnt);
+        return rc;
+    }
+    MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, MPI_COMM_WORLD);
+    long long total = 0;
+    for (int r = 0; r < size; r++) {
+        rat[r] = (int)total;
+        total += rcnt[r];
+    }
+    recv->n = 0;
+    if (total > INT_MAX)
+        rc = tdc_error(-EFBIG, "more than 2 GiB for one rank");
+    else if (buf_reserve(recv, (size_t)total + 1))
+        rc = tdc_error(-ENOMEM, "out of memory");
+    if (!(rc = mpi_agree(rc))) {
+        MPI_Alltoallv(send, scnt, sat, MPI_BYTE, recv->p, rcnt, rat, MPI_BYTE, MPI_COMM_WORLD);
+        recv->n = (size_t)total;
+    }
+    free(scnt);
+    return rc;
+}
+
+/* Every rank's edges (`edges`, encoded) added to m. */
+static int add_edges(ana_merge *m, const buf *edges)
+{
+    buf all = {0};
+    int *len = NULL, size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rc = mpi_allgather_buf(edges, &all, &len);
+    for (int r = 0, at = 0; !rc && r < size; at += len[r++]) {
+        ana_edge *e = NULL;
+        size_t ne = 0;
+        rc = ana_edges_decode(all.p + at, (size_t)len[r], &e, &ne);
+        for (size_t i = 0; i < ne; i++) {
+            if (!rc) rc = ana_merge_edge(m, &e[i]);
+            buf_free(&e[i].words);
+        }
+        free(e);
+    }
+    free(len);
+    buf_free(&all);
+    return rc;
+}
+
+/* What every rank sent this one (exchange), each rank's bytes a part of m. */
+static int add_parts(ana_merge *m, const buf *recv, const int *rcnt, const int *rat, int size)
+{
+    int rc = 0;
+    for (int r = 0; !rc && r < size; r++) {
+        buf b = {0};
+        if (!rcnt[r]) continue;
+        rc = buf_put(&b, recv->p + rat[r], (size_t)rcnt[r]) ? tdc_error(-ENOMEM, "out of memory")
+                                                           : ana_merge_part(m, &b);
+        buf_free(&b);
+    }
+    return rc;
+}
+
+/* Merged by ranges of the output's order, one range a rank, instead of all on rank 0: the
+ * ranks' texts (each in output order) are cut at the same keys (chosen from samples of every
+ * text), range r of every text goes to rank r, and each merges its range: with every rank's
+ * edges kept to its range (`edges`; the analytics in key order, whose texts are the ranks'
+ * parts), or without (NULL: the counts' second round, whose texts are the shares of
+ * shuffle_counts, already with their edges). *out: this rank's range of the output (the
+ * ranges in rank order are the whole). Collective; text is consumed. */
+static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end, int rank,
+                        int size, buf *text, const buf *edges, buf *out)
+{
+    buf smp = {0}, all = {0}, recv = {0};
     skey *spl = calloc((size_t)size, sizeof *spl);
-    int *scnt = calloc((size_t)size * 4, sizeof *scnt), *elen = NULL;
-    int *sat = scnt + size, *rcnt = sat + size, *rat = rcnt + size;
+    int *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
+    size_t *cut = calloc((size_t)size + 1, sizeof *cut);
     ana_merge *m = NULL;
-    int rc = spl && scnt ? ana_merge_sample(part->p, part->n, 64, &smp)
-                         : tdc_error(-ENOMEM, "out of memory");
+    int rc = spl && rcnt && cut ? ana_merge_sample(kind, text->p, text->n, 64, &smp)
+                                : tdc_error(-ENOMEM, "out of memory");
     if (!(rc = mpi_agree(rc))) rc = mpi_allgather_buf(&smp, &all, NULL);
     if (!rc) rc = mpi_agree(choose_cuts(kind, &all, size, spl));
-    if (!rc) { /* this rank's part cut at the keys, range r to rank r */
-        size_t off = 0;
-        for (int r = 0; r < size; r++) {
-            size_t to = r + 1 < size ? ana_merge_lower(kind, part->p, part->n, spl[r].p, spl[r].n)
-                                     : part->n;
-            if (to < off) to = off;
-            if (to - off > INT_MAX || off > INT_MAX)
-                rc = tdc_error(-EFBIG, "a range of more than 2 GiB");
-            sat[r] = (int)off;
-            scnt[r] = (int)(to - off);
-            off = to;
-        }
-        rc = mpi_agree(rc);
+    for (int r = 1; !rc && r <= size; r++) { /* this rank's text cut at the keys */
+        cut[r] = r < size ? ana_merge_lower(kind, text->p, text->n, spl[r - 1].p, spl[r - 1].n)
+                          : text->n;
+        if (cut[r] < cut[r - 1]) cut[r] = cut[r - 1];
     }
+    if (!rc) rc = exchange(text->p, cut, size, &recv, rcnt, rat);
+    buf_free(text);
     if (!rc) {
-        MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, MPI_COMM_WORLD);
-        long long total = 0;
-        for (int r = 0; r < size; r++) {
-            rat[r] = (int)total;
-            total += rcnt[r];
-        }
-        if (total > INT_MAX)
-            rc = tdc_error(-EFBIG, "rank %d's range holds more than 2 GiB", rank);
-        else if (buf_reserve(&recv, (size_t)total + 1))
-            rc = tdc_error(-ENOMEM, "out of memory");
-        else
-            recv.n = (size_t)total;
-        rc = mpi_agree(rc);
-    }
-    if (!rc)
-        MPI_Alltoallv(part->p, scnt, sat, MPI_BYTE, recv.p, rcnt, rat, MPI_BYTE, MPI_COMM_WORLD);
-    buf_free(part);
-    if (!rc) rc = mpi_allgather_buf(edges, &alle, &elen);
-    if (!rc) { /* this rank's range merged: a part from each rank, every rank's edges */
-        rc = ana_merge_new(kind, meta, first, end, NULL, &m);
         const skey *lo = rank ? &spl[rank - 1] : NULL, *hi = rank + 1 < size ? &spl[rank] : NULL;
-        if (!rc)
+        rc = ana_merge_new(kind, meta, first, end, NULL, &m);
+        if (!rc && edges)
             rc = ana_merge_range(m, lo ? lo->p : NULL, lo ? lo->n : 0, hi ? hi->p : NULL,
                                  hi ? hi->n : 0);
-        for (int r = 0; !rc && r < size; r++) {
-            buf b = {0};
-            if (!rcnt[r]) continue;
-            if (buf_put(&b, recv.p + rat[r], (size_t)rcnt[r]))
-                rc = tdc_error(-ENOMEM, "out of memory");
-            else
-                rc = ana_merge_part(m, &b);
-            buf_free(&b);
-        }
-        for (int r = 0, at = 0; !rc && r < size; at += elen[r++]) {
-            ana_edge *e = NULL;
-            size_t ne = 0;
-            rc = ana_edges_decode(alle.p + at, (size_t)elen[r], &e, &ne);
-            for (size_t i = 0; i < ne; i++) {
-                if (!rc) rc = ana_merge_edge(m, &e[i]);
-                buf_free(&e[i].words);
-            }
-            free(e);
-        }
+        if (!rc) rc = add_parts(m, &recv, rcnt, rat, size);
         buf_free(&recv);
-        if (!rc) rc = ana_merge_finish(m, out);
     }
+    if (edges && !(rc = mpi_agree(rc))) rc = add_edges(m, edges);
+    if (!rc) rc = ana_merge_finish(m, out);
     ana_merge_free(m);
-    free(elen);
+    free(cut);
     free(spl);
-    free(scnt);
+    free(rcnt);
     buf_free(&smp);
     buf_free(&all);
     buf_free(&recv);
-    buf_free(&alle);
+    return rc;
+}
+
+/* The counts ordered by count (wordcount, seqcount), first round: the ranks' parts shuffled
+ * by key (ana_merge_shuffle), so that each key's counts meet on one rank, and each rank's
+ * share merged with every rank's edges (its own crossing sequences: ana_merge_share). *out:
+ * this rank's share of the keys with their whole counts, in output order. Collective; part
+ * is consumed. */
+static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t end, int rank,
+                          int size, buf *part, const buf *edges, buf *out)
+{
+    buf *bk = calloc((size_t)size, sizeof *bk), send = {0}, recv = {0};
+    int *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
+    size_t *cut = calloc((size_t)size + 1, sizeof *cut);
+    ana_merge *m = NULL;
+    int rc = bk && rcnt && cut ? ana_merge_shuffle(kind, part->p, part->n, size, bk)
+                               : tdc_error(-ENOMEM, "out of memory");
+    buf_free(part);
+    for (int r = 0; !rc && r < size; r++) {
+        if (buf_put(&send, bk[r].p, bk[r].n)) rc = tdc_error(-ENOMEM, "out of memory");
+        cut[r + 1] = send.n;
+        buf_free(&bk[r]);
+    }
+    if (!(rc = mpi_agree(rc))) rc = exchange(send.p, cut, size, &recv, rcnt, rat);
+    buf_free(&send);
+    if (!rc) {
+        rc = ana_merge_new(kind, meta, first, end, NULL, &m);
+        if (!rc) rc = ana_merge_share(m, size, rank);
+        if (!rc) rc = add_parts(m, &recv, rcnt, rat, size);
+        buf_free(&recv);
+    }
+    if (!(rc = mpi_agree(rc))) rc = add_edges(m, edges);
+    if (!rc) rc = ana_merge_finish(m, out);
+    ana_merge_free(m);
+    for (int r = 0; bk && r < size; r++)
+        buf_free(&bk[r]);
+    free(bk);
+    free(rcnt);
+    free(cut);
+    buf_free(&recv);
     return rc;
 }
 
@@ -375,76 +445,6 @@ static int write_ranges(const char *file, const buf *out, int rank, int size)
         if (rc) unlink(tmp);
     }
     return mpi_agree(rc);
-}
-
-/* Rank 0: every rank's part and edges merged into out; *bad the first rank that failed
- * (its message then in tdc_errmsg), or -1. */
-static int gather(int kind, const arc *meta, uint32_t first, uint32_t end, int size, int rc0,
-                  buf *part0, buf *edges0, buf *out, int *bad)
-{
-    ana_merge *m = NULL;
-    buf part = {0}, edges = {0};
-    int rc = rc0;
-    char msg[1000] = "";
-    *bad = rc ? 0 : -1;
-    if (rc) snprintf(msg, sizeof msg, "%s", tdc_errmsg());
-    if (!rc) rc = ana_merge_new(kind, meta, first, end, NULL, &m);
-    for (int r = 0; r < size; r++) {
-        status st = {0};
-        if (r) {
-            MPI_Recv(&st, sizeof st, MPI_BYTE, r, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            int e = recv_buf(r, TAG_PART, &part);
-            if (!e) e = recv_buf(r, TAG_EDGES, &edges);
-            if (!rc && st.rc) {
-                rc = st.rc;
-                *bad = r;
-                snprintf(msg, sizeof msg, "%s", st.msg);
-            }
-            if (!rc && e) rc = e;
-        }
-        if (rc) continue; /* receive the others' all the same: they wait to send */
-        buf *p = r ? &part : part0, *eb = r ? &edges : edges0;
-        ana_edge *e = NULL;
-        size_t ne = 0;
-        rc = ana_merge_part(m, p);
-        if (!rc) rc = ana_edges_decode(eb->p, eb->n, &e, &ne);
-        for (size_t i = 0; i < ne; i++) {
-            if (!rc) rc = ana_merge_edge(m, &e[i]);
-            buf_free(&e[i].words);
-        }
-        free(e);
-    }
-    if (!rc) rc = ana_merge_finish(m, out);
-    if (*bad >= 0) tdc_error(rc, "%s", msg);
-    ana_merge_free(m);
-    buf_free(&part);
-    buf_free(&edges);
-    return rc;
-}
-
-/* Rank 0 where there is nothing to merge (one rank, or a version 1-3 archive that rank 0
- * analysed alone): every other rank's status received; the first failure (its own rc first)
- * is returned with its rank in *bad and its message in tdc_errmsg. */
-static int drain(int size, int rc, int *bad)
-{
-    buf b = {0};
-    char msg[1000];
-    *bad = rc ? 0 : -1;
-    snprintf(msg, sizeof msg, "%s", rc ? tdc_errmsg() : "");
-    for (int r = 1; r < size; r++) {
-        status st;
-        MPI_Recv(&st, sizeof st, MPI_BYTE, r, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        recv_buf(r, TAG_PART, &b);
-        recv_buf(r, TAG_EDGES, &b);
-        if (!rc && st.rc) {
-            rc = st.rc;
-            *bad = r;
-            snprintf(msg, sizeof msg, "%s", st.msg);
-        }
-    }
-    buf_free(&b);
-    if (rc) tdc_error(rc, "%s", msg);
-    return rc;
 }
 
 /* out to FILE, atomically (a temporary file beside it, renamed over it), or to stdout. */
@@ -523,38 +523,22 @@ int main(int argc, char **argv)
      * as a crash would. */
     const char *die = getenv("TADOC_MPI_TEST_DIE");
     if (die && *die && atoi(die) == rank) raise(SIGKILL);
-    int status_code = EX_OK;
-    if (size > 1 && ana_merge_keyed(kind)) { /* merged by key range over the ranks */
-        rc = mpi_agree(rc);
-        if (!rc && meta->version >= 4) {
+    rc = mpi_agree(rc);
+    if (!rc && size > 1 && meta->version >= 4) { /* the merge spread over the ranks */
+        if (!ana_merge_keyed(kind)) { /* ordered by count: each key summed on one rank first */
+            buf share = {0};
+            rc = mpi_agree(
+                shuffle_counts(kind, meta, (uint32_t)first, end, rank, size, &part, &edges, &share));
+            part = share;
+        }
+        if (!rc)
             rc = mpi_agree(spread_merge(kind, meta, (uint32_t)first, end, rank, size, &part,
-                                        &edges, &out));
-            if (!rc) rc = write_ranges(file, &out, rank, size);
-        } else if (!rc) { /* one grammar: rank 0 analysed it alone */
-            rc = mpi_agree(rank ? 0 : write_out(file, &out));
-        }
-        status_code = rc ? mpi_report(rc) : EX_OK;
-    } else if (rank) {
-        status st = {.rc = rc};
-        if (rc) snprintf(st.msg, sizeof st.msg, "%s", tdc_errmsg());
-        MPI_Send(&st, sizeof st, MPI_BYTE, 0, TAG_STATUS, MPI_COMM_WORLD);
-        send_buf(&part, TAG_PART);
-        send_buf(&edges, TAG_EDGES);
-    } else {
-        int bad = -1;
-        if (size > 1 && meta && meta->version >= 4)
-            rc = gather(kind, meta, (uint32_t)first, end, size, rc, &part, &edges, &out, &bad);
-        else
-            rc = drain(size, rc, &bad);
-        if (!rc) rc = write_out(file, &out);
-        if (rc) {
-            if (bad >= 0)
-                fprintf(stderr, "tadoc-mpi: rank %d: %s\n", bad, tdc_errmsg());
-            else
-                fprintf(stderr, "tadoc-mpi: %s\n", tdc_errmsg());
-            status_code = tdc_exit_status(rc);
-        }
+                                        ana_merge_keyed(kind) ? &edges : NULL, &out));
+        if (!rc) rc = write_ranges(file, &out, rank, size);
+    } else if (!rc) { /* one rank, or one grammar that rank 0 analysed alone */
+        rc = mpi_agree(rank ? 0 : write_out(file, &out));
     }
+    int status_code = rc ? mpi_report(rc) : EX_OK;
     buf_free(&part);
     buf_free(&edges);
     buf_free(&out);

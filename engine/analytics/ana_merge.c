@@ -104,6 +104,7 @@ struct ana_merge {
     size_t ne, cape;
     buf lo, hi;         /* ana_merge_range: the keys of the lines it makes itself */
     int has_lo, has_hi; /* (its crossing sequences) within [lo, hi) */
+    int parts, mine;    /* ana_merge_share: those whose shuffle bucket is mine (parts > 1) */
 };
 
 int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
@@ -190,24 +191,49 @@ static int count_line(int kind, const unsigned char *p, const unsigned char *nl,
     return parse_num(p, a, v);
 }
 
-static int bad_part(const ana_merge *m, const unsigned char *p, const unsigned char *nl)
+static int bad_part(int kind, const unsigned char *p, const unsigned char *nl)
 {
     return tdc_error(-EBADMSG, "analytics: a part's %s output has a line it cannot hold: %.*s",
-                     ana_table[m->kind].name, (int)(nl - p < 200 ? nl - p : 200), p);
+                     ana_table[kind].name, (int)(nl - p < 200 ? nl - p : 200), p);
 }
 
-/* A counts part dealt into nt buckets by its keys' hashes. */
-static int deal(const ana_merge *m, const unsigned char *t, size_t n, buf *bk)
+/* The bucket of a key among n: the merge's threads hash with seed 0, ana_merge_shuffle with
+ * seed 1, so that the keys one process gets still spread over its threads. */
+static size_t bucket(const unsigned char *key, size_t kn, uint64_t seed, size_t n)
 {
-    for (const unsigned char *p = t, *end = t + n; p < end;) {
+    return (size_t)(XXH3_64bits_withSeed(key, kn, seed) % (uint64_t)n);
+}
+
+/* A counts text dealt into n buckets by its keys' hashes (seed as in bucket). */
+static int deal_by(int kind, const unsigned char *t, size_t len, size_t n, uint64_t seed, buf *bk)
+{
+    for (const unsigned char *p = t, *end = t + len; p < end;) {
         const unsigned char *nl = memchr(p, '\n', (size_t)(end - p)), *key;
         size_t kn;
         uint64_t v;
-        if (!nl || count_line(m->kind, p, nl, &key, &kn, &v)) return bad_part(m, p, nl ? nl : end);
-        buf *b = &bk[XXH3_64bits(key, kn) % (uint64_t)m->nt];
-        if (buf_put(b, p, (size_t)(nl + 1 - p))) return tdc_error(-ENOMEM, "analytics: out of memory");
+        if (!nl || count_line(kind, p, nl, &key, &kn, &v)) return bad_part(kind, p, nl ? nl : end);
+        if (buf_put(&bk[bucket(key, kn, seed, n)], p, (size_t)(nl + 1 - p)))
+            return tdc_error(-ENOMEM, "analytics: out of memory");
         p = nl + 1;
     }
+    return 0;
+}
+
+/* A counts part dealt into the merge's nt buckets. */
+static int deal(const ana_merge *m, const unsigned char *t, size_t n, buf *bk)
+{
+    return deal_by(m->kind, t, n, (size_t)m->nt, 0, bk);
+}
+
+int ana_merge_shuffle(int kind, const unsigned char *t, size_t n, int parts, buf *bk)
+{
+    return deal_by(kind, t, n, (size_t)parts, 1, bk);
+}
+
+int ana_merge_share(ana_merge *m, int parts, int mine)
+{
+    m->parts = parts;
+    m->mine = mine;
     return 0;
 }
 
@@ -216,7 +242,7 @@ static int check_lines(const ana_merge *m, const unsigned char *t, size_t n)
 {
     for (const unsigned char *p = t, *end = t + n; p < end;) {
         const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl || !memchr(p, '\t', (size_t)(nl - p))) return bad_part(m, p, nl ? nl : end);
+        if (!nl || !memchr(p, '\t', (size_t)(nl - p))) return bad_part(m->kind, p, nl ? nl : end);
         p = nl + 1;
     }
     return 0;
@@ -455,7 +481,9 @@ static int cross_count(ana_merge *m, uint32_t file, const buf *key, void *ctx)
 {
     (void)file;
     buf *bk = ctx;
-    buf *b = &bk[XXH3_64bits(key->p, key->n) % (uint64_t)m->nt];
+    if (m->parts > 1 && bucket(key->p, key->n, 1, (size_t)m->parts) != (size_t)m->mine)
+        return 0; /* another process's share (ana_merge_share) */
+    buf *b = &bk[bucket(key->p, key->n, 0, (size_t)m->nt)];
     return buf_put(b, "1\t", 2) || buf_put(b, key->p, key->n) || buf_put(b, "\n", 1)
                ? tdc_error(-ENOMEM, "analytics: out of memory")
                : 0;
@@ -587,9 +615,25 @@ static int kcmp(int paths, const unsigned char *a, size_t an, const unsigned cha
     return paths ? path_cmp(a, an, b, bn) : key_cmp(a, an, b, bn);
 }
 
+/* A line's order key: the key before its tab, or for the analytics ordered by count
+ * (wordcount, seqcount) the whole line, "count<TAB>key". */
+static size_t order_key(int kind, const unsigned char *p, const unsigned char *nl)
+{
+    return kind == ANA_WORDCOUNT || kind == ANA_SEQCOUNT ? (size_t)(nl - p) : field(p, nl);
+}
+
 int ana_merge_key_cmp(int kind, const unsigned char *a, size_t an, const unsigned char *b,
                       size_t bn)
 {
+    if (kind == ANA_WORDCOUNT || kind == ANA_SEQCOUNT) { /* count descending, then key */
+        size_t x = field(a, a + an), y = field(b, b + bn);
+        uint64_t u = 0, v = 0;
+        parse_num(a, x, &u);
+        parse_num(b, y, &v);
+        if (u != v) return u > v ? -1 : 1;
+        return x < an && y < bn ? key_cmp(a + x + 1, an - x - 1, b + y + 1, bn - y - 1)
+                                : (x < an) - (y < bn);
+    }
     return kcmp(kind == ANA_TERMVECTOR, a, an, b, bn);
 }
 
@@ -604,7 +648,7 @@ size_t ana_merge_lower(int kind, const unsigned char *t, size_t n, const unsigne
         const unsigned char *p = t + mid;
         const unsigned char *nl = memchr(p, '\n', n - mid);
         if (!nl) nl = t + n;
-        if (ana_merge_key_cmp(kind, p, field(p, nl), k, kn) < 0)
+        if (ana_merge_key_cmp(kind, p, order_key(kind, p, nl), k, kn) < 0)
             lo = nl < t + n ? (size_t)(nl + 1 - t) : n;
         else
             hi = mid;
@@ -624,14 +668,14 @@ int ana_merge_keyed(int kind)
            kind == ANA_RANKEDINVINDEX;
 }
 
-int ana_merge_sample(const unsigned char *t, size_t n, size_t k, buf *keys)
+int ana_merge_sample(int kind, const unsigned char *t, size_t n, size_t k, buf *keys)
 {
     for (size_t s = 1; s <= k && n; s++) {
         size_t at = n * s / (k + 1);
         while (at && t[at - 1] != '\n')
             at--;
         const unsigned char *nl = memchr(t + at, '\n', n - at);
-        size_t kn = field(t + at, nl ? nl : t + n);
+        size_t kn = order_key(kind, t + at, nl ? nl : t + n);
         if (buf_put(keys, t + at, kn) || buf_put(keys, "\n", 1))
             return tdc_error(-ENOMEM, "analytics: out of memory");
     }

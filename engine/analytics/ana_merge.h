@@ -71,27 +71,41 @@ void ana_merge_take_edges(ana_merge *m, ana_edge **e, size_t *n);
  * inside a word between two parts; -ENOMEM. */
 int ana_merge_finish(ana_merge *m, buf *out);
 
-/* ---- a merge spread over processes by key range (tadoc-mpi) ----
+/* ---- a merge spread over processes (tadoc-mpi) ----
  * The analytics whose output is in key order (ana_merge_keyed: sort, invindex, termvector,
  * rankedinvindex; a line's key is its text before the first tab) can be merged by ranges of
  * keys, each range on its own, the outputs of the ranges concatenated in key order: every
  * part is cut at the same keys (ana_merge_lower), range j of every part goes to the merge of
- * range j, which is given every part's edges and its range (ana_merge_range). */
+ * range j, which is given every part's edges and its range (ana_merge_range).
+ * Those ordered by count (wordcount, seqcount) go in two rounds: the parts' lines are
+ * shuffled by key (ana_merge_shuffle), each share merged with every part's edges
+ * (ana_merge_share keeps its crossing sequences to its own keys), which sums every key in
+ * one place; then the shares' outputs, in output order, are merged by ranges of that order
+ * as above (a line's order key being then the whole line, count and key), without edges. */
 int ana_merge_keyed(int kind);
 
-/* The order of keys (byte order; for termvector, of the raw bytes the escaped paths stand
- * for). */
+/* The counts text t[0, n) (wordcount, sort or seqcount lines) dealt into parts buckets bk by
+ * a hash of each line's key. 0, -EBADMSG for a malformed line, -ENOMEM. */
+int ana_merge_shuffle(int kind, const unsigned char *t, size_t n, int parts, buf *bk);
+
+/* Make m the merge of share `mine` of ana_merge_shuffle into `parts`: the crossing sequences
+ * it makes itself (seqcount) are kept to the keys of that share. 0. */
+int ana_merge_share(ana_merge *m, int parts, int mine);
+
+/* The order of order keys: byte order of keys (for termvector, of the raw bytes the escaped
+ * paths stand for); for wordcount and seqcount, whose order key is the whole line, count
+ * descending, then key. */
 int ana_merge_key_cmp(int kind, const unsigned char *a, size_t an, const unsigned char *b,
                       size_t bn);
 
-/* The offset of the first line of text[0, n) (lines in key order) whose key is not below
+/* The offset of the first line of text[0, n) (lines in order) whose order key is not below
  * (k, kn); n when none. */
 size_t ana_merge_lower(int kind, const unsigned char *text, size_t n, const unsigned char *k,
                        size_t kn);
 
-/* Up to k keys of the lines of text[0, n), evenly spaced, appended to keys, each followed by a
- * newline: samples for choosing the cuts. 0 or -ENOMEM. */
-int ana_merge_sample(const unsigned char *text, size_t n, size_t k, buf *keys);
+/* Up to k order keys of the lines of text[0, n), evenly spaced, appended to keys, each
+ * followed by a newline: samples for choosing the cuts. 0 or -ENOMEM. */
+int ana_merge_sample(int kind, const unsigned char *text, size_t n, size_t k, buf *keys);
 
 /* Make m the merge of the keys in [lo, hi) (NULL: unbounded on that side): the lines it makes
  * itself (the crossing sequences of rankedinvindex) are kept to that range; its parts must

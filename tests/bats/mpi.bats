@@ -72,10 +72,10 @@ mpi() {
     cmp "$S/want" "$S/got"
 }
 
-@test "tadoc-mpi: more ranks than shards, and a one-shard archive, merge key ranges exactly" {
+@test "tadoc-mpi: more ranks than shards, and a one-shard archive, merge their ranges exactly" {
     "$TADOC" pack -q "$T/a" -o "$S/one.tdc"
     [ "$("$TADOC" stat "$S/one.tdc" | awk '/^shards/ {print $2}')" -eq 1 ]
-    for an in sort invindex termvector rankedinvindex; do
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
         for a in one a; do
             "$TADOC" "$an" "$S/$a.tdc" >"$S/want"
             (umask 022 && mpi 4 "$an" "$S/$a.tdc" -o "$S/got")
