@@ -16,6 +16,7 @@
 #include <syslog.h>
 
 #include "../engine/backend/backend.h"
+#include "../engine/base/fio.h"
 #include "../engine/base/err.h"
 #include "../engine/index/words.h"
 #include "../lib/env.h"
@@ -175,19 +176,6 @@ static int gpu_usable_probe(void)
 
 /* Refuse a mountpoint left behind by a daemon that died, with the command that clears it. */
 /* Undo mountinfo's octal escapes (space, tab, newline, backslash) in place. */
-static void unescape_mountinfo(char *s)
-{
-    char *o = s;
-    for (; *s; s++)
-        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-            s[3] >= '0' && s[3] <= '7') {
-            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-            s += 3;
-        } else {
-            *o++ = *s;
-        }
-    *o = 0;
-}
 
 /* The kernel caps a FUSE mount's readahead at its default 128 KiB, whatever max_readahead op_init
  * asks for; raise this mount's own limit (sysfs, root only) to READAHEAD_KB, so large files are
@@ -196,17 +184,24 @@ static void unescape_mountinfo(char *s)
  * `real` is the mountpoint's real path, taken before the mount (realpath would ask the daemon,
  * whose loop has not started yet). */
 #define READAHEAD_KB 1024
+typedef struct mount_dev {
+    const char *real;
+    char dev[32];
+} mount_dev;
+
+static int dev_of(void *ctx, const char *mnt, const char *type, const char *dev)
+{
+    mount_dev *m = ctx;
+    (void)type;
+    if (!strcmp(mnt, m->real)) snprintf(m->dev, sizeof m->dev, "%s", dev); /* the newest */
+    return 0;
+}
+
 static void raise_readahead(const char *real)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "r");
-    char line[4096], dev[32] = "";
-    while (f && fgets(line, sizeof line, f)) {
-        char mm[32], mp[4096];
-        if (sscanf(line, "%*s %*s %31s %*s %4095s", mm, mp) != 2) continue;
-        unescape_mountinfo(mp);
-        if (!strcmp(mp, real)) strcpy(dev, mm); /* the last one: the newest mount there */
-    }
-    if (f) fclose(f);
+    mount_dev m = {.real = real, .dev = ""};
+    fio_mounts(dev_of, &m);
+    const char *dev = m.dev;
     char path[96];
     snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
     FILE *ra = *dev ? fopen(path, "w") : NULL;

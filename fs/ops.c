@@ -1100,6 +1100,8 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
             snprintf(v, n, "%" PRIu64, in.compactions);
         else if (!strcmp(name, "backend"))
             backend_stats(c->be, v, n);
+        else if (!strcmp(name, "archive")) /* its real path: how tadoc finds this mount */
+            snprintf(v, n, "%s", vol_path(c->v));
         else if (!strcmp(name, "shard_cache")) /* reads served from their files' shards */
             snprintf(v, n,
                      "%" PRIu64 " reads; %" PRIu64 " spans kept, %" PRIu64 " bytes; %" PRIu64

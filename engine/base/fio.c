@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,5 +66,39 @@ int fio_sync_dir(const char *path)
         rc = tdc_error(-errno, "%s: fsync of its directory: %s", path, strerror(errno));
     if (dfd >= 0) close(dfd);
     free(copy);
+    return rc;
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape_mountinfo(char *s)
+{
+    char *o = s;
+    for (; *s; s++)
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o++ = *s;
+        }
+    *o = 0;
+}
+
+int fio_mounts(int (*fn)(void *ctx, const char *mnt, const char *type, const char *dev),
+               void *ctx)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[8192];
+    int rc = 0;
+    while (!rc && f && fgets(line, sizeof line, f)) {
+        char dev[32], mp[4096], type[256];
+        const char *sep = strstr(line, " - ");
+        if (!sep || sscanf(line, "%*s %*s %31s %*s %4095s", dev, mp) != 2 ||
+            sscanf(sep + 3, "%255s", type) != 1)
+            continue;
+        unescape_mountinfo(mp);
+        rc = fn(ctx, mp, type, dev);
+    }
+    if (f) fclose(f);
     return rc;
 }

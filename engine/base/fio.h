@@ -1,5 +1,5 @@
-/* fio: small file I/O helpers shared by the archive and journal writers. Each returns 0 or a
- * negative errno with a message naming `path`. Thread-safe. */
+/* fio: small file I/O helpers shared by the archive and journal writers, and the list of
+ * mounts. Each returns 0 or a negative errno with a message naming `path`. Thread-safe. */
 #ifndef TDC_FIO_H
 #define TDC_FIO_H
 
@@ -17,5 +17,11 @@ int fio_read_at(int fd, void *p, size_t n, uint64_t off, const char *path);
 
 /* fsync the directory holding `path`, so a rename into it is durable. */
 int fio_sync_dir(const char *path);
+
+/* Every mount of /proc/self/mountinfo in order (the newest last): fn(ctx, mount point,
+ * filesystem type, "major:minor") with the escapes of the names undone; a non-zero return
+ * stops there and is returned. 0 when all were seen (or mountinfo cannot be read). */
+int fio_mounts(int (*fn)(void *ctx, const char *mnt, const char *type, const char *dev),
+               void *ctx);
 
 #endif

@@ -314,3 +314,50 @@ peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
     cat "$M/.search/county" "$M/brown/.search/the" | cmp - "$S/search"
     [ "$(cache_field "$M" whole-archive)" -eq 1 ]
 }
+
+# The analytics requests the daemon of mountpoint $1 computed (cpu and gpu).
+served() { getfattr -n user.tadoc.backend --only-values "$1" | awk '{ print $2 + $7 }'; }
+
+@test "TADOC_VIA_MOUNT=1: tadoc reads an analytic from the daemon that has the archive mounted, only where the output is the same" {
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/a.tdc" "$M"
+    wait_mounted "$M"
+    n0=$(served "$M")
+    # Not asked for: computed here.
+    "$TADOC" wordcount "$S/a.tdc" >"$S/want"
+    [ "$(served "$M")" -eq "$n0" ]
+    # Asked for: the daemon computes it once, then answers from its cache; the same bytes.
+    for an in wordcount invindex; do
+        "$TADOC" "$an" "$S/a.tdc" >"$S/want"
+        TADOC_VIA_MOUNT=1 "$TADOC" "$an" "$S/a.tdc" | cmp - "$S/want"
+        TADOC_VIA_MOUNT=1 "$TADOC" "$an" "$S/a.tdc" | cmp - "$S/want"
+    done
+    [ "$(served "$M")" -eq $((n0 + 2)) ]
+    "$TADOC" termvector "$S/a.tdc" a >"$S/want"
+    TADOC_VIA_MOUNT=1 "$TADOC" termvector "$S/a.tdc" a | cmp - "$S/want"
+    [ "$(served "$M")" -eq $((n0 + 3)) ]
+    # A file scope has no virtual file: computed here.
+    TADOC_VIA_MOUNT=1 "$TADOC" wordcount "$S/a.tdc" a/ca01 | cmp - <("$TADOC" wordcount "$S/a.tdc" a/ca01)
+    [ "$(served "$M")" -eq $((n0 + 3)) ]
+    # Once the journal holds an edit the mount no longer shows the archive as written: tadoc
+    # computes the archive's output, which the mount's differs from.
+    echo "zebra zebra" >"$M/a/new"
+    "$TADOC" sort "$S/a.tdc" >"$S/want"
+    TADOC_VIA_MOUNT=1 "$TADOC" sort "$S/a.tdc" | cmp - "$S/want"
+    ! cmp -s "$M/.sort" "$S/want"
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    # With a hard link, only the whole archive's analytics are asked for.
+    rm -f "$S/a.tdc.journal"
+    ln "$T/b/cb09" "$T/a/0-link"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    mnt "$S/a.tdc" "$M" -o ro
+    wait_mounted "$M"
+    n0=$(served "$M")
+    TADOC_VIA_MOUNT=1 "$TADOC" termvector "$S/a.tdc" b | cmp - <("$TADOC" termvector "$S/a.tdc" b)
+    [ "$(served "$M")" -eq "$n0" ]
+    TADOC_VIA_MOUNT=1 "$TADOC" seqcount "$S/a.tdc" | cmp - <("$TADOC" seqcount "$S/a.tdc")
+    [ "$(served "$M")" -eq $((n0 + 1)) ]
+}
