@@ -90,6 +90,12 @@ anashards_all() {
         "$top/bench/anashards.sh" "$build" "$data/linux-source-6.1" "Linux 6.1 source tree"
 }
 
+# tadoc computing an analytic against reading it from a mount of the archive: the Linux archive.
+viamount_all() {
+    linux_archive
+    "$top/bench/viamount.sh" "$build" "$data/linux.tdc" "Linux 6.1 source tree"
+}
+
 # tadoc-mpi against its rank count where Open MPI is installed: Brown in 1 MiB shards, and the
 # Linux archive (three analytics); pack of Brown.
 mpi_all() {
@@ -161,6 +167,8 @@ run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.s
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run anashards.md "Analytics shard by shard" "bench/anashards.sh" anashards_all
+run viamount.md "tadoc's analytics computed, or read from a mount (TADOC_VIA_MOUNT=1)" "bench/viamount.sh" \
+    viamount_all
 [ -x "$build/tadoc-mpi" ] && run mpi.md "tadoc-mpi: analytics over MPI ranks" "bench/mpi.sh" mpi_all
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
 run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all
