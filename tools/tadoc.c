@@ -763,6 +763,12 @@ static int cmd_verify(int argc, char **argv)
 
 /* ---------------- analytics ---------------- */
 
+/* An ana_sink writing to the file descriptor *ctx. */
+static int to_fd(void *ctx, const unsigned char *p, size_t n)
+{
+    return fio_write_all(*(int *)ctx, p, n, "stdout");
+}
+
 /* via_mount's search: the newest tadocfs mount of the archive at `real`. */
 typedef struct mount_find {
     const char *real;
@@ -883,9 +889,10 @@ static int run_analytic(int argc, char **argv, int kind)
         gpu = could && (o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, fits));
         whole = gpu && fits;
     }
-    if (!whole) {
+    int fd = 1;
+    if (!whole) { /* written out as the merge makes it, never held whole */
         backend_set_mode(be, gpu ? BACKEND_ON : BACKEND_OFF);
-        rc = backend_by_shard(be, NULL, kind, a, (uint32_t)first, end, NULL, &out);
+        rc = backend_by_shard_to(be, NULL, kind, a, (uint32_t)first, end, NULL, to_fd, &fd);
         if (rc == -ENOTSUP) {
             whole = 1;
             rc = 0;

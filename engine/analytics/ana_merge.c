@@ -565,7 +565,7 @@ static int cross_part(ana_merge *m, buf *out)
 
 /* ---- counts: the buckets summed by key on nt threads ---- */
 
-static int finish_counts(ana_merge *m, buf *out)
+static int finish_counts(ana_merge *m, ana_sink sink, void *sctx)
 {
     buf extra[MAXT];
     memset(extra, 0, sizeof extra);
@@ -595,8 +595,11 @@ static int finish_counts(ana_merge *m, buf *out)
     free(w);
     free(c);
     if (!rc && m->kind != ANA_SORT) rc = ana_by_count(o, kept);
-    if (!rc) rc = ana_print_counts(o, kept, m->kind != ANA_SORT, out, threads);
+    buf out = {0};
+    if (!rc) rc = ana_print_counts(o, kept, m->kind != ANA_SORT, &out, threads);
     free(o);
+    if (!rc && out.n) rc = sink(sctx, out.p, out.n);
+    buf_free(&out);
     for (int t = 0; t < MAXT; t++)
         buf_free(&extra[t]);
     return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
@@ -886,7 +889,7 @@ static int by_key(const void *x, const void *y, void *ctx)
     return kcmp(*(const int *)ctx, a, line_key(a), b, line_key(b));
 }
 
-static int finish_lists(ana_merge *m, buf *out)
+static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
 {
     buf extra = {0};
     int rc = m->kind == ANA_RANKEDINVINDEX ? cross_part(m, &extra) : each_crossing(m, NULL, NULL);
@@ -942,11 +945,13 @@ static int finish_lists(ana_merge *m, buf *out)
         size_t n = nranges - g < nt ? nranges - g : nt;
         par_run((unsigned)n, list_main, j + g, sizeof *j);
         for (size_t i = g; i < g + n && !rc; i++) {
-            if (j[i].rc == -ENOMEM || (!j[i].rc && buf_put(out, j[i].out.p, j[i].out.n)))
+            if (j[i].rc == -ENOMEM)
                 rc = tdc_error(-ENOMEM, "analytics: out of memory");
             else if (j[i].rc)
                 rc = tdc_error(-EBADMSG, "analytics: a part's %s output has a malformed record",
                                ana_table[m->kind].name);
+            else if (j[i].out.n)
+                rc = sink(sctx, j[i].out.p, j[i].out.n);
             buf_free(&j[i].out);
         }
     }
@@ -958,7 +963,17 @@ static int finish_lists(ana_merge *m, buf *out)
     return rc;
 }
 
+int ana_sink_buf(void *ctx, const unsigned char *p, size_t n)
+{
+    return buf_put(ctx, p, n) ? tdc_error(-ENOMEM, "analytics: out of memory") : 0;
+}
+
+int ana_merge_finish_to(ana_merge *m, ana_sink sink, void *ctx)
+{
+    return m->lists ? finish_lists(m, sink, ctx) : finish_counts(m, sink, ctx);
+}
+
 int ana_merge_finish(ana_merge *m, buf *out)
 {
-    return m->lists ? finish_lists(m, out) : finish_counts(m, out);
+    return ana_merge_finish_to(m, ana_sink_buf, out);
 }

@@ -71,6 +71,18 @@ void ana_merge_take_edges(ana_merge *m, ana_edge **e, size_t *n);
  * inside a word between two parts; -ENOMEM. */
 int ana_merge_finish(ana_merge *m, buf *out);
 
+/* Where a merge's output goes, piece after piece in order (ana_merge_finish_to): 0, or an
+ * error that stops the merge (a negative errno with a message). */
+typedef int (*ana_sink)(void *ctx, const unsigned char *p, size_t n);
+
+/* ana_merge_finish with the output handed to sink in pieces as it is made, so that it is never
+ * held whole (a list merge hands on each batch of key ranges). An error found before any
+ * output (-ENOTSUP for a word cut between parts) comes before the first piece. */
+int ana_merge_finish_to(ana_merge *m, ana_sink sink, void *ctx);
+
+/* An ana_sink appending to the buf ctx. */
+int ana_sink_buf(void *ctx, const unsigned char *p, size_t n);
+
 /* ---- a merge spread over processes (tadoc-mpi) ----
  * The analytics whose output is in key order (ana_merge_keyed: sort, invindex, termvector,
  * rankedinvindex; a line's key is its text before the first tab) can be merged by ranges of

@@ -254,10 +254,28 @@ static int damage_check(const job *j)
     return 0;
 }
 
+static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                    uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
+                    ana_sink sink, void *sctx);
+
 int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                  uint32_t first, uint32_t end, const unsigned char *vis, buf *out)
 {
-    return ana_by_shard_subset(c, fn, arg, kind, meta, first, end, vis, NULL, out);
+    return by_shard(c, fn, arg, kind, meta, first, end, vis, NULL, ana_sink_buf, out);
+}
+
+int ana_by_shard_to(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                    uint32_t first, uint32_t end, const unsigned char *vis, ana_sink sink,
+                    void *sctx)
+{
+    return by_shard(c, fn, arg, kind, meta, first, end, vis, NULL, sink, sctx);
+}
+
+int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                        uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
+                        buf *out)
+{
+    return by_shard(c, fn, arg, kind, meta, first, end, vis, sh, ana_sink_buf, out);
 }
 
 void ana_subset_free(ana_subset *sh)
@@ -269,9 +287,9 @@ void ana_subset_free(ana_subset *sh)
     sh->nedges = 0;
 }
 
-int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
-                        uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
-                        buf *out)
+static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                    uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
+                    ana_sink sink, void *sctx)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > meta->nents) return tdc_error(-EINVAL, "analytics: bad scope");
@@ -299,7 +317,7 @@ int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const a
         rc = j.rc ? tdc_error(j.rc, "%s", j.msg) : damage_check(&j);
     }
     if (!rc && sh) ana_merge_take_edges(j.m, &sh->edges, &sh->nedges);
-    if (!rc) rc = ana_merge_finish(j.m, out);
+    if (!rc) rc = ana_merge_finish_to(j.m, sink, sctx);
     for (uint32_t k = 0; j.damage && k < meta->nshards; k++)
         free(j.damage[k]);
     free(j.damage);

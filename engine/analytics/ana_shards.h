@@ -30,6 +30,13 @@ typedef int (*ana_part_fn)(void *arg, int kind, const arc *p, uint32_t first, ui
 int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                  uint32_t first, uint32_t end, const unsigned char *vis, buf *out);
 
+/* ana_by_shard with the output handed to sink piece by piece as the merge makes it
+ * (ana_merge_finish_to), never held whole: for a caller that writes it out. Errors found
+ * before the merge's output (a damaged shard, -ENOTSUP) come before the first piece. */
+int ana_by_shard_to(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
+                    uint32_t first, uint32_t end, const unsigned char *vis, ana_sink sink,
+                    void *sctx);
+
 /* One share of an analytic split between processes (cluster ranks): the shards a process
  * works on, and the edges it hands on. */
 typedef struct ana_subset {

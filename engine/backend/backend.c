@@ -398,6 +398,12 @@ int backend_gpu_fits(backend *b, const arc *a)
 int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out)
 {
+    return backend_by_shard_to(b, c, kind, meta, first, end, vis, ana_sink_buf, out);
+}
+
+int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
+                        uint32_t end, const unsigned char *vis, ana_sink sink, void *sctx)
+{
     ana_part_fn fn = NULL;
 #ifdef TDC_HAVE_CUDA
     if (b->o.mode == BACKEND_ON && backend_gpu_available()) {
@@ -410,7 +416,7 @@ int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t
         if (b->ndev > 0) fn = part_on_gpu;
     }
 #endif
-    return ana_by_shard(c ? c : b->ana, fn, b, kind, meta, first, end, vis, out);
+    return ana_by_shard_to(c ? c : b->ana, fn, b, kind, meta, first, end, vis, sink, sctx);
 }
 
 void backend_release(backend *b, const arc *a)

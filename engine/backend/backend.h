@@ -11,6 +11,7 @@
 #include "../format/arc.h"
 #include "../base/buf.h"
 #include "../analytics/ana.h" /* ana_opts, ana_ctx */
+#include "../analytics/ana_merge.h" /* ana_sink */
 #include "gpu_api.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 
 /* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
@@ -135,6 +136,10 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
  * way; errors as ana_by_shard. */
 int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out);
+
+/* backend_by_shard with the output handed to sink as the merge makes it (ana_by_shard_to). */
+int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
+                        uint32_t end, const unsigned char *vis, ana_sink sink, void *sctx);
 
 /* 1 when archive a (opened, loaded or not) is estimated to fit on the GPU whole, uploaded,
  * indexed and analysed: within b's gpu_mem, or half of the device's free memory; 0 when not,
