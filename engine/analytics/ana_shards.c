@@ -214,22 +214,13 @@ int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigne
     int rc = ana_scope_files(meta, first, end, vis, &files) ? tdc_error(-ENOMEM, "out of memory")
                                                             : plan(meta, &files, NULL, &todo, &wd, &nw);
     uint64_t *bytes = rc ? NULL : malloc((meta->nshards ? meta->nshards : 1) * sizeof *bytes);
-    uint64_t *load = rc ? NULL : calloc((size_t)(n > 0 ? n : 1), sizeof *load);
-    if (!rc && (!bytes || !load)) rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc && !bytes) rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t k = 0; k < meta->nshards; k++) {
         owner[k] = -1;
         if (bytes) bytes[k] = meta->shards[k].bytes;
     }
-    if (!rc) gram_by_count(todo.p, todo.n, bytes); /* largest first, ties by shard */
-    for (size_t i = 0; !rc && i < todo.n; i++) {
-        int best = 0;
-        for (int r = 1; r < n; r++)
-            if (load[r] < load[best]) best = r;
-        owner[todo.p[i]] = best;
-        load[best] += bytes[todo.p[i]];
-    }
+    if (!rc && par_deal(todo.p, todo.n, bytes, n, owner)) rc = tdc_error(-ENOMEM, "out of memory");
     free(bytes);
-    free(load);
     free(wd);
     vec32_free(&files);
     vec32_free(&todo);

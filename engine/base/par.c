@@ -1,7 +1,10 @@
 #include "par.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+
+#include "buf.h"
 
 void par_run(unsigned n, void *(*fn)(void *), void *arg, size_t stride)
 {
@@ -18,4 +21,28 @@ void par_run(unsigned n, void *(*fn)(void *), void *arg, size_t stride)
     }
     free(th);
     free(started);
+}
+
+static int by_size_desc(const void *x, const void *y, void *ctx)
+{
+    const uint64_t *size = ctx;
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    if (size[a] != size[b]) return size[a] > size[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+int par_deal(uint32_t *ids, size_t n, const uint64_t *size, int parts, int *owner)
+{
+    uint64_t *load = calloc((size_t)(parts > 0 ? parts : 1), sizeof *load);
+    if (!load) return -ENOMEM;
+    sort_r(ids, n, sizeof *ids, by_size_desc, (void *)size);
+    for (size_t i = 0; i < n; i++) {
+        int best = 0;
+        for (int r = 1; r < parts; r++)
+            if (load[r] < load[best]) best = r;
+        owner[ids[i]] = best;
+        load[best] += size[ids[i]];
+    }
+    free(load);
+    return 0;
 }
