@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../engine/base/err.h"
+#include "../engine/base/par.h"
 #include "../engine/build/pack.h"
 #include "../engine/format/arc.h"
 #include "../engine/volume/vol.h"
@@ -40,37 +41,26 @@ static const char usage[] =
     "the archive once every rank has checked its shards. Every rank reads DIR and writes\n"
     "ARCHIVE at the same paths. Options as for `tadoc pack`.\n";
 
-/* Deal the groups among `size` ranks by content bytes: the largest first, each to the rank
- * with the fewest bytes so far (the same deal on every rank). take[g] = 1 for this rank's. */
+/* Deal the groups among `size` ranks by content bytes (par_deal: the same deal on every
+ * rank). take[g] = 1 for this rank's. */
 static int deal(const pack_job *j, int rank, int size, unsigned char *take)
 {
     uint32_t n = pack_ngroups(j);
-    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
-    uint64_t *load = calloc((size_t)size, sizeof *load), *bytes = malloc((n ? n : 1) * 8);
-    if (!order || !load || !bytes) {
-        free(order);
-        free(load);
-        free(bytes);
-        return tdc_error(-ENOMEM, "out of memory");
-    }
-    for (uint32_t g = 0; g < n; g++) {
+    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    uint64_t *bytes = malloc((n ? n : 1) * sizeof *bytes);
+    int *owner = malloc((n ? n : 1) * sizeof *owner);
+    int rc = ids && bytes && owner ? 0 : -ENOMEM;
+    for (uint32_t g = 0; !rc && g < n; g++) {
+        ids[g] = g;
         bytes[g] = pack_group_bytes(j, g);
-        uint32_t i = g; /* insertion by bytes, descending; ties by index */
-        for (; i && bytes[order[i - 1]] < bytes[g]; i--)
-            order[i] = order[i - 1];
-        order[i] = g;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        int r = 0;
-        for (int k = 1; k < size; k++)
-            if (load[k] < load[r]) r = k;
-        load[r] += bytes[order[i]];
-        take[order[i]] = r == rank;
-    }
-    free(order);
-    free(load);
+    if (!rc) rc = par_deal(ids, n, bytes, size, owner);
+    for (uint32_t g = 0; !rc && g < n; g++)
+        take[g] = owner[g] == rank;
+    free(ids);
     free(bytes);
-    return 0;
+    free(owner);
+    return rc ? tdc_error(rc, "out of memory") : 0;
 }
 
 /* Every rank's packed groups, known to every rank: each encodes its own (group index,
@@ -106,30 +96,24 @@ static int swap_groups(pack_job *j, const unsigned char *take)
 /* This rank's shards' sections written at their places in the file `tmp`, which every rank
  * opens together. */
 static int write_sections(const pack_job *j, const unsigned char *take, const arc_coded *all,
-                          const char *tmp)
+                          uint32_t nall, const char *tmp)
 {
-    MPI_File f;
-    int e = MPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &f), rc = 0;
-    if (e != MPI_SUCCESS) return tdc_error(-EIO, "%s: cannot open with MPI-IO", tmp);
-    for (uint32_t g = 0; !rc && g < pack_ngroups(j); g++) {
+    mpi_block *b = malloc(((size_t)nall * 3 + 1) * sizeof *b);
+    size_t nb = 0;
+    for (uint32_t g = 0; b && g < pack_ngroups(j); g++) {
         if (!take[g]) continue;
         uint32_t n, first = pack_group_first_shard(j, g);
         const arc_coded *sh = pack_group_coded(j, g, &n);
         uint64_t off = arc_coded_offset(all, first); /* the group's sections follow */
-        for (uint32_t k = 0; !rc && k < n; k++)
-            for (int i = 0; !rc && i < 3; i++) {
-                for (uint64_t d = 0; !rc && d < sh[k].secs[i].stored; d += SEND_MAX) {
-                    uint64_t left = sh[k].secs[i].stored - d;
-                    int cnt = (int)(left < SEND_MAX ? left : SEND_MAX);
-                    if (MPI_File_write_at(f, (MPI_Offset)(off + d), sh[k].data[i] + d, cnt,
-                                          MPI_BYTE, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                        rc = tdc_error(-EIO, "%s: cannot write shard %u", tmp, first + k);
-                }
+        for (uint32_t k = 0; k < n; k++)
+            for (int i = 0; i < 3; i++) {
+                b[nb++] = (mpi_block){off, sh[k].secs[i].stored, sh[k].data[i]};
                 off += sh[k].secs[i].stored;
             }
     }
-    if (MPI_File_sync(f) != MPI_SUCCESS && !rc) rc = tdc_error(-EIO, "%s: cannot sync", tmp);
-    MPI_File_close(&f);
+    int rc = mpi_write_blocks(tmp, b, nb); /* collective: called even without memory */
+    if (!b && !rc) rc = tdc_error(-ENOMEM, "out of memory");
+    free(b);
     return rc;
 }
 
@@ -224,7 +208,7 @@ int mpi_pack(int argc, char **argv, int rank, int size)
     }
     if (!rc) rc = mpi_make_tmp(out, tmp, sizeof tmp);
     have_tmp = !rc;
-    if (!rc) rc = mpi_agree(write_sections(j, take, all, tmp));
+    if (!rc) rc = mpi_agree(write_sections(j, take, all, nall, tmp));
     if (!rc) rc = mpi_agree(rank ? 0 : pack_write_over(j, tmp, &st));
     if (!rc) rc = mpi_agree(check_shards(j, take, tmp));
     if (!rank && have_tmp) {

@@ -22,7 +22,6 @@
  *
  * Exit codes as tadoc's: 0 success, 1 failure, 2 usage, 3 a damaged archive. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <signal.h>
@@ -142,6 +141,25 @@ int mpi_make_tmp(const char *out, char *tmp, size_t cap)
     }
     MPI_Bcast(tmp, (int)cap, MPI_CHAR, 0, MPI_COMM_WORLD);
     return mpi_agree(rc);
+}
+
+int mpi_write_blocks(const char *path, const mpi_block *b, size_t n)
+{
+    MPI_File f;
+    if (MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY, MPI_INFO_NULL, &f) != MPI_SUCCESS)
+        return tdc_error(-EIO, "%s: cannot open with MPI-IO", path); /* on every rank */
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        for (uint64_t d = 0; d < b[i].n && !rc; d += SEND_MAX) {
+            int cnt = (int)(b[i].n - d < SEND_MAX ? b[i].n - d : SEND_MAX);
+            if (MPI_File_write_at(f, (MPI_Offset)(b[i].off + d), b[i].p + d, cnt, MPI_BYTE,
+                                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                rc = tdc_error(-EIO, "%s: cannot write at %llu", path,
+                               (unsigned long long)(b[i].off + d));
+        }
+    if (MPI_File_sync(f) != MPI_SUCCESS && !rc) rc = tdc_error(-EIO, "%s: cannot sync", path);
+    MPI_File_close(&f);
+    return rc;
 }
 
 int mpi_report(int rc)
@@ -298,17 +316,39 @@ static int add_edges(ana_merge *m, const buf *edges)
     return rc;
 }
 
-/* What every rank sent this one (exchange), each rank's bytes a part of m. */
-static int add_parts(ana_merge *m, const buf *recv, const int *rcnt, const int *rat, int size)
+/* What every rank sent this one (exchange), each rank's bytes a part of m, taken from the
+ * end of recv, which shrinks behind them, so that the copies and recv together hold about one
+ * share at any time (a part must be a buffer of its own). */
+static int add_parts(ana_merge *m, buf *recv, const int *rcnt, const int *rat, int size)
 {
     int rc = 0;
-    for (int r = 0; !rc && r < size; r++) {
+    for (int r = size - 1; !rc && r >= 0; r--) { /* the merge takes parts in any order */
         buf b = {0};
         if (!rcnt[r]) continue;
         rc = buf_put(&b, recv->p + rat[r], (size_t)rcnt[r]) ? tdc_error(-ENOMEM, "out of memory")
                                                            : ana_merge_part(m, &b);
         buf_free(&b);
+        unsigned char *p = realloc(recv->p, rat[r] ? (size_t)rat[r] : 1);
+        if (p) { /* else it stays as large: still right */
+            recv->p = p;
+            recv->cap = rat[r] ? (size_t)rat[r] : 1;
+        }
+        recv->n = (size_t)rat[r];
     }
+    return rc;
+}
+
+/* m, set up by the caller (rc its result so far), merges what every rank sent this one
+ * (add_parts) and, given `edges`, every rank's edges (collective then), into out; m is freed
+ * and recv too. */
+static int merge_received(ana_merge *m, int rc, buf *recv, const int *rcnt, const int *rat,
+                          int size, const buf *edges, buf *out)
+{
+    if (!rc) rc = add_parts(m, recv, rcnt, rat, size);
+    if (edges && !(rc = mpi_agree(rc))) rc = add_edges(m, edges);
+    if (!rc) rc = ana_merge_finish(m, out);
+    ana_merge_free(m);
+    buf_free(recv);
     return rc;
 }
 
@@ -344,18 +384,13 @@ static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end,
         if (!rc && edges)
             rc = ana_merge_range(m, lo ? lo->p : NULL, lo ? lo->n : 0, hi ? hi->p : NULL,
                                  hi ? hi->n : 0);
-        if (!rc) rc = add_parts(m, &recv, rcnt, rat, size);
-        buf_free(&recv);
     }
-    if (edges && !(rc = mpi_agree(rc))) rc = add_edges(m, edges);
-    if (!rc) rc = ana_merge_finish(m, out);
-    ana_merge_free(m);
+    rc = merge_received(m, rc, &recv, rcnt, rat, size, edges, out);
     free(cut);
     free(spl);
     free(rcnt);
     buf_free(&smp);
     buf_free(&all);
-    buf_free(&recv);
     return rc;
 }
 
@@ -381,21 +416,14 @@ static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t en
     }
     if (!(rc = mpi_agree(rc))) rc = exchange(send.p, cut, size, &recv, rcnt, rat);
     buf_free(&send);
-    if (!rc) {
-        rc = ana_merge_new(kind, meta, first, end, NULL, &m);
-        if (!rc) rc = ana_merge_share(m, size, rank);
-        if (!rc) rc = add_parts(m, &recv, rcnt, rat, size);
-        buf_free(&recv);
-    }
-    if (!(rc = mpi_agree(rc))) rc = add_edges(m, edges);
-    if (!rc) rc = ana_merge_finish(m, out);
-    ana_merge_free(m);
+    if (!rc) rc = ana_merge_new(kind, meta, first, end, NULL, &m);
+    if (!rc) rc = ana_merge_share(m, size, rank);
+    rc = merge_received(m, rc, &recv, rcnt, rat, size, edges, out);
     for (int r = 0; bk && r < size; r++)
         buf_free(&bk[r]);
     free(bk);
     free(rcnt);
     free(cut);
-    buf_free(&recv);
     return rc;
 }
 
@@ -425,42 +453,13 @@ static int write_ranges(const char *file, const buf *out, int rank, int size)
     uint64_t n = out->n, off = 0;
     MPI_Exscan(&n, &off, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (!rank) off = 0; /* MPI_Exscan leaves rank 0's undefined */
-    MPI_File f;
-    int opened = MPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &f) ==
-                 MPI_SUCCESS; /* collective: the same on every rank */
-    if (!opened) rc = tdc_error(-EIO, "%s: cannot open with MPI-IO", tmp);
-    for (uint64_t d = 0; !rc && d < n; d += SEND_MAX) {
-        int cnt = (int)(n - d < SEND_MAX ? n - d : SEND_MAX);
-        if (MPI_File_write_at(f, (MPI_Offset)(off + d), out->p + d, cnt, MPI_BYTE,
-                              MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            rc = tdc_error(-EIO, "%s: cannot write", tmp);
-    }
-    if (opened) {
-        if (MPI_File_sync(f) != MPI_SUCCESS && !rc) rc = tdc_error(-EIO, "%s: cannot sync", tmp);
-        MPI_File_close(&f);
-    }
-    rc = mpi_agree(rc);
+    mpi_block b = {off, n, out->p};
+    rc = mpi_agree(mpi_write_blocks(tmp, &b, 1));
     if (!rank) {
         if (!rc && rename(tmp, file)) rc = tdc_error(-errno, "%s: %s", file, strerror(errno));
         if (rc) unlink(tmp);
     }
     return mpi_agree(rc);
-}
-
-/* out to FILE, atomically (a temporary file beside it, renamed over it), or to stdout. */
-static int write_out(const char *file, const buf *out)
-{
-    if (!file) return fio_write_all(1, out->p, out->n, "stdout");
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", file, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return tdc_error(-errno, "%s: %s", tmp, strerror(errno));
-    int rc = fio_write_all(fd, out->p, out->n, tmp);
-    if (!rc && fsync(fd)) rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
-    if (close(fd) && !rc) rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, file)) rc = tdc_error(-errno, "%s: %s", file, strerror(errno));
-    if (rc) unlink(tmp);
-    return rc;
 }
 
 int main(int argc, char **argv)
@@ -534,10 +533,10 @@ int main(int argc, char **argv)
         if (!rc)
             rc = mpi_agree(spread_merge(kind, meta, (uint32_t)first, end, rank, size, &part,
                                         ana_merge_keyed(kind) ? &edges : NULL, &out));
-        if (!rc) rc = write_ranges(file, &out, rank, size);
-    } else if (!rc) { /* one rank, or one grammar that rank 0 analysed alone */
-        rc = mpi_agree(rank ? 0 : write_out(file, &out));
     }
+    /* each rank's range (with one rank, or one grammar that rank 0 analysed alone, the
+     * others' are empty) */
+    if (!rc) rc = write_ranges(file, &out, rank, size);
     int status_code = rc ? mpi_report(rc) : EX_OK;
     buf_free(&part);
     buf_free(&edges);

@@ -4,6 +4,7 @@
 #define TDC_TADOC_MPI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../engine/base/buf.h"
 
@@ -26,6 +27,17 @@ int mpi_allgather_buf(const buf *mine, buf *all, int **lens);
 /* Rank 0 creates a temporary file beside `out` (OUT.tmpXXXXXX) and tells every rank its name
  * (tmp, cap bytes). Collective; 0 or rank 0's error on every rank. */
 int mpi_make_tmp(const char *out, char *tmp, size_t cap);
+
+/* Bytes a rank writes at an offset of a shared file. */
+typedef struct mpi_block {
+    uint64_t off, n;
+    const unsigned char *p;
+} mpi_block;
+
+/* Collective: the existing file `path` opened for writing on every rank (MPI-IO), this
+ * rank's blocks written, the file synced and closed. 0 or -EIO naming path (this rank's
+ * result: the caller agrees on it). */
+int mpi_write_blocks(const char *path, const mpi_block *b, size_t n);
 
 /* `tadoc-mpi pack ...` (argv[0] is "pack"); an exit status. */
 int mpi_pack(int argc, char **argv, int rank, int size);
