@@ -173,7 +173,7 @@ int mpi_pack(int argc, char **argv, int rank, int size)
     }
     pack_job *j = NULL;
     unsigned char *take = NULL;
-    arc_coded *all = NULL;
+    const arc_coded *all = NULL;
     uint32_t nall = 0;
     vol_replace vr = {0};
     int have_vr = 0, have_tmp = 0, committed = 0;
@@ -228,7 +228,6 @@ int mpi_pack(int argc, char **argv, int rank, int size)
                 (unsigned long long)st.files, (unsigned long long)st.bytes_in,
                 (unsigned long long)st.bytes_out, (unsigned long long)st.shards, size,
                 MPI_Wtime() - t0);
-    free(all);
     free(take);
     pack_job_free(j);
     return rc ? mpi_report(rc) : EX_OK;

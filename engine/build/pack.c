@@ -59,6 +59,8 @@ struct pack_job {
     /* shared by the workers, under lock */
     pthread_mutex_t lock;
     const unsigned char *take; /* the groups pack_run packs; NULL: all */
+    arc_coded *all;            /* pack_shards: every group's shards in order (borrowed data) */
+    uint32_t nall;
     size_t next_group;
     uint64_t done, total;
     int rc;
@@ -760,17 +762,21 @@ int pack_group_decode(pack_job *p, uint32_t gi, const unsigned char *data, size_
                            : 0;
 }
 
-int pack_shards(pack_job *p, arc_coded **out, uint32_t *n)
+int pack_shards(pack_job *p, const arc_coded **out, uint32_t *n)
 {
-    *n = 0;
-    for (size_t gi = 0; gi < p->ngroups; gi++)
-        *n += p->groups[gi].nsh;
-    arc_coded *sh = malloc((*n ? *n : 1) * sizeof *sh);
-    if (!(*out = sh)) return tdc_error(-ENOMEM, "out of memory while packing");
-    place_files(p);
-    for (size_t gi = 0, k = 0; gi < p->ngroups; gi++)
-        for (uint32_t j = 0; j < p->groups[gi].nsh; j++)
-            sh[k++] = p->groups[gi].sh[j];
+    if (!p->all) { /* once: the files placed and the list made */
+        p->nall = 0;
+        for (size_t gi = 0; gi < p->ngroups; gi++)
+            p->nall += p->groups[gi].nsh;
+        if (!(p->all = malloc((p->nall ? p->nall : 1) * sizeof *p->all)))
+            return tdc_error(-ENOMEM, "out of memory while packing");
+        place_files(p);
+        for (size_t gi = 0, k = 0; gi < p->ngroups; gi++)
+            for (uint32_t j = 0; j < p->groups[gi].nsh; j++)
+                p->all[k++] = p->groups[gi].sh[j];
+    }
+    *out = p->all;
+    *n = p->nall;
     return 0;
 }
 
@@ -784,7 +790,7 @@ uint32_t pack_group_first_shard(const pack_job *p, uint32_t gi)
 static int write_job(pack_job *p, const char *out, const char *over, pack_stats *st)
 {
     arc a = {0};
-    arc_coded *sh = NULL;
+    const arc_coded *sh = NULL;
     uint32_t n = 0;
     int rc = pack_shards(p, &sh, &n);
     if (rc) return rc;
@@ -792,7 +798,6 @@ static int write_job(pack_job *p, const char *out, const char *over, pack_stats 
     a.nents = (uint32_t)p->nents;
     rc = over ? arc_write_coded_over(over, &a, sh, n, p->level)
               : arc_write_coded(out, &a, sh, n, p->level);
-    free(sh);
     free(a.byino); /* the inode order arc_write's table check built */
     *st = p->st;
     for (size_t i = 0; i < p->nfiles; i++)
@@ -828,6 +833,7 @@ void pack_job_free(pack_job *p)
         free(p->groups[gi].sh);
         free(p->groups[gi].parts);
     }
+    free(p->all);
     free(p->groups);
     free(p->files);
     for (size_t i = 0; i < p->nents; i++)

@@ -83,10 +83,10 @@ const arc_coded *pack_group_coded(const pack_job *j, uint32_t g, uint32_t *n);
 int pack_group_encode(const pack_job *j, uint32_t g, buf *b);
 int pack_group_decode(pack_job *j, uint32_t g, const unsigned char *p, size_t n);
 
-/* Once every group is packed or decoded: the archive's shards in order (a malloc'ed array of
- * the groups' structures, whose data stay the groups'), every file given its shard and run;
- * group g's shards start at index pack_group_first_shard(g). */
-int pack_shards(pack_job *j, arc_coded **sh, uint32_t *n);
+/* Once every group is packed or decoded: the archive's shards in order (the job's, made on
+ * the first call and kept until pack_job_free), every file given its shard and run; group
+ * g's shards start at index pack_group_first_shard(g). */
+int pack_shards(pack_job *j, const arc_coded **sh, uint32_t *n);
 uint32_t pack_group_first_shard(const pack_job *j, uint32_t g);
 
 /* Write the archive: to a new file committed at `out` (every group packed here), or into
