@@ -614,7 +614,7 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
     if (w->a->pending) {
         rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), vis, &files);
         if (!rc)
-            rc = vol_view_search((vol_view *)w, files.p, files.n, word, strlen(word),
+            rc = vol_view_search(w, files.p, files.n, word, strlen(word),
                                  search_lines, &so);
         vec32_free(&files);
         return rc;

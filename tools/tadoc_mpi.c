@@ -417,7 +417,7 @@ static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t en
     if (!(rc = mpi_agree(rc))) rc = exchange(send.p, cut, size, &recv, rcnt, rat);
     buf_free(&send);
     if (!rc) rc = ana_merge_new(kind, meta, first, end, NULL, &m);
-    if (!rc) rc = ana_merge_share(m, size, rank);
+    if (!rc) ana_merge_share(m, size, rank);
     rc = merge_received(m, rc, &recv, rcnt, rat, size, edges, out);
     for (int r = 0; bk && r < size; r++)
         buf_free(&bk[r]);

@@ -230,11 +230,10 @@ int ana_merge_shuffle(int kind, const unsigned char *t, size_t n, int parts, buf
     return deal_by(kind, t, n, (size_t)parts, 1, bk);
 }
 
-int ana_merge_share(ana_merge *m, int parts, int mine)
+void ana_merge_share(ana_merge *m, int parts, int mine)
 {
     m->parts = parts;
     m->mine = mine;
-    return 0;
 }
 
 /* Every line of a lists part holds a tab and ends in a newline. */

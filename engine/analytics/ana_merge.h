@@ -101,8 +101,8 @@ int ana_merge_keyed(int kind);
 int ana_merge_shuffle(int kind, const unsigned char *t, size_t n, int parts, buf *bk);
 
 /* Make m the merge of share `mine` of ana_merge_shuffle into `parts`: the crossing sequences
- * it makes itself (seqcount) are kept to the keys of that share. 0. */
-int ana_merge_share(ana_merge *m, int parts, int mine);
+ * it makes itself (seqcount) are kept to the keys of that share. */
+void ana_merge_share(ana_merge *m, int parts, int mine);
 
 /* The order of order keys: byte order of keys (for termvector, of the raw bytes the escaped
  * paths stand for); for wordcount and seqcount, whose order key is the whole line, count

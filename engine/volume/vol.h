@@ -292,7 +292,7 @@ void vol_view_close(vol_view *w);
  * i, offs) for each file in order. -EAGAIN when the whole archive was loaded meanwhile (the
  * spans are gone: open the view again), -EBADMSG for a file in a damaged shard, or emit's
  * error. */
-int vol_view_search(vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
+int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
                     int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx);
 
 /* The archive's path. */

@@ -265,7 +265,7 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
     return k;
 }
 
-int vol_view_search(vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
+int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
                     int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx)
 {
     vol *v = w->v;
