@@ -65,6 +65,10 @@ kill_fg() {
 }
 # A random delay of $1..$2 milliseconds, as a `sleep` argument.
 delay() { local ms=$(($1 + RANDOM % ($2 - $1 + 1))); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
+# The delay of kill I of N spread over 0..SPAN milliseconds: a random point in the I-th of N
+# equal slices, so that every run covers the whole window instead of bunching by chance on one
+# side of a commit.
+spread() { local w=$(($3 / $2)); delay $((($1 - 1) * w)) $(($1 * w)); }
 
 # What two trees must agree on, besides content: path, type, mode, size (not of
 # directories), link target, link count, user xattrs. Times differ (edits ran at other times).
@@ -292,9 +296,9 @@ edit_tree() {
         rm -f "$S"/a.tdc.tmp* "$S"/a.tdc.journal.tmp*
         "$TADOC" compact "$S/a.tdc" >"$S/compact.out" 2>&1 3>&- &
         local cpid=$!
-        # Over twice its measured time: about half the kills land before the rename, and
-        # a compaction slowed by a busy machine still reaches the new archive in some trials.
-        sleep "$(delay 0 $((ms * 2)))"
+        # Spread over twice its measured time: about half the kills land before the rename,
+        # and a compaction slowed by a busy machine still reaches the new archive in the last.
+        sleep "$(spread "$i" 20 $((ms * 2)))"
         kill -9 "$cpid" 2>/dev/null || true
         wait "$cpid" || true
         local state
@@ -344,13 +348,16 @@ edit_tree() {
     same_tree "$S/model" "$M"
     kill_fg
     [ "$(stat -c %s "$S/a.tdc.journal")" -eq 32 ]
+    # The kills are spread over three times the measured compaction: a daemon started afresh
+    # for each trial (and slowed by a sanitizer or a busy machine) takes longer than the one
+    # measured, and the last trials must still see it commit.
     for i in $(seq 1 12); do
         cp "$S/old.tdc" "$S/a.tdc"
         cp "$S/old.journal" "$S/a.tdc.journal"
         start_fg "$S/a.tdc" "$M" "$S/daemon.err"
         setfattr -n user.tadoc.compact -v 1 "$M" 2>/dev/null &
         local spid=$!
-        sleep "$(delay 0 $((ms * 3 / 2)))"
+        sleep "$(spread "$i" 12 $((ms * 3)))"
         kill_fg
         wait "$spid" || true
         if cmp -s "$S/a.tdc" "$S/old.tdc"; then
