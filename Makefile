@@ -154,7 +154,7 @@ $(PCFILE): lib/tadoc.pc.in Makefile
 $(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIBS)
 	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
 
-MPI_OBJ = $(BUILD)/tools/tadoc_mpi.o $(BUILD)/tools/mpi_pack.o
+MPI_OBJ = $(BUILD)/tools/tadoc_mpi.o $(BUILD)/tools/mpi_pack.o $(BUILD)/tools/mpi_query.o
 $(MPI_OBJ): CFLAGS_ALL += $(shell $(MPICC) --showme:compile 2>/dev/null)
 $(BUILD)/tadoc-mpi: $(MPI_OBJ) $(LIBS)
 	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(shell $(MPICC) --showme:link) $(LDLIBS_ALL)

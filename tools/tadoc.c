@@ -160,7 +160,6 @@ static int open_all(const char *path, arc **a, idx **x)
     return 0;
 }
 
-static int find_file(const arc *a, const char *path, uint32_t *ent);
 
 /* For reading one file: open `path` and load only the shards that file `name` spans (its
  * content entry's), so that the first byte of a file of a large archive comes at once; *ent
@@ -170,7 +169,7 @@ static int open_file(const char *path, const char *name, arc **a, idx **x, uint3
     uint32_t first, last;
     int rc = arc_open_meta(path, a);
     if (rc) return rc;
-    if ((rc = find_file(*a, name, ent))) goto fail;
+    if ((rc = arc_find_file(*a, name, ent))) goto fail;
     int64_t ce = arc_ino_entry(*a, (*a)->ents[*ent].ino);
     arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
     if ((rc = arc_load_span(*a, first, last))) goto fail;
@@ -544,17 +543,6 @@ static int cmd_ls(int argc, char **argv)
     }
     arc_free(a);
     return EX_OK;
-}
-
-static int find_file(const arc *a, const char *path, uint32_t *ent)
-{
-    while (path[0] == '/')
-        path++;
-    int64_t i = arc_lookup(a, path);
-    if (i < 0) return tdc_error(-ENOENT, "%s: no such file in the archive", path);
-    if (a->ents[i].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
-    *ent = (uint32_t)i;
-    return 0;
 }
 
 static const char usage_cat[] =

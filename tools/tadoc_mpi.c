@@ -1,8 +1,9 @@
 /* tadoc-mpi: the analytics of one archive, and the packing of one, spread over the ranks of an
- * MPI job (docs/DESIGN.md, "Scale out"). Packing is tools/mpi_pack.c; this file is the
- * command line and the analytics.
+ * MPI job (docs/DESIGN.md, "Scale out"). Packing is tools/mpi_pack.c, the word queries
+ * count and search tools/mpi_query.c; this file is the command line and the analytics.
  *
  *   mpirun -n N tadoc-mpi ANALYTIC ARCHIVE [SCOPE] [-o FILE]
+ *   mpirun -n N tadoc-mpi count|search ARCHIVE PATH WORD [-o FILE]
  *   mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [options]
  *
  * Every rank opens the archive's global part (header, file table, shard table) from a path
@@ -44,14 +45,17 @@
 
 static const char usage[] =
     "usage: mpirun -n N tadoc-mpi ANALYTIC ARCHIVE [SCOPE] [-o FILE]\n"
+    "       mpirun -n N tadoc-mpi count|search ARCHIVE PATH WORD [-o FILE]\n"
     "       mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [options]   (tadoc-mpi pack --help)\n"
     "\n"
     "Run one of tadoc's analytics (wordcount, sort, invindex, termvector, seqcount,\n"
     "rankedinvindex) over ARCHIVE, or the directory or file SCOPE in it, with its shards\n"
-    "dealt among the MPI ranks, each analysing its shards on all its cores; rank 0 merges\n"
-    "the results and writes what `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to standard\n"
-    "output or atomically to FILE. Every rank reads ARCHIVE at the same path. The\n"
-    "environment variables of tadoc's analytics apply (tadoc --help).\n";
+    "dealt among the MPI ranks, each analysing its shards on all its cores; the ranks\n"
+    "merge the results exactly and write what `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to\n"
+    "standard output or atomically to FILE. count and search answer tadoc's word queries\n"
+    "on the file PATH with its shards split among the ranks (tadoc-mpi count --help).\n"
+    "Every rank reads ARCHIVE at the same path. The environment variables of tadoc's\n"
+    "analytics apply (tadoc --help).\n";
 
 enum { TAG_PART = 1 };
 
@@ -427,10 +431,7 @@ static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t en
     return rc;
 }
 
-/* Every rank's range of the output written in rank order: into a temporary file beside
- * FILE at offsets from a scan of the ranges' sizes (MPI-IO), renamed over FILE once every
- * rank wrote; or to stdout through rank 0, one rank's range after another. Collective. */
-static int write_ranges(const char *file, const buf *out, int rank, int size)
+int mpi_write_ranges(const char *file, const buf *out, int rank, int size)
 {
     if (!file) {
         int rc = 0;
@@ -468,8 +469,10 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 1 && !strcmp(argv[1], "pack")) {
-        int st = mpi_pack(argc - 1, argv + 1, rank, size);
+    int pack = argc > 1 && !strcmp(argv[1], "pack");
+    if (pack || (argc > 1 && (!strcmp(argv[1], "count") || !strcmp(argv[1], "search")))) {
+        int st = pack ? mpi_pack(argc - 1, argv + 1, rank, size)
+                      : mpi_query(argc - 1, argv + 1, rank, size);
         MPI_Finalize();
         return st;
     }
@@ -536,7 +539,7 @@ int main(int argc, char **argv)
     }
     /* each rank's range (with one rank, or one grammar that rank 0 analysed alone, the
      * others' are empty) */
-    if (!rc) rc = write_ranges(file, &out, rank, size);
+    if (!rc) rc = mpi_write_ranges(file, &out, rank, size);
     int status_code = rc ? mpi_report(rc) : EX_OK;
     buf_free(&part);
     buf_free(&edges);

@@ -39,6 +39,16 @@ typedef struct mpi_block {
  * result: the caller agrees on it). */
 int mpi_write_blocks(const char *path, const mpi_block *b, size_t n);
 
+/* Collective: every rank's range of the output (out) written in rank order: into a temporary
+ * file beside `file` at offsets from a scan of the ranges' sizes (MPI-IO), renamed over it once
+ * every rank wrote; or, with file NULL, to stdout through rank 0, one range after another. 0 or
+ * the first failure on every rank. */
+int mpi_write_ranges(const char *file, const buf *out, int rank, int size);
+
+/* `tadoc-mpi count|search ARCHIVE PATH WORD [-o FILE]` (argv[0] is the command); an exit
+ * status. */
+int mpi_query(int argc, char **argv, int rank, int size);
+
 /* `tadoc-mpi pack ...` (argv[0] is "pack"); an exit status. */
 int mpi_pack(int argc, char **argv, int rank, int size);
 

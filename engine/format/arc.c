@@ -189,6 +189,17 @@ int64_t arc_lookup(const arc *a, const char *path)
     return lookup_n(a->ents, a->nents, path);
 }
 
+int arc_find_file(const arc *a, const char *path, uint32_t *ent)
+{
+    while (path[0] == '/')
+        path++;
+    int64_t i = arc_lookup(a, path);
+    if (i < 0) return tdc_error(-ENOENT, "%s: no such file in the archive", path);
+    if (a->ents[i].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
+    *ent = (uint32_t)i;
+    return 0;
+}
+
 /* ---------------- encoding ---------------- */
 
 static int enc_str(buf *b, const char *s)
@@ -1708,6 +1719,7 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
     p->id = meta->id;
     p->nents = meta->nents;
     p->partial = 1;
+    p->piece = 1;
     p->nshards = 1;
     for (uint32_t i = 0; i < meta->nents; i++) {
         arc_entry *e = &p->ents[i];

@@ -186,6 +186,8 @@ typedef struct arc {
     unsigned plain;    /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
     int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
     int partial;       /* loaded by arc_load_span: only some shards (never written back) */
+    int piece;         /* one shard of an archive (arc_open_piece): each file's size is the
+                        * whole file's, its run only its part in that shard */
     int fd;            /* the archive's file, open from arc_open_meta to arc_free */
 } arc;
 
@@ -345,6 +347,10 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
  * (-EBADMSG), and the message names "shard K" but not the archive. */
 int arc_open_piece(const arc *meta, uint32_t k, arc **out);
 void arc_piece_free(arc *p);
+
+/* The regular file at `path` (leading slashes ignored): its entry in *ent, or -ENOENT (no such
+ * file) or -EISDIR (not a regular file), with a message naming path. */
+int arc_find_file(const arc *a, const char *path, uint32_t *ent);
 
 /* Where entry ent's content lies, as [start, start + len) of shard k's root (see arc_entry;
  * len 0 where it has none in shard k). */

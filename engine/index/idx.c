@@ -264,6 +264,13 @@ static uint64_t root_prefix(const idx *x, uint64_t i)
     return acc;
 }
 
+uint64_t idx_run_bytes(const idx *x, uint32_t ent)
+{
+    const arc_entry *f = &x->a->ents[ent];
+    if (f->type != ARC_REG || arc_ino_entry(x->a, f->ino) != ent) return 0;
+    return root_prefix(x, f->root_start + f->root_len) - x->file_off[ent];
+}
+
 /* Where sym_len(s) will look, to fetch it ahead of use (the symbols of a body are random
  * positions in arrays far larger than the caches). */
 static inline void prefetch_len(const idx *x, uint32_t s)
@@ -362,8 +369,9 @@ int idx_build_base(const arc *a, idx **out)
         if (arc_ino_entry(a, f->ino) != e) continue; /* a hard link: the first name holds it */
         x->file_off[e] = root_prefix(x, f->root_start);
         uint64_t size = root_prefix(x, f->root_start + f->root_len) - x->file_off[e];
-        /* A file in a damaged shard spans its stand-in's symbols: never read, not checked. */
-        if (size != f->size && !f->damaged) {
+        /* A file in a damaged shard spans its stand-in's symbols: never read, not checked;
+         * nor is a piece's part of a file, whose recorded size is the whole file's. */
+        if (size != f->size && !f->damaged && !a->piece) {
             rc = tdc_error(-EBADMSG, "file table: '%s' records %llu bytes but its data has %llu",
                            f->path, (unsigned long long)f->size, (unsigned long long)size);
             goto fail;

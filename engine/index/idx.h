@@ -45,6 +45,10 @@ int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel);
 /* The archive the index was built on. */
 const arc *idx_arc(const idx *x);
 
+/* Bytes regular entry ent's run spells: its size, or for a piece (arc_open_piece) the size
+ * of its part in that shard; 0 for a hard link that does not hold its inode's content. */
+uint64_t idx_run_bytes(const idx *x, uint32_t ent);
+
 /* Expanded length of rule r (0 = root). */
 uint64_t idx_rule_len(const idx *x, uint32_t r);
 

@@ -85,6 +85,69 @@ mpi() {
     done
 }
 
+@test "tadoc-mpi count and search: 1 to 4 ranks print what tadoc prints, on a file cut over shards" {
+    ln "$T/big" "$T/b/biglink"
+    "$TADOC" pack -q "$T" -o "$S/q.tdc" --shard-size 16K
+    cp "$BATS_TEST_DIRNAME/../data/v3.tdc" "$S/v3.tdc"
+    local w f n cmd ns
+    for f in big b/biglink /a/ca01; do
+        ns="1 2 3 4"
+        [ "$f" = big ] || ns=3
+        for w in the zzzz; do
+            for cmd in count search; do
+                "$TADOC" "$cmd" "$S/q.tdc" "$f" "$w" >"$S/want"
+                for n in $ns; do
+                    mpi "$n" "$cmd" "$S/q.tdc" "$f" "$w" >"$S/got"
+                    cmp "$S/want" "$S/got" || { echo "$cmd $f $w on $n ranks differs"; false; }
+                done
+            done
+        done
+    done
+    # The big file spans several shards, and the word is found in more than one of them.
+    "$TADOC" search "$S/q.tdc" big the >"$S/want"
+    [ "$(wc -l <"$S/want")" -gt 100 ]
+    [ "$(tail -1 "$S/want")" -gt 50000 ]
+    mpi 3 search "$S/q.tdc" big the -o "$S/got"
+    cmp "$S/want" "$S/got"
+    # A version 3 archive (one grammar) is queried whole on rank 0.
+    for cmd in count search; do
+        "$TADOC" "$cmd" "$S/v3.tdc" d/a.txt one >"$S/want"
+        mpi 3 "$cmd" "$S/v3.tdc" d/a.txt one >"$S/got"
+        cmp "$S/want" "$S/got"
+    done
+    # Errors as tadoc's, once, from rank 0.
+    run mpi 2 count "$S/q.tdc" nosuch the
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"rank 0: nosuch: no such file in the archive"* ]]
+    run mpi 2 search "$S/q.tdc" b the
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"b: not a regular file"* ]]
+    run mpi 2 count "$S/q.tdc" big
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"usage: mpirun -n N tadoc-mpi count|search"* ]]
+}
+
+@test "tadoc-mpi count and search: a rank that cannot read its shard of the file fails the run, naming it" {
+    "$TADOC" pack -q "$T" -o "$S/q.tdc" --shard-size 16K
+    local off stored
+    read -r off stored < <(sections "$S/q.tdc" | awk '$1 == "root" {o = $2; n = $3} END {print o, n}')
+    flip_byte "$S/q.tdc" $((off + stored / 2))
+    run "$TADOC" count "$S/q.tdc" big the
+    [ "$status" -eq 3 ]
+    local shards
+    shards=$("$TADOC" stat "$S/q.tdc" | awk '/^shards/ {print $2}')
+    run mpi 4 search "$S/q.tdc" big the -o "$S/out"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" =~ tadoc-mpi:\ rank\ [0-3]:\ .*shard\ $((shards - 1)) ]]
+    [ ! -e "$S/out" ]
+    [ -z "$(find "$S" -name 'out.tmp*')" ]
+    # A file in the other shards is still answered.
+    "$TADOC" count "$S/q.tdc" a/ca01 the >"$S/want"
+    mpi 4 count "$S/q.tdc" a/ca01 the >"$S/got"
+    cmp "$S/want" "$S/got"
+}
+
 @test "tadoc-mpi: a rank that dies fails the run and leaves no output" {
     run env TADOC_MPI_TEST_DIE=2 mpirun --allow-run-as-root --oversubscribe -n 3 "$MPI" wordcount "$S/a.tdc" -o "$S/out"
     echo "$output"
