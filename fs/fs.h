@@ -23,6 +23,9 @@
  * the visible set, where a newer size replaces an older one of the same index. */
 #define FS_VSIZE_SLOTS 4096
 
+/* The size from which a virtual file's text goes to a file rather than the heap (at most). */
+#define FS_SPILL_AT ((uint64_t)1 << 20)
+
 typedef struct fs_ctx {
     vol *v;
     backend *be; /* the daemon's backend: mode, thresholds and analytics options from -o and
@@ -45,6 +48,8 @@ typedef struct fs_ctx {
     uint64_t *damaged;     /* inodes whose content failed its hash; reads fail */
     size_t ndamaged;
     vcache vc; /* virtual file texts computed so far (its own lock) */
+    const char *spill_dir; /* where texts of virtual files larger than spill_at go (vtext.h) */
+    uint64_t spill_at;
 } fs_ctx;
 
 /* The operation table; every handler replies exactly once. */

@@ -365,6 +365,12 @@ int main(int argc, char **argv)
     vol_info vi;
     vol_get_info(c.v, &vi);
     c.mem = vi.budget; /* mem=, or the default budget the archive's size called for */
+    /* Texts of virtual files: those kept in memory within a quarter of the budget; from a
+     * quarter of that on, a text goes to an unlinked file as it is written (fs/vtext.h). */
+    c.vc.mem = c.mem && c.mem / 4 < VCACHE_BYTES ? c.mem / 4 : VCACHE_BYTES;
+    c.spill_at = c.vc.mem / 4 < FS_SPILL_AT ? c.vc.mem / 4 : FS_SPILL_AT;
+    const char *tmpdir = getenv("TMPDIR");
+    c.spill_dir = tmpdir && tmpdir[0] == '/' ? tmpdir : "/var/tmp";
 
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_arc;

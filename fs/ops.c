@@ -38,7 +38,7 @@ typedef struct fs_file {
     pthread_mutex_t lock;
     int virt;
     int rdonly; /* opened for reading only: close has no records to flush */
-    buf vout;   /* the virtual file's text */
+    vtext *vt;  /* the virtual file's text (a reference) */
     uint64_t ino;
     vol_reader rd;
     hashck hc; /* the content-hash check of an unchanged file read in order */
@@ -583,7 +583,7 @@ typedef struct search_out {
     const arc *a;
     const vec32 *files;
     size_t plen; /* the scope's prefix, cut from paths */
-    buf *out;
+    vtext_w *out;
 } search_out;
 
 static int search_lines(void *ctx, size_t i, const vec64 *offs)
@@ -593,7 +593,8 @@ static int search_lines(void *ctx, size_t i, const vec64 *offs)
     for (size_t j = 0; j < offs->n; j++) {
         char num[32];
         int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs->p[j]);
-        if (buf_put(so->out, p, strlen(p)) || buf_put(so->out, num, (size_t)n)) return -ENOMEM;
+        int rc = vtext_w_put(so->out, p, strlen(p));
+        if (rc || (rc = vtext_w_put(so->out, num, (size_t)n))) return rc;
     }
     return 0;
 }
@@ -604,7 +605,7 @@ static int search_lines(void *ctx, size_t i, const vec64 *offs)
  * generation, or, for a view of the file table alone (under -o mem=), each span's in turn.
  * -EAGAIN from the spans: the whole archive was loaded meanwhile. */
 static int search_text(fs_ctx *c, const vol_view *w, const char *word, const unsigned char *vis,
-                       buf *out)
+                       vtext_w *out)
 {
     int rc = 0;
     idx_words *words = NULL;
@@ -650,21 +651,26 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
 }
 
 /* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard: as many
- * shards at once as the budget holds, taking each to need about its content's bytes, at
- * least one; each shard's part on the GPU under -o gpu=on (backend_by_shard), else on the
- * CPU. -ENOTSUP when it must be loaded whole instead (the analytics options say so, a version
- * 1 to 3 archive, or a word cut between shards). */
+ * shards at once as the budget holds, taking each to need about four times its content's
+ * bytes (its grammar, dictionary and the analytic's tables), at least one and at most one per
+ * CPU; each shard's part on the GPU under -o gpu=on (backend_by_shard), else on the CPU; the
+ * merged output written into out as it is made. -ENOTSUP when it must be loaded whole
+ * instead (the analytics options say so, a version 1 to 3 archive, or a word cut between
+ * shards). */
 static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint32_t end,
-                    const unsigned char *vis, buf *out)
+                    const unsigned char *vis, vtext_w *out)
 {
     ana_opts o = *ana_ctx_opts(backend_ana(c->be));
     if (o.shards == ANA_WHOLE || a->version < 4) return -ENOTSUP; /* v1-3: one grammar */
     uint64_t big = 1;
     for (uint32_t k = 0; k < a->nshards; k++)
         if (a->shards[k].bytes > big) big = a->shards[k].bytes;
-    if (!o.shards) o.shards = c->mem / big < 1 ? 1 : c->mem / big > 256 ? 256 : (int)(c->mem / big);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t fit = c->mem / (4 * big), most = cpus > 1 ? (uint64_t)cpus : 1;
+    if (!o.shards) o.shards = fit < 1 ? 1 : fit > most ? (int)most : (int)fit;
     ana_ctx *ac = ana_ctx_new(&o);
-    int rc = ac ? backend_by_shard(c->be, ac, (int)kind, a, first, end, vis, out) : -ENOMEM;
+    int rc = ac ? backend_by_shard_to(c->be, ac, (int)kind, a, first, end, vis, vtext_w_sink, out)
+                : -ENOMEM;
     ana_ctx_free(ac);
     return rc;
 }
@@ -672,7 +678,7 @@ static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint
 /* Analytic `kind` of the view's scope over its files visible in vis, with hard links whose
  * content the caller would otherwise miss given to a name it sees (fs_vis_relink). */
 static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsigned char *vis,
-                         buf *out)
+                         vtext_w *out)
 {
     uint32_t first = (uint32_t)w->ent, end = ana_subtree_end(w->a, first);
     arc *cp;
@@ -681,11 +687,13 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
     /* An archive not loaded: shard by shard. Else on the GPU where the backend finds it worth
      * it, or ana_* on the CPU. A snapshot or a relinked copy is not kept on the GPU
      * (generation 0). */
+    buf b = {0};
     if (w->a->pending)
         rc = by_shard(c, kind, cp ? cp : w->a, first, end, vis, out);
-    else
-        rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen,
-                              first, end, vis, out);
+    else if (!(rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a,
+                                     cp || w->own ? 0 : w->gen, first, end, vis, &b)))
+        rc = vtext_w_put(out, b.p, b.n);
+    buf_free(&b);
     fs_vis_relink_free(cp);
     return rc;
 }
@@ -693,9 +701,9 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
 /* The text of virtual file `kind` of directory `dir`, or with a word of `.search/word`, as
  * the caller of req may see it: over the files it may reach (fs/perm.h), from the cache of
  * texts when one was computed for the same scope, archive generation and visible set. The
- * key of that set goes to key. */
+ * key of that set goes to key; *out gets a reference to the text. */
 static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
-                        buf *out, uint64_t key[2])
+                        vtext **out, uint64_t key[2])
 {
     fs_who who;
     vol_view w;
@@ -721,21 +729,22 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
                         .kind = kind,
                         .word = word,
                         .vis = {key[0], key[1]}};
-        rc = vcache_get(&c->vc, &k, out);
-        if (rc == 0) {
-            rc = word ? search_text(c, &w, word, vis, out) : analytic_text(c, &w, kind, vis, out);
+        if (!(*out = vcache_get(&c->vc, &k))) {
+            vtext_w t;
+            vtext_w_init(&t, c->spill_dir, c->spill_at);
+            rc = word ? search_text(c, &w, word, vis, &t) : analytic_text(c, &w, kind, vis, &t);
             /* the file table alone would not do, or the spans went with a whole load */
             if ((rc == -ENOTSUP || rc == -EAGAIN) && w.a->pending) {
-                out->n = 0;
+                vtext_w_reset(&t);
                 vol_view_close(&w);
                 rc = vol_view_open(c->v, dir, 1, &w);
                 if (!rc)
-                    rc = word ? search_text(c, &w, word, vis, out)
-                              : analytic_text(c, &w, kind, vis, out);
+                    rc = word ? search_text(c, &w, word, vis, &t)
+                              : analytic_text(c, &w, kind, vis, &t);
             }
-            if (!rc) vcache_put(&c->vc, &k, out); /* when it cannot, the next one recomputes */
-        } else if (rc == 1) {
-            rc = 0;
+            if (!rc) rc = vtext_w_finish(&t, out);
+            vtext_w_free(&t);
+            if (!rc) vcache_put(&c->vc, &k, *out); /* when it cannot, the next one recomputes */
         }
     }
     free(vis);
@@ -744,7 +753,8 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
     return rc;
 }
 
-/* Compute a virtual file's text when it is opened; it is then read from memory. */
+/* Compute a virtual file's text when it is opened (or take it from the cache of texts); it
+ * is then read from there, in memory or from its spill file. */
 static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     uint64_t dir;
@@ -768,19 +778,18 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     uint64_t key[2];
     int rc = !f || (search && !word)
                  ? -ENOMEM
-                 : virtual_text(req, c, dir, search ? SEARCH_DIR : kind, word, &f->vout, key);
+                 : virtual_text(req, c, dir, search ? SEARCH_DIR : kind, word, &f->vt, key);
     free(word);
     if (rc) {
         syslog(LOG_ERR, "virtual file of directory %llu: %s", (unsigned long long)dir,
                tdc_errmsg());
-        if (f) buf_free(&f->vout);
         free(f);
         reply_rc(req, rc == -ENOMEM ? -ENOMEM : rc == -ENOENT ? -ENOENT : -EIO);
         return;
     }
     pthread_mutex_init(&f->lock, NULL);
     f->virt = 1;
-    if (!search) vsize_set(c, ino, key, f->vout.n);
+    if (!search) vsize_set(c, ino, key, f->vt->n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->direct_io = 1;
     fuse_reply_open(req, fi);
@@ -924,11 +933,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         /* The kernel may release a handle while a read of it is still being answered: copy
          * under the handle's lock (which release takes) and reply from this thread's buffer. */
         pthread_mutex_lock(&f->lock);
-        size_t o = (uint64_t)off < f->vout.n ? (size_t)off : f->vout.n;
-        size_t n = size < f->vout.n - o ? size : f->vout.n - o;
-        if (n) memcpy(rbuf, f->vout.p + o, n);
+        ssize_t n = vtext_read(f->vt, (uint64_t)off, rbuf, size);
         pthread_mutex_unlock(&f->lock);
-        fuse_reply_buf(req, (const char *)rbuf, n);
+        if (n < 0)
+            fuse_reply_err(req, EIO);
+        else
+            fuse_reply_buf(req, (const char *)rbuf, (size_t)n);
         return;
     }
     if (is_damaged(c, ino)) {
@@ -995,7 +1005,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         vol_reader_free(&f->rd);
         vol_ref(c->v, ino, -1);
     }
-    buf_free(&f->vout);
+    vtext_put(f->vt);
     hashck_free(&f->hc);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -1109,6 +1119,8 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
                      " budget",
                      in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_hits,
                      in.span_evictions, in.whole, in.budget);
+        else if (!strcmp(name, "virtual_texts")) /* the cache of virtual files' texts */
+            vcache_describe(&c->vc, v, n);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */
             return vol_compact_error(c->v, v, n), v[0] ? 0 : -ENODATA;
         else

@@ -1,6 +1,9 @@
 #include "vcache.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int same_key(const vcache_key *a, const vcache_key *b)
@@ -18,20 +21,29 @@ static int find(const vcache *c, const vcache_key *k)
     return -1;
 }
 
+/* The count a text of c's takes from: its bytes in memory, or on disk when spilled. */
+static uint64_t *tally(vcache *c, const vtext *t)
+{
+    return t->fd >= 0 ? &c->disk : &c->bytes;
+}
+
 static void drop(vcache *c, int i)
 {
-    c->bytes -= c->slot[i].text.n;
-    buf_free(&c->slot[i].text);
+    *tally(c, c->slot[i].text) -= c->slot[i].text->n;
+    vtext_put(c->slot[i].text);
     free((char *)c->slot[i].k.word);
     memset(&c->slot[i], 0, sizeof c->slot[i]);
 }
 
-/* The least recently used full slot, or -1 when all are empty. Caller holds the lock. */
-static int oldest(const vcache *c)
+/* The least recently used full slot holding a text of the same kind as t (in memory or
+ * spilled; any kind with t NULL), or -1 when none. Caller holds the lock. */
+static int oldest(const vcache *c, const vtext *t)
 {
     int v = -1;
     for (int i = 0; i < VCACHE_SLOTS; i++)
-        if (c->slot[i].k.gen && (v < 0 || c->slot[i].used < c->slot[v].used)) v = i;
+        if (c->slot[i].k.gen && (!t || (c->slot[i].text->fd >= 0) == (t->fd >= 0)) &&
+            (v < 0 || c->slot[i].used < c->slot[v].used))
+            v = i;
     return v;
 }
 
@@ -40,47 +52,55 @@ static int victim(vcache *c)
 {
     for (int i = 0; i < VCACHE_SLOTS; i++)
         if (!c->slot[i].k.gen) return i;
-    int v = oldest(c);
+    int v = oldest(c, NULL);
     drop(c, v);
     return v;
 }
 
-int vcache_get(vcache *c, const vcache_key *k, buf *out)
+vtext *vcache_get(vcache *c, const vcache_key *k)
 {
-    if (!k->gen) return 0;
+    if (!k->gen) return NULL;
     pthread_mutex_lock(&c->lock);
-    int i = find(c, k), rc = 0;
+    int i = find(c, k);
+    vtext *t = NULL;
     if (i >= 0) {
         c->slot[i].used = ++c->tick;
-        rc = buf_put(out, c->slot[i].text.p, c->slot[i].text.n) ? -ENOMEM : 1;
+        t = vtext_ref(c->slot[i].text);
     }
     pthread_mutex_unlock(&c->lock);
-    return rc;
+    return t;
 }
 
-int vcache_put(vcache *c, const vcache_key *k, const buf *text)
+int vcache_put(vcache *c, const vcache_key *k, vtext *text)
 {
-    if (!k->gen || text->n > VCACHE_BYTES / 4) return 0;
-    buf copy = {0};
+    uint64_t bound = text->fd >= 0 ? VCACHE_DISK : c->mem ? c->mem : VCACHE_BYTES;
+    if (!k->gen || text->n > bound / 4) return 0;
     char *word = k->word ? strdup(k->word) : NULL;
-    if ((k->word && !word) || buf_put(&copy, text->p, text->n)) {
-        free(word);
-        buf_free(&copy);
-        return -ENOMEM;
-    }
+    if (k->word && !word) return -ENOMEM;
     pthread_mutex_lock(&c->lock);
     int i = find(c, k);
     if (i >= 0) drop(c, i); /* computed twice at once: keep the newer */
-    while (c->bytes + copy.n > VCACHE_BYTES && (i = oldest(c)) >= 0)
+    while (*tally(c, text) + text->n > bound && (i = oldest(c, text)) >= 0)
         drop(c, i);
     i = victim(c);
     c->slot[i].k = *k;
     c->slot[i].k.word = word;
-    c->slot[i].text = copy;
+    c->slot[i].text = vtext_ref(text);
     c->slot[i].used = ++c->tick;
-    c->bytes += copy.n;
+    *tally(c, text) += text->n;
     pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+void vcache_describe(vcache *c, char *v, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    int kept = 0;
+    for (int i = 0; i < VCACHE_SLOTS; i++)
+        kept += c->slot[i].k.gen != 0;
+    snprintf(v, n, "%d texts; %" PRIu64 " bytes in memory, bound %" PRIu64 "; %" PRIu64
+             " bytes spilled", kept, c->bytes, c->mem ? c->mem : VCACHE_BYTES, c->disk);
+    pthread_mutex_unlock(&c->lock);
 }
 
 void vcache_clear(vcache *c)

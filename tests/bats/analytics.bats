@@ -128,6 +128,48 @@ modes_match() {
     [ "$status" -ne 0 ]
 }
 
+@test "large virtual files go to a spill file in TMPDIR: unlinked, read exactly at any offset, shared by later opens" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    "$TADOC" seqcount "$S/l.tdc" >"$S/want"
+    local size
+    size=$(stat -c %s "$S/want")
+    [ "$size" -gt $((2 << 20)) ] # past the 1 MiB from which a text is spilled
+    mkdir "$S/mnt" "$S/spill"
+    TMPDIR=$S/spill "$TADOCFS" "$S/l.tdc" "$S/mnt"
+    local pid
+    pid=$(pgrep -n -f "$(basename "$TADOCFS") $S/l.tdc")
+    cmp "$S/mnt/.seqcount" "$S/want"
+    # Unlinked: no name in TMPDIR, but the daemon holds the file.
+    [ -z "$(ls -A "$S/spill")" ]
+    ls -l "/proc/$pid/fd" | grep -q "$S/spill/.*(deleted)"
+    local vt
+    vt=$(getfattr -n user.tadoc.virtual_texts --only-values "$S/mnt")
+    [[ "$vt" == "1 texts; 0 bytes in memory"*"; $size bytes spilled" ]]
+    # Later opens, at once and at offsets, read the kept text without computing it again.
+    local n0
+    n0=$(getfattr -n user.tadoc.backend --only-values "$S/mnt")
+    for off in 0 1 4095 $((size / 2)) $((size - 10)); do
+        cmp <(tail -c +$((off + 1)) "$S/mnt/.seqcount" | head -c 9000) \
+            <(tail -c +$((off + 1)) "$S/want" | head -c 9000)
+    done
+    dd if="$S/mnt/.seqcount" bs=4096 skip=100 count=3 status=none | cmp - \
+        <(dd if="$S/want" bs=4096 skip=100 count=3 status=none)
+    cmp "$S/mnt/.seqcount" "$S/want" &
+    cmp "$S/mnt/.seqcount" "$S/want"
+    wait $!
+    [ "$(getfattr -n user.tadoc.backend --only-values "$S/mnt")" = "$n0" ]
+    # A small text stays in memory.
+    cmp "$S/mnt/fs/fuse/.wordcount" <(oracle_wordcount "$CORPORA/linux-slice/fs/fuse")
+    vt=$(getfattr -n user.tadoc.virtual_texts --only-values "$S/mnt")
+    [[ "$vt" == "2 texts; "[1-9]*" bytes in memory"*"; $size bytes spilled" ]]
+    fusermount3 -u "$S/mnt"
+    # Where no file can be made, the text stays in memory and is still exact.
+    TMPDIR=$S/nosuch "$TADOCFS" "$S/l.tdc" "$S/mnt"
+    cmp "$S/mnt/.seqcount" "$S/want"
+    vt=$(getfattr -n user.tadoc.virtual_texts --only-values "$S/mnt")
+    [[ "$vt" == "1 texts; $size bytes in memory"*"; 0 bytes spilled" ]]
+}
+
 @test "count and search agree with a whole-word oracle on random words, absent words too" {
     "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
     mapfile -t files < <(cd "$CORPORA/linux-slice" && find . -type f -size +1k -printf '%P\n' | LC_ALL=C sort)
