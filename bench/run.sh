@@ -106,6 +106,14 @@ mpi_all() {
     ANALYTICS="wordcount sort invindex" "$top/bench/mpi.sh" "$build" "$data/linux.tdc" "Linux 6.1 source tree"
     echo
     SHARD_SIZE=1M "$top/bench/mpipack.sh" "$build" "$data/brown" "Brown corpus, 1 MiB shards"
+    echo
+    # count and search on one large file: the first 300 MB of the Linux tree's files, one after
+    # another, as a log would be
+    if [ ! -f "$data/linux-300M.log" ]; then
+        { find "$data/linux-source-6.1" -type f -print0 | sort -z | xargs -0 cat || true; } |
+            head -c 300000000 >"$data/linux-300M.log"
+    fi
+    "$top/bench/mpiquery.sh" "$build" "$data/linux-300M.log" "Linux sources as one 300 MB file"
 }
 
 # Writes: through the mount (journal) vs tmpfs and the disk, `tadoc apply` with the papers'
