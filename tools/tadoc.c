@@ -525,8 +525,9 @@ static int cmd_ls(int argc, char **argv)
     }
     if (optind + 1 != argc) return usage_err(usage_ls, "need ARCHIVE");
     arc *a;
-    int rc = open_all(argv[optind], &a, NULL);
+    int rc = arc_open_meta(argv[optind], &a); /* the file table alone: no shard is decoded */
     if (rc) return fail(rc);
+    note_journal(argv[optind], a);
     for (uint32_t i = 1; i < a->nents; i++) {
         const arc_entry *e = &a->ents[i];
         if (lng) {

@@ -33,7 +33,7 @@ static int query_part(const job *j, idx_part *pt)
     idx_words *w = NULL;
     int rc = arc_open_piece(j->meta, pt->k, &p);
     if (rc) return rc;
-    if (!(rc = idx_build(p, &x))) {
+    if (!(rc = idx_build_base(p, &x))) { /* no cache of flat rules: nothing is read */
         pt->bytes = idx_run_bytes(x, j->ent);
         rc = idx_words_build(x, &w);
     }

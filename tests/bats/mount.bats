@@ -249,7 +249,7 @@ make_corrupt() {
     done < <(sections "$A/b.tdc")
     for k in cycle dotdot; do
         "$TESTBIN/mkbad" "$k" "$S/$k.tdc"
-        run "$TADOC" ls "$S/$k.tdc"
+        run "$TADOC" verify "$S/$k.tdc"
         [ "$status" -eq 3 ]
         want[$k]=${output#*"$k.tdc: "}
     done
