@@ -168,13 +168,12 @@ int arc_path_check(const char *path)
     }
 }
 
-/* Binary search among the first n entries. */
-static int64_t lookup_n(const arc_entry *ents, uint32_t n, const char *path)
+int64_t arc_lookup(const arc *a, const char *path)
 {
-    uint32_t lo = 0, hi = n;
+    uint32_t lo = 0, hi = a->nents; /* binary search: the entries are in path order */
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        int c = arc_path_cmp(ents[mid].path, path);
+        int c = arc_path_cmp(a->ents[mid].path, path);
         if (c == 0) return mid;
         if (c < 0)
             lo = mid + 1;
@@ -182,11 +181,6 @@ static int64_t lookup_n(const arc_entry *ents, uint32_t n, const char *path)
             hi = mid;
     }
     return -ENOENT;
-}
-
-int64_t arc_lookup(const arc *a, const char *path)
-{
-    return lookup_n(a->ents, a->nents, path);
 }
 
 int arc_find_file(const arc *a, const char *path, uint32_t *ent)
@@ -729,8 +723,32 @@ static int index_inodes(arc *a)
     return 0;
 }
 
-/* The per-entry rules of arc_check_table for entry i (entries before it already checked). */
-static int check_entry(const arc *a, uint32_t i)
+/* The directories above the entry being checked, outermost first: the root (entry 0) and
+ * each directory on the way down, with their path lengths. */
+typedef struct dir_stack {
+    uint32_t *ent;
+    size_t *len;
+    size_t n;
+} dir_stack;
+
+/* Whether entry i's parent directory is the innermost directory on st, after popping those
+ * that are not above it. In path order a directory's subtree follows it, so the parent of an
+ * entry, when it is a directory entry, is above the entry before it: on the stack. */
+static int parent_ok(const arc *a, dir_stack *st, uint32_t i)
+{
+    const char *p = a->ents[i].path, *slash = strrchr(p, '/');
+    size_t plen = slash ? (size_t)(slash - p) : 0, n = strlen(p);
+    while (st->n > 1) {
+        size_t l = st->len[st->n - 1];
+        if (l < n && p[l] == '/' && !memcmp(a->ents[st->ent[st->n - 1]].path, p, l)) break;
+        st->n--;
+    }
+    return st->len[st->n - 1] == plen;
+}
+
+/* The per-entry rules of arc_check_table for entry i (entries before it already checked; st:
+ * the directories above the entry before it). */
+static int check_entry(const arc *a, uint32_t i, dir_stack *st)
 {
     const arc_entry *e = &a->ents[i];
     if (!arc_mode_of_type(e->type))
@@ -755,27 +773,34 @@ static int check_entry(const arc *a, uint32_t i)
     if (!is_dev(e->type) && e->rdev)
         return tdc_error(-EBADMSG, "file table: '%s' has a device number", e->path);
     /* The parent must be an earlier directory entry. */
-    const char *slash = strrchr(e->path, '/');
-    int64_t parent = 0;
-    if (slash) {
-        char *dir = strndup(e->path, (size_t)(slash - e->path));
-        if (!dir) return tdc_error(-ENOMEM, "file table: out of memory");
-        parent = lookup_n(a->ents, i, dir);
-        free(dir);
-    }
-    if (parent < 0 || a->ents[parent].type != ARC_DIR)
+    if (!parent_ok(a, st, i))
         return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
+    if (e->type == ARC_DIR) {
+        st->ent[st->n] = i;
+        st->len[st->n++] = strlen(e->path);
+    }
     return 0;
 }
 
 int arc_check_table(arc *a)
 {
     if (!a->nents) return tdc_error(-EBADMSG, "file table: no entries");
-    for (uint32_t i = 0; i < a->nents; i++) {
-        int rc = check_entry(a, i);
-        if (rc) return rc;
+    size_t cap = 1; /* every directory is pushed at most once */
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].type == ARC_DIR) cap++;
+    dir_stack st = {malloc(cap * sizeof *st.ent), malloc(cap * sizeof *st.len), 0};
+    int rc = st.ent && st.len ? 0 : tdc_error(-ENOMEM, "file table: out of memory");
+    for (uint32_t i = 0; i < a->nents && !rc; i++) {
+        rc = check_entry(a, i, &st);
+        if (!rc && i == 0) { /* the root: above every entry */
+            st.ent[0] = 0;
+            st.len[0] = 0;
+            st.n = 1;
+        }
     }
-    return index_inodes(a);
+    free(st.ent);
+    free(st.len);
+    return rc ? rc : index_inodes(a);
 }
 
 int arc_finish(arc *a)
@@ -1736,6 +1761,71 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
         return rc;
     }
     *out = p;
+    return 0;
+}
+
+/* A copy of entry e (its strings and attributes its own): 0 or -ENOMEM. */
+static int entry_copy(const arc_entry *e, arc_entry *c)
+{
+    *c = *e;
+    c->path = c->link = NULL;
+    c->xattrs = NULL;
+    c->nxattrs = 0;
+    if (!(c->path = strdup(e->path)) || (e->link && !(c->link = strdup(e->link)))) return -ENOMEM;
+    if (!e->nxattrs) return 0;
+    if (!(c->xattrs = calloc(e->nxattrs, sizeof *c->xattrs))) return -ENOMEM;
+    for (uint32_t k = 0; k < e->nxattrs; k++, c->nxattrs++) {
+        arc_xattr *x = &c->xattrs[k];
+        x->len = e->xattrs[k].len;
+        if (!(x->name = strdup(e->xattrs[k].name)) || !(x->val = malloc(x->len ? x->len : 1))) {
+            c->nxattrs++; /* so that arc_entry_clear frees what this one has */
+            return -ENOMEM;
+        }
+        memcpy(x->val, e->xattrs[k].val, x->len);
+    }
+    return 0;
+}
+
+int arc_meta_dup(const arc *meta, arc **out)
+{
+    *out = NULL;
+    if (!meta->pending) return tdc_error(-EINVAL, "%s: not an unloaded archive", meta->path);
+    arc *a = calloc(1, sizeof *a);
+    if (!a) return tdc_error(-ENOMEM, "out of memory");
+    *a = *meta;
+    a->dict = NULL;
+    a->ents = NULL;
+    a->byino = NULL;
+    a->secs = NULL;
+    a->shards = NULL;
+    a->nents = 0;
+    a->path = strdup(meta->path);
+    a->fd = a->path ? dup(meta->fd) : -1;
+    size_t nsh = meta->nshards ? meta->nshards : 1;
+    int rc = a->path && a->fd >= 0 &&
+                     (a->ents = calloc(meta->nents ? meta->nents : 1, sizeof *a->ents)) &&
+                     (a->byino = malloc((meta->nents ? meta->nents : 1) * sizeof *a->byino)) &&
+                     (a->secs = malloc((meta->nsecs ? meta->nsecs : 1) * sizeof *a->secs)) &&
+                     (a->shards = calloc(nsh, sizeof *a->shards))
+                 ? 0
+                 : -ENOMEM;
+    for (uint32_t i = 0; !rc && i < meta->nents; i++, a->nents++) /* counts a partial copy */
+        rc = entry_copy(&meta->ents[i], &a->ents[i]);
+    if (!rc) {
+        memcpy(a->byino, meta->byino, meta->nents * sizeof *a->byino);
+        memcpy(a->secs, meta->secs, meta->nsecs * sizeof *a->secs);
+        memcpy(a->shards, meta->shards, meta->nshards * sizeof *a->shards);
+        for (uint32_t k = 0; k < meta->nshards; k++) a->shards[k].damage = NULL;
+        for (uint32_t k = 0; !rc && k < meta->nshards; k++)
+            if (meta->shards[k].damage && !(a->shards[k].damage = strdup(meta->shards[k].damage)))
+                rc = -ENOMEM;
+    }
+    if (rc) {
+        if (!a->path) a->fd = -1; /* arc_free closes fd only with a path */
+        arc_free(a);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    *out = a;
     return 0;
 }
 

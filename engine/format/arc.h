@@ -335,6 +335,11 @@ uint64_t arc_mem_estimate(const arc *a);
 int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
                   uint32_t *nids);
 
+/* A copy of `meta` (an archive opened by arc_open_meta and not loaded), as arc_open_meta of
+ * the same file would give it, made without reading or checking anything again: its own
+ * file table, section and shard tables and descriptor of the file. 0 or -ENOMEM. */
+int arc_meta_dup(const arc *meta, arc **out);
+
 /* Shard k of `meta` (a version 4 archive opened by arc_open_meta and not loaded; it is only
  * read) as an archive of its own, for work done shard by shard (analytics): its grammar is
  * shard k's alone, and its entries are all of meta's, at the same indices, sharing meta's

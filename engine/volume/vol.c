@@ -731,6 +731,9 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1 &&
         arc_mem_estimate(v->a) > o->mem_auto)
         v->o.mem = o->mem_auto;
+    /* The file table the spans load from, copied now rather than read again at the first
+     * read (when the copy cannot be made, that first read opens it). */
+    if (o->lazy && v->a->version >= 4) arc_meta_dup(v->a, &v->smeta);
     if (!o->lazy && (rc = vol_data(v))) goto fail;
     if ((rc = load_archive(v))) goto fail;
     v->replaying = 1;

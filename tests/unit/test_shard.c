@@ -833,6 +833,53 @@ static void test_same_content(void **state)
     arc_free(b);
 }
 
+/* arc_meta_dup gives what arc_open_meta gives, and a copy that outlives its source serves
+ * spans: every entry equal field by field (strings by value, in memory of its own), and a
+ * span loaded from the copy after the source is freed reads big's content. */
+static void test_meta_dup(void **state)
+{
+    (void)state;
+    arc *a, *c, *d;
+    assert_int_equal(arc_open_meta(sharded, &a), 0);
+    assert_int_equal(arc_open_meta(sharded, &d), 0);
+    assert_int_equal(arc_meta_dup(a, &c), 0);
+    assert_int_equal(c->nents, a->nents);
+    assert_int_equal(c->nshards, a->nshards);
+    assert_int_equal(c->nsecs, a->nsecs);
+    assert_true(c->id == a->id && c->pending && c->fd >= 0 && c->fd != a->fd);
+    for (uint32_t i = 0; i < a->nents; i++) {
+        assert_string_equal(c->ents[i].path, a->ents[i].path);
+        assert_ptr_not_equal(c->ents[i].path, a->ents[i].path);
+        assert_true(c->ents[i].ino == a->ents[i].ino && c->ents[i].size == a->ents[i].size &&
+                    c->ents[i].root_start == a->ents[i].root_start &&
+                    c->ents[i].root_len == a->ents[i].root_len &&
+                    c->ents[i].shard == a->ents[i].shard && c->ents[i].hash == a->ents[i].hash &&
+                    c->byino[i] == a->byino[i]);
+    }
+    assert_memory_equal(c->shards, a->shards, a->nshards * sizeof *a->shards);
+    assert_memory_equal(c->secs, a->secs, a->nsecs * sizeof *a->secs);
+    arc_free(a);
+    arc *sp;
+    uint32_t *ids, nids;
+    int64_t big = arc_lookup(c, "big");
+    uint32_t first, last;
+    assert_true(big > 0);
+    arc_entry_shards(c, (uint32_t)big, &first, &last);
+    assert_int_equal(arc_open_span(c, first, last, &sp, &ids, &nids), 0);
+    idx *x;
+    assert_int_equal(idx_build(sp, &x), 0);
+    uint32_t i = 0;
+    while (i < nids && ids[i] != (uint32_t)big)
+        i++;
+    assert_true(i < nids);
+    assert_int_equal(sp->ents[i].size, d->ents[big].size);
+    idx_free(x);
+    arc_free(sp);
+    free(ids);
+    arc_free(c);
+    arc_free(d);
+}
+
 /* Write the archive at `path` again as a writer with a bug would leave it, every checksum
  * good: shard k's sections replaced by `sub` (taken over) when given, and the file table
  * passed through `edit` when given. */
@@ -1031,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
         cmocka_unit_test(test_same_content),
+        cmocka_unit_test(test_meta_dup),
         cmocka_unit_test(test_compaction_check_follows_the_edit),
         cmocka_unit_test(test_default_shard_size),
         cmocka_unit_test(test_default_budget),
