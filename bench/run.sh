@@ -52,6 +52,11 @@ packscale_all() {
     echo
     "$top/bench/packscale.sh" "$build" "Linux 6.1 source tree" "$data/linux-source-6.1"
 }
+# The shard size against archive size, pack, first byte and word count: Linux 6.1.
+shardsize_all() {
+    "$top/bench/shardsize.sh" "$build" "$data/linux-source-6.1" "Linux 6.1 source tree" \
+        kernel/sched/core.c fs/ext4/inode.c 8M 16M 32M
+}
 mount_all() {
     "$top/bench/mount.sh" "$build" "$data/brown" "Brown corpus"
     echo
@@ -172,6 +177,8 @@ codecs_all() {
 run codecs.md "Archive size: each technique, against zstd, xz and squashfs" "bench/codecs.sh" codecs_all
 run pack.md "Pack, unpack and random extract" "bench/pack.sh" pack_all
 run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.sh" packscale_all
+run shardsize.md "The shard size: archive size, first byte, word count" "bench/shardsize.sh" \
+    shardsize_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run anashards.md "Analytics shard by shard" "bench/anashards.sh" anashards_all
