@@ -1058,17 +1058,14 @@ static const char *const root_attrs[] = {"archive_size", "files",         "ratio
 #define NFILE_ATTRS 4
 #define NROOT_ATTRS 8
 
-/* The archive's rule count into v: the only root attribute that needs the grammar (and so
- * waits for a lazy mount's load). */
+/* The archive's rule count into v: from the shard table (an archive of shards), or the
+ * grammar's (an older archive: waits for a lazy mount's load). */
 static int root_rules(fs_ctx *c, char *v, size_t n)
 {
-    const idx *x;
-    const arc *a;
-    int rc = vol_lock_arc(c->v, &a, &x);
-    if (rc) return rc;
-    snprintf(v, n, "%u", a->g.nrules);
-    vol_unlock_arc(c->v);
-    return 0;
+    uint64_t r;
+    int rc = vol_rules(c->v, &r);
+    if (!rc) snprintf(v, n, "%" PRIu64, r);
+    return rc;
 }
 
 /* 1 when the caller of req is root or the mount's owner. The root directory's tadoc

@@ -1458,6 +1458,24 @@ const char *vol_path(const vol *v)
     return v->path;
 }
 
+int vol_rules(vol *v, uint64_t *n)
+{
+    *n = 0;
+    pthread_rwlock_rdlock(&v->alock);
+    int shards = v->a->version >= 4;
+    for (uint32_t k = 0; shards && k < v->a->nshards; k++)
+        *n += v->a->shards[k].nrules;
+    pthread_rwlock_unlock(&v->alock);
+    if (shards) return 0;
+    const arc *a;
+    const idx *x;
+    int rc = vol_lock_arc(v, &a, &x);
+    if (rc) return rc;
+    *n = a->g.nrules;
+    vol_unlock_arc(v);
+    return 0;
+}
+
 int vol_lock_arc(vol *v, const arc **a, const idx **x)
 {
     int rc = vol_data(v);

@@ -252,6 +252,11 @@ void vol_get_info(vol *v, vol_info *in);
 
 /* ---- access to the archive for analytics ---- */
 
+/* The archive's rule count: its shards' (the shard table's) for an archive of shards, without
+ * loading anything; else the loaded grammar's (waiting for a lazy open's data). 0 or the load's
+ * error. */
+int vol_rules(vol *v, uint64_t *n);
+
 /* Hold the archive steady: the archive and index returned stay valid until vol_unlock_arc.
  * Changes may go on meanwhile (they do not touch the archive); compaction waits. Waits for a
  * lazy open's data; 0, or its load error (then nothing is held). */

@@ -279,6 +279,9 @@ peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
     find "$M" -type f | wc -l >/dev/null
     ls -lR "$M" >/dev/null
     stat "$M/brown/ca01" >/dev/null
+    # The rule count comes from the shard table.
+    [ "$(getfattr -n user.tadoc.rules --only-values "$M")" -eq \
+        "$("$TADOC" stat "$S/a.tdc" | awk '/^rules/ {print $2}')" ]
     [ "$(cache_field "$M" loads)" -eq 0 ]
     [ "$(head -c 16 "$M/brown/cn01")" = "$(head -c 16 "$T/brown/cn01")" ]
     [ "$(cache_field "$M" loads)" -eq 1 ]
