@@ -1,6 +1,7 @@
 #include "fs.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -744,6 +745,9 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
             }
             if (!rc) rc = vtext_w_finish(&t, out);
             vtext_w_free(&t);
+            /* Under a budget, what the analytic freed goes back to the system rather than
+             * staying in the allocator's arenas. */
+            if (c->mem) malloc_trim(0);
             if (!rc) vcache_put(&c->vc, &k, *out); /* when it cannot, the next one recomputes */
         }
     }
