@@ -291,7 +291,7 @@ refused() { # KIND
         run cat "$f"
         [ "$status" -ne 0 ]
         [[ "$output" == *"Input/output error"* ]] || { echo "$k: $output"; false; }
-        run getfattr -n user.tadoc.rules --only-values "$M"
+        run getfattr -n user.tadoc.rules --only-values "$f" # the file's share of the grammar
         [ "$status" -ne 0 ]
         fusermount3 -u "$M"
         wait
