@@ -10,7 +10,8 @@
  * (idx_query_parts: each shard loaded alone, on all its cores). The ranks then learn
  * every part's size (the parts' bytes are only known once loaded); count sums the counts on
  * rank 0, search writes each rank's offsets at its place of the output, which rank order
- * keeps ascending. The output is byte for byte what `tadoc count|search` prints. */
+ * keeps ascending. The output is byte for byte what `tadoc count|search` prints. A version
+ * 1 to 3 archive (one grammar) is queried whole on rank 0. */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -19,9 +20,7 @@
 
 #include "../engine/base/err.h"
 #include "../engine/format/arc.h"
-#include "../engine/index/idx.h"
 #include "../engine/index/query.h"
-#include "../engine/index/words.h"
 #include "tadoc_mpi.h"
 
 static const char usage_query[] =
@@ -105,11 +104,15 @@ int mpi_query(int argc, char **argv, int rank, int size)
         int64_t ce = arc_ino_entry(meta, meta->ents[ent].ino);
         ent = ce >= 0 ? (uint32_t)ce : ent;
         arc_entry_shards(meta, ent, &first, &last);
-        if (meta->version >= 4) cut_runs(meta, ent, first, last, size, lo);
+        if (meta->version >= 4)
+            cut_runs(meta, ent, first, last, size, lo);
+        else /* one grammar: rank 0 queries it whole */
+            for (int r = 0; r <= size; r++)
+                lo[r] = r ? last + 1 : first;
     }
     uint32_t nk = rc ? 0 : last - first + 1;
     if (!rc && !(sizes = calloc(nk, sizeof *sizes))) rc = tdc_error(-ENOMEM, "out of memory");
-    if (!rc && meta->version >= 4) {
+    if (!rc) {
         np = lo[rank + 1] - lo[rank];
         if (np && !(parts = calloc(np, sizeof *parts))) rc = tdc_error(-ENOMEM, "out of memory");
         if (!rc)
@@ -119,18 +122,6 @@ int mpi_query(int argc, char **argv, int rank, int size)
             sizes[parts[i].k - first] = parts[i].bytes;
             count += parts[i].count;
         }
-    } else if (!rc && !rank) { /* version 1-3: one grammar, queried whole on rank 0 */
-        idx *x = NULL;
-        idx_words *w = NULL;
-        if (!(parts = calloc(1, sizeof *parts))) rc = tdc_error(-ENOMEM, "out of memory");
-        np = parts ? 1 : 0;
-        if (!rc) rc = arc_load_data(meta);
-        if (!rc) rc = idx_build(meta, &x);
-        if (!rc) rc = idx_words_build(x, &w);
-        if (!rc && search) rc = idx_search(w, ent, word, strlen(word), &parts[0].offs);
-        if (!rc && !search) rc = idx_count(w, ent, word, strlen(word), &count);
-        idx_words_free(w);
-        idx_free(x);
     }
     rc = mpi_agree(rc);
     if (!rc) { /* every part's size, then each offset shifted by the parts before its own */

@@ -30,7 +30,6 @@
 #include "../engine/build/pack.h"
 #include "../engine/index/idx.h"
 #include "../engine/index/query.h"
-#include "../engine/index/words.h"
 #include "../lib/env.h"
 #include "tadoc.h"
 
@@ -913,20 +912,29 @@ static const char usage_search[] =
     "Print the byte offset of every whole-word occurrence of WORD in the file PATH, one per\n"
     "line, ascending; only the rules that hold WORD are visited.\n";
 
-/* count or search on a version 4 archive: the file's shards queried one by one, several at
- * once (idx_query_parts), never merged; the answer of each part shifted by the bytes of the
- * parts before it. */
-static int query_by_shard(const char *path, arc *a, uint32_t e, const char *word, int search)
+/* count or search: the file's shards queried one by one, several at once (idx_query_parts),
+ * never merged; the answer of each part shifted by the bytes of the parts before it. */
+static int run_query(int argc, char **argv, const char *usage, int search)
 {
-    uint32_t first, last;
-    int64_t ce = arc_ino_entry(a, a->ents[e].ino);
-    e = ce >= 0 ? (uint32_t)ce : e;
-    arc_entry_shards(a, e, &first, &last);
-    size_t n = (size_t)last - first + 1;
-    idx_part *parts = calloc(n, sizeof *parts);
-    int rc = parts ? idx_query_parts(a, e, first, last + 1, word, strlen(word), search, 0, parts)
-                   : tdc_error(-ENOMEM, "out of memory");
-    if (rc) rc = tdc_error_ctx(rc, "%s", path);
+    if (argc != 4) return usage_err(usage, "need ARCHIVE PATH WORD");
+    arc *a;
+    uint32_t e, first, last;
+    idx_part *parts = NULL;
+    size_t n = 0;
+    int rc = arc_open_meta(argv[1], &a);
+    if (rc) return fail(rc);
+    if (!(rc = arc_find_file(a, argv[2], &e))) {
+        note_journal(argv[1], a);
+        int64_t ce = arc_ino_entry(a, a->ents[e].ino);
+        e = ce >= 0 ? (uint32_t)ce : e;
+        arc_entry_shards(a, e, &first, &last);
+        n = (size_t)last - first + 1;
+        rc = (parts = calloc(n, sizeof *parts))
+                 ? idx_query_parts(a, e, first, last + 1, argv[3], strlen(argv[3]), search, 0,
+                                   parts)
+                 : tdc_error(-ENOMEM, "out of memory");
+        if (rc && a->version >= 4) rc = tdc_error_ctx(rc, "%s", argv[1]);
+    }
     uint64_t base = 0, count = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         for (size_t j = 0; search && j < parts[i].offs.n; j++)
@@ -937,43 +945,7 @@ static int query_by_shard(const char *path, arc *a, uint32_t e, const char *word
     if (!rc && !search) printf("%llu\n", (unsigned long long)count);
     if (parts) idx_parts_free(parts, n);
     free(parts);
-    return rc;
-}
-
-static int run_query(int argc, char **argv, const char *usage, int search)
-{
-    if (argc != 4) return usage_err(usage, "need ARCHIVE PATH WORD");
-    arc *a;
-    idx *x;
-    idx_words *w = NULL;
-    uint32_t e;
-    int rc = arc_open_meta(argv[1], &a);
-    if (!rc && !(rc = arc_find_file(a, argv[2], &e)) && a->version >= 4) {
-        note_journal(argv[1], a);
-        rc = query_by_shard(argv[1], a, e, argv[3], search);
-        arc_free(a);
-        return rc ? fail(rc) : EX_OK;
-    }
     arc_free(a);
-    if (rc) return fail(rc);
-    /* a version 1 to 3 archive: one grammar, loaded */
-    vec64 offs = {0};
-    uint64_t n = 0;
-    rc = open_file(argv[1], argv[2], &a, &x, &e);
-    if (rc) return fail(rc);
-    if (!(rc = idx_words_build(x, &w))) {
-        if (search)
-            rc = idx_search(w, e, argv[3], strlen(argv[3]), &offs);
-        else
-            rc = idx_count(w, e, argv[3], strlen(argv[3]), &n);
-    }
-    if (!rc && search)
-        for (size_t i = 0; i < offs.n; i++)
-            printf("%llu\n", (unsigned long long)offs.p[i]);
-    if (!rc && !search) printf("%llu\n", (unsigned long long)n);
-    vec64_free(&offs);
-    idx_words_free(w);
-    close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
 

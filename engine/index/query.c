@@ -25,13 +25,15 @@ typedef struct job {
     char msg[1000];  /* its message (the worker's thread's) */
 } job;
 
-/* The query on one shard's part of the file: the shard loaded alone, indexed, queried. */
+/* The query on one shard's part of the file: the shard loaded alone (an archive of one
+ * grammar, version 1 to 3, loaded whole), indexed, queried. */
 static int query_part(const job *j, idx_part *pt)
 {
     arc *p;
     idx *x = NULL;
     idx_words *w = NULL;
-    int rc = arc_open_piece(j->meta, pt->k, &p);
+    int whole = j->meta->version < 4;
+    int rc = whole ? arc_open(j->meta->path, &p) : arc_open_piece(j->meta, pt->k, &p);
     if (rc) return rc;
     if (!(rc = idx_build_base(p, &x))) { /* no cache of flat rules: nothing is read */
         pt->bytes = idx_run_bytes(x, j->ent);
@@ -41,10 +43,13 @@ static int query_part(const job *j, idx_part *pt)
         rc = idx_search(w, j->ent, j->word, j->wn, &pt->offs);
     else if (!rc)
         rc = idx_count(w, j->ent, j->word, j->wn, &pt->count);
-    if (rc) rc = tdc_error_ctx(rc, "shard %u", pt->k);
+    if (rc && !whole) rc = tdc_error_ctx(rc, "shard %u", pt->k);
     idx_words_free(w);
     idx_free(x);
-    arc_piece_free(p);
+    if (whole)
+        arc_free(p);
+    else
+        arc_piece_free(p);
     return rc;
 }
 

@@ -24,8 +24,8 @@ typedef struct idx_part {
 } idx_part;
 
 /* The query for `word` (n bytes) on the parts of regular entry `ent` (the one holding its
- * inode's content) in shards [lo, hi) of `meta` (a version 4 archive, arc_open_meta, only
- * read), on up to `threads` threads (0: one per CPU): parts[i] (hi - lo of them, the caller's)
+ * inode's content) in shards [lo, hi) of `meta` (arc_open_meta, only read; an archive of
+ * version 1 to 3 is one grammar, shard 0, loaded whole), on up to `threads` threads (0: one per CPU): parts[i] (hi - lo of them, the caller's)
  * gets shard lo + i's answer, with offsets when `search`, else the count. 0, or the error of a
  * shard that failed (the others stop at their next shard; a damaged shard's message names
  * it); the parts' offsets are the caller's to free (idx_parts_free) either way. */
