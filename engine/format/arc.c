@@ -1791,39 +1791,16 @@ int arc_meta_dup(const arc *meta, arc **out)
     *out = NULL;
     if (!meta->pending) return tdc_error(-EINVAL, "%s: not an unloaded archive", meta->path);
     arc *a = calloc(1, sizeof *a);
-    if (!a) return tdc_error(-ENOMEM, "out of memory");
-    *a = *meta;
-    a->dict = NULL;
-    a->ents = NULL;
-    a->byino = NULL;
-    a->secs = NULL;
-    a->shards = NULL;
-    a->nents = 0;
-    a->path = strdup(meta->path);
-    a->fd = a->path ? dup(meta->fd) : -1;
-    size_t nsh = meta->nshards ? meta->nshards : 1;
-    int rc = a->path && a->fd >= 0 &&
-                     (a->ents = calloc(meta->nents ? meta->nents : 1, sizeof *a->ents)) &&
-                     (a->byino = malloc((meta->nents ? meta->nents : 1) * sizeof *a->byino)) &&
-                     (a->secs = malloc((meta->nsecs ? meta->nsecs : 1) * sizeof *a->secs)) &&
-                     (a->shards = calloc(nsh, sizeof *a->shards))
-                 ? 0
-                 : -ENOMEM;
+    int rc = a ? span_shell(meta, a) : tdc_error(-ENOMEM, "out of memory");
+    if (!rc && (!(a->ents = calloc(meta->nents ? meta->nents : 1, sizeof *a->ents)) ||
+                !(a->byino = malloc((meta->nents ? meta->nents : 1) * sizeof *a->byino))))
+        rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t i = 0; !rc && i < meta->nents; i++, a->nents++) /* counts a partial copy */
-        rc = entry_copy(&meta->ents[i], &a->ents[i]);
-    if (!rc) {
-        memcpy(a->byino, meta->byino, meta->nents * sizeof *a->byino);
-        memcpy(a->secs, meta->secs, meta->nsecs * sizeof *a->secs);
-        memcpy(a->shards, meta->shards, meta->nshards * sizeof *a->shards);
-        for (uint32_t k = 0; k < meta->nshards; k++) a->shards[k].damage = NULL;
-        for (uint32_t k = 0; !rc && k < meta->nshards; k++)
-            if (meta->shards[k].damage && !(a->shards[k].damage = strdup(meta->shards[k].damage)))
-                rc = -ENOMEM;
-    }
+        if (entry_copy(&meta->ents[i], &a->ents[i])) rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc) memcpy(a->byino, meta->byino, meta->nents * sizeof *a->byino);
     if (rc) {
-        if (!a->path) a->fd = -1; /* arc_free closes fd only with a path */
         arc_free(a);
-        return tdc_error(-ENOMEM, "out of memory");
+        return rc;
     }
     *out = a;
     return 0;
