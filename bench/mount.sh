@@ -125,7 +125,7 @@ settled() {
     local sc
     for _ in $(seq 1 6000); do
         sc=$(getfattr -n user.tadoc.shard_cache --only-values "$mnt" 2>/dev/null)
-        [[ "$sc" == *"; 1 whole-archive"* || "$sc" != *"; 0 budget" ]] && return 0
+        [[ "$sc" == *"; 1 whole-archive"* || "$sc" != *"; 0 budget,"* ]] && return 0
         sleep 0.1
     done
     echo "bench/mount.sh: the archive was not loaded in 10 minutes" >&2

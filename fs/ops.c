@@ -651,24 +651,19 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
     return rc;
 }
 
-/* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard: as many
- * shards at once as the budget holds, taking each to need about four times its content's
- * bytes (its grammar, dictionary and the analytic's tables), at least one and at most one per
- * CPU; each shard's part on the GPU under -o gpu=on (backend_by_shard), else on the CPU; the
- * merged output written into out as it is made. -ENOTSUP when it must be loaded whole
- * instead (the analytics options say so, a version 1 to 3 archive, or a word cut between
- * shards). */
+/* Analytic `kind` of archive a, not loaded (the view under -o mem=), shard by shard: one shard
+ * per CPU at once, each taking its estimate from the volume's budget first (shared with the
+ * reads' spans), so that as many run as the budget holds, at least one; each shard's part on
+ * the GPU under -o gpu=on (backend_by_shard), else on the CPU; the merged output written into
+ * out as it is made. -ENOTSUP when it must be loaded whole instead (the analytics options say
+ * so, a version 1 to 3 archive, or a word cut between shards). */
 static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint32_t end,
                     const unsigned char *vis, vtext_w *out)
 {
     ana_opts o = *ana_ctx_opts(backend_ana(c->be));
     if (o.shards == ANA_WHOLE || a->version < 4) return -ENOTSUP; /* v1-3: one grammar */
-    uint64_t big = 1;
-    for (uint32_t k = 0; k < a->nshards; k++)
-        if (a->shards[k].bytes > big) big = a->shards[k].bytes;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t fit = c->mem / (4 * big), most = cpus > 1 ? (uint64_t)cpus : 1;
-    if (!o.shards) o.shards = fit < 1 ? 1 : fit > most ? (int)most : (int)fit;
+    o.budget = vol_budget(c->v);
+    if (!o.budget) o.shards = 1; /* a view of the file table while the loader runs */
     ana_ctx *ac = ana_ctx_new(&o);
     int rc = ac ? backend_by_shard_to(c->be, ac, (int)kind, a, first, end, vis, vtext_w_sink, out)
                 : -ENOMEM;
@@ -1117,9 +1112,11 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
             snprintf(v, n,
                      "%" PRIu64 " reads; %" PRIu64 " spans kept, %" PRIu64 " bytes; %" PRIu64
                      " loads, %" PRIu64 " hits, %" PRIu64 " evictions; %d whole-archive; %" PRIu64
-                     " budget",
+                     " budget, %" PRIu64 " used, %" PRIu64 " peak, %" PRIu64 " waits, %" PRIu64
+                     " over",
                      in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_hits,
-                     in.span_evictions, in.whole, in.budget);
+                     in.span_evictions, in.whole, in.budget, in.budget_used, in.budget_peak,
+                     in.budget_waits, in.budget_over);
         else if (!strcmp(name, "virtual_texts")) /* the cache of virtual files' texts */
             vcache_describe(&c->vc, v, n);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */

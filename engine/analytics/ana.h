@@ -62,6 +62,7 @@
 
 #include "../format/arc.h"
 #include "../base/buf.h"
+#include "../base/mbud.h"
 
 /* Visibility masks. Every analytic takes `vis`: NULL for every entry, or one byte per entry of
  * the archive (a->nents), non-zero for the entries the caller may see. A regular file whose
@@ -88,10 +89,12 @@ typedef struct ana_opts {
     int verbose;   /* 0: quiet; 1: each choice and its estimates on stderr; 2: also phase times */
     int shards;    /* archives of several shards: how many shards ana_by_shard analyses at
                       once (0: one per CPU), or ANA_WHOLE to load the archive whole instead */
+    mbud *budget;  /* or NULL: the memory budget each shard ana_by_shard loads takes its
+                      estimate from first (ana_shard_mem), waiting for room */
 } ana_opts;
 
 #define ANA_WHOLE (-1)
-#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0}
+#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0, NULL}
 
 /* A context: the options and, when they ask for it, the last grammar's preparation, kept for
  * the next call on the same grammar. Calls may share one context from several threads. Every

@@ -121,8 +121,8 @@ static void job_fail(job *j, int rc)
     pthread_mutex_unlock(&j->lock);
 }
 
-/* Shard k: its output and the edges of the wide files in it, into the merge. */
-static int do_shard(job *j, uint32_t k)
+/* do_shard's work once the budget, if any, has room for it. */
+static int do_shard_loaded(job *j, uint32_t k)
 {
     arc *p;
     int rc = arc_open_piece(j->meta, k, &p);
@@ -154,6 +154,22 @@ static int do_shard(job *j, uint32_t k)
         buf_free(&e[i].words);
     free(e);
     buf_free(&part);
+    return rc;
+}
+
+uint64_t ana_shard_mem(const arc *meta, uint32_t k)
+{
+    return 2 * arc_shard_mem_estimate(meta, k);
+}
+
+/* Shard k: its output and the edges of the wide files in it, into the merge. */
+static int do_shard(job *j, uint32_t k)
+{
+    mbud *b = ana_ctx_opts(j->ctx)->budget;
+    uint64_t need = b ? ana_shard_mem(j->meta, k) : 0;
+    if (b) mbud_take(b, need, 1);
+    int rc = do_shard_loaded(j, k);
+    if (b) mbud_give(b, need);
     return rc;
 }
 

@@ -30,6 +30,10 @@ typedef int (*ana_part_fn)(void *arg, int kind, const arc *p, uint32_t first, ui
 int ana_by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                  uint32_t first, uint32_t end, const unsigned char *vis, buf *out);
 
+/* What analysing shard k of meta alone is expected to hold (its grammar, dictionary and the
+ * analytic's tables), from the shard table: what ana_by_shard takes of ana_opts.budget. */
+uint64_t ana_shard_mem(const arc *meta, uint32_t k);
+
 /* ana_by_shard with the output handed to sink piece by piece as the merge makes it
  * (ana_merge_finish_to), never held whole: for a caller that writes it out. Errors found
  * before the merge's output (a damaged shard, -ENOTSUP) come before the first piece. */

@@ -1827,14 +1827,18 @@ uint64_t arc_mem(const arc *a)
     return n + (g->root.n + g->syms.n + g->topo.n) * 4 + g->rule_start.n * 8;
 }
 
+uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k)
+{
+    const arc_shard *s = &a->shards[k];
+    return 12 * s->root_syms + 32 * (uint64_t)s->nrules + 24 * (uint64_t)s->ntokens +
+           2 * a->secs[s->sec].raw + (16 << 10);
+}
+
 uint64_t arc_mem_estimate(const arc *a)
 {
     uint64_t n = (uint64_t)a->nents * 160;
-    for (uint32_t k = 0; k < a->nshards; k++) {
-        const arc_shard *s = &a->shards[k];
-        n += 12 * s->root_syms + 32 * (uint64_t)s->nrules + 24 * (uint64_t)s->ntokens +
-             2 * a->secs[s->sec].raw + (16 << 10);
-    }
+    for (uint32_t k = 0; k < a->nshards; k++)
+        n += arc_shard_mem_estimate(a, k);
     return n;
 }
 

@@ -324,6 +324,9 @@ uint64_t arc_mem(const arc *a);
  * high (by up to half, for archives of thousands of small shards). */
 uint64_t arc_mem_estimate(const arc *a);
 
+/* arc_mem_estimate's share of shard k: its grammar, dictionary and index, loaded alone. */
+uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k);
+
 /* For reading a few files of a large archive while keeping memory to what they need: a new
  * archive object holding shards [first, last] of `meta` (an archive opened by arc_open_meta and
  * not loaded; it is only read) and, as its entries, only the regular files that hold their

@@ -731,6 +731,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1 &&
         arc_mem_estimate(v->a) > o->mem_auto)
         v->o.mem = o->mem_auto;
+    if (v->o.mem && (rc = vol_spans_budget(v))) goto fail;
     /* The file table the spans load from, copied now rather than read again at the first
      * read (when the copy cannot be made, that first read opens it). */
     if (o->lazy && v->a->version >= 4) arc_meta_dup(v->a, &v->smeta);
@@ -885,6 +886,7 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
     vol_spans_drop(v);
+    mbud_free(v->bud);
     arc_free(v->smeta);
     pthread_mutex_destroy(&v->splock);
     pthread_cond_destroy(&v->spcond);
@@ -1444,6 +1446,14 @@ void vol_get_info(vol *v, vol_info *in)
     in->span_bytes = v->span_bytes;
     in->budget = v->o.mem;
     pthread_mutex_unlock(&v->splock);
+    if (v->bud) {
+        mbud_stats b;
+        mbud_get_stats(v->bud, &b);
+        in->budget_used = b.used;
+        in->budget_peak = b.peak;
+        in->budget_waits = b.waits;
+        in->budget_over = b.over;
+    }
     in->whole = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
     for (uint64_t i = 0; i < v->cap; i++)
         if (v->nodes[i] && S_ISREG(v->nodes[i]->mode) && v->nodes[i]->nlink) {
@@ -1451,6 +1461,11 @@ void vol_get_info(vol *v, vol_info *in)
             in->content_bytes += v->nodes[i]->size;
         }
     rend(v);
+}
+
+mbud *vol_budget(vol *v)
+{
+    return v->bud;
 }
 
 const char *vol_path(const vol *v)

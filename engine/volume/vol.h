@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "../index/idx.h"
+#include "../base/mbud.h"
 #include "../format/arc.h"
 #include "../base/buf.h"
 #include "jrnl.h"
@@ -44,9 +45,11 @@ typedef struct vol_opts {
                  whatever needs content waits for it (and fails with the load's error), except
                  reads, which meanwhile load only their file's shards */
     uint64_t mem; /* with lazy: no background load; reads load only their file's shards,
-                     kept within `mem` bytes (least recently used dropped). What needs the
-                     whole archive (analytics, compaction) still loads it, and the budget
-                     holds no more after. 0: none, or mem_auto's choice */
+                     within a budget of `mem` bytes (vol_budget) that spans being decoded,
+                     read and kept share with the analytics shard by shard (least recently
+                     used dropped, loads waiting for room). What needs the whole archive
+                     (compaction, analytics of edited directories) still loads it, and the
+                     budget holds no more after. 0: none, or mem_auto's choice */
     uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem when the
                           archive loaded whole would need more (arc_mem_estimate) and is of
                           several shards; 0: always load it whole */
@@ -245,12 +248,20 @@ typedef struct vol_info {
      * make room, and the spans kept now and their bytes. */
     uint64_t early_reads, span_loads, span_hits, span_evictions, spans, span_bytes;
     uint64_t budget; /* the budget reads keep their spans within (vol_opts.mem), or 0 */
+    /* Under a budget: what spans and analytics shard by shard hold of it now and at most, how
+     * many loads waited for room, and how many were let over it (vol_budget). */
+    uint64_t budget_used, budget_peak, budget_waits, budget_over;
     int whole; /* the whole archive is loaded (dictionary, grammar, index) */
 } vol_info;
 
 void vol_get_info(vol *v, vol_info *in);
 
 /* ---- access to the archive for analytics ---- */
+
+/* The memory budget (vol_opts.mem, or the one mem_auto called for) that reads' spans hold
+ * their bytes in, for the analytics shard by shard to share (ana_opts.budget); NULL without
+ * one. It lives as long as the volume. */
+mbud *vol_budget(vol *v);
 
 /* The archive's rule count: its shards' (the shard table's) for an archive of shards, without
  * loading anything; else the loaded grammar's (waiting for a lazy open's data). 0 or the load's

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "../base/mbud.h"
 #include "piece.h"
 #include "vol.h"
 
@@ -85,6 +86,7 @@ struct vol {
         int busy;
     } loading[VOL_SPAN_LOADS]; /* spans being decoded, which their readers wait for */
     pthread_cond_t spcond; /* a decoding ended */
+    mbud *bud; /* the budget (o.mem) spans and analytics shard by shard share, or NULL */
     uint64_t early_reads; /* reads served from spans (atomic) */
 };
 
@@ -105,6 +107,9 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
  * caller (vol_span_release); NULL when there is none to have. */
 vol_span *vol_span_hold(vol *v, int64_t ent);
 void vol_span_release(vol *v, vol_span *s); /* NULL is allowed */
+
+/* The budget of o.mem bytes, with the kept spans as what it reclaims: 0 or -ENOMEM. */
+int vol_spans_budget(vol *v);
 
 /* No more spans: drop the kept ones (each freed by its last reader). Called when the whole
  * archive is loaded, and by vol_close. */

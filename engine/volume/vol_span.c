@@ -3,16 +3,20 @@
  * memory budget (vol_opts.mem). A span is shards [first, last] loaded on their own with only
  * the entries whose content they hold (arc_open_span) and an index of their own. Loaded spans
  * are kept, most recently used first, for the reads that follow: at most VOL_EARLY_SPANS while
- * a loader runs, within vol_opts.mem bytes under a budget (the least recently used spans no
- * read holds are dropped for a new one; a span that does not fit serves its read and goes,
- * unless it is larger than the whole budget: then it is kept alone).
- * Once the whole archive is loaded the spans are dropped, each freed by its last reader. */
+ * a loader runs (no budget), and under a budget as long as the budget (v->bud, shared with the
+ * analytics shard by shard) has room. There, every span alive holds its bytes in the budget
+ * from the start of its decoding (an estimate from the shard table until its size is known)
+ * until it is freed, whether kept or only serving reads, so the reads in flight count too; a
+ * read that needs room waits for it where it holds nothing (vol_span_hold), and the least
+ * recently used spans no read holds are dropped to make it. Once the whole archive is loaded
+ * the spans are dropped, each freed by its last reader. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
 
 #include "vol_int.h"
 #include "../base/err.h"
+#include "../base/mbud.h"
 #include "../index/words.h"
 
 /* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
@@ -25,25 +29,31 @@ struct vol_span {
     uint32_t *ids; /* a's entries as entries of v->a (ascending) */
     uint32_t nids;
     uint64_t bytes; /* what it occupies */
+    uint64_t taken; /* what it holds of the budget */
     int refs;       /* readers using it, plus one while listed */
     struct vol_span *prev, *next;
 };
 
-static void span_free(vol_span *s)
+static void span_free(vol *v, vol_span *s)
 {
+    uint64_t taken = s->taken;
     idx_free(s->x);
     arc_free(s->a);
     free(s->ids);
     free(s);
     malloc_trim(0); /* give the freed pages back, or they count against the budget */
+    if (taken) mbud_give(v->bud, taken);
 }
 
 static void span_put(vol *v, vol_span *s)
 {
     pthread_mutex_lock(&v->splock);
     int last = --s->refs == 0;
+    /* A kept span no read holds any more can be dropped for a read waiting for room. */
+    int idle = s->refs == 1 && (s->prev || v->spans == s);
     pthread_mutex_unlock(&v->splock);
-    if (last) span_free(s);
+    if (last) span_free(v, s);
+    else if (idle && v->bud) mbud_give(v->bud, 0);
 }
 
 /* List order: most recently used first. v->splock held. */
@@ -62,30 +72,60 @@ static void push_front(vol *v, vol_span *s)
     v->spans = s;
 }
 
-/* Whether `bytes` more fit the kept spans. v->splock held. */
-static int fits(const vol *v, uint64_t bytes)
+/* Drop the least recently used spans no reader holds, onto *gone (to free without the lock):
+ * under a budget until they held `need` bytes of it, else until fewer than VOL_EARLY_SPANS
+ * are kept. v->splock held. */
+static void drop_unused(vol *v, uint64_t need, vol_span **gone)
 {
-    if (!v->o.mem) return v->nspans < VOL_EARLY_SPANS;
-    return v->span_bytes + bytes <= v->o.mem;
+    uint64_t freed = 0;
+    for (vol_span *s = v->spans_tail, *prev; s && (v->bud ? freed < need : v->nspans >= VOL_EARLY_SPANS);
+         s = prev) {
+        prev = s->prev;
+        if (s->refs != 1) continue;
+        unlink_span(v, s);
+        v->nspans--;
+        v->span_bytes -= s->bytes;
+        v->span_evictions++;
+        freed += s->taken;
+        s->next = *gone;
+        *gone = s;
+    }
 }
 
-/* Drop the least recently used spans no reader holds until `bytes` more fit, onto *gone (to
- * free without the lock). v->splock held. */
-static void make_room(vol *v, uint64_t bytes, vol_span **gone)
+static void put_all(vol *v, vol_span *gone)
 {
-    vol_span *s = v->spans_tail;
-    while (s && !fits(v, bytes)) {
-        vol_span *prev = s->prev;
-        if (s->refs == 1) {
-            unlink_span(v, s);
-            v->nspans--;
-            v->span_bytes -= s->bytes;
-            v->span_evictions++;
-            s->next = *gone;
-            *gone = s;
-        }
-        s = prev;
+    while (gone) {
+        vol_span *t = gone->next;
+        span_put(v, gone);
+        gone = t;
     }
+}
+
+/* The budget's reclaimer: drop kept spans no read holds, `need` bytes of them. */
+static void reclaim_spans(void *arg, uint64_t need)
+{
+    vol *v = arg;
+    vol_span *gone = NULL;
+    pthread_mutex_lock(&v->splock);
+    drop_unused(v, need, &gone);
+    pthread_mutex_unlock(&v->splock);
+    put_all(v, gone);
+}
+
+int vol_spans_budget(vol *v)
+{
+    if (!(v->bud = mbud_new(v->o.mem))) return -ENOMEM;
+    mbud_set_reclaim(v->bud, reclaim_spans, v);
+    return 0;
+}
+
+/* What span [first, last] is expected to occupy, from the shard table. */
+static uint64_t span_estimate(const arc *meta, uint32_t first, uint32_t last)
+{
+    uint64_t n = 0;
+    for (uint32_t k = first; k <= last; k++)
+        n += arc_shard_mem_estimate(meta, k);
+    return n;
 }
 
 /* Span [first, last] loaded from v->smeta: its arc, index and size. */
@@ -98,7 +138,7 @@ static int span_load(vol *v, uint32_t first, uint32_t last, vol_span **out)
     int rc = arc_open_span(v->smeta, first, last, &s->a, &s->ids, &s->nids);
     if (!rc) rc = idx_build_base(s->a, &s->x);
     if (rc) {
-        span_free(s);
+        span_free(v, s);
         return rc;
     }
     s->bytes = sizeof *s + arc_mem(s->a) + idx_mem(s->x) + (uint64_t)s->nids * sizeof *s->ids;
@@ -151,13 +191,16 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
 
 /* The span holding entry ent's content, with a reference for the caller (*content: that
  * content's entry in v->a): `held` when it is that span, a kept one, or one loaded now (kept
- * when it fits); NULL when the spans are dropped or cannot serve ent (read the whole archive
- * instead). At most VOL_SPAN_LOADS spans are decoded at once, and a span another reader is
- * decoding is waited for rather than decoded twice. */
-static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content)
+ * under a budget, and without one while fewer than VOL_EARLY_SPANS are); NULL when the spans
+ * are dropped or cannot serve ent (read the whole archive instead). At most VOL_SPAN_LOADS
+ * spans are decoded at once, and a span another reader is decoding is waited for rather than
+ * decoded twice. Under a budget a load takes its estimate first: waiting for room with `wait`,
+ * else at once (the caller holds a span or the model lock, which a waiter could need). */
+static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content, int wait)
 {
-    vol_span *s;
+    vol_span *s = NULL;
     uint32_t first, last;
+    uint64_t took = 0; /* of the budget, for the load */
     int slot = -1;
     pthread_mutex_lock(&v->splock);
     if (v->spans_done || span_of(v, ent, content, &first, &last)) {
@@ -170,17 +213,13 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
         return held;
     }
     for (;;) {
-        if (v->spans_done) {
-            pthread_mutex_unlock(&v->splock);
-            return NULL;
-        }
+        if (v->spans_done) break;
         if ((s = find_span(v, first, last))) {
             s->refs++;
             v->span_hits++;
             unlink_span(v, s);
             push_front(v, s);
-            pthread_mutex_unlock(&v->splock);
-            return s;
+            break;
         }
         int same = 0;
         for (int i = 0; i < VOL_SPAN_LOADS; i++) {
@@ -190,14 +229,30 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
             else if (l->first == first && l->last == last)
                 same = 1;
         }
-        if (!same && slot >= 0) break;
+        if (!same && slot >= 0 && (!v->bud || took)) break;
+        if (!same && slot >= 0) { /* room first; then look again, as others went on meanwhile */
+            took = span_estimate(v->smeta, first, last);
+            pthread_mutex_unlock(&v->splock);
+            mbud_take(v->bud, took, wait);
+            pthread_mutex_lock(&v->splock);
+        } else {
+            pthread_cond_wait(&v->spcond, &v->splock);
+        }
         slot = -1;
-        pthread_cond_wait(&v->spcond, &v->splock);
+    }
+    if (s || v->spans_done) {
+        pthread_mutex_unlock(&v->splock);
+        if (took) mbud_give(v->bud, took);
+        return s;
     }
     v->loading[slot] = (struct vol_loading){first, last, 1};
     pthread_mutex_unlock(&v->splock);
     int rc = span_load(v, first, last, &s);
-    vol_span *gone = NULL, *t;
+    if (v->bud) { /* the estimate, the larger, allows for the allocator's share */
+        s->taken = rc ? 0 : took > s->bytes ? took : s->bytes;
+        mbud_resize(v->bud, took, s->taken);
+    }
+    vol_span *gone = NULL;
     pthread_mutex_lock(&v->splock);
     v->loading[slot].busy = 0;
     pthread_cond_broadcast(&v->spcond);
@@ -208,10 +263,8 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
     v->span_loads++; /* no other reader loads it meanwhile, so none is listed */
     s->refs = 1;
     if (!v->spans_done) {
-        make_room(v, s->bytes, &gone);
-        /* A span larger than the whole budget is still kept while it is the only one, or
-         * every read of its files would decode it again. */
-        if (fits(v, s->bytes) || (v->o.mem && !v->nspans)) { /* else it serves this read only */
+        drop_unused(v, 0, &gone);
+        if (v->bud || v->nspans < VOL_EARLY_SPANS) { /* else it serves this read only */
             s->refs = 2;
             push_front(v, s);
             v->nspans++;
@@ -219,11 +272,7 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
         }
     }
     pthread_mutex_unlock(&v->splock);
-    while (gone) {
-        t = gone->next;
-        span_put(v, gone);
-        gone = t;
-    }
+    put_all(v, gone);
     return s;
 }
 
@@ -244,7 +293,7 @@ static int64_t local_entry(const vol_span *s, uint32_t c)
 vol_span *vol_span_hold(vol *v, int64_t ent)
 {
     uint32_t c;
-    return span_get(v, NULL, ent, &c);
+    return span_get(v, NULL, ent, &c, 1);
 }
 
 void vol_span_release(vol *v, vol_span *s)
@@ -255,7 +304,7 @@ void vol_span_release(vol *v, vol_span *s)
 ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *dst, size_t n)
 {
     uint32_t c;
-    vol_span *s = span_get(v, held, ent, &c);
+    vol_span *s = span_get(v, held, ent, &c, 0);
     if (!s) return -EAGAIN;
     int64_t l = local_entry(s, c);
     ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
@@ -275,7 +324,7 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         uint32_t c;
-        vol_span *t = span_get(v, s, files[i], &c);
+        vol_span *t = span_get(v, s, files[i], &c, !s); /* waits while it holds none */
         if (!t) {
             rc = -EAGAIN;
             break;

@@ -340,6 +340,63 @@ peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
     [ "$(cache_field "$M" whole-archive)" -eq 1 ]
 }
 
+# Random 4 KiB reads of the files under $2 through the mount $1, each compared with the file
+# under $3, for $4 seconds: prints how many were read, fails on the first difference.
+random_reads() {
+    python3 - "$@" <<'EOF_PY'
+import os, random, sys, time
+mnt, rel, ref, secs = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+files = [os.path.relpath(os.path.join(d, f), ref) for d, _, fs in os.walk(os.path.join(ref, rel)) for f in fs]
+files = [f for f in files if os.path.getsize(os.path.join(ref, f)) > 0]
+rnd, n, end = random.Random(os.getpid()), 0, time.time() + secs
+while time.time() < end:
+    f = rnd.choice(files)
+    off = rnd.randrange(os.path.getsize(os.path.join(ref, f)))
+    with open(os.path.join(mnt, f), "rb") as a, open(os.path.join(ref, f), "rb") as b:
+        a.seek(off); b.seek(off)
+        if a.read(4096) != b.read(4096): sys.exit(f"differs: {f} at {off}")
+    n += 1
+print(n)
+EOF_PY
+}
+
+@test "shards: under -o mem= random readers and analytics at once share the budget, and none goes over it" {
+    # 40 shards of about 256 KiB against a budget that holds a few of them: 8 readers at
+    # random offsets over the whole tree and two analytics, all at once, wait for room
+    # rather than go over it; every byte read is exact and every analytic equals tadoc's.
+    cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 256K
+    [ "$(shards_of "$S/a.tdc")" -gt 30 ]
+    "$TADOC" wordcount "$S/a.tdc" >"$S/wc"
+    "$TADOC" invindex "$S/a.tdc" >"$S/inv"
+    M=$S/m
+    mkdir "$M"
+    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o ro,mem=4M 3>&-
+    wait_mounted "$M"
+    pid=$(daemon_pid "$S/a.tdc")
+    for i in 1 2 3 4 5 6 7 8; do random_reads "$M" . "$T" 6 >"$S/reads.$i" & done
+    sleep 1
+    cmp "$M/.wordcount" "$S/wc" &
+    local an=$!
+    cmp "$M/.invindex" "$S/inv"
+    wait "$an"
+    wait
+    local total=0 i
+    for i in 1 2 3 4 5 6 7 8; do
+        [ -s "$S/reads.$i" ]
+        total=$((total + $(cat "$S/reads.$i")))
+    done
+    getfattr -n user.tadoc.shard_cache --only-values "$M"
+    echo "# mem=4M: $total random reads, $(cache_field "$M" loads) loads, $(cache_field "$M" waits) waits, budget peak $(cache_field "$M" peak), RSS peak $(peak_kib "$pid") KiB" >&3
+    [ "$total" -gt 100 ]
+    [ "$(cache_field "$M" evictions)" -gt 10 ]
+    [ "$(cache_field "$M" waits)" -gt 0 ]
+    [ "$(cache_field "$M" over)" -eq 0 ]
+    [ "$(cache_field "$M" peak)" -le 4194304 ]
+    [ "$(cache_field "$M" used)" -le 4194304 ]
+    [ "$(peak_kib "$pid")" -le $((4096 + 14336 + 2 * $(stat -c %s "$S/inv") / 1024)) ]
+}
+
 # The analytics requests the daemon of mountpoint $1 computed (cpu and gpu).
 served() { getfattr -n user.tadoc.backend --only-values "$1" | awk '{ print $2 + $7 }'; }
 

@@ -112,7 +112,12 @@ static void test_by_shard_equals_whole(void **state)
         assert_non_null(vis);
         for (uint32_t e = 0; e < w->nents; e++)
             vis[e] = (unsigned char)(tu_rand(&seed) % 3 != 0);
-        ana_opts op = {round % 3, 1 + round % 2, 1, 0, round % 4};
+        /* Odd rounds under a memory budget: one shard's estimate, or a byte (one at a time). */
+        uint64_t big = 0;
+        for (uint32_t k = 0; k < meta->nshards; k++)
+            if (ana_shard_mem(meta, k) > big) big = ana_shard_mem(meta, k);
+        mbud *bud = round % 2 ? mbud_new(round % 4 == 1 ? big : 1) : NULL;
+        ana_opts op = {round % 3, 1 + round % 2, 1, 0, round % 4, bud};
         ana_ctx *c = ana_ctx_new(&op);
         assert_non_null(c);
         for (int k = 0; k < ANA_NIDS; k++) {
@@ -132,6 +137,14 @@ static void test_by_shard_equals_whole(void **state)
             buf_free(&y);
         }
         ana_ctx_free(c);
+        if (bud) { /* every shard gave back what it took, and none went over but alone */
+            mbud_stats st;
+            mbud_get_stats(bud, &st);
+            assert_int_equal(st.used, 0);
+            assert_true(st.peak <= (st.limit > big ? st.limit : big));
+            assert_true(st.peak > 0);
+            mbud_free(bud);
+        }
         free(vis);
         arc_free(meta);
         arc_free(w);

@@ -1,0 +1,142 @@
+/* mbud: the shared memory budget. Waiting takers never hold more together than the budget
+ * (checked by the takers themselves at every moment, with many threads), a taker larger than
+ * the budget runs alone, takers that may not wait go over and are counted, and the reclaimer
+ * is asked for exactly what a taker lacks and lets it go on without any other giver. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include "../../engine/base/mbud.h"
+#include "testutil.h"
+
+#define LIMIT 1000
+
+typedef struct shared {
+    mbud *b;
+    uint64_t held;   /* what the takers hold now, by their own count (atomic) */
+    uint64_t most;   /* the most they held at once (atomic max) */
+    uint64_t seed;
+    int alone_seen;  /* a taker larger than the budget found another holding (atomic) */
+} shared;
+
+static void *taker(void *arg)
+{
+    shared *sh = arg;
+    uint64_t seed = __atomic_add_fetch(&sh->seed, 7919, __ATOMIC_RELAXED);
+    for (int i = 0; i < 300; i++) {
+        uint64_t n = 1 + tu_rand(&seed) % (i % 50 == 0 ? 2 * LIMIT : LIMIT / 3);
+        mbud_take(sh->b, n, 1);
+        uint64_t now = __atomic_add_fetch(&sh->held, n, __ATOMIC_SEQ_CST);
+        if (n > LIMIT && now != n) __atomic_store_n(&sh->alone_seen, 1, __ATOMIC_SEQ_CST);
+        uint64_t m = __atomic_load_n(&sh->most, __ATOMIC_RELAXED);
+        while (now > m && !__atomic_compare_exchange_n(&sh->most, &m, now, 0, __ATOMIC_SEQ_CST,
+                                                       __ATOMIC_RELAXED)) {
+        }
+        for (unsigned k = tu_rand(&seed) % 3; k; k--)
+            sched_yield();
+        __atomic_sub_fetch(&sh->held, n, __ATOMIC_SEQ_CST);
+        mbud_give(sh->b, n);
+    }
+    return NULL;
+}
+
+static void test_waiters_within(void **state)
+{
+    (void)state;
+    shared sh = {mbud_new(LIMIT), 0, 0, 1, 0};
+    assert_non_null(sh.b);
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, taker, &sh), 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    mbud_stats st;
+    mbud_get_stats(sh.b, &st);
+    assert_int_equal(st.used, 0);
+    assert_true(sh.most <= 2 * LIMIT);      /* the larger takers, alone */
+    assert_int_equal(sh.alone_seen, 0);     /* nobody beside a taker larger than the budget */
+    assert_true(st.peak <= 2 * LIMIT);
+    assert_true(st.waits > 0);
+    mbud_free(sh.b);
+}
+
+static void test_no_wait_goes_over(void **state)
+{
+    (void)state;
+    mbud *b = mbud_new(100);
+    mbud_take(b, 80, 0);
+    mbud_take(b, 80, 0); /* over, at once */
+    mbud_stats st;
+    mbud_get_stats(b, &st);
+    assert_int_equal(st.used, 160);
+    assert_int_equal(st.over, 1);
+    assert_int_equal(st.waits, 0);
+    mbud_resize(b, 80, 10);
+    mbud_get_stats(b, &st);
+    assert_int_equal(st.used, 90);
+    assert_int_equal(st.peak, 160);
+    mbud_give(b, 80);
+    mbud_give(b, 10);
+    mbud_take(b, 500, 1); /* larger than the budget, nothing taken: granted alone */
+    mbud_get_stats(b, &st);
+    assert_int_equal(st.used, 500);
+    assert_int_equal(st.over, 2);
+    mbud_give(b, 500);
+    mbud_free(b);
+}
+
+/* A cache of kept bytes the reclaimer drops, one unit at a time. */
+typedef struct cache {
+    mbud *b;
+    uint64_t kept, unit, asked;
+} cache;
+
+static void drop(void *arg, uint64_t need)
+{
+    cache *c = arg;
+    c->asked = need;
+    uint64_t freed = 0;
+    while (c->kept && freed < need) {
+        c->kept -= c->unit;
+        freed += c->unit;
+        mbud_give(c->b, c->unit);
+    }
+}
+
+static void test_reclaim(void **state)
+{
+    (void)state;
+    cache c = {mbud_new(100), 0, 20, 0};
+    mbud_set_reclaim(c.b, drop, &c);
+    for (int i = 0; i < 4; i++) { /* 80 kept */
+        mbud_take(c.b, c.unit, 1);
+        c.kept += c.unit;
+    }
+    assert_int_equal(c.asked, 0);
+    mbud_take(c.b, 50, 1); /* lacks 30: two units go, and nobody else gives */
+    assert_int_equal(c.asked, 30);
+    assert_int_equal(c.kept, 40);
+    mbud_stats st;
+    mbud_get_stats(c.b, &st);
+    assert_int_equal(st.used, 90);
+    assert_int_equal(st.waits, 0);
+    mbud_resize(c.b, 50, 100); /* over by 50: the reclaimer drops what it can */
+    mbud_get_stats(c.b, &st);
+    assert_int_equal(c.kept, 0);
+    assert_int_equal(st.used, 100);
+    mbud_give(c.b, 100);
+    mbud_free(c.b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_waiters_within),
+        cmocka_unit_test(test_no_wait_goes_over),
+        cmocka_unit_test(test_reclaim),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
