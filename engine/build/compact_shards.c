@@ -161,12 +161,27 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
     return rc;
 }
 
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 uint64_t compact_shard_size(const arc *old, uint64_t asked)
 {
     if (asked) return asked;
     uint64_t total = 0;
     for (uint32_t s = 0; s < old->nshards; s++)
         total += old->shards[s].bytes;
+    uint64_t *b = old->nshards > 1 ? malloc(old->nshards * sizeof *b) : NULL;
+    if (b) { /* the median: a shard holding one large file, or the last, does not move it */
+        for (uint32_t s = 0; s < old->nshards; s++)
+            b[s] = old->shards[s].bytes;
+        qsort(b, old->nshards, sizeof *b, by_u64);
+        uint64_t mid = b[old->nshards / 2];
+        free(b);
+        return mid > COMPACT_SHARD_MIN ? mid : COMPACT_SHARD_MIN;
+    }
     return total <= PACK_ONE_SHARD_MAX ? PACK_ONE_SHARD_MAX : pack_shard_size(total);
 }
 

@@ -24,9 +24,15 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
                    uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
                    uint32_t *n);
 
-/* The shard size compaction aims at: `asked` when not 0, else what pack would choose for the
- * archive's content (pack_shard_size), but at least PACK_ONE_SHARD_MAX, so that an archive
- * pack made one shard is compacted as one grammar while it stays that small. */
+/* The smallest shard size compaction aims at (tadoc pack --shard-size's least). */
+#define COMPACT_SHARD_MIN 1024
+
+/* The shard size compaction aims at: `asked` when not 0; for an archive of several shards,
+ * the median of its shards' content (what it was cut at: a daemon's compaction keeps the
+ * shape `tadoc pack --shard-size` gave, and with it the first byte and the memory a shard
+ * needs; out of memory for the median, as for one shard); for one shard, what pack would choose for the archive's content
+ * (pack_shard_size), but at least PACK_ONE_SHARD_MAX, so that an archive pack made one
+ * shard is compacted as one grammar while it stays that small. */
 uint64_t compact_shard_size(const arc *old, uint64_t asked);
 
 /* Whether compaction of `old` goes shard by shard: it has several shards, or one large

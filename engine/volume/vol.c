@@ -1493,9 +1493,14 @@ int vol_rules(vol *v, uint64_t *n)
 
 int vol_lock_arc(vol *v, const arc **a, const idx **x)
 {
-    int rc = vol_data(v);
-    if (rc) return rc;
-    pthread_rwlock_rdlock(&v->alock);
+    for (;;) {
+        int rc = vol_data(v);
+        if (rc) return rc;
+        pthread_rwlock_rdlock(&v->alock);
+        /* A compaction under a budget may have put an archive not loaded in place since. */
+        if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) break;
+        pthread_rwlock_unlock(&v->alock);
+    }
     *x = v->x;
     *a = v->a;
     return 0;

@@ -12,6 +12,7 @@
  * renamed over the old archive (arc_commit); (4) the journal is replaced by an empty one
  * bound to the new archive. A crash between (3) and (4) leaves a journal bound to prev_id,
  * which jrnl_open recognises as already folded in and discards. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,9 +247,19 @@ static void note_result(vol *v, int rc)
 }
 
 /* Switch the vol to the new archive `na` (already renamed into place) and restart the
- * journal. Caller holds wlock and no model lock. */
+ * journal. Under a memory budget the vol goes back to reading shard by shard: it takes the
+ * new archive's file table alone (opened again from its path), and na, loaded whole for the
+ * check, is dropped, so memory returns within the budget; what needs the whole archive loads
+ * it again. Caller holds wlock and no model lock. */
 static void swap_in(vol *v, arc *na, idx *nx)
 {
+    arc *lazy = NULL, *smeta = NULL;
+    if (v->o.mem && v->o.lazy && na->version >= 4 && !arc_open_meta(v->path, &lazy) &&
+        lazy->id != na->id) {
+        arc_free(lazy); /* replaced again meanwhile: keep na */
+        lazy = NULL;
+    }
+    if (lazy && arc_meta_dup(lazy, &smeta)) smeta = NULL; /* the first span opens it */
     pthread_rwlock_wrlock(&v->alock);
     vol_wrlock(v);
     int rc = jrnl_reset(v->j, na->id);
@@ -260,9 +271,15 @@ static void swap_in(vol *v, arc *na, idx *nx)
     }
     arc *oa = v->a;
     idx *ox = v->x;
-    v->a = na;
-    v->x = nx;
+    v->a = lazy ? lazy : na;
+    v->x = lazy ? NULL : nx;
     v->gen++;
+    if (lazy) {
+        pthread_mutex_lock(&v->dlock);
+        __atomic_store_n(&v->dstate, 0, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&v->dlock);
+        vol_spans_reset(v, smeta);
+    }
     for (uint64_t i = 0; i < v->cap; i++) {
         vnode *n = v->nodes[i];
         if (!n) continue;
@@ -281,6 +298,10 @@ static void swap_in(vol *v, arc *na, idx *nx)
     backend_release(v->o.be, oa); /* its copy on the GPU, if any */
     idx_free(ox);
     arc_free(oa);
+    if (lazy) {
+        idx_free(nx);
+        arc_free(na);
+    }
 }
 
 /* 0, or -EBADMSG when a shard of the archive is damaged: a compaction would drop the files
@@ -307,8 +328,14 @@ int vol_compact(vol *v, vol_compact_stats *st)
     double t0 = secs();
     memset(st, 0, sizeof *st);
     if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
-    if ((rc = vol_data(v))) return rc;
-    pthread_mutex_lock(&v->wlock); /* no changes from here on */
+    for (;;) {
+        if ((rc = vol_data(v))) return rc;
+        pthread_mutex_lock(&v->wlock); /* no changes from here on */
+        /* Loaded still, unless a compaction that ran meanwhile left the vol reading by shard
+         * (swap_in under a budget): then load the new archive. */
+        if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) break;
+        pthread_mutex_unlock(&v->wlock);
+    }
     if (v->broken) {
         rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
         goto unlock;
@@ -374,6 +401,7 @@ done:
     cctx_free(&c);
     idx_free(nx);
     arc_free(na);
+    if (v->o.mem) malloc_trim(0); /* what the compaction loaded goes back to the system */
 unlock:
     note_result(v, rc);
     pthread_mutex_unlock(&v->wlock);
@@ -418,14 +446,18 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
         return 0; /* the archive lock is held until vol_view_close */
     }
     vol_unlock_arc(v);
-    /* Pending edits below `ino`: recompress the current state in memory. */
+    /* Pending edits below `ino`: recompress the current state in memory, from the archive
+     * loaded (compactions wait for wlock; one that ran since vol_lock_arc may have left the
+     * vol reading by shard: then load again). */
     cctx c = {.v = v, .view = 1};
     compact_stats cs;
     pthread_mutex_lock(&v->wlock);
     vol_rdlock(v);
-    rc = vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
+    int loaded = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
+    rc = !loaded ? 0 : vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
+    if (!loaded) return vol_view_open(v, ino, need_idx, w);
     arc *own = NULL;
     if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
     if (!rc) {

@@ -83,8 +83,10 @@ struct vol {
     uint64_t span_loads, span_hits, span_evictions;
     struct vol_loading {
         uint32_t first, last;
+        uint64_t gen;
         int busy;
     } loading[VOL_SPAN_LOADS]; /* spans being decoded, which their readers wait for */
+    uint64_t span_gen; /* bumped when a compaction puts a new archive's file table in smeta */
     pthread_cond_t spcond; /* a decoding ended */
     mbud *bud; /* the budget (o.mem) spans and analytics shard by shard share, or NULL */
     uint64_t early_reads; /* reads served from spans (atomic) */
@@ -110,6 +112,12 @@ void vol_span_release(vol *v, vol_span *s); /* NULL is allowed */
 
 /* The budget of o.mem bytes, with the kept spans as what it reclaims: 0 or -ENOMEM. */
 int vol_spans_budget(vol *v);
+
+/* Spans again, from `smeta` (taken over), the file table of the archive a compaction just
+ * put in place, which is not loaded: the kept spans of the old one are dropped, and spans
+ * of it still in use or being decoded are never matched or kept. Caller holds v->alock and
+ * the model lock for writing. */
+void vol_spans_reset(vol *v, arc *smeta);
 
 /* No more spans: drop the kept ones (each freed by its last reader). Called when the whole
  * archive is loaded, and by vol_close. */

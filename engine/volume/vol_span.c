@@ -30,6 +30,8 @@ struct vol_span {
     uint32_t nids;
     uint64_t bytes; /* what it occupies */
     uint64_t taken; /* what it holds of the budget */
+    uint64_t gen;   /* v->span_gen when it was loaded: spans of an archive compacted since
+                       are never matched or kept */
     int refs;       /* readers using it, plus one while listed */
     struct vol_span *prev, *next;
 };
@@ -128,14 +130,14 @@ static uint64_t span_estimate(const arc *meta, uint32_t first, uint32_t last)
     return n;
 }
 
-/* Span [first, last] loaded from v->smeta: its arc, index and size. */
-static int span_load(vol *v, uint32_t first, uint32_t last, vol_span **out)
+/* Span [first, last] loaded from the file table `meta`: its arc, index and size. */
+static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, vol_span **out)
 {
     vol_span *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->first = first;
     s->last = last;
-    int rc = arc_open_span(v->smeta, first, last, &s->a, &s->ids, &s->nids);
+    int rc = arc_open_span(meta, first, last, &s->a, &s->ids, &s->nids);
     if (!rc) rc = idx_build_base(s->a, &s->x);
     if (rc) {
         span_free(v, s);
@@ -149,7 +151,7 @@ static int span_load(vol *v, uint32_t first, uint32_t last, vol_span **out)
 static vol_span *find_span(vol *v, uint32_t first, uint32_t last)
 {
     for (vol_span *s = v->spans; s; s = s->next)
-        if (s->first == first && s->last == last) return s;
+        if (s->first == first && s->last == last && s->gen == v->span_gen) return s;
     return NULL;
 }
 
@@ -195,7 +197,9 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
  * are dropped or cannot serve ent (read the whole archive instead). At most VOL_SPAN_LOADS
  * spans are decoded at once, and a span another reader is decoding is waited for rather than
  * decoded twice. Under a budget a load takes its estimate first: waiting for room with `wait`,
- * else at once (the caller holds a span or the model lock, which a waiter could need). */
+ * else at once (the caller holds a span or the model lock, which a waiter could need). NULL
+ * too when a compaction put a new archive in place meanwhile (only a caller without the model
+ * lock sees that: ent may be the old archive's; its read, under the lock, looks again). */
 static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content, int wait)
 {
     vol_span *s = NULL;
@@ -203,17 +207,18 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
     uint64_t took = 0; /* of the budget, for the load */
     int slot = -1;
     pthread_mutex_lock(&v->splock);
+    const uint64_t gen = v->span_gen;
     if (v->spans_done || span_of(v, ent, content, &first, &last)) {
         pthread_mutex_unlock(&v->splock);
         return NULL;
     }
-    if (held && held->first == first && held->last == last) {
+    if (held && held->first == first && held->last == last && held->gen == v->span_gen) {
         held->refs++;
         pthread_mutex_unlock(&v->splock);
         return held;
     }
     for (;;) {
-        if (v->spans_done) break;
+        if (v->spans_done || v->span_gen != gen) break;
         if ((s = find_span(v, first, last))) {
             s->refs++;
             v->span_hits++;
@@ -226,7 +231,7 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
             const struct vol_loading *l = &v->loading[i];
             if (!l->busy)
                 slot = i;
-            else if (l->first == first && l->last == last)
+            else if (l->first == first && l->last == last && l->gen == v->span_gen)
                 same = 1;
         }
         if (!same && slot >= 0 && (!v->bud || took)) break;
@@ -240,14 +245,17 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
         }
         slot = -1;
     }
-    if (s || v->spans_done) {
+    if (s || v->spans_done || v->span_gen != gen) {
         pthread_mutex_unlock(&v->splock);
         if (took) mbud_give(v->bud, took);
         return s;
     }
-    v->loading[slot] = (struct vol_loading){first, last, 1};
+    /* The file table stays while the slot is busy (vol_spans_reset waits for it). */
+    const arc *meta = v->smeta;
+    v->loading[slot] = (struct vol_loading){first, last, gen, 1};
     pthread_mutex_unlock(&v->splock);
-    int rc = span_load(v, first, last, &s);
+    int rc = span_load(v, meta, first, last, &s);
+    if (!rc) s->gen = gen;
     if (v->bud) { /* the estimate, the larger, allows for the allocator's share */
         s->taken = rc ? 0 : took > s->bytes ? took : s->bytes;
         mbud_resize(v->bud, took, s->taken);
@@ -262,7 +270,7 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
     }
     v->span_loads++; /* no other reader loads it meanwhile, so none is listed */
     s->refs = 1;
-    if (!v->spans_done) {
+    if (!v->spans_done && gen == v->span_gen) {
         drop_unused(v, 0, &gone);
         if (v->bud || v->nspans < VOL_EARLY_SPANS) { /* else it serves this read only */
             s->refs = 2;
@@ -349,6 +357,29 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
     if (s) span_put(v, s);
     vec64_free(&offs);
     return rc;
+}
+
+void vol_spans_reset(vol *v, arc *smeta)
+{
+    pthread_mutex_lock(&v->splock);
+    vol_span *s = v->spans;
+    v->spans = v->spans_tail = NULL;
+    v->nspans = 0;
+    v->span_bytes = 0;
+    arc *old = v->smeta;
+    v->smeta = smeta;
+    v->span_gen++;
+    v->spans_done = 0;
+    for (int i = 0; i < VOL_SPAN_LOADS; i++) /* loads from the old file table end first */
+        while (v->loading[i].busy && v->loading[i].gen != v->span_gen)
+            pthread_cond_wait(&v->spcond, &v->splock);
+    pthread_mutex_unlock(&v->splock);
+    arc_free(old);
+    while (s) {
+        vol_span *next = s->next;
+        span_put(v, s);
+        s = next;
+    }
 }
 
 void vol_spans_drop(vol *v)

@@ -397,6 +397,54 @@ EOF_PY
     [ "$(peak_kib "$pid")" -le $((4096 + 14336 + 2 * $(stat -c %s "$S/inv") / 1024)) ]
 }
 
+@test "shards: under -o mem= a compaction leaves the new archive unloaded: reads go on by shard, exact, within the budget" {
+    # The normal build's daemon, for its resident memory (as above). Readers of brown/ run
+    # through two compactions of edits to linux-slice/; after each, the daemon reads the new
+    # archive shard by shard again and drops what the compaction loaded.
+    cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
+    n=$(shards_of "$S/a.tdc")
+    M=$S/m
+    mkdir "$M"
+    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o mem=2M 3>&-
+    wait_mounted "$M"
+    pid=$(daemon_pid "$S/a.tdc")
+    local round i f
+    for round in 1 2; do
+        for i in 1 2 3 4; do random_reads "$M" brown "$T" 4 >"$S/reads.$i" & done
+        i=0
+        while IFS= read -r f; do
+            printf 'line %s of round %s\n' "$i" "$round" | tee -a "$T/$f" >>"$M/$f"
+            i=$((i + 1))
+        done < <(cd "$T" && find linux-slice -type f | sort | awk 'NR % 7 == 0')
+        echo "new in round $round" | tee "$T/new$round" >"$M/new$round"
+        sleep 1
+        setfattr -n user.tadoc.compact -v 1 "$M"
+        [ "$(getfattr -n user.tadoc.compactions --only-values "$M")" -eq "$round" ]
+        [ "$(cache_field "$M" whole-archive)" -eq 0 ]
+        local loads
+        loads=$(cache_field "$M" loads)
+        wait
+        for i in 1 2 3 4; do [ "$(cat "$S/reads.$i")" -gt 0 ]; done
+        diff -r "$T" "$M"
+        [ "$(cache_field "$M" loads)" -gt "$loads" ] # from the new archive's shards
+        [ "$(cache_field "$M" whole-archive)" -eq 0 ]
+        local rss
+        rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
+        echo "# round $round: peak $(peak_kib "$pid") KiB while compacting, resident $rss KiB after" >&3
+        [ "$rss" -le $((2048 + 14336)) ]
+    done
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    "$TADOC" verify "$S/a.tdc"
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    diff -r "$T" "$S/out"
+    # The new content went into shards of about the size the archive was cut at, not into
+    # a few large ones (a file larger than that still fills one of its own).
+    echo "shards $n before, $(shards_of "$S/a.tdc") after"
+    [ "$(shards_of "$S/a.tdc")" -ge $((n * 3 / 4)) ]
+}
+
 # The analytics requests the daemon of mountpoint $1 computed (cpu and gpu).
 served() { getfattr -n user.tadoc.backend --only-values "$1" | awk '{ print $2 + $7 }'; }
 

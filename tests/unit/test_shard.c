@@ -720,9 +720,9 @@ static void test_default_shard_size(void **state)
     }
 }
 
-/* Compaction aims at the shard size pack would choose for the archive's content, so that
- * an archive pack cut into shards is not merged back by its first compaction, and a small
- * one that pack left one grammar is rebuilt as one. */
+/* Compaction keeps the shard size an archive of several shards was cut at, so that its
+ * first compaction merges nothing back, and rebuilds a small one that pack left one grammar
+ * as one. */
 static void test_compaction_shard_size(void **state)
 {
     (void)state;
@@ -734,9 +734,14 @@ static void test_compaction_shard_size(void **state)
     assert_false(compact_by_shards(&a, 0)); /* small: one grammar, rebuilt whole */
     sh[0].bytes = 40 * M;
     assert_true(compact_by_shards(&a, 0)); /* large: copied when it stays, edits beside it */
-    a.nshards = 3;
-    assert_int_equal(compact_shard_size(&a, 0), pack_shard_size(120 * M));
+    a.nshards = 3; /* several: the size it was cut at, the median shard's */
+    assert_int_equal(compact_shard_size(&a, 0), 40 * M);
+    sh[1].bytes = 500 * M; /* one large file alone in a shard does not move it */
+    sh[2].bytes = 3 * M;   /* nor does a small last shard */
+    assert_int_equal(compact_shard_size(&a, 0), 40 * M);
     assert_true(compact_by_shards(&a, 0));
+    sh[0].bytes = sh[1].bytes = sh[2].bytes = 100; /* tiny shards stay tiny, within reason */
+    assert_int_equal(compact_shard_size(&a, 0), COMPACT_SHARD_MIN);
 }
 
 static void compact_vol(const char *path, void (*edit)(vol *v), uint32_t want_shards)
