@@ -221,13 +221,16 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
     memset(st, 0, sizeof *st);
     memset(g, 0, sizeof *g);
     st->rules_before = og->nrules;
-    if (!blk || dict_encode(old->dict, &enc)) {
+    /* An old archive not loaded (its file table alone): every file is read through fn and
+     * compressed from an empty dictionary. */
+    const int text = old->pending;
+    if (!blk || (text ? !(c.d = dict_new()) : dict_encode(old->dict, &enc))) {
         rc = -ENOMEM;
         goto out;
     }
-    if ((rc = dict_decode(enc.p, enc.n, &c.d))) goto out;
-    int full = 0;
-    if ((flags & COMPACT_MAY_REBUILD) && (full = rebuild_all(og, nw, src)) < 0) {
+    if (!text && (rc = dict_decode(enc.p, enc.n, &c.d))) goto out;
+    int full = text;
+    if (!text && (flags & COMPACT_MAY_REBUILD) && (full = rebuild_all(og, nw, src)) < 0) {
         rc = full;
         goto out;
     }
@@ -237,6 +240,14 @@ int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn f
     for (uint32_t i = 0; i < nw->nents; i++) {
         arc_entry *e = &nw->ents[i];
         if (e->type != ARC_REG || src[i] == -2 || (src[i] >= 0 && !full)) continue;
+        if (src[i] >= 0 && text) { /* kept content read back: it must be what was archived */
+            if ((rc = add_file(&c, e, i, fn, ctx, blk, blksz))) goto out;
+            if (e->hash != old->ents[src[i]].hash) {
+                rc = tdc_error(-EBADMSG, "'%s' reads back other than archived (hash)", e->path);
+                goto out;
+            }
+            continue;
+        }
         if (src[i] >= 0) {
             const arc_entry *o = &old->ents[src[i]];
             if ((rc = expand_run(&c, og, og->root.p + o->root_start, o->root_len))) goto out;

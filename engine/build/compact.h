@@ -42,8 +42,10 @@ typedef struct compact_stats {
 /* `nw` has its entries (paths, types, metadata, sizes, ino) and nothing else. For each regular
  * entry i, src[i] is the old entry whose content it keeps, -1 to read nw->ents[i].size bytes
  * through `fn`, or -2 for a further name of a hard-linked inode (no content of its own). Fills
- * nw->dict, nw->g, every entry's root run and the hashes of new content. 0 or a negative errno with
- * a message. */
+ * nw->dict, nw->g, every entry's root run and the hashes of new content. An old archive not
+ * loaded (arc_open_meta: only its file table) has every file read through `fn`, kept ones
+ * too (checked against their archived hash, -EBADMSG), and compressed as pack would. 0 or a
+ * negative errno with a message. */
 int compact_build(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
                   unsigned flags, compact_stats *st);
 

@@ -217,7 +217,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
         if (p.rebuild[s] || !p.live[s]) continue;
         if ((rc = room(&sh, n, &cap))) break;
         p.newidx[s] = n;
-        rc = arc_shard_copy(old, s, &sh[n]);
+        rc = arc_shard_ref(old, s, &sh[n]); /* copied by the writer */
         if (!rc) st->rules_after += sh[n++].info.nrules;
     }
     /* Files in place: their run within the same shard, now numbered newidx. */

@@ -432,6 +432,29 @@ uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k)
     return off;
 }
 
+/* Section s of archive `from` (s->offset is still its place there) appended to fd, read and
+ * written in pieces, its checksum checked on the way: a referenced shard (arc_shard_ref). */
+static int copy_section(int fd, const char *tmp, const arc *from, const arc_secinfo *s)
+{
+    enum { PIECE = 1 << 20 };
+    unsigned char *p = malloc(PIECE);
+    XXH3_state_t *hs = XXH3_createState();
+    int rc = p && hs && XXH3_64bits_reset(hs) == XXH_OK ? 0 : tdc_error(-ENOMEM, "out of memory");
+    for (uint64_t at = 0; !rc && at < s->stored; at += PIECE) {
+        size_t n = s->stored - at < PIECE ? (size_t)(s->stored - at) : PIECE;
+        if (!(rc = fio_read_at(from->fd, p, n, s->offset + at, from->path))) {
+            XXH3_64bits_update(hs, p, n);
+            rc = fio_write_all(fd, p, n, tmp);
+        }
+    }
+    if (!rc && XXH3_64bits_digest(hs) != s->hash)
+        rc = tdc_error(-EBADMSG, "%s: section %s at %llu: checksum mismatch", from->path,
+                       arc_section_name(s->type), (unsigned long long)s->offset);
+    XXH3_freeState(hs);
+    free(p);
+    return rc;
+}
+
 /* Write the shards' sections, the file table, the shard table, the section table and the
  * header into a new temporary file, or, given `have`, into that file, which holds the shards'
  * sections already (arc_write_coded_over). `flat`: the shard is a->g, whose runs are already
@@ -478,7 +501,9 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
             arc_secinfo *s = &secs[nsecs++];
             *s = sh[k].secs[i];
             s->offset = off;
-            if (!have && (rc = fio_write_all(fd, sh[k].data[i], s->stored, tmp))) goto fail;
+            if (!have && (rc = sh[k].data[i] ? fio_write_all(fd, sh[k].data[i], s->stored, tmp)
+                                             : copy_section(fd, tmp, sh[k].from, &sh[k].secs[i])))
+                goto fail;
             off += s->stored;
         }
     if (have && (ftruncate(fd, (off_t)off) < 0 || lseek(fd, (off_t)off, SEEK_SET) < 0)) {
@@ -961,6 +986,18 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
 fail:
     free(st);
     return rc;
+}
+
+int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out)
+{
+    memset(out, 0, sizeof *out);
+    if (k >= a->nshards || !a->path || a->fd < 0) return tdc_error(-EINVAL, "no shard %u", k);
+    out->info = a->shards[k];
+    out->info.damage = NULL; /* the archive's */
+    for (int i = 0; i < 3; i++)
+        out->secs[i] = a->secs[a->shards[k].sec + i];
+    out->from = a;
+    return 0;
 }
 
 int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out)

@@ -156,6 +156,10 @@ typedef struct arc_coded {
     arc_shard info;      /* bytes, root_syms, ntokens, nrules (root_off and sec: the writer) */
     arc_secinfo secs[3]; /* dictionary, rules, root (offset: the writer) */
     unsigned char *data[3];
+    /* Or, with data NULL (arc_shard_ref), the sections stay in this archive's file, at
+     * secs[i].offset there, and the writer copies them, checking each against its checksum;
+     * `from` must stay open until the write. */
+    const struct arc *from;
 } arc_coded;
 
 /* Size techniques a writer can leave out (struct arc's plain), for the measurements of
@@ -249,6 +253,11 @@ void arc_coded_free(arc_coded *c);
  * checked, nothing decoded), for a writer that keeps the shard unchanged. 0, -EBADMSG, -EIO
  * or -ENOMEM. */
 int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out);
+
+/* Shard k of an opened archive by reference: what arc_shard_copy gives without reading the
+ * sections, which the writer copies from a's file in pieces as it writes, checking their
+ * checksums then (so a compaction never holds the shards it keeps). 0 or -EINVAL. */
+int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out);
 
 /* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
  * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).

@@ -42,6 +42,8 @@ typedef struct cctx {
     uint64_t *ino; /* per new entry */
     vol_reader rd;
     int view; /* building an in-memory view, not an archive to write */
+    const arc *old; /* the archive compacted: v->a loaded, or under a budget `meta` */
+    arc *meta;      /* a copy of v->a's file table alone, which a load cannot change */
 } cctx;
 
 static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
@@ -137,13 +139,13 @@ static int build(vol *v, cctx *c, compact_stats *cs)
     }
     /* A file kept as archived in a damaged shard: its run is a stand-in's, never copied. */
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
-        if (c->src[i] >= 0) rc = arc_entry_damaged(v->a, (uint32_t)c->src[i]);
+        if (c->src[i] >= 0) rc = arc_entry_damaged(c->old, (uint32_t)c->src[i]);
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
-    if (!rc && !c->view && compact_by_shards(v->a, v->o.shard_size))
-        rc = compact_shards(v->a, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
+    if (!rc && !c->view && compact_by_shards(c->old, v->o.shard_size))
+        rc = compact_shards(c->old, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
                             &c->sh, &c->nsh);
     else if (!rc)
-        rc = compact_build(v->a, &c->nw, c->src, read_new, c, flags, cs);
+        rc = compact_build(c->old, &c->nw, c->src, read_new, c, flags, cs);
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
     free(root);
@@ -157,6 +159,7 @@ static void cctx_free(cctx *c)
     for (uint32_t k = 0; k < c->nsh; k++)
         arc_coded_free(&c->sh[k]);
     free(c->sh);
+    arc_free(c->meta);
     dict_free(c->nw.dict);
     gram_free(&c->nw.g);
     free(c->nw.byino);
@@ -181,9 +184,9 @@ static int step_done(vol *v, int step, const char *tmp)
  * show unchanged (arc_same_content: its run as long and at the same place, in shards stored
  * as the old archive stores them), 1 for every other file (new content, content moved into
  * rebuilt or new shards, and anything the tables do not show unchanged). */
-static int check_table(const vol *v, const cctx *c, const arc *na, unsigned char **only)
+static int check_table(const cctx *c, const arc *na, unsigned char **only)
 {
-    const arc *old = v->a;
+    const arc *old = c->old;
     if (na->nents != c->nw.nents)
         return tdc_error(-EBADMSG, "the file table holds %u entries where %u were written",
                          na->nents, c->nw.nents);
@@ -226,9 +229,65 @@ static int check_new(vol *v, const cctx *c, const char *tmp, arc **na, idx **nx,
     for (uint32_t k = 0; !rc && k < (*na)->nshards; k++) /* damaged since it was written */
         if ((*na)->shards[k].damage) rc = tdc_error(-EBADMSG, "%s", (*na)->shards[k].damage);
     if (!rc) rc = idx_build_cached(*na, cache, nx);
-    if (!rc) rc = check_table(v, c, *na, c->nsh && v->a->version >= 4 ? &only : NULL);
+    if (!rc) rc = check_table(c, *na, c->nsh && c->old->version >= 4 ? &only : NULL);
     double t0 = secs();
     if (!rc) rc = idx_check_content(*nx, only, NULL, NULL, &st->check_files, &st->check_bytes);
+    st->check_read_s = secs() - t0;
+    free(only);
+    return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
+              : 0;
+}
+
+/* check_new without the new archive in memory, for a compaction under a memory budget: its
+ * file table alone (arc_open_meta checks the tables), compared with the build (check_table);
+ * every section of every shard read back against its checksum, a shard at a time; and the
+ * content of every file check_table does not show unchanged read back against its hash, from
+ * the shards that hold it loaded alone (arc_open_span, whose index checks the sizes of the
+ * span's files), one span at a time. *na is the new archive's file table. */
+static int check_new_spans(const cctx *c, const char *tmp, arc **na,
+                           vol_compact_stats *st)
+{
+    unsigned char *only = NULL, *sel = NULL;
+    int rc = arc_open_meta(tmp, na);
+    if (!rc) rc = check_table(c, *na, &only);
+    const arc *m = *na;
+    for (uint32_t k = 0; !rc && k < m->nshards; k++) {
+        arc_coded cd;
+        if (!(rc = arc_shard_copy(m, k, &cd))) arc_coded_free(&cd);
+    }
+    double t0 = secs();
+    /* Spans in entry order: consecutive files mostly share one. */
+    for (uint32_t i = 0; !rc && i < m->nents; i++) {
+        uint32_t first, last;
+        if (!only[i] || m->ents[i].type != ARC_REG || !m->ents[i].root_len) continue;
+        arc_entry_shards(m, i, &first, &last);
+        arc *s = NULL;
+        idx *x = NULL;
+        uint32_t *ids = NULL, nids = 0;
+        rc = arc_open_span(m, first, last, &s, &ids, &nids);
+        if (!rc) rc = idx_build_base(s, &x);
+        if (!rc && !(sel = calloc(s->nents ? s->nents : 1, 1))) rc = -ENOMEM;
+        for (uint32_t l = 0; !rc && l < nids; l++) { /* the span's files to check, done */
+            uint32_t f, g;
+            arc_entry_shards(m, ids[l], &f, &g);
+            if (only[ids[l]] && f == first && g == last) {
+                sel[l] = 1;
+                only[ids[l]] = 0;
+            }
+        }
+        uint64_t files = 0, bytes = 0;
+        if (!rc) rc = idx_check_content(x, sel, NULL, NULL, &files, &bytes);
+        st->check_files += files;
+        st->check_bytes += bytes;
+        free(sel);
+        sel = NULL;
+        free(ids);
+        idx_free(x);
+        arc_free(s);
+        if (!rc && only[i]) /* not the span's own entry (a further name): nothing holds it */
+            rc = tdc_error(-EBADMSG, "'%s': its content is in no span of its shards",
+                           m->ents[i].path);
+    }
     st->check_read_s = secs() - t0;
     free(only);
     return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")
@@ -254,8 +313,15 @@ static void note_result(vol *v, int rc)
 static void swap_in(vol *v, arc *na, idx *nx)
 {
     arc *lazy = NULL, *smeta = NULL;
-    if (v->o.mem && v->o.lazy && na->version >= 4 && !arc_open_meta(v->path, &lazy) &&
-        lazy->id != na->id) {
+    if (na->pending) { /* checked span by span: its file table alone, opened as `tmp` */
+        char *path = strdup(v->path);
+        if (path) { /* else its messages name the temporary file */
+            free(na->path);
+            na->path = path;
+        }
+        lazy = na;
+    } else if (v->o.mem && v->o.lazy && na->version >= 4 && !arc_open_meta(v->path, &lazy) &&
+               lazy->id != na->id) {
         arc_free(lazy); /* replaced again meanwhile: keep na */
         lazy = NULL;
     }
@@ -298,7 +364,7 @@ static void swap_in(vol *v, arc *na, idx *nx)
     backend_release(v->o.be, oa); /* its copy on the GPU, if any */
     idx_free(ox);
     arc_free(oa);
-    if (lazy) {
+    if (lazy && lazy != na) {
         idx_free(nx);
         arc_free(na);
     }
@@ -328,19 +394,30 @@ int vol_compact(vol *v, vol_compact_stats *st)
     double t0 = secs();
     memset(st, 0, sizeof *st);
     if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
+    /* Under a memory budget, with the archive not loaded: from its file table alone (a copy,
+     * which a load meanwhile does not change), reading content shard by shard (the reads'
+     * spans), checked span by span. Else from the archive loaded whole. */
     for (;;) {
-        if ((rc = vol_data(v))) return rc;
         pthread_mutex_lock(&v->wlock); /* no changes from here on */
-        /* Loaded still, unless a compaction that ran meanwhile left the vol reading by shard
-         * (swap_in under a budget): then load the new archive. */
-        if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) break;
+        pthread_mutex_lock(&v->dlock);
+        int ds = v->dstate;
+        if (ds == 0 && v->o.mem && v->o.lazy && v->a->version >= 4 &&
+            compact_by_shards(v->a, v->o.shard_size) && (rc = arc_meta_dup(v->a, &c.meta))) {
+            pthread_mutex_unlock(&v->dlock);
+            pthread_mutex_unlock(&v->wlock);
+            return rc;
+        }
+        pthread_mutex_unlock(&v->dlock);
+        if (ds == 2 || c.meta) break;
         pthread_mutex_unlock(&v->wlock);
+        if ((rc = vol_data(v))) return rc;
     }
+    c.old = c.meta ? c.meta : v->a;
     if (v->broken) {
         rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
         goto unlock;
     }
-    if ((rc = refuse_damaged(v->a))) goto unlock;
+    if ((rc = refuse_damaged(c.old))) goto unlock;
     vol_wrlock(v);
     rc = jrnl_flush(v->j);
     vol_unlock(v);
@@ -350,12 +427,14 @@ int vol_compact(vol *v, vol_compact_stats *st)
         if (v->nodes[i] && v->nodes[i]->nlink == 0)
             rc = tdc_error(-EBUSY, "a removed file is still open: compact again once it is closed");
     if (!rc) {
-        st->archive_before = v->a->file_size;
-        st->rules_before = v->a->g.nrules;
+        st->archive_before = c.old->file_size;
+        st->rules_before = c.old->g.nrules;
+        for (uint32_t k = 0; c.meta && k < c.old->nshards; k++)
+            st->rules_before += c.old->shards[k].nrules;
         rc = build(v, &c, &cs);
     }
     if (!rc) rc = step_done(v, VOL_STEP_BUILT, NULL);
-    c.nw.prev_id = v->a->id;
+    c.nw.prev_id = c.old->id;
     st->build_s = secs() - t0;
     double t1 = secs();
     if (!rc)
@@ -364,7 +443,7 @@ int vol_compact(vol *v, vol_compact_stats *st)
     st->write_s = secs() - t1;
     if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
     double t3 = secs();
-    if (!rc) rc = check_new(v, &c, tmp, &na, &nx, st);
+    if (!rc) rc = c.meta ? check_new_spans(&c, tmp, &na, st) : check_new(v, &c, tmp, &na, &nx, st);
     st->check_s = secs() - t3;
     if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
     vol_unlock(v);
@@ -403,6 +482,7 @@ done:
     arc_free(na);
     if (v->o.mem) malloc_trim(0); /* what the compaction loaded goes back to the system */
 unlock:
+    arc_free(c.meta); /* when refused before the build (cctx_free clears it) */
     note_result(v, rc);
     pthread_mutex_unlock(&v->wlock);
     return rc;
@@ -454,6 +534,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     pthread_mutex_lock(&v->wlock);
     vol_rdlock(v);
     int loaded = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
+    c.old = v->a;
     rc = !loaded ? 0 : vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
