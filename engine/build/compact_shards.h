@@ -1,14 +1,15 @@
 /* compact_shards: compaction of an archive kept in shards, at a cost that follows the edit.
  *
- * A shard none of whose files changed is copied as it is stored (arc_shard_copy: read, its
- * checksums checked, nothing decoded). A shard some of whose content is gone (files removed
+ * A shard none of whose files changed is copied as it is stored (arc_shard_ref: read by the
+ * writer in pieces, its checksums checked, nothing decoded). A shard some of whose content is gone (files removed
  * or rewritten) keeps that dead content until it is worth rebuilding: once a quarter of its
  * bytes are dead, or at once when it is small (under half the shard size). New content, the
  * kept files of rebuilt shards and, when there is new content, every small shard (under a
  * quarter of the shard size, so that repeated small edits do not leave a trail of tiny
  * shards; not one holding part of a file cut over several) are packed into new shards of about the shard size in path order, each built by
- * compact_build from the old grammar (kept files reuse their rules) and coded on its own. A
- * file whose shards are all kept stays where it is. */
+ * compact_build from the old grammar (kept files reuse their rules; with `old` not loaded,
+ * from their text read through fn) and coded on its own. A file whose shards are all kept
+ * stays where it is. */
 #ifndef TDC_COMPACT_SHARDS_H
 #define TDC_COMPACT_SHARDS_H
 
@@ -18,7 +19,8 @@
 /* `nw` as for compact_build (entries, src, fn/ctx reading new content). Fills every entry's
  * run on-disk style (shard, root_start within it, root_len), the hashes of new content, and
  * *out and *n with the shards to write in order (arc_write_coded_tmp), each freed by the caller
- * with arc_coded_free and free(*out). `old` must be an opened archive (arc_shard_copy).
+ * with arc_coded_free and free(*out). `old` must be an opened archive, loaded or not, and
+ * stay open until the shards are written (arc_shard_ref).
  * 0 or a negative errno with a message. */
 int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
                    uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
