@@ -88,39 +88,66 @@ int mpi_agree(int rc)
     return rc;
 }
 
-int mpi_allgather_buf(const buf *mine, buf *all, int **lens_out)
+/* The most bytes one round of a collective exchange moves to or from a rank, so that every
+ * count and offset of one MPI call fits an int whatever the exchange's size; the same on every
+ * rank (the least of theirs). TADOC_MPI_ROUND=BYTES makes it smaller, for tests (many rounds
+ * on small data). */
+static size_t round_bytes(void)
+{
+    const char *e = getenv("TADOC_MPI_ROUND");
+    unsigned long long mine = SEND_MAX, v = e ? strtoull(e, NULL, 10) : 0, all;
+    if (v && v < mine) mine = v;
+    MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    return (size_t)all;
+}
+
+int mpi_allgather_buf(const buf *mine, buf *all, size_t **lens_out)
 {
     int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int len = mine->n > INT_MAX ? -1 : (int)mine->n;
-    int *lens = malloc((size_t)size * sizeof *lens), *at = malloc((size_t)size * sizeof *at);
-    int ok = lens && at, all_ok;
+    size_t round = round_bytes();
+    unsigned long long len = mine->n;
+    unsigned long long *lens = malloc((size_t)size * sizeof *lens);
+    int *il = malloc((size_t)size * 2 * sizeof *il), *at = il ? il + size : NULL;
+    int ok = lens && il, all_ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
         free(lens);
-        free(at);
+        free(il);
         return tdc_error(-ENOMEM, "out of memory");
     }
-    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD);
-    long long total = 0;
-    int rc = 0;
-    for (int r = 0; r < size; r++) {
-        at[r] = (int)total;
+    MPI_Allgather(&len, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG,
+                  MPI_COMM_WORLD);
+    uint64_t total = 0;
+    for (int r = 0; r < size; r++)
         total += lens[r];
-        if (lens[r] < 0 || total > INT_MAX) rc = tdc_error(-EFBIG, "more than 2 GiB to exchange");
-    }
-    ok = !rc && !buf_reserve(all, (size_t)total + 1);
+    ok = !buf_reserve(all, (size_t)total + 1);
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!rc && !all_ok) rc = tdc_error(-ENOMEM, "out of memory");
-    if (!rc) {
-        MPI_Allgatherv(mine->p, len, MPI_BYTE, all->p, lens, at, MPI_BYTE, MPI_COMM_WORLD);
-        all->n = (size_t)total;
+    int rc = all_ok ? 0 : tdc_error(-ENOMEM, "out of memory");
+    if (!rc && total <= round) { /* one call */
+        for (int r = 0, a = 0; r < size; a += il[r++]) {
+            il[r] = (int)lens[r];
+            at[r] = a;
+        }
+        MPI_Allgatherv(mine->p, (int)len, MPI_BYTE, all->p, il, at, MPI_BYTE, MPI_COMM_WORLD);
+    } else if (!rc) { /* each rank's bytes from it to all, in pieces of a round */
+        uint64_t a = 0;
+        for (int r = 0; r < size; a += lens[r++]) {
+            int me;
+            MPI_Comm_rank(MPI_COMM_WORLD, &me);
+            if (r == me && len) memcpy(all->p + a, mine->p, len);
+            for (uint64_t d = 0; d < lens[r]; d += round)
+                MPI_Bcast(all->p + a + d, (int)(lens[r] - d < round ? lens[r] - d : round),
+                          MPI_BYTE, r, MPI_COMM_WORLD);
+        }
     }
-    free(at);
-    if (rc || !lens_out)
-        free(lens);
-    else
-        *lens_out = lens;
+    if (!rc) all->n = (size_t)total;
+    free(il);
+    size_t *out = !rc && lens_out ? malloc((size_t)size * sizeof *out) : NULL;
+    for (int r = 0; out && r < size; r++)
+        out[r] = (size_t)lens[r];
+    free(lens);
+    if (!rc && lens_out && !(*lens_out = out)) rc = tdc_error(-ENOMEM, "out of memory");
     return rc;
 }
 
@@ -263,38 +290,79 @@ static int choose_cuts(int kind, const buf *all, int size, skey *spl)
     return 0;
 }
 
-/* Every rank's send[cut[r], cut[r + 1]) to rank r (MPI_Alltoallv): *recv holds what each rank
- * sent this one, rank j's rcnt[j] bytes at rat[j]. Collective. */
-static int exchange(const unsigned char *send, const size_t *cut, int size, buf *recv, int *rcnt,
-                    int *rat)
+/* MPI_Alltoallv of any size: rank r gets send[cut[r], cut[r + 1]), and rank j's rcnt[j]
+ * bytes land at recv + rat[j]. In one call where every pair's bytes fit a round's share
+ * (round / size); else in rounds, each moving up to that share per pair through buffers of
+ * a round. Collective; 0 or -ENOMEM on every rank. */
+static int alltoallv_big(const unsigned char *send, const size_t *cut, unsigned char *recv,
+                         const size_t *rcnt, const size_t *rat, int size)
 {
-    int *scnt = malloc((size_t)size * 2 * sizeof *scnt), *sat = scnt ? scnt + size : NULL, rc = 0;
-    for (int r = 0; scnt && r < size; r++) {
-        if (cut[r + 1] - cut[r] > INT_MAX || cut[r] > INT_MAX)
-            rc = tdc_error(-EFBIG, "more than 2 GiB for one rank");
-        sat[r] = (int)cut[r];
-        scnt[r] = (int)(cut[r + 1] - cut[r]);
+    size_t share = round_bytes() / (size_t)size;
+    if (!share) share = 1;
+    unsigned long long most = 0, rounds;
+    for (int r = 0; r < size; r++) {
+        unsigned long long s = (cut[r + 1] - cut[r] + share - 1) / share, t = (rcnt[r] + share - 1) / share;
+        if (s > most) most = s;
+        if (t > most) most = t;
     }
-    if ((rc = mpi_agree(scnt ? rc : tdc_error(-ENOMEM, "out of memory")))) {
-        free(scnt);
+    MPI_Allreduce(&most, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    int *ia = malloc((size_t)size * 4 * sizeof *ia);
+    int *sc = ia, *sd = ia ? ia + size : NULL, *rcn = ia ? ia + 2 * size : NULL,
+        *rd = ia ? ia + 3 * size : NULL;
+    int one = rounds <= 1;
+    unsigned char *sb = one ? NULL : malloc(share * (size_t)size);
+    unsigned char *rb = one ? NULL : malloc(share * (size_t)size);
+    int rc = mpi_agree(ia && (one || (sb && rb)) ? 0 : tdc_error(-ENOMEM, "out of memory"));
+    for (unsigned long long k = 0; !rc && k < (rounds ? rounds : 1); k++) {
+        size_t sa = 0, ra = 0;
+        for (int r = 0; r < size; r++) { /* this round's piece of each pair */
+            uint64_t s = cut[r + 1] - cut[r], t = rcnt[r], off = k * share;
+            size_t sn = one ? s : s > off ? (s - off < share ? s - off : share) : 0;
+            size_t rn = one ? t : t > off ? (t - off < share ? t - off : share) : 0;
+            if (!one && sn) memcpy(sb + sa, send + cut[r] + off, sn);
+            sc[r] = (int)sn;
+            sd[r] = (int)(one ? cut[r] : sa);
+            rcn[r] = (int)rn;
+            rd[r] = (int)(one ? rat[r] : ra);
+            sa += sn;
+            ra += rn;
+        }
+        MPI_Alltoallv(one ? send : sb, sc, sd, MPI_BYTE, one ? recv : rb, rcn, rd, MPI_BYTE,
+                      MPI_COMM_WORLD);
+        for (int r = 0; !one && r < size; r++)
+            if (rcn[r]) memcpy(recv + rat[r] + k * share, rb + rd[r], (size_t)rcn[r]);
+    }
+    free(sb);
+    free(rb);
+    free(ia);
+    return rc;
+}
+
+/* Every rank's send[cut[r], cut[r + 1]) to rank r: *recv holds what each rank sent this one,
+ * rank j's rcnt[j] bytes at rat[j]. Collective. */
+static int exchange(const unsigned char *send, const size_t *cut, int size, buf *recv,
+                    size_t *rcnt, size_t *rat)
+{
+    unsigned long long *sn = malloc((size_t)size * 2 * sizeof *sn), *rn = sn ? sn + size : NULL;
+    int rc = mpi_agree(sn ? 0 : tdc_error(-ENOMEM, "out of memory"));
+    if (rc) {
+        free(sn);
         return rc;
     }
-    MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, MPI_COMM_WORLD);
-    long long total = 0;
+    for (int r = 0; r < size; r++)
+        sn[r] = cut[r + 1] - cut[r];
+    MPI_Alltoall(sn, 1, MPI_UNSIGNED_LONG_LONG, rn, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    size_t total = 0;
     for (int r = 0; r < size; r++) {
-        rat[r] = (int)total;
+        rat[r] = total;
+        rcnt[r] = (size_t)rn[r];
         total += rcnt[r];
     }
+    free(sn);
     recv->n = 0;
-    if (total > INT_MAX)
-        rc = tdc_error(-EFBIG, "more than 2 GiB for one rank");
-    else if (buf_reserve(recv, (size_t)total + 1))
-        rc = tdc_error(-ENOMEM, "out of memory");
-    if (!(rc = mpi_agree(rc))) {
-        MPI_Alltoallv(send, scnt, sat, MPI_BYTE, recv->p, rcnt, rat, MPI_BYTE, MPI_COMM_WORLD);
-        recv->n = (size_t)total;
-    }
-    free(scnt);
+    if (!(rc = mpi_agree(buf_reserve(recv, total + 1) ? tdc_error(-ENOMEM, "out of memory") : 0)))
+        rc = alltoallv_big(send, cut, recv->p, rcnt, rat, size);
+    if (!rc) recv->n = total;
     return rc;
 }
 
@@ -302,13 +370,14 @@ static int exchange(const unsigned char *send, const size_t *cut, int size, buf 
 static int add_edges(ana_merge *m, const buf *edges)
 {
     buf all = {0};
-    int *len = NULL, size;
+    size_t *len = NULL, at = 0;
+    int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int rc = mpi_allgather_buf(edges, &all, &len);
-    for (int r = 0, at = 0; !rc && r < size; at += len[r++]) {
+    for (int r = 0; !rc && r < size; at += len[r++]) {
         ana_edge *e = NULL;
         size_t ne = 0;
-        rc = ana_edges_decode(all.p + at, (size_t)len[r], &e, &ne);
+        rc = ana_edges_decode(all.p + at, len[r], &e, &ne);
         for (size_t i = 0; i < ne; i++) {
             if (!rc) rc = ana_merge_edge(m, &e[i]);
             buf_free(&e[i].words);
@@ -323,21 +392,21 @@ static int add_edges(ana_merge *m, const buf *edges)
 /* What every rank sent this one (exchange), each rank's bytes a part of m, taken from the
  * end of recv, which shrinks behind them, so that the copies and recv together hold about one
  * share at any time (a part must be a buffer of its own). */
-static int add_parts(ana_merge *m, buf *recv, const int *rcnt, const int *rat, int size)
+static int add_parts(ana_merge *m, buf *recv, const size_t *rcnt, const size_t *rat, int size)
 {
     int rc = 0;
     for (int r = size - 1; !rc && r >= 0; r--) { /* the merge takes parts in any order */
         buf b = {0};
         if (!rcnt[r]) continue;
-        rc = buf_put(&b, recv->p + rat[r], (size_t)rcnt[r]) ? tdc_error(-ENOMEM, "out of memory")
-                                                           : ana_merge_part(m, &b);
+        rc = buf_put(&b, recv->p + rat[r], rcnt[r]) ? tdc_error(-ENOMEM, "out of memory")
+                                                   : ana_merge_part(m, &b);
         buf_free(&b);
-        unsigned char *p = realloc(recv->p, rat[r] ? (size_t)rat[r] : 1);
+        unsigned char *p = realloc(recv->p, rat[r] ? rat[r] : 1);
         if (p) { /* else it stays as large: still right */
             recv->p = p;
-            recv->cap = rat[r] ? (size_t)rat[r] : 1;
+            recv->cap = rat[r] ? rat[r] : 1;
         }
-        recv->n = (size_t)rat[r];
+        recv->n = rat[r];
     }
     return rc;
 }
@@ -345,8 +414,8 @@ static int add_parts(ana_merge *m, buf *recv, const int *rcnt, const int *rat, i
 /* m, set up by the caller (rc its result so far), merges what every rank sent this one
  * (add_parts) and, given `edges`, every rank's edges (collective then), into out; m is freed
  * and recv too. */
-static int merge_received(ana_merge *m, int rc, buf *recv, const int *rcnt, const int *rat,
-                          int size, const buf *edges, buf *out)
+static int merge_received(ana_merge *m, int rc, buf *recv, const size_t *rcnt,
+                          const size_t *rat, int size, const buf *edges, buf *out)
 {
     if (!rc) rc = add_parts(m, recv, rcnt, rat, size);
     if (edges && !(rc = mpi_agree(rc))) rc = add_edges(m, edges);
@@ -368,7 +437,7 @@ static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end,
 {
     buf smp = {0}, all = {0}, recv = {0};
     skey *spl = calloc((size_t)size, sizeof *spl);
-    int *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
+    size_t *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
     size_t *cut = calloc((size_t)size + 1, sizeof *cut);
     ana_merge *m = NULL;
     int rc = spl && rcnt && cut ? ana_merge_sample(kind, text->p, text->n, 64, &smp)
@@ -407,7 +476,7 @@ static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t en
                           int size, buf *part, const buf *edges, buf *out)
 {
     buf *bk = calloc((size_t)size, sizeof *bk), send = {0}, recv = {0};
-    int *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
+    size_t *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
     size_t *cut = calloc((size_t)size + 1, sizeof *cut);
     ana_merge *m = NULL;
     int rc = bk && rcnt && cut ? ana_merge_shuffle(kind, part->p, part->n, size, bk)

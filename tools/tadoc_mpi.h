@@ -20,9 +20,10 @@ int mpi_agree(int rc);
 int mpi_report(int rc);
 
 /* Collective: every rank's `mine` gathered into `all` on every rank, in rank order, with each
- * rank's length in lens[rank] (size entries, malloc'ed); NULL lens is allowed. 0, or on every
- * rank -EFBIG (more than 2 GiB in all) or -ENOMEM. */
-int mpi_allgather_buf(const buf *mine, buf *all, int **lens);
+ * rank's length in lens[rank] (size entries, malloc'ed); NULL lens is allowed. Of any size:
+ * past a round's bytes (TADOC_MPI_ROUND, at most SEND_MAX) each rank's bytes go out in pieces.
+ * 0, or -ENOMEM. */
+int mpi_allgather_buf(const buf *mine, buf *all, size_t **lens);
 
 /* Rank 0 creates a temporary file beside `out` (OUT.tmpXXXXXX) and tells every rank its name
  * (tmp, cap bytes). Collective; 0 or rank 0's error on every rank. */

@@ -85,6 +85,22 @@ mpi() {
     done
 }
 
+@test "tadoc-mpi: exchanges larger than a round go in rounds and merge exactly" {
+    # TADOC_MPI_ROUND shrinks a round from 1 GiB to 50 bytes, so that every exchange of the
+    # merges takes many rounds, some pairs sending nothing in a round (the ranges and shuffled
+    # counts), and every gather goes rank by rank in pieces (the samples, the edges of the
+    # file cut over shards): the paths that exchanges of more than 2 GiB take.
+    for an in wordcount invindex seqcount rankedinvindex; do
+        "$TADOC" "$an" "$S/a.tdc" >"$S/want"
+        for round in 50 65536; do
+            for n in 2 3; do
+                TADOC_MPI_ROUND=$round mpi "$n" "$an" "$S/a.tdc" -o "$S/got"
+                cmp "$S/want" "$S/got" || { echo "$an on $n ranks, rounds of $round bytes, differs"; false; }
+            done
+        done
+    done
+}
+
 @test "tadoc-mpi count and search: 1 to 4 ranks print what tadoc prints, on a file cut over shards" {
     ln "$T/big" "$T/b/biglink"
     "$TADOC" pack -q "$T" -o "$S/q.tdc" --shard-size 16K
