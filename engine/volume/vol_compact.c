@@ -335,17 +335,24 @@ static void swap_in(vol *v, arc *na, idx *nx)
         v->broken = 1;
         tdc_error_ctx(rc, "restarting the journal after compaction");
     }
+    /* A whole load another caller began meanwhile (vol_data: not under these locks) ends
+     * first, since it works on v->a; the switch and the state change under dlock, so that the
+     * next load takes the new archive. */
+    pthread_mutex_lock(&v->dlock);
+    while (lazy && v->dstate == 1)
+        pthread_cond_wait(&v->dcond, &v->dlock);
     arc *oa = v->a;
     idx *ox = v->x;
     v->a = lazy ? lazy : na;
     v->x = lazy ? NULL : nx;
-    v->gen++;
     if (lazy) {
-        pthread_mutex_lock(&v->dlock);
         __atomic_store_n(&v->dstate, 0, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&v->dlock);
-        vol_spans_reset(v, smeta);
+        free(v->dmsg); /* a failed load's message was the old archive's */
+        v->dmsg = NULL;
     }
+    pthread_mutex_unlock(&v->dlock);
+    v->gen++;
+    if (lazy) vol_spans_reset(v, smeta);
     for (uint64_t i = 0; i < v->cap; i++) {
         vnode *n = v->nodes[i];
         if (!n) continue;

@@ -257,8 +257,9 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
     int rc = span_load(v, meta, first, last, &s);
     if (!rc) s->gen = gen;
     if (v->bud) { /* the estimate, the larger, allows for the allocator's share */
-        s->taken = rc ? 0 : took > s->bytes ? took : s->bytes;
-        mbud_resize(v->bud, took, s->taken);
+        uint64_t keep = rc ? 0 : took > s->bytes ? took : s->bytes;
+        if (!rc) s->taken = keep;
+        mbud_resize(v->bud, took, keep);
     }
     vol_span *gone = NULL;
     pthread_mutex_lock(&v->splock);
