@@ -126,11 +126,8 @@ static int check_shards(const pack_job *j, const unsigned char *take, const char
         if (!take[g]) continue;
         uint32_t n, first = pack_group_first_shard(j, g);
         pack_group_coded(j, g, &n);
-        for (uint32_t k = 0; !rc && k < n; k++) {
-            arc_coded c;
-            rc = arc_shard_copy(a, first + k, &c);
-            if (!rc) arc_coded_free(&c);
-        }
+        for (uint32_t k = 0; !rc && k < n; k++)
+            rc = arc_shard_check(a, first + k);
     }
     arc_free(a);
     return rc ? tdc_error_ctx(rc, "checking the written shards") : 0;

@@ -432,9 +432,10 @@ uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k)
     return off;
 }
 
-/* Section s of archive `from` (s->offset is still its place there) appended to fd, read and
- * written in pieces, its checksum checked on the way: a referenced shard (arc_shard_ref). */
-static int copy_section(int fd, const char *tmp, const arc *from, const arc_secinfo *s)
+/* Section s of archive `from` (s->offset is its place there) read in pieces and checked
+ * against its checksum, and with fd >= 0 appended to fd (the file `tmp`) on the way: a
+ * referenced shard written (arc_shard_ref), or a shard checked (arc_shard_check). */
+static int pass_section(const arc *from, const arc_secinfo *s, int fd, const char *tmp)
 {
     enum { PIECE = 1 << 20 };
     unsigned char *p = malloc(PIECE);
@@ -444,7 +445,7 @@ static int copy_section(int fd, const char *tmp, const arc *from, const arc_seci
         size_t n = s->stored - at < PIECE ? (size_t)(s->stored - at) : PIECE;
         if (!(rc = fio_read_at(from->fd, p, n, s->offset + at, from->path))) {
             XXH3_64bits_update(hs, p, n);
-            rc = fio_write_all(fd, p, n, tmp);
+            if (fd >= 0) rc = fio_write_all(fd, p, n, tmp);
         }
     }
     if (!rc && XXH3_64bits_digest(hs) != s->hash)
@@ -502,7 +503,7 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
             *s = sh[k].secs[i];
             s->offset = off;
             if (!have && (rc = sh[k].data[i] ? fio_write_all(fd, sh[k].data[i], s->stored, tmp)
-                                             : copy_section(fd, tmp, sh[k].from, &sh[k].secs[i])))
+                                             : pass_section(sh[k].from, &sh[k].secs[i], fd, tmp)))
                 goto fail;
             off += s->stored;
         }
@@ -1000,25 +1001,13 @@ int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out)
     return 0;
 }
 
-int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out)
+int arc_shard_check(const arc *a, uint32_t k)
 {
-    memset(out, 0, sizeof *out);
-    if (k >= a->nshards || !a->path) return tdc_error(-EINVAL, "no shard %u", k);
-    out->info = a->shards[k];
-    out->info.damage = NULL; /* the archive's */
+    if (k >= a->nshards || !a->path || a->fd < 0) return tdc_error(-EINVAL, "no shard %u", k);
     int rc = 0;
-    for (int i = 0; i < 3 && !rc; i++) {
-        const arc_secinfo *s = &a->secs[a->shards[k].sec + i];
-        out->secs[i] = *s;
-        if (!(out->data[i] = malloc(s->stored ? s->stored : 1)))
-            rc = tdc_error(-ENOMEM, "out of memory copying shard %u", k);
-        else if (!(rc = fio_read_at(a->fd, out->data[i], s->stored, s->offset, a->path)) &&
-                 XXH3_64bits(out->data[i], s->stored) != s->hash)
-            rc = tdc_error(-EBADMSG, "%s: shard %u: section %s: checksum mismatch", a->path, k,
-                           arc_section_name(s->type));
-    }
-    if (rc) arc_coded_free(out);
-    return rc;
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = pass_section(a, &a->secs[a->shards[k].sec + i], -1, NULL);
+    return rc ? tdc_error_ctx(rc, "shard %u", k) : 0;
 }
 
 int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)

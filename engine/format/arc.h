@@ -249,15 +249,15 @@ int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, un
                      arc_coded *out);
 void arc_coded_free(arc_coded *c);
 
-/* Shard k of an opened archive as it is stored (its sections read back and their checksums
- * checked, nothing decoded), for a writer that keeps the shard unchanged. 0, -EBADMSG, -EIO
- * or -ENOMEM. */
-int arc_shard_copy(const arc *a, uint32_t k, arc_coded *out);
-
-/* Shard k of an opened archive by reference: what arc_shard_copy gives without reading the
- * sections, which the writer copies from a's file in pieces as it writes, checking their
- * checksums then (so a compaction never holds the shards it keeps). 0 or -EINVAL. */
+/* Shard k of an opened archive by reference, for a writer that keeps the shard as it is
+ * stored: the shard table's figures and the sections' places, which the writer copies from
+ * a's file in pieces as it writes, checking their checksums then (so a compaction never holds
+ * the shards it keeps); a must stay open until the write. 0 or -EINVAL. */
 int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out);
+
+/* Shard k of an opened archive read back in pieces and its sections checked against their
+ * checksums, nothing decoded or held. 0, -EBADMSG (naming the section), -EIO or -ENOMEM. */
+int arc_shard_check(const arc *a, uint32_t k);
 
 /* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
  * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).

@@ -251,10 +251,8 @@ static int check_new_spans(const cctx *c, const char *tmp, arc **na,
     int rc = arc_open_meta(tmp, na);
     if (!rc) rc = check_table(c, *na, &only);
     const arc *m = *na;
-    for (uint32_t k = 0; !rc && k < m->nshards; k++) {
-        arc_coded cd;
-        if (!(rc = arc_shard_copy(m, k, &cd))) arc_coded_free(&cd);
-    }
+    for (uint32_t k = 0; !rc && k < m->nshards; k++)
+        rc = arc_shard_check(m, k);
     double t0 = secs();
     /* Spans in entry order: consecutive files mostly share one. */
     for (uint32_t i = 0; !rc && i < m->nents; i++) {

@@ -898,7 +898,7 @@ static void rewrite(const char *path, int k, arc_coded *sub, void (*edit)(arc *w
         if ((int)s == k)
             c[s] = *sub;
         else
-            assert_int_equal(arc_shard_copy(m, s, &c[s]), 0);
+            assert_int_equal(arc_shard_ref(m, s, &c[s]), 0);
     }
     arc w = {.ents = m->ents, .nents = m->nents, .id = m->id, .prev_id = m->prev_id};
     m->ents = NULL;
