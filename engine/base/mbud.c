@@ -10,6 +10,8 @@ struct mbud {
     pthread_cond_t cond;
     uint64_t limit, used, peak, waits, over;
     uint64_t next_ticket, serving; /* waiters' order */
+    uint32_t waiting;              /* takers in mbud_take's wait (atomic reads in mbud_wake) */
+    uint64_t wakes;                /* mbud_wake calls that found a waiter */
     mbud_reclaim_fn reclaim;
     void *arg;
 };
@@ -71,15 +73,22 @@ void mbud_take(mbud *b, uint64_t bytes, int wait)
     }
     uint64_t ticket = b->next_ticket++;
     int waited = 0;
+    /* Counted before the reclaimer looks: a part released after that look sees the waiter
+     * in mbud_wake (both sequentially consistent). */
+    __atomic_add_fetch(&b->waiting, 1, __ATOMIC_SEQ_CST);
     for (;;) {
         if (ticket == b->serving) {
-            uint64_t need = excess(b, bytes);
+            /* A wake while the reclaimer ran (the lock is dropped meanwhile) would find no
+             * one waiting: its count makes this look again instead. */
+            uint64_t seen = b->wakes, need = excess(b, bytes);
             if (need) reclaim(b, need);
             if (!excess(b, bytes) || !b->used) break;
+            if (b->wakes != seen) continue;
         }
         waited = 1;
         pthread_cond_wait(&b->cond, &b->lock);
     }
+    __atomic_sub_fetch(&b->waiting, 1, __ATOMIC_SEQ_CST);
     b->serving++;
     b->waits += waited;
     grant(b, bytes);
@@ -91,6 +100,15 @@ void mbud_give(mbud *b, uint64_t bytes)
 {
     pthread_mutex_lock(&b->lock);
     b->used = bytes < b->used ? b->used - bytes : 0;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+void mbud_wake(mbud *b)
+{
+    if (!__atomic_load_n(&b->waiting, __ATOMIC_SEQ_CST)) return;
+    pthread_mutex_lock(&b->lock);
+    b->wakes++;
     pthread_cond_broadcast(&b->cond);
     pthread_mutex_unlock(&b->lock);
 }
@@ -111,6 +129,6 @@ void mbud_resize(mbud *b, uint64_t was, uint64_t now)
 void mbud_get_stats(mbud *b, mbud_stats *s)
 {
     pthread_mutex_lock(&b->lock);
-    *s = (mbud_stats){b->limit, b->used, b->peak, b->waits, b->over};
+    *s = (mbud_stats){b->limit, b->used, b->peak, b->waits, b->over, b->waiting};
     pthread_mutex_unlock(&b->lock);
 }

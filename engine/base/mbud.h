@@ -30,9 +30,12 @@ void mbud_set_reclaim(mbud *b, mbud_reclaim_fn fn, void *arg);
  * once. */
 void mbud_take(mbud *b, uint64_t bytes, int wait);
 
-/* Give back `bytes` taken earlier; waiters whose bytes now fit go on. mbud_give(b, 0) only
- * wakes the waiters, for when something became reclaimable. */
+/* Give back `bytes` taken earlier; waiters whose bytes now fit go on. */
 void mbud_give(mbud *b, uint64_t bytes);
+
+/* Something became reclaimable (a cached part no one uses now): waiters look again. Takes no
+ * lock while no one waits, so that callers on a hot path pay an atomic load. */
+void mbud_wake(mbud *b);
 
 /* Correct a taking of `was` bytes to `now` (never waits; asks the reclaimer for the excess
  * when that puts the budget over). */
@@ -42,6 +45,7 @@ typedef struct mbud_stats {
     uint64_t limit, used, peak; /* bytes: the budget, taken now, the most ever taken */
     uint64_t waits;             /* takings that had to wait */
     uint64_t over;              /* takings granted over the budget (not waiting, or alone) */
+    uint64_t waiting;           /* takers waiting now */
 } mbud_stats;
 
 void mbud_get_stats(mbud *b, mbud_stats *s);

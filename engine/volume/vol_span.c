@@ -55,7 +55,7 @@ static void span_put(vol *v, vol_span *s)
     int idle = s->refs == 1 && (s->prev || v->spans == s);
     pthread_mutex_unlock(&v->splock);
     if (last) span_free(v, s);
-    else if (idle && v->bud) mbud_give(v->bud, 0);
+    else if (idle && v->bud) mbud_wake(v->bud);
 }
 
 /* List order: most recently used first. v->splock held. */
