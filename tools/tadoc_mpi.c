@@ -94,8 +94,10 @@ int mpi_agree(int rc)
  * on small data). */
 static size_t round_bytes(void)
 {
+    static unsigned long long all; /* agreed at the first exchange, which every rank makes */
+    if (all) return (size_t)all;
     const char *e = getenv("TADOC_MPI_ROUND");
-    unsigned long long mine = SEND_MAX, v = e ? strtoull(e, NULL, 10) : 0, all;
+    unsigned long long mine = SEND_MAX, v = e ? strtoull(e, NULL, 10) : 0;
     if (v && v < mine) mine = v;
     MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     return (size_t)all;
@@ -132,9 +134,9 @@ int mpi_allgather_buf(const buf *mine, buf *all, size_t **lens_out)
         MPI_Allgatherv(mine->p, (int)len, MPI_BYTE, all->p, il, at, MPI_BYTE, MPI_COMM_WORLD);
     } else if (!rc) { /* each rank's bytes from it to all, in pieces of a round */
         uint64_t a = 0;
+        int me;
+        MPI_Comm_rank(MPI_COMM_WORLD, &me);
         for (int r = 0; r < size; a += lens[r++]) {
-            int me;
-            MPI_Comm_rank(MPI_COMM_WORLD, &me);
             if (r == me && len) memcpy(all->p + a, mine->p, len);
             for (uint64_t d = 0; d < lens[r]; d += round)
                 MPI_Bcast(all->p + a + d, (int)(lens[r] - d < round ? lens[r] - d : round),

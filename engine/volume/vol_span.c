@@ -360,13 +360,20 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
     return rc;
 }
 
-void vol_spans_reset(vol *v, arc *smeta)
+/* The kept spans taken off the list, to put without the lock (put_all). v->splock held. */
+static vol_span *unlist_all(vol *v)
 {
-    pthread_mutex_lock(&v->splock);
     vol_span *s = v->spans;
     v->spans = v->spans_tail = NULL;
     v->nspans = 0;
     v->span_bytes = 0;
+    return s;
+}
+
+void vol_spans_reset(vol *v, arc *smeta)
+{
+    pthread_mutex_lock(&v->splock);
+    vol_span *s = unlist_all(v);
     arc *old = v->smeta;
     v->smeta = smeta;
     v->span_gen++;
@@ -376,25 +383,14 @@ void vol_spans_reset(vol *v, arc *smeta)
             pthread_cond_wait(&v->spcond, &v->splock);
     pthread_mutex_unlock(&v->splock);
     arc_free(old);
-    while (s) {
-        vol_span *next = s->next;
-        span_put(v, s);
-        s = next;
-    }
+    put_all(v, s);
 }
 
 void vol_spans_drop(vol *v)
 {
     pthread_mutex_lock(&v->splock);
     v->spans_done = 1;
-    vol_span *s = v->spans;
-    v->spans = v->spans_tail = NULL;
-    v->nspans = 0;
-    v->span_bytes = 0;
+    vol_span *s = unlist_all(v);
     pthread_mutex_unlock(&v->splock);
-    while (s) {
-        vol_span *next = s->next;
-        span_put(v, s);
-        s = next;
-    }
+    put_all(v, s);
 }
