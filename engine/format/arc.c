@@ -1790,8 +1790,7 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
     return 0;
 }
 
-/* A copy of entry e (its strings and attributes its own): 0 or -ENOMEM. */
-static int entry_copy(const arc_entry *e, arc_entry *c)
+int arc_entry_copy(const arc_entry *e, arc_entry *c)
 {
     *c = *e;
     c->path = c->link = NULL;
@@ -1822,7 +1821,7 @@ int arc_meta_dup(const arc *meta, arc **out)
                 !(a->byino = malloc((meta->nents ? meta->nents : 1) * sizeof *a->byino))))
         rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t i = 0; !rc && i < meta->nents; i++, a->nents++) /* counts a partial copy */
-        if (entry_copy(&meta->ents[i], &a->ents[i])) rc = tdc_error(-ENOMEM, "out of memory");
+        if (arc_entry_copy(&meta->ents[i], &a->ents[i])) rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc) memcpy(a->byino, meta->byino, meta->nents * sizeof *a->byino);
     if (rc) {
         arc_free(a);

@@ -399,6 +399,10 @@ int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned
 /* Free what an entry owns (path, link, xattrs) and zero it. */
 void arc_entry_clear(arc_entry *e);
 
+/* A copy of entry e in *c, its path, link target and attributes its own (what it has of them
+ * on failure, for arc_entry_clear). 0 or -ENOMEM. */
+int arc_entry_copy(const arc_entry *e, arc_entry *c);
+
 /* Free an archive from arc_open, or one assembled by a writer (frees dict, gram, entries). */
 void arc_free(arc *a);
 

@@ -187,16 +187,56 @@ static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stat
     return rc;
 }
 
+/* The next journal beside `path` (jrnl_next), if any: bound to `id`, it is the journal,
+ * renamed into place when writable, or else *read_path (malloc'ed) is where to read it;
+ * bound to anything else (or cut short), it is removed when writable. */
+static int take_next(const char *path, uint64_t id, int writable, char **read_path)
+{
+    char *np = malloc(strlen(path) + 8);
+    if (!np) return tdc_error(-ENOMEM, "out of memory");
+    sprintf(np, "%s.next", path);
+    int fd = open(np, O_RDONLY | O_CLOEXEC), rc = 0;
+    if (fd < 0) {
+        rc = errno == ENOENT ? 0 : tdc_error(-errno, "%s: %s", np, strerror(errno));
+        free(np);
+        return rc;
+    }
+    unsigned char h[JRNL_HDR];
+    uint64_t hid;
+    struct stat sb;
+    int bound = fstat(fd, &sb) == 0 && sb.st_size >= JRNL_HDR &&
+                !fio_read_at(fd, h, JRNL_HDR, 0, np) && !jrnl_header_decode(h, &hid) && hid == id;
+    close(fd);
+    if (bound && !writable) {
+        *read_path = np;
+        return 0;
+    }
+    if (!bound && writable && unlink(np) < 0)
+        rc = tdc_error(-errno, "%s: cannot remove: %s", np, strerror(errno));
+    if (bound && rename(np, path) < 0)
+        rc = tdc_error(-errno, "rename %s to %s: %s", np, path, strerror(errno));
+    else if (bound)
+        rc = fio_sync_dir(path);
+    free(np);
+    return rc;
+}
+
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out)
 {
+    char *next = NULL;
+    int rc = take_next(path, id, writable, &next);
+    if (rc) return rc;
+    if (next) path = next;
     jrnl *j = calloc(1, sizeof *j);
-    int rc = 0;
     memset(st, 0, sizeof *st);
     if (!j || !(j->path = strdup(path))) {
         free(j);
+        free(next);
         return tdc_error(-ENOMEM, "out of memory");
     }
+    free(next);
+    path = j->path;
     j->writable = writable;
     j->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (j->fd < 0 && errno != ENOENT) {
@@ -366,18 +406,109 @@ uint64_t jrnl_records(const jrnl *j)
     return j->seq;
 }
 
-int jrnl_reset(jrnl *j, uint64_t id)
+uint64_t jrnl_flushed(const jrnl *j)
 {
+    return j->flushed;
+}
+
+int jrnl_read_flushed(const jrnl *j, uint64_t off, void *dst, size_t n)
+{
+    return fio_read_at(j->fd, dst, n, off, j->path) ? -EIO : 0;
+}
+
+int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jrnl_next *n)
+{
+    memset(n, 0, sizeof *n);
+    n->fd = -1;
     if (!j->writable) return tdc_error(-EROFS, "%s: journal is read-only", j->path);
-    int fd = create_empty(j->path, id);
-    if (fd < 0) return fd;
+    if (!(n->path = malloc(strlen(j->path) + 8))) return tdc_error(-ENOMEM, "out of memory");
+    sprintf(n->path, "%s.next", j->path);
+    n->fd = open(n->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = n->fd < 0 ? tdc_error(-errno, "%s: cannot create: %s", n->path, strerror(errno)) : 0;
+    unsigned char h[JRNL_HDR];
+    jrnl_header_encode(h, id);
+    if (!rc) rc = fio_write_all(n->fd, h, JRNL_HDR, n->path);
+    if (rc) {
+        jrnl_next_abort(n);
+        return rc;
+    }
+    n->size = JRNL_HDR;
+    n->from = from;
+    n->seq0 = seq0;
+    return 0;
+}
+
+int jrnl_next_copy(const jrnl *j, jrnl_next *n, uint64_t upto, jrnl_apply_fn fn, void *ctx)
+{
+    buf b = {0};
+    int rc = 0;
+    while (!rc && n->from < upto) {
+        unsigned char h[JRNL_REC_BODY];
+        if ((rc = fio_read_at(j->fd, h, sizeof h, n->from, j->path))) break;
+        uint32_t len = le32(h + JRNL_REC_LEN), type = le32(h + JRNL_REC_TYPE);
+        uint64_t size = len + (uint64_t)JRNL_REC_OVERHEAD;
+        b.n = 0;
+        if (len > JRNL_MAX_BODY || size > upto - n->from) {
+            rc = tdc_error(-EIO, "%s: no record at offset %llu", j->path,
+                           (unsigned long long)n->from);
+        } else if (buf_reserve(&b, size)) {
+            rc = tdc_error(-ENOMEM, "out of memory");
+        } else if (!(rc = fio_read_at(j->fd, b.p, size, n->from, j->path))) {
+            /* Written by this process: a record that does not read back whole is damage. */
+            if (rec_sum(b.p, len) != le64(b.p + JRNL_REC_BODY + len) ||
+                le64(b.p + JRNL_REC_SEQ) != n->seq0 + n->seq + 1)
+                rc = tdc_error(-EIO, "%s: record at offset %llu reads back damaged", j->path,
+                               (unsigned long long)n->from);
+        }
+        if (rc) break;
+        st64(b.p + JRNL_REC_SEQ, n->seq + 1);
+        jrnl_rec_seal(b.p);
+        if ((rc = fio_pwrite_all(n->fd, b.p, size, n->size, n->path))) break;
+        jrnl_rec r = {type, len, n->seq + 1, n->size + JRNL_REC_BODY, b.p + JRNL_REC_BODY};
+        if ((rc = fn(ctx, &r))) break;
+        n->size += size;
+        n->from += size;
+        n->seq++;
+    }
+    buf_free(&b);
+    return rc;
+}
+
+int jrnl_next_sync(jrnl_next *n)
+{
+    if (fdatasync(n->fd) < 0)
+        return tdc_error(-errno, "%s: fdatasync: %s", n->path, strerror(errno));
+    return 0;
+}
+
+int jrnl_next_commit(jrnl *j, jrnl_next *n)
+{
+    int rc = 0;
+    if (rename(n->path, j->path) < 0)
+        rc = tdc_error(-errno, "rename %s to %s: %s", n->path, j->path, strerror(errno));
+    else
+        rc = fio_sync_dir(j->path);
+    /* Adopted even when the rename failed: the records the model now points at are in this
+     * file, and jrnl_open takes a next journal bound to the archive as the journal. */
     close(j->fd);
-    j->fd = fd;
-    j->flushed = j->reserved = JRNL_HDR;
-    j->seq = 0;
+    j->fd = n->fd;
+    j->flushed = j->reserved = n->size;
+    j->seq = n->seq;
     j->err = 0;
     j->mem.n = 0;
-    return 0;
+    free(n->path);
+    memset(n, 0, sizeof *n);
+    n->fd = -1;
+    return rc;
+}
+
+void jrnl_next_abort(jrnl_next *n)
+{
+    if (n->fd >= 0) close(n->fd);
+    if (n->path) unlink(n->path);
+    free(n->path);
+    memset(n, 0, sizeof *n);
+    n->fd = -1;
 }
 
 void jrnl_close(jrnl *j)

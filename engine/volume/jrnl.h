@@ -93,9 +93,11 @@ typedef struct jrnl_stats {
 
 /* Open the journal at `path` for the archive with identity `id` (compacted from `prev_id`)
  * and replay its records through `fn` in order; a non-zero return from `fn` stops and is
- * returned. A missing journal is empty (created when `writable`). A journal of the archive
- * `prev_id` was folded in by a compaction that did not get to reset it: it is discarded
- * (replaced with an empty one when writable). A journal of any other archive, or with a
+ * returned. A missing journal is empty (created when `writable`). A next journal (jrnl_next)
+ * bound to `id` is the journal: a compaction stopped between its two renames (it is renamed
+ * into place when `writable`, and read where it lies otherwise); a next journal bound to
+ * anything else is removed when `writable`. A journal of the archive `prev_id` was folded in
+ * by such a compaction: it is discarded (replaced with an empty one when writable). A journal of any other archive, or with a
  * damaged header, is refused with -EBADMSG and a message; nothing is changed. When
  * `writable`, a dropped tail is cut off so new records follow the last good one. */
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
@@ -127,9 +129,50 @@ int jrnl_sync(jrnl *j);
 uint64_t jrnl_size(const jrnl *j);
 uint64_t jrnl_records(const jrnl *j);
 
-/* Replace the journal with an empty one bound to archive `id`, atomically (temporary file,
- * fsync, rename, directory fsync). Buffered records are discarded: call after their effects
- * are safely elsewhere. 0 or a negative errno (the old journal stays in place). */
-int jrnl_reset(jrnl *j, uint64_t id);
+/* The end of what is written to the file (records below it no longer change). The owner's
+ * lock covers it as it covers appends. */
+uint64_t jrnl_flushed(const jrnl *j);
+
+/* jrnl_read for bytes below an offset that jrnl_flushed gave: read from the file alone, so
+ * it may run concurrently with appends and flushes (not with jrnl_next_commit). */
+int jrnl_read_flushed(const jrnl *j, uint64_t off, void *dst, size_t n);
+
+/* The journal of the archive a compaction is about to put in place: `ARCHIVE.journal.next`,
+ * bound to the new archive, receiving the records appended to the current journal since the
+ * compaction took its snapshot, renumbered from 1. The records are copied while changes go
+ * on (jrnl_next_copy), the last ones with changes held; once synced, the new archive is
+ * renamed into place, then the next journal over the journal (jrnl_next_commit). A crash
+ * between the two renames leaves a next journal bound to the archive in place, which
+ * jrnl_open takes as the journal; one bound to anything else is left from a compaction that
+ * never replaced the archive, and is removed. */
+typedef struct jrnl_next {
+    char *path;
+    int fd;
+    uint64_t size; /* bytes written */
+    uint64_t seq;  /* records copied */
+    uint64_t from; /* offset in the current journal of the next record to copy */
+    uint64_t seq0; /* sequence number of the last record folded into the new archive */
+} jrnl_next;
+
+/* Start the next journal of j for archive `id`, the records after journal offset `from`
+ * (the end of a record, whose sequence number is seq0) to be copied. 0 or a negative errno
+ * with a message. */
+int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jrnl_next *n);
+
+/* Copy the records of j from n->from to `upto` (a record's end at or below jrnl_flushed),
+ * giving each, as it lies in the next journal, to `fn` (which may fail the copy). Safe
+ * concurrently with appends. 0 or a negative errno. */
+int jrnl_next_copy(const jrnl *j, jrnl_next *n, uint64_t upto, jrnl_apply_fn fn, void *ctx);
+
+/* Make the next journal durable (fdatasync). */
+int jrnl_next_sync(jrnl_next *n);
+
+/* Rename the next journal over j's file and make j append to it (j must have nothing
+ * buffered: flush and copy first). On failure j is unchanged and the next journal stays,
+ * for jrnl_open to find. n is finished either way. */
+int jrnl_next_commit(jrnl *j, jrnl_next *n);
+
+/* Remove an unfinished next journal (NULL path: nothing). */
+void jrnl_next_abort(jrnl_next *n);
 
 #endif

@@ -15,6 +15,16 @@ int pt_init(pt *t, uint64_t size)
     return 0;
 }
 
+int pt_dup(const pt *t, pt *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!t->n) return 0;
+    if (!(out->p = malloc(t->n * sizeof *out->p))) return -ENOMEM;
+    memcpy(out->p, t->p, t->n * sizeof *out->p);
+    out->n = out->cap = t->n;
+    return 0;
+}
+
 void pt_free(pt *t)
 {
     free(t->p);

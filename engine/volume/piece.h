@@ -30,6 +30,9 @@ typedef struct pt {
 int pt_init(pt *t, uint64_t size);
 void pt_free(pt *t);
 
+/* A copy of t in *out, sharing nothing with it. 0 or -ENOMEM (*out empty). */
+int pt_dup(const pt *t, pt *out);
+
 static inline uint64_t pt_size(const pt *t)
 {
     return t->n ? t->p[t->n - 1].end : 0;

@@ -605,6 +605,64 @@ static void free_model(vol *v)
     v->cap = v->ninodes = 0;
 }
 
+/* ---------------- a model for compaction to put in place ---------------- */
+
+vol *vol_model_new(const arc *a)
+{
+    vol *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->a = (arc *)a; /* only read */
+    w->replaying = 1; /* inodes that lose their last name stay until vol_model_swap */
+    if (load_archive(w)) {
+        vol_model_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int vol_model_replay(void *w, const jrnl_rec *r)
+{
+    return replay_one(w, r);
+}
+
+int vol_model_check(const vol *v, const vol *w)
+{
+    for (uint64_t i = 0; i < v->cap; i++)
+        if (v->nodes[i] && v->nodes[i]->opens && !vol_node(w, i))
+            return tdc_error(-EBUSY, "inode %llu is open but not in the compacted tree",
+                             (unsigned long long)i);
+    return 0;
+}
+
+void vol_model_swap(vol *v, vol *w)
+{
+    for (uint64_t i = 0; i < w->cap; i++) {
+        vnode *n = w->nodes[i], *o = vol_node(v, i);
+        if (!n) continue;
+        n->opens = o ? o->opens : 0;
+        if (n->nlink == 0 && n->opens == 0) {
+            if (n->pt) w->dirty_files--;
+            free_node(w, n);
+        }
+    }
+    free_model(v);
+    v->nodes = w->nodes;
+    v->cap = w->cap;
+    v->ninodes = w->ninodes;
+    v->next_ino = w->next_ino > v->next_ino ? w->next_ino : v->next_ino;
+    v->dirty_files = w->dirty_files;
+    w->nodes = NULL;
+    w->cap = w->ninodes = 0;
+    vol_model_free(w);
+}
+
+void vol_model_free(vol *w)
+{
+    if (!w) return;
+    free_model(w);
+    free(w);
+}
+
 static void *background(void *p);
 
 /* Remove temporary files a killed writer left beside the archive (ARCHIVE.tmpXXXXXX from a
@@ -706,6 +764,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     pthread_rwlock_init(&v->lock, NULL);
     pthread_rwlock_init(&v->alock, NULL);
     pthread_mutex_init(&v->wlock, NULL);
+    pthread_mutex_init(&v->cplock, NULL);
     pthread_mutex_init(&v->tlock, NULL);
     pthread_cond_init(&v->tcond, NULL);
     pthread_mutex_init(&v->dlock, NULL);
@@ -873,6 +932,7 @@ void vol_close(vol *v)
         pthread_mutex_unlock(&v->tlock);
         pthread_join(v->th, NULL);
     }
+    if (v->cth_joinable) pthread_join(v->cth, NULL);
     __atomic_store_n(&v->closing, 1, __ATOMIC_RELAXED); /* a cache still building stops */
     if (v->loader_running) pthread_join(v->loader, NULL);
     jrnl_close(v->j);
@@ -883,6 +943,7 @@ void vol_close(vol *v)
     pthread_rwlock_destroy(&v->lock);
     pthread_rwlock_destroy(&v->alock);
     pthread_mutex_destroy(&v->wlock);
+    pthread_mutex_destroy(&v->cplock);
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
     vol_spans_drop(v);
@@ -1197,6 +1258,7 @@ void vol_reader_init(vol_reader *r)
     idx_cursor_init(&r->cur);
     r->gen = 0;
     r->span = NULL;
+    r->flushed = 0;
 }
 
 void vol_reader_free(vol_reader *r)
@@ -1259,7 +1321,8 @@ ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, voi
         if (pc->kind == PT_ZERO)
             memset(d, 0, k);
         else if (pc->kind == PT_JRNL)
-            rc = jrnl_read(v->j, pc->src + at, d, k);
+            rc = r->flushed ? jrnl_read_flushed(v->j, pc->src + at, d, k)
+                            : jrnl_read(v->j, pc->src + at, d, k);
         else
             rc = read_base(v, r, f->ent, pc->src + at, d, k);
         if (rc < 0) return rc;
@@ -1534,6 +1597,40 @@ int64_t vol_clean_entry(vol *v, uint64_t ino)
 
 #define FLUSH_MS 50
 
+/* A background compaction (vol_compact_async), logged. */
+static void *compactor(void *p)
+{
+    vol *v = p;
+    vol_compact_stats st;
+    int rc = vol_compact(v, &st);
+    rbegin(v);
+    uint64_t size = jrnl_size(v->j);
+    rend(v);
+    /* After a failure, not again at every write: once the journal has grown as much again. */
+    if (rc) __atomic_store_n(&v->retry_at, size + v->o.compact_threshold, __ATOMIC_RELAXED);
+    if (v->o.log) {
+        char msg[512];
+        if (rc)
+            snprintf(msg, sizeof msg, "compaction failed: %s", tdc_errmsg());
+        else
+            snprintf(msg, sizeof msg,
+                     "compacted %" PRIu64 " dirty files (%" PRIu64 " bytes): archive %" PRIu64
+                     " -> %" PRIu64 " bytes in %.2f s",
+                     st.dirty_files, st.dirty_bytes, st.archive_before, st.archive_after,
+                     st.build_s + st.write_s + st.swap_s);
+        v->o.log(v->o.log_ctx, msg);
+    }
+    pthread_mutex_lock(&v->tlock);
+    v->compacting = 0;
+    /* What was written meanwhile stayed in the journal: enough of it is compacted next. */
+    if (!rc && size > v->o.compact_threshold) {
+        v->want_compact = 1;
+        pthread_cond_signal(&v->tcond);
+    }
+    pthread_mutex_unlock(&v->tlock);
+    return NULL;
+}
+
 static void *background(void *p)
 {
     vol *v = p;
@@ -1558,31 +1655,16 @@ static void *background(void *p)
              * when the journal is still past the threshold. */
             rbegin(v);
             uint64_t size = jrnl_size(v->j);
-            compact = size > v->o.compact_threshold && size >= v->retry_at;
+            compact = size > v->o.compact_threshold &&
+                      size >= __atomic_load_n(&v->retry_at, __ATOMIC_RELAXED);
             rend(v);
         }
-        if (compact) {
-            vol_compact_stats st;
-            int rc = vol_compact(v, &st);
-            if (rc) { /* not again at every write: once the journal has grown as much again */
-                rbegin(v);
-                v->retry_at = jrnl_size(v->j) + v->o.compact_threshold;
-                rend(v);
-            }
-            if (v->o.log) {
-                char msg[512];
-                if (rc)
-                    snprintf(msg, sizeof msg, "compaction failed: %s", tdc_errmsg());
-                else
-                    snprintf(msg, sizeof msg,
-                             "compacted %" PRIu64 " dirty files (%" PRIu64
-                             " bytes): archive %" PRIu64 " -> %" PRIu64 " bytes in %.2f s",
-                             st.dirty_files, st.dirty_bytes, st.archive_before, st.archive_after,
-                             st.build_s + st.write_s + st.swap_s);
-                v->o.log(v->o.log_ctx, msg);
-            }
-        }
         pthread_mutex_lock(&v->tlock);
+        if (compact && !v->compacting) {
+            if (v->cth_joinable) pthread_join(v->cth, NULL);
+            v->compacting = !pthread_create(&v->cth, NULL, compactor, v);
+            v->cth_joinable = v->compacting;
+        }
     }
     pthread_mutex_unlock(&v->tlock);
     return NULL;

@@ -178,6 +178,8 @@ typedef struct vol_reader {
     idx_cursor cur;
     uint64_t gen;
     struct vol_span *span; /* within vol_read: the span it decoded for this read, held */
+    int flushed; /* the journal bytes it reads are all written out: read them from the file
+                  * alone, so that appends may go on (a compaction's snapshot) */
 } vol_reader;
 
 void vol_reader_init(vol_reader *r);

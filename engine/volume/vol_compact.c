@@ -44,15 +44,47 @@ typedef struct cctx {
     int view; /* building an in-memory view, not an archive to write */
     const arc *old; /* the archive compacted: v->a loaded, or under a budget `meta` */
     arc *meta;      /* a copy of v->a's file table alone, which a load cannot change */
+    /* The snapshot the build reads, so that changes go on meanwhile: per new entry, for a
+     * regular file whose content is not its archived one, a copy of its node (size, archive
+     * entry, piece table), else NULL; and `first`, inode -> its first entry + 1. */
+    vnode **snap;
+    uint32_t nsnap;
+    uint32_t *first;
+    uint64_t jfrom, seq0; /* the journal's end and last record when the snapshot was taken */
 } cctx;
 
 static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
     cctx *c = p;
-    const vnode *f = vol_node(c->v, c->ino[ent]);
-    ssize_t k = vol_read_locked(c->v, &c->rd, f, off, dst, n);
+    if (!c->snap[ent]) return tdc_error(-EIO, "internal: no snapshot of entry %u", ent);
+    ssize_t k = vol_read_locked(c->v, &c->rd, c->snap[ent], off, dst, n);
     if (k < 0) return (int)k;
     return (size_t)k == n ? 0 : tdc_error(-EIO, "file changed size while compacting");
+}
+
+/* What reading node n's content needs, copied: the snapshot of a changed file. */
+static vnode *snap_node(const vnode *n)
+{
+    vnode *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->ino = n->ino;
+    s->mode = n->mode;
+    s->size = n->size;
+    s->ent = n->ent;
+    if (n->pt && (!(s->pt = malloc(sizeof *s->pt)) || pt_dup(n->pt, s->pt))) {
+        free(s->pt);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void snap_free(vnode *s)
+{
+    if (!s) return;
+    if (s->pt) pt_free(s->pt);
+    free(s->pt);
+    free(s);
 }
 
 /* Append the entry for node n at `path` (taken over), then its children, depth first in name
@@ -65,19 +97,30 @@ static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
         arc_entry *e = realloc(c->nw.ents, cap * sizeof *e);
         int64_t *s = realloc(c->src, cap * sizeof *s);
         uint64_t *in = realloc(c->ino, cap * sizeof *in);
+        vnode **sn = realloc(c->snap, cap * sizeof *sn);
         if (e) c->nw.ents = e;
         if (s) c->src = s;
         if (in) c->ino = in;
-        if (!e || !s || !in) {
+        if (sn) c->snap = sn;
+        if (!e || !s || !in || !sn) {
             free(path);
             return -ENOMEM;
         }
         c->cap = cap;
     }
-    uint32_t i = c->nw.nents++;
-    arc_entry *e = &c->nw.ents[i];
-    memset(e, 0, sizeof *e);
-    e->path = path;
+    uint32_t i = c->nw.nents;
+    arc_entry *e = &c->nw.ents[i], tmp = {0};
+    /* The entry owns copies of the node's link target and attributes, which change on. */
+    tmp.link = n->link;
+    tmp.xattrs = n->xa;
+    tmp.nxattrs = n->nxa;
+    tmp.path = path;
+    int rc = arc_entry_copy(&tmp, e);
+    free(path);
+    c->snap[i] = NULL;
+    c->nsnap = ++c->nw.nents;
+    if (rc) return rc;
+    path = e->path;
     e->type = arc_type_of_mode(n->mode);
     e->rdev = n->rdev;
     e->mode = n->mode & 07777;
@@ -87,9 +130,6 @@ static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
     e->mtime_nsec = (uint32_t)n->mtime.tv_nsec;
     e->size = n->size;
     e->ino = n->ino;
-    e->link = n->link; /* borrowed: cleared before the entries are freed */
-    e->xattrs = n->xa; /* borrowed */
-    e->nxattrs = n->nxa;
     c->ino[i] = n->ino;
     c->src[i] = -1;
     if (e->type == ARC_REG) {
@@ -98,58 +138,66 @@ static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
         } else {
             first[n->ino] = i + 1;
             c->src[i] = !n->pt && n->ent >= 0 ? n->ent : -1;
+            if (c->src[i] == -1 && !(c->snap[i] = snap_node(n))) return -ENOMEM;
         }
     }
-    for (uint32_t k = 0; k < n->nkids; k++) {
+    for (uint32_t k = 0; k < n->nkids && !rc; k++) {
         size_t lp = strlen(path), ln = strlen(n->kids[k].name);
         char *p = malloc(lp + ln + 2);
         if (!p) return -ENOMEM;
         sprintf(p, "%s%s%s", path, lp ? "/" : "", n->kids[k].name);
-        int rc = add_tree(c, vol_node(v, n->kids[k].ino), p, first);
-        if (rc) return rc;
+        rc = add_tree(c, vol_node(v, n->kids[k].ino), p, first);
     }
-    return 0;
+    return rc;
 }
 
 static void free_entries(cctx *c)
 {
-    for (uint32_t i = 0; i < c->nw.nents; i++) {
-        c->nw.ents[i].link = NULL;
-        c->nw.ents[i].xattrs = NULL;
-        c->nw.ents[i].nxattrs = 0;
+    for (uint32_t i = 0; i < c->nw.nents; i++)
         arc_entry_clear(&c->nw.ents[i]);
-    }
+    for (uint32_t i = 0; i < c->nsnap; i++)
+        snap_free(c->snap[i]);
+    free(c->snap);
+    c->snap = NULL;
+    c->nsnap = 0;
     free(c->nw.ents);
     c->nw.ents = NULL;
     c->nw.nents = 0;
 }
 
-/* Build the new archive's entries, dictionary and grammar from the model into c->nw.
- * Caller holds wlock and the shared model lock. */
-static int build(vol *v, cctx *c, compact_stats *cs)
+/* The snapshot of the model the build works from (c->nw's entries, c->src, c->ino,
+ * c->snap, c->first). Caller holds wlock (no changes) and the shared model lock. */
+static int snapshot(vol *v, cctx *c)
 {
-    uint32_t *first = calloc(v->cap, sizeof *first);
     char *root = strdup("");
-    int rc = first && root ? 0 : -ENOMEM;
     c->v = v;
     vol_reader_init(&c->rd);
-    if (!rc) {
-        rc = add_tree(c, vol_node(v, 1), root, first);
-        root = NULL;
+    c->rd.flushed = 1;
+    c->first = calloc(v->cap, sizeof *c->first);
+    if (!root || !c->first) {
+        free(root);
+        return -ENOMEM;
     }
+    int rc = add_tree(c, vol_node(v, 1), root, c->first);
     /* A file kept as archived in a damaged shard: its run is a stand-in's, never copied. */
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] >= 0) rc = arc_entry_damaged(c->old, (uint32_t)c->src[i]);
+    return rc;
+}
+
+/* Build the new archive's dictionary and grammar from the snapshot into c->nw. Needs no
+ * lock: the snapshot reads archived bytes and flushed journal records only. */
+static int build(vol *v, cctx *c, compact_stats *cs)
+{
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
-    if (!rc && !c->view && compact_by_shards(c->old, v->o.shard_size))
+    int rc;
+    if (!c->view && compact_by_shards(c->old, v->o.shard_size))
         rc = compact_shards(c->old, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
                             &c->sh, &c->nsh);
-    else if (!rc)
+    else
         rc = compact_build(c->old, &c->nw, c->src, read_new, c, flags, cs);
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
-        if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[first[c->ino[i]] - 1].hash;
-    free(root);
-    free(first);
+        if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[c->first[c->ino[i]] - 1].hash;
     return rc;
 }
 
@@ -166,6 +214,7 @@ static void cctx_free(cctx *c)
     free_entries(c);
     free(c->src);
     free(c->ino);
+    free(c->first);
     memset(c, 0, sizeof *c);
 }
 
@@ -303,36 +352,80 @@ static void note_result(vol *v, int rc)
     pthread_mutex_unlock(&v->tlock);
 }
 
-/* Switch the vol to the new archive `na` (already renamed into place) and restart the
- * journal. Under a memory budget the vol goes back to reading shard by shard: it takes the
- * new archive's file table alone (opened again from its path), and na, loaded whole for the
- * check, is dropped, so memory returns within the budget; what needs the whole archive loads
- * it again. Caller holds wlock and no model lock. */
-static void swap_in(vol *v, arc *na, idx *nx)
+/* Records written since the snapshot are copied while changes go on until fewer than this
+ * many bytes of them are left, which are copied with changes held (at most TAIL_ROUNDS
+ * rounds, each copying what came during the one before). */
+#define TAIL_HELD ((uint64_t)1 << 20)
+#define TAIL_ROUNDS 8
+
+/* Copy the records written since the snapshot into the next journal jn and replay them into
+ * w (the new archive's model), while changes go on. */
+static int carry_tail(vol *v, jrnl_next *jn, vol *w)
+{
+    int rc = 0;
+    for (int round = 0; !rc && round < TAIL_ROUNDS; round++) {
+        vol_rdlock(v);
+        uint64_t upto = jrnl_flushed(v->j);
+        vol_unlock(v);
+        if (upto - jn->from < TAIL_HELD) break;
+        rc = jrnl_next_copy(v->j, jn, upto, vol_model_replay, w);
+    }
+    return rc;
+}
+
+/* Put the checked archive `tmp` (na: loaded whole with its index nx, or its file table alone)
+ * in place, with the records written since the snapshot. With changes held: the last records
+ * are copied into the next journal jn and replayed into w (the new archive's model, which
+ * must hold every open inode), jn is synced, the archive renamed over the old one, jn over
+ * the journal; the vol then switches to the new archive, journal and model. A failure before
+ * the archive's rename leaves the old archive, journal and vol as they were (tmp removed;
+ * the caller removes jn). Under a memory budget the vol goes back to reading shard by shard:
+ * it takes the new archive's file table alone, and na, loaded whole for the check, is
+ * dropped, so memory returns within the budget; what needs the whole archive loads it
+ * again. 0 once the archive is renamed (na, nx and w are then taken over, and *after is
+ * the test hook's error or the journal rename's, the switch made regardless), else the
+ * failure. */
+static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_next *jn,
+                        int *after)
 {
     arc *lazy = NULL, *smeta = NULL;
-    if (na->pending) { /* checked span by span: its file table alone, opened as `tmp` */
+    int rc = 0;
+    if (na->pending) /* checked span by span: its file table alone */
+        lazy = na;
+    else if (v->o.mem && v->o.lazy && na->version >= 4 && arc_open_meta(tmp, &lazy))
+        lazy = NULL; /* keep na loaded */
+    if (lazy) { /* opened as `tmp`: name it as it will be */
         char *path = strdup(v->path);
         if (path) { /* else its messages name the temporary file */
-            free(na->path);
-            na->path = path;
+            free(lazy->path);
+            lazy->path = path;
         }
-        lazy = na;
-    } else if (v->o.mem && v->o.lazy && na->version >= 4 && !arc_open_meta(v->path, &lazy) &&
-               lazy->id != na->id) {
-        arc_free(lazy); /* replaced again meanwhile: keep na */
-        lazy = NULL;
     }
     if (lazy && arc_meta_dup(lazy, &smeta)) smeta = NULL; /* the first span opens it */
-    pthread_rwlock_wrlock(&v->alock);
+    pthread_rwlock_wrlock(&v->alock); /* analytics end first: they hold the old archive */
+    pthread_mutex_lock(&v->wlock);
     vol_wrlock(v);
-    int rc = jrnl_reset(v->j, na->id);
+    rc = jrnl_flush(v->j);
+    if (!rc) rc = jrnl_next_copy(v->j, jn, jrnl_flushed(v->j), vol_model_replay, w);
+    if (!rc) rc = vol_model_check(v, w);
+    if (!rc) rc = jrnl_next_sync(jn);
+    if (!rc && (rc = arc_commit(tmp, v->path)) > 0) rc = 0; /* the journal's rename syncs */
     if (rc) {
-        /* The archive holds everything, but new records would go to a journal the next open
-         * discards as folded in: refuse changes instead. */
-        v->broken = 1;
-        tdc_error_ctx(rc, "restarting the journal after compaction");
+        vol_unlock(v);
+        pthread_mutex_unlock(&v->wlock);
+        pthread_rwlock_unlock(&v->alock);
+        if (lazy != na) arc_free(lazy);
+        arc_free(smeta);
+        return rc < 0 ? rc : -EIO;
     }
+    /* The new archive is in place: switch to it whatever the test hook says. */
+    *after = step_done(v, VOL_STEP_RENAMED, NULL);
+    char *jpath = strdup(jn->path);
+    int jrc = jrnl_next_commit(v->j, jn);
+    if (jrc && !*after)
+        *after = tdc_error_ctx(jrc, "the archive is replaced, and its journal is %s",
+                               jpath ? jpath : "the .next file beside the journal");
+    free(jpath);
     /* A whole load another caller began meanwhile (vol_data: not under these locks) ends
      * first, since it works on v->a; the switch and the state change under dlock, so that the
      * next load takes the new archive. */
@@ -351,20 +444,10 @@ static void swap_in(vol *v, arc *na, idx *nx)
     pthread_mutex_unlock(&v->dlock);
     v->gen++;
     if (lazy) vol_spans_reset(v, smeta);
-    for (uint64_t i = 0; i < v->cap; i++) {
-        vnode *n = v->nodes[i];
-        if (!n) continue;
-        n->ent = arc_ino_entry(v->a, n->ino);
-        n->edited = 0;
-        if (n->pt) {
-            pt_free(n->pt);
-            free(n->pt);
-            n->pt = NULL;
-        }
-    }
-    v->dirty_files = 0;
+    vol_model_swap(v, w);
     v->compactions++;
     vol_unlock(v);
+    pthread_mutex_unlock(&v->wlock);
     pthread_rwlock_unlock(&v->alock);
     backend_release(v->o.be, oa); /* its copy on the GPU, if any */
     idx_free(ox);
@@ -373,6 +456,7 @@ static void swap_in(vol *v, arc *na, idx *nx)
         idx_free(nx);
         arc_free(na);
     }
+    return 0;
 }
 
 /* 0, or -EBADMSG when a shard of the archive is damaged: a compaction would drop the files
@@ -388,58 +472,71 @@ static int refuse_damaged(const arc *a)
     return 0;
 }
 
-int vol_compact(vol *v, vol_compact_stats *st)
+/* With changes held: choose what the build reads the old archive through, flush the
+ * journal and take the snapshot (c->jfrom and c->seq0 are where the journal stood). Under a
+ * memory budget, with the archive not loaded: from its file table alone (a copy, which a load
+ * meanwhile does not change), reading content shard by shard (the reads' spans), checked span
+ * by span. Else from the archive loaded whole. Returns with changes going on again. */
+static int take_snapshot(vol *v, cctx *c, vol_compact_stats *st)
 {
-    cctx c = {.v = v};
-    arc *na = NULL;
-    idx *nx = NULL;
-    char *tmp = NULL;
-    compact_stats cs;
     int rc;
-    double t0 = secs();
-    memset(st, 0, sizeof *st);
-    if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
-    /* Under a memory budget, with the archive not loaded: from its file table alone (a copy,
-     * which a load meanwhile does not change), reading content shard by shard (the reads'
-     * spans), checked span by span. Else from the archive loaded whole. */
     for (;;) {
-        pthread_mutex_lock(&v->wlock); /* no changes from here on */
+        pthread_mutex_lock(&v->wlock);
         pthread_mutex_lock(&v->dlock);
         int ds = v->dstate;
         if (ds == 0 && v->o.mem && v->o.lazy && v->a->version >= 4 &&
-            compact_by_shards(v->a, v->o.shard_size) && (rc = arc_meta_dup(v->a, &c.meta))) {
+            compact_by_shards(v->a, v->o.shard_size) && (rc = arc_meta_dup(v->a, &c->meta))) {
             pthread_mutex_unlock(&v->dlock);
             pthread_mutex_unlock(&v->wlock);
             return rc;
         }
         pthread_mutex_unlock(&v->dlock);
-        if (ds == 2 || c.meta) break;
+        if (ds == 2 || c->meta) break;
         pthread_mutex_unlock(&v->wlock);
         if ((rc = vol_data(v))) return rc;
     }
-    c.old = c.meta ? c.meta : v->a;
-    if (v->broken) {
-        rc = tdc_error(-EIO, "changes are refused after an earlier failure; remount");
-        goto unlock;
-    }
-    if ((rc = refuse_damaged(c.old))) goto unlock;
-    vol_wrlock(v);
-    rc = jrnl_flush(v->j);
-    vol_unlock(v);
-    if (rc) goto unlock;
-    vol_rdlock(v); /* reads go on */
-    for (uint64_t i = 0; i < v->cap && !rc; i++)
-        if (v->nodes[i] && v->nodes[i]->nlink == 0)
-            rc = tdc_error(-EBUSY, "a removed file is still open: compact again once it is closed");
+    c->old = c->meta ? c->meta : v->a;
+    rc = v->broken ? tdc_error(-EIO, "changes are refused after an earlier failure; remount")
+                   : refuse_damaged(c->old);
     if (!rc) {
-        st->archive_before = c.old->file_size;
-        st->rules_before = c.old->g.nrules;
-        for (uint32_t k = 0; c.meta && k < c.old->nshards; k++)
-            st->rules_before += c.old->shards[k].nrules;
-        rc = build(v, &c, &cs);
+        vol_wrlock(v);
+        rc = jrnl_flush(v->j);
+        c->jfrom = jrnl_flushed(v->j);
+        c->seq0 = jrnl_records(v->j);
+        vol_unlock(v);
     }
+    if (!rc) {
+        vol_rdlock(v); /* reads go on */
+        for (uint64_t i = 0; i < v->cap && !rc; i++)
+            if (v->nodes[i] && v->nodes[i]->nlink == 0)
+                rc = tdc_error(-EBUSY,
+                               "a removed file is still open: compact again once it is closed");
+        if (!rc) rc = snapshot(v, c);
+        vol_unlock(v);
+    }
+    pthread_mutex_unlock(&v->wlock);
+    st->archive_before = c->old->file_size;
+    st->rules_before = c->old->g.nrules;
+    for (uint32_t k = 0; c->meta && k < c->old->nshards; k++)
+        st->rules_before += c->old->shards[k].nrules;
+    return rc;
+}
+
+/* vol_compact under cplock. */
+static int compact(vol *v, vol_compact_stats *st)
+{
+    cctx c = {.v = v};
+    arc *na = NULL;
+    idx *nx = NULL;
+    char *tmp = NULL;
+    vol *w = NULL;
+    jrnl_next jn = {.fd = -1};
+    compact_stats cs;
+    double t0 = secs();
+    int rc = take_snapshot(v, &c, st), after = 0;
+    if (!rc) rc = build(v, &c, &cs);
     if (!rc) rc = step_done(v, VOL_STEP_BUILT, NULL);
-    c.nw.prev_id = c.old->id;
+    c.nw.prev_id = c.old ? c.old->id : 0;
     st->build_s = secs() - t0;
     double t1 = secs();
     if (!rc)
@@ -451,45 +548,47 @@ int vol_compact(vol *v, vol_compact_stats *st)
     if (!rc) rc = c.meta ? check_new_spans(&c, tmp, &na, st) : check_new(v, &c, tmp, &na, &nx, st);
     st->check_s = secs() - t3;
     if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
-    vol_unlock(v);
-    /* Until the rename, a failure leaves the old archive and journal in force. arc_commit
-     * removes the temporary file itself when the rename fails; a positive result is a rename
-     * whose directory fsync failed, which the journal restart's directory fsync makes good. */
-    if (!rc) {
-        rc = arc_commit(tmp, v->path);
-        free(tmp);
-        tmp = NULL;
-        if (rc > 0) rc = 0;
-    }
-    if (rc) goto fail;
-    /* The new archive is in place: switch to it whatever the test hook says. */
-    int hook = step_done(v, VOL_STEP_RENAMED, NULL);
     double t2 = secs();
-    swap_in(v, na, nx);
-    na = NULL;
-    nx = NULL;
-    st->swap_s = secs() - t2;
-    st->dirty_files = cs.new_files;
-    st->dirty_bytes = cs.new_bytes;
-    st->rules_new = cs.rules_new;
-    st->rules_after = cs.rules_after;
-    st->files = c.nw.nents;
-    st->archive_after = v->a->file_size;
-    rc = v->broken ? -EIO : hook ? hook : step_done(v, VOL_STEP_RESET, NULL);
-    goto done;
-fail:
-    if (tmp) unlink(tmp);
-    tdc_error_ctx(rc, "compaction failed; the archive and its journal are unchanged");
-done:
+    /* The records written meanwhile go to the new archive's journal, and into its model. */
+    if (!rc && !(w = vol_model_new(na))) rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc) rc = jrnl_next_begin(v->j, na->id, c.jfrom, c.seq0, &jn);
+    if (!rc) rc = carry_tail(v, &jn, w);
+    /* Until the rename, a failure leaves the old archive and journal in force (put_in_place's
+     * arc_commit removes the temporary file itself when the rename fails). */
+    if (!rc) rc = put_in_place(v, tmp, na, nx, w, &jn, &after);
+    if (rc) {
+        jrnl_next_abort(&jn);
+        vol_model_free(w);
+        if (tmp) unlink(tmp);
+        tdc_error_ctx(rc, "compaction failed; the archive and its journal are unchanged");
+    } else {
+        na = NULL;
+        nx = NULL;
+        st->swap_s = secs() - t2;
+        st->dirty_files = cs.new_files;
+        st->dirty_bytes = cs.new_bytes;
+        st->rules_new = cs.rules_new;
+        st->rules_after = cs.rules_after;
+        st->files = c.nw.nents;
+        st->archive_after = v->a->file_size;
+        rc = after ? after : step_done(v, VOL_STEP_RESET, NULL);
+    }
     free(tmp);
     cctx_free(&c);
     idx_free(nx);
     arc_free(na);
     if (v->o.mem) malloc_trim(0); /* what the compaction loaded goes back to the system */
-unlock:
-    arc_free(c.meta); /* when refused before the build (cctx_free clears it) */
+    return rc;
+}
+
+int vol_compact(vol *v, vol_compact_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
+    pthread_mutex_lock(&v->cplock);
+    int rc = compact(v, st);
     note_result(v, rc);
-    pthread_mutex_unlock(&v->wlock);
+    pthread_mutex_unlock(&v->cplock);
     return rc;
 }
 
@@ -531,31 +630,29 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
         return 0; /* the archive lock is held until vol_view_close */
     }
     vol_unlock_arc(v);
-    /* Pending edits below `ino`: recompress the current state in memory, from the archive
-     * loaded (compactions wait for wlock; one that ran since vol_lock_arc may have left the
-     * vol reading by shard: then load again). */
+    /* Pending edits below `ino`: recompress the current state in memory, from a snapshot
+     * and the archive loaded, which the archive lock keeps (a compaction that ran since
+     * vol_lock_arc may have left the vol reading by shard: then load again). */
     cctx c = {.v = v, .view = 1};
     compact_stats cs;
+    pthread_rwlock_rdlock(&v->alock);
     pthread_mutex_lock(&v->wlock);
-    vol_rdlock(v);
+    vol_wrlock(v); /* the snapshot reads flushed records only */
     int loaded = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
     c.old = v->a;
-    rc = !loaded ? 0 : vol_node(v, ino) ? build(v, &c, &cs) : -ENOENT;
+    rc = !loaded ? 0 : vol_node(v, ino) ? jrnl_flush(v->j) : -ENOENT;
+    if (!rc && loaded) rc = snapshot(v, &c);
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
-    if (!loaded) return vol_view_open(v, ino, need_idx, w);
+    if (!rc && loaded) rc = build(v, &c, &cs);
+    pthread_rwlock_unlock(&v->alock);
+    if (!loaded) {
+        cctx_free(&c);
+        return vol_view_open(v, ino, need_idx, w);
+    }
     arc *own = NULL;
     if (!rc && !(own = calloc(1, sizeof *own))) rc = -ENOMEM;
     if (!rc) {
-        /* Symlink targets and xattrs are the model's (borrowed): the snapshot owns copies of
-         * the targets (the file table's rules need them) and drops the xattrs (analytics need
-         * none). */
-        for (uint32_t i = 0; i < c.nw.nents; i++) {
-            arc_entry *e = &c.nw.ents[i];
-            e->xattrs = NULL;
-            e->nxattrs = 0;
-            if (e->link && !(e->link = strdup(e->link))) rc = -ENOMEM;
-        }
         *own = c.nw;
         memset(&c.nw, 0, sizeof c.nw);
         if (!rc) rc = arc_finish(own);

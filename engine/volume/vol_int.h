@@ -49,7 +49,9 @@ struct vol {
     uint64_t gen;           /* archive generation: bumps when compaction swaps the archive */
     pthread_rwlock_t lock;  /* the model: shared by readers, exclusive for changes */
     pthread_rwlock_t alock; /* the archive: shared by analytics, exclusive for a swap */
-    pthread_mutex_t wlock;  /* serialises changes, and holds them off during compaction */
+    pthread_mutex_t wlock;  /* serialises changes; a compaction holds them off only while it
+                             * takes its snapshot and while it puts the new archive in place */
+    pthread_mutex_t cplock; /* one compaction at a time */
     vnode **nodes;          /* by inode number */
     uint64_t cap, ninodes, next_ino;
     uint64_t dirty_files;
@@ -61,6 +63,9 @@ struct vol {
     pthread_mutex_t tlock;
     pthread_cond_t tcond;
     int stop, want_compact, th_running;
+    pthread_t cth;    /* a background compaction, in a thread of its own so flushes go on */
+    int cth_joinable; /* cth was started and not joined yet */
+    int compacting;   /* cth has not finished (tlock) */
     char compact_err[512]; /* why the last compaction failed, "" if it did not (tlock) */
     uint64_t retry_at;     /* journal size before which a failed background compaction waits */
     /* The archive's data (dictionary, grammar, index): loaded in vol_open, or for a lazy
@@ -133,6 +138,20 @@ vnode *vol_node(const vol *v, uint64_t ino);
  * from vol_data, or reads before the whole archive is loaded: then archived bytes come from
  * spans (vol_span_read), and -EAGAIN says to load the whole archive and read again. */
 ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n);
+
+/* A model of archive `a`'s tree alone (no journal), for a compaction: the records that came
+ * after its snapshot are replayed into it (vol_model_replay, a jrnl_apply_fn), then it takes
+ * the place of v's model (vol_model_swap). NULL when out of memory. */
+vol *vol_model_new(const arc *a);
+int vol_model_replay(void *w, const jrnl_rec *r);
+
+/* 0 when every inode open in v's model is in w (so open handles carry over), else -EBUSY. */
+int vol_model_check(const vol *v, const vol *w);
+
+/* v's model becomes w's, which is freed: open counts carry over by inode number, and inodes
+ * left with neither names nor open handles go. Caller holds the write lock. */
+void vol_model_swap(vol *v, vol *w);
+void vol_model_free(vol *w);
 
 /* The lock discipline of vol.c, for vol_compact.c. */
 void vol_rdlock(vol *v);

@@ -725,7 +725,8 @@ static void test_headers_and_ids(void **state)
     assert_int_equal(jrnl_open(Q, ID1, 0, 0, collect, &s, &st, &j), 0);
     assert_int_equal(jrnl_records(j), 0);
     assert_int_equal(jrnl_append(j, JR_WRITE, "x", 1, NULL, 0, NULL), -EROFS);
-    assert_int_equal(jrnl_reset(j, ID2), -EROFS);
+    jrnl_next nx;
+    assert_int_equal(jrnl_next_begin(j, ID2, JRNL_HDR, 0, &nx), -EROFS);
     jrnl_close(j);
     assert_int_equal(access(Q, F_OK), -1);
     assert_int_equal(jrnl_open(Q, ID1, 0, 1, collect, &s, &st, &j), 0);
@@ -771,7 +772,28 @@ static void test_callback_error(void **state)
     free_recs(R, n);
 }
 
-static void test_reset(void **state)
+/* Records r[0..n) of s are those of R, renumbered from 1, and each body reads back from the
+ * journal file `path` at the offset the callback was given. */
+static void check_copied(const seen *s, const rec *R, size_t n, const char *path)
+{
+    assert_int_equal(s->n, n);
+    size_t fn;
+    unsigned char *img = slurp(path, &fn);
+    for (size_t i = 0; i < n; i++) {
+        const seen_rec *x = &s->r[i];
+        assert_int_equal(x->seq, i + 1);
+        assert_int_equal(x->type, R[i].type);
+        assert_int_equal(x->len, R[i].hn + R[i].dn);
+        assert_memory_equal(x->body, R[i].body, x->len);
+        assert_true(x->off + x->len <= fn);
+        assert_memory_equal(img + x->off, R[i].body, x->len);
+    }
+    free(img);
+}
+
+/* A compaction's next journal: the records after its snapshot copied while appends go on,
+ * renumbered, then put in place; and what an open finds beside a journal after a crash. */
+static void test_next(void **state)
 {
     (void)state;
     rec *R = calloc(40, sizeof *R);
@@ -780,35 +802,104 @@ static void test_reset(void **state)
     jrnl *j;
     seen s;
     seen_init(&s);
+    char *np = malloc(strlen(P) + 8);
+    sprintf(np, "%s.next", P);
     unlink(P);
     assert_int_equal(jrnl_open(P, ID1, 0, 1, collect, NULL, &st, &j), 0);
     append_recs(j, R, 0, 20, &rs, 0);
     assert_int_equal(jrnl_flush(j), 0);
-    append_recs(j, R, 20, 5, &rs, 0); /* buffered ones are discarded too */
-    assert_int_equal(jrnl_reset(j, ID2), 0);
-    assert_int_equal(jrnl_records(j), 0);
-    assert_int_equal(jrnl_size(j), JRNL_HDR);
-    assert_int_equal(jrnl_pending(j), 0);
-    assert_int_equal(file_size(P), JRNL_HDR);
-    /* The reset file, opened beside j: empty, bound to ID2. */
-    jrnl *j2;
-    assert_int_equal(jrnl_open(P, ID2, ID1, 0, collect, &s, &st, &j2), 0);
-    assert_int_equal(s.n, 0);
-    assert_int_equal(st.stale, 0);
-    assert_int_equal(st.dropped, 0);
-    jrnl_close(j2);
-    assert_int_equal(jrnl_open(P, ID1, 0, 0, collect, &s, &st, &j2), -EBADMSG);
-    free_recs(R, 25);
-    R = calloc(40, sizeof *R);
-    append_recs(j, R, 0, 3, &rs, 0);
-    assert_int_equal(R[0].start, JRNL_HDR);
-    jrnl_close(j);
-    assert_int_equal(jrnl_open(P, ID2, ID1, 0, collect, &s, &st, &j), 0);
-    check_prefix(&s, R, 3, j, "after reset");
-    jrnl_close(j);
+    /* The snapshot was taken after record 10. */
+    jrnl_next n;
+    assert_int_equal(jrnl_next_begin(j, ID2, R[9].end, 10, &n), 0);
+    assert_int_equal(jrnl_next_copy(j, &n, R[14].end, collect, &s), 0);
+    check_copied(&s, R + 10, 5, np);
+    append_recs(j, R, 20, 5, &rs, 0); /* appends go on meanwhile */
+    assert_int_equal(jrnl_flush(j), 0);
+    assert_int_equal(jrnl_next_copy(j, &n, jrnl_flushed(j), collect, &s), 0);
+    check_copied(&s, R + 10, 15, np);
+    /* A copy past the records, or of a record the seq does not follow, is refused. */
+    jrnl_next bad;
+    assert_int_equal(jrnl_next_begin(j, ID2, R[9].end, 9, &bad), 0);
+    seen s2;
+    seen_init(&s2);
+    assert_int_equal(jrnl_next_copy(j, &bad, R[10].end, collect, &s2), -EIO);
+    jrnl_next_abort(&bad);
+    assert_int_equal(access(np, F_OK), -1);
+    /* The aborted one was the same path: begin again and copy the same records. */
     seen_free(&s);
-    assert_int_equal(jrnl_open(P, ID1, 0, 0, collect, &s, &st, &j), -EBADMSG);
-    free_recs(R, 3);
+    assert_int_equal(jrnl_next_begin(j, ID2, R[9].end, 10, &n), 0);
+    assert_int_equal(jrnl_next_copy(j, &n, jrnl_flushed(j), collect, &s), 0);
+    assert_int_equal(jrnl_next_sync(&n), 0);
+    /* A crash here, with the archive renamed (ID2) but not the journal: an open takes the
+     * next journal, read where it lies when read-only, renamed into place when writable. */
+    jrnl *j2;
+    seen_free(&s2);
+    assert_int_equal(jrnl_open(P, ID2, ID1, 0, collect, &s2, &st, &j2), 0);
+    check_copied(&s2, R + 10, 15, np);
+    jrnl_close(j2);
+    assert_int_equal(access(np, F_OK), 0);
+    /* ... while the old archive (ID1) still in place ignores it (read-only). */
+    seen_free(&s2);
+    assert_int_equal(jrnl_open(P, ID1, 0, 0, collect, &s2, &st, &j2), 0);
+    assert_int_equal(s2.n, 25);
+    jrnl_close(j2);
+    assert_int_equal(access(np, F_OK), 0);
+    /* Commit: j appends to the next journal, now the journal. */
+    assert_int_equal(jrnl_next_commit(j, &n), 0);
+    assert_int_equal(access(np, F_OK), -1);
+    assert_int_equal(jrnl_records(j), 15);
+    assert_int_equal(jrnl_size(j), file_size(P));
+    rec *T = calloc(4, sizeof *T);
+    append_recs(j, T, 0, 3, &rs, 0);
+    jrnl_close(j);
+    seen_free(&s2);
+    assert_int_equal(jrnl_open(P, ID2, ID1, 0, collect, &s2, &st, &j2), 0);
+    assert_int_equal(s2.n, 18);
+    s2.n = 15;
+    check_copied(&s2, R + 10, 15, P);
+    s2.n = 18;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(s2.r[15 + i].seq, 16 + i);
+        assert_memory_equal(s2.r[15 + i].body, T[i].body, T[i].hn + T[i].dn);
+    }
+    jrnl_close(j2);
+    seen_free(&s2);
+
+    /* Writable open, crash between the renames: the next journal is renamed into place. */
+    unsigned char *img;
+    size_t fn;
+    img = slurp(P, &fn);
+    put_file(np, img, fn);
+    unsigned char h[JRNL_HDR];
+    jrnl_header_encode(h, ID1);
+    put_file(P, h, JRNL_HDR); /* the old archive's journal */
+    assert_int_equal(jrnl_open(P, ID2, ID1, 1, collect, &s2, &st, &j2), 0);
+    assert_int_equal(s2.n, 18);
+    assert_int_equal(st.stale, 0);
+    jrnl_close(j2);
+    assert_int_equal(access(np, F_OK), -1);
+    assert_int_equal(file_size(P), fn);
+    seen_free(&s2);
+    /* A next journal of an archive never put in place (ID3), or cut short, is removed by a
+     * writable open and the journal replays as it is. */
+    for (int cut = 0; cut < 2; cut++) {
+        jrnl_header_encode(h, ID3);
+        put_file(np, h, cut ? JRNL_HDR - 5 : JRNL_HDR);
+        assert_int_equal(jrnl_open(P, ID2, ID1, 0, collect, &s2, &st, &j2), 0);
+        jrnl_close(j2);
+        assert_int_equal(access(np, F_OK), 0); /* read-only: left */
+        assert_int_equal(s2.n, 18);
+        seen_free(&s2);
+        assert_int_equal(jrnl_open(P, ID2, ID1, 1, collect, &s2, &st, &j2), 0);
+        assert_int_equal(s2.n, 18);
+        jrnl_close(j2);
+        assert_int_equal(access(np, F_OK), -1);
+        seen_free(&s2);
+    }
+    free(img);
+    free(np);
+    free_recs(R, 25);
+    free_recs(T, 3);
     /* No temporary files are left behind. */
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls '%s' | grep -v -x -e ref.journal -e copy.journal)\"",
@@ -853,7 +944,7 @@ int main(void)
         cmocka_unit_test(test_sequence_and_type),
         cmocka_unit_test(test_headers_and_ids),
         cmocka_unit_test(test_callback_error),
-        cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_next),
         cmocka_unit_test(test_too_large),
     };
     return cmocka_run_group_tests_name("jrnl", tests, setup, teardown);
