@@ -56,8 +56,12 @@ typedef struct cctx {
 static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
     cctx *c = p;
-    if (!c->snap[ent]) return tdc_error(-EIO, "internal: no snapshot of entry %u", ent);
-    ssize_t k = vol_read_locked(c->v, &c->rd, c->snap[ent], off, dst, n);
+    /* A file kept as archived: its entry in the old archive. */
+    vnode kept = {.mode = S_IFREG, .ent = c->src[ent]};
+    if (!c->snap[ent] && c->src[ent] < 0)
+        return tdc_error(-EIO, "internal: no content for entry %u", ent);
+    if (!c->snap[ent]) kept.size = c->old->ents[c->src[ent]].size;
+    ssize_t k = vol_read_locked(c->v, &c->rd, c->snap[ent] ? c->snap[ent] : &kept, off, dst, n);
     if (k < 0) return (int)k;
     return (size_t)k == n ? 0 : tdc_error(-EIO, "file changed size while compacting");
 }

@@ -86,6 +86,37 @@ same_view() {
     done
 }
 
+@test "killed late in a compaction with a change made meanwhile: the change survives, between the two renames too" {
+    local step
+    mkdir "$S/w"
+    cp "$S/a.tdc" "$S/a.tdc.journal" "$S/w/"
+    "$TESTBIN/compactstep" "$S/w/a.tdc" 0 write
+    "$TESTBIN/voldump" "$S/w/a.tdc" >"$S/want2" 2>/dev/null
+    ! diff -q "$BATS_FILE_TMPDIR/want" "$S/want2"
+    for step in 3 4 5; do
+        rm -f "$S"/a.tdc*
+        cp "$BATS_FILE_TMPDIR/a.tdc" "$BATS_FILE_TMPDIR/a.tdc.journal" "$S/"
+        run "$TESTBIN/compactstep" "$S/a.tdc" "$step" write-crash
+        [ "$status" -eq 42 ] || { echo "step $step: status $status: $output"; false; }
+        if [ "$step" -eq 4 ]; then
+            # The archive is renamed, the journal is not: the change is in the next journal,
+            # which a read-only open reads where it lies.
+            [ -e "$S/a.tdc.journal.next" ]
+            ! cmp -s "$S/a.tdc" "$BATS_FILE_TMPDIR/a.tdc"
+        fi
+        "$TESTBIN/voldump" "$S/a.tdc" >"$S/got" 2>/dev/null
+        diff "$S/want2" "$S/got" || { echo "step $step: the tree changed"; false; }
+        # A writable open puts the next journal in place, and compacts.
+        run "$TESTBIN/compactstep" "$S/a.tdc" 0 none
+        [ "$status" -eq 0 ] || { echo "step $step: recompaction: $output"; false; }
+        [ ! -e "$S/a.tdc.journal.next" ]
+        [ "$(temps)" -eq 0 ]
+        "$TESTBIN/voldump" "$S/a.tdc" >"$S/got" 2>/dev/null
+        diff "$S/want2" "$S/got"
+        [ "$("$TADOC" verify "$S/a.tdc" | grep -c 'journal:')" -eq 0 ]
+    done
+}
+
 @test "a failure after each step before the rename leaves archive and journal unchanged and no temporary file" {
     local step
     for step in 1 2 3; do

@@ -1,0 +1,177 @@
+/* writelat: random changes made the same way to a directory of a mount and to a model
+ * directory, timing every call on the mount, to show how long a change can wait (for a
+ * compaction, say).
+ *
+ *   writelat MOUNTDIR MODELDIR SECONDS [SEED]
+ *
+ * For SECONDS, on files f0 .. f15 (created as needed) of both directories: appends of 1 to
+ * 16 KiB of generated text (words of a fixed vocabulary, so that a compaction has real work),
+ * overwrites of up to 4 KiB inside a file, truncations, fsyncs, and renames of a file over
+ * another. Prints one line:
+ *   "calls N max_ms X p99_ms Y slowest CALL bytes B"
+ * where the times are of the mount's calls (open, write, pwrite, ftruncate, fsync, close,
+ * rename), and B the bytes written. Exit 1 with a message when a call fails on either side. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NFILES 16
+#define NWORDS 4096
+#define MAXCALLS (1 << 22)
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static char words[NWORDS][12];
+static double *lat;
+static size_t ncalls;
+static double worst;
+static const char *worst_call = "none";
+
+/* Time one call on the mount: its result, which must not be negative. */
+#define TIMED(name, call)                                                                     \
+    ({                                                                                        \
+        double t0_ = now_ms();                                                                \
+        long r_ = (long)(call);                                                               \
+        double d_ = now_ms() - t0_;                                                           \
+        if (ncalls < MAXCALLS) lat[ncalls++] = d_;                                            \
+        if (d_ > worst) worst = d_, worst_call = name;                                        \
+        if (r_ < 0) die(name, "mount");                                                       \
+        r_;                                                                                   \
+    })
+
+static void die(const char *call, const char *side)
+{
+    fprintf(stderr, "writelat: %s on the %s: %s\n", call, side, strerror(errno));
+    exit(1);
+}
+
+static void model(long r, const char *call)
+{
+    if (r < 0) die(call, "model");
+}
+
+/* n bytes of text: words and spaces, a newline now and then. */
+static void text(uint64_t *s, char *out, size_t n)
+{
+    size_t k = 0;
+    while (k < n) {
+        const char *w = words[rnd(s) % NWORDS];
+        size_t l = strlen(w);
+        for (size_t i = 0; i < l && k < n; i++)
+            out[k++] = w[i];
+        if (k < n) out[k++] = rnd(s) % 12 ? ' ' : '\n';
+    }
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || argc > 5) {
+        fprintf(stderr, "usage: writelat MOUNTDIR MODELDIR SECONDS [SEED]\n");
+        return 2;
+    }
+    const char *dir[2] = {argv[1], argv[2]};
+    double end = now_ms() + atof(argv[3]) * 1e3;
+    uint64_t s = argc > 4 ? strtoull(argv[4], NULL, 10) * 2654435761u + 1 : 1;
+    if (!(lat = malloc(MAXCALLS * sizeof *lat))) return 2;
+    for (int w = 0; w < NWORDS; w++) {
+        int l = 2 + (int)(rnd(&s) % 9);
+        for (int i = 0; i < l; i++)
+            words[w][i] = (char)('a' + rnd(&s) % 26);
+        words[w][l] = 0;
+    }
+    static char buf[16384];
+    char p[2][4096], q[2][4096];
+    uint64_t size[NFILES] = {0}, bytes = 0;
+    while (now_ms() < end) {
+        int f = (int)(rnd(&s) % NFILES), op = (int)(rnd(&s) % 100);
+        for (int d = 0; d < 2; d++)
+            snprintf(p[d], sizeof p[d], "%s/f%d", dir[d], f);
+        if (op < 60 || !size[f]) { /* append */
+            size_t n = 1024 + rnd(&s) % 15361;
+            text(&s, buf, n);
+            for (int d = 0; d < 2; d++) {
+                int fd = d ? open(p[d], O_WRONLY | O_CREAT | O_APPEND, 0644)
+                           : (int)TIMED("open", open(p[d], O_WRONLY | O_CREAT | O_APPEND, 0644));
+                if (d) model(fd, "open");
+                if (d) model(write(fd, buf, n) == (ssize_t)n ? 0 : -1, "write");
+                else if (TIMED("write", write(fd, buf, n)) != (long)n) die("write", "mount");
+                if (d) model(close(fd), "close");
+                else TIMED("close", close(fd));
+            }
+            size[f] += n;
+            bytes += n;
+        } else if (op < 80) { /* overwrite inside */
+            size_t n = 1 + rnd(&s) % 4096;
+            uint64_t off = rnd(&s) % size[f];
+            text(&s, buf, n);
+            for (int d = 0; d < 2; d++) {
+                int fd = d ? open(p[d], O_WRONLY) : (int)TIMED("open", open(p[d], O_WRONLY));
+                if (d) model(fd, "open");
+                if (d) model(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n ? 0 : -1, "pwrite");
+                else if (TIMED("pwrite", pwrite(fd, buf, n, (off_t)off)) != (long)n)
+                    die("pwrite", "mount");
+                if (d) model(close(fd), "close");
+                else TIMED("close", close(fd));
+            }
+            if (off + n > size[f]) size[f] = off + n;
+            bytes += n;
+        } else if (op < 85) { /* truncate */
+            uint64_t to = rnd(&s) % (size[f] + 1);
+            for (int d = 0; d < 2; d++) {
+                if (d) model(truncate(p[d], (off_t)to), "truncate");
+                else TIMED("truncate", truncate(p[d], (off_t)to));
+            }
+            size[f] = to;
+        } else if (op < 95) { /* fsync */
+            for (int d = 0; d < 2; d++) {
+                int fd = d ? open(p[d], O_WRONLY) : (int)TIMED("open", open(p[d], O_WRONLY));
+                if (d) model(fd, "open");
+                if (d) model(fsync(fd), "fsync");
+                else TIMED("fsync", fsync(fd));
+                if (d) model(close(fd), "close");
+                else TIMED("close", close(fd));
+            }
+        } else { /* rename over another file */
+            int g = (int)(rnd(&s) % NFILES);
+            if (g == f) continue;
+            for (int d = 0; d < 2; d++) {
+                snprintf(q[d], sizeof q[d], "%s/f%d", dir[d], g);
+                if (d) model(rename(p[d], q[d]), "rename");
+                else TIMED("rename", rename(p[d], q[d]));
+            }
+            size[g] = size[f];
+            size[f] = 0;
+        }
+    }
+    qsort(lat, ncalls, sizeof *lat, cmp);
+    double p99 = ncalls ? lat[ncalls * 99 / 100] : 0;
+    printf("calls %zu max_ms %.1f p99_ms %.2f slowest %s bytes %llu\n", ncalls, worst, p99,
+           worst_call, (unsigned long long)bytes);
+    free(lat);
+    return 0;
+}
