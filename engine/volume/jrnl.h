@@ -14,7 +14,7 @@
  *
  * Not thread-safe: the owner serialises appends, flushes and reads (reads may run
  * concurrently with each other but not with an append or flush). jrnl_sync may run
- * concurrently with appends, flushes and reads, but not with jrnl_reset or jrnl_close. */
+ * concurrently with appends, flushes and reads, but not with jrnl_next_commit or jrnl_close. */
 #ifndef TDC_JRNL_H
 #define TDC_JRNL_H
 
@@ -97,9 +97,10 @@ typedef struct jrnl_stats {
  * bound to `id` is the journal: a compaction stopped between its two renames (it is renamed
  * into place when `writable`, and read where it lies otherwise); a next journal bound to
  * anything else is removed when `writable`. A journal of the archive `prev_id` was folded in
- * by such a compaction: it is discarded (replaced with an empty one when writable). A journal of any other archive, or with a
- * damaged header, is refused with -EBADMSG and a message; nothing is changed. When
- * `writable`, a dropped tail is cut off so new records follow the last good one. */
+ * by such a compaction: it is discarded (replaced with an empty one when writable). A
+ * journal of any other archive, or with a damaged header, is refused with -EBADMSG and a
+ * message; nothing is changed. When `writable`, a dropped tail is cut off so new records
+ * follow the last good one. */
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out);
 

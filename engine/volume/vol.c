@@ -463,7 +463,7 @@ static int replay_one(void *ctx, const jrnl_rec *r)
 static int commit(vol *v, uint32_t type, const buf *head, const void *data, size_t dn)
 {
     if (!v->o.writable) return -EROFS;
-    if (v->broken) return tdc_error(-EIO, "the journal could not be restarted after compaction");
+    if (v->broken) return tdc_error(-EIO, "changes are refused after an earlier failure; remount");
     uint64_t doff;
     int rc = jrnl_append(v->j, type, head->p, head->n, data, dn, &doff);
     if (rc) return rc;
@@ -666,7 +666,8 @@ void vol_model_free(vol *w)
 static void *background(void *p);
 
 /* Remove temporary files a killed writer left beside the archive (ARCHIVE.tmpXXXXXX from a
- * compaction, ARCHIVE.journal.tmpXXXXXX from a journal restart). Only the lock holder may. */
+ * compaction, ARCHIVE.journal.tmpXXXXXX from the creation of an empty journal; jrnl_open
+ * deals with ARCHIVE.journal.next). Only the lock holder may. */
 static void remove_stale_temps(const char *archive)
 {
     char *copy = strdup(archive);

@@ -68,7 +68,7 @@ enum vol_step {
     VOL_STEP_WRITTEN,   /* ... in a temporary file beside the old one, fsynced */
     VOL_STEP_CHECKED,   /* ... reopened by the reader and checked (vol_compact) */
     VOL_STEP_RENAMED,   /* ... renamed over the old archive */
-    VOL_STEP_RESET,     /* the journal restarted, empty, bound to the new archive */
+    VOL_STEP_RESET,     /* the journal replaced by the next one, bound to the new archive */
 };
 
 #define VOL_LEVEL_DEFAULT 9
@@ -221,14 +221,18 @@ typedef struct vol_compact_stats {
     double check_read_s; /* of check_s: reading those files back (the rest: open and index) */
 } vol_compact_stats;
 
-/* Fold the journal into a new archive and restart the journal. The new archive is written
+/* Fold the journal into a new archive, whose journal then holds only what was written
+ * while the compaction ran. The new archive is written
  * to a temporary file, fsynced, reopened and checked by the reader (every section, the file
  * table against the build, and content against its hash: every file's, or, shard by shard,
  * that of every file not left unchanged in shards copied as stored) and only then renamed
  * over the old one. A
  * failure before the rename removes the temporary file and leaves the old archive, the
- * journal and the vol as they were (still writable); vol_compact_error tells why. Reads go
- * on meanwhile; changes wait. An archive with a damaged shard is not compacted (-EBADMSG). */
+ * journal and the vol as they were (still writable); vol_compact_error tells why. Reads and
+ * changes go on meanwhile: the build works from a snapshot, and the records written since
+ * it go to the new archive's journal; changes wait only while the snapshot is taken and the
+ * files are renamed. One compaction runs at a time. An archive with a damaged shard is not
+ * compacted (-EBADMSG). */
 int vol_compact(vol *v, vol_compact_stats *st);
 
 /* Why the last compaction failed (its message), or "" when it succeeded or none ran. */
@@ -284,7 +288,7 @@ int64_t vol_clean_entry(vol *v, uint64_t ino);
 /* A read-only archive showing directory or file `ino` as it is now, for analytics: the
  * archive itself when nothing below `ino` changed since it was written (held steady until
  * vol_view_close), otherwise an in-memory recompression of the current state (changes wait
- * while it is built; its cost follows the edited data plus a pass over the grammar). `ent`
+ * while its snapshot is taken; its cost follows the edited data plus a pass over the grammar). `ent`
  * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). A snapshot
  * of an archive with a file in a damaged shard fails (-EBADMSG naming it). Under a memory
  * budget (vol_opts.mem), before anything loaded the whole archive, the view of an unchanged

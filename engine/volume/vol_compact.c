@@ -1,17 +1,25 @@
-/* vol_compact: fold a vol's journal into a new archive and switch to it.
+/* vol_compact: fold a vol's journal into a new archive and switch to it, while reads and
+ * changes go on.
  *
- * Order of durable steps, so a crash or failure at any point leaves either the old archive
- * with its journal or the new archive with an empty one: (1) the new archive, which records
- * the old one's identity as prev_id, is written to a temporary file beside the old one and
- * fsynced (arc_write_tmp); (2) the temporary file is opened by the reader a mount uses
- * (arc_open: every section and reference, the file table) and indexed, its file table is
- * compared with the build, and content is extracted and checked against its hash: every
- * file's, except, in a compaction shard by shard, the files the tables show unchanged in
- * shards copied as stored (check_new); any failure so far removes the temporary file and
- * leaves the old archive, its journal and the mount as they were; (3) the temporary file is
- * renamed over the old archive (arc_commit); (4) the journal is replaced by an empty one
- * bound to the new archive. A crash between (3) and (4) leaves a journal bound to prev_id,
- * which jrnl_open recognises as already folded in and discards. */
+ * With changes held for a moment, the journal is flushed and the model copied (the tree, and
+ * each edited file's piece table, whose pieces point at bytes that no longer change): the
+ * snapshot. Then, without locks, in this order of durable steps, so a crash or failure at any
+ * point leaves either the old archive with its journal or the new archive with a journal
+ * holding what was written since the snapshot: (1) the new archive, which records the old
+ * one's identity as prev_id, is built from the snapshot and written to a temporary file
+ * beside the old one and fsynced (arc_write_tmp); (2) the temporary file is opened by the
+ * reader a mount uses (arc_open: every section and reference, the file table) and indexed,
+ * its file table is compared with the build, and content is extracted and checked against
+ * its hash: every file's, except, in a compaction shard by shard, the files the tables show
+ * unchanged in shards copied as stored (check_new); any failure so far removes the temporary
+ * file and leaves the old archive, its journal and the mount as they were; (3) the records
+ * written since the snapshot are copied into the next journal (jrnl_next, bound to the new
+ * archive) and replayed into a model of the new archive, the last of them with changes held,
+ * and the next journal is fsynced; (4) the temporary file is renamed over the old archive
+ * (arc_commit); (5) the next journal is renamed over the journal, and the vol switches to the
+ * new archive, journal and model. A crash between (4) and (5) leaves a journal bound to
+ * prev_id beside a next journal bound to the new archive, which jrnl_open takes as the
+ * journal. */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -57,7 +57,7 @@ struct vol {
     uint64_t dirty_files;
     uint64_t compactions;
     int replaying;
-    int broken; /* a change could not be applied or the journal not restarted */
+    int broken; /* a logged change could not be applied: changes are refused */
     int lockfd;
     pthread_t th;
     pthread_mutex_t tlock;

@@ -45,29 +45,30 @@ static double *lat;
 static size_t ncalls;
 static double worst;
 static const char *worst_call = "none";
+static const char *side[2] = {"mount", "model"};
 
-/* Time one call on the mount: its result, which must not be negative. */
-#define TIMED(name, call)                                                                     \
-    ({                                                                                        \
-        double t0_ = now_ms();                                                                \
-        long r_ = (long)(call);                                                               \
-        double d_ = now_ms() - t0_;                                                           \
-        if (ncalls < MAXCALLS) lat[ncalls++] = d_;                                            \
-        if (d_ > worst) worst = d_, worst_call = name;                                        \
-        if (r_ < 0) die(name, "mount");                                                       \
-        r_;                                                                                   \
-    })
-
-static void die(const char *call, const char *side)
+static void die(const char *call, int d)
 {
-    fprintf(stderr, "writelat: %s on the %s: %s\n", call, side, strerror(errno));
+    fprintf(stderr, "writelat: %s on the %s: %s\n", call, side[d], strerror(errno));
     exit(1);
 }
 
-static void model(long r, const char *call)
+/* The end of a call on side d started at t0 (the mount's are timed): its result r, which
+ * must not be negative. */
+static long done(int d, const char *name, double t0, long r)
 {
-    if (r < 0) die(call, "model");
+    double ms = now_ms() - t0;
+    if (d == 0 && ncalls < MAXCALLS) lat[ncalls++] = ms;
+    if (d == 0 && ms > worst) worst = ms, worst_call = name;
+    if (r < 0) die(name, d);
+    return r;
 }
+
+#define CALL(d, name, expr)                                                                        \
+    ({                                                                                             \
+        double t0_ = now_ms();                                                                     \
+        done(d, name, t0_, (long)(expr));                                                          \
+    })
 
 /* n bytes of text: words and spaces, a newline now and then. */
 static void text(uint64_t *s, char *out, size_t n)
@@ -115,13 +116,9 @@ int main(int argc, char **argv)
             size_t n = 1024 + rnd(&s) % 15361;
             text(&s, buf, n);
             for (int d = 0; d < 2; d++) {
-                int fd = d ? open(p[d], O_WRONLY | O_CREAT | O_APPEND, 0644)
-                           : (int)TIMED("open", open(p[d], O_WRONLY | O_CREAT | O_APPEND, 0644));
-                if (d) model(fd, "open");
-                if (d) model(write(fd, buf, n) == (ssize_t)n ? 0 : -1, "write");
-                else if (TIMED("write", write(fd, buf, n)) != (long)n) die("write", "mount");
-                if (d) model(close(fd), "close");
-                else TIMED("close", close(fd));
+                int fd = (int)CALL(d, "open", open(p[d], O_WRONLY | O_CREAT | O_APPEND, 0644));
+                if (CALL(d, "write", write(fd, buf, n)) != (long)n) die("write", d);
+                CALL(d, "close", close(fd));
             }
             size[f] += n;
             bytes += n;
@@ -130,39 +127,29 @@ int main(int argc, char **argv)
             uint64_t off = rnd(&s) % size[f];
             text(&s, buf, n);
             for (int d = 0; d < 2; d++) {
-                int fd = d ? open(p[d], O_WRONLY) : (int)TIMED("open", open(p[d], O_WRONLY));
-                if (d) model(fd, "open");
-                if (d) model(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n ? 0 : -1, "pwrite");
-                else if (TIMED("pwrite", pwrite(fd, buf, n, (off_t)off)) != (long)n)
-                    die("pwrite", "mount");
-                if (d) model(close(fd), "close");
-                else TIMED("close", close(fd));
+                int fd = (int)CALL(d, "open", open(p[d], O_WRONLY));
+                if (CALL(d, "pwrite", pwrite(fd, buf, n, (off_t)off)) != (long)n) die("pwrite", d);
+                CALL(d, "close", close(fd));
             }
             if (off + n > size[f]) size[f] = off + n;
             bytes += n;
         } else if (op < 85) { /* truncate */
             uint64_t to = rnd(&s) % (size[f] + 1);
-            for (int d = 0; d < 2; d++) {
-                if (d) model(truncate(p[d], (off_t)to), "truncate");
-                else TIMED("truncate", truncate(p[d], (off_t)to));
-            }
+            for (int d = 0; d < 2; d++)
+                CALL(d, "truncate", truncate(p[d], (off_t)to));
             size[f] = to;
         } else if (op < 95) { /* fsync */
             for (int d = 0; d < 2; d++) {
-                int fd = d ? open(p[d], O_WRONLY) : (int)TIMED("open", open(p[d], O_WRONLY));
-                if (d) model(fd, "open");
-                if (d) model(fsync(fd), "fsync");
-                else TIMED("fsync", fsync(fd));
-                if (d) model(close(fd), "close");
-                else TIMED("close", close(fd));
+                int fd = (int)CALL(d, "open", open(p[d], O_WRONLY));
+                CALL(d, "fsync", fsync(fd));
+                CALL(d, "close", close(fd));
             }
         } else { /* rename over another file */
             int g = (int)(rnd(&s) % NFILES);
             if (g == f) continue;
             for (int d = 0; d < 2; d++) {
                 snprintf(q[d], sizeof q[d], "%s/f%d", dir[d], g);
-                if (d) model(rename(p[d], q[d]), "rename");
-                else TIMED("rename", rename(p[d], q[d]));
+                CALL(d, "rename", rename(p[d], q[d]));
             }
             size[g] = size[f];
             size[f] = 0;
