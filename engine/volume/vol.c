@@ -645,15 +645,16 @@ void vol_model_swap(vol *v, vol *w)
             free_node(w, n);
         }
     }
-    free_model(v);
+    vnode **nodes = v->nodes;
+    uint64_t cap = v->cap, ninodes = v->ninodes;
     v->nodes = w->nodes;
     v->cap = w->cap;
     v->ninodes = w->ninodes;
     v->next_ino = w->next_ino > v->next_ino ? w->next_ino : v->next_ino;
     v->dirty_files = w->dirty_files;
-    w->nodes = NULL;
-    w->cap = w->ninodes = 0;
-    vol_model_free(w);
+    w->nodes = nodes;
+    w->cap = cap;
+    w->ninodes = ninodes;
 }
 
 void vol_model_free(vol *w)

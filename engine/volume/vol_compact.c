@@ -461,6 +461,7 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
     pthread_rwlock_unlock(&v->alock);
+    vol_model_free(w); /* the old model */
     backend_release(v->o.be, oa); /* its copy on the GPU, if any */
     idx_free(ox);
     arc_free(oa);

@@ -148,8 +148,9 @@ int vol_model_replay(void *w, const jrnl_rec *r);
 /* 0 when every inode open in v's model is in w (so open handles carry over), else -EBUSY. */
 int vol_model_check(const vol *v, const vol *w);
 
-/* v's model becomes w's, which is freed: open counts carry over by inode number, and inodes
- * left with neither names nor open handles go. Caller holds the write lock. */
+/* v's model and w's trade places: open counts carry over by inode number, and inodes left
+ * with neither names nor open handles go. Caller holds the write lock; w, holding the old
+ * model, is freed after it lets go. */
 void vol_model_swap(vol *v, vol *w);
 void vol_model_free(vol *w);
 
