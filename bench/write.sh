@@ -296,7 +296,7 @@ if [ "$DEFAULT_MB" -gt 0 ]; then
     echo "With the default \`compact_threshold\` (${def:-?}, from \`tadocfs --help\`), archive on disk: \`dd bs=1M"
     echo "count=$DEFAULT_MB conv=fsync\` of the same text took ${R[def_s]} s ($(rate $((DEFAULT_MB << 20)) "${R[def_s]}") MB/s; without"
     echo "background compaction: ${R[seqw_s,tdisk]} s for ${SIZE_MB} MiB). ${R[def_comp]} compactions had finished when it returned"
-    echo "(each recompresses every edited file whole and holds all changes until it ends), with"
+    echo "(each recompresses every edited file whole; writes go on meanwhile), with"
     echo "$(mb "${R[def_j]}") MB left in the journal; the unmount after the read-back then took ${R[def_umount]} s (it waits"
     echo "for a compaction in progress), leaving a $(mb "${R[def_asize]}") MB archive and a $(mb "${R[def_jend]}") MB journal;"
     echo "daemon peak RSS before the unmount ${R[def_rss]} MB."
