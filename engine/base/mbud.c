@@ -96,6 +96,19 @@ void mbud_take(mbud *b, uint64_t bytes, int wait)
     pthread_mutex_unlock(&b->lock);
 }
 
+int mbud_try(mbud *b, uint64_t bytes)
+{
+    pthread_mutex_lock(&b->lock);
+    int ok = 0;
+    if (b->serving == b->next_ticket) { /* no one waits, so none is passed */
+        reclaim(b, excess(b, bytes));
+        ok = !excess(b, bytes) && b->serving == b->next_ticket;
+        if (ok) grant(b, bytes);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return ok;
+}
+
 void mbud_give(mbud *b, uint64_t bytes)
 {
     pthread_mutex_lock(&b->lock);

@@ -30,6 +30,10 @@ void mbud_set_reclaim(mbud *b, mbud_reclaim_fn fn, void *arg);
  * once. */
 void mbud_take(mbud *b, uint64_t bytes, int wait);
 
+/* Take `bytes` only if they fit now, after the reclaimer had its chance, and no one waits
+ * (work that can be skipped, such as reading ahead): 1 if taken, else 0. */
+int mbud_try(mbud *b, uint64_t bytes);
+
 /* Give back `bytes` taken earlier; waiters whose bytes now fit go on. */
 void mbud_give(mbud *b, uint64_t bytes);
 

@@ -789,9 +789,12 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     }
     if (o->writable) remove_stale_temps(archive);
     if ((rc = arc_open_meta(archive, &v->a))) goto fail;
-    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1 &&
-        arc_mem_estimate(v->a) > o->mem_auto)
+    /* By default reads go by shard (a cold read of the whole tree decodes each shard once,
+     * reading ahead), and what fits loads whole when an analytic needs it. */
+    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1) {
         v->o.mem = o->mem_auto;
+        v->whole_on_demand = arc_mem_estimate(v->a) <= o->mem_auto;
+    }
     if (v->o.mem && (rc = vol_spans_budget(v))) goto fail;
     /* The file table the spans load from, copied now rather than read again at the first
      * read (when the copy cannot be made, that first read opens it). */
@@ -1507,6 +1510,7 @@ void vol_get_info(vol *v, vol_info *in)
     in->span_loads = v->span_loads;
     in->span_hits = v->span_hits;
     in->span_evictions = v->span_evictions;
+    in->span_ahead = v->span_ahead;
     in->spans = v->nspans;
     in->span_bytes = v->span_bytes;
     in->budget = v->o.mem;

@@ -50,9 +50,12 @@ typedef struct vol_opts {
                      used dropped, loads waiting for room). What needs the whole archive
                      (compaction, analytics of edited directories) still loads it, and the
                      budget holds no more after. 0: none, or mem_auto's choice */
-    uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem when the
-                          archive loaded whole would need more (arc_mem_estimate) and is of
-                          several shards; 0: always load it whole */
+    uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem for an
+                          archive of several shards. Reads then always go by shard; where the
+                          archive loaded whole fits this budget (arc_mem_estimate) the first
+                          analytic loads it whole, after which reads and analytics use it, and
+                          else analytics go shard by shard. 0: load it whole in the
+                          background from the start */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
     /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`
@@ -253,6 +256,7 @@ typedef struct vol_info {
      * or under vol_opts.mem), the shard spans loaded for them, found kept, and dropped to
      * make room, and the spans kept now and their bytes. */
     uint64_t early_reads, span_loads, span_hits, span_evictions, spans, span_bytes;
+    uint64_t span_ahead; /* of the loads: spans read ahead for a reader going in shard order */
     uint64_t budget; /* the budget reads keep their spans within (vol_opts.mem), or 0 */
     /* Under a budget: what spans and analytics shard by shard hold of it now and at most, how
      * many loads waited for room, and how many were let over it (vol_budget). */

@@ -85,7 +85,10 @@ struct vol {
     uint64_t span_bytes; /* what they occupy */
     arc *smeta;          /* a copy of the file table the spans load from (freed by vol_close) */
     int spans_done;      /* the whole archive is loaded: no more spans */
-    uint64_t span_loads, span_hits, span_evictions;
+    uint64_t span_loads, span_hits, span_evictions, span_ahead;
+    uint32_t seq_next; /* the shard after the last one a read loaded: loads from there go on
+                        * in order, and read ahead */
+    int reading_ahead; /* a read-ahead thread runs (vol_spans_drop waits for it) */
     struct vol_loading {
         uint32_t first, last;
         uint64_t gen;
@@ -94,6 +97,8 @@ struct vol {
     uint64_t span_gen; /* bumped when a compaction puts a new archive's file table in smeta */
     pthread_cond_t spcond; /* a decoding ended */
     mbud *bud; /* the budget (o.mem) spans and analytics shard by shard share, or NULL */
+    int whole_on_demand; /* a budget mem_auto chose for an archive that fits it loaded whole:
+                          * analytics load it whole rather than going shard by shard */
     uint64_t early_reads; /* reads served from spans (atomic) */
 };
 

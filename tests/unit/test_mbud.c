@@ -128,6 +128,24 @@ static void test_reclaim(void **state)
     assert_int_equal(c.kept, 0);
     assert_int_equal(st.used, 100);
     mbud_give(c.b, 100);
+    /* A try takes only what fits once the reclaimer dropped what it could, and never waits:
+     * with 50 held by a user and 40 kept, 10 fit as they are, 30 once the kept units go, and
+     * 20 more do not fit at all. */
+    mbud_take(c.b, 50, 1);
+    for (int i = 0; i < 2; i++) {
+        mbud_take(c.b, c.unit, 1);
+        c.kept += c.unit;
+    }
+    assert_int_equal(mbud_try(c.b, 10), 1);
+    assert_int_equal(c.kept, 40);
+    assert_int_equal(mbud_try(c.b, 30), 1);
+    assert_int_equal(c.kept, 0);
+    assert_int_equal(mbud_try(c.b, 20), 0);
+    mbud_get_stats(c.b, &st);
+    assert_int_equal(st.used, 90);
+    mbud_give(c.b, 90);
+    mbud_get_stats(c.b, &st);
+    assert_int_equal(st.used, 0);
     mbud_free(c.b);
 }
 
