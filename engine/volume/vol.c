@@ -940,6 +940,7 @@ void vol_close(vol *v)
     if (v->cth_joinable) pthread_join(v->cth, NULL);
     __atomic_store_n(&v->closing, 1, __ATOMIC_RELAXED); /* a cache still building stops */
     if (v->loader_running) pthread_join(v->loader, NULL);
+    vol_spans_drop(v); /* and a read-ahead ends */
     jrnl_close(v->j);
     free_model(v);
     idx_free(v->x);
@@ -951,7 +952,6 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->cplock);
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
-    vol_spans_drop(v);
     mbud_free(v->bud);
     arc_free(v->smeta);
     pthread_mutex_destroy(&v->splock);

@@ -204,7 +204,7 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
  * now, and without a reference: it is kept for the reads to come). */
 enum { GET_NOW, GET_WAIT, GET_AHEAD };
 
-static void read_ahead(vol *v, uint32_t k, uint64_t gen);
+static void read_ahead(vol *v, const vol_span *s, uint32_t c);
 
 /* Span [first, last] of file table generation `gen`, found kept or loaded now, with a
  * reference for the caller (none when reading ahead). At most VOL_SPAN_LOADS spans are
@@ -213,7 +213,8 @@ static void read_ahead(vol *v, uint32_t k, uint64_t gen);
  * shard of its last one, or its first use of a span read ahead, starts reading the next
  * shard ahead. Called with v->splock held; returns without it. NULL when the spans are
  * dropped, the generation changed, the load failed, or when reading ahead. */
-static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen, int how)
+static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen, int how,
+                            uint32_t c)
 {
     vol_span *s = NULL;
     uint64_t took = 0; /* of the budget, for the load */
@@ -231,6 +232,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
             push_front(v, s);
             chain = s->ahead;
             s->ahead = 0;
+            if (chain) v->seq_next = last + 1;
             break;
         }
         int same = 0;
@@ -266,7 +268,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
     if (s || slot < 0 || v->spans_done || v->span_gen != gen) {
         pthread_mutex_unlock(&v->splock);
         if (took) mbud_give(v->bud, took);
-        if (chain) read_ahead(v, last + 1, gen);
+        if (chain) read_ahead(v, s, c);
         return s;
     }
     /* The file table stays while the slot is busy (vol_spans_reset waits for it). */
@@ -311,7 +313,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
         span_put(v, s); /* kept (listed) for the reads to come, or freed */
         return NULL;
     }
-    if (chain) read_ahead(v, last + 1, gen);
+    if (chain) read_ahead(v, s, c);
     return s;
 }
 
@@ -336,14 +338,14 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
         pthread_mutex_unlock(&v->splock);
         return held;
     }
-    return span_range(v, first, last, v->span_gen, wait ? GET_WAIT : GET_NOW);
+    return span_range(v, first, last, v->span_gen, wait ? GET_WAIT : GET_NOW, *content);
 }
 
 /* ---------------- reading ahead ---------------- */
 
 typedef struct ahead_job {
     vol *v;
-    uint32_t k;
+    uint32_t first, last;
     uint64_t gen;
 } ahead_job;
 
@@ -352,7 +354,7 @@ static void *ahead_main(void *arg)
     ahead_job *j = arg;
     vol *v = j->v;
     pthread_mutex_lock(&v->splock);
-    span_range(v, j->k, j->k, j->gen, GET_AHEAD);
+    span_range(v, j->first, j->last, j->gen, GET_AHEAD, 0);
     pthread_mutex_lock(&v->splock);
     v->reading_ahead = 0;
     pthread_cond_broadcast(&v->spcond);
@@ -361,16 +363,23 @@ static void *ahead_main(void *arg)
     return NULL;
 }
 
-/* Decode shard k as a span in the background, for a reader going through the shards in
- * order: one at a time, under a budget only, and only where the shard exists. */
-static void read_ahead(vol *v, uint32_t k, uint64_t gen)
+/* For a reader going through the shards in order, which has just loaded or first used span
+ * s for entry c: decode in the background the span of the next file after c that lies
+ * elsewhere (entry order is shard order), one at a time and under a budget only. */
+static void read_ahead(vol *v, const vol_span *s, uint32_t c)
 {
     ahead_job *j = malloc(sizeof *j);
     if (!j) return;
-    *j = (ahead_job){v, k, gen};
     pthread_mutex_lock(&v->splock);
-    int go = v->bud && !v->reading_ahead && !v->spans_done && gen == v->span_gen && v->smeta &&
-             k < v->smeta->nshards;
+    const arc *m = v->smeta;
+    int go = v->bud && !v->reading_ahead && !v->spans_done && s->gen == v->span_gen && m, found = 0;
+    for (uint32_t e = c + 1, h; go && !found && e < m->nents; e++)
+        if (m->ents[e].type == ARC_REG && m->ents[e].root_len &&
+            !span_of(v, e, &h, &j->first, &j->last))
+            found = j->first != s->first || j->last != s->last;
+    go = go && found;
+    j->v = v;
+    j->gen = s->gen;
     pthread_t th;
     pthread_attr_t at;
     if (go && !pthread_attr_init(&at)) {

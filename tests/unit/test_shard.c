@@ -370,8 +370,10 @@ static void test_reads_under_a_budget(void **state)
         vol_get_info(v, &in);
         assert_int_equal(in.early_reads, reads);
         assert_true(in.span_bytes <= o.mem || in.spans == 1); /* one span larger than it */
-        if (pass == 0) { /* everything kept: three spans, each loaded once */
+        if (pass == 0) { /* everything kept: three spans, each loaded once (read ahead
+                          * or by a read) */
             assert_int_equal(in.span_loads, 3);
+            assert_true(in.span_ahead <= 2); /* "big"'s span and the next, read in order */
             assert_int_equal(in.spans, 3);
             assert_int_equal(in.span_evictions, 0);
             one = in.span_bytes; /* the next pass has room for all but one byte of them */
@@ -388,8 +390,9 @@ static void test_reads_under_a_budget(void **state)
     arc_free(a);
 }
 
-/* Without mem, a lazy open takes mem_auto as its budget only when the archive loaded whole
- * would need more (arc_mem_estimate, which errs high: it is above what the load holds). */
+/* Without mem, a lazy open of an archive of several shards takes mem_auto as its budget;
+ * analytics load it whole only when it fits (arc_mem_estimate, which errs high: it is above
+ * what the load holds), and else go shard by shard over the file table. */
 static void test_default_budget(void **state)
 {
     (void)state;
@@ -407,7 +410,14 @@ static void test_default_budget(void **state)
         assert_int_equal(vol_open(sharded, &o, &v, NULL), 0);
         assert_int_equal(vol_start(v), 0);
         vol_get_info(v, &in);
-        assert_int_equal(in.budget, pass ? est - 1 : 0);
+        assert_int_equal(in.budget, pass ? est - 1 : est);
+        vol_view w;
+        assert_int_equal(vol_view_open(v, 1, 0, &w), 0);
+        assert_int_equal(w.a->pending, pass); /* the file table alone, or loaded whole */
+        assert_int_equal(w.x != NULL, !pass);
+        vol_view_close(&w);
+        vol_get_info(v, &in);
+        assert_int_equal(in.whole, !pass);
         vol_close(v);
     }
 }
