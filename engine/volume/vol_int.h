@@ -13,6 +13,9 @@
  * which the budget does not count, so their number is bounded; two keep a reader busy while
  * the next span decodes. */
 #define VOL_SPAN_LOADS 2
+/* Spans decoded ahead at once for a reader going through the shards in order, at most: one
+ * per CPU but the reader's, up to this. */
+#define VOL_AHEAD_MAX 8
 
 typedef struct vdent {
     char *name;
@@ -88,12 +91,14 @@ struct vol {
     uint64_t span_loads, span_hits, span_evictions, span_ahead;
     uint32_t seq_next; /* the shard after the last one a read loaded: loads from there go on
                         * in order, and read ahead */
-    int reading_ahead; /* a read-ahead thread runs (vol_spans_drop waits for it) */
+    int reading_ahead; /* read-ahead threads running (vol_spans_drop waits for them) */
+    int ahead_max;     /* how many may run: VOL_AHEAD_MAX, or fewer on fewer CPUs */
     struct vol_loading {
         uint32_t first, last;
         uint64_t gen;
-        int busy;
-    } loading[VOL_SPAN_LOADS]; /* spans being decoded, which their readers wait for */
+        int busy, ahead;
+    } loading[VOL_SPAN_LOADS + VOL_AHEAD_MAX]; /* spans being decoded (for reads, or ahead),
+                                                * which their readers wait for */
     uint64_t span_gen; /* bumped when a compaction puts a new archive's file table in smeta */
     pthread_cond_t spcond; /* a decoding ended */
     mbud *bud; /* the budget (o.mem) spans and analytics shard by shard share, or NULL */

@@ -9,10 +9,14 @@
  * until it is freed, whether kept or only serving reads, so the reads in flight count too; a
  * read that needs room waits for it where it holds nothing (vol_span_hold), and the least
  * recently used spans no read holds are dropped to make it. Once the whole archive is loaded
- * the spans are dropped, each freed by its last reader. */
+ * the spans are dropped, each freed by its last reader. Each span keeps its short rules
+ * expanded, so reads copy them whole. Under a budget, a reader going through the shards in
+ * order has the spans of the next files decoded ahead, each by a thread of its own (one per
+ * CPU but the reader's, at most VOL_AHEAD_MAX), where the budget has room for them now. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "vol_int.h"
 #include "../base/err.h"
@@ -117,6 +121,8 @@ static void reclaim_spans(void *arg, uint64_t need)
 
 int vol_spans_budget(vol *v)
 {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    v->ahead_max = cpus > VOL_AHEAD_MAX ? VOL_AHEAD_MAX : cpus > 2 ? (int)cpus - 1 : 1;
     if (!(v->bud = mbud_new(v->o.mem))) return -ENOMEM;
     mbud_set_reclaim(v->bud, reclaim_spans, v);
     return 0;
@@ -208,8 +214,8 @@ static void read_ahead(vol *v, const vol_span *s, uint32_t c);
 
 /* Span [first, last] of file table generation `gen`, found kept or loaded now, with a
  * reference for the caller (none when reading ahead). At most VOL_SPAN_LOADS spans are
- * decoded at once, and a span another reader is decoding is waited for rather than decoded
- * twice. Under a budget a load takes its estimate first. A reader's load that follows on the
+ * decoded at once for reads and v->ahead_max ahead, and a span being decoded is waited for
+ * rather than decoded twice. Under a budget a load takes its estimate first. A reader's load that follows on the
  * shard of its last one, or its first use of a span read ahead, starts reading the next
  * shard ahead. Called with v->splock held; returns without it. NULL when the spans are
  * dropped, the generation changed, the load failed, or when reading ahead. */
@@ -235,14 +241,17 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
             if (chain) v->seq_next = last + 1;
             break;
         }
-        int same = 0;
-        for (int i = 0; i < VOL_SPAN_LOADS; i++) {
+        int same = 0, busy[2] = {0, 0}; /* loads for reads, loads ahead */
+        for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
             const struct vol_loading *l = &v->loading[i];
             if (!l->busy)
                 slot = i;
             else if (l->first == first && l->last == last && l->gen == v->span_gen)
                 same = 1;
+            busy[l->ahead] += l->busy;
         }
+        if (busy[how == GET_AHEAD] >= (how == GET_AHEAD ? v->ahead_max : VOL_SPAN_LOADS))
+            slot = -1; /* as many of its kind as may run */
         if (how == GET_AHEAD && (same || slot < 0)) { /* being decoded, or no slot free */
             slot = -1;
             break;
@@ -273,7 +282,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
     }
     /* The file table stays while the slot is busy (vol_spans_reset waits for it). */
     const arc *meta = v->smeta;
-    v->loading[slot] = (struct vol_loading){first, last, gen, 1};
+    v->loading[slot] = (struct vol_loading){first, last, gen, 1, how == GET_AHEAD};
     if (how != GET_AHEAD) { /* reading in shard order */
         chain = v->bud && first == v->seq_next;
         v->seq_next = last + 1;
@@ -356,39 +365,63 @@ static void *ahead_main(void *arg)
     pthread_mutex_lock(&v->splock);
     span_range(v, j->first, j->last, j->gen, GET_AHEAD, 0);
     pthread_mutex_lock(&v->splock);
-    v->reading_ahead = 0;
+    v->reading_ahead--;
     pthread_cond_broadcast(&v->spcond);
     pthread_mutex_unlock(&v->splock);
     free(j);
     return NULL;
 }
 
-/* For a reader going through the shards in order, which has just loaded or first used span
- * s for entry c: decode in the background the span of the next file after c that lies
- * elsewhere (entry order is shard order), one at a time and under a budget only. */
-static void read_ahead(vol *v, const vol_span *s, uint32_t c)
+/* Whether span [first, last] is kept or being decoded. v->splock held. */
+static int span_there(vol *v, uint32_t first, uint32_t last)
+{
+    if (find_span(v, first, last)) return 1;
+    for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
+        const struct vol_loading *l = &v->loading[i];
+        if (l->busy && l->first == first && l->last == last && l->gen == v->span_gen) return 1;
+    }
+    return 0;
+}
+
+/* Start a thread reading span [first, last] ahead. v->splock held. */
+static void ahead_start(vol *v, uint32_t first, uint32_t last, uint64_t gen)
 {
     ahead_job *j = malloc(sizeof *j);
-    if (!j) return;
-    pthread_mutex_lock(&v->splock);
-    const arc *m = v->smeta;
-    int go = v->bud && !v->reading_ahead && !v->spans_done && s->gen == v->span_gen && m, found = 0;
-    for (uint32_t e = c + 1, h; go && !found && e < m->nents; e++)
-        if (m->ents[e].type == ARC_REG && m->ents[e].root_len &&
-            !span_of(v, e, &h, &j->first, &j->last))
-            found = j->first != s->first || j->last != s->last;
-    go = go && found;
-    j->v = v;
-    j->gen = s->gen;
     pthread_t th;
     pthread_attr_t at;
-    if (go && !pthread_attr_init(&at)) {
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        v->reading_ahead = go = !pthread_create(&th, &at, ahead_main, j);
-        pthread_attr_destroy(&at);
+    if (!j || pthread_attr_init(&at)) {
+        free(j);
+        return;
+    }
+    *j = (ahead_job){v, first, last, gen};
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, ahead_main, j))
+        free(j);
+    else
+        v->reading_ahead++;
+    pthread_attr_destroy(&at);
+}
+
+/* For a reader going through the shards in order, which has just loaded or first used span
+ * s for entry c: decode in the background the spans of the files after c that lie elsewhere
+ * (entry order is shard order), the next v->ahead_max of them, each in a thread of its own,
+ * under a budget only. */
+static void read_ahead(vol *v, const vol_span *s, uint32_t c)
+{
+    pthread_mutex_lock(&v->splock);
+    const arc *m = v->smeta;
+    uint32_t pf = s->first, pl = s->last, seen = 0;
+    int go = v->bud && !v->spans_done && s->gen == v->span_gen && m;
+    for (uint32_t e = c + 1, h, f, l; go && seen < (uint32_t)v->ahead_max && e < m->nents; e++) {
+        if (m->ents[e].type != ARC_REG || !m->ents[e].root_len || span_of(v, e, &h, &f, &l) ||
+            (f == pf && l == pl) || (f == s->first && l == s->last))
+            continue;
+        pf = f;
+        pl = l;
+        seen++;
+        if (v->reading_ahead < v->ahead_max && !span_there(v, f, l)) ahead_start(v, f, l, s->gen);
     }
     pthread_mutex_unlock(&v->splock);
-    if (!go) free(j);
 }
 
 /* The span's entry of v->a's entry c, or -1. */
@@ -484,7 +517,7 @@ void vol_spans_reset(vol *v, arc *smeta)
     v->smeta = smeta;
     v->span_gen++;
     v->spans_done = 0;
-    for (int i = 0; i < VOL_SPAN_LOADS; i++) /* loads from the old file table end first */
+    for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) /* loads of the old table end */
         while (v->loading[i].busy && v->loading[i].gen != v->span_gen)
             pthread_cond_wait(&v->spcond, &v->splock);
     pthread_mutex_unlock(&v->splock);
