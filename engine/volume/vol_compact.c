@@ -381,6 +381,8 @@ static int carry_tail(vol *v, jrnl_next *jn, vol *w)
         vol_unlock(v);
         if (upto - jn->from < TAIL_HELD) break;
         rc = jrnl_next_copy(v->j, jn, upto, vol_model_replay, w);
+        /* synced now, so that the sync with changes held has only the last records to do */
+        if (!rc) rc = jrnl_next_sync(jn);
     }
     return rc;
 }
