@@ -91,7 +91,9 @@ struct vol {
     uint64_t span_loads, span_hits, span_evictions, span_ahead;
     uint32_t seq_next; /* the shard after the last one a read loaded: loads from there go on
                         * in order, and read ahead */
-    int reading_ahead; /* read-ahead threads running (vol_spans_drop waits for them) */
+    int reading_ahead; /* read-ahead threads running */
+    int span_jobs;     /* background threads of the spans, read-ahead or expanding short
+                        * rules (vol_spans_drop waits for them) */
     int ahead_max;     /* how many may run: VOL_AHEAD_MAX, or fewer on fewer CPUs */
     struct vol_loading {
         uint32_t first, last;

@@ -38,6 +38,7 @@ struct vol_span {
                        are never matched or kept */
     int refs;       /* readers using it, plus one while listed */
     int ahead;      /* read ahead and not used by a read yet */
+    uint64_t flat;  /* bytes for its short rules expanded */
     struct vol_span *prev, *next;
 };
 
@@ -137,8 +138,16 @@ static uint64_t span_estimate(const arc *meta, uint32_t first, uint32_t last)
     return n;
 }
 
-/* Span [first, last] loaded from the file table `meta`: its arc, index and size. */
-static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, vol_span **out)
+/* What span s occupies. */
+static uint64_t span_bytes(const vol_span *s)
+{
+    return sizeof *s + arc_mem(s->a) + idx_mem(s->x) + (uint64_t)s->nids * sizeof *s->ids;
+}
+
+/* Span [first, last] loaded from the file table `meta`: its arc, index and size; with
+ * `flat`, its short rules expanded too (else flat_later does it once a read is served). */
+static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, int flat,
+                     vol_span **out)
 {
     vol_span *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
@@ -152,12 +161,13 @@ static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, vol
     }
     /* Short rules kept expanded, in an eighth of the span's content: reads then copy them
      * whole instead of descending token by token, about three times faster, for a build that
-     * costs a fraction of the decoding. Without memory for it (-ENOMEM), reads descend. */
+     * costs a fifth of the decoding. Without memory for it (-ENOMEM), reads descend. */
     uint64_t content = 0, cap = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
     for (uint32_t k = first; k <= last; k++)
         content += meta->shards[k].bytes;
-    (void)idx_build_flat(s->x, content / 8 < cap ? content / 8 : cap, NULL);
-    s->bytes = sizeof *s + arc_mem(s->a) + idx_mem(s->x) + (uint64_t)s->nids * sizeof *s->ids;
+    s->flat = content / 8 < cap ? content / 8 : cap;
+    if (flat) (void)idx_build_flat(s->x, s->flat, NULL);
+    s->bytes = span_bytes(s);
     *out = s;
     return 0;
 }
@@ -211,14 +221,15 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
 enum { GET_NOW, GET_WAIT, GET_AHEAD };
 
 static void read_ahead(vol *v, const vol_span *s, uint32_t c);
+static void flat_later(vol *v, vol_span *s);
 
 /* Span [first, last] of file table generation `gen`, found kept or loaded now, with a
  * reference for the caller (none when reading ahead). At most VOL_SPAN_LOADS spans are
  * decoded at once for reads and v->ahead_max ahead, and a span being decoded is waited for
- * rather than decoded twice. Under a budget a load takes its estimate first. A reader's load that follows on the
- * shard of its last one, or its first use of a span read ahead, starts reading the next
- * shard ahead. Called with v->splock held; returns without it. NULL when the spans are
- * dropped, the generation changed, the load failed, or when reading ahead. */
+ * rather than decoded twice. Under a budget a load takes its estimate first. A reader's load
+ * that follows on the shard of its last one, or its first use of a span read ahead, starts
+ * reading the next spans ahead. Called with v->splock held; returns without it. NULL when
+ * the spans are dropped, the generation changed, the load failed, or when reading ahead. */
 static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen, int how,
                             uint32_t c)
 {
@@ -288,7 +299,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
         v->seq_next = last + 1;
     }
     pthread_mutex_unlock(&v->splock);
-    int rc = span_load(v, meta, first, last, &s);
+    int rc = span_load(v, meta, first, last, how == GET_AHEAD, &s);
     if (!rc) s->gen = gen;
     if (v->bud) { /* the estimate, the larger, allows for the allocator's share */
         uint64_t keep = rc ? 0 : took > s->bytes ? took : s->bytes;
@@ -322,6 +333,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
         span_put(v, s); /* kept (listed) for the reads to come, or freed */
         return NULL;
     }
+    flat_later(v, s);
     if (chain) read_ahead(v, s, c);
     return s;
 }
@@ -350,7 +362,29 @@ static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content
     return span_range(v, first, last, v->span_gen, wait ? GET_WAIT : GET_NOW, *content);
 }
 
-/* ---------------- reading ahead ---------------- */
+/* ---------------- in the background: reading ahead, expanding short rules ------------- */
+
+/* Start a detached thread running fn(arg), counted in v->span_jobs. v->splock held. */
+static int job_start(vol *v, void *(*fn)(void *), void *arg)
+{
+    pthread_t th;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at)) return -1;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &at, fn, arg);
+    pthread_attr_destroy(&at);
+    if (!rc) v->span_jobs++;
+    return rc ? -1 : 0;
+}
+
+/* The end of a job job_start started. */
+static void job_end(vol *v)
+{
+    pthread_mutex_lock(&v->splock);
+    v->span_jobs--;
+    pthread_cond_broadcast(&v->spcond);
+    pthread_mutex_unlock(&v->splock);
+}
 
 typedef struct ahead_job {
     vol *v;
@@ -366,10 +400,51 @@ static void *ahead_main(void *arg)
     span_range(v, j->first, j->last, j->gen, GET_AHEAD, 0);
     pthread_mutex_lock(&v->splock);
     v->reading_ahead--;
-    pthread_cond_broadcast(&v->spcond);
     pthread_mutex_unlock(&v->splock);
     free(j);
+    job_end(v);
     return NULL;
+}
+
+typedef struct flat_job {
+    vol *v;
+    vol_span *s; /* a reference held until done */
+} flat_job;
+
+/* Expand span s's short rules while reads go on (they take the cache once published), then
+ * count what it occupies now, in the budget too. */
+static void *flat_main(void *arg)
+{
+    flat_job *j = arg;
+    vol *v = j->v;
+    vol_span *s = j->s;
+    free(j);
+    (void)idx_build_flat(s->x, s->flat, &v->closing);
+    pthread_mutex_lock(&v->splock);
+    uint64_t now = span_bytes(s), was = s->taken;
+    if (s->prev || v->spans == s) v->span_bytes += now - s->bytes;
+    s->bytes = now;
+    if (v->bud && now > was) s->taken = now;
+    pthread_mutex_unlock(&v->splock);
+    if (v->bud && now > was) mbud_resize(v->bud, was, now);
+    span_put(v, s);
+    job_end(v);
+    return NULL;
+}
+
+/* Expand the short rules of span s, which a read just loaded, in the background: the first
+ * byte does not wait for it. */
+static void flat_later(vol *v, vol_span *s)
+{
+    flat_job *j = malloc(sizeof *j);
+    if (!j) return;
+    *j = (flat_job){v, s};
+    pthread_mutex_lock(&v->splock);
+    s->refs++;
+    int rc = v->spans_done ? -1 : job_start(v, flat_main, j);
+    if (rc) s->refs--;
+    pthread_mutex_unlock(&v->splock);
+    if (rc) free(j);
 }
 
 /* Whether span [first, last] is kept or being decoded. v->splock held. */
@@ -387,19 +462,12 @@ static int span_there(vol *v, uint32_t first, uint32_t last)
 static void ahead_start(vol *v, uint32_t first, uint32_t last, uint64_t gen)
 {
     ahead_job *j = malloc(sizeof *j);
-    pthread_t th;
-    pthread_attr_t at;
-    if (!j || pthread_attr_init(&at)) {
-        free(j);
-        return;
-    }
+    if (!j) return;
     *j = (ahead_job){v, first, last, gen};
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, ahead_main, j))
+    if (job_start(v, ahead_main, j))
         free(j);
     else
         v->reading_ahead++;
-    pthread_attr_destroy(&at);
 }
 
 /* For a reader going through the shards in order, which has just loaded or first used span
@@ -529,7 +597,7 @@ void vol_spans_drop(vol *v)
 {
     pthread_mutex_lock(&v->splock);
     v->spans_done = 1;
-    while (v->reading_ahead) /* it uses v */
+    while (v->span_jobs) /* they use v */
         pthread_cond_wait(&v->spcond, &v->splock);
     vol_span *s = unlist_all(v);
     pthread_mutex_unlock(&v->splock);
