@@ -131,6 +131,40 @@ static int zero_tail(jrnl *j, uint64_t off, uint64_t size)
     return 1;
 }
 
+/* The record at offset `off` of j's file, which ends at `size`, read whole into b: NULL when
+ * it is whole, intact, of a known type and numbered `seq`, else why not; *rc is set (and
+ * NULL returned) when the file cannot be read or memory runs out. */
+static const char *read_rec(const jrnl *j, uint64_t off, uint64_t size, uint64_t seq, buf *b,
+                            int *rc)
+{
+    unsigned char h[JRNL_REC_BODY];
+    *rc = 0;
+    if (size - off < JRNL_REC_OVERHEAD) return "torn record header";
+    if ((*rc = fio_read_at(j->fd, h, sizeof h, off, j->path))) return NULL;
+    uint32_t len = le32(h + JRNL_REC_LEN), type = le32(h + JRNL_REC_TYPE);
+    if (len > JRNL_MAX_BODY) return "impossible record length";
+    if (len + (uint64_t)JRNL_REC_OVERHEAD > size - off) return "torn record";
+    b->n = 0;
+    if (buf_reserve(b, len + JRNL_REC_OVERHEAD)) {
+        *rc = tdc_error(-ENOMEM, "journal: out of memory");
+        return NULL;
+    }
+    if ((*rc = fio_read_at(j->fd, b->p, len + JRNL_REC_OVERHEAD, off, j->path))) return NULL;
+    b->n = len + JRNL_REC_OVERHEAD;
+    if (rec_sum(b->p, len) != le64(b->p + JRNL_REC_BODY + len)) return "checksum mismatch";
+    if (le64(h + JRNL_REC_SEQ) != seq) return "sequence gap";
+    if (type == 0 || type >= JR_NTYPES) return "unknown record type";
+    return NULL;
+}
+
+/* The record read whole in b, as given to a jrnl_apply_fn: `off` is where it starts. */
+static jrnl_rec rec_of(const buf *b, uint64_t off)
+{
+    uint32_t len = le32(b->p + JRNL_REC_LEN);
+    return (jrnl_rec){le32(b->p + JRNL_REC_TYPE), len, le64(b->p + JRNL_REC_SEQ),
+                      off + JRNL_REC_BODY, b->p + JRNL_REC_BODY};
+}
+
 /* Replay records from JRNL_HDR to the end of the file; sets *end to the end of the last good
  * record. */
 static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stats *st,
@@ -141,42 +175,18 @@ static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stat
     int rc = 0;
     *end = off;
     while (off < size) {
-        unsigned char h[JRNL_REC_BODY];
-        const char *why = NULL;
-        if (size - off < JRNL_REC_OVERHEAD) {
-            why = "torn record header";
-        } else if ((rc = fio_read_at(j->fd, h, sizeof h, off, j->path))) {
-            break;
-        } else {
-            uint32_t len = le32(h + JRNL_REC_LEN), type = le32(h + JRNL_REC_TYPE);
-            uint64_t seq = le64(h + JRNL_REC_SEQ);
-            if (len > JRNL_MAX_BODY || len + (uint64_t)JRNL_REC_OVERHEAD > size - off) {
-                why = len > JRNL_MAX_BODY ? "impossible record length" : "torn record";
-            } else {
-                b.n = 0;
-                if (buf_reserve(&b, len + JRNL_REC_OVERHEAD)) {
-                    rc = tdc_error(-ENOMEM, "journal replay: out of memory");
-                    break;
-                }
-                if ((rc = fio_read_at(j->fd, b.p, len + JRNL_REC_OVERHEAD, off, j->path))) break;
-                if (rec_sum(b.p, len) != le64(b.p + JRNL_REC_BODY + len))
-                    why = "checksum mismatch";
-                else if (seq != j->seq + 1)
-                    why = "sequence gap";
-                else if (type == 0 || type >= JR_NTYPES)
-                    why = "unknown record type";
-                if (!why) {
-                    jrnl_rec r = {type, len, seq, off + JRNL_REC_BODY, b.p + JRNL_REC_BODY};
-                    if ((rc = fn(ctx, &r))) break;
-                    j->seq = seq;
-                    st->records++;
-                    off += len + (uint64_t)JRNL_REC_OVERHEAD;
-                    *end = off;
-                    continue;
-                }
-            }
+        const char *why = read_rec(j, off, size, j->seq + 1, &b, &rc);
+        if (rc) break;
+        if (!why) {
+            jrnl_rec r = rec_of(&b, off);
+            if ((rc = fn(ctx, &r))) break;
+            j->seq = r.seq;
+            st->records++;
+            off += b.n;
+            *end = off;
+            continue;
         }
-        if (why && strncmp(why, "torn", 4) && zero_tail(j, off, size))
+        if (strncmp(why, "torn", 4) && zero_tail(j, off, size))
             why = "torn record (zero-filled tail)";
         st->dropped = size - off;
         snprintf(st->why, sizeof st->why, "%s at offset %llu after record %llu", why,
@@ -443,31 +453,19 @@ int jrnl_next_copy(const jrnl *j, jrnl_next *n, uint64_t upto, jrnl_apply_fn fn,
     buf b = {0};
     int rc = 0;
     while (!rc && n->from < upto) {
-        unsigned char h[JRNL_REC_BODY];
-        if ((rc = fio_read_at(j->fd, h, sizeof h, n->from, j->path))) break;
-        uint32_t len = le32(h + JRNL_REC_LEN), type = le32(h + JRNL_REC_TYPE);
-        uint64_t size = len + (uint64_t)JRNL_REC_OVERHEAD;
-        b.n = 0;
-        if (len > JRNL_MAX_BODY || size > upto - n->from) {
-            rc = tdc_error(-EIO, "%s: no record at offset %llu", j->path,
-                           (unsigned long long)n->from);
-        } else if (buf_reserve(&b, size)) {
-            rc = tdc_error(-ENOMEM, "out of memory");
-        } else if (!(rc = fio_read_at(j->fd, b.p, size, n->from, j->path))) {
-            /* Written by this process: a record that does not read back whole is damage. */
-            if (rec_sum(b.p, len) != le64(b.p + JRNL_REC_BODY + len) ||
-                le64(b.p + JRNL_REC_SEQ) != n->seq0 + n->seq + 1)
-                rc = tdc_error(-EIO, "%s: record at offset %llu reads back damaged", j->path,
-                               (unsigned long long)n->from);
-        }
+        /* Written by this process: a record that does not read back whole is damage. */
+        const char *why = read_rec(j, n->from, upto, n->seq0 + n->seq + 1, &b, &rc);
+        if (why)
+            rc = tdc_error(-EIO, "%s: record at offset %llu reads back damaged (%s)", j->path,
+                           (unsigned long long)n->from, why);
         if (rc) break;
         st64(b.p + JRNL_REC_SEQ, n->seq + 1);
         jrnl_rec_seal(b.p);
-        if ((rc = fio_pwrite_all(n->fd, b.p, size, n->size, n->path))) break;
-        jrnl_rec r = {type, len, n->seq + 1, n->size + JRNL_REC_BODY, b.p + JRNL_REC_BODY};
+        if ((rc = fio_pwrite_all(n->fd, b.p, b.n, n->size, n->path))) break;
+        jrnl_rec r = rec_of(&b, n->size);
         if ((rc = fn(ctx, &r))) break;
-        n->size += size;
-        n->from += size;
+        n->size += b.n;
+        n->from += b.n;
         n->seq++;
     }
     buf_free(&b);
