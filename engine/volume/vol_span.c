@@ -53,12 +53,18 @@ static void span_free(vol *v, vol_span *s)
     if (taken) mbud_give(v->bud, taken);
 }
 
+/* Whether s is on the list of kept spans. v->splock held. */
+static int listed(const vol *v, const vol_span *s)
+{
+    return s->prev || v->spans == s;
+}
+
 static void span_put(vol *v, vol_span *s)
 {
     pthread_mutex_lock(&v->splock);
     int last = --s->refs == 0;
     /* A kept span no read holds any more can be dropped for a read waiting for room. */
-    int idle = s->refs == 1 && (s->prev || v->spans == s);
+    int idle = s->refs == 1 && listed(v, s);
     pthread_mutex_unlock(&v->splock);
     if (last) span_free(v, s);
     else if (idle && v->bud) mbud_wake(v->bud);
@@ -215,6 +221,16 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
     return arc_entry_shards(v->smeta, (uint32_t)c, first, last);
 }
 
+/* Whether span [first, last] of the current file table is being decoded. v->splock held. */
+static int being_loaded(const vol *v, uint32_t first, uint32_t last)
+{
+    for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
+        const struct vol_loading *l = &v->loading[i];
+        if (l->busy && l->first == first && l->last == last && l->gen == v->span_gen) return 1;
+    }
+    return 0;
+}
+
 /* How span_range gets a span: for a read, decoding it if need be (waiting for room under a
  * budget, or taking it at once), or reading ahead (only if a slot and the room are free
  * now, and without a reference: it is kept for the reads to come). */
@@ -252,14 +268,10 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
             if (chain) v->seq_next = last + 1;
             break;
         }
-        int same = 0, busy[2] = {0, 0}; /* loads for reads, loads ahead */
+        int same = being_loaded(v, first, last), busy[2] = {0, 0}; /* for reads, ahead */
         for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
-            const struct vol_loading *l = &v->loading[i];
-            if (!l->busy)
-                slot = i;
-            else if (l->first == first && l->last == last && l->gen == v->span_gen)
-                same = 1;
-            busy[l->ahead] += l->busy;
+            if (!v->loading[i].busy) slot = i;
+            busy[v->loading[i].ahead] += v->loading[i].busy;
         }
         if (busy[how == GET_AHEAD] >= (how == GET_AHEAD ? v->ahead_max : VOL_SPAN_LOADS))
             slot = -1; /* as many of its kind as may run */
@@ -327,13 +339,14 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
             v->span_bytes += s->bytes;
         }
     }
+    int kept = listed(v, s);
     pthread_mutex_unlock(&v->splock);
     put_all(v, gone);
     if (how == GET_AHEAD) {
         span_put(v, s); /* kept (listed) for the reads to come, or freed */
         return NULL;
     }
-    flat_later(v, s);
+    if (kept) flat_later(v, s); /* not for a span that serves this read only */
     if (chain) read_ahead(v, s, c);
     return s;
 }
@@ -377,11 +390,12 @@ static int job_start(vol *v, void *(*fn)(void *), void *arg)
     return rc ? -1 : 0;
 }
 
-/* The end of a job job_start started. */
-static void job_end(vol *v)
+/* The end of a job job_start started (`ahead`: a read-ahead). */
+static void job_end(vol *v, int ahead)
 {
     pthread_mutex_lock(&v->splock);
     v->span_jobs--;
+    v->reading_ahead -= ahead;
     pthread_cond_broadcast(&v->spcond);
     pthread_mutex_unlock(&v->splock);
 }
@@ -398,11 +412,8 @@ static void *ahead_main(void *arg)
     vol *v = j->v;
     pthread_mutex_lock(&v->splock);
     span_range(v, j->first, j->last, j->gen, GET_AHEAD, 0);
-    pthread_mutex_lock(&v->splock);
-    v->reading_ahead--;
-    pthread_mutex_unlock(&v->splock);
     free(j);
-    job_end(v);
+    job_end(v, 1);
     return NULL;
 }
 
@@ -422,13 +433,13 @@ static void *flat_main(void *arg)
     (void)idx_build_flat(s->x, s->flat, &v->closing);
     pthread_mutex_lock(&v->splock);
     uint64_t now = span_bytes(s), was = s->taken;
-    if (s->prev || v->spans == s) v->span_bytes += now - s->bytes;
+    if (listed(v, s)) v->span_bytes += now - s->bytes;
     s->bytes = now;
     if (v->bud && now > was) s->taken = now;
     pthread_mutex_unlock(&v->splock);
     if (v->bud && now > was) mbud_resize(v->bud, was, now);
     span_put(v, s);
-    job_end(v);
+    job_end(v, 0);
     return NULL;
 }
 
@@ -445,17 +456,6 @@ static void flat_later(vol *v, vol_span *s)
     if (rc) s->refs--;
     pthread_mutex_unlock(&v->splock);
     if (rc) free(j);
-}
-
-/* Whether span [first, last] is kept or being decoded. v->splock held. */
-static int span_there(vol *v, uint32_t first, uint32_t last)
-{
-    if (find_span(v, first, last)) return 1;
-    for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
-        const struct vol_loading *l = &v->loading[i];
-        if (l->busy && l->first == first && l->last == last && l->gen == v->span_gen) return 1;
-    }
-    return 0;
 }
 
 /* Start a thread reading span [first, last] ahead. v->splock held. */
@@ -487,7 +487,8 @@ static void read_ahead(vol *v, const vol_span *s, uint32_t c)
         pf = f;
         pl = l;
         seen++;
-        if (v->reading_ahead < v->ahead_max && !span_there(v, f, l)) ahead_start(v, f, l, s->gen);
+        if (v->reading_ahead < v->ahead_max && !find_span(v, f, l) && !being_loaded(v, f, l))
+            ahead_start(v, f, l, s->gen);
     }
     pthread_mutex_unlock(&v->splock);
 }
