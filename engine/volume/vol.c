@@ -451,7 +451,7 @@ static int apply(vol *v, uint32_t type, const unsigned char *body, size_t have, 
     return BAD("unknown type");
 }
 
-static int replay_one(void *ctx, const jrnl_rec *r)
+int vol_model_replay(void *ctx, const jrnl_rec *r)
 {
     vol *v = ctx;
     int rc = apply(v, r->type, r->body, r->len, r->len, r->off);
@@ -618,11 +618,6 @@ vol *vol_model_new(const arc *a)
         return NULL;
     }
     return w;
-}
-
-int vol_model_replay(void *w, const jrnl_rec *r)
-{
-    return replay_one(w, r);
 }
 
 int vol_model_check(const vol *v, const vol *w)
@@ -802,7 +797,8 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     if (!o->lazy && (rc = vol_data(v))) goto fail;
     if ((rc = load_archive(v))) goto fail;
     v->replaying = 1;
-    rc = jrnl_open(v->jpath, v->a->id, v->a->prev_id, o->writable, replay_one, v, &st, &v->j);
+    rc = jrnl_open(v->jpath, v->a->id, v->a->prev_id, o->writable, vol_model_replay, v, &st,
+                   &v->j);
     v->replaying = 0;
     if (rc) goto fail;
     /* Inodes whose last name went during replay had no opener to wait for. */

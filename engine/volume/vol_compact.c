@@ -434,12 +434,9 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     }
     /* The new archive is in place: switch to it whatever the test hook says. */
     *after = step_done(v, VOL_STEP_RENAMED, NULL);
-    char *jpath = strdup(jn->path);
-    int jrc = jrnl_next_commit(v->j, jn);
+    int jrc = jrnl_next_commit(v->j, jn); /* its message names the next journal */
     if (jrc && !*after)
-        *after = tdc_error_ctx(jrc, "the archive is replaced, and its journal is %s",
-                               jpath ? jpath : "the .next file beside the journal");
-    free(jpath);
+        *after = tdc_error_ctx(jrc, "the archive is replaced, and its journal stays the next one");
     /* A whole load another caller began meanwhile (vol_data: not under these locks) ends
      * first, since it works on v->a; the switch and the state change under dlock, so that the
      * next load takes the new archive. */

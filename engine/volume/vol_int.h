@@ -152,10 +152,13 @@ vnode *vol_node(const vol *v, uint64_t ino);
 ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, void *dst, size_t n);
 
 /* A model of archive `a`'s tree alone (no journal), for a compaction: the records that came
- * after its snapshot are replayed into it (vol_model_replay, a jrnl_apply_fn), then it takes
- * the place of v's model (vol_model_swap). NULL when out of memory. */
+ * after its snapshot are replayed into it (vol_model_replay), then it takes the place of v's
+ * model (vol_model_swap). NULL when out of memory. */
 vol *vol_model_new(const arc *a);
-int vol_model_replay(void *w, const jrnl_rec *r);
+
+/* Apply one journal record to the model of vol `ctx` (a jrnl_apply_fn: a mount's replay, and
+ * a compaction's replay into vol_model_new's model). */
+int vol_model_replay(void *ctx, const jrnl_rec *r);
 
 /* 0 when every inode open in v's model is in w (so open handles carry over), else -EBUSY. */
 int vol_model_check(const vol *v, const vol *w);
