@@ -1246,31 +1246,32 @@ fail:
     return with_path(rc, path);
 }
 
-/* One shard's grammar being loaded: the dictionary and the root are read and decoded on a
- * second thread beside the rules, which need only the token count, handed over as soon as
- * the dictionary section is expanded. In the kind layout the rules need the whole dictionary
- * (each token's kind) and the root the kinds the rules section starts with: the second thread
- * expands the root's section, waits for those kinds and decodes the root while the rule
- * bodies are decoded. */
+/* One shard's grammar being loaded on three threads: the dictionary on one, the root on
+ * another, the rules on the caller's. The rules need only the token count, handed over as
+ * soon as the dictionary section is expanded. In the kind layout the rules need the whole
+ * dictionary (each token's kind) and the root the kinds the rules section starts with: the
+ * root's thread expands and parses its section meanwhile, then waits for those kinds and
+ * decodes the root while the rule bodies are decoded. */
+typedef struct job_result {
+    int done; /* rc and msg are set */
+    int rc;
+    char msg[512];
+} job_result;
+
 typedef struct side_job {
     const arc *a;
     const arc_secinfo *secs; /* the shard's dictionary, rules and root */
     int kinded;              /* rules and root in the kind layout */
-    int threaded;            /* side_main runs on its own thread */
     dict *dict;
     gram *g;
-    /* kinded, without a thread: the root section, expanded, to decode after the rules */
-    unsigned char *root_raw;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int count_known; /* ntokens is set */
     int dict_known;  /* dict is decoded */
     int kinds_state; /* kinded: 0 not yet read, 1 kinds set, -1 the rules failed before them */
     const syms_kinds *kinds;
-    int done; /* rc and msg are set */
     uint32_t ntokens;
-    int rc;
-    char msg[512];
+    job_result side, root; /* the dictionary's job, the root's */
 } side_job;
 
 /* syms_dec_rules's callback: the kinds the root needs are read. */
@@ -1284,7 +1285,7 @@ static void kinds_known(void *ctx, const syms_kinds *k)
     pthread_mutex_unlock(&j->lock);
 }
 
-/* After the rules: if their kinds never came, say so, so the side job stops waiting. */
+/* After the rules: if their kinds never came, say so, so the root's job stops waiting. */
 static void kinds_settle(side_job *j)
 {
     pthread_mutex_lock(&j->lock);
@@ -1314,7 +1315,7 @@ static void side_publish(side_job *j, uint32_t ntokens, int dict_known)
     pthread_mutex_unlock(&j->lock);
 }
 
-static int side_load(side_job *j)
+static int dict_load(side_job *j)
 {
     const arc *a = j->a;
     unsigned char *raw = NULL;
@@ -1324,42 +1325,53 @@ static int side_load(side_job *j)
     if (!dict_encoded_count(raw, j->secs[0].raw, &nt)) side_publish(j, nt, 0);
     rc = dict_decode(raw, j->secs[0].raw, &j->dict);
     free(raw);
-    raw = NULL;
     if (!rc) side_publish(j, dict_count(j->dict), 1);
-    if (!rc) rc = load_section(a->fd, a->path, &j->secs[2], &raw);
-    if (!rc && j->kinded && !j->threaded) {
-        j->root_raw = raw;
-        return 0;
-    }
-    if (!rc && j->kinded) {
-        const syms_kinds *k = kinds_wait(j);
-        if (k) rc = syms_dec_root(j->g, k, raw, j->secs[2].raw); /* else the rules failed */
-    } else if (!rc) {
-        rc = syms_dec_root(j->g, NULL, raw, j->secs[2].raw);
-    }
-    free(raw);
     return rc;
+}
+
+static int root_load(side_job *j)
+{
+    unsigned char *raw = NULL;
+    syms_root *r = NULL;
+    int rc = load_section(j->a->fd, j->a->path, &j->secs[2], &raw);
+    if (!rc) rc = syms_root_read(raw, j->secs[2].raw, j->kinded, &r);
+    free(raw);
+    const syms_kinds *k = !rc && j->kinded ? kinds_wait(j) : NULL;
+    if (!rc && (k || !j->kinded)) rc = syms_root_decode(j->g, k, r); /* else the rules failed */
+    syms_root_free(r);
+    return rc;
+}
+
+static void job_finish(side_job *j, job_result *res, int rc)
+{
+    pthread_mutex_lock(&j->lock);
+    res->rc = rc;
+    if (rc) snprintf(res->msg, sizeof res->msg, "%s", tdc_errmsg());
+    res->done = 1;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
 }
 
 static void *side_main(void *arg)
 {
     side_job *j = arg;
-    int rc = side_load(j);
-    pthread_mutex_lock(&j->lock);
-    j->rc = rc;
-    if (rc) snprintf(j->msg, sizeof j->msg, "%s", tdc_errmsg());
-    j->done = 1;
-    pthread_cond_broadcast(&j->cond);
-    pthread_mutex_unlock(&j->lock);
+    job_finish(j, &j->side, dict_load(j));
+    return NULL;
+}
+
+static void *root_main(void *arg)
+{
+    side_job *j = arg;
+    job_finish(j, &j->root, root_load(j));
     return NULL;
 }
 
 /* The token count (with the decoded dictionary when the rules are kinded): 0, or -1 once the
- * side job failed before finding what is needed. */
+ * dictionary's job failed before finding what is needed. */
 static int side_wait(side_job *j, uint32_t *ntokens)
 {
     pthread_mutex_lock(&j->lock);
-    while (!(j->kinded ? j->dict_known : j->count_known) && !j->done)
+    while (!(j->kinded ? j->dict_known : j->count_known) && !j->side.done)
         pthread_cond_wait(&j->cond, &j->lock);
     int known = j->kinded ? j->dict_known : j->count_known;
     *ntokens = j->ntokens;
@@ -1367,7 +1379,7 @@ static int side_wait(side_job *j, uint32_t *ntokens)
     return known ? 0 : -1;
 }
 
-/* The rules, decoded and ordered while the side job runs. */
+/* The rules, decoded and ordered while the other jobs run. */
 static int load_rules(side_job *j, syms_kinds **k)
 {
     unsigned char *rules = NULL;
@@ -1389,23 +1401,25 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
     j.kinded = is_kinded(&j.secs[1]);
     pthread_mutex_init(&j.lock, NULL);
     pthread_cond_init(&j.cond, NULL);
-    pthread_t th;
+    pthread_t th[2];
     syms_kinds *kinds = NULL;
-    j.threaded = 1;
-    if (pthread_create(&th, NULL, side_main, &j)) {
-        j.threaded = 0;
-        side_main(&j);
-    }
+    /* A job whose thread cannot start runs here: the dictionary's before the rules (which
+     * wait for it), the root's after them (it waits for their kinds). */
+    int side = !pthread_create(&th[0], NULL, side_main, &j);
+    if (!side) side_main(&j);
+    int root = !pthread_create(&th[1], NULL, root_main, &j);
     int rc = load_rules(&j, &kinds);
-    if (j.threaded) pthread_join(th, NULL);
+    if (!root) root_main(&j);
+    if (side) pthread_join(th[0], NULL);
+    if (root) pthread_join(th[1], NULL);
     pthread_mutex_destroy(&j.lock);
     pthread_cond_destroy(&j.cond);
-    if (!rc && !j.rc && j.root_raw) rc = syms_dec_root(g, kinds, j.root_raw, j.secs[2].raw);
     syms_kinds_free(kinds);
-    free(j.root_raw);
     *d = j.dict;
-    if (j.rc) /* first: without a count the rules were not decoded */
-        rc = tdc_error(j.rc, "%s", j.msg);
+    if (j.side.rc) /* first: without a count the rules were not decoded */
+        rc = tdc_error(j.side.rc, "%s", j.side.msg);
+    else if (!rc && j.root.rc)
+        rc = tdc_error(j.root.rc, "%s", j.root.msg);
     else if (!rc && dict_count(*d) != g->ntokens)
         rc = tdc_error(-EBADMSG, "dictionary: token count changed while decoding");
     else if (!rc && a->version >= 4 &&

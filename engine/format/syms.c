@@ -174,43 +174,61 @@ static int code_body(const syms_kinds *k, const uint32_t *s, uint64_t n, int wan
 /* Decode n symbols of one body from the streams of c, first expected kind `want`. The hot
  * loop of a shard's load, in two passes: the first follows the chain of expected kinds
  * (touching only the small `after` bits) and leaves each symbol's place in out; the second
- * looks the places up, loads that do not depend on each other. */
+ * looks the places up, loads that do not depend on each other. The first pass keeps each
+ * stream's position in a register of its own and branches on the kind, so the processor can
+ * run ahead on its guess of the next kind instead of waiting for each symbol's bit. */
 static int decode_body(const syms_kinds *k, coded *cd, uint32_t *out, uint64_t n, int want,
                        const char *what)
 {
-    const uint32_t *v[2] = {cd->v[0].p, cd->v[1].p}, size[2] = {k->n[0], k->n[1]};
-    const uint32_t base[2] = {0, k->n[0]};
+    const uint32_t *v0 = cd->v[0].p, *v1 = cd->v[1].p, size0 = k->n[0], size1 = k->n[1];
     const uint64_t *after = k->after;
-    size_t at[2] = {cd->at[0], cd->at[1]}, end[2] = {cd->v[0].n, cd->v[1].n};
+    const uint32_t *p0 = v0 + cd->at[0], *p1 = v1 + cd->at[1];
+    const uint32_t *e0 = v0 + cd->v[0].n, *e1 = v1 + cd->v[1].n;
     const char *bad = NULL;
-    for (uint64_t j = 0; j < n; j++) {
-        int c = want;
-        if (at[c] >= end[c]) {
-            bad = "fewer coded symbols than symbols";
-            break;
-        }
-        uint32_t x = v[c][at[c]++];
-        if (x == size[c]) {
-            c = !c;
-            if (at[c] >= end[c]) {
-                bad = "nothing follows an escape";
-                break;
+    uint64_t j = 0;
+    for (; j < n; j++) {
+        uint32_t place;
+        if (!want) {
+            if (p0 == e0) goto short_streams;
+            uint32_t x = *p0++;
+            if (x < size0) {
+                place = x;
+            } else {
+                if (x != size0) goto out_of_range;
+                if (p1 == e1) goto no_escaped;
+                if ((x = *p1++) >= size1) goto out_of_range;
+                place = size0 + x;
             }
-            x = v[c][at[c]++];
+        } else {
+            if (p1 == e1) goto short_streams;
+            uint32_t x = *p1++;
+            if (x < size1) {
+                place = size0 + x;
+            } else {
+                if (x != size1) goto out_of_range;
+                if (p0 == e0) goto no_escaped;
+                if ((x = *p0++) >= size0) goto out_of_range;
+                place = x;
+            }
         }
-        if (x >= size[c]) {
-            bad = "symbol number out of range";
-            break;
-        }
-        uint32_t place = base[c] + x;
         out[j] = place;
         want = (int)(after[place / 64] >> (place % 64) & 1);
     }
-    cd->at[0] = at[0];
-    cd->at[1] = at[1];
+    goto done;
+short_streams:
+    bad = "fewer coded symbols than symbols";
+    goto done;
+no_escaped:
+    bad = "nothing follows an escape";
+    goto done;
+out_of_range:
+    bad = "symbol number out of range";
+done:
+    cd->at[0] = (size_t)(p0 - v0);
+    cd->at[1] = (size_t)(p1 - v1);
     if (bad) return tdc_error(-EBADMSG, "%s: %s", what, bad);
     const uint32_t *mem = k->mem;
-    for (uint64_t j = 0; j < n; j++)
+    for (j = 0; j < n; j++)
         out[j] = mem[out[j]];
     return 0;
 }
@@ -445,23 +463,60 @@ int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, sym
     return rc;
 }
 
+struct syms_root {
+    uint64_t cnt; /* symbols */
+    int kinded;
+    coded c;      /* kind layout: the two streams */
+    vec32 plain;  /* plain layout: the symbols themselves */
+};
+
+void syms_root_free(syms_root *r)
+{
+    if (!r) return;
+    coded_free(&r->c);
+    vec32_free(&r->plain);
+    free(r);
+}
+
+int syms_root_read(const unsigned char *p, size_t n, int kinded, syms_root **out)
+{
+    *out = NULL;
+    syms_root *sr = calloc(1, sizeof *sr);
+    if (!sr) return tdc_error(-ENOMEM, "root: out of memory");
+    sr->kinded = kinded;
+    rd r = {p, p + n};
+    int rc = rd_varint(&r, &sr->cnt) ? tdc_error(-EBADMSG, "root: bad symbol count")
+             : kinded                 ? get_coded(&r, sr->cnt, &sr->c, "root")
+                                      : get_planes(&r, sr->cnt, &sr->plain, "root");
+    if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "root: trailing bytes");
+    if (rc) {
+        syms_root_free(sr);
+        return rc;
+    }
+    *out = sr;
+    return 0;
+}
+
+int syms_root_decode(gram *g, const syms_kinds *k, syms_root *r)
+{
+    if (!r->kinded) {
+        vec32_free(&g->root);
+        g->root = r->plain;
+        memset(&r->plain, 0, sizeof r->plain);
+        return 0;
+    }
+    if (vec32_reserve(&g->root, r->cnt)) return tdc_error(-ENOMEM, "root: out of memory");
+    int rc = decode_body(k, &r->c, g->root.p, r->cnt, 1, "root");
+    if (!rc) g->root.n = r->cnt;
+    if (!rc) rc = coded_used(&r->c, "root");
+    return rc;
+}
+
 int syms_dec_root(gram *g, const syms_kinds *k, const unsigned char *p, size_t n)
 {
-    rd r = {p, p + n};
-    uint64_t cnt;
-    if (rd_varint(&r, &cnt)) return tdc_error(-EBADMSG, "root: bad symbol count");
-    int rc;
-    if (!k) {
-        rc = get_planes(&r, cnt, &g->root, "root");
-    } else {
-        coded c = {0};
-        rc = get_coded(&r, cnt, &c, "root");
-        if (!rc && vec32_reserve(&g->root, cnt)) rc = tdc_error(-ENOMEM, "root: out of memory");
-        if (!rc) rc = decode_body(k, &c, g->root.p, cnt, 1, "root");
-        if (!rc) g->root.n = cnt;
-        if (!rc) rc = coded_used(&c, "root");
-        coded_free(&c);
-    }
-    if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "root: trailing bytes");
+    syms_root *r;
+    int rc = syms_root_read(p, n, k != NULL, &r);
+    if (!rc) rc = syms_root_decode(g, k, r);
+    syms_root_free(r);
     return rc;
 }

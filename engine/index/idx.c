@@ -4,9 +4,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "../base/err.h"
+#include "../base/par.h"
 
 /* The expanded bytes of every rule of at most `max` bytes. Readers take one snapshot of
  * idx.fc per call, so a cache published meanwhile is used from their next call on. */
@@ -303,6 +305,80 @@ static uint16_t *token_lengths(const dict *d, uint32_t ntokens)
     return tl;
 }
 
+/* The length pass over one body (or a piece of the root): its total, and its samples as
+ * offsets from the start of the piece (s: the piece's first sample, or NULL). */
+typedef struct len_piece {
+    const idx *x;
+    const uint16_t *toklen;
+    const uint32_t *b;
+    uint64_t n;
+    uint64_t *s;
+    uint64_t total;
+    int overflow;
+} len_piece;
+
+static void *len_pass(void *arg)
+{
+    len_piece *p = arg;
+    const idx *x = p->x;
+    const uint32_t *b = p->b, nt = x->a->g.ntokens;
+    uint64_t n = p->n, total = 0, *s = p->s;
+    for (uint64_t i = 0; i < n && i < IDX_AHEAD; i++)
+        prefetch_build_len(x, p->toklen, b[i]);
+    for (uint64_t i = 0; i < n; i++) {
+        if (i + IDX_AHEAD < n) prefetch_build_len(x, p->toklen, b[i + IDX_AHEAD]);
+        if (s && i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = total;
+        uint64_t l = b[i] < nt ? p->toklen[b[i]] : x->len[b[i] - nt];
+        if (total + l < total || total + l > ((uint64_t)1 << 62)) {
+            p->overflow = 1;
+            return NULL;
+        }
+        total += l;
+    }
+    p->total = total;
+    return NULL;
+}
+
+/* Root symbols per thread of the root's length pass, at least: fewer are summed faster than
+ * a thread starts. */
+#define ROOT_PIECE ((uint64_t)1 << 16)
+#define ROOT_THREADS 16
+
+/* The length pass over the root, the largest body: its pieces summed on up to one thread
+ * per CPU, each piece's samples then shifted by the bytes of the pieces before it. */
+static int root_lengths(idx *x, const uint16_t *toklen)
+{
+    const gram *g = &x->a->g;
+    uint64_t n = g->root.n, *s = x->samp_at[0] == UINT32_MAX ? NULL : x->samp + x->samp_at[0];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t np = n / ROOT_PIECE;
+    if (np > (uint64_t)cpus) np = cpus > 1 ? (uint64_t)cpus : 1;
+    if (np > ROOT_THREADS) np = ROOT_THREADS;
+    if (np < 1) np = 1;
+    len_piece pc[ROOT_THREADS];
+    /* Pieces start on a sample, so each one's samples are its own. */
+    uint64_t per = (n / np + IDX_SAMPLE - 1) / IDX_SAMPLE * IDX_SAMPLE;
+    for (uint64_t t = 0; t < np; t++) {
+        uint64_t from = t * per < n ? t * per : n;
+        uint64_t to = t + 1 == np || from + per > n ? n : from + per;
+        uint64_t *ps = s ? s + from / IDX_SAMPLE : NULL;
+        pc[t] = (len_piece){x, toklen, g->root.p + from, to - from, ps, 0, 0};
+    }
+    par_run((unsigned)np, len_pass, pc, sizeof pc[0]);
+    uint64_t total = 0;
+    for (uint64_t t = 0; t < np; t++) {
+        uint64_t base = total;
+        if (pc[t].overflow || (total += pc[t].total) < base || total > ((uint64_t)1 << 62))
+            return tdc_error(-EBADMSG, "root: expansion overflows");
+        if (!base || !s) continue;
+        uint64_t first = (uint64_t)(pc[t].s - s), cnt = (pc[t].n + IDX_SAMPLE - 1) / IDX_SAMPLE;
+        for (uint64_t i = 0; i < cnt; i++)
+            s[first + i] += base;
+    }
+    x->len[0] = total;
+    return 0;
+}
+
 int idx_build_base(const arc *a, idx **out)
 {
     const gram *g = &a->g;
@@ -339,26 +415,22 @@ int idx_build_base(const arc *a, idx **out)
     if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
     mem_huge(x->samp, need * sizeof *x->samp);
 
-    /* Children first (g->topo), the root last: one pass computes lengths and samples. */
-    for (uint64_t k = 0; k < nr; k++) {
-        uint32_t r = k + 1 < nr ? g->topo.p[k] : 0;
-        uint64_t n, total = 0;
+    /* Children first (g->topo): one pass computes the rules' lengths and samples; then the
+     * root's. */
+    for (uint64_t k = 0; k + 1 < nr; k++) {
+        uint32_t r = g->topo.p[k];
+        uint64_t n;
         const uint32_t *b = gram_body(g, r, &n);
-        uint64_t *s = x->samp_at[r] == UINT32_MAX ? NULL : x->samp + x->samp_at[r];
-        for (uint64_t i = 0; i < n && i < IDX_AHEAD; i++)
-            prefetch_build_len(x, toklen, b[i]);
-        for (uint64_t i = 0; i < n; i++) {
-            if (i + IDX_AHEAD < n) prefetch_build_len(x, toklen, b[i + IDX_AHEAD]);
-            if (s && i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = total;
-            uint64_t l = b[i] < g->ntokens ? toklen[b[i]] : x->len[b[i] - g->ntokens];
-            if (total + l < total || total + l > ((uint64_t)1 << 62)) {
-                rc = tdc_error(-EBADMSG, "rules: expansion of rule %u overflows", r);
-                goto fail;
-            }
-            total += l;
+        len_piece p = {x, toklen, b, n, NULL, 0, 0};
+        if (x->samp_at[r] != UINT32_MAX) p.s = x->samp + x->samp_at[r];
+        len_pass(&p);
+        if (p.overflow) {
+            rc = tdc_error(-EBADMSG, "rules: expansion of rule %u overflows", r);
+            goto fail;
         }
-        x->len[r] = total;
+        x->len[r] = p.total;
     }
+    if ((rc = root_lengths(x, toklen))) goto fail;
     free(toklen);
     toklen = NULL;
     /* File offsets, and the check that each run expands to the recorded size. */
@@ -398,7 +470,6 @@ void idx_cursor_free(idx_cursor *c)
     idx_cursor_init(c);
 }
 
-/* Index of the symbol of rule r that holds byte o (o < len[r]); *rem gets o's offset in it. */
 /* Index of the symbol of rule r that holds byte o (o < len[r]); *rem gets o's offset in it.
  * The answer is known to lie in symbols [from, to), which for the root is the file's run:
  * searching only its samples keeps a lookup inside a few cache lines of a huge root. */

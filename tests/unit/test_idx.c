@@ -214,10 +214,68 @@ static void test_cache_build_cancelled(void **state)
     free_test_files(a);
 }
 
+/* A root long enough to be summed in pieces on several threads (idx.c's root_lengths): files
+ * of distinct numbers, so that the grammar finds few repeats and the root keeps nearly one
+ * symbol per token. Every file's offset and size come out of the pieces' sums, and reads at
+ * random offsets descend through samples shifted by the pieces before theirs. */
+static void test_long_root(void **state)
+{
+    (void)state;
+    enum { LF = 3, LSIZE = 400000 };
+    char *dir = tu_tmppath("longroot"), *ar = tu_tmppath("longroot.tdc"), path[4096];
+    mkdir(dir, 0755);
+    unsigned char *text[LF];
+    uint64_t seed = 11, n = 0;
+    for (int f = 0; f < LF; f++) {
+        text[f] = malloc(LSIZE + 16);
+        size_t i = 0;
+        while (i < LSIZE) {
+            unsigned long long num = n++ * 7919 % 100000000;
+            i += (size_t)sprintf((char *)text[f] + i, "%08llu%c", num, " \n,"[tu_rand(&seed) % 3]);
+        }
+        snprintf(path, sizeof path, "%s/f%d", dir, f);
+        FILE *fp = fopen(path, "wb");
+        fwrite(text[f], 1, LSIZE, fp);
+        fclose(fp);
+    }
+    pack_opts o = {0};
+    pack_stats st;
+    arc *a;
+    assert_int_equal(pack_dir(dir, ar, &o, &st), 0);
+    assert_int_equal(arc_open(ar, &a), 0);
+    assert_true(a->g.root.n > 4 * 65536);
+    idx *x;
+    assert_int_equal(idx_build_base(a, &x), 0);
+    unsigned char *buf = malloc(LSIZE);
+    for (int f = 0; f < LF; f++) {
+        snprintf(path, sizeof path, "f%d", f);
+        int64_t e = arc_lookup(a, path);
+        assert_true(e > 0);
+        assert_int_equal(idx_run_bytes(x, (uint32_t)e), LSIZE);
+        assert_int_equal(idx_extract(x, (uint32_t)e, 0, buf, LSIZE), LSIZE);
+        assert_memory_equal(buf, text[f], LSIZE);
+        for (int k = 0; k < 2000; k++) {
+            size_t off = tu_rand(&seed) % LSIZE, len = 1 + tu_rand(&seed) % 100;
+            if (len > LSIZE - off) len = LSIZE - off;
+            assert_int_equal(idx_extract(x, (uint32_t)e, off, buf, len), len);
+            assert_memory_equal(buf, text[f] + off, len);
+        }
+        free(text[f]);
+    }
+    free(buf);
+    idx_free(x);
+    arc_free(a);
+    snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
+    assert_int_equal(system(path), 0);
+    free(dir);
+    free(ar);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_extract_all),
                                        cmocka_unit_test(test_cache_published_midway),
-                                       cmocka_unit_test(test_cache_build_cancelled)};
+                                       cmocka_unit_test(test_cache_build_cancelled),
+                                       cmocka_unit_test(test_long_root)};
     return cmocka_run_group_tests_name("idx", tests, NULL, NULL);
 }
