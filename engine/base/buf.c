@@ -124,7 +124,7 @@ int rd_u64(rd *r, uint64_t *x)
     return 0;
 }
 
-int rd_varint(rd *r, uint64_t *x)
+int rd_varint_long(rd *r, uint64_t *x)
 {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {

@@ -64,7 +64,18 @@ typedef struct rd {
 
 int rd_u32(rd *r, uint32_t *x);
 int rd_u64(rd *r, uint64_t *x);
-int rd_varint(rd *r, uint64_t *x);
+int rd_varint_long(rd *r, uint64_t *x);
+
+/* A LEB128 varint: 0, or -EBADMSG when cut short or over 64 bits. Most are one byte, read
+ * here without a call. */
+static inline int rd_varint(rd *r, uint64_t *x)
+{
+    if (r->p < r->end && *r->p < 0x80) {
+        *x = *r->p++;
+        return 0;
+    }
+    return rd_varint_long(r, x);
+}
 int rd_bytes(rd *r, size_t n, const unsigned char **p);
 
 static inline uint32_t le32(const unsigned char *p)

@@ -930,32 +930,24 @@ static int unzstd(const unsigned char *z, size_t zn, uint64_t want, const char *
     return 0;
 }
 
-/* A front-coded dictionary (CODEC_ZSTD_FRONT): the zstd frame, then dict_front_decode back
- * to dict_encode's layout of s->raw bytes. The front coding is never much longer than that
- * layout (three bytes of prefix per token at most, and a token has two bytes at least). */
+/* A front-coded dictionary's zstd frame (CODEC_ZSTD_FRONT), expanded into *out (*n bytes).
+ * The front coding is never much longer than dict_encode's layout of s->raw bytes (three
+ * bytes of prefix per token at most, and a token has two bytes at least). */
 static int unfront(const unsigned char *z, const arc_secinfo *s, const char *name,
-                   unsigned char **out)
+                   unsigned char **out, uint64_t *n)
 {
     unsigned long long fcs = ZSTD_getFrameContentSize(z, s->stored);
     if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs > 3 * s->raw + 16)
         return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
                          name);
-    unsigned char *fc;
-    int rc = unzstd(z, s->stored, fcs, name, &fc);
-    if (rc) return rc;
-    buf b = {0};
-    rc = dict_front_decode(fc, fcs, s->raw, &b);
-    free(fc);
-    if (rc) {
-        buf_free(&b);
-        return rc;
-    }
-    *out = b.p;
-    return 0;
+    *n = fcs;
+    return unzstd(z, s->stored, fcs, name, out);
 }
 
-/* Read, verify and expand one section into a fresh buffer. */
-static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
+/* Read, verify and expand one section into a fresh buffer of *n bytes: its raw bytes, or for
+ * a front-coded dictionary with `front` set, the front coding (dict_front_load's input). */
+static int read_section(int fd, const char *path, const arc_secinfo *s, int front,
+                        unsigned char **out, uint64_t *n)
 {
     const char *name = arc_section_name(s->type);
     unsigned char *st = NULL, *raw = NULL;
@@ -972,14 +964,22 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
         rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
         goto fail;
     }
+    *n = s->raw;
     if (stored_raw) {
         *out = st;
         return 0;
     }
-    if (s->codec == CODEC_ZSTD_FRONT)
-        rc = unfront(st, s, name, &raw);
-    else
+    if (s->codec != CODEC_ZSTD_FRONT) {
         rc = unzstd(st, s->stored, s->raw, name, &raw);
+    } else if (!(rc = unfront(st, s, name, &raw, n)) && !front) {
+        /* back to dict_encode's layout */
+        buf b = {0};
+        rc = dict_front_decode(raw, *n, s->raw, &b);
+        free(raw);
+        raw = b.p;
+        *n = s->raw;
+        if (rc) buf_free(&b);
+    }
     if (rc) goto fail;
     free(st);
     *out = raw;
@@ -987,6 +987,13 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
 fail:
     free(st);
     return rc;
+}
+
+/* Read, verify and expand one section into a fresh buffer of its raw bytes. */
+static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
+{
+    uint64_t n;
+    return read_section(fd, path, s, 0, out, &n);
 }
 
 int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out)
@@ -1315,15 +1322,19 @@ static void side_publish(side_job *j, uint32_t ntokens, int dict_known)
     pthread_mutex_unlock(&j->lock);
 }
 
+/* The dictionary: a front-coded one decoded straight from its front coding. */
 static int dict_load(side_job *j)
 {
     const arc *a = j->a;
+    const arc_secinfo *s = &j->secs[0];
+    int front = s->codec == CODEC_ZSTD_FRONT;
     unsigned char *raw = NULL;
-    int rc = load_section(a->fd, a->path, &j->secs[0], &raw);
+    uint64_t n;
+    int rc = read_section(a->fd, a->path, s, front, &raw, &n);
     if (rc) return rc;
-    uint32_t nt;
-    if (!dict_encoded_count(raw, j->secs[0].raw, &nt)) side_publish(j, nt, 0);
-    rc = dict_decode(raw, j->secs[0].raw, &j->dict);
+    uint32_t nt; /* both layouts start with the count */
+    if (!dict_encoded_count(raw, n, &nt)) side_publish(j, nt, 0);
+    rc = front ? dict_front_load(raw, n, s->raw, &j->dict) : dict_decode(raw, n, &j->dict);
     free(raw);
     if (!rc) side_publish(j, dict_count(j->dict), 1);
     return rc;

@@ -281,37 +281,69 @@ static int front_check_lens(rd *r, uint64_t count, uint64_t *rest_total, uint64_
     return 0;
 }
 
-int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out)
+int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out)
 {
+    *out = NULL;
     rd r = {p, p + n};
     uint64_t count, pre, rest, rest_total, total;
-    if (rd_varint(&r, &count) || count > n)
+    if (rd_varint(&r, &count) || count > n || count > 0x7fffffffu)
         return tdc_error(-EBADMSG, "dictionary: bad token count in the front coding");
     rd lens = r;
     int rc = front_check_lens(&r, count, &rest_total, &total);
     if (rc) return rc;
     const unsigned char *text = r.p;
-    size_t hdr;
+    size_t hdr, lens_len = varint_len(count);
     if ((uint64_t)(r.end - text) != rest_total || front_header_len(count, total, want, &hdr))
         return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
-    size_t base = out->n;
-    /* Room for the varint writes to never move the buffer (blob points into it). */
-    if (buf_reserve(out, want + 16)) return tdc_error(-ENOMEM, "dictionary: out of memory");
-    unsigned char *blob = out->p + base + hdr, *prev = NULL;
-    if (buf_put_varint(out, count)) return -ENOMEM; /* reserved above */
+    dict *d = dict_new();
+    if (!d || vec64_reserve(&d->offs, count) || buf_reserve(&d->blob, total ? total : 1) ||
+        buf_reserve(&d->word, count ? count : 1)) {
+        dict_free(d);
+        return tdc_error(-ENOMEM, "dictionary: out of memory");
+    }
+    unsigned char isword[256];
+    for (int c = 0; c < 256; c++)
+        isword[c] = (unsigned char)tok_is_word_byte((unsigned char)c);
+    unsigned char *blob = d->blob.p, *prev = NULL, *word = d->word.p;
+    uint64_t at = 0, *offs = d->offs.p + 1;
     for (uint64_t i = 0; i < count; i++) {
         rd_varint(&lens, &pre); /* all checked by front_check_lens */
         rd_varint(&lens, &rest);
-        if (out->n + varint_len(pre + rest) > base + hdr || buf_put_varint(out, pre + rest))
-            return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
-        if (pre) memcpy(blob, prev, pre); /* prev ends where blob starts: no overlap */
-        memcpy(blob + pre, text, rest);
+        lens_len += varint_len(pre + rest);
+        if (pre) memcpy(blob + at, prev, pre); /* prev ends where this token starts */
+        memcpy(blob + at + pre, text, rest);
+        /* A token is all word bytes or all separator bytes, else extraction and analytics
+         * would disagree with the tokenizer. A shared prefix comes from the previous token,
+         * checked already and of the same kind (the same first byte): only the rest is new. */
+        unsigned char w = isword[blob[at]];
+        for (uint64_t k = 0; k < rest; k++)
+            if (isword[text[k]] != w) {
+                dict_free(d);
+                return tdc_error(-EBADMSG, "dictionary: token %llu mixes word and separator bytes",
+                                 (unsigned long long)i);
+            }
         text += rest;
-        prev = blob;
-        blob += pre + rest;
+        prev = blob + at;
+        at += pre + rest;
+        offs[i] = at;
+        word[i] = w;
     }
-    if (out->n != base + hdr)
+    if (lens_len != hdr) {
+        dict_free(d);
         return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
-    out->n = base + want;
+    }
+    d->offs.n = count + 1;
+    d->word.n = count;
+    d->blob.n = total;
+    *out = d;
     return 0;
+}
+
+int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out)
+{
+    dict *d;
+    int rc = dict_front_load(p, n, want, &d);
+    if (!rc && dict_encode(d, out)) rc = tdc_error(-ENOMEM, "dictionary: out of memory");
+    dict_free(d);
+    return rc;
 }

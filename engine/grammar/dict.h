@@ -60,9 +60,12 @@ int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count);
  * decoding gives back exactly the bytes that were encoded. dict_front_encode: 0, -EBADMSG
  * on a malformed input, -ENOMEM. dict_front_decode appends the dict_encode layout to `out`
  * and refuses (-EBADMSG, with a message) anything that would not come from
- * dict_front_encode or would not decode to exactly `want` bytes. */
+ * dict_front_encode or would not decode to exactly `want` bytes, or to a dictionary that
+ * dict_decode would refuse. dict_front_load decodes the same straight into a new dictionary
+ * (as dict_decode would give), without the dict_encode layout in between. */
 int dict_front_encode(const unsigned char *p, size_t n, buf *out);
 int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out);
+int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out);
 
 /* Implementation detail exposed for the inline accessor; treat as opaque. */
 struct dict {

@@ -84,6 +84,21 @@ static void front_roundtrip(const buf *enc)
     assert_int_equal(dict_front_decode(fc.p, fc.n, enc->n, &back), 0);
     assert_int_equal(back.n, enc->n);
     assert_memory_equal(back.p, enc->p, enc->n);
+    /* straight into a dictionary: the one dict_decode gives */
+    dict *d, *e;
+    assert_int_equal(dict_front_load(fc.p, fc.n, enc->n, &d), 0);
+    assert_int_equal(dict_decode(enc->p, enc->n, &e), 0);
+    assert_int_equal(dict_count(d), dict_count(e));
+    assert_int_equal(dict_blob_size(d), dict_blob_size(e));
+    for (uint32_t i = 0; i < dict_count(d); i++) {
+        size_t dl, el;
+        const unsigned char *dp = dict_bytes(d, i, &dl), *ep = dict_bytes(e, i, &el);
+        assert_int_equal(dl, el);
+        assert_memory_equal(dp, ep, dl);
+        assert_int_equal(dict_is_word(d, i), dict_is_word(e, i));
+    }
+    dict_free(d);
+    dict_free(e);
     /* the declared size must match exactly */
     back.n = 0;
     assert_int_equal(dict_front_decode(fc.p, fc.n, enc->n + 1, &back), -EBADMSG);
@@ -157,6 +172,16 @@ static void test_front_rejects(void **state)
     const unsigned char empty[] = {1, 0, 0};
     out.n = 0;
     assert_int_equal(dict_front_decode(empty, sizeof empty, 2, &out), -EBADMSG);
+    /* a token mixing word and separator bytes, whole or after a shared prefix: refused as
+     * dict_decode refuses it */
+    const unsigned char mix[] = {1, 0, 2, 'a', ' '}, mixpre[] = {2, 0, 1, 1, 1, 'a', ' '};
+    out.n = 0;
+    assert_int_equal(dict_front_decode(mix, sizeof mix, 4, &out), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "token 0 mixes"));
+    dict *m = NULL;
+    assert_int_equal(dict_front_load(mixpre, sizeof mixpre, 6, &m), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "token 1 mixes"));
+    assert_null(m);
     /* dict_encode's layout is checked when front coding it, too */
     const unsigned char shortblob[] = {1, 3, 'a', 'b'};
     assert_int_equal(dict_front_encode(shortblob, sizeof shortblob, &out), -EBADMSG);
