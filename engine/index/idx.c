@@ -286,30 +286,29 @@ static inline void prefetch_len(const idx *x, uint32_t s)
 
 #define IDX_AHEAD 8 /* symbols between a prefetch and its use */
 
-/* prefetch_len for the length pass, which looks up token lengths in `toklen`. */
-static inline void prefetch_build_len(const idx *x, const uint16_t *toklen, uint32_t s)
-{
-    uint32_t nt = x->a->g.ntokens;
-    __builtin_prefetch(s < nt ? (const void *)&toklen[s] : (const void *)&x->len[s - nt]);
-}
+/* Bytes of every symbol for the length pass, one table for tokens and rules (symbol ids), so
+ * that a lookup takes no branch on the kind of symbol: a token's length (1..TOK_CAP), a
+ * rule's once the pass has computed it, LEN_LONG for a rule of 2^32 - 1 bytes or more, whose
+ * length is in idx.len. Half the size of idx.len, so more of it stays cached under the pass's
+ * random lookups. */
+#define LEN_LONG UINT32_MAX
 
-/* Bytes of each token, 1..TOK_CAP: for the length pass, a table a quarter the size of the
- * dictionary's offsets, so that more of it stays cached under random lookups. */
-static uint16_t *token_lengths(const dict *d, uint32_t ntokens)
+static uint32_t *symbol_lengths(const dict *d, uint32_t ntokens, uint32_t nrules)
 {
-    uint16_t *tl = malloc(((size_t)ntokens + 1) * sizeof *tl);
-    if (!tl) return NULL;
-    mem_huge(tl, (size_t)ntokens * sizeof *tl);
+    size_t n = (size_t)ntokens + nrules + 1;
+    uint32_t *sl = malloc(n * sizeof *sl);
+    if (!sl) return NULL;
+    mem_huge(sl, n * sizeof *sl);
     for (uint32_t t = 0; t < ntokens; t++)
-        tl[t] = (uint16_t)(d->offs.p[t + 1] - d->offs.p[t]);
-    return tl;
+        sl[t] = (uint32_t)(d->offs.p[t + 1] - d->offs.p[t]);
+    return sl;
 }
 
 /* The length pass over one body (or a piece of the root): its total, and its samples as
  * offsets from the start of the piece (s: the piece's first sample, or NULL). */
 typedef struct len_piece {
     const idx *x;
-    const uint16_t *toklen;
+    uint32_t *symlen; /* symbol_lengths */
     const uint32_t *b;
     uint64_t n;
     uint64_t *s;
@@ -321,14 +320,15 @@ static void *len_pass(void *arg)
 {
     len_piece *p = arg;
     const idx *x = p->x;
-    const uint32_t *b = p->b, nt = x->a->g.ntokens;
+    const uint32_t *b = p->b, *sl = p->symlen, nt = x->a->g.ntokens;
     uint64_t n = p->n, total = 0, *s = p->s;
     for (uint64_t i = 0; i < n && i < IDX_AHEAD; i++)
-        prefetch_build_len(x, p->toklen, b[i]);
+        __builtin_prefetch(&sl[b[i]]);
     for (uint64_t i = 0; i < n; i++) {
-        if (i + IDX_AHEAD < n) prefetch_build_len(x, p->toklen, b[i + IDX_AHEAD]);
+        if (i + IDX_AHEAD < n) __builtin_prefetch(&sl[b[i + IDX_AHEAD]]);
         if (s && i % IDX_SAMPLE == 0) s[i / IDX_SAMPLE] = total;
-        uint64_t l = b[i] < nt ? p->toklen[b[i]] : x->len[b[i] - nt];
+        uint64_t l = sl[b[i]];
+        if (l == LEN_LONG) l = x->len[b[i] - nt];
         if (total + l < total || total + l > ((uint64_t)1 << 62)) {
             p->overflow = 1;
             return NULL;
@@ -346,7 +346,7 @@ static void *len_pass(void *arg)
 
 /* The length pass over the root, the largest body: its pieces summed on up to one thread
  * per CPU, each piece's samples then shifted by the bytes of the pieces before it. */
-static int root_lengths(idx *x, const uint16_t *toklen)
+static int root_lengths(idx *x, uint32_t *symlen)
 {
     const gram *g = &x->a->g;
     uint64_t n = g->root.n, *s = x->samp_at[0] == UINT32_MAX ? NULL : x->samp + x->samp_at[0];
@@ -362,7 +362,7 @@ static int root_lengths(idx *x, const uint16_t *toklen)
         uint64_t from = t * per < n ? t * per : n;
         uint64_t to = t + 1 == np || from + per > n ? n : from + per;
         uint64_t *ps = s ? s + from / IDX_SAMPLE : NULL;
-        pc[t] = (len_piece){x, toklen, g->root.p + from, to - from, ps, 0, 0};
+        pc[t] = (len_piece){x, symlen, g->root.p + from, to - from, ps, 0, 0};
     }
     par_run((unsigned)np, len_pass, pc, sizeof pc[0]);
     uint64_t total = 0;
@@ -392,8 +392,8 @@ int idx_build_base(const arc *a, idx **out)
     x->len = malloc(nr * sizeof *x->len);
     x->samp_at = malloc(nr * sizeof *x->samp_at);
     x->file_off = malloc(((size_t)a->nents + 1) * sizeof *x->file_off);
-    uint16_t *toklen = token_lengths(a->dict, g->ntokens);
-    if (!x->len || !x->samp_at || !x->file_off || !toklen) goto fail;
+    uint32_t *symlen = symbol_lengths(a->dict, g->ntokens, g->nrules);
+    if (!x->len || !x->samp_at || !x->file_off || !symlen) goto fail;
     mem_huge(x->len, nr * sizeof *x->len);
     mem_huge(x->samp_at, nr * sizeof *x->samp_at);
 
@@ -421,7 +421,7 @@ int idx_build_base(const arc *a, idx **out)
         uint32_t r = g->topo.p[k];
         uint64_t n;
         const uint32_t *b = gram_body(g, r, &n);
-        len_piece p = {x, toklen, b, n, NULL, 0, 0};
+        len_piece p = {x, symlen, b, n, NULL, 0, 0};
         if (x->samp_at[r] != UINT32_MAX) p.s = x->samp + x->samp_at[r];
         len_pass(&p);
         if (p.overflow) {
@@ -429,10 +429,11 @@ int idx_build_base(const arc *a, idx **out)
             goto fail;
         }
         x->len[r] = p.total;
+        symlen[g->ntokens + r] = p.total < LEN_LONG ? (uint32_t)p.total : LEN_LONG;
     }
-    if ((rc = root_lengths(x, toklen))) goto fail;
-    free(toklen);
-    toklen = NULL;
+    if ((rc = root_lengths(x, symlen))) goto fail;
+    free(symlen);
+    symlen = NULL;
     /* File offsets, and the check that each run expands to the recorded size. */
     for (uint32_t e = 0; e < a->nents; e++) {
         const arc_entry *f = &a->ents[e];
@@ -453,7 +454,7 @@ int idx_build_base(const arc *a, idx **out)
     return 0;
 fail:
     if (rc == -ENOMEM) tdc_error(rc, "index: out of memory");
-    free(toklen);
+    free(symlen);
     idx_free(x);
     return rc;
 }

@@ -271,11 +271,57 @@ static void test_long_root(void **state)
     free(ar);
 }
 
+/* Rules that expand to 2^32 bytes or more (their lengths do not fit the length pass's table
+ * of 32-bit lengths and are looked up in the index's own): a grammar built by hand where rule
+ * r doubles rule r - 1, and a file of rule 33 (8 GiB of 'a') then rule 1 and a token. */
+static void test_huge_rules(void **state)
+{
+    (void)state;
+    enum { NR = 33 };
+    arc *a = calloc(1, sizeof *a);
+    uint32_t id;
+    assert_non_null(a);
+    a->fd = -1;
+    assert_non_null(a->dict = dict_new());
+    assert_int_equal(dict_intern(a->dict, (const unsigned char *)"a", 1, &id), 0);
+    gram *g = &a->g;
+    g->ntokens = 1;
+    g->nrules = NR;
+    assert_int_equal(vec64_push(&g->rule_start, 0), 0);
+    for (uint32_t r = 1; r <= NR; r++) {
+        uint32_t half = r == 1 ? 0 : g->ntokens + r - 1;
+        assert_int_equal(vec32_push(&g->syms, half), 0);
+        assert_int_equal(vec32_push(&g->syms, half), 0);
+        assert_int_equal(vec64_push(&g->rule_start, g->syms.n), 0);
+    }
+    const uint32_t root[] = {g->ntokens + NR, g->ntokens + 1, 0};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(vec32_push(&g->root, root[i]), 0);
+    const uint64_t size = ((uint64_t)1 << NR) + 3;
+    a->nents = 2;
+    assert_non_null(a->ents = calloc(2, sizeof *a->ents));
+    a->ents[0] = (arc_entry){.path = strdup(""), .type = ARC_DIR, .mode = 0755, .ino = 1};
+    a->ents[1] = (arc_entry){.path = strdup("f"), .type = ARC_REG, .mode = 0644, .size = size,
+                             .root_len = 3, .ino = 2};
+    assert_int_equal(arc_finish(a), 0);
+    idx *x;
+    assert_int_equal(idx_build_base(a, &x), 0);
+    assert_true(idx_rule_len(x, 32) == (uint64_t)1 << 32);
+    assert_true(idx_rule_len(x, NR) == (uint64_t)1 << NR);
+    assert_true(idx_run_bytes(x, 1) == size);
+    char b[8];
+    assert_int_equal(idx_extract(x, 1, size - 5, b, 8), 5);
+    assert_memory_equal(b, "aaaaa", 5);
+    idx_free(x);
+    arc_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_extract_all),
                                        cmocka_unit_test(test_cache_published_midway),
                                        cmocka_unit_test(test_cache_build_cancelled),
-                                       cmocka_unit_test(test_long_root)};
+                                       cmocka_unit_test(test_long_root),
+                                       cmocka_unit_test(test_huge_rules)};
     return cmocka_run_group_tests_name("idx", tests, NULL, NULL);
 }
