@@ -234,7 +234,7 @@ static const char usage_pack[] =
     "  -o, --output ARCHIVE   the archive to write (required)\n"
     "  -l, --level N          zstd level of the sections, 1..22 (default 19)\n"
     "  -S, --shard-size SIZE  content per shard, with K, M or G (default: one shard up to\n"
-    "                         64M, else about 32 shards of 8M to 32M)\n"
+    "                         64M, else about 32 shards of 8M to 16M)\n"
     "  -j, --jobs N           shards packed at once (default: one per CPU)\n"
     "  -s, --segment TOKENS   tokens per Sequitur segment; bounds memory at about\n"
     "                         40 bytes per token (default 25165824)\n"

@@ -66,12 +66,19 @@ int rd_u32(rd *r, uint32_t *x);
 int rd_u64(rd *r, uint64_t *x);
 int rd_varint_long(rd *r, uint64_t *x);
 
-/* A LEB128 varint: 0, or -EBADMSG when cut short or over 64 bits. Most are one byte, read
- * here without a call. */
+/* A LEB128 varint: 0, or -EBADMSG when cut short or over 64 bits. Most are one or two
+ * bytes, read here without a call. */
 static inline int rd_varint(rd *r, uint64_t *x)
 {
-    if (r->p < r->end && *r->p < 0x80) {
-        *x = *r->p++;
+    const unsigned char *p = r->p;
+    if (p < r->end && p[0] < 0x80) {
+        *x = p[0];
+        r->p = p + 1;
+        return 0;
+    }
+    if (r->end - p >= 2 && p[1] < 0x80) {
+        *x = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        r->p = p + 2;
         return 0;
     }
     return rd_varint_long(r, x);

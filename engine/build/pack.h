@@ -44,12 +44,14 @@ typedef struct pack_stats {
  * one grammar: cutting it would buy little time and repeat in each shard the tokens the
  * shards share. A larger tree is cut into about PACK_SHARDS_AIM shards, so that a machine of
  * many cores packs them at once, each of PACK_SHARD_MIN to PACK_SHARD_MAX bytes (smaller
- * shards lose ratio, larger ones load slowly). It depends on the content alone, so the same
- * tree packs to the same archive on any machine. */
+ * shards lose ratio and slow whole-archive analytics, which merge a part per shard; larger
+ * ones load slowly, and a mounted file's first byte waits for its shard: bench/results/
+ * shardsize.md). It depends on the content alone, so the same tree packs to the same archive
+ * on any machine. */
 #define PACK_ONE_SHARD_MAX ((uint64_t)64 << 20)
 #define PACK_SHARDS_AIM 32
 #define PACK_SHARD_MIN ((uint64_t)8 << 20)
-#define PACK_SHARD_MAX ((uint64_t)32 << 20)
+#define PACK_SHARD_MAX ((uint64_t)16 << 20)
 uint64_t pack_shard_size(uint64_t content);
 
 /* Pack `dir` into archive `out`: pack_plan, pack_run of every group, pack_write. Returns 0

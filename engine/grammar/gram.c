@@ -80,26 +80,32 @@ int gram_order(const gram *g, vec32 *order)
                 return tdc_error(-EBADMSG, "rules: rule %u refers to rule %u (out of range)", r,
                                  b[i] - nt);
     }
-    /* Iterative DFS; a rule is emitted after all its children. state: 0 new, 1 open, 2 done. */
-    unsigned char *state = calloc((size_t)g->nrules + 1, 1);
+    /* Iterative DFS; a rule is emitted after all its children. state, per symbol id: 0 new,
+     * 1 open, 2 done; tokens are done from the start, so that skipping what needs no visit
+     * is one lookup, not a branch on the kind of symbol as well. */
+    unsigned char *state = malloc((size_t)nt + g->nrules + 1);
     vec32 st = {0};
     vec64 pos = {0};
     int rc = 0;
     order->n = 0;
     if (!state || vec32_reserve(order, g->nrules)) rc = -ENOMEM;
+    if (state) {
+        memset(state, 2, nt);
+        memset(state + nt, 0, (size_t)g->nrules + 1);
+    }
     for (uint32_t top = 1; top <= g->nrules && !rc; top++) {
-        if (state[top]) continue;
-        state[top] = 1;
+        if (state[nt + top]) continue;
+        state[nt + top] = 1;
         if (vec32_push(&st, top) || vec64_push(&pos, 0)) rc = -ENOMEM;
         while (!rc && st.n) {
             uint32_t r = st.p[st.n - 1];
             uint64_t n;
             const uint32_t *b = gram_body(g, r, &n);
             uint64_t i = pos.p[pos.n - 1];
-            while (i < n && (b[i] < nt || state[b[i] - nt] == 2))
+            while (i < n && state[b[i]] == 2)
                 i++;
             if (i == n) {
-                state[r] = 2;
+                state[nt + r] = 2;
                 order->p[order->n++] = r;
                 st.n--;
                 pos.n--;
@@ -107,11 +113,11 @@ int gram_order(const gram *g, vec32 *order)
             }
             pos.p[pos.n - 1] = i + 1;
             uint32_t c = b[i] - nt;
-            if (state[c] == 1) {
+            if (state[b[i]] == 1) {
                 rc = tdc_error(-EBADMSG, "rules: cycle through rule %u and rule %u", r, c);
                 break;
             }
-            state[c] = 1;
+            state[b[i]] = 1;
             if (vec32_push(&st, c) || vec64_push(&pos, 0)) rc = -ENOMEM;
         }
     }
