@@ -757,19 +757,66 @@ typedef struct dir_stack {
     size_t n;
 } dir_stack;
 
-/* Whether entry i's parent directory is the innermost directory on st, after popping those
- * that are not above it. In path order a directory's subtree follows it, so the parent of an
- * entry, when it is a directory entry, is above the entry before it: on the stack. */
-static int parent_ok(const arc *a, dir_stack *st, uint32_t i)
+/* Pop the directories of st that are not above entry i; the innermost one left holds it. In
+ * path order a directory's subtree follows it, so the parent of an entry, when it is a
+ * directory entry, is above the entry before it: on the stack. */
+static void pop_to_parent(const arc *a, dir_stack *st, uint32_t i)
 {
-    const char *p = a->ents[i].path, *slash = strrchr(p, '/');
-    size_t plen = slash ? (size_t)(slash - p) : 0, n = strlen(p);
+    const char *p = a->ents[i].path;
+    size_t n = strlen(p);
     while (st->n > 1) {
         size_t l = st->len[st->n - 1];
         if (l < n && p[l] == '/' && !memcmp(a->ents[st->ent[st->n - 1]].path, p, l)) break;
         st->n--;
     }
-    return st->len[st->n - 1] == plen;
+}
+
+/* Whether entry i's parent directory is the innermost directory on st, after popping those
+ * that are not above it. */
+static int parent_ok(const arc *a, dir_stack *st, uint32_t i)
+{
+    const char *slash = strrchr(a->ents[i].path, '/');
+    pop_to_parent(a, st, i);
+    return st->len[st->n - 1] == (slash ? (size_t)(slash - a->ents[i].path) : 0);
+}
+
+static int dir_stack_init(const arc *a, dir_stack *st)
+{
+    size_t cap = 1; /* every directory is pushed at most once */
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (a->ents[i].type == ARC_DIR) cap++;
+    *st = (dir_stack){malloc(cap * sizeof *st->ent), malloc(cap * sizeof *st->len), 1};
+    if (!st->ent || !st->len) {
+        free(st->ent);
+        free(st->len);
+        return tdc_error(-ENOMEM, "file table: out of memory");
+    }
+    st->ent[0] = 0; /* the root: above every entry */
+    st->len[0] = 0;
+    return 0;
+}
+
+static void push_dir(const arc *a, dir_stack *st, uint32_t i)
+{
+    if (a->ents[i].type != ARC_DIR) return;
+    st->ent[st->n] = i;
+    st->len[st->n++] = strlen(a->ents[i].path);
+}
+
+int arc_parents(const arc *a, uint32_t *parent)
+{
+    dir_stack st;
+    int rc = dir_stack_init(a, &st);
+    if (rc) return rc;
+    parent[0] = 0;
+    for (uint32_t i = 1; i < a->nents; i++) {
+        pop_to_parent(a, &st, i);
+        parent[i] = st.ent[st.n - 1];
+        push_dir(a, &st, i);
+    }
+    free(st.ent);
+    free(st.len);
+    return 0;
 }
 
 /* The per-entry rules of arc_check_table for entry i (entries before it already checked; st:
@@ -801,29 +848,17 @@ static int check_entry(const arc *a, uint32_t i, dir_stack *st)
     /* The parent must be an earlier directory entry. */
     if (!parent_ok(a, st, i))
         return tdc_error(-EBADMSG, "file table: '%s' has no parent directory", e->path);
-    if (e->type == ARC_DIR) {
-        st->ent[st->n] = i;
-        st->len[st->n++] = strlen(e->path);
-    }
+    push_dir(a, st, i);
     return 0;
 }
 
 int arc_check_table(arc *a)
 {
     if (!a->nents) return tdc_error(-EBADMSG, "file table: no entries");
-    size_t cap = 1; /* every directory is pushed at most once */
-    for (uint32_t i = 0; i < a->nents; i++)
-        if (a->ents[i].type == ARC_DIR) cap++;
-    dir_stack st = {malloc(cap * sizeof *st.ent), malloc(cap * sizeof *st.len), 0};
-    int rc = st.ent && st.len ? 0 : tdc_error(-ENOMEM, "file table: out of memory");
-    for (uint32_t i = 0; i < a->nents && !rc; i++) {
+    dir_stack st;
+    int rc = dir_stack_init(a, &st);
+    for (uint32_t i = 0; i < a->nents && !rc; i++)
         rc = check_entry(a, i, &st);
-        if (!rc && i == 0) { /* the root: above every entry */
-            st.ent[0] = 0;
-            st.len[0] = 0;
-            st.n = 1;
-        }
-    }
     free(st.ent);
     free(st.len);
     return rc ? rc : index_inodes(a);

@@ -203,6 +203,11 @@ uint64_t arc_new_id(void);
  * table (arc_check_table) and index inodes. 0, -EBADMSG or -ENOMEM. */
 int arc_finish(arc *a);
 
+/* parent[i] = the entry of entry i's parent directory (parent[0] = 0, the root), for a file
+ * table arc_check_table accepted; parent holds nents entries. One pass in path order, without
+ * a lookup per entry. 0 or -ENOMEM. */
+int arc_parents(const arc *a, uint32_t *parent);
+
 /* The rules every file table obeys, checked by the reader on open, by arc_finish and by the
  * writer before it writes (so nothing is written that the reader would refuse): the root
  * entry, safe paths in order, each parent an earlier directory, per-type fields (symlink

@@ -536,26 +536,14 @@ void vol_unlock(vol *v)
 
 /* ---------------- building the model from the archive ---------------- */
 
-/* Build the nodes of the archive's entries. */
-static int load_archive(vol *v)
+/* load_archive's nodes, entry by entry; pe: each entry's parent entry (arc_parents). */
+static int load_entries(vol *v, const uint32_t *pe)
 {
     const arc *a = v->a;
-    v->next_ino = a->next_ino;
     for (uint32_t i = 0; i < a->nents; i++) {
         const arc_entry *e = &a->ents[i];
         vnode *n = vol_node(v, e->ino);
-        uint64_t parent = 1;
-        if (i) {
-            const char *slash = strrchr(e->path, '/');
-            int64_t p = 0;
-            if (slash) {
-                char *dir = strndup(e->path, (size_t)(slash - e->path));
-                if (!dir) return -ENOMEM;
-                p = arc_lookup(a, dir);
-                free(dir);
-            }
-            parent = a->ents[p].ino;
-        }
+        uint64_t parent = i ? a->ents[pe[i]].ino : 1;
         if (n) { /* another name of a hard-linked file */
             n->nlink++;
         } else {
@@ -594,6 +582,21 @@ static int load_archive(vol *v)
         }
     }
     return 0;
+}
+
+/* Build the nodes of the archive's entries. */
+static int load_archive(vol *v)
+{
+    const arc *a = v->a;
+    v->next_ino = a->next_ino;
+    uint32_t *pe = malloc((a->nents ? a->nents : 1) * sizeof *pe);
+    if (!pe || arc_parents(a, pe)) {
+        free(pe);
+        return -ENOMEM;
+    }
+    int rc = load_entries(v, pe);
+    free(pe);
+    return rc;
 }
 
 static void free_model(vol *v)

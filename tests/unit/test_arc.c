@@ -73,6 +73,10 @@ static void test_open_entries(void **state)
     assert_int_equal(a->ents[2].size, 0);
     assert_int_equal(arc_lookup(a, "sub/b.txt"), 4);
     assert_int_equal(arc_lookup(a, "sub/c"), -ENOENT);
+    uint32_t parent[5];
+    assert_int_equal(arc_parents(a, parent), 0);
+    for (uint32_t i = 0; i < 5; i++)
+        assert_int_equal(parent[i], i == 4 ? 3 : 0);
     idx *x;
     assert_int_equal(idx_build(a, &x), 0);
     char out[32] = {0};
