@@ -308,7 +308,7 @@ static uint32_t *symbol_lengths(const dict *d, uint32_t ntokens, uint32_t nrules
  * offsets from the start of the piece (s: the piece's first sample, or NULL). */
 typedef struct len_piece {
     const idx *x;
-    uint32_t *symlen; /* symbol_lengths */
+    const uint32_t *symlen; /* symbol_lengths */
     const uint32_t *b;
     uint64_t n;
     uint64_t *s;
@@ -346,7 +346,7 @@ static void *len_pass(void *arg)
 
 /* The length pass over the root, the largest body: its pieces summed on up to one thread
  * per CPU, each piece's samples then shifted by the bytes of the pieces before it. */
-static int root_lengths(idx *x, uint32_t *symlen)
+static int root_lengths(idx *x, const uint32_t *symlen)
 {
     const gram *g = &x->a->g;
     uint64_t n = g->root.n, *s = x->samp_at[0] == UINT32_MAX ? NULL : x->samp + x->samp_at[0];
