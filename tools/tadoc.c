@@ -612,15 +612,75 @@ static const char usage_stat[] =
     "usage: tadoc stat ARCHIVE\n"
     "\n"
     "Print the archive's sections (offset, stored and expanded sizes, codec), the number of\n"
-    "files, tokens and rules, the grammar's symbol counts and the DAG depth.\n";
+    "files, tokens and rules, the grammar's symbol counts and the DAG depth. The shards are\n"
+    "loaded one at a time, each with an index of its own, so memory follows the largest shard.\n";
+
+/* What stat prints of the grammar, summed over the shards (depth and flat bound: the
+ * largest). */
+typedef struct gram_figs {
+    uint64_t tokens, blob, syms, root, index;
+    uint32_t depth, flat;
+} gram_figs;
+
+static int add_figs(const arc *a, gram_figs *f)
+{
+    idx *x;
+    int rc = idx_build(a, &x);
+    if (rc) return rc;
+    uint32_t depth = idx_depth(x);
+    f->tokens += dict_count(a->dict);
+    f->blob += dict_blob_size(a->dict);
+    f->syms += a->g.syms.n;
+    f->root += a->g.root.n;
+    f->index += idx_mem(x);
+    f->depth = depth > f->depth ? depth : f->depth;
+    f->flat = idx_flat_max(x) > f->flat ? idx_flat_max(x) : f->flat;
+    idx_free(x);
+    return 0;
+}
+
+/* The grammar's figures of archive a (from arc_open_meta): shard by shard, each loaded and
+ * indexed alone, so that memory follows one shard, not the archive; an archive before
+ * version 4 whole. A damaged shard is left out with its message in damage[k] (NULL for the
+ * others). */
+static int grammar_figs(arc *a, gram_figs *f, char **damage)
+{
+    memset(f, 0, sizeof *f);
+    if (a->version < 4) {
+        int rc = arc_load_data(a);
+        return rc ? rc : add_figs(a, f);
+    }
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        arc *p;
+        int rc = arc_open_piece(a, k, &p);
+        if (rc == -EBADMSG && a->nshards > 1) {
+            if (!(damage[k] = strdup(tdc_errmsg()))) return tdc_error(-ENOMEM, "out of memory");
+            continue;
+        }
+        if (!rc) rc = add_figs(p, f);
+        arc_piece_free(p);
+        if (rc) return rc;
+    }
+    return 0;
+}
 
 static int cmd_stat(int argc, char **argv)
 {
     if (argc != 2) return usage_err(usage_stat, "need ARCHIVE");
     arc *a;
-    idx *x;
-    int rc = open_all(argv[1], &a, &x);
+    int rc = arc_open_meta(argv[1], &a);
     if (rc) return fail(rc);
+    note_journal(argv[1], a);
+    gram_figs f = {0};
+    char **damage = calloc(a->nshards ? a->nshards : 1, sizeof *damage);
+    rc = damage ? grammar_figs(a, &f, damage) : tdc_error(-ENOMEM, "out of memory");
+    if (rc) {
+        for (uint32_t k = 0; damage && k < a->nshards; k++)
+            free(damage[k]);
+        free(damage);
+        arc_free(a);
+        return fail(tdc_error_ctx(rc, "%s", argv[1]));
+    }
     uint64_t nf = 0, nd = 0, nl = 0, ns = 0, bytes = 0;
     for (uint32_t i = 0; i < a->nents; i++) {
         nf += a->ents[i].type == ARC_REG;
@@ -629,20 +689,31 @@ static int cmd_stat(int argc, char **argv)
         ns += a->ents[i].type > ARC_LNK;
         if (a->ents[i].type == ARC_REG) bytes += a->ents[i].size;
     }
+    uint32_t ndamaged = 0;
+    for (uint32_t k = 0; k < a->nshards; k++)
+        ndamaged += damage[k] != NULL;
+    const char *over = a->nshards > 1 ? ", over the shards" : "";
     printf("archive      %s\n", argv[1]);
     printf("size         %llu bytes\n", (unsigned long long)a->file_size);
     printf("content      %llu bytes in %llu files, %llu directories, %llu symlinks, %llu special\n",
            (unsigned long long)bytes, (unsigned long long)nf, (unsigned long long)nd,
            (unsigned long long)nl, (unsigned long long)ns);
     printf("ratio        %.3f\n", a->file_size ? (double)bytes / (double)a->file_size : 0.0);
-    printf("dictionary   %u tokens, %llu bytes\n", dict_count(a->dict),
-           (unsigned long long)dict_blob_size(a->dict));
-    printf("rules        %u (plus the root)\n", a->g.nrules);
-    printf("symbols      %llu in rules, %llu in the root\n", (unsigned long long)a->g.syms.n,
-           (unsigned long long)a->g.root.n);
-    printf("dag depth    %u\n", idx_depth(x));
-    printf("index        %llu bytes in memory (rules up to %u bytes kept flat)\n",
-           (unsigned long long)idx_mem(x), idx_flat_max(x));
+    if (ndamaged) printf("grammar      %u damaged shards left out of the figures below\n", ndamaged);
+    printf("dictionary   %llu tokens, %llu bytes%s\n", (unsigned long long)f.tokens,
+           (unsigned long long)f.blob, a->nshards > 1 ? " (each shard's own, summed)" : "");
+    uint64_t rules = 0;
+    for (uint32_t k = 0; k < a->nshards; k++)
+        rules += damage[k] ? 0 : a->shards[k].nrules;
+    if (a->version < 4) rules = a->g.nrules;
+    printf("rules        %llu (plus the root%s)\n", (unsigned long long)rules,
+           a->nshards > 1 ? " of each shard" : "");
+    printf("symbols      %llu in rules, %llu in the root%s\n", (unsigned long long)f.syms,
+           (unsigned long long)f.root, over);
+    printf("dag depth    %u\n", f.depth);
+    printf("index        %llu bytes in memory%s (rules up to %u bytes kept flat)\n",
+           (unsigned long long)f.index, a->nshards > 1 ? ", each shard's own, summed" : "",
+           f.flat);
     printf("shards       %u\n", a->nshards);
     printf("             %5s %12s %12s %10s %10s %12s\n", "shard", "content", "stored", "tokens",
            "rules", "root syms");
@@ -653,7 +724,7 @@ static int cmd_stat(int argc, char **argv)
             stored += a->secs[i].stored;
         printf("             %5u %12llu %12llu %10u %10u %12llu%s\n", k,
                (unsigned long long)sh->bytes, (unsigned long long)stored, sh->ntokens, sh->nrules,
-               (unsigned long long)sh->root_syms, sh->damage ? "  damaged" : "");
+               (unsigned long long)sh->root_syms, damage[k] ? "  damaged" : "");
     }
     printf("sections     %-11s %-10s %12s %12s %12s\n", "name", "codec", "offset", "stored", "raw");
     for (uint32_t i = 0; i < a->nsecs; i++) {
@@ -662,7 +733,12 @@ static int cmd_stat(int argc, char **argv)
                arc_codec_name(s->codec), (unsigned long long)s->offset,
                (unsigned long long)s->stored, (unsigned long long)s->raw);
     }
-    close_all(a, x);
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        if (damage[k]) fprintf(stderr, "%s: %s\n", argv[1], damage[k]);
+        free(damage[k]);
+    }
+    free(damage);
+    arc_free(a);
     return EX_OK;
 }
 

@@ -172,3 +172,16 @@ check_reads() { # ARCHIVE MSG
     mnt -o ro "$S/x.tdc" "$M"
     cmp "$M/$good" <(cat "$T/$good"; printf 'one more line\n')
 }
+
+@test "shard damage: stat marks the shard, leaves it out of the grammar's figures and names it" {
+    damage 1 root
+    run "$TADOC" stat "$S/x.tdc"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"1 damaged shards left out"* ]]
+    [[ "$output" == *"shard 1"* ]]
+    [ "$(grep -c '  damaged$' <<<"$output")" -eq 1 ]
+    # The figures of the other shards: the undamaged archive's, less the damaged shard's.
+    rules() { awk '/^rules/ {print $2}'; }
+    shard1_rules=$("$TADOC" stat "$S/a.tdc" | awk '/^shards/ {on = 1; next} on && $1 == 1 {print $5; exit}')
+    [ "$(rules <<<"$output")" -eq $(($("$TADOC" stat "$S/a.tdc" | rules) - shard1_rules)) ]
+}
