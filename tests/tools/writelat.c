@@ -8,9 +8,11 @@
  * 16 KiB of generated text (words of a fixed vocabulary, so that a compaction has real work),
  * overwrites of up to 4 KiB inside a file, truncations, fsyncs, and renames of a file over
  * another. Prints one line:
- *   "calls N max_ms X p99_ms Y slowest CALL bytes B"
- * where the times are of the mount's calls (open, write, pwrite, ftruncate, fsync, close,
- * rename), and B the bytes written. Exit 1 with a message when a call fails on either side. */
+ *   "calls N max_ms X p99_ms Y slowest CALL bytes B fsync_ms F model_fsync_ms G"
+ * where N, Y and X are of the mount's calls (open, write, pwrite, ftruncate, fsync, close,
+ * rename; X of all but fsync, the slowest being CALL), B the bytes written, and F and G the
+ * longest fsync on the mount and on the model directory: an fsync waits for the disk, which
+ * other writers share. Exit 1 with a message when a call fails on either side. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -43,7 +45,7 @@ static double now_ms(void)
 static char words[NWORDS][12];
 static double *lat;
 static size_t ncalls;
-static double worst;
+static double worst, fsync_worst[2];
 static const char *worst_call = "none";
 static const char *side[2] = {"mount", "model"};
 
@@ -53,13 +55,16 @@ static void die(const char *call, int d)
     exit(1);
 }
 
-/* The end of a call on side d started at t0 (the mount's are timed): its result r, which
- * must not be negative. */
+/* The end of a call on side d started at t0 (the mount's are timed, and fsync on both sides):
+ * its result r, which must not be negative. */
 static long done(int d, const char *name, double t0, long r)
 {
     double ms = now_ms() - t0;
     if (d == 0 && ncalls < MAXCALLS) lat[ncalls++] = ms;
-    if (d == 0 && ms > worst) worst = ms, worst_call = name;
+    if (!strcmp(name, "fsync"))
+        fsync_worst[d] = ms > fsync_worst[d] ? ms : fsync_worst[d];
+    else if (d == 0 && ms > worst)
+        worst = ms, worst_call = name;
     if (r < 0) die(name, d);
     return r;
 }
@@ -157,8 +162,10 @@ int main(int argc, char **argv)
     }
     qsort(lat, ncalls, sizeof *lat, cmp);
     double p99 = ncalls ? lat[ncalls * 99 / 100] : 0;
-    printf("calls %zu max_ms %.1f p99_ms %.2f slowest %s bytes %llu\n", ncalls, worst, p99,
-           worst_call, (unsigned long long)bytes);
+    printf("calls %zu max_ms %.1f p99_ms %.2f slowest %s bytes %llu fsync_ms %.1f "
+           "model_fsync_ms %.1f\n",
+           ncalls, worst, p99, worst_call, (unsigned long long)bytes, fsync_worst[0],
+           fsync_worst[1]);
     free(lat);
     return 0;
 }
