@@ -459,9 +459,10 @@ snapshot() { (cd "$M" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 md
     # here: a change that waited for one would show.
     [ "$compactions" -ge 3 ]
     awk -v m="$max" 'BEGIN { exit !(m < 100) }'
-    # An fsync waits for the disk, which the compaction's writes and the model's share: it
-    # may take as long as the model's longest fsync, plus the same 100 ms.
-    awk -v f="$fs" -v g="$mfs" 'BEGIN { exit !(f < g + 100) }'
+    # An fsync waits for the disk, which the compaction's writes and the model's share, and
+    # may wait for the syncs of a compaction's switch to the new archive (made with changes
+    # held): two of the model's longest fsyncs, plus the same 100 ms.
+    awk -v f="$fs" -v g="$mfs" 'BEGIN { exit !(f < 2 * g + 100) }'
     same_tree "$X" "$M"
     umount_a
     TADOCFS=$TADOCFS_PLAIN mount_a
