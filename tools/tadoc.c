@@ -618,7 +618,7 @@ static const char usage_stat[] =
 /* What stat prints of the grammar, summed over the shards (depth and flat bound: the
  * largest). */
 typedef struct gram_figs {
-    uint64_t tokens, blob, syms, root, index;
+    uint64_t tokens, blob, rules, syms, root, index;
     uint32_t depth, flat;
 } gram_figs;
 
@@ -630,6 +630,7 @@ static int add_figs(const arc *a, gram_figs *f)
     uint32_t depth = idx_depth(x);
     f->tokens += dict_count(a->dict);
     f->blob += dict_blob_size(a->dict);
+    f->rules += a->g.nrules;
     f->syms += a->g.syms.n;
     f->root += a->g.root.n;
     f->index += idx_mem(x);
@@ -702,11 +703,7 @@ static int cmd_stat(int argc, char **argv)
     if (ndamaged) printf("grammar      %u damaged shards left out of the figures below\n", ndamaged);
     printf("dictionary   %llu tokens, %llu bytes%s\n", (unsigned long long)f.tokens,
            (unsigned long long)f.blob, a->nshards > 1 ? " (each shard's own, summed)" : "");
-    uint64_t rules = 0;
-    for (uint32_t k = 0; k < a->nshards; k++)
-        rules += damage[k] ? 0 : a->shards[k].nrules;
-    if (a->version < 4) rules = a->g.nrules;
-    printf("rules        %llu (plus the root%s)\n", (unsigned long long)rules,
+    printf("rules        %llu (plus the root%s)\n", (unsigned long long)f.rules,
            a->nshards > 1 ? " of each shard" : "");
     printf("symbols      %llu in rules, %llu in the root%s\n", (unsigned long long)f.syms,
            (unsigned long long)f.root, over);

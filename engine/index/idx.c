@@ -351,10 +351,9 @@ static int root_lengths(idx *x, const uint32_t *symlen)
     const gram *g = &x->a->g;
     uint64_t n = g->root.n, *s = x->samp_at[0] == UINT32_MAX ? NULL : x->samp + x->samp_at[0];
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t most = cpus < 1 ? 1 : cpus > ROOT_THREADS ? ROOT_THREADS : (uint64_t)cpus;
     uint64_t np = n / ROOT_PIECE;
-    if (np > (uint64_t)cpus) np = cpus > 1 ? (uint64_t)cpus : 1;
-    if (np > ROOT_THREADS) np = ROOT_THREADS;
-    if (np < 1) np = 1;
+    np = np < 1 ? 1 : np > most ? most : np;
     len_piece pc[ROOT_THREADS];
     /* Pieces start on a sample, so each one's samples are its own. */
     uint64_t per = (n / np + IDX_SAMPLE - 1) / IDX_SAMPLE * IDX_SAMPLE;
