@@ -138,7 +138,8 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
     }
     if (dict_count(d) >= 0x7fffffffu) return tdc_error(-EOVERFLOW, "too many distinct tokens");
     unsigned char w = (unsigned char)tok_is_word_byte(p[0]);
-    if (buf_reserve(&d->word, 1) || buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n))
+    if (buf_reserve(&d->word, 1) || buf_reserve(&d->blob, n + DICT_PAD) ||
+        buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n))
         return -ENOMEM;
     d->word.p[d->word.n++] = w;
     *id = dict_count(d) - 1;
@@ -190,7 +191,9 @@ int dict_decode(const unsigned char *p, size_t n, dict **out)
         return tdc_error(-EBADMSG, "dictionary: blob is %llu bytes, lengths add up to %llu",
                          (unsigned long long)(r.end - r.p), (unsigned long long)blob);
     }
-    if (buf_put(&d->blob, r.p, blob) || buf_reserve(&d->word, count ? count : 1)) goto nomem;
+    if (buf_reserve(&d->blob, blob + DICT_PAD) || buf_put(&d->blob, r.p, blob) ||
+        buf_reserve(&d->word, count ? count : 1))
+        goto nomem;
     /* A token must be all word bytes or all separator bytes, else extraction and analytics
      * would disagree with the tokenizer. (A table: this visits every byte of the blob.) */
     unsigned char isword[256];
@@ -296,7 +299,7 @@ int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out)
     if ((uint64_t)(r.end - text) != rest_total || front_header_len(count, total, want, &hdr))
         return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
     dict *d = dict_new();
-    if (!d || vec64_reserve(&d->offs, count) || buf_reserve(&d->blob, total ? total : 1) ||
+    if (!d || vec64_reserve(&d->offs, count) || buf_reserve(&d->blob, total + DICT_PAD) ||
         buf_reserve(&d->word, count ? count : 1)) {
         dict_free(d);
         return tdc_error(-ENOMEM, "dictionary: out of memory");

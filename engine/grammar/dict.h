@@ -35,7 +35,9 @@ uint32_t dict_count(const dict *d);
 uint64_t dict_blob_size(const dict *d);
 
 /* Bytes of token `id` (id < dict_count); the pointer stays valid until the dict is freed
- * or interns again. */
+ * or interns again. At least DICT_PAD bytes past any token may be read (not used): a copy of
+ * a short token may move a whole vector. */
+#define DICT_PAD 16
 static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len);
 
 /* 1 if token `id` is a word, 0 if a separator. */
@@ -70,7 +72,7 @@ int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out);
 /* Implementation detail exposed for the inline accessor; treat as opaque. */
 struct dict {
     vec64 offs; /* count + 1 offsets into blob */
-    buf blob;
+    buf blob;   /* with DICT_PAD bytes of room past its end */
     uint64_t *table; /* open addressing: (hash >> 32) << 32 | (id + 1), 0 = empty; NULL until
                         the first intern/find */
     size_t tcap;

@@ -161,6 +161,15 @@ static uint32_t flat_bound(const idx *x, uint64_t budget, uint64_t *bytes)
     return max;
 }
 
+/* Copy the k <= 32 bytes of a leaf at s to d, with whole 16-byte moves: s may be read up to
+ * 16 bytes past its end (DICT_PAD) and d written up to 16 bytes (which the next leaves
+ * overwrite), where a call of memcpy would cost more than the copy of most leaves. */
+static inline void copy_short(unsigned char *d, const unsigned char *s, size_t k)
+{
+    memcpy(d, s, 16);
+    if (k > 16) memcpy(d + k - 16, s + k - 16, 16);
+}
+
 #define FLAT_CANCEL_EVERY 65536 /* rules expanded between looks at the cancel flag */
 
 /* Expand into fc every rule longer than `lo` and at most fc->max bytes, children first (a
@@ -179,11 +188,15 @@ static int flat_fill(const idx *x, flatc *fc, uint32_t lo, uint64_t *at, const i
         for (uint64_t i = 0; i < n; i++) {
             size_t l = 0;
             const unsigned char *p = leaf(x, fc, b[i], &l);
-            memcpy(fc->bytes + *at, p, l);
+            if (l <= 32) /* room for the whole moves: the cache ends with DICT_PAD bytes */
+                copy_short(fc->bytes + *at, p, l);
+            else
+                memcpy(fc->bytes + *at, p, l);
             *at += l;
         }
         __atomic_store_n(&fc->d[r], start << 16 | x->len[r], __ATOMIC_RELAXED);
     }
+    memset(fc->bytes + *at, 0, DICT_PAD);
     fc->nbytes = *at;
     return 0;
 }
@@ -200,9 +213,10 @@ int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
      * replaces the first. */
     uint32_t first = flat_bound(x, cache_bytes / 4, &first_sum);
     if (first >= max) first = 0;
+    /* The bytes: the rules', DICT_PAD after the first stage's and DICT_PAD at the end. */
     flatc *fc = calloc(1, sizeof *fc), *fc1 = first ? calloc(1, sizeof *fc1) : NULL;
     if (!fc || (first && !fc1) || !(fc->d = malloc(((size_t)g->nrules + 1) * sizeof *fc->d)) ||
-        !(fc->bytes = malloc(sum))) {
+        !(fc->bytes = malloc(sum + 2 * DICT_PAD))) {
         if (fc) flatc_free(fc);
         free(fc1);
         return tdc_error(-ENOMEM, "index: out of memory");
@@ -221,6 +235,7 @@ int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
         }
         x->fc_first = fc1;
         __atomic_store_n(&x->fc, fc1, __ATOMIC_RELEASE);
+        at += DICT_PAD; /* which readers of the first stage may read: the second writes after */
     }
     fc->max = max;
     if ((rc = flat_fill(x, fc, first, &at, cancel))) {
@@ -568,6 +583,7 @@ static inline void prefetch_leaf(const idx *x, const flatc *fc, uint32_t s, int 
 
 #define IDX_NEAR 4 /* symbols ahead whose bytes are fetched */
 
+
 ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
     const arc *a = x->a;
@@ -602,7 +618,10 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
         if (f->i + IDX_NEAR < f->n) prefetch_leaf(x, fc, f->body[f->i + IDX_NEAR], 1);
         size_t k = tl - tokoff;
         if (k > n - done) k = n - done;
-        memcpy(out + done, tp + tokoff, k);
+        if (k <= 32 && n - done >= 16)
+            copy_short(out + done, tp + tokoff, k);
+        else
+            memcpy(out + done, tp + tokoff, k);
         done += k;
         tokoff += k;
         if (done == n) break;
