@@ -103,7 +103,7 @@ static const char usage[] =
     "                         file's shards, within BYTES with those being read and those\n"
     "                         analytics use (K, M, G; least recently used dropped; loads\n"
     "                         wait for room); virtual files go shard by shard. whole: load\n"
-    "                         the whole archive. Default: an eighth of RAM (256M at least)\n"
+    "                         the whole archive. Default: 256M (an eighth of RAM if less)\n"
     "                         for an archive of several shards, which the first analytic\n"
     "                         loads whole where it fits; user.tadoc.shard_cache shows it\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
@@ -140,13 +140,16 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
     return 1;
 }
 
-/* The default memory budget: an eighth of the memory this process may use (RAM, or its
- * control group's limit where that is lower, as in a container), 256 MiB at least. A daemon
- * serving one corpus leaves the rest to the page cache (which holds the compressed archive)
- * and the programs reading it; an archive whose whole load fits within it loads whole, as
- * reads and analytics are fastest so, and a larger one is read shard by shard within it. */
+/* The default memory budget: 256 MiB, or an eighth of the memory this process may use (RAM,
+ * or its control group's limit where that is lower, as in a container) where that is less,
+ * 64 MiB at least. Reads go shard by shard within it at the speed of a larger budget (a
+ * cold read of a whole tree evicts anyway) and with a fraction of the memory; a daemon
+ * serving one corpus leaves the rest to the page cache, which holds the compressed archive,
+ * and to the programs reading it. An archive whose whole load fits within it loads whole for
+ * analytics; a larger one is analysed shard by shard, on every core. */
 static uint64_t default_mem(void)
 {
+    const uint64_t most = (uint64_t)256 << 20, least = (uint64_t)64 << 20;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
     FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* "max" where there is no limit */
@@ -154,7 +157,8 @@ static uint64_t default_mem(void)
         if (fscanf(f, "%" SCNu64, &lim) == 1 && lim < ram) ram = lim;
         fclose(f);
     }
-    return ram / 8 > ((uint64_t)256 << 20) ? ram / 8 : (uint64_t)256 << 20;
+    uint64_t m = ram / 8 < most ? ram / 8 : most;
+    return m > least ? m : least;
 }
 
 /* Background events: syslog, and the terminal of a foreground daemon. */
