@@ -234,7 +234,8 @@ static int is_damaged(fs_ctx *c, uint64_t ino)
 static void set_damaged(fs_ctx *c, uint64_t ino)
 {
     pthread_mutex_lock(&c->dlock);
-    uint64_t *p = damaged_locked(c, ino) ? NULL : realloc(c->damaged, (c->ndamaged + 1) * sizeof *p);
+    uint64_t *p =
+        damaged_locked(c, ino) ? NULL : realloc(c->damaged, (c->ndamaged + 1) * sizeof *p);
     if (p) {
         c->damaged = p;
         c->damaged[c->ndamaged] = ino;
@@ -615,9 +616,7 @@ static int search_text(fs_ctx *c, const vol_view *w, const char *word, const uns
     search_out so = {w->a, &files, ana_scope_prefix(w->a, dir), out};
     if (w->a->pending) {
         rc = ana_scope_files(w->a, dir, ana_subtree_end(w->a, dir), vis, &files);
-        if (!rc)
-            rc = vol_view_search(w, files.p, files.n, word, strlen(word),
-                                 search_lines, &so);
+        if (!rc) rc = vol_view_search(w, files.p, files.n, word, strlen(word), search_lines, &so);
         vec32_free(&files);
         return rc;
     }
@@ -664,6 +663,11 @@ static int by_shard(fs_ctx *c, uint32_t kind, const arc *a, uint32_t first, uint
     if (o.shards == ANA_WHOLE || a->version < 4) return -ENOTSUP; /* v1-3: one grammar */
     o.budget = vol_budget(c->v);
     if (!o.budget) o.shards = 1; /* a view of the file table while the loader runs */
+    /* a list merge's parts held within a quarter of the budget, the rest in a file */
+    if (c->mem) {
+        o.spill_dir = c->spill_dir;
+        o.spill_at = c->mem / 4;
+    }
     ana_ctx *ac = ana_ctx_new(&o);
     int rc = ac ? backend_by_shard_to(c->be, ac, (int)kind, a, first, end, vis, vtext_w_sink, out)
                 : -ENOMEM;
@@ -686,8 +690,8 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
     buf b = {0};
     if (w->a->pending)
         rc = by_shard(c, kind, cp ? cp : w->a, first, end, vis, out);
-    else if (!(rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a,
-                                     cp || w->own ? 0 : w->gen, first, end, vis, &b)))
+    else if (!(rc = backend_analytic(c->be, (int)kind, cp ? cp : w->a, cp || w->own ? 0 : w->gen,
+                                     first, end, vis, &b)))
         rc = vtext_w_put(out, b.p, b.n);
     buf_free(&b);
     fs_vis_relink_free(cp);
@@ -1223,7 +1227,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
                  ? -ENOMEM
                  : 0;
     const char *const *ta = ino == 1 ? root_attrs : file_attrs;
-    size_t nta = ino == 1 ? (sees_all(req, c) ? NROOT_ATTRS : 0)
+    size_t nta = ino == 1              ? (sees_all(req, c) ? NROOT_ATTRS : 0)
                  : S_ISREG(st.st_mode) ? NFILE_ATTRS
                                        : 0;
     for (size_t i = 0; !rc && i < nta; i++)

@@ -15,25 +15,12 @@ void vtext_w_init(vtext_w *w, const char *dir, uint64_t spill_at)
     *w = (vtext_w){.fd = -1, .dir = dir, .spill_at = spill_at};
 }
 
-/* An unlinked file in dir, or -1 (O_TMPFILE where the file system has it, else a named
- * temporary file removed at once). */
-static int spill_file(const char *dir)
-{
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR)) return fd;
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/tadocfs-text.XXXXXX", dir) >= (int)sizeof path) return -1;
-    fd = mkostemp(path, O_CLOEXEC);
-    if (fd >= 0) unlink(path);
-    return fd;
-}
-
 int vtext_w_put(vtext_w *w, const void *p, size_t n)
 {
     if (w->fd < 0 && w->dir && w->n + n >= w->spill_at) {
         /* past the threshold: what is held so far goes to a file, and the rest follows; where
          * the disk refuses, the text stays in memory */
-        w->fd = spill_file(w->dir);
+        w->fd = fio_tmpfile(w->dir);
         if (w->fd >= 0 && fio_pwrite_all(w->fd, w->mem.p, w->mem.n, 0, "virtual file text")) {
             close(w->fd);
             w->fd = -1;

@@ -91,10 +91,12 @@ typedef struct ana_opts {
                       once (0: one per CPU), or ANA_WHOLE to load the archive whole instead */
     mbud *budget;  /* or NULL: the memory budget each shard ana_by_shard loads takes its
                       estimate from first (ana_shard_mem), waiting for room */
+    const char *spill_dir; /* or NULL: where ana_by_shard's list merges keep the parts' texts */
+    uint64_t spill_at;     /* past this many bytes of them held (ana_merge_spill) */
 } ana_opts;
 
 #define ANA_WHOLE (-1)
-#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0, NULL}
+#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0, NULL, NULL, 0}
 
 /* A context: the options and, when they ask for it, the last grammar's preparation, kept for
  * the next call on the same grammar. Calls may share one context from several threads. Every

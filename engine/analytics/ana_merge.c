@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -29,9 +30,11 @@
 #include "ana_int.h"
 #include "analytics.h"
 #include "../base/err.h"
+#include "../base/fio.h"
 #include "../base/par.h"
 
 #define MAXT 64 /* merging threads at most */
+#define NOT_SPILLED UINT64_MAX
 
 /* ---- lines and keys ---- */
 
@@ -94,13 +97,18 @@ struct ana_merge {
     int kind, lists; /* lists: invindex, termvector, rankedinvindex */
     int nt;          /* merging threads */
     const arc *a;
-    vec32 files;   /* the scope's files by rank */
-    dict *paths;   /* their paths, escaped and relative as printed: id = rank */
+    vec32 files; /* the scope's files by rank */
+    dict *paths; /* their paths, escaped and relative as printed: id = rank */
     pthread_mutex_t lock;
-    buf *part; /* lists: each part's text */
+    buf *part;      /* lists: each part's text (p NULL when spilled: n bytes at foff) */
+    uint64_t *foff; /* lists: each part's offset in the spill file, or NOT_SPILLED */
     size_t nparts, cap;
-    struct ctab *sum; /* counts: nt tables, one per hash bucket */
-    ana_edge *e; /* edges of pieces of files that span parts */
+    const char *dir;         /* ana_merge_spill: where parts go past spill_at held, or NULL */
+    uint64_t spill_at, held; /* held: bytes of the parts kept in memory */
+    int fd;                  /* the spill file (-1 until the first part spilled) */
+    uint64_t fsize;          /* its bytes: the spilled parts, each followed by a NUL */
+    struct ctab *sum;        /* counts: nt tables, one per hash bucket */
+    ana_edge *e;             /* edges of pieces of files that span parts */
     size_t ne, cape;
     buf lo, hi;         /* ana_merge_range: the keys of the lines it makes itself */
     int has_lo, has_hi; /* (its crossing sequences) within [lo, hi) */
@@ -118,6 +126,7 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     m->nt = cpus < 1 ? 1 : cpus > MAXT ? MAXT : (int)cpus;
     m->a = a;
+    m->fd = -1;
     pthread_mutex_init(&m->lock, NULL);
     size_t plen = ana_scope_prefix(a, first);
     buf p = {0};
@@ -156,6 +165,8 @@ void ana_merge_free(ana_merge *m)
     for (size_t i = 0; i < m->nparts; i++)
         buf_free(&m->part[i]);
     free(m->part);
+    free(m->foff);
+    if (m->fd >= 0) close(m->fd);
     for (int t = 0; m->sum && t < m->nt; t++) {
         pthread_mutex_destroy(&m->sum[t].lock);
         dict_free(m->sum[t].keys);
@@ -294,6 +305,27 @@ static int add_buckets(ana_merge *m, buf *bk)
     return 0;
 }
 
+void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at)
+{
+    m->dir = dir;
+    m->spill_at = at;
+}
+
+/* Append a part's text and a NUL to the spill file (m->lock held): its offset there, or
+ * NOT_SPILLED (and no spilling from then on) where the file cannot be made or written. */
+static uint64_t spill(ana_merge *m, const buf *text)
+{
+    uint64_t at = m->fsize;
+    if (m->fd < 0) m->fd = fio_tmpfile(m->dir);
+    if (m->fd < 0 || fio_pwrite_all(m->fd, text->p, text->n, at, "analytics merge") ||
+        fio_pwrite_all(m->fd, "", 1, at + text->n, "analytics merge")) {
+        m->dir = NULL;
+        return NOT_SPILLED;
+    }
+    m->fsize = at + text->n + 1;
+    return at;
+}
+
 int ana_merge_part(ana_merge *m, buf *text)
 {
     if (!m->lists) {
@@ -311,16 +343,26 @@ int ana_merge_part(ana_merge *m, buf *text)
     if (!rc && m->nparts == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 16;
         buf *x = realloc(m->part, cap * sizeof *x);
-        if (x) {
-            m->part = x;
+        uint64_t *o = x ? realloc(m->foff, cap * sizeof *o) : NULL;
+        if (x) m->part = x;
+        if (o) {
+            m->foff = o;
             m->cap = cap;
         } else {
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
         }
     }
     if (!rc) {
-        m->part[m->nparts++] = *text;
-        memset(text, 0, sizeof *text);
+        uint64_t at = m->dir && m->held + text->n > m->spill_at ? spill(m, text) : NOT_SPILLED;
+        m->foff[m->nparts] = at;
+        if (at == NOT_SPILLED) {
+            m->part[m->nparts++] = *text;
+            m->held += text->n;
+            memset(text, 0, sizeof *text);
+        } else {
+            m->part[m->nparts++] = (buf){NULL, text->n, 0};
+            buf_free(text);
+        }
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
@@ -328,7 +370,8 @@ int ana_merge_part(ana_merge *m, buf *text)
 
 int ana_merge_edge(ana_merge *m, ana_edge *e)
 {
-    if (e->file >= m->files.n) return tdc_error(-EBADMSG, "analytics: an edge of no file of the scope");
+    if (e->file >= m->files.n)
+        return tdc_error(-EBADMSG, "analytics: an edge of no file of the scope");
     int rc = 0;
     pthread_mutex_lock(&m->lock);
     if (m->ne == m->cape) {
@@ -385,8 +428,8 @@ int ana_edges_decode(const unsigned char *p, size_t len, ana_edge **e, size_t *n
             *e = x;
         }
         ana_edge *d = &(*e)[(*n)++];
-        *d = (ana_edge){(uint32_t)file, (uint32_t)part, (uint32_t)nw, *f & 1, *f >> 1 & 1,
-                        *f >> 2 & 1, {0}};
+        *d = (ana_edge){(uint32_t)file, (uint32_t)part, (uint32_t)nw, *f & 1,
+                        *f >> 1 & 1,    *f >> 2 & 1,    {0}};
         if (buf_put(&d->words, w, wn)) return tdc_error(-ENOMEM, "analytics: out of memory");
     }
     return 0;
@@ -431,9 +474,10 @@ static int crossing(ana_merge *m, const ana_edge *e, size_t n, cross_fn fn, void
     int rc = w ? 0 : tdc_error(-ENOMEM, "analytics: out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         if (i && e[i - 1].word_last && e[i].word_first) {
-            rc = tdc_error(-ENOTSUP, "analytics: '%s' is cut inside a word between shards %u "
-                           "and %u", m->a->ents[m->files.p[e[i].file]].path, e[i - 1].part,
-                           e[i].part);
+            rc = tdc_error(-ENOTSUP,
+                           "analytics: '%s' is cut inside a word between shards %u "
+                           "and %u",
+                           m->a->ents[m->files.p[e[i].file]].path, e[i - 1].part, e[i].part);
             break;
         }
         const unsigned char *p = e[i].words.p;
@@ -451,8 +495,7 @@ static int crossing(ana_merge *m, const ana_edge *e, size_t n, cross_fn fn, void
             continue;
         key.n = 0;
         if (buf_put(&key, t[0].p, t[0].n) || buf_put(&key, " ", 1) ||
-            buf_put(&key, t[1].p, t[1].n) || buf_put(&key, " ", 1) ||
-            buf_put(&key, t[2].p, t[2].n))
+            buf_put(&key, t[1].p, t[1].n) || buf_put(&key, " ", 1) || buf_put(&key, t[2].p, t[2].n))
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
         else
             rc = fn(m, e[0].file, &key, ctx);
@@ -506,7 +549,8 @@ static int cross_rank(ana_merge *m, uint32_t file, const buf *key, void *ctx)
     (void)m;
     xcol *x = ctx;
     uint32_t id;
-    if (dict_intern(x->keys, key->p, key->n, &id)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    if (dict_intern(x->keys, key->p, key->n, &id))
+        return tdc_error(-ENOMEM, "analytics: out of memory");
     if (x->n == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 64;
         xrec *r = realloc(x->r, cap * sizeof *r);
@@ -524,7 +568,8 @@ static int xrec_cmp(const void *p, const void *q, void *ctx)
     const xcol *x = ctx;
     const xrec *a = p, *b = q;
     size_t an, bn;
-    const unsigned char *ka = dict_bytes(x->keys, a->key, &an), *kb = dict_bytes(x->keys, b->key, &bn);
+    const unsigned char *ka = dict_bytes(x->keys, a->key, &an),
+                        *kb = dict_bytes(x->keys, b->key, &bn);
     int c = a->key == b->key ? 0 : key_cmp(ka, an, kb, bn);
     if (c) return c;
     if (x->by_count && a->n != b->n) return a->n > b->n ? -1 : 1;
@@ -535,7 +580,8 @@ static int xrec_cmp(const void *p, const void *q, void *ctx)
 static int cross_part(ana_merge *m, buf *out)
 {
     xcol x = {.keys = dict_new()};
-    int rc = x.keys ? each_crossing(m, cross_rank, &x) : tdc_error(-ENOMEM, "analytics: out of memory");
+    int rc =
+        x.keys ? each_crossing(m, cross_rank, &x) : tdc_error(-ENOMEM, "analytics: out of memory");
     sort_r(x.r, x.n, sizeof *x.r, xrec_cmp, &x);
     size_t k = 0;
     for (size_t i = 0; i < x.n; i++) {
@@ -658,10 +704,25 @@ size_t ana_merge_lower(int kind, const unsigned char *t, size_t n, const unsigne
     return lo;
 }
 
-/* The start of the first line of text t (NUL-terminated) whose key is not below (k, kn). */
-static size_t lower_line(const ana_merge *m, const buf *t, const unsigned char *k, size_t kn)
+/* The start of the first line of text t (NUL-terminated) at or after line start a whose key
+ * is not below (k, kn), found by steps that double from a, then a binary search in the last:
+ * only the text up to about twice as far as the answer is looked at (a spilled part is read
+ * through a mapping, whose pages stay resident until dropped). */
+static size_t lower_from(int kind, const buf *t, size_t a, const unsigned char *k, size_t kn)
 {
-    return ana_merge_lower(m->kind, t->p, t->n - 1, k, kn);
+    const unsigned char *p = t->p;
+    size_t n = t->n - 1;
+    for (size_t step = 4096;; step *= 2) {
+        if (n - a <= step) return a + ana_merge_lower(kind, p + a, n - a, k, kn);
+        size_t s = a + step;
+        while (s > a && p[s - 1] != '\n') /* back to its line's start */
+            s--;
+        const unsigned char *nl = memchr(p + s, '\n', n - s);
+        if (!nl) nl = p + n;
+        if (ana_merge_key_cmp(kind, p + s, order_key(kind, p + s, nl), k, kn) >= 0)
+            return a + ana_merge_lower(kind, p + a, s - a, k, kn);
+        a = nl < p + n ? (size_t)(nl + 1 - p) : n; /* that line is below k: past it */
+    }
 }
 
 int ana_merge_keyed(int kind)
@@ -755,7 +816,7 @@ static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l,
         for (const unsigned char *p = l[i].p; !rc && p < l[i].end;) {
             const unsigned char *e = memchr(p, '\n', (size_t)(l[i].end - p));
             const unsigned char *f = p + kn + 1; /* the first field after the key */
-            if (kind == ANA_TERMVECTOR) { /* path, count, word */
+            if (kind == ANA_TERMVECTOR) {        /* path, count, word */
                 size_t cn = field(f, e);
                 uint64_t v;
                 if (f + cn == e || parse_num(f, cn, &v)) {
@@ -884,8 +945,18 @@ static void *list_main(void *arg)
 
 static int by_key(const void *x, const void *y, void *ctx)
 {
-    const unsigned char *a = *(const unsigned char *const *)x, *b = *(const unsigned char *const *)y;
+    const unsigned char *a = *(const unsigned char *const *)x,
+                        *b = *(const unsigned char *const *)y;
     return kcmp(*(const int *)ctx, a, line_key(a), b, line_key(b));
+}
+
+/* Give back the pages of the mapping at map that lie wholly in [b, e) (their data stays in
+ * the page cache, so a later look finds it again). */
+static void drop_pages(unsigned char *map, const unsigned char *b, const unsigned char *e)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), lo = ((size_t)(b - map) + pg - 1) / pg * pg;
+    size_t hi = (size_t)(e - map) / pg * pg;
+    if (hi > lo) madvise(map + lo, hi - lo, MADV_DONTNEED);
 }
 
 static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
@@ -894,54 +965,87 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     int rc = m->kind == ANA_RANKEDINVINDEX ? cross_part(m, &extra) : each_crossing(m, NULL, NULL);
     if (!rc && (m->has_lo || m->has_hi)) { /* keep the keys of ana_merge_range (key order) */
         size_t a = m->has_lo ? ana_merge_lower(m->kind, extra.p, extra.n, m->lo.p, m->lo.n) : 0;
-        size_t b = m->has_hi ? ana_merge_lower(m->kind, extra.p, extra.n, m->hi.p, m->hi.n)
-                             : extra.n;
+        size_t b =
+            m->has_hi ? ana_merge_lower(m->kind, extra.p, extra.n, m->hi.p, m->hi.n) : extra.n;
         if (b > a && a) memmove(extra.p, extra.p + a, b - a);
         extra.n = b > a ? b - a : 0;
     }
     if (!rc && extra.n) rc = ana_merge_part(m, &extra);
     buf_free(&extra);
     if (rc) return rc;
-    /* NUL-terminate every part, so that line_key's strchr stops (every line holds a tab) */
+    /* NUL-terminate every part, so that line_key's strchr stops (every line holds a tab);
+     * the spilled ones are, in their file, which is read through a mapping */
     for (size_t i = 0; i < m->nparts; i++)
-        if (buf_put(&m->part[i], "", 1)) return tdc_error(-ENOMEM, "analytics: out of memory");
+        if (m->foff[i] == NOT_SPILLED && buf_put(&m->part[i], "", 1))
+            return tdc_error(-ENOMEM, "analytics: out of memory");
+    unsigned char *map = NULL;
+    if (m->fsize && (map = mmap(NULL, m->fsize, PROT_READ, MAP_SHARED, m->fd, 0)) == MAP_FAILED)
+        return tdc_error(-ENOMEM, "analytics: cannot map the merge's spill file: %s",
+                         strerror(errno));
+    buf *pt = malloc((m->nparts ? m->nparts : 1) * sizeof *pt); /* every part's text */
+    if (!pt) {
+        if (map) munmap(map, m->fsize);
+        return tdc_error(-ENOMEM, "analytics: out of memory");
+    }
     size_t total = 0;
-    for (size_t i = 0; i < m->nparts; i++)
-        total += m->part[i].n - 1;
-    /* about 4 ranges a thread from a sample of keys */
+    for (size_t i = 0; i < m->nparts; i++) {
+        pt[i] =
+            m->foff[i] == NOT_SPILLED ? m->part[i] : (buf){map + m->foff[i], m->part[i].n + 1, 0};
+        total += pt[i].n - 1;
+    }
+    /* about 4 ranges a thread from a sample of keys; with parts spilled, batches of ranges of
+     * about spill_at bytes, the pages of each dropped once it is merged */
     int paths = m->kind == ANA_TERMVECTOR;
-    size_t nt = total < 65536 ? 1 : (size_t)m->nt, want = nt * 4, ns = 0;
+    size_t nt = total < 65536 ? 1 : (size_t)m->nt, want = nt > 1 ? nt * 4 : 1, ns = 0;
+    if (map && want < nt * (m->fsize / m->spill_at + 1)) want = nt * (m->fsize / m->spill_at + 1);
+    /* the samples' keys are copied (each followed by a tab and a NUL, as line_key expects),
+     * so that a spilled part's pages can go at once */
     const unsigned char **smp = malloc((m->nparts * 16 + 1) * sizeof *smp);
-    if (!smp) return tdc_error(-ENOMEM, "analytics: out of memory");
-    for (size_t i = 0; nt > 1 && i < m->nparts; i++) {
-        const buf *t = &m->part[i];
-        for (size_t s = 1; s <= 16 && t->n > 1; s++) {
+    size_t *soff = malloc((m->nparts * 16 + 1) * sizeof *soff);
+    buf keys = {0};
+    for (size_t i = 0; smp && soff && !rc && want > 1 && i < m->nparts; i++) {
+        const buf *t = &pt[i];
+        for (size_t s = 1; !rc && s <= 16 && t->n > 1; s++) {
             size_t at = (t->n - 1) * s / 17;
             while (at && t->p[at - 1] != '\n')
                 at--;
-            smp[ns++] = t->p + at;
+            soff[ns++] = keys.n;
+            if (buf_put(&keys, t->p + at, line_key(t->p + at)) || buf_put(&keys, "\t", 2))
+                rc = -ENOMEM;
         }
+        if (m->foff[i] != NOT_SPILLED) drop_pages(map, t->p, t->p + t->n);
     }
+    if (!smp || !soff || rc) {
+        free(smp);
+        free(soff);
+        buf_free(&keys);
+        free(pt);
+        if (map) munmap(map, m->fsize);
+        return tdc_error(-ENOMEM, "analytics: out of memory");
+    }
+    for (size_t k = 0; k < ns; k++)
+        smp[k] = keys.p + soff[k];
+    free(soff);
     sort_r(smp, ns, sizeof *smp, by_key, &paths);
     size_t nranges = ns ? (want < ns ? want : ns) : 1;
     ljob *j = calloc(nranges, sizeof *j);
     run *r = calloc(nranges * (m->nparts ? m->nparts : 1), sizeof *r);
     if (!j || !r) rc = tdc_error(-ENOMEM, "analytics: out of memory");
-    for (size_t g = 0; !rc && g < nranges; g++) {
-        /* range g: from the key of sample g * ns / nranges (g > 0) to that of the next */
-        const unsigned char *lo = g ? smp[g * ns / nranges] : NULL;
-        const unsigned char *hi = g + 1 < nranges ? smp[(g + 1) * ns / nranges] : NULL;
-        j[g] = (ljob){.m = m, .r = r + g * m->nparts, .nr = m->nparts};
-        for (size_t i = 0; i < m->nparts; i++) {
-            const buf *t = &m->part[i];
-            size_t a = lo ? lower_line(m, t, lo, line_key(lo)) : 0;
-            size_t b = hi ? lower_line(m, t, hi, line_key(hi)) : t->n - 1;
-            j[g].r[i] = (run){t->p + a, t->p + (b > a ? b : a)};
-        }
-    }
     /* the ranges, nt at a time, each batch's output appended and dropped at once */
     for (size_t g = 0; !rc && g < nranges; g += nt) {
         size_t n = nranges - g < nt ? nranges - g : nt;
+        for (size_t h = g; h < g + n; h++) {
+            /* range h: from where range h - 1 ends to the key of sample (h + 1) * ns / nranges
+             * (the end for the last) */
+            const unsigned char *hi = h + 1 < nranges ? smp[(h + 1) * ns / nranges] : NULL;
+            j[h] = (ljob){.m = m, .r = r + h * m->nparts, .nr = m->nparts};
+            for (size_t i = 0; i < m->nparts; i++) {
+                const buf *t = &pt[i];
+                size_t a = h ? (size_t)(j[h - 1].r[i].end - t->p) : 0;
+                size_t b = hi ? lower_from(m->kind, t, a, hi, line_key(hi)) : t->n - 1;
+                j[h].r[i] = (run){t->p + a, t->p + b};
+            }
+        }
         par_run((unsigned)n, list_main, j + g, sizeof *j);
         for (size_t i = g; i < g + n && !rc; i++) {
             if (j[i].rc == -ENOMEM)
@@ -953,12 +1057,17 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
                 rc = sink(sctx, j[i].out.p, j[i].out.n);
             buf_free(&j[i].out);
         }
+        for (size_t i = 0; map && i < m->nparts; i++) /* the spilled text merged so far */
+            if (m->foff[i] != NOT_SPILLED) drop_pages(map, pt[i].p, j[g + n - 1].r[i].end);
     }
     for (size_t g = 0; j && g < nranges; g++)
         buf_free(&j[g].out);
     free(j);
     free(r);
     free(smp);
+    buf_free(&keys);
+    free(pt);
+    if (map) munmap(map, m->fsize);
     return rc;
 }
 

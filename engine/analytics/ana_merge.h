@@ -49,6 +49,13 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
                   ana_merge **out);
 void ana_merge_free(ana_merge *m);
 
+/* Keep the parts' texts of a list merge (invindex, termvector, rankedinvindex), from the first
+ * that would take those held past `at` bytes on, in an unlinked file in directory dir instead
+ * of in memory; the merge then reads them through a mapping whose pages it drops as it goes,
+ * in batches of about `at` bytes. Where the file cannot be made or written, the texts stay in
+ * memory. Before any part is added. */
+void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at);
+
 /* The scope's files in rank order (ana_scope_files), as the merge holds them. */
 const vec32 *ana_merge_files(const ana_merge *m);
 

@@ -304,9 +304,10 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
              .vis = vis};
     vec32 todo = {0};
     wide *wd = NULL;
-    int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);
-    if (!rc) rc = plan(meta, ana_merge_files(j.m), sh ? sh->take : NULL, &todo, &wd, &j.nwide);
     ana_opts o = *ana_ctx_opts(c);
+    int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);
+    if (!rc && o.spill_dir) ana_merge_spill(j.m, o.spill_dir, o.spill_at);
+    if (!rc) rc = plan(meta, ana_merge_files(j.m), sh ? sh->take : NULL, &todo, &wd, &j.nwide);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = o.shards > 0 ? (uint32_t)o.shards : cpus > 1 ? (uint32_t)cpus : 1;
     if (nth > todo.n) nth = (uint32_t)todo.n;

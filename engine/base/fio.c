@@ -24,6 +24,20 @@ int fio_write_all(int fd, const void *p, size_t n, const char *path)
     return 0;
 }
 
+int fio_tmpfile(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR)) return fd;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/tadoc-tmp.XXXXXX", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0) unlink(path);
+    return fd;
+}
+
 int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path)
 {
     const unsigned char *q = p;
@@ -84,8 +98,7 @@ static void unescape_mountinfo(char *s)
     *o = 0;
 }
 
-int fio_mounts(int (*fn)(void *ctx, const char *mnt, const char *type, const char *dev),
-               void *ctx)
+int fio_mounts(int (*fn)(void *ctx, const char *mnt, const char *type, const char *dev), void *ctx)
 {
     FILE *f = fopen("/proc/self/mountinfo", "r");
     char line[8192];

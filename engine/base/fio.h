@@ -15,6 +15,10 @@ int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *pa
 /* Read exactly n bytes at `off`; -EBADMSG ("truncated") if the file ends first. */
 int fio_read_at(int fd, void *p, size_t n, uint64_t off, const char *path);
 
+/* A new unlinked file in directory dir, open for reading and writing (O_TMPFILE where the
+ * file system has it, else a named temporary file removed at once); -1 with errno set. */
+int fio_tmpfile(const char *dir);
+
 /* fsync the directory holding `path`, so a rename into it is durable. */
 int fio_sync_dir(const char *path);
 

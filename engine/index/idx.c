@@ -209,8 +209,8 @@ int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
     if (!max) return 0;
     /* Two stages: the rules that fit a quarter of the budget are published first (a quarter of
      * the budget already makes reads markedly faster than no cache, in a fraction of the time
-     * the whole cache takes to build), then the longer ones go into the same arrays and a second descriptor
-     * replaces the first. */
+     * the whole cache takes to build), then the longer ones go into the same arrays and a second
+     * descriptor replaces the first. */
     uint32_t first = flat_bound(x, cache_bytes / 4, &first_sum);
     if (first >= max) first = 0;
     /* The bytes: the rules', DICT_PAD after the first stage's and DICT_PAD at the end. */
@@ -582,7 +582,6 @@ static inline void prefetch_leaf(const idx *x, const flatc *fc, uint32_t s, int 
 }
 
 #define IDX_NEAR 4 /* symbols ahead whose bytes are fetched */
-
 
 ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *dst, size_t n)
 {

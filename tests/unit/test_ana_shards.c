@@ -23,8 +23,17 @@
  * to some files. */
 static void write_tree(const char *root, uint64_t seed)
 {
-    static const char *w[] = {"alpha", "beta", "gamma", "delta", "the", "cat",
-                              "sat",   "on",   "mat",   "x",     "\xc3\xa9t\xc3\xa9"};
+    static const char *w[] = {"alpha",
+                              "beta",
+                              "gamma",
+                              "delta",
+                              "the",
+                              "cat",
+                              "sat",
+                              "on",
+                              "mat",
+                              "x",
+                              "\xc3\xa9t\xc3\xa9"};
     static const char *sep[] = {" ", " ", " ", ", ", ".\n", "\n\n", " -- ", "\t"};
     char p[4096], q[4096];
     mkdir(root, 0755);
@@ -38,7 +47,7 @@ static void write_tree(const char *root, uint64_t seed)
             FILE *fp = fopen(p, "w");
             assert_non_null(fp);
             int kind = (int)(tu_rand(&seed) % 10);
-            if (kind == 0) { /* empty */
+            if (kind == 0) {        /* empty */
             } else if (kind == 1) { /* separators only */
                 for (int i = 0, n = (int)(tu_rand(&seed) % 3000); i < n; i++)
                     fputs(sep[tu_rand(&seed) % 8], fp);
@@ -57,7 +66,8 @@ static void write_tree(const char *root, uint64_t seed)
             }
             fclose(fp);
             if (tu_rand(&seed) % 5 == 0) {
-                snprintf(q, sizeof q, "%s/d%d/link%d", root, (int)(tu_rand(&seed) % (uint64_t)(d + 1)), f);
+                snprintf(q, sizeof q, "%s/d%d/link%d", root,
+                         (int)(tu_rand(&seed) % (uint64_t)(d + 1)), f);
                 if (access(q, F_OK)) assert_int_equal(link(p, q), 0);
             }
         }
@@ -117,7 +127,16 @@ static void test_by_shard_equals_whole(void **state)
         for (uint32_t k = 0; k < meta->nshards; k++)
             if (ana_shard_mem(meta, k) > big) big = ana_shard_mem(meta, k);
         mbud *bud = round % 2 ? mbud_new(round % 4 == 1 ? big : 1) : NULL;
-        ana_opts op = {round % 3, 1 + round % 2, 1, 0, round % 4, bud};
+        /* Rounds 2 and 6 keep the list merges' parts in a file: every part (past 1 byte held),
+         * or those past 2000 bytes held, merged in batches of that size. */
+        ana_opts op = {round % 3,
+                       1 + round % 2,
+                       1,
+                       0,
+                       round % 4,
+                       bud,
+                       round % 4 == 2 ? "/tmp" : NULL,
+                       round == 2 ? 1 : 2000};
         ana_ctx *c = ana_ctx_new(&op);
         assert_non_null(c);
         for (int k = 0; k < ANA_NIDS; k++) {
@@ -168,8 +187,8 @@ static int part(ana_merge *m, const char *text)
 /* Edges of one file's pieces, as ana_by_shard makes them. */
 static ana_edge edge(uint32_t part, const char *words, uint32_t nw, int whole, int wf, int wl)
 {
-    ana_edge e = {.file = 0, .part = part, .nw = nw, .whole = whole, .word_first = wf,
-                  .word_last = wl};
+    ana_edge e = {
+        .file = 0, .part = part, .nw = nw, .whole = whole, .word_first = wf, .word_last = wl};
     assert_int_equal(buf_put(&e.words, words, strlen(words)), 0);
     return e;
 }

@@ -1,5 +1,5 @@
-/* Visibility masks (engine/analytics/ana.h): every analytic over an archive with a mask prints exactly
- * what it prints, unmasked, over an archive of only the visible files. */
+/* Visibility masks (engine/analytics/ana.h): every analytic over an archive with a mask prints
+ * exactly what it prints, unmasked, over an archive of only the visible files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -111,7 +111,8 @@ static void test_mask_equals_subset(void **state)
             if (all->ents[e].type == ARC_DIR) vis[e] = (unsigned char)(tu_rand(&seed) % 2);
         arc *part = pack_tree("vis-part", keep, 99);
         for (int t = 0; t < 4; t++) {
-            ana_opts o = {t % 2 ? ANA_BOTTOMUP : ANA_TOPDOWN, t < 2 ? 1 : 2, 1, 0, 0, NULL};
+            ana_opts o = {
+                t % 2 ? ANA_BOTTOMUP : ANA_TOPDOWN, t < 2 ? 1 : 2, 1, 0, 0, NULL, NULL, 0};
             ana_ctx *c = ana_ctx_new(&o);
             assert_non_null(c);
             compare_scope(c, all, vis, part, "");
