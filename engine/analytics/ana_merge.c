@@ -35,6 +35,7 @@
 
 #define MAXT 64 /* merging threads at most */
 #define NOT_SPILLED UINT64_MAX
+#define PRINT_SLICE ((size_t)1 << 20) /* records of a counts merge printed at once */
 
 /* ---- lines and keys ---- */
 
@@ -616,34 +617,52 @@ static int finish_counts(ana_merge *m, ana_sink sink, void *sctx)
     memset(extra, 0, sizeof extra);
     int rc = each_crossing(m, m->kind == ANA_SEQCOUNT ? cross_count : NULL, extra);
     if (!rc && m->kind == ANA_SEQCOUNT) rc = add_buckets(m, extra);
-    size_t n = 0;
-    for (int t = 0; !rc && t < m->nt; t++)
+    /* The keys of every table in byte order (w's ids number them table after table, from
+     * base[t]), then their records in output order, printed a slice at a time: the merge's
+     * peak is the tables and two arrays of records. */
+    size_t n = 0, base[MAXT + 1];
+    for (int t = 0; !rc && t < m->nt; t++) {
+        base[t] = n;
         n += dict_count(m->sum[t].keys);
+    }
+    base[m->nt] = n;
     ana_wrec *w = rc ? NULL : malloc((n ? n : 1) * sizeof *w);
-    ana_crec *c = rc ? NULL : malloc((n ? n : 1) * sizeof *c);
-    if (!rc && (!w || !c)) rc = -ENOMEM;
+    if (!rc && !w) rc = -ENOMEM;
     size_t k = 0;
     for (int t = 0; !rc && t < m->nt; t++)
         for (uint32_t i = 0; i < dict_count(m->sum[t].keys); i++) {
             size_t len;
             const unsigned char *p = dict_bytes(m->sum[t].keys, i, &len);
             w[k] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, (uint32_t)k};
-            c[k++] = (ana_crec){p, len, m->sum[t].cnt.p[i]};
+            k++;
         }
     int threads = m->nt > 1 ? 2 : 1;
     if (!rc) rc = ana_sort_words(w, n, threads);
     ana_crec *o = rc ? NULL : malloc((n ? n : 1) * sizeof *o);
     if (!rc && !o) rc = -ENOMEM;
     size_t kept = 0;
-    for (size_t i = 0; !rc && i < n; i++)
-        if (c[w[i].id].cnt) o[kept++] = c[w[i].id];
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t lo = 0, hi = (size_t)m->nt; /* the table of id: base[lo] <= id < base[lo + 1] */
+        while (hi - lo > 1) {
+            size_t mid = (lo + hi) / 2;
+            if (base[mid] <= w[i].id)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        uint64_t cnt = m->sum[lo].cnt.p[w[i].id - base[lo]];
+        if (cnt) o[kept++] = (ana_crec){w[i].w, w[i].n, cnt};
+    }
     free(w);
-    free(c);
     if (!rc && m->kind != ANA_SORT) rc = ana_by_count(o, kept);
     buf out = {0};
-    if (!rc) rc = ana_print_counts(o, kept, m->kind != ANA_SORT, &out, threads);
+    for (size_t i = 0; !rc && i < kept; i += PRINT_SLICE) {
+        out.n = 0;
+        rc = ana_print_counts(o + i, kept - i < PRINT_SLICE ? kept - i : PRINT_SLICE,
+                              m->kind != ANA_SORT, &out, threads);
+        if (!rc && out.n) rc = sink(sctx, out.p, out.n);
+    }
     free(o);
-    if (!rc && out.n) rc = sink(sctx, out.p, out.n);
     buf_free(&out);
     for (int t = 0; t < MAXT; t++)
         buf_free(&extra[t]);
