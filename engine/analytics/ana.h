@@ -91,8 +91,8 @@ typedef struct ana_opts {
                       once (0: one per CPU), or ANA_WHOLE to load the archive whole instead */
     mbud *budget;  /* or NULL: the memory budget each shard ana_by_shard loads takes its
                       estimate from first (ana_shard_mem), waiting for room */
-    const char *spill_dir; /* or NULL: where ana_by_shard's list merges keep the parts' texts */
-    uint64_t spill_at;     /* past this many bytes of them held (ana_merge_spill) */
+    const char *spill_dir; /* or NULL: where ana_by_shard's merge keeps what passes spill_at */
+    uint64_t spill_at;     /* bytes the merge holds in memory at most (ana_merge_spill) */
 } ana_opts;
 
 #define ANA_WHOLE (-1)

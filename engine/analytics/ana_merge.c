@@ -6,7 +6,11 @@
  *   bucket per merging thread by a hash of their key (word or sequence), and the buckets are
  *   summed at once, on as many threads, each into the table of its bucket's keys; so the
  *   merge holds the distinct keys and their counts, never the parts' text. At the end the
- *   keys are sorted once (byte order, then by count for wordcount and seqcount) and printed;
+ *   keys are sorted once (byte order, then by count for wordcount and seqcount) and printed.
+ *   Spilled (ana_merge_spill), the tables go out whenever they pass the bound, their lines
+ *   dealt into SPILL_BUCKETS buckets of the file by another hash; at the end each bucket is
+ *   summed and printed alone, its output appended to the file, and the buckets' outputs,
+ *   each in the analytic's order, are merged with a heap;
  * - lists (invindex, termvector, rankedinvindex): each part's text is already in the
  *   analytic's key order (word, path, sequence), so the parts are merged like sorted runs: the
  *   key space is cut into one range per thread at keys sampled from the parts, and each
@@ -36,6 +40,7 @@
 #define MAXT 64 /* merging threads at most */
 #define NOT_SPILLED UINT64_MAX
 #define PRINT_SLICE ((size_t)1 << 20) /* records of a counts merge printed at once */
+#define SPILL_BUCKETS 256              /* a spilled counts merge's buckets, each merged alone */
 
 /* ---- lines and keys ---- */
 
@@ -87,6 +92,16 @@ static size_t field(const unsigned char *p, const unsigned char *end)
 
 /* ---- the merge ---- */
 
+/* A spilled counts merge's chunks of one bucket in the spill file (dump_table). */
+typedef struct chunk {
+    uint64_t off, n;
+} chunk;
+
+typedef struct chunks {
+    chunk *c;
+    size_t n, cap;
+} chunks;
+
 /* counts: the keys of one hash bucket and their sums so far, under its lock. */
 typedef struct ctab {
     pthread_mutex_t lock;
@@ -109,6 +124,8 @@ struct ana_merge {
     int fd;                  /* the spill file (-1 until the first part spilled) */
     uint64_t fsize;          /* its bytes: the spilled parts, each followed by a NUL */
     struct ctab *sum;        /* counts: nt tables, one per hash bucket */
+    chunks *sb;              /* counts spilled: SPILL_BUCKETS buckets' chunks in the file */
+    int spilled, dumping;    /* counts: a chunk is in the file; a thread is writing some */
     ana_edge *e;             /* edges of pieces of files that span parts */
     size_t ne, cape;
     buf lo, hi;         /* ana_merge_range: the keys of the lines it makes itself */
@@ -167,6 +184,9 @@ void ana_merge_free(ana_merge *m)
         buf_free(&m->part[i]);
     free(m->part);
     free(m->foff);
+    for (size_t b = 0; m->sb && b < SPILL_BUCKETS; b++)
+        free(m->sb[b].c);
+    free(m->sb);
     if (m->fd >= 0) close(m->fd);
     for (int t = 0; m->sum && t < m->nt; t++) {
         pthread_mutex_destroy(&m->sum[t].lock);
@@ -327,6 +347,113 @@ static uint64_t spill(ana_merge *m, const buf *text)
     return at;
 }
 
+/* ---- counts past the budget: the tables emptied into the spill file ----
+ * A counts merge given a spill directory empties its tables into the spill file whenever they
+ * hold more than spill_at bytes: their lines, dealt by a hash of the key (seed 2) into
+ * SPILL_BUCKETS buckets, one chunk of each bucket per table emptied. The tables meanwhile sum
+ * what arrives, so a key repeated in many parts is written once per emptying, not per part.
+ * finish_spilled then merges bucket by bucket. */
+
+/* What a table holds in memory, about. */
+static uint64_t ctab_bytes(const ctab *c)
+{
+    const dict *d = c->keys;
+    return d->blob.cap + d->offs.cap * 8 + (uint64_t)d->tcap * 8 + d->word.cap + c->cnt.cap * 8;
+}
+
+/* Table c (its lock held) written to the spill file, one chunk per bucket of bk (which come
+ * and go empty), and emptied: 0; 1 where the file cannot be made or written and nothing was
+ * spilled before (the table is kept, and the merge stays in memory); else a negative errno. */
+static int dump_table(ana_merge *m, ctab *c, buf *bk)
+{
+    int rc = 0;
+    for (uint32_t id = 0; !rc && id < dict_count(c->keys); id++) {
+        size_t kn;
+        const unsigned char *k = dict_bytes(c->keys, id, &kn);
+        if (id >= c->cnt.n || !c->cnt.p[id]) continue;
+        buf *b = &bk[bucket(k, kn, 2, SPILL_BUCKETS)];
+        if (m->kind == ANA_SORT)
+            rc = buf_put(b, k, kn) || buf_put(b, "\t", 1) || ana_put_num(b, c->cnt.p[id]);
+        else
+            rc = ana_put_num(b, c->cnt.p[id]) || buf_put(b, "\t", 1) || buf_put(b, k, kn);
+        rc = rc || buf_put(b, "\n", 1) ? -ENOMEM : 0;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < SPILL_BUCKETS; i++)
+        total += bk[i].n;
+    pthread_mutex_lock(&m->lock);
+    uint64_t at = m->fsize;
+    if (!rc && m->fd < 0) m->fd = fio_tmpfile(m->dir);
+    if (!rc && m->fd < 0) rc = 1;
+    if (!rc && !m->sb && !(m->sb = calloc(SPILL_BUCKETS, sizeof *m->sb))) rc = -ENOMEM;
+    if (!rc) m->fsize += total;
+    pthread_mutex_unlock(&m->lock);
+    for (size_t i = 0, off = 0; !rc && i < SPILL_BUCKETS; off += bk[i++].n)
+        if (fio_pwrite_all(m->fd, bk[i].p, bk[i].n, at + off, "analytics merge")) rc = 1;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0, off = 0; !rc && i < SPILL_BUCKETS; off += bk[i++].n) {
+        chunks *cs = &m->sb[i];
+        if (!bk[i].n) continue;
+        if (cs->n == cs->cap) {
+            size_t cap = cs->cap ? cs->cap * 2 : 16;
+            chunk *x = realloc(cs->c, cap * sizeof *x);
+            if (!x) {
+                rc = -ENOMEM; /* the buckets before hold their chunks: none can be undone */
+                break;
+            }
+            cs->c = x;
+            cs->cap = cap;
+        }
+        cs->c[cs->n++] = (chunk){at + off, bk[i].n};
+        m->spilled = 1;
+    }
+    if (rc == 1) {
+        if (m->spilled)
+            rc = tdc_error(-EIO, "analytics: cannot write the merge's spill file");
+        else
+            m->dir = NULL;
+    }
+    pthread_mutex_unlock(&m->lock);
+    for (size_t i = 0; i < SPILL_BUCKETS; i++)
+        bk[i].n = 0;
+    if (rc) return rc;
+    dict_free(c->keys);
+    vec64_free(&c->cnt);
+    return (c->keys = dict_new()) ? 0 : -ENOMEM;
+}
+
+/* The tables emptied into the spill file where they hold more than spill_at bytes (or, with
+ * all, where they hold anything), by one thread at a time. 0 or a negative errno. */
+static int dump_tables(ana_merge *m, int all)
+{
+    pthread_mutex_lock(&m->lock);
+    int go = m->dir && !m->dumping;
+    if (go) m->dumping = 1;
+    pthread_mutex_unlock(&m->lock);
+    if (!go) return 0;
+    uint64_t held = 0;
+    for (int t = 0; t < m->nt; t++) {
+        pthread_mutex_lock(&m->sum[t].lock);
+        held += ctab_bytes(&m->sum[t]);
+        pthread_mutex_unlock(&m->sum[t].lock);
+    }
+    int rc = 0;
+    buf *bk = held > m->spill_at || all ? calloc(SPILL_BUCKETS, sizeof *bk) : NULL;
+    if ((held > m->spill_at || all) && !bk) rc = -ENOMEM;
+    for (int t = 0; !rc && bk && t < m->nt; t++) {
+        pthread_mutex_lock(&m->sum[t].lock);
+        rc = dump_table(m, &m->sum[t], bk);
+        pthread_mutex_unlock(&m->sum[t].lock);
+    }
+    for (size_t i = 0; bk && i < SPILL_BUCKETS; i++)
+        buf_free(&bk[i]);
+    free(bk);
+    pthread_mutex_lock(&m->lock);
+    m->dumping = 0;
+    pthread_mutex_unlock(&m->lock);
+    return rc == 1 ? 0 : rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
+}
+
 int ana_merge_part(ana_merge *m, buf *text)
 {
     if (!m->lists) {
@@ -334,6 +461,7 @@ int ana_merge_part(ana_merge *m, buf *text)
         memset(bk, 0, sizeof bk);
         int rc = deal(m, text->p, text->n, bk);
         if (!rc) rc = add_buckets(m, bk);
+        if (!rc) rc = dump_tables(m, 0);
         for (int t = 0; t < m->nt; t++)
             buf_free(&bk[t]);
         buf_free(text);
@@ -611,38 +739,34 @@ static int cross_part(ana_merge *m, buf *out)
 
 /* ---- counts: the buckets summed by key on nt threads ---- */
 
-static int finish_counts(ana_merge *m, ana_sink sink, void *sctx)
+/* The keys of tables t[0..nt) and their counts, printed in the analytic's order to sink: the
+ * keys of every table in byte order (w's ids number them table after table, from base[i]),
+ * then their records in output order, printed PRINT_SLICE at a time on `threads` threads. The
+ * peak is the tables and two arrays of records. 0, -ENOMEM or the sink's error. */
+static int print_tables(int kind, const ctab *t, int nt, int threads, ana_sink sink, void *sctx)
 {
-    buf extra[MAXT];
-    memset(extra, 0, sizeof extra);
-    int rc = each_crossing(m, m->kind == ANA_SEQCOUNT ? cross_count : NULL, extra);
-    if (!rc && m->kind == ANA_SEQCOUNT) rc = add_buckets(m, extra);
-    /* The keys of every table in byte order (w's ids number them table after table, from
-     * base[t]), then their records in output order, printed a slice at a time: the merge's
-     * peak is the tables and two arrays of records. */
     size_t n = 0, base[MAXT + 1];
-    for (int t = 0; !rc && t < m->nt; t++) {
-        base[t] = n;
-        n += dict_count(m->sum[t].keys);
+    for (int i = 0; i < nt; i++) {
+        base[i] = n;
+        n += dict_count(t[i].keys);
     }
-    base[m->nt] = n;
-    ana_wrec *w = rc ? NULL : malloc((n ? n : 1) * sizeof *w);
-    if (!rc && !w) rc = -ENOMEM;
+    base[nt] = n;
+    ana_wrec *w = malloc((n ? n : 1) * sizeof *w);
+    if (!w) return -ENOMEM;
     size_t k = 0;
-    for (int t = 0; !rc && t < m->nt; t++)
-        for (uint32_t i = 0; i < dict_count(m->sum[t].keys); i++) {
+    for (int i = 0; i < nt; i++)
+        for (uint32_t id = 0; id < dict_count(t[i].keys); id++) {
             size_t len;
-            const unsigned char *p = dict_bytes(m->sum[t].keys, i, &len);
+            const unsigned char *p = dict_bytes(t[i].keys, id, &len);
             w[k] = (ana_wrec){ana_prefix_key(p, len), p, (uint32_t)len, (uint32_t)k};
             k++;
         }
-    int threads = m->nt > 1 ? 2 : 1;
-    if (!rc) rc = ana_sort_words(w, n, threads);
+    int rc = ana_sort_words(w, n, threads);
     ana_crec *o = rc ? NULL : malloc((n ? n : 1) * sizeof *o);
     if (!rc && !o) rc = -ENOMEM;
     size_t kept = 0;
     for (size_t i = 0; !rc && i < n; i++) {
-        size_t lo = 0, hi = (size_t)m->nt; /* the table of id: base[lo] <= id < base[lo + 1] */
+        size_t lo = 0, hi = (size_t)nt; /* the table of id: base[lo] <= id < base[lo + 1] */
         while (hi - lo > 1) {
             size_t mid = (lo + hi) / 2;
             if (base[mid] <= w[i].id)
@@ -650,23 +774,21 @@ static int finish_counts(ana_merge *m, ana_sink sink, void *sctx)
             else
                 hi = mid;
         }
-        uint64_t cnt = m->sum[lo].cnt.p[w[i].id - base[lo]];
+        uint64_t cnt = t[lo].cnt.p[w[i].id - base[lo]];
         if (cnt) o[kept++] = (ana_crec){w[i].w, w[i].n, cnt};
     }
     free(w);
-    if (!rc && m->kind != ANA_SORT) rc = ana_by_count(o, kept);
+    if (!rc && kind != ANA_SORT) rc = ana_by_count(o, kept);
     buf out = {0};
     for (size_t i = 0; !rc && i < kept; i += PRINT_SLICE) {
         out.n = 0;
         rc = ana_print_counts(o + i, kept - i < PRINT_SLICE ? kept - i : PRINT_SLICE,
-                              m->kind != ANA_SORT, &out, threads);
+                              kind != ANA_SORT, &out, threads);
         if (!rc && out.n) rc = sink(sctx, out.p, out.n);
     }
     free(o);
     buf_free(&out);
-    for (int t = 0; t < MAXT; t++)
-        buf_free(&extra[t]);
-    return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
+    return rc;
 }
 
 /* ---- lists: the sorted parts merged by key range on nt threads ---- */
@@ -899,17 +1021,29 @@ static const unsigned char *group_end(int kind, const unsigned char *p, const un
     return e;
 }
 
-/* Heap of runs by their current keys. */
+/* A heap of item numbers, in the order of less(ctx, a, b): a comes before b. */
 typedef struct heap {
     size_t *h, n;
-    const run *r;
-    int paths;
+    int (*less)(const void *ctx, size_t a, size_t b);
+    const void *ctx;
 } heap;
 
 static int hless(const heap *hp, size_t a, size_t b)
 {
-    const unsigned char *x = hp->r[a].p, *y = hp->r[b].p;
-    int c = kcmp(hp->paths, x, line_key(x), y, line_key(y));
+    return hp->less(hp->ctx, a, b);
+}
+
+/* Runs of a list merge by their current keys (ties: the earlier part first). */
+typedef struct runs {
+    const run *r;
+    int paths;
+} runs;
+
+static int run_less(const void *ctx, size_t a, size_t b)
+{
+    const runs *rs = ctx;
+    const unsigned char *x = rs->r[a].p, *y = rs->r[b].p;
+    int c = kcmp(rs->paths, x, line_key(x), y, line_key(y));
     return c ? c < 0 : a < b;
 }
 
@@ -931,7 +1065,8 @@ static void *list_main(void *arg)
 {
     ljob *j = arg;
     int kind = j->m->kind;
-    heap hp = {malloc((j->nr ? j->nr : 1) * sizeof *hp.h), 0, j->r, kind == ANA_TERMVECTOR};
+    runs rs = {j->r, kind == ANA_TERMVECTOR};
+    heap hp = {malloc((j->nr ? j->nr : 1) * sizeof *hp.h), 0, run_less, &rs};
     run *grp = malloc((j->nr ? j->nr : 1) * sizeof *grp);
     if (!hp.h || !grp) j->rc = -ENOMEM;
     for (size_t i = 0; !j->rc && i < j->nr; i++)
@@ -945,7 +1080,7 @@ static void *list_main(void *arg)
         /* take every run's group of this key */
         while (hp.n) {
             run *r = &j->r[hp.h[0]];
-            if (kcmp(hp.paths, r->p, line_key(r->p), k, kn)) break;
+            if (kcmp(rs.paths, r->p, line_key(r->p), k, kn)) break;
             const unsigned char *e = group_end(kind, r->p, r->end, kn);
             grp[ng++] = (run){r->p, e};
             r->p = e;
@@ -1088,6 +1223,169 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     free(pt);
     if (map) munmap(map, m->fsize);
     return rc;
+}
+
+/* ---- counts: the end of the merge ---- */
+
+/* A spilled counts merge's work: the next bucket to merge, each bucket's run in the file. */
+typedef struct bqueue {
+    ana_merge *m;
+    chunk *run;
+    size_t next;
+    int rc;
+} bqueue;
+
+/* Bucket b's chunks summed and printed in the analytic's order, appended to the spill file as
+ * its run *r: its keys are no other bucket's, so the run holds their final counts. */
+static int bucket_run(ana_merge *m, size_t b, chunk *r)
+{
+    const chunks *cs = &m->sb[b];
+    uint64_t len = 0;
+    for (size_t i = 0; i < cs->n; i++)
+        len += cs->c[i].n;
+    buf text = {0}, out = {0};
+    ctab c = {.keys = dict_new()};
+    int rc = c.keys && !buf_reserve(&text, len) ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < cs->n; i++) {
+        rc = fio_read_at(m->fd, text.p + text.n, cs->c[i].n, cs->c[i].off, "analytics merge");
+        text.n += cs->c[i].n;
+    }
+    if (!rc) rc = sum_lines(m->kind, &c, &text);
+    buf_free(&text);
+    if (!rc) rc = print_tables(m->kind, &c, 1, 1, ana_sink_buf, &out);
+    dict_free(c.keys);
+    vec64_free(&c.cnt);
+    if (!rc) {
+        pthread_mutex_lock(&m->lock);
+        *r = (chunk){m->fsize, out.n};
+        m->fsize += out.n;
+        pthread_mutex_unlock(&m->lock);
+        rc = fio_pwrite_all(m->fd, out.p, out.n, r->off, "analytics merge");
+    }
+    buf_free(&out);
+    return rc;
+}
+
+static void *bucket_main(void *arg)
+{
+    bqueue *q = arg;
+    for (;;) {
+        pthread_mutex_lock(&q->m->lock);
+        size_t b = q->rc ? SPILL_BUCKETS : q->next++;
+        pthread_mutex_unlock(&q->m->lock);
+        if (b >= SPILL_BUCKETS) return NULL;
+        int rc = bucket_run(q->m, b, &q->run[b]);
+        pthread_mutex_lock(&q->m->lock);
+        if (rc && !q->rc) q->rc = rc;
+        pthread_mutex_unlock(&q->m->lock);
+    }
+}
+
+/* A bucket's run being merged: its current line [p, nl], where its pages were last dropped. */
+typedef struct crun {
+    const unsigned char *p, *nl, *end, *kept;
+} crun;
+
+typedef struct cruns {
+    const crun *r;
+    int kind;
+} cruns;
+
+/* The output order of two runs' current lines: sort by word; the others by count descending
+ * (a count has no leading zero, so a longer one is larger), then by key. Runs share no key. */
+static int crun_less(const void *ctx, size_t a, size_t b)
+{
+    const cruns *c = ctx;
+    const crun *x = &c->r[a], *y = &c->r[b];
+    size_t xn = field(x->p, x->nl), yn = field(y->p, y->nl);
+    if (c->kind == ANA_SORT) return key_cmp(x->p, xn, y->p, yn) < 0;
+    if (xn != yn) return xn > yn;
+    int d = memcmp(x->p, y->p, xn);
+    if (d) return d > 0;
+    return key_cmp(x->p + xn + 1, (size_t)(x->nl - x->p) - xn - 1, y->p + yn + 1,
+                   (size_t)(y->nl - y->p) - yn - 1) < 0;
+}
+
+/* Every bucket's run, in the file mapped at map, merged into sink in output order; each run's
+ * pages dropped once about spill_at bytes have been printed since the last drop. */
+static int merge_runs(ana_merge *m, const unsigned char *map, const chunk *run, ana_sink sink,
+                      void *sctx)
+{
+    crun r[SPILL_BUCKETS];
+    size_t h[SPILL_BUCKETS];
+    cruns cr = {r, m->kind};
+    heap hp = {h, 0, crun_less, &cr};
+    for (size_t b = 0; b < SPILL_BUCKETS; b++) {
+        const unsigned char *p = map + run[b].off;
+        r[b] = (crun){p, memchr(p, '\n', run[b].n), p + run[b].n, p};
+        if (run[b].n) h[hp.n++] = b;
+    }
+    for (size_t i = hp.n; i-- > 0;)
+        hdown(&hp, i);
+    buf out = {0};
+    uint64_t since = 0;
+    int rc = 0;
+    while (!rc && hp.n) {
+        crun *x = &r[hp.h[0]];
+        rc = buf_put(&out, x->p, (size_t)(x->nl + 1 - x->p)) ? -ENOMEM : 0;
+        x->p = x->nl + 1;
+        if (x->p < x->end)
+            x->nl = memchr(x->p, '\n', (size_t)(x->end - x->p));
+        else
+            hp.h[0] = hp.h[--hp.n];
+        hdown(&hp, 0);
+        if (rc || (out.n < PRINT_SLICE && hp.n)) continue;
+        rc = sink(sctx, out.p, out.n);
+        since += out.n;
+        out.n = 0;
+        for (size_t b = 0; since > m->spill_at && b < SPILL_BUCKETS; b++) {
+            drop_pages((unsigned char *)map, r[b].kept, r[b].p);
+            r[b].kept = r[b].p;
+        }
+        if (since > m->spill_at) since = 0;
+    }
+    if (!rc && out.n) rc = sink(sctx, out.p, out.n);
+    buf_free(&out);
+    return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
+}
+
+/* A counts merge whose tables went to the spill file: the rest of them too, then each bucket
+ * summed and printed alone on the merge's threads (a bucket's worth of memory each), then
+ * the buckets' runs merged through a mapping. */
+static int finish_spilled(ana_merge *m, ana_sink sink, void *sctx)
+{
+    int rc = dump_tables(m, 1);
+    bqueue q = {m, calloc(SPILL_BUCKETS, sizeof *q.run), 0, 0};
+    if (!rc && !q.run) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    if (!rc) par_run((unsigned)m->nt, bucket_main, &q, 0);
+    if (!rc) rc = q.rc == -ENOMEM ? tdc_error(q.rc, "analytics: out of memory") : q.rc;
+    unsigned char *map = NULL;
+    if (!rc && m->fsize &&
+        (map = mmap(NULL, m->fsize, PROT_READ, MAP_SHARED, m->fd, 0)) == MAP_FAILED) {
+        map = NULL;
+        rc = tdc_error(-ENOMEM, "analytics: cannot map the merge's spill file: %s",
+                       strerror(errno));
+    }
+    if (!rc && map) rc = merge_runs(m, map, q.run, sink, sctx);
+    if (map) munmap(map, m->fsize);
+    free(q.run);
+    return rc;
+}
+
+static int finish_counts(ana_merge *m, ana_sink sink, void *sctx)
+{
+    buf extra[MAXT];
+    memset(extra, 0, sizeof extra);
+    int rc = each_crossing(m, m->kind == ANA_SEQCOUNT ? cross_count : NULL, extra);
+    if (!rc && m->kind == ANA_SEQCOUNT) rc = add_buckets(m, extra);
+    for (int t = 0; t < MAXT; t++)
+        buf_free(&extra[t]);
+    pthread_mutex_lock(&m->lock);
+    int spilled = m->spilled;
+    pthread_mutex_unlock(&m->lock);
+    if (!rc && spilled) return finish_spilled(m, sink, sctx);
+    if (!rc) rc = print_tables(m->kind, m->sum, m->nt, m->nt > 1 ? 2 : 1, sink, sctx);
+    return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
 }
 
 int ana_sink_buf(void *ctx, const unsigned char *p, size_t n)

@@ -49,10 +49,12 @@ int ana_merge_new(int kind, const arc *a, uint32_t first, uint32_t end, const un
                   ana_merge **out);
 void ana_merge_free(ana_merge *m);
 
-/* Keep the parts' texts of a list merge (invindex, termvector, rankedinvindex), from the first
- * that would take those held past `at` bytes on, in an unlinked file in directory dir instead
- * of in memory; the merge then reads them through a mapping whose pages it drops as it goes,
- * in batches of about `at` bytes. Where the file cannot be made or written, the texts stay in
+/* Bound the merge's memory by an unlinked file in directory dir, used from the point where it
+ * would hold more than `at` bytes: a list merge (invindex, termvector, rankedinvindex) keeps
+ * the parts' texts there and reads them through a mapping whose pages it drops as it goes, in
+ * batches of about `at` bytes; a counts merge (wordcount, sort, seqcount) writes its tables out
+ * in hash buckets, sums each bucket alone at the end and merges the buckets' sorted outputs.
+ * Where the file cannot be made or written before anything went to it, the merge stays in
  * memory. Before any part is added. */
 void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at);
 
