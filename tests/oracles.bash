@@ -4,47 +4,59 @@
 # Usage: oracle_wordcount|oracle_sort|oracle_invindex|oracle_termvector|oracle_seqcount|
 #        oracle_rankedinvindex DIR
 
-# The words of each file (files never share a word), one per line.
-words_of() { # DIR
-    find "$1" -type f -print0 | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
-        LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | grep -av '^$' || true
-    done
+# The tokenizer's words are the maximal runs of bytes in [A-Za-z0-9_\x80-\xff]; files never
+# share a word. One perl process reads every file, in byte order of their paths.
+# tokens MODE DIR|FILE: per word, one line of MODE
+#   words: WORD     pathwords: PATH<TAB>WORD
+#   seqs: W1 W2 W3 (every three consecutive words of a file)     pathseqs: PATH<TAB>W1 W2 W3
+# PATH is relative to DIR; for a FILE, its name.
+tokens() {
+    local prog='
+        my $mode = shift; $/ = "\0";
+        while (my $p = <STDIN>) {
+            chomp $p;
+            open(my $fh, "<:raw", $p) or die "$p: $!\n";
+            my $t = do { local $/; <$fh> } // "";
+            my @w = $t =~ /[A-Za-z0-9_\x80-\xff]+/g;
+            my $pre = $mode =~ /^path/ ? "$p\t" : "";
+            if ($mode =~ /words$/) { print "$pre$_\n" for @w; next }
+            print "$pre$w[$_ - 2] $w[$_ - 1] $w[$_]\n" for 2 .. $#w;
+        }'
+    if [ -f "$2" ]; then
+        (cd "$(dirname "$2")" && printf '%s\0' "$(basename "$2")" | perl -e "$prog" "$1")
+    else
+        (cd "$2" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | perl -e "$prog" "$1")
+    fi
+}
+# Lines "PATH<TAB>KEY" counted: "COUNT<TAB>PATH<TAB>KEY" (keys hold no tab, paths no newline).
+count_per_path() {
+    LC_ALL=C sort | LC_ALL=C uniq -c |
+        LC_ALL=C awk -F'\t' '{ match($1, /^ *[0-9]+ /); c = substr($1, 1, RLENGTH - 1)
+            sub(/^ +/, "", c); print c "\t" substr($1, RLENGTH + 1) "\t" $2 }'
 }
 oracle_wordcount() {
-    words_of "$1" | LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk '{print $1 "\t" $2}' |
+    tokens words "$1" | LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk '{print $1 "\t" $2}' |
         LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
 }
-# Per file, in path order: FUNCTION PATH reads the file's words on stdin. For a FILE, the
-# file alone, PATH its name (paths are relative to a file scope's directory).
-each_file() { # DIR|FILE FUNCTION
-    if [ -f "$1" ]; then
-        (cd "$(dirname "$1")" && f=$(basename "$1") &&
-            LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | { grep -av '^$' || true; } | "$2" "$f")
-        return
-    fi
-    (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | while IFS= read -r -d '' f; do
-        LC_ALL=C tr -cs 'A-Za-z0-9_\200-\377' '\n' <"$f" | { grep -av '^$' || true; } | "$2" "$f"
-    done)
-}
-trigrams() { awk 'NR > 2 { print a " " b " " $0 } { a = b; b = $0 }'; }
-tv_file() { LC_ALL=C sort | LC_ALL=C uniq -c | LC_ALL=C awk -v p="$1" '{ print p "\t" $1 "\t" $2 }' |
-    LC_ALL=C sort -t$'\t' -k2,2nr -k3,3; }
-ii_file() { LC_ALL=C sort -u | LC_ALL=C awk -v p="$1" '{ print $0 "\t" p }'; }
-ri_file() { trigrams | LC_ALL=C sort | LC_ALL=C uniq -c |
-    LC_ALL=C awk -v p="$1" '{ print $2 " " $3 " " $4 "\t" $1 "\t" p }'; }
-sq_file() { trigrams; }
 # Join "key<TAB>value" lines (sorted by key) into "key<TAB>value<TAB>value...".
 group() { LC_ALL=C awk -F'\t' 'NR == 1 || $1 "" != k { if (NR > 1) print line; k = $1 ""; line = $1 }
     { line = line "\t" $2 } END { if (NR) print line }'; }
-oracle_termvector() { each_file "$1" tv_file; }
-oracle_invindex() { each_file "$1" ii_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2 | group; }
+# Per file in path order, its words by count (most first), then by word.
+oracle_termvector() {
+    tokens pathwords "$1" | count_per_path | LC_ALL=C awk -F'\t' '{ print $2 "\t" $1 "\t" $3 }' |
+        LC_ALL=C sort -t$'\t' -k1,1 -k2,2nr -k3,3
+}
+oracle_invindex() {
+    tokens pathwords "$1" | LC_ALL=C sort -u | LC_ALL=C awk -F'\t' '{ print $2 "\t" $1 }' |
+        LC_ALL=C sort -t$'\t' -k1,1 -k2,2 | group
+}
 oracle_seqcount() {
-    each_file "$1" sq_file | LC_ALL=C sort | LC_ALL=C uniq -c |
+    tokens seqs "$1" | LC_ALL=C sort | LC_ALL=C uniq -c |
         LC_ALL=C awk '{ print $1 "\t" $2 " " $3 " " $4 }' | LC_ALL=C sort -t$'\t' -k1,1nr -k2,2
 }
 oracle_rankedinvindex() {
-    each_file "$1" ri_file | LC_ALL=C sort -t$'\t' -k1,1 -k2,2nr -k3,3 |
-        LC_ALL=C awk -F'\t' '{ print $1 "\t" $3 ":" $2 }' | group
+    tokens pathseqs "$1" | count_per_path | LC_ALL=C sort -t$'\t' -k3,3 -k1,1nr -k2,2 |
+        LC_ALL=C awk -F'\t' '{ print $3 "\t" $2 ":" $1 }' | group
 }
 oracle_sort() { oracle_wordcount "$1" | wordcount_to_sort; }
 # The sort pipeline's tail: word count lines in, sort lines out.
