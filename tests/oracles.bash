@@ -67,3 +67,14 @@ oracle_search() { # FILE WORD
     perl -0777 -ne 'BEGIN { $w = shift }
         while (/(?<![A-Za-z0-9_\x80-\xff])\Q$w\E(?![A-Za-z0-9_\x80-\xff])/g) { print "$-[0]\n" }' "$2" "$1"
 }
+# PATH:OFFSET of each of them in every file of DIR, in byte order of the paths (relative to DIR).
+oracle_search_tree() { # DIR WORD
+    (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | perl -e '
+        my $w = shift; $/ = "\0";
+        while (my $p = <STDIN>) {
+            chomp $p;
+            open(my $fh, "<:raw", $p) or die "$p: $!\n";
+            my $t = do { local $/; <$fh> } // "";
+            while ($t =~ /(?<![A-Za-z0-9_\x80-\xff])\Q$w\E(?![A-Za-z0-9_\x80-\xff])/g) { print "$p:$-[0]\n" }
+        }' "$2")
+}

@@ -106,11 +106,11 @@ put_u32() {
 
 # ---------------------------------------------------------------------------------------------
 
-@test "SIGKILL of the daemon during a write stream: every line acknowledged by fsync or close survives (20 trials)" {
+@test "SIGKILL of the daemon during a write stream: every line acknowledged by fsync or close survives (12 trials)" {
     cp "$A/l.tdc" "$S/a.tdc"
     mkdir "$S/model"
     local torn=0 total=0
-    for i in $(seq 1 20); do
+    for i in $(seq 1 12); do
         start_fg "$S/a.tdc" "$M" "$S/daemon.err"
         timeout 60 "$W" write "$M/t$i" 4 "$S/log$i" "$RANDOM$i" >"$S/out$i" 2>&1 &
         local wpid=$!
@@ -170,9 +170,9 @@ put_u32() {
     [ "$(cat "$M/new.txt")" = "new file" ]
 }
 
-@test "SIGKILL of the daemon during editor-style saves (write a temporary, rename over): always one whole version (15 trials)" {
+@test "SIGKILL of the daemon during editor-style saves (write a temporary, rename over): always one whole version (10 trials)" {
     cp "$A/s.tdc" "$S/a.tdc"
-    for i in $(seq 1 15); do
+    for i in $(seq 1 10); do
         start_fg "$S/a.tdc" "$M" "$S/daemon.err"
         timeout 60 "$W" replace "$M/r$i" "$S/log$i" "$RANDOM" >"$S/out$i" 2>&1 &
         local wpid=$!
@@ -267,7 +267,7 @@ edit_tree() {
     rm -r "$d/scripts"
 }
 
-@test "SIGKILL of tadoc compact at random moments: the mount shows the edits, from the old or the new archive (20 trials)" {
+@test "SIGKILL of tadoc compact at random moments: the mount shows the edits, from the old or the new archive (12 trials)" {
     cp "$A/l.tdc" "$S/a.tdc"
     cp -a "$L" "$S/model"
     edit_tree "$S/model"
@@ -292,7 +292,7 @@ edit_tree() {
     [ "$(stat -c %s "$S/a.tdc.journal")" -eq 32 ]
 
     local old=0 new=0 left=0
-    for i in $(seq 1 20); do
+    for i in $(seq 1 12); do
         cp "$S/old.tdc" "$S/a.tdc"
         cp "$S/old.journal" "$S/a.tdc.journal"
         left=$((left + $(find "$S" -maxdepth 1 -name 'a.tdc*.tmp*' | wc -l)))
@@ -301,7 +301,7 @@ edit_tree() {
         local cpid=$!
         # Spread over twice its measured time: about half the kills land before the rename,
         # and a compaction slowed by a busy machine still reaches the new archive in the last.
-        sleep "$(spread "$i" 20 $((ms * 2)))"
+        sleep "$(spread "$i" 12 $((ms * 2)))"
         kill -9 "$cpid" 2>/dev/null || true
         wait "$cpid" || true
         local state
@@ -333,7 +333,7 @@ edit_tree() {
     [ "$old" -gt 0 ] && [ "$new" -gt 0 ]
 }
 
-@test "SIGKILL of the daemon during a compaction it runs (user.tadoc.compact): the remount shows every edit (12 trials)" {
+@test "SIGKILL of the daemon during a compaction it runs (user.tadoc.compact): the remount shows every edit (8 trials)" {
     cp "$A/l.tdc" "$S/a.tdc"
     cp -a "$L" "$S/model"
     edit_tree "$S/model"
@@ -354,13 +354,13 @@ edit_tree() {
     # The kills are spread over three times the measured compaction: a daemon started afresh
     # for each trial (and slowed by a sanitizer or a busy machine) takes longer than the one
     # measured, and the last trials must still see it commit.
-    for i in $(seq 1 12); do
+    for i in $(seq 1 8); do
         cp "$S/old.tdc" "$S/a.tdc"
         cp "$S/old.journal" "$S/a.tdc.journal"
         start_fg "$S/a.tdc" "$M" "$S/daemon.err"
         setfattr -n user.tadoc.compact -v 1 "$M" 2>/dev/null &
         local spid=$!
-        sleep "$(spread "$i" 12 $((ms * 3)))"
+        sleep "$(spread "$i" 8 $((ms * 3)))"
         kill_fg
         wait "$spid" || true
         if cmp -s "$S/a.tdc" "$S/old.tdc"; then
