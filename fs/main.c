@@ -150,13 +150,7 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 static uint64_t default_mem(void)
 {
     const uint64_t most = (uint64_t)256 << 20, least = (uint64_t)64 << 20;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* "max" where there is no limit */
-    if (f) {
-        if (fscanf(f, "%" SCNu64, &lim) == 1 && lim < ram) ram = lim;
-        fclose(f);
-    }
+    uint64_t ram = fio_ram();
     uint64_t m = ram / 8 < most ? ram / 8 : most;
     return m > least ? m : least;
 }
@@ -380,8 +374,7 @@ int main(int argc, char **argv)
      * quarter of that on, a text goes to an unlinked file as it is written (fs/vtext.h). */
     c.vc.mem = c.mem && c.mem / 4 < VCACHE_BYTES ? c.mem / 4 : VCACHE_BYTES;
     c.spill_at = c.vc.mem / 4 < FS_SPILL_AT ? c.vc.mem / 4 : FS_SPILL_AT;
-    const char *tmpdir = getenv("TMPDIR");
-    c.spill_dir = tmpdir && tmpdir[0] == '/' ? tmpdir : "/var/tmp";
+    c.spill_dir = fio_tmpdir();
 
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_arc;

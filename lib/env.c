@@ -18,5 +18,6 @@ void tdc_env_settings(backend_opts *o)
     if ((e = getenv("TADOC_GPU_WIDE_SEQ"))) o->wide_seq = !strcmp(e, "1");
     uint64_t v;
     if ((e = getenv("TADOC_GPU_MEM")) && *e && !parse_size(e, &v)) o->gpu_mem = v;
+    if ((e = getenv("TADOC_MERGE_MEM")) && *e && !parse_size(e, &v) && v) o->ana.spill_at = v;
     if ((e = getenv("TADOC_SHARDS")) && *e) o->ana.shards = !strcmp(e, "whole") ? ANA_WHOLE : atoi(e);
 }

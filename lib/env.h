@@ -9,7 +9,9 @@
 /* Set in o what the environment asks for: TADOC_TRAVERSAL (topdown, bottomup or auto),
  * TADOC_THREADS (1 or 2), TADOC_ANA_VERBOSE (1 or 2), TADOC_ANA_CACHE (0: off),
  * TADOC_GPU_WIDE_SEQ (1: on), TADOC_SHARDS (N shards analysed at once, or "whole") and
- * TADOC_GPU_MEM (device bytes a whole archive may take; K, M, G). Unset variables leave o as it was. */
+ * TADOC_GPU_MEM (device bytes a whole archive may take; K, M, G) and TADOC_MERGE_MEM (bytes
+ * a merge of shards' outputs holds before it goes on in a file; the tool then sets the
+ * directory). Unset variables leave o as it was. */
 void tdc_env_settings(backend_opts *o);
 
 #endif

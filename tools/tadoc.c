@@ -35,6 +35,7 @@
 
 #define TADOC_VERSION "0.1.0"
 #define CHUNK (1u << 20)
+#define MERGE_MEM ((uint64_t)64 << 20) /* TADOC_MERGE_MEM by default */
 
 const char *prog = "tadoc";
 backend_opts tool_opts;
@@ -75,6 +76,9 @@ static const char usage_main[] =
     "  TADOC_GPU_WIDE_SEQ=1         GPU sequence analytics take wide keys (for tests)\n"
     "  TADOC_SHARDS=N|whole         analytics of an archive of several shards: N shards at\n"
     "                               once (one per CPU), or the archive loaded whole\n"
+    "  TADOC_MERGE_MEM=SIZE         memory the merge of an archive's shards' analytics may\n"
+    "                               hold; the rest goes to a file in $TMPDIR or /var/tmp\n"
+    "                               (64M)\n"
     "  TADOC_GPU_MEM=SIZE           device memory a whole archive may take on the GPU (half\n"
     "                               the free memory); a larger one goes shard by shard\n"
     "  TADOC_VIA_MOUNT=1            analytics read from a tadocfs daemon that has the archive\n"
@@ -927,6 +931,12 @@ static int run_analytic(int argc, char **argv, int kind)
     backend *be = NULL;
     buf out = {0};
     uint32_t end = ana_subtree_end(a, (uint32_t)first);
+    /* As sort(1) does, a merge of the shards' outputs that would hold more than
+     * TADOC_MERGE_MEM goes on in an unlinked file. By default as much as the daemon's merges
+     * hold under its default budget: on Linux 6.1 its sequence counts took 88 s and 0.96 GB
+     * so, against 222 s and 6.2 GB in memory (smaller tables, fewer cache misses). */
+    if (!o.ana.spill_at) o.ana.spill_at = MERGE_MEM;
+    o.ana.spill_dir = fio_tmpdir();
     rc = backend_new(&o, &be);
     /* An archive of several shards is analysed shard by shard, each shard loaded alone, on
      * every core; where auto's threshold (or on) gives the scope to the GPU, whole on one GPU

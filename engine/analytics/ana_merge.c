@@ -332,6 +332,11 @@ void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at)
     m->spill_at = at;
 }
 
+uint64_t ana_merge_spilled(const ana_merge *m)
+{
+    return m->fsize;
+}
+
 /* Append a part's text and a NUL to the spill file (m->lock held): its offset there, or
  * NOT_SPILLED (and no spilling from then on) where the file cannot be made or written. */
 static uint64_t spill(ana_merge *m, const buf *text)

@@ -58,6 +58,9 @@ void ana_merge_free(ana_merge *m);
  * memory. Before any part is added. */
 void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at);
 
+/* Bytes the merge has written to its spill file so far (0: it stayed in memory). */
+uint64_t ana_merge_spilled(const ana_merge *m);
+
 /* The scope's files in rank order (ana_scope_files), as the merge holds them. */
 const vec32 *ana_merge_files(const ana_merge *m);
 

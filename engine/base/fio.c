@@ -1,6 +1,7 @@
 #include "fio.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,24 @@ int fio_tmpfile(const char *dir)
     fd = mkostemp(path, O_CLOEXEC);
     if (fd >= 0) unlink(path);
     return fd;
+}
+
+const char *fio_tmpdir(void)
+{
+    const char *d = getenv("TMPDIR");
+    return d && d[0] == '/' ? d : "/var/tmp";
+}
+
+uint64_t fio_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0, lim;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* "max" where there is no limit */
+    if (f) {
+        if (fscanf(f, "%" SCNu64, &lim) == 1 && lim < ram) ram = lim;
+        fclose(f);
+    }
+    return ram;
 }
 
 int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path)

@@ -19,6 +19,13 @@ int fio_read_at(int fd, void *p, size_t n, uint64_t off, const char *path);
  * file system has it, else a named temporary file removed at once); -1 with errno set. */
 int fio_tmpfile(const char *dir);
 
+/* Where unlinked scratch files go: $TMPDIR when it is an absolute path, else /var/tmp (which
+ * is on disk where /tmp may be memory). */
+const char *fio_tmpdir(void);
+
+/* Physical memory in bytes, or the cgroup's memory limit where that is lower; 0 if unknown. */
+uint64_t fio_ram(void);
+
 /* fsync the directory holding `path`, so a rename into it is durable. */
 int fio_sync_dir(const char *path);
 

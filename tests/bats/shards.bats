@@ -91,12 +91,22 @@ shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
 @test "shards: the six analytics of a sharded archive equal the pipelines, whole and per file" {
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 16K
     [ "$(shards_of "$S/a.tdc")" -gt 10 ]
-    # shard by shard on every core, one shard at a time, and the archive loaded whole
+    # shard by shard on every core, one shard at a time, and the archive loaded whole; and
+    # the merge kept within 1 KiB, the rest in a file (or in memory where none can be made)
+    mkdir "$S/tmp"
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        "oracle_$an" "$T" >"$S/want"
         for how in 0 1 whole; do
-            diff <("oracle_$an" "$T") <(TADOC_SHARDS=$how "$TADOC" "$an" "$S/a.tdc") ||
+            diff "$S/want" <(TADOC_SHARDS=$how "$TADOC" "$an" "$S/a.tdc") ||
                 { echo "$an differs ($how)"; false; }
         done
+        TMPDIR=$S/tmp TADOC_MERGE_MEM=1K TADOC_ANA_VERBOSE=1 "$TADOC" "$an" "$S/a.tdc" \
+            >"$S/got" 2>"$S/err"
+        diff "$S/want" "$S/got" || { echo "$an differs (spilled)"; false; }
+        grep -q "^tadoc: $an: the merge went on in a file in $S/tmp ([0-9]* bytes)" "$S/err"
+        [ -z "$(ls -A "$S/tmp")" ]
+        TMPDIR=$S/nosuch TADOC_MERGE_MEM=1K "$TADOC" "$an" "$S/a.tdc" >"$S/got"
+        diff "$S/want" "$S/got" || { echo "$an differs (no spill file)"; false; }
     done
     diff <(oracle_seqcount "$T/big") <("$TADOC" seqcount "$S/a.tdc" big)
     diff <(oracle_termvector "$T/b") <("$TADOC" termvector "$S/a.tdc" b)

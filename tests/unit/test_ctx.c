@@ -197,8 +197,10 @@ static void test_env(void **state)
     unsetenv("TADOC_ANA_VERBOSE");
     unsetenv("TADOC_ANA_CACHE");
     unsetenv("TADOC_GPU_WIDE_SEQ");
+    unsetenv("TADOC_MERGE_MEM");
     tdc_env_settings(&o);
     assert_int_equal(o.ana.traversal, ANA_AUTO);
+    assert_int_equal(o.ana.spill_at, 0);
     assert_int_equal(o.ana.threads, 0);
     assert_int_equal(o.ana.cache, 1);
     assert_int_equal(o.wide_seq, 0);
@@ -207,7 +209,9 @@ static void test_env(void **state)
     setenv("TADOC_ANA_VERBOSE", "2", 1);
     setenv("TADOC_ANA_CACHE", "0", 1);
     setenv("TADOC_GPU_WIDE_SEQ", "1", 1);
+    setenv("TADOC_MERGE_MEM", "3M", 1);
     tdc_env_settings(&o);
+    assert_int_equal(o.ana.spill_at, 3 << 20);
     assert_int_equal(o.ana.traversal, ANA_BOTTOMUP);
     assert_int_equal(o.ana.threads, 2);
     assert_int_equal(o.ana.verbose, 2);
