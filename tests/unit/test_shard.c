@@ -279,13 +279,15 @@ static char *copy_sharded(const char *name)
     return p;
 }
 
-/* Remove archive copy p and its journal. */
+/* Remove archive copy p, its journal and the writer's lock file a writable open made. */
 static void drop_copy(char *p)
 {
     char j[8300];
     snprintf(j, sizeof j, "%s.journal", p);
-    unlink(p);
     unlink(j);
+    snprintf(j, sizeof j, "%s.lock", p);
+    unlink(j);
+    unlink(p);
     free(p);
 }
 
