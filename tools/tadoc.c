@@ -933,8 +933,8 @@ static int run_analytic(int argc, char **argv, int kind)
     uint32_t end = ana_subtree_end(a, (uint32_t)first);
     /* As sort(1) does, a merge of the shards' outputs that would hold more than
      * TADOC_MERGE_MEM goes on in an unlinked file. By default as much as the daemon's merges
-     * hold under its default budget: on Linux 6.1 its sequence counts took 88 s and 0.96 GB
-     * so, against 222 s and 6.2 GB in memory (smaller tables, fewer cache misses). */
+     * hold under its default budget: on Linux 6.1 its sequence counts took 83-87 s and
+     * 0.71 GB so, against 222 s and 6.2 GB in memory (smaller tables, fewer cache misses). */
     if (!o.ana.spill_at) o.ana.spill_at = MERGE_MEM;
     o.ana.spill_dir = fio_tmpdir();
     rc = backend_new(&o, &be);

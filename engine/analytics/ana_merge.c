@@ -1286,10 +1286,38 @@ static void *bucket_main(void *arg)
     }
 }
 
-/* A bucket's run being merged: its current line [p, nl], where its pages were last dropped. */
+/* A bucket's run being merged, read through a window of its own (a mapping of the file would
+ * keep a large folio per run resident where the kernel reads ahead in them): its current
+ * line [p, nl] in buf (n bytes read of cap), and where in the file the rest lies. */
 typedef struct crun {
-    const unsigned char *p, *nl, *end, *kept;
+    unsigned char *buf, *p, *nl;
+    size_t n, cap;
+    uint64_t off, end;
 } crun;
+
+/* Move r to its next whole line: 1, 0 at the run's end, or a negative errno. */
+static int crun_next(int fd, crun *r)
+{
+    for (;;) {
+        size_t rest = (size_t)(r->buf + r->n - r->p);
+        if ((r->nl = memchr(r->p, '\n', rest))) return 1;
+        if (r->off == r->end) return rest ? tdc_error(-EIO, "analytics merge: a cut run") : 0;
+        memmove(r->buf, r->p, rest);
+        if (rest == r->cap) { /* a line longer than the window */
+            unsigned char *b = realloc(r->buf, 2 * r->cap);
+            if (!b) return tdc_error(-ENOMEM, "analytics: out of memory");
+            r->buf = b;
+            r->cap *= 2;
+        }
+        size_t want = r->cap - rest;
+        if (want > r->end - r->off) want = (size_t)(r->end - r->off);
+        int rc = fio_read_at(fd, r->buf + rest, want, r->off, "analytics merge");
+        if (rc) return rc;
+        r->off += want;
+        r->n = rest + want;
+        r->p = r->buf;
+    }
+}
 
 typedef struct cruns {
     const crun *r;
@@ -1311,52 +1339,53 @@ static int crun_less(const void *ctx, size_t a, size_t b)
                    (size_t)(y->nl - y->p) - yn - 1) < 0;
 }
 
-/* Every bucket's run, in the file mapped at map, merged into sink in output order; each run's
- * pages dropped once about spill_at bytes have been printed since the last drop. */
-static int merge_runs(ana_merge *m, const unsigned char *map, const chunk *run, ana_sink sink,
-                      void *sctx)
+/* Every bucket's run merged into sink in output order, each read through a window of
+ * spill_at / SPILL_BUCKETS bytes (1 KiB at least; longer lines widen it). */
+static int merge_runs(ana_merge *m, const chunk *run, ana_sink sink, void *sctx)
 {
     crun r[SPILL_BUCKETS];
     size_t h[SPILL_BUCKETS];
     cruns cr = {r, m->kind};
     heap hp = {h, 0, crun_less, &cr};
+    size_t cap = m->spill_at / SPILL_BUCKETS > 1024 ? (size_t)(m->spill_at / SPILL_BUCKETS) : 1024;
+    int rc = 0;
     for (size_t b = 0; b < SPILL_BUCKETS; b++) {
-        const unsigned char *p = map + run[b].off;
-        r[b] = (crun){p, memchr(p, '\n', run[b].n), p + run[b].n, p};
-        if (run[b].n) h[hp.n++] = b;
+        r[b] = (crun){.buf = rc ? NULL : malloc(cap), .cap = cap, .off = run[b].off,
+                      .end = run[b].off + run[b].n};
+        r[b].p = r[b].buf;
+        if (!rc && !r[b].buf) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+        int more = rc ? 0 : crun_next(m->fd, &r[b]);
+        if (more < 0) rc = more;
+        if (more > 0) h[hp.n++] = b;
     }
     for (size_t i = hp.n; i-- > 0;)
         hdown(&hp, i);
     buf out = {0};
-    uint64_t since = 0;
-    int rc = 0;
     while (!rc && hp.n) {
         crun *x = &r[hp.h[0]];
-        rc = buf_put(&out, x->p, (size_t)(x->nl + 1 - x->p)) ? -ENOMEM : 0;
-        x->p = x->nl + 1;
-        if (x->p < x->end)
-            x->nl = memchr(x->p, '\n', (size_t)(x->end - x->p));
-        else
-            hp.h[0] = hp.h[--hp.n];
-        hdown(&hp, 0);
-        if (rc || (out.n < PRINT_SLICE && hp.n)) continue;
-        rc = sink(sctx, out.p, out.n);
-        since += out.n;
-        out.n = 0;
-        for (size_t b = 0; since > m->spill_at && b < SPILL_BUCKETS; b++) {
-            drop_pages((unsigned char *)map, r[b].kept, r[b].p);
-            r[b].kept = r[b].p;
+        if (buf_put(&out, x->p, (size_t)(x->nl + 1 - x->p))) {
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
+            break;
         }
-        if (since > m->spill_at) since = 0;
+        x->p = x->nl + 1;
+        int more = crun_next(m->fd, x);
+        if (more < 0) rc = more;
+        if (more <= 0) hp.h[0] = hp.h[--hp.n];
+        hdown(&hp, 0);
+        if (!rc && (out.n >= PRINT_SLICE || !hp.n)) {
+            rc = sink(sctx, out.p, out.n);
+            out.n = 0;
+        }
     }
-    if (!rc && out.n) rc = sink(sctx, out.p, out.n);
     buf_free(&out);
-    return rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
+    for (size_t b = 0; b < SPILL_BUCKETS; b++)
+        free(r[b].buf);
+    return rc;
 }
 
 /* A counts merge whose tables went to the spill file: the rest of them too, then each bucket
  * summed and printed alone on the merge's threads (a bucket's worth of memory each), then
- * the buckets' runs merged through a mapping. */
+ * the buckets' runs merged. */
 static int finish_spilled(ana_merge *m, ana_sink sink, void *sctx)
 {
     int rc = dump_tables(m, 1);
@@ -1364,15 +1393,7 @@ static int finish_spilled(ana_merge *m, ana_sink sink, void *sctx)
     if (!rc && !q.run) rc = tdc_error(-ENOMEM, "analytics: out of memory");
     if (!rc) par_run((unsigned)m->nt, bucket_main, &q, 0);
     if (!rc) rc = q.rc == -ENOMEM ? tdc_error(q.rc, "analytics: out of memory") : q.rc;
-    unsigned char *map = NULL;
-    if (!rc && m->fsize &&
-        (map = mmap(NULL, m->fsize, PROT_READ, MAP_SHARED, m->fd, 0)) == MAP_FAILED) {
-        map = NULL;
-        rc = tdc_error(-ENOMEM, "analytics: cannot map the merge's spill file: %s",
-                       strerror(errno));
-    }
-    if (!rc && map) rc = merge_runs(m, map, q.run, sink, sctx);
-    if (map) munmap(map, m->fsize);
+    if (!rc) rc = merge_runs(m, q.run, sink, sctx);
     free(q.run);
     return rc;
 }
