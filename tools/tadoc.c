@@ -753,50 +753,43 @@ static const char usage_verify[] =
     "crash during an append leaves, is reported but is not an error). A damaged shard of an\n"
     "archive of several is named with the files it costs; the others are checked as usual.\n";
 
-typedef struct bad_files {
-    const arc *a;
-    uint64_t n;
-} bad_files;
-
-/* idx_check_content's report of one damaged file: named on stderr and counted. */
-static void on_bad_content(void *ctx, uint32_t ent)
+/* idx_check_spans' report of one damaged file (entry `ent` of the span `s`): named on
+ * stderr. */
+static void on_bad_file(void *ctx, const arc *s, uint32_t ent)
 {
-    bad_files *b = ctx;
-    const arc_entry *e = &b->a->ents[ent];
+    (void)ctx;
+    const arc_entry *e = &s->ents[ent];
     if (e->damaged)
         fprintf(stderr, "%s: %s: content lies in damaged shard %u\n", prog, e->path,
                 e->damaged - 1);
     else
         fprintf(stderr, "%s: %s: content hash mismatch\n", prog, e->path);
-    b->n++;
 }
 
-/* Name each damaged shard of the archive on stderr; how many there are. */
-static uint32_t report_damage(const arc *a)
+/* idx_check_spans' report of a damaged shard of the archive whose path is ctx. */
+static void on_damaged_shard(void *ctx, uint32_t k, const char *why)
 {
-    for (uint32_t k = 0; k < a->nshards; k++)
-        if (a->shards[k].damage)
-            fprintf(stderr, "%s: %s: damaged: %s\n", prog, a->path, a->shards[k].damage);
-    return a->ndamaged;
+    (void)k;
+    fprintf(stderr, "%s: %s: damaged: %s\n", prog, (const char *)ctx, why);
 }
 
 static int cmd_verify(int argc, char **argv)
 {
     if (argc != 2) return usage_err(usage_verify, "need ARCHIVE");
+    /* Span by span: memory follows the largest file's shards, not the archive. */
     arc *a;
-    idx *x;
-    int rc = open_all(argv[1], &a, &x);
+    int rc = arc_open_meta(argv[1], &a);
     if (rc) return fail(rc);
-    uint64_t files = 0, bytes = 0;
-    bad_files bad = {a, 0};
-    uint32_t shards = report_damage(a);
-    rc = idx_check_content(x, NULL, on_bad_content, &bad, &files, &bytes);
-    close_all(a, x);
-    if (rc && !bad.n) return fail(rc);
-    if (bad.n || shards) {
-        fprintf(stderr, "%s: %llu of %llu files damaged", prog, (unsigned long long)bad.n,
+    note_journal(argv[1], a);
+    idx_span_check sc = {.on_bad = on_bad_file, .on_damage = on_damaged_shard, .ctx = a->path};
+    rc = idx_check_spans(a, NULL, &sc);
+    arc_free(a);
+    uint64_t files = sc.files, bytes = sc.bytes;
+    if (rc && !sc.bad && !sc.damaged) return fail(rc);
+    if (sc.bad || sc.damaged) {
+        fprintf(stderr, "%s: %llu of %llu files damaged", prog, (unsigned long long)sc.bad,
                 (unsigned long long)files);
-        if (shards) fprintf(stderr, "; damaged shards: %u", shards);
+        if (sc.damaged) fprintf(stderr, "; damaged shards: %u", sc.damaged);
         fputc('\n', stderr);
         return EX_CORRUPT;
     }
@@ -804,7 +797,7 @@ static int cmd_verify(int argc, char **argv)
            (unsigned long long)bytes);
     /* The journal: every record's checksum, and that each applies to the archive. */
     vol *v;
-    vol_opts vo = {.writable = 0, .cache_bytes = 1};
+    vol_opts vo = {.writable = 0, .cache_bytes = 1, .lazy = 1}; /* the file table alone */
     jrnl_stats js;
     if ((rc = vol_open(argv[1], &vo, &v, &js))) return fail(rc);
     vol_info in;

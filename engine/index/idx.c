@@ -825,3 +825,110 @@ int idx_check_content(const idx *x, const unsigned char *only,
                          a->ents[first_bad].path, (unsigned long long)nbad, (unsigned long long)nf);
     return 0;
 }
+
+/* idx_check_spans' relay of a span's bad files to the caller, with the span. */
+typedef struct span_bad {
+    const arc *s;
+    void (*on_bad)(void *ctx, const arc *s, uint32_t ent);
+    void *ctx;
+    uint64_t n;
+} span_bad;
+
+static void relay_bad(void *ctx, uint32_t ent)
+{
+    span_bad *b = ctx;
+    b->n++;
+    b->on_bad(b->ctx, b->s, ent);
+}
+
+/* Check the files todo[] marks among those of the span of shards [first, last] (each lies
+ * wholly inside it), clearing their marks; what was checked is added to *st. */
+static int check_span(const arc *meta, uint32_t first, uint32_t last, unsigned char *todo,
+                      idx_span_check *st)
+{
+    arc *s = NULL;
+    idx *x = NULL;
+    uint32_t *ids = NULL, nids = 0;
+    unsigned char *sel = NULL;
+    int rc = arc_open_span(meta, first, last, &s, &ids, &nids);
+    if (!rc) rc = idx_build_base(s, &x);
+    if (!rc && !(sel = calloc(nids ? nids : 1, 1))) rc = tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t l = 0; !rc && l < nids; l++) {
+        sel[l] = todo[ids[l]];
+        todo[ids[l]] = 0;
+    }
+    for (uint32_t k = first; !rc && k <= last; k++) {
+        if (!st->loaded[k] && s->shards[k].damage) {
+            st->damaged++;
+            if (st->on_damage) st->on_damage(st->ctx, k, s->shards[k].damage);
+        }
+        st->loaded[k] = 1;
+    }
+    span_bad b = {s, st->on_bad, st->ctx, 0};
+    uint64_t files = 0, bytes = 0;
+    if (!rc)
+        rc = idx_check_content(x, sel, st->on_bad ? relay_bad : NULL, &b, &files, &bytes);
+    st->files += files;
+    st->bytes += bytes;
+    st->bad += b.n;
+    if (rc == -EBADMSG && b.n) rc = 0; /* heard by on_bad: the check goes on */
+    free(sel);
+    free(ids);
+    idx_free(x);
+    arc_free(s);
+    return rc;
+}
+
+int idx_check_spans(const arc *meta, const unsigned char *only, idx_span_check *st)
+{
+    st->files = st->bytes = st->bad = 0;
+    st->damaged = 0;
+    unsigned char *todo = malloc(meta->nents ? meta->nents : 1);
+    st->loaded = calloc(meta->nshards ? meta->nshards : 1, 1);
+    int rc = todo && st->loaded ? 0 : tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < meta->nents; i++) {
+        const arc_entry *e = &meta->ents[i];
+        todo[i] = (!only || only[i]) && e->type == ARC_REG && e->root_len;
+        /* A file without content (its inode's first name) is checked here: no span holds it. */
+        if ((only && !only[i]) || e->type != ARC_REG || e->root_len ||
+            arc_ino_entry(meta, e->ino) != (int64_t)i)
+            continue;
+        st->files++;
+        if (e->size == 0 && e->hash == XXH3_64bits(NULL, 0)) continue;
+        if (!st->on_bad)
+            rc = tdc_error(-EBADMSG, "'%s': content does not match its hash", e->path);
+        else {
+            st->bad++;
+            st->on_bad(st->ctx, meta, i);
+        }
+    }
+    /* Spans in entry order: the shards of the next file to check. */
+    for (uint32_t i = 0; !rc && i < meta->nents; i++) {
+        uint32_t first, last;
+        if (!todo[i]) continue;
+        arc_entry_shards(meta, i, &first, &last);
+        rc = check_span(meta, first, last, todo, st);
+        if (!rc && todo[i]) /* not the span's own entry (a further name): nothing holds it */
+            rc = tdc_error(-EBADMSG, "'%s': its content is in no span of its shards",
+                           meta->ents[i].path);
+    }
+    /* A whole check also decodes the shards no file's content lies in. */
+    for (uint32_t k = 0; !rc && !only && k < meta->nshards; k++) {
+        arc *p = NULL;
+        if (st->loaded[k] || meta->version < 4) continue;
+        rc = arc_open_piece(meta, k, &p);
+        arc_piece_free(p);
+        if (rc == -EBADMSG && meta->nshards > 1) {
+            st->damaged++;
+            if (st->on_damage) st->on_damage(st->ctx, k, tdc_errmsg());
+            rc = 0;
+        }
+    }
+    free(todo);
+    free(st->loaded);
+    st->loaded = NULL;
+    if (!rc && (st->bad || st->damaged))
+        rc = tdc_error(-EBADMSG, "%llu of %llu files damaged or not matching their hash",
+                       (unsigned long long)st->bad, (unsigned long long)st->files);
+    return rc;
+}

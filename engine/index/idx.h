@@ -102,6 +102,32 @@ int idx_check_content(const idx *x, const unsigned char *only,
                       void (*on_bad)(void *ctx, uint32_t ent), void *ctx, uint64_t *files,
                       uint64_t *bytes);
 
+/* idx_check_spans' callbacks (set by the caller) and findings (set by the check). */
+typedef struct idx_span_check {
+    /* Optional: each file that does not agree or lies in a damaged shard, as entry `ent` of
+     * the span `s` that holds it (its path and damage are there); the check goes on past
+     * it. Without it, the first bad file ends the check. */
+    void (*on_bad)(void *ctx, const arc *s, uint32_t ent);
+    /* Optional: each damaged shard, once, with why. */
+    void (*on_damage)(void *ctx, uint32_t k, const char *why);
+    void *ctx;
+    uint64_t files, bytes; /* checked */
+    uint64_t bad;          /* files on_bad heard of */
+    uint32_t damaged;      /* damaged shards found */
+    unsigned char *loaded; /* the check's own: per shard, decoded yet */
+} idx_span_check;
+
+/* idx_check_content in bounded memory, for `meta` (an archive opened by arc_open_meta and not
+ * loaded): each file is read back from the shards that hold it, loaded alone with an index
+ * of their own (arc_open_span, whose index also checks every file's size), one span at a
+ * time: the shards of the next file not yet checked, in entry order, checking with it every
+ * other file that lies inside them, so a shard is decoded about twice at most. `only` as for
+ * idx_check_content (NULL: every file, and then shards that hold no file's content are
+ * decoded too). A damaged shard of several costs only its files. 0 when every file agrees;
+ * -EBADMSG (after on_bad and on_damage heard of each finding, or at the first one without
+ * on_bad), -ENOMEM or a read error. */
+int idx_check_spans(const arc *meta, const unsigned char *only, idx_span_check *st);
+
 /* Distinct rules the data of regular entry `ent` uses, and the file's share of the grammar:
  * its root run plus, for every rule it uses, the rule's body weighted by the fraction of the
  * rule's occurrences that fall in this file. Shares of all files add up to 1. The first call

@@ -302,51 +302,21 @@ static int check_new(vol *v, const cctx *c, const char *tmp, arc **na, idx **nx,
 /* check_new without the new archive in memory, for a compaction under a memory budget: its
  * file table alone (arc_open_meta checks the tables), compared with the build (check_table);
  * every section of every shard read back against its checksum, a shard at a time; and the
- * content of every file check_table does not show unchanged read back against its hash, from
- * the shards that hold it loaded alone (arc_open_span, whose index checks the sizes of the
- * span's files), one span at a time. *na is the new archive's file table. */
+ * content of every file check_table does not show unchanged read back against its hash, a
+ * span of shards at a time (idx_check_spans). *na is the new archive's file table. */
 static int check_new_spans(const cctx *c, const char *tmp, arc **na,
                            vol_compact_stats *st)
 {
-    unsigned char *only = NULL, *sel = NULL;
+    unsigned char *only = NULL;
     int rc = arc_open_meta(tmp, na);
     if (!rc) rc = check_table(c, *na, &only);
-    const arc *m = *na;
-    for (uint32_t k = 0; !rc && k < m->nshards; k++)
-        rc = arc_shard_check(m, k);
+    for (uint32_t k = 0; !rc && k < (*na)->nshards; k++)
+        rc = arc_shard_check(*na, k);
     double t0 = secs();
-    /* Spans in entry order: consecutive files mostly share one. */
-    for (uint32_t i = 0; !rc && i < m->nents; i++) {
-        uint32_t first, last;
-        if (!only[i] || m->ents[i].type != ARC_REG || !m->ents[i].root_len) continue;
-        arc_entry_shards(m, i, &first, &last);
-        arc *s = NULL;
-        idx *x = NULL;
-        uint32_t *ids = NULL, nids = 0;
-        rc = arc_open_span(m, first, last, &s, &ids, &nids);
-        if (!rc) rc = idx_build_base(s, &x);
-        if (!rc && !(sel = calloc(s->nents ? s->nents : 1, 1))) rc = -ENOMEM;
-        for (uint32_t l = 0; !rc && l < nids; l++) { /* the span's files to check, done */
-            uint32_t f, g;
-            arc_entry_shards(m, ids[l], &f, &g);
-            if (only[ids[l]] && f == first && g == last) {
-                sel[l] = 1;
-                only[ids[l]] = 0;
-            }
-        }
-        uint64_t files = 0, bytes = 0;
-        if (!rc) rc = idx_check_content(x, sel, NULL, NULL, &files, &bytes);
-        st->check_files += files;
-        st->check_bytes += bytes;
-        free(sel);
-        sel = NULL;
-        free(ids);
-        idx_free(x);
-        arc_free(s);
-        if (!rc && only[i]) /* not the span's own entry (a further name): nothing holds it */
-            rc = tdc_error(-EBADMSG, "'%s': its content is in no span of its shards",
-                           m->ents[i].path);
-    }
+    idx_span_check sc = {0};
+    if (!rc) rc = idx_check_spans(*na, only, &sc);
+    st->check_files += sc.files;
+    st->check_bytes += sc.bytes;
     st->check_read_s = secs() - t0;
     free(only);
     return rc ? tdc_error_ctx(rc, "checking the compacted archive before it replaces the old one")

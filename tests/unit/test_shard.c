@@ -26,6 +26,7 @@
 
 static char *dir, *sharded, *whole;
 static char *mismatch; /* sharded, but the shard table gives shard 1 one rule too many */
+static char *badhash;  /* sharded, but a.txt's recorded hash is wrong */
 static buf big; /* the file cut over three shards */
 
 static void put(const char *sub, const char *name, const void *p, size_t n)
@@ -78,9 +79,10 @@ static void make_text(void)
 
 /* Write `out`: the tree of "all" in three shards, hand-cut: "big" cut at c1 and c2 (after a
  * space, or inside a word for an archive no pack writes), going on from shard 0 through shard
- * 1 into shard 2. With `mismatch`, also that archive with one rule too many in shard 1's
- * figures. */
-static void write_sharded(const char *out, const char *mis, size_t c1, size_t c2)
+ * 1 into shard 2. With `mis`, also that archive with one rule too many in shard 1's
+ * figures; with `bad`, also that archive with a.txt's recorded hash wrong. */
+static void write_sharded(const char *out, const char *mis, const char *bad, size_t c1,
+                          size_t c2)
 {
     const char *a = "the quick brown fox jumps over the lazy dog\n";
     const char *z = "zeta eta alpha and the end\n";
@@ -119,6 +121,9 @@ static void write_sharded(const char *out, const char *mis, size_t c1, size_t c2
     c[1].info.nrules++;
     if (mis && arc_write_coded(mis, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
     c[1].info.nrules--;
+    w.ents[1].hash ^= 1;
+    if (bad && arc_write_coded(bad, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
+    w.ents[1].hash ^= 1;
     for (int k = 0; k < 3; k++) {
         arc_coded_free(&c[k]);
         arc_free(p[k]);
@@ -136,12 +141,13 @@ static int setup(void **state)
     sharded = tu_tmppath("sharded.tdc");
     whole = tu_tmppath("whole.tdc");
     mismatch = tu_tmppath("mismatch.tdc");
+    badhash = tu_tmppath("badhash.tdc");
     mkdir(dir, 0755);
     make_text();
     size_t c1 = 9000, c2 = 21000;
     while (big.p[c1 - 1] != ' ') c1++;
     while (big.p[c2 - 1] != ' ') c2++;
-    write_sharded(sharded, mismatch, c1, c2);
+    write_sharded(sharded, mismatch, badhash, c1, c2);
     /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
     const char *keep = getenv("TDC_SHARD_KEEP");
     if (keep) {
@@ -159,10 +165,12 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[8300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", dir, sharded, whole, mismatch);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s' '%s'", dir, sharded, whole, mismatch,
+             badhash);
     if (system(cmd)) return -1;
     free(dir);
     free(mismatch);
+    free(badhash);
     free(sharded);
     free(whole);
     buf_free(&big);
@@ -498,7 +506,7 @@ static void test_analytics_by_shard(void **state)
     size_t c1 = 9000, c2 = 21000;
     while (!(big.p[c1 - 1] != ' ' && big.p[c1] != ' ' && big.p[c1] != '.')) c1++;
     while (big.p[c2 - 1] != ' ') c2++;
-    write_sharded(cut, NULL, c1, c2);
+    write_sharded(cut, NULL, NULL, c1, c2);
     arc *m, *w, *cm, *cw;
     assert_int_equal(arc_open_meta(sharded, &m), 0);
     assert_int_equal(arc_open(sharded, &w), 0);
@@ -624,6 +632,88 @@ static void test_damaged_shard_costs_its_files(void **state)
         unlink(p);
         free(p);
     }
+}
+
+/* What idx_check_spans reported. */
+typedef struct span_seen {
+    int bad, damaged;
+    uint32_t shard;
+    char path[64];
+} span_seen;
+
+static void seen_bad(void *ctx, const arc *s, uint32_t ent)
+{
+    span_seen *v = ctx;
+    v->bad++;
+    snprintf(v->path, sizeof v->path, "%s", s->ents[ent].path);
+}
+
+static void seen_damage(void *ctx, uint32_t k, const char *why)
+{
+    span_seen *v = ctx;
+    v->damaged++;
+    v->shard = k;
+    assert_non_null(strstr(why, "shard 1"));
+}
+
+/* idx_check_spans on `path` (all files, or `only`), reporting into *v and *st. */
+static int check_spans(const char *path, const unsigned char *only, span_seen *v,
+                       idx_span_check *st)
+{
+    arc *m;
+    assert_int_equal(arc_open_meta(path, &m), 0);
+    memset(v, 0, sizeof *v);
+    *st = (idx_span_check){.on_bad = seen_bad, .on_damage = seen_damage, .ctx = v};
+    int rc = idx_check_spans(m, only, st);
+    uint64_t all = m->ents[1].size + m->ents[2].size + m->ents[3].size;
+    if (!only) assert_int_equal(st->bytes, v->damaged ? all - m->ents[2].size : all);
+    /* without listeners (as a compaction's check): the same verdict, at the first bad file */
+    idx_span_check quiet = {0};
+    assert_int_equal(idx_check_spans(m, only, &quiet), rc);
+    arc_free(m);
+    return rc;
+}
+
+/* verify's check, span by span: every file of the three-shard archive once (big runs from
+ * shard 0 through 2); a wrong hash or a damaged shard found and named, the other files
+ * still checked; a selection reads only what it names. */
+static void test_check_spans(void **state)
+{
+    (void)state;
+    span_seen v;
+    idx_span_check st;
+    assert_int_equal(check_spans(sharded, NULL, &v, &st), 0);
+    assert_int_equal(st.files, 3);
+    assert_int_equal(v.bad + v.damaged, 0);
+
+    /* a.txt, bad, is alone in the first span; the check goes on to the others */
+    assert_int_equal(check_spans(badhash, NULL, &v, &st), -EBADMSG);
+    assert_int_equal(st.files, 3);
+    assert_int_equal(v.bad, 1);
+    assert_string_equal(v.path, "a.txt");
+    arc *m;
+    assert_int_equal(arc_open_meta(badhash, &m), 0);
+    idx_span_check quiet = {0};
+    assert_int_equal(idx_check_spans(m, NULL, &quiet), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "'a.txt': content does not match its hash"));
+    arc_free(m);
+    const unsigned char only_big[4] = {0, 0, 1, 0}, only_zz[4] = {0, 0, 0, 1};
+    assert_int_equal(check_spans(badhash, only_big, &v, &st), 0);
+    assert_int_equal(st.files, 1);
+    assert_int_equal(check_spans(badhash, only_zz, &v, &st), 0);
+    assert_int_equal(st.files, 1);
+
+    char *p = damaged_copy(1, 2);
+    assert_int_equal(check_spans(p, NULL, &v, &st), -EBADMSG);
+    assert_int_equal(st.files, 3);
+    assert_int_equal(v.damaged, 1);
+    assert_int_equal(st.damaged, 1);
+    assert_int_equal(v.shard, 1);
+    assert_int_equal(v.bad, 1);
+    assert_string_equal(v.path, "big");
+    assert_int_equal(check_spans(p, only_zz, &v, &st), 0); /* shard 2 alone: sound */
+    unlink(p);
+    free(p);
 }
 
 /* A shard whose decoded grammar disagrees with the shard table is damaged too, and costs
@@ -1092,6 +1182,7 @@ int main(void)
         cmocka_unit_test(test_analytics_by_shard),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
+        cmocka_unit_test(test_check_spans),
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
         cmocka_unit_test(test_same_content),
