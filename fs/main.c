@@ -31,6 +31,7 @@ typedef struct options {
     char *gpu;
     char *cache_size;
     char *compact_threshold;
+    char *journal_max;
     char *gpu_read_min;
     char *mem;
     unsigned gpu_read_wait;
@@ -46,6 +47,7 @@ static const struct fuse_opt spec[] = {
     {"gpu=%s", offsetof(options, gpu), 0},
     {"cache_size=%s", offsetof(options, cache_size), 0},
     {"compact_threshold=%s", offsetof(options, compact_threshold), 0},
+    {"journal_max=%s", offsetof(options, journal_max), 0},
     {"gpu_read_min=%s", offsetof(options, gpu_read_min), 0},
     {"gpu_read_wait=%u", offsetof(options, gpu_read_wait), 0},
     {"mem=%s", offsetof(options, mem), 0},
@@ -86,6 +88,9 @@ static const char usage[] =
     "                         files' modes: default_permissions is implied)\n"
     "  -o compact_threshold=BYTES  journal size that starts a background compaction\n"
     "                         (K, M, G suffixes; default 1G; 0 = never)\n"
+    "  -o journal_max=BYTES   past this journal size a change waits for a running background\n"
+    "                         compaction (default 4 x compact_threshold, at least 256M;\n"
+    "                         0 = never waits)\n"
     "  -o uid=N,gid=N         show every file as owned by N instead of the archived owner\n"
     "  -o gpu=off|auto|on     compute backend (auto: GPU when usable; on: fail without one)\n"
     "  -o gpu_read_min=BYTES  auto: reads of at least this many bytes go to the GPU, batched\n"
@@ -298,6 +303,15 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    uint64_t journal_max = 0; /* vol_journal_max's default */
+    if (o.journal_max) {
+        if (parse_size(o.journal_max, &journal_max)) {
+            fprintf(stderr, "tadocfs: journal_max= must be a number of bytes (K, M, G allowed)\n");
+            ret = EX_USAGE;
+            goto out_args;
+        }
+        if (!journal_max) journal_max = UINT64_MAX;
+    }
     uint64_t read_min = BACKEND_READ_MIN_BYTES;
     if (o.gpu_read_min && parse_size(o.gpu_read_min, &read_min)) {
         fprintf(stderr, "tadocfs: gpu_read_min= must be a number of bytes (K, M, G allowed)\n");
@@ -335,6 +349,7 @@ int main(int argc, char **argv)
     vol_opts vo = {.writable = !o.ro,
                    .cache_bytes = cache,
                    .compact_threshold = threshold,
+                   .journal_max = journal_max,
                    .be = c.be,
                    .lazy = !o.preload,
                    .mem = mem,
@@ -445,6 +460,7 @@ out_args:
     free(o.gpu);
     free(o.cache_size);
     free(o.compact_threshold);
+    free(o.journal_max);
     free(o.gpu_read_min);
     free(o.mem);
     fuse_opt_free_args(&args);

@@ -497,18 +497,6 @@ static int commit_rec(vol *v, const jrec *r, const void *data, size_t dn)
 
 /* ---------------- locking ---------------- */
 
-static void wbegin(vol *v)
-{
-    pthread_mutex_lock(&v->wlock);
-    pthread_rwlock_wrlock(&v->lock);
-}
-
-static void wend(vol *v)
-{
-    pthread_rwlock_unlock(&v->lock);
-    pthread_mutex_unlock(&v->wlock);
-}
-
 static void rbegin(vol *v)
 {
     pthread_rwlock_rdlock(&v->lock);
@@ -517,6 +505,47 @@ static void rbegin(vol *v)
 static void rend(vol *v)
 {
     pthread_rwlock_unlock(&v->lock);
+}
+
+/* Changes faster than compaction would grow the journal without bound (a compaction
+ * re-reads every edited file, so its cost grows with the edits it folds in): once the
+ * journal holds journal_max bytes, a change arriving while a background compaction runs or
+ * is asked for first waits for it to end. What was written meanwhile is then what the next
+ * compaction takes. No wait when none runs (one that failed waits until the journal has
+ * grown by the threshold again: changes go on meanwhile). */
+uint64_t vol_journal_max(uint64_t threshold)
+{
+    uint64_t floor = (uint64_t)256 << 20;
+    if (threshold > UINT64_MAX / 4) return UINT64_MAX;
+    return threshold * 4 > floor ? threshold * 4 : floor;
+}
+
+static void backlog_wait(vol *v)
+{
+    if (!v->o.compact_threshold) return;
+    rbegin(v);
+    uint64_t size = jrnl_size(v->j);
+    rend(v);
+    if (size <= v->o.journal_max) return;
+    pthread_mutex_lock(&v->tlock);
+    uint64_t ends = v->cth_ends;
+    while ((v->compacting || v->want_compact) && v->cth_ends == ends && !v->stop &&
+           !(v->compacting && pthread_equal(pthread_self(), v->cth)))
+        pthread_cond_wait(&v->drained, &v->tlock);
+    pthread_mutex_unlock(&v->tlock);
+}
+
+static void wbegin(vol *v)
+{
+    backlog_wait(v);
+    pthread_mutex_lock(&v->wlock);
+    pthread_rwlock_wrlock(&v->lock);
+}
+
+static void wend(vol *v)
+{
+    pthread_rwlock_unlock(&v->lock);
+    pthread_mutex_unlock(&v->wlock);
 }
 
 void vol_rdlock(vol *v)
@@ -759,6 +788,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     int rc;
     if (!v) return -ENOMEM;
     v->o = *o;
+    if (!v->o.journal_max) v->o.journal_max = vol_journal_max(o->compact_threshold);
     if (!v->o.level) v->o.level = VOL_LEVEL_DEFAULT;
     v->lockfd = -1;
     pthread_rwlock_init(&v->lock, NULL);
@@ -767,6 +797,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     pthread_mutex_init(&v->cplock, NULL);
     pthread_mutex_init(&v->tlock, NULL);
     pthread_cond_init(&v->tcond, NULL);
+    pthread_cond_init(&v->drained, NULL);
     pthread_mutex_init(&v->dlock, NULL);
     pthread_cond_init(&v->dcond, NULL);
     pthread_mutex_init(&v->splock, NULL);
@@ -933,6 +964,7 @@ void vol_close(vol *v)
         pthread_mutex_lock(&v->tlock);
         v->stop = 1;
         pthread_cond_signal(&v->tcond);
+        pthread_cond_broadcast(&v->drained);
         pthread_mutex_unlock(&v->tlock);
         pthread_join(v->th, NULL);
     }
@@ -951,6 +983,7 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->cplock);
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
+    pthread_cond_destroy(&v->drained);
     mbud_free(v->bud);
     arc_free(v->smeta);
     pthread_mutex_destroy(&v->splock);
@@ -1627,6 +1660,8 @@ static void *compactor(void *p)
     }
     pthread_mutex_lock(&v->tlock);
     v->compacting = 0;
+    v->cth_ends++;
+    pthread_cond_broadcast(&v->drained);
     /* What was written meanwhile stayed in the journal: enough of it is compacted next. */
     if (!rc && size > v->o.compact_threshold) {
         v->want_compact = 1;
@@ -1670,6 +1705,7 @@ static void *background(void *p)
             v->compacting = !pthread_create(&v->cth, NULL, compactor, v);
             v->cth_joinable = v->compacting;
         }
+        if (!v->compacting) pthread_cond_broadcast(&v->drained); /* none asked after all */
     }
     pthread_mutex_unlock(&v->tlock);
     return NULL;

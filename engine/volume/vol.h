@@ -33,6 +33,9 @@ typedef struct vol_opts {
     int writable;               /* 0: read-only (the journal is replayed, never written) */
     uint64_t cache_bytes;       /* flat-rule cache of the index (0: IDX_CACHE_DEFAULT) */
     uint64_t compact_threshold; /* journal bytes that start a background compaction (0: never) */
+    /* Journal bytes past which a change waits for a background compaction that runs or is
+     * asked for (0: vol_journal_max(compact_threshold); UINT64_MAX: never waits) */
+    uint64_t journal_max;
     int level;                  /* zstd level of compacted archives (0: VOL_LEVEL_DEFAULT) */
     uint64_t shard_size; /* content of the shards compaction builds (0: compact_shard_size) */
     struct backend *be; /* serves reads (batched onto the GPU) and keeps the archive's GPU
@@ -64,6 +67,10 @@ typedef struct vol_opts {
     int (*compact_step)(void *ctx, int step, const char *tmp);
     void *step_ctx;
 } vol_opts;
+
+/* The default journal_max: four times the compaction threshold, at least 256 MiB, so a short
+ * burst of changes never waits and a sustained one cannot outrun compaction without bound. */
+uint64_t vol_journal_max(uint64_t threshold);
 
 /* The steps of a compaction, in order (see vol_compact). */
 enum vol_step {

@@ -69,6 +69,8 @@ struct vol {
     pthread_t cth;    /* a background compaction, in a thread of its own so flushes go on */
     int cth_joinable; /* cth was started and not joined yet */
     int compacting;   /* cth has not finished (tlock) */
+    uint64_t cth_ends; /* background compactions finished, either way (tlock) */
+    pthread_cond_t drained; /* a background compaction finished, or the volume closes */
     char compact_err[512]; /* why the last compaction failed, "" if it did not (tlock) */
     uint64_t retry_at;     /* journal size before which a failed background compaction waits */
     /* The archive's data (dictionary, grammar, index): loaded in vol_open, or for a lazy

@@ -879,6 +879,110 @@ static void remove_big(vol *v)
     assert_int_equal(vol_unlink(v, 1, "big", 0), 0);
 }
 
+/* A background compaction the test holds at its first step, and a writer's progress. */
+typedef struct held {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int in, go; /* the first compaction is at its hook; the test lets it go on */
+    vol *v;
+    uint64_t ino, total, written; /* the writer's file, aim and bytes written so far */
+    int done, rc;
+} held;
+
+static int hold_first(void *ctx, int step, const char *tmp)
+{
+    (void)tmp;
+    held *h = ctx;
+    if (step != VOL_STEP_BUILT) return 0;
+    pthread_mutex_lock(&h->m);
+    if (!h->in) {
+        h->in = 1;
+        pthread_cond_broadcast(&h->c);
+        while (!h->go) pthread_cond_wait(&h->c, &h->m);
+    }
+    pthread_mutex_unlock(&h->m);
+    return 0;
+}
+
+static void *write_on(void *arg)
+{
+    held *h = arg;
+    char blk[4096];
+    memset(blk, 'w', sizeof blk);
+    int rc = 0;
+    for (uint64_t off = 0; off < h->total && !rc; off += sizeof blk) {
+        rc = vol_write(h->v, h->ino, off, blk, sizeof blk);
+        pthread_mutex_lock(&h->m);
+        h->written = off + sizeof blk;
+        h->rc = rc;
+        pthread_mutex_unlock(&h->m);
+    }
+    pthread_mutex_lock(&h->m);
+    h->done = 1;
+    pthread_mutex_unlock(&h->m);
+    return NULL;
+}
+
+/* Writes faster than compaction: while a background compaction runs (held here at its first
+ * step), a writer goes on until the journal holds journal_max, then waits; it goes on when
+ * the compaction ends, and every byte it wrote is there. */
+static void test_backlog(void **state)
+{
+    (void)state;
+    enum { T = 64 << 10 };
+    char *p = copy_sharded("backlog.tdc");
+    held h = {.m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER, .total = 2 << 20};
+    vol_opts o = {.writable = 1, .compact_threshold = T, .journal_max = 4 * T,
+                  .compact_step = hold_first, .step_ctx = &h};
+    vol *v;
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    assert_int_equal(vol_start(v), 0);
+    h.v = v;
+    assert_int_equal(vol_resolve(v, "a.txt", &h.ino), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_on, &h), 0);
+    pthread_mutex_lock(&h.m);
+    while (!h.in) pthread_cond_wait(&h.c, &h.m);
+    pthread_mutex_unlock(&h.m);
+    /* until the writer stops for 300 ms, or ends */
+    uint64_t last = UINT64_MAX, now;
+    int done;
+    for (;;) {
+        pthread_mutex_lock(&h.m);
+        now = h.written;
+        done = h.done;
+        pthread_mutex_unlock(&h.m);
+        if (done || now == last) break;
+        last = now;
+        usleep(300000);
+    }
+    vol_info in;
+    vol_get_info(v, &in);
+    assert_false(done);
+    assert_true(now < h.total);
+    assert_true(in.journal_bytes >= 4 * T);
+    assert_true(in.journal_bytes <= 4 * T + 16384); /* the bound and the write that reached it */
+    pthread_mutex_lock(&h.m);
+    h.go = 1;
+    pthread_cond_broadcast(&h.c);
+    pthread_mutex_unlock(&h.m);
+    pthread_join(t, NULL);
+    assert_int_equal(h.rc, 0);
+    assert_int_equal(h.written, h.total);
+    vol_reader r;
+    vol_reader_init(&r);
+    char *got = malloc(h.total + 1);
+    assert_int_equal(vol_read(v, &r, h.ino, 0, got, h.total + 1), (ssize_t)h.total);
+    for (uint64_t i = 0; i < h.total; i++)
+        if (got[i] != 'w') fail_msg("byte %llu of a.txt: %d", (unsigned long long)i, got[i]);
+    free(got);
+    vol_reader_free(&r);
+    vol_get_info(v, &in);
+    assert_true(in.compactions >= 1);
+    vol_close(v);
+    drop_copy(p);
+}
+
 /* Compaction shard by shard: an edit of one small file copies every shard as stored (shard
  * 1 keeps its plain layout) and adds one (in the kind layout); removing the file that spans
  * three shards drops the one it filled alone and rebuilds the two it shared, keeping the
@@ -1183,6 +1287,7 @@ int main(void)
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
         cmocka_unit_test(test_check_spans),
+        cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
         cmocka_unit_test(test_same_content),
