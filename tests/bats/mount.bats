@@ -369,12 +369,12 @@ refused() { # KIND
     wait_unmounted "$M"
 }
 
-@test "options: uid, gid, gpu, gpu_read_min, gpu_read_wait, cache_size, allow_other, default_permissions" {
+@test "options: uid, gid, gpu and its read options, cache_size, journal_max, permissions" {
     mnt "$A/k.tdc" "$M" -o uid=4242,gid=4343,gpu=off,cache_size=1048576,allow_other,default_permissions
     [ "$(cd "$M" && find . -printf '%U:%G\n' | sort -u)" = 4242:4343 ]
     diff -r --no-dereference "$K" "$M"
     fusermount3 -u "$M"
-    mnt "$A/l.tdc" "$M" -o gpu=auto,cache_size=4096,gpu_read_min=16K,gpu_read_wait=50
+    mnt "$A/l.tdc" "$M" -o gpu=auto,cache_size=4096,gpu_read_min=16K,gpu_read_wait=50,journal_max=0
     diff -r "$L" "$M"
     fusermount3 -u "$M"
     run "$TADOCFS" -o gpu_read_min=lots "$A/l.tdc" "$M"
@@ -391,7 +391,8 @@ refused() { # KIND
     [ "$status" -eq 0 ]
     [[ "$output" == *tadocfs* ]]
     for args in "" "$A/l.tdc" "$A/l.tdc $M --frobnicate" "$A/l.tdc $M -o gpu=sometimes" \
-        "$A/l.tdc $M -o cache_size=lots" "$A/l.tdc $M -o nosuchoption" "$A/l.tdc $M extra"; do
+        "$A/l.tdc $M -o cache_size=lots" "$A/l.tdc $M -o journal_max=lots" \
+        "$A/l.tdc $M -o nosuchoption" "$A/l.tdc $M extra"; do
         run mnt $args
         [ "$status" -eq 2 ] || { echo "'$args': status $status: $output"; false; }
         not_mounted "$M"
