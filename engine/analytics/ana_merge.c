@@ -26,7 +26,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -41,6 +40,14 @@
 #define NOT_SPILLED UINT64_MAX
 #define PRINT_SLICE ((size_t)1 << 20) /* records of a counts merge printed at once */
 #define SPILL_BUCKETS 256              /* a spilled counts merge's buckets, each merged alone */
+/* The index of a list part in the spill file: the first line at or after every step bytes
+ * (a thousandth of the merge's bound, from 64 bytes to 64 KiB), its offset in the part and
+ * its key (each followed by a tab and a NUL in keys, as
+ * line_key expects), so that a search for a key reads one block of the file. */
+typedef struct spidx {
+    vec64 off, kat; /* each entry's line offset, and its key's offset in keys */
+    buf keys;
+} spidx;
 
 /* ---- lines and keys ---- */
 
@@ -118,6 +125,7 @@ struct ana_merge {
     pthread_mutex_t lock;
     buf *part;      /* lists: each part's text (p NULL when spilled: n bytes at foff) */
     uint64_t *foff; /* lists: each part's offset in the spill file, or NOT_SPILLED */
+    spidx *sx;      /* lists: each spilled part's index */
     size_t nparts, cap;
     const char *dir;         /* ana_merge_spill: where parts go past spill_at held, or NULL */
     uint64_t spill_at, held; /* held: bytes of the parts kept in memory */
@@ -184,6 +192,12 @@ void ana_merge_free(ana_merge *m)
         buf_free(&m->part[i]);
     free(m->part);
     free(m->foff);
+    for (size_t i = 0; m->sx && i < m->nparts; i++) {
+        vec64_free(&m->sx[i].off);
+        vec64_free(&m->sx[i].kat);
+        buf_free(&m->sx[i].keys);
+    }
+    free(m->sx);
     for (size_t b = 0; m->sb && b < SPILL_BUCKETS; b++)
         free(m->sb[b].c);
     free(m->sb);
@@ -459,6 +473,25 @@ static int dump_tables(ana_merge *m, int all)
     return rc == 1 ? 0 : rc == -ENOMEM ? tdc_error(rc, "analytics: out of memory") : rc;
 }
 
+static size_t line_key(const unsigned char *p);
+
+/* Index a spilled list part's text (every line holds a tab, check_lines saw to it). */
+static int index_part(spidx *x, const buf *text, size_t step)
+{
+    for (size_t at = 0; at < text->n;) {
+        size_t kn = line_key(text->p + at);
+        if (vec64_push(&x->off, at) || vec64_push(&x->kat, x->keys.n) ||
+            buf_put(&x->keys, text->p + at, kn) || buf_put(&x->keys, "\t", 2))
+            return -ENOMEM;
+        size_t from = at + step - 1; /* the next entry: the line after the one there */
+        if (from >= text->n) break;
+        const unsigned char *nl = memchr(text->p + from, '\n', text->n - from);
+        if (!nl || (size_t)(nl + 1 - text->p) >= text->n) break;
+        at = (size_t)(nl + 1 - text->p);
+    }
+    return 0;
+}
+
 int ana_merge_part(ana_merge *m, buf *text)
 {
     if (!m->lists) {
@@ -478,9 +511,12 @@ int ana_merge_part(ana_merge *m, buf *text)
         size_t cap = m->cap ? m->cap * 2 : 16;
         buf *x = realloc(m->part, cap * sizeof *x);
         uint64_t *o = x ? realloc(m->foff, cap * sizeof *o) : NULL;
+        spidx *sx = o ? realloc(m->sx, cap * sizeof *sx) : NULL;
         if (x) m->part = x;
-        if (o) {
-            m->foff = o;
+        if (o) m->foff = o;
+        if (sx) {
+            m->sx = sx;
+            memset(sx + m->cap, 0, (cap - m->cap) * sizeof *sx);
             m->cap = cap;
         } else {
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
@@ -488,6 +524,13 @@ int ana_merge_part(ana_merge *m, buf *text)
     }
     if (!rc) {
         uint64_t at = m->dir && m->held + text->n > m->spill_at ? spill(m, text) : NOT_SPILLED;
+        size_t step = m->spill_at / 1024 < 64                ? 64
+                      : m->spill_at / 1024 > ((size_t)64 << 10) ? (size_t)64 << 10
+                                                                : (size_t)(m->spill_at / 1024);
+        if (at != NOT_SPILLED && index_part(&m->sx[m->nparts], text, step)) {
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
+            at = NOT_SPILLED; /* kept in memory: the part in the file is never read */
+        }
         m->foff[m->nparts] = at;
         if (at == NOT_SPILLED) {
             m->part[m->nparts++] = *text;
@@ -1109,13 +1152,31 @@ static int by_key(const void *x, const void *y, void *ctx)
     return kcmp(*(const int *)ctx, a, line_key(a), b, line_key(b));
 }
 
-/* Give back the pages of the mapping at map that lie wholly in [b, e) (their data stays in
- * the page cache, so a later look finds it again). */
-static void drop_pages(unsigned char *map, const unsigned char *b, const unsigned char *e)
+/* lower_from for spilled part i (its text n bytes long): the offset of its first line at or
+ * after a whose key is not below k's. The index names the block that holds it, which is read
+ * into *win; a negative errno where it cannot be read. */
+static int64_t spilled_lower(const ana_merge *m, size_t i, size_t n, size_t a,
+                             const unsigned char *k, size_t kn, buf *win)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), lo = ((size_t)(b - map) + pg - 1) / pg * pg;
-    size_t hi = (size_t)(e - map) / pg * pg;
-    if (hi > lo) madvise(map + lo, hi - lo, MADV_DONTNEED);
+    const spidx *x = &m->sx[i];
+    size_t lo = 0, hi = x->off.n; /* the first entry whose key is not below k */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const unsigned char *e = x->keys.p + x->kat.p[mid];
+        if (ana_merge_key_cmp(m->kind, e, line_key(e), k, kn) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo < x->off.n ? x->off.p[lo] : n; /* a line at or past the answer */
+    if (a >= end) return (int64_t)(a < n ? a : n);
+    size_t from = lo && x->off.p[lo - 1] > a ? x->off.p[lo - 1] : a;
+    win->n = 0;
+    if (buf_reserve(win, end - from + 1)) return tdc_error(-ENOMEM, "analytics: out of memory");
+    int rc = fio_read_at(m->fd, win->p, end - from, m->foff[i] + from, "analytics merge");
+    if (rc) return rc;
+    win->p[end - from] = 0;
+    return (int64_t)(from + ana_merge_lower(m->kind, win->p, end - from, k, kn));
 }
 
 static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
@@ -1132,79 +1193,101 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     if (!rc && extra.n) rc = ana_merge_part(m, &extra);
     buf_free(&extra);
     if (rc) return rc;
-    /* NUL-terminate every part, so that line_key's strchr stops (every line holds a tab);
-     * the spilled ones are, in their file, which is read through a mapping */
+    /* NUL-terminate every part held, so that line_key's strchr stops (every line holds a
+     * tab); the spilled ones are read from the file, a block or a batch at a time */
     for (size_t i = 0; i < m->nparts; i++)
         if (m->foff[i] == NOT_SPILLED && buf_put(&m->part[i], "", 1))
             return tdc_error(-ENOMEM, "analytics: out of memory");
-    unsigned char *map = NULL;
-    if (m->fsize && (map = mmap(NULL, m->fsize, PROT_READ, MAP_SHARED, m->fd, 0)) == MAP_FAILED)
-        return tdc_error(-ENOMEM, "analytics: cannot map the merge's spill file: %s",
-                         strerror(errno));
-    buf *pt = malloc((m->nparts ? m->nparts : 1) * sizeof *pt); /* every part's text */
-    if (!pt) {
-        if (map) munmap(map, m->fsize);
-        return tdc_error(-ENOMEM, "analytics: out of memory");
-    }
     size_t total = 0;
-    for (size_t i = 0; i < m->nparts; i++) {
-        pt[i] =
-            m->foff[i] == NOT_SPILLED ? m->part[i] : (buf){map + m->foff[i], m->part[i].n + 1, 0};
-        total += pt[i].n - 1;
-    }
+    for (size_t i = 0; i < m->nparts; i++)
+        total += m->part[i].n - (m->foff[i] == NOT_SPILLED);
     /* about 4 ranges a thread from a sample of keys; with parts spilled, batches of ranges of
-     * about spill_at bytes, the pages of each dropped once it is merged */
+     * about spill_at bytes, each batch's spilled text read into memory */
     int paths = m->kind == ANA_TERMVECTOR;
     size_t nt = total < 65536 ? 1 : (size_t)m->nt, want = nt > 1 ? nt * 4 : 1, ns = 0;
-    if (map && want < nt * (m->fsize / m->spill_at + 1)) want = nt * (m->fsize / m->spill_at + 1);
-    /* the samples' keys are copied (each followed by a tab and a NUL, as line_key expects),
-     * so that a spilled part's pages can go at once */
+    uint64_t batches = m->fsize && m->spill_at ? m->fsize / m->spill_at + 1 : 1;
+    if (want < nt * batches) want = nt * batches;
+    /* the samples' keys are copied, each followed by a tab and a NUL as line_key expects;
+     * a spilled part's are its index's */
     const unsigned char **smp = malloc((m->nparts * 16 + 1) * sizeof *smp);
     size_t *soff = malloc((m->nparts * 16 + 1) * sizeof *soff);
     buf keys = {0};
     for (size_t i = 0; smp && soff && !rc && want > 1 && i < m->nparts; i++) {
-        const buf *t = &pt[i];
-        for (size_t s = 1; !rc && s <= 16 && t->n > 1; s++) {
-            size_t at = (t->n - 1) * s / 17;
-            while (at && t->p[at - 1] != '\n')
-                at--;
+        const buf *t = &m->part[i];
+        const spidx *x = &m->sx[i];
+        int held = m->foff[i] == NOT_SPILLED;
+        for (size_t s = 1; !rc && s <= 16 && (held ? t->n > 1 : x->off.n > 0); s++) {
+            const unsigned char *p;
+            if (held) {
+                size_t at = (t->n - 1) * s / 17;
+                while (at && t->p[at - 1] != '\n')
+                    at--;
+                p = t->p + at;
+            } else {
+                p = x->keys.p + x->kat.p[x->off.n * (s - 1) / 16];
+            }
             soff[ns++] = keys.n;
-            if (buf_put(&keys, t->p + at, line_key(t->p + at)) || buf_put(&keys, "\t", 2))
-                rc = -ENOMEM;
+            if (buf_put(&keys, p, line_key(p)) || buf_put(&keys, "\t", 2)) rc = -ENOMEM;
         }
-        if (m->foff[i] != NOT_SPILLED) drop_pages(map, t->p, t->p + t->n);
     }
     if (!smp || !soff || rc) {
         free(smp);
         free(soff);
         buf_free(&keys);
-        free(pt);
-        if (map) munmap(map, m->fsize);
         return tdc_error(-ENOMEM, "analytics: out of memory");
     }
     for (size_t k = 0; k < ns; k++)
         smp[k] = keys.p + soff[k];
     free(soff);
     sort_r(smp, ns, sizeof *smp, by_key, &paths);
-    size_t nranges = ns ? (want < ns ? want : ns) : 1;
+    size_t nranges = ns ? (want < ns ? want : ns) : 1, np = m->nparts ? m->nparts : 1;
     ljob *j = calloc(nranges, sizeof *j);
-    run *r = calloc(nranges * (m->nparts ? m->nparts : 1), sizeof *r);
-    if (!j || !r) rc = tdc_error(-ENOMEM, "analytics: out of memory");
+    run *r = calloc(nranges * np, sizeof *r);
+    size_t *cut = calloc(nranges * np, sizeof *cut); /* cut[h * np + i]: range h's end in part i */
+    buf slice = {0}, win = {0}; /* the batch's spilled text; a block an index named */
+    if (!j || !r || !cut) rc = tdc_error(-ENOMEM, "analytics: out of memory");
     /* the ranges, nt at a time, each batch's output appended and dropped at once */
     for (size_t g = 0; !rc && g < nranges; g += nt) {
         size_t n = nranges - g < nt ? nranges - g : nt;
-        for (size_t h = g; h < g + n; h++) {
-            /* range h: from where range h - 1 ends to the key of sample (h + 1) * ns / nranges
-             * (the end for the last) */
-            const unsigned char *hi = h + 1 < nranges ? smp[(h + 1) * ns / nranges] : NULL;
+        /* range h: from where range h - 1 ends to the key of sample (h + 1) * ns / nranges
+         * (the end for the last) */
+        for (size_t h = g; !rc && h < g + n; h++) {
             j[h] = (ljob){.m = m, .r = r + h * m->nparts, .nr = m->nparts};
-            for (size_t i = 0; i < m->nparts; i++) {
-                const buf *t = &pt[i];
-                size_t a = h ? (size_t)(j[h - 1].r[i].end - t->p) : 0;
-                size_t b = hi ? lower_from(m->kind, t, a, hi, line_key(hi)) : t->n - 1;
-                j[h].r[i] = (run){t->p + a, t->p + b};
+            const unsigned char *hi = h + 1 < nranges ? smp[(h + 1) * ns / nranges] : NULL;
+            for (size_t i = 0; !rc && i < m->nparts; i++) {
+                const buf *t = &m->part[i];
+                int held = m->foff[i] == NOT_SPILLED;
+                size_t a = h ? cut[(h - 1) * np + i] : 0, len = held ? t->n - 1 : t->n;
+                int64_t b = !hi   ? (int64_t)len
+                            : held ? (int64_t)lower_from(m->kind, t, a, hi, line_key(hi))
+                                   : spilled_lower(m, i, len, a, hi, line_key(hi), &win);
+                if (b < 0) rc = (int)b;
+                cut[h * np + i] = b < 0 ? a : (size_t)b;
             }
         }
+        /* each spilled part's text for the batch, read into one buffer */
+        size_t need = 0;
+        for (size_t i = 0; !rc && i < m->nparts; i++)
+            if (m->foff[i] != NOT_SPILLED)
+                need += cut[(g + n - 1) * np + i] - (g ? cut[(g - 1) * np + i] : 0) + 1;
+        slice.n = 0;
+        if (!rc && need > slice.cap && buf_reserve(&slice, need))
+            rc = tdc_error(-ENOMEM, "analytics: out of memory");
+        for (size_t i = 0; !rc && i < m->nparts; i++) {
+            int held = m->foff[i] == NOT_SPILLED;
+            size_t lo = g ? cut[(g - 1) * np + i] : 0, hi = cut[(g + n - 1) * np + i];
+            const unsigned char *base = m->part[i].p; /* where offset 0 of part i lies */
+            if (!held) {
+                rc = fio_read_at(m->fd, slice.p + slice.n, hi - lo, m->foff[i] + lo,
+                                 "analytics merge");
+                slice.p[slice.n + hi - lo] = 0;
+                base = slice.p + slice.n - lo;
+                slice.n += hi - lo + 1;
+            }
+            for (size_t h = g; !rc && h < g + n; h++)
+                j[h].r[i] = (run){base + (h ? cut[(h - 1) * np + i] : 0), base + cut[h * np + i]};
+        }
+        if (rc) break;
         par_run((unsigned)n, list_main, j + g, sizeof *j);
         for (size_t i = g; i < g + n && !rc; i++) {
             if (j[i].rc == -ENOMEM)
@@ -1216,17 +1299,16 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
                 rc = sink(sctx, j[i].out.p, j[i].out.n);
             buf_free(&j[i].out);
         }
-        for (size_t i = 0; map && i < m->nparts; i++) /* the spilled text merged so far */
-            if (m->foff[i] != NOT_SPILLED) drop_pages(map, pt[i].p, j[g + n - 1].r[i].end);
     }
     for (size_t g = 0; j && g < nranges; g++)
         buf_free(&j[g].out);
+    buf_free(&slice);
+    buf_free(&win);
+    free(cut);
     free(j);
     free(r);
     free(smp);
     buf_free(&keys);
-    free(pt);
-    if (map) munmap(map, m->fsize);
     return rc;
 }
 
