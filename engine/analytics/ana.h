@@ -93,10 +93,17 @@ typedef struct ana_opts {
                       estimate from first (ana_shard_mem), waiting for room */
     const char *spill_dir; /* or NULL: where ana_by_shard's merge keeps what passes spill_at */
     uint64_t spill_at;     /* bytes the merge holds in memory at most (ana_merge_spill) */
+    /* seqcount on a part of a merge (set by ana_by_shard when its merge may spill): each time
+     * its table of sequences would grow past early_at bytes, what it holds goes to
+     * early(early_arg, text) as lines of the output, unordered, and the table starts empty
+     * again; the merge sums a key that comes several times. NULL: the table grows. */
+    int (*early)(void *arg, buf *text);
+    void *early_arg;
+    uint64_t early_at;
 } ana_opts;
 
 #define ANA_WHOLE (-1)
-#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0, NULL, NULL, 0}
+#define ANA_OPTS_INIT {ANA_AUTO, 0, 1, 0, 0, NULL, NULL, 0, NULL, NULL, 0}
 
 /* A context: the options and, when they ask for it, the last grammar's preparation, kept for
  * the next call on the same grammar. Calls may share one context from several threads. Every

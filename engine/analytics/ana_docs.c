@@ -62,6 +62,13 @@ static const unsigned char *word_bytes(const docs *d, uint32_t w, size_t *n)
     return dict_bytes(d->longw, w - d->g->ntokens, n);
 }
 
+static int put_word(buf *b, const docs *d, uint32_t w)
+{
+    size_t n;
+    const unsigned char *p = word_bytes(d, w, &n);
+    return buf_put(b, p, n);
+}
+
 static int word_cmp(const docs *d, uint32_t x, uint32_t y)
 {
     size_t nx, ny;
@@ -490,13 +497,44 @@ typedef struct ssink {
     sink s;
     seqtab t;
     int part, nparts;
+    const docs *d;        /* with early: the words' bytes */
+    const ana_opts *early; /* or NULL: the table grows (ana_opts.early) */
 } ssink;
+
+/* Bytes of a sequence table of cap slots. */
+static uint64_t seq_bytes(size_t cap)
+{
+    return (uint64_t)cap * sizeof(sslot) + (uint64_t)cap / 2 * sizeof(uint32_t);
+}
+
+/* What k's table holds, handed on as output lines (ana_opts.early); the table is emptied. */
+static int ss_early(ssink *k)
+{
+    buf text = {0};
+    int rc = 0;
+    for (size_t i = 0; i < k->t.n && !rc; i++) {
+        const sslot *e = seq_at(&k->t, i);
+        if (ana_put_num(&text, e->v) || buf_put(&text, "\t", 1) || put_word(&text, k->d, e->q[0]) ||
+            buf_put(&text, " ", 1) || put_word(&text, k->d, e->q[1]) || buf_put(&text, " ", 1) ||
+            put_word(&text, k->d, e->q[2]) || buf_put(&text, "\n", 1))
+            rc = -ENOMEM;
+    }
+    seq_clear(&k->t);
+    if (!rc) rc = k->early->early(k->early->early_arg, &text);
+    buf_free(&text);
+    return rc;
+}
 
 static int ss_seq(sink *s, const uint32_t q[3], uint64_t n)
 {
     ssink *k = (ssink *)s;
     uint64_t h = seq_mix(q);
     if (k->nparts > 1 && (int)(h >> 63) != k->part) return 0;
+    if (k->early && k->t.cap && (k->t.n + 1) * 2 > k->t.cap &&
+        seq_bytes(k->t.cap * 2) > k->early->early_at) {
+        int rc = ss_early(k);
+        if (rc) return rc;
+    }
     return seq_add_h(&k->t, q, n, h);
 }
 
@@ -689,13 +727,6 @@ static void paths_free(paths *p)
 {
     buf_free(&p->text);
     free(p->at);
-}
-
-static int put_word(buf *b, const docs *d, uint32_t w)
-{
-    size_t n;
-    const unsigned char *p = word_bytes(d, w, &n);
-    return buf_put(b, p, n);
 }
 
 static int by_path(const void *x, const void *y, void *ctx)
@@ -1010,6 +1041,7 @@ static int sc_range(void *ctx, size_t lo, size_t hi, buf *out)
 
 typedef struct scjob {
     const docs *d;
+    const ana_opts *early; /* or NULL (ana_opts.early) */
     ssink k[2];
 } scjob;
 
@@ -1023,6 +1055,8 @@ static int sc_task(void *x, const ana_team *t)
     k->s.seq = ss_seq;
     k->part = t->tid;
     k->nparts = t->n;
+    k->d = d;
+    k->early = j->early;
     int rc = 0;
     for (size_t i = 0; i < d->cutf.n && !rc; i++)
         rc = walk_stream(d, &k->s, d->cutf.p[i]);
@@ -1054,7 +1088,8 @@ int ana_seqcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_SEQCOUNT, first, end, vis);
     if (rc) return rc;
-    scjob j = {.d = &d};
+    const ana_opts *o = ana_ctx_opts(c);
+    scjob j = {.d = &d, .early = o->early ? o : NULL};
     seqrec *recs = NULL;
     size_t nr = 0;
     /* Weights of the rules in the scope: top-down through every level, bottom-up only the

@@ -294,6 +294,12 @@ void ana_subset_free(ana_subset *sh)
     sh->nedges = 0;
 }
 
+/* ana_opts.early: a shard's lines handed on before it is done, into the merge arg. */
+static int early_part(void *arg, buf *text)
+{
+    return ana_merge_part(arg, text);
+}
+
 static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                     uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
                     ana_sink sink, void *sctx)
@@ -313,6 +319,15 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
     if (nth > todo.n) nth = (uint32_t)todo.n;
     o.cache = 0; /* every shard is another grammar */
     if (nth > 1) o.threads = 1;
+    /* A shard's table of sequences is handed to the merge each time it would pass an eighth
+     * of the shard's share of the merge's memory: what it holds is copied about four times on
+     * the way (the table grown, its text, the merge's buckets and tables), and smaller tables
+     * miss the cache less, which more than pays for the keys the merge then sums twice. */
+    if (o.spill_dir && nth) {
+        o.early = early_part;
+        o.early_arg = j.m;
+        o.early_at = o.spill_at / nth / 8;
+    }
     if (!rc && (!(j.ctx = ana_ctx_new(&o)) || !(j.damage = calloc(meta->nshards, sizeof *j.damage))))
         rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc) {

@@ -136,7 +136,10 @@ static void test_by_shard_equals_whole(void **state)
                        round % 4,
                        bud,
                        round % 4 == 2 ? "/tmp" : NULL,
-                       round == 2 ? 1 : 2000};
+                       round == 2 ? 1 : 2000,
+                       NULL,
+                       NULL,
+                       0};
         ana_ctx *c = ana_ctx_new(&op);
         assert_non_null(c);
         for (int k = 0; k < ANA_NIDS; k++) {
