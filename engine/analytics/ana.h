@@ -93,10 +93,12 @@ typedef struct ana_opts {
                       estimate from first (ana_shard_mem), waiting for room */
     const char *spill_dir; /* or NULL: where ana_by_shard's merge keeps what passes spill_at */
     uint64_t spill_at;     /* bytes the merge holds in memory at most (ana_merge_spill) */
-    /* seqcount on a part of a merge (set by ana_by_shard when its merge may spill): each time
-     * its table of sequences would grow past early_at bytes, what it holds goes to
-     * early(early_arg, text) as lines of the output, unordered, and the table starts empty
-     * again; the merge sums a key that comes several times. NULL: the table grows. */
+    /* An analytic on a part of a merge (set by ana_by_shard when its merge may spill) hands
+     * what it holds to early(early_arg, text) as lines of its output, and goes on from empty,
+     * each time that passes early_at bytes: seqcount its table of sequences (lines in no
+     * order), invindex, termvector and rankedinvindex the records of the files done so far
+     * (lines in the output's order; a file's records are never split). The merge sums or
+     * unites a key that comes several times. NULL: everything goes into the output. */
     int (*early)(void *arg, buf *text);
     void *early_arg;
     uint64_t early_at;

@@ -377,6 +377,22 @@ static int walk_file(const docs *d, scratch *x, sink *k, uint32_t e)
                           : walk_file_td(d, x, k, run, f->root_len);
 }
 
+/* The options of c when they hand a part's lines on early (ana_opts.early), else NULL. */
+static const ana_opts *early_of(const ana_ctx *c)
+{
+    const ana_opts *o = ana_ctx_opts(c);
+    return o->early ? o : NULL;
+}
+
+/* Hand text, the lines made of what a part's analysis held (rc: whether making them failed),
+ * to the merge before the part is done (o->early); text is left empty. */
+static int emit_early(const ana_opts *o, int rc, buf *text)
+{
+    if (!rc) rc = o->early(o->early_arg, text);
+    text->n = 0;
+    return rc;
+}
+
 /* ---- three-word sequence table ---- */
 
 /* Open addressing with the key and count in one slot (one cache line per probe), plus the
@@ -520,7 +536,7 @@ static int ss_early(ssink *k)
             rc = -ENOMEM;
     }
     seq_clear(&k->t);
-    if (!rc) rc = k->early->early(k->early->early_arg, &text);
+    rc = emit_early(k->early, rc, &text);
     buf_free(&text);
     return rc;
 }
@@ -784,6 +800,7 @@ typedef struct rankrec {
 typedef struct pfjob {
     const docs *d;
     size_t plen;
+    const ana_opts *early; /* or NULL (ana_opts.early) */
     const uint32_t *rank; /* termvector: every word's rank, or NULL */
     buf *out0, out1;      /* termvector text: thread 0 appends to the caller's buffer */
     vec32 pairs[2];       /* invindex: (word, file rank) */
@@ -827,6 +844,9 @@ static int tv_task(void *x, const ana_team *t)
                      : 0;
             k.cnt.p[w] = 0;
         }
+        /* in path order, so what this thread printed so far can go to the merge alone */
+        if (!rc && j->early && out->n > j->early->early_at)
+            rc = emit_early(j->early, 0, out);
     }
     scratch_free(&s);
     wsink_free(&k);
@@ -841,7 +861,7 @@ int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_TERMVECTOR, first, end, vis);
     if (rc) return rc;
-    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out};
+    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .out0 = out, .early = early_of(c)};
     ranks rk = {0};
     if (d.pl.scope_syms >= d.g->ntokens) {
         /* a scope this large sorts many words per file: rank the whole dictionary once */
@@ -862,6 +882,8 @@ int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     return rc ? fail_msg(rc) : 0;
 }
 
+static int ii_emit(const docs *d, size_t plen, vec32 *pairs, int threads, buf *out);
+
 static int ii_task(void *x, const ana_team *t)
 {
     pfjob *j = x;
@@ -869,6 +891,7 @@ static int ii_task(void *x, const ana_team *t)
     scratch s;
     wsink k = {.s = {.word = ws_word}, .d = d};
     vec32 *pairs = &j->pairs[t->tid];
+    buf text = {0};
     size_t at[3];
     ana_split_files(d->a, d->files.p, d->files.n, t->n, at);
     int rc = scratch_init(&s, d);
@@ -881,9 +904,14 @@ static int ii_task(void *x, const ana_team *t)
             pairs->p[pairs->n++] = k.touched.p[m];
             pairs->p[pairs->n++] = (uint32_t)i;
         }
+        if (!rc && j->early && pairs->n * sizeof *pairs->p > j->early->early_at) {
+            rc = emit_early(j->early, ii_emit(d, j->plen, pairs, 1, &text), &text);
+            pairs->n = 0;
+        }
     }
     scratch_free(&s);
     wsink_free(&k);
+    buf_free(&text);
     return rc;
 }
 
@@ -930,6 +958,31 @@ static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
+/* The lines of (word, file rank) pairs, appended to out: the pairs become 64-bit keys (words
+ * by byte order, then files by path), sorted and printed on `threads` threads. */
+static int ii_emit(const docs *d, size_t plen, vec32 *pairs, int threads, buf *out)
+{
+    ranks rk = {0};
+    int rc = ranks_init(d, &rk);
+    for (size_t m = 0; m < pairs->n && !rc; m += 2)
+        rk.rank[pairs->p[m]] = 1;
+    if (!rc) rc = ranks_make(d, &rk);
+    for (size_t m = 0; m < pairs->n && !rc; m += 2) {
+        uint64_t k = (uint64_t)rk.rank[pairs->p[m]] << 32 | pairs->p[m + 1];
+        memcpy(pairs->p + m, &k, sizeof k);
+    }
+    if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, threads);
+    ii_print pr = {d, &rk, pairs->p, {{0}, NULL}};
+    size_t np = pairs->n / 2, mid = np / 2;
+    while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
+        mid++; /* a word's line is printed by one thread */
+    if (!rc) rc = paths_make(d, plen, &pr.paths);
+    if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, threads);
+    paths_free(&pr.paths);
+    ranks_free(&rk);
+    return rc;
+}
+
 int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
                  const unsigned char *vis,
                  buf *out)
@@ -937,8 +990,7 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_INVINDEX, first, end, vis);
     if (rc) return rc;
-    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
-    ranks rk = {0};
+    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .early = early_of(c)};
     rc = ana_par(d.pl.threads, ii_task, &j);
     ana_mark(&d.p.clock, "traversal");
     vec32 *pairs = &j.pairs[0];
@@ -950,27 +1002,8 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
             pairs->n += j.pairs[1].n;
         }
     }
-    /* (word, file) pairs become 64-bit keys: words by byte order, then files by path */
-    if (!rc) rc = ranks_init(&d, &rk);
-    for (size_t m = 0; m < pairs->n && !rc; m += 2)
-        rk.rank[pairs->p[m]] = 1;
-    if (!rc) rc = ranks_make(&d, &rk);
-    for (size_t m = 0; m < pairs->n && !rc; m += 2) {
-        uint64_t k = (uint64_t)rk.rank[pairs->p[m]] << 32 | pairs->p[m + 1];
-        memcpy(pairs->p + m, &k, sizeof k);
-    }
-    ana_mark(&d.p.clock, "ranks");
-    if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, d.pl.threads);
-    ana_mark(&d.p.clock, "sort");
-    ii_print pr = {&d, &rk, pairs->p, {{0}, NULL}};
-    size_t np = pairs->n / 2, mid = np / 2;
-    while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
-        mid++; /* a word's line is printed by one thread */
-    if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
-    if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, d.pl.threads);
-    paths_free(&pr.paths);
-    ana_mark(&d.p.clock, "print");
-    ranks_free(&rk);
+    if (!rc) rc = ii_emit(&d, j.plen, pairs, d.pl.threads, out);
+    ana_mark(&d.p.clock, "ranks, sort, print");
     pfjob_free(&j);
     docs_free(&d);
     return rc ? fail_msg(rc < 0 ? rc : -ENOMEM) : 0;
@@ -1088,8 +1121,7 @@ int ana_seqcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_SEQCOUNT, first, end, vis);
     if (rc) return rc;
-    const ana_opts *o = ana_ctx_opts(c);
-    scjob j = {.d = &d, .early = o->early ? o : NULL};
+    scjob j = {.d = &d, .early = early_of(c)};
     seqrec *recs = NULL;
     size_t nr = 0;
     /* Weights of the rules in the scope: top-down through every level, bottom-up only the
@@ -1138,12 +1170,15 @@ static int by_seq_then_rank(const void *x, const void *y, void *ctx)
     return (a->file > b->file) - (a->file < b->file); /* file ranks follow path order */
 }
 
+static int ri_emit(const docs *d, size_t plen, rankrec *recs, size_t nr, int threads, buf *out);
+
 static int ri_task(void *x, const ana_team *t)
 {
     pfjob *j = x;
     const docs *d = j->d;
     scratch s;
     ssink k = {.s = {.seq = ss_seq}};
+    buf text = {0};
     size_t at[3], *nrec = &j->nrec[t->tid], *cap = &j->caprec[t->tid];
     ana_split_files(d->a, d->files.p, d->files.n, t->n, at);
     int rc = scratch_init(&s, d);
@@ -1169,9 +1204,14 @@ static int ri_task(void *x, const ana_team *t)
             r->file = (uint32_t)i;
             r->n = e->v;
         }
+        if (j->early && *nrec * sizeof(rankrec) > j->early->early_at) {
+            rc = emit_early(j->early, ri_emit(d, j->plen, j->recs[t->tid], *nrec, 1, &text), &text);
+            *nrec = 0;
+        }
     }
     scratch_free(&s);
     seqtab_free(&k.t);
+    buf_free(&text);
     return rc;
 }
 
@@ -1197,6 +1237,24 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
+/* The lines of records recs[0, nr) (their words replaced by ranks on the way), appended to
+ * out: sorted by sequence, then count, then file, and printed on `threads` threads. */
+static int ri_emit(const docs *d, size_t plen, rankrec *recs, size_t nr, int threads, buf *out)
+{
+    ranks rk = {0};
+    int rc = rank_seqs(d, &rk, recs, nr, sizeof *recs);
+    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, threads);
+    ri_print pr = {d, &rk, recs, {{0}, NULL}};
+    size_t mid = nr / 2;
+    while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
+        mid++; /* a sequence's line is printed by one thread */
+    if (!rc) rc = paths_make(d, plen, &pr.paths);
+    if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, threads);
+    paths_free(&pr.paths);
+    ranks_free(&rk);
+    return rc;
+}
+
 int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
                        const unsigned char *vis,
                        buf *out)
@@ -1204,7 +1262,7 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_RANKEDINVINDEX, first, end, vis);
     if (rc) return rc;
-    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first)};
+    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .early = early_of(c)};
     rc = ana_par(d.pl.threads, ri_task, &j);
     ana_mark(&d.p.clock, "traversal");
     if (!rc && j.nrec[1]) {
@@ -1217,22 +1275,8 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
             j.nrec[0] += j.nrec[1];
         }
     }
-    rankrec *recs = j.recs[0];
-    size_t nr = j.nrec[0];
-    ranks rk = {0};
-    if (!rc) rc = rank_seqs(&d, &rk, recs, nr, sizeof *recs);
-    ana_mark(&d.p.clock, "ranks");
-    if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, d.pl.threads);
-    ana_mark(&d.p.clock, "sort");
-    ri_print pr = {&d, &rk, recs, {{0}, NULL}};
-    size_t mid = nr / 2;
-    while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
-        mid++; /* a sequence's line is printed by one thread */
-    if (!rc) rc = paths_make(&d, j.plen, &pr.paths);
-    if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, d.pl.threads);
-    paths_free(&pr.paths);
-    ana_mark(&d.p.clock, "print");
-    ranks_free(&rk);
+    if (!rc) rc = ri_emit(&d, j.plen, j.recs[0], j.nrec[0], d.pl.threads, out);
+    ana_mark(&d.p.clock, "ranks, sort, print");
     pfjob_free(&j);
     docs_free(&d);
     return rc ? fail_msg(rc < 0 ? rc : -ENOMEM) : 0;

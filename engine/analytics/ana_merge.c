@@ -1202,10 +1202,13 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     for (size_t i = 0; i < m->nparts; i++)
         total += m->part[i].n - (m->foff[i] == NOT_SPILLED);
     /* about 4 ranges a thread from a sample of keys; with parts spilled, batches of ranges of
-     * about spill_at bytes, each batch's spilled text read into memory */
+     * about an eighth of spill_at, each batch's spilled text read into memory: besides the
+     * parts held (up to spill_at), a batch is there about four times over (its text, the
+     * records its ranges parse, their output, the output's copy on the way out) */
     int paths = m->kind == ANA_TERMVECTOR;
     size_t nt = total < 65536 ? 1 : (size_t)m->nt, want = nt > 1 ? nt * 4 : 1, ns = 0;
-    uint64_t batches = m->fsize && m->spill_at ? m->fsize / m->spill_at + 1 : 1;
+    uint64_t batch = m->spill_at > 8 ? m->spill_at / 8 : 1;
+    uint64_t batches = m->fsize ? m->fsize / batch + 1 : 1;
     if (want < nt * batches) want = nt * batches;
     /* the samples' keys are copied, each followed by a tab and a NUL as line_key expects;
      * a spilled part's are its index's */

@@ -319,10 +319,10 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
     if (nth > todo.n) nth = (uint32_t)todo.n;
     o.cache = 0; /* every shard is another grammar */
     if (nth > 1) o.threads = 1;
-    /* A shard's table of sequences is handed to the merge each time it would pass an eighth
-     * of the shard's share of the merge's memory: what it holds is copied about four times on
-     * the way (the table grown, its text, the merge's buckets and tables), and smaller tables
-     * miss the cache less, which more than pays for the keys the merge then sums twice. */
+    /* A shard's analysis hands what it holds to the merge each time it passes an eighth of
+     * the shard's share of the merge's memory (ana_opts.early): that is copied about four
+     * times on the way (a table grown, its text, the merge's buckets and tables), and smaller
+     * tables miss the cache less, which more than pays for the keys the merge sees twice. */
     if (o.spill_dir && nth) {
         o.early = early_part;
         o.early_arg = j.m;
