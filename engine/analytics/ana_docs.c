@@ -745,6 +745,17 @@ static void paths_free(paths *p)
     free(p->at);
 }
 
+/* Records [0, n) printed by fn (ana_par_print) with the scope's paths made into *p (which
+ * ctx holds) for the time of it. */
+static int print_paths(const docs *d, size_t plen, paths *p, ana_print_fn fn, void *ctx, size_t n,
+                       size_t mid, int threads, buf *out)
+{
+    int rc = paths_make(d, plen, p);
+    if (!rc) rc = ana_par_print(fn, ctx, n, mid, out, threads);
+    paths_free(p);
+    return rc;
+}
+
 static int by_path(const void *x, const void *y, void *ctx)
 {
     const arc *a = ctx;
@@ -976,9 +987,7 @@ static int ii_emit(const docs *d, size_t plen, vec32 *pairs, int threads, buf *o
     size_t np = pairs->n / 2, mid = np / 2;
     while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
         mid++; /* a word's line is printed by one thread */
-    if (!rc) rc = paths_make(d, plen, &pr.paths);
-    if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, threads);
-    paths_free(&pr.paths);
+    if (!rc) rc = print_paths(d, plen, &pr.paths, ii_range, &pr, np, mid, threads, out);
     ranks_free(&rk);
     return rc;
 }
@@ -1248,9 +1257,7 @@ static int ri_emit(const docs *d, size_t plen, rankrec *recs, size_t nr, int thr
     size_t mid = nr / 2;
     while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
         mid++; /* a sequence's line is printed by one thread */
-    if (!rc) rc = paths_make(d, plen, &pr.paths);
-    if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, threads);
-    paths_free(&pr.paths);
+    if (!rc) rc = print_paths(d, plen, &pr.paths, ri_range, &pr, nr, mid, threads, out);
     ranks_free(&rk);
     return rc;
 }
