@@ -69,6 +69,13 @@ static int put_word(buf *b, const docs *d, uint32_t w)
     return buf_put(b, p, n);
 }
 
+/* Words w[0..2] as "w1 w2 w3". */
+static int put_words3(buf *b, const docs *d, const uint32_t w[3])
+{
+    return put_word(b, d, w[0]) || buf_put(b, " ", 1) || put_word(b, d, w[1]) ||
+           buf_put(b, " ", 1) || put_word(b, d, w[2]);
+}
+
 static int word_cmp(const docs *d, uint32_t x, uint32_t y)
 {
     size_t nx, ny;
@@ -530,9 +537,8 @@ static int ss_early(ssink *k)
     int rc = 0;
     for (size_t i = 0; i < k->t.n && !rc; i++) {
         const sslot *e = seq_at(&k->t, i);
-        if (ana_put_num(&text, e->v) || buf_put(&text, "\t", 1) || put_word(&text, k->d, e->q[0]) ||
-            buf_put(&text, " ", 1) || put_word(&text, k->d, e->q[1]) || buf_put(&text, " ", 1) ||
-            put_word(&text, k->d, e->q[2]) || buf_put(&text, "\n", 1))
+        if (ana_put_num(&text, e->v) || buf_put(&text, "\t", 1) || put_words3(&text, k->d, e->q) ||
+            buf_put(&text, "\n", 1))
             rc = -ENOMEM;
     }
     seq_clear(&k->t);
@@ -745,17 +751,6 @@ static void paths_free(paths *p)
     free(p->at);
 }
 
-/* Records [0, n) printed by fn (ana_par_print) with the scope's paths made into *p (which
- * ctx holds) for the time of it. */
-static int print_paths(const docs *d, size_t plen, paths *p, ana_print_fn fn, void *ctx, size_t n,
-                       size_t mid, int threads, buf *out)
-{
-    int rc = paths_make(d, plen, p);
-    if (!rc) rc = ana_par_print(fn, ctx, n, mid, out, threads);
-    paths_free(p);
-    return rc;
-}
-
 static int by_path(const void *x, const void *y, void *ctx)
 {
     const arc *a = ctx;
@@ -812,6 +807,7 @@ typedef struct pfjob {
     const docs *d;
     size_t plen;
     const ana_opts *early; /* or NULL (ana_opts.early) */
+    paths paths;          /* invindex, rankedinvindex: made once for every output made */
     const uint32_t *rank; /* termvector: every word's rank, or NULL */
     buf *out0, out1;      /* termvector text: thread 0 appends to the caller's buffer */
     vec32 pairs[2];       /* invindex: (word, file rank) */
@@ -821,6 +817,7 @@ typedef struct pfjob {
 
 static void pfjob_free(pfjob *j)
 {
+    paths_free(&j->paths);
     buf_free(&j->out1);
     for (int t = 0; t < 2; t++) {
         vec32_free(&j->pairs[t]);
@@ -893,7 +890,7 @@ int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     return rc ? fail_msg(rc) : 0;
 }
 
-static int ii_emit(const docs *d, size_t plen, vec32 *pairs, int threads, buf *out);
+static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads, buf *out);
 
 static int ii_task(void *x, const ana_team *t)
 {
@@ -916,7 +913,7 @@ static int ii_task(void *x, const ana_team *t)
             pairs->p[pairs->n++] = (uint32_t)i;
         }
         if (!rc && j->early && pairs->n * sizeof *pairs->p > j->early->early_at) {
-            rc = emit_early(j->early, ii_emit(d, j->plen, pairs, 1, &text), &text);
+            rc = emit_early(j->early, ii_emit(d, &j->paths, pairs, 1, &text), &text);
             pairs->n = 0;
         }
     }
@@ -947,7 +944,7 @@ typedef struct ii_print {
     const docs *d;
     const ranks *rk;
     const uint32_t *pairs;
-    paths paths;
+    const paths *paths;
 } ii_print;
 
 /* Lines for keys [lo, hi), which start and end at a word's first and last key. */
@@ -964,14 +961,14 @@ static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
             if (put_word(out, p->d, p->rk->ids[w])) return -ENOMEM;
             prev = w;
         }
-        if (put_tab_path(out, &p->paths, f)) return -ENOMEM;
+        if (put_tab_path(out, p->paths, f)) return -ENOMEM;
     }
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
 /* The lines of (word, file rank) pairs, appended to out: the pairs become 64-bit keys (words
  * by byte order, then files by path), sorted and printed on `threads` threads. */
-static int ii_emit(const docs *d, size_t plen, vec32 *pairs, int threads, buf *out)
+static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads, buf *out)
 {
     ranks rk = {0};
     int rc = ranks_init(d, &rk);
@@ -983,11 +980,11 @@ static int ii_emit(const docs *d, size_t plen, vec32 *pairs, int threads, buf *o
         memcpy(pairs->p + m, &k, sizeof k);
     }
     if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, threads);
-    ii_print pr = {d, &rk, pairs->p, {{0}, NULL}};
+    ii_print pr = {d, &rk, pairs->p, paths};
     size_t np = pairs->n / 2, mid = np / 2;
     while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
         mid++; /* a word's line is printed by one thread */
-    if (!rc) rc = print_paths(d, plen, &pr.paths, ii_range, &pr, np, mid, threads, out);
+    if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, threads);
     ranks_free(&rk);
     return rc;
 }
@@ -999,8 +996,9 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_INVINDEX, first, end, vis);
     if (rc) return rc;
-    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .early = early_of(c)};
-    rc = ana_par(d.pl.threads, ii_task, &j);
+    pfjob j = {.d = &d, .early = early_of(c)};
+    rc = paths_make(&d, ana_scope_prefix(a, first), &j.paths);
+    if (!rc) rc = ana_par(d.pl.threads, ii_task, &j);
     ana_mark(&d.p.clock, "traversal");
     vec32 *pairs = &j.pairs[0];
     if (!rc && j.pairs[1].n) {
@@ -1011,7 +1009,7 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
             pairs->n += j.pairs[1].n;
         }
     }
-    if (!rc) rc = ii_emit(&d, j.plen, pairs, d.pl.threads, out);
+    if (!rc) rc = ii_emit(&d, &j.paths, pairs, d.pl.threads, out);
     ana_mark(&d.p.clock, "ranks, sort, print");
     pfjob_free(&j);
     docs_free(&d);
@@ -1030,8 +1028,8 @@ static int seq_cmp(const uint32_t *x, const uint32_t *y)
 /* A sequence of word ranks, as text. */
 static int put_seq(buf *b, const docs *d, const ranks *rk, const uint32_t *q)
 {
-    return put_word(b, d, rk->ids[q[0]]) || buf_put(b, " ", 1) || put_word(b, d, rk->ids[q[1]]) ||
-           buf_put(b, " ", 1) || put_word(b, d, rk->ids[q[2]]);
+    const uint32_t w[3] = {rk->ids[q[0]], rk->ids[q[1]], rk->ids[q[2]]};
+    return put_words3(b, d, w);
 }
 
 /* Word ids in sequences q (stride `size` bytes, n of them) replaced by their ranks. */
@@ -1179,7 +1177,8 @@ static int by_seq_then_rank(const void *x, const void *y, void *ctx)
     return (a->file > b->file) - (a->file < b->file); /* file ranks follow path order */
 }
 
-static int ri_emit(const docs *d, size_t plen, rankrec *recs, size_t nr, int threads, buf *out);
+static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, int threads,
+                   buf *out);
 
 static int ri_task(void *x, const ana_team *t)
 {
@@ -1214,7 +1213,7 @@ static int ri_task(void *x, const ana_team *t)
             r->n = e->v;
         }
         if (j->early && *nrec * sizeof(rankrec) > j->early->early_at) {
-            rc = emit_early(j->early, ri_emit(d, j->plen, j->recs[t->tid], *nrec, 1, &text), &text);
+            rc = emit_early(j->early, ri_emit(d, &j->paths, j->recs[t->tid], *nrec, 1, &text), &text);
             *nrec = 0;
         }
     }
@@ -1228,7 +1227,7 @@ typedef struct ri_print {
     const docs *d;
     const ranks *rk;
     const rankrec *r;
-    paths paths;
+    const paths *paths;
 } ri_print;
 
 static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
@@ -1240,7 +1239,7 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
             if (i != lo && buf_put(out, "\n", 1)) return -ENOMEM;
             if (put_seq(out, p->d, p->rk, r[i].q)) return -ENOMEM;
         }
-        if (put_tab_path(out, &p->paths, r[i].file) || buf_put(out, ":", 1) || ana_put_num(out, r[i].n))
+        if (put_tab_path(out, p->paths, r[i].file) || buf_put(out, ":", 1) || ana_put_num(out, r[i].n))
             return -ENOMEM;
     }
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
@@ -1248,16 +1247,17 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
 
 /* The lines of records recs[0, nr) (their words replaced by ranks on the way), appended to
  * out: sorted by sequence, then count, then file, and printed on `threads` threads. */
-static int ri_emit(const docs *d, size_t plen, rankrec *recs, size_t nr, int threads, buf *out)
+static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, int threads,
+                   buf *out)
 {
     ranks rk = {0};
     int rc = rank_seqs(d, &rk, recs, nr, sizeof *recs);
     if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, threads);
-    ri_print pr = {d, &rk, recs, {{0}, NULL}};
+    ri_print pr = {d, &rk, recs, paths};
     size_t mid = nr / 2;
     while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
         mid++; /* a sequence's line is printed by one thread */
-    if (!rc) rc = print_paths(d, plen, &pr.paths, ri_range, &pr, nr, mid, threads, out);
+    if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, threads);
     ranks_free(&rk);
     return rc;
 }
@@ -1269,8 +1269,9 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     docs d;
     int rc = docs_init(&d, c, a, ANA_RANKEDINVINDEX, first, end, vis);
     if (rc) return rc;
-    pfjob j = {.d = &d, .plen = ana_scope_prefix(a, first), .early = early_of(c)};
-    rc = ana_par(d.pl.threads, ri_task, &j);
+    pfjob j = {.d = &d, .early = early_of(c)};
+    rc = paths_make(&d, ana_scope_prefix(a, first), &j.paths);
+    if (!rc) rc = ana_par(d.pl.threads, ri_task, &j);
     ana_mark(&d.p.clock, "traversal");
     if (!rc && j.nrec[1]) {
         rankrec *r = realloc(j.recs[0], (j.nrec[0] + j.nrec[1]) * sizeof *r);
@@ -1282,7 +1283,7 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
             j.nrec[0] += j.nrec[1];
         }
     }
-    if (!rc) rc = ri_emit(&d, j.plen, j.recs[0], j.nrec[0], d.pl.threads, out);
+    if (!rc) rc = ri_emit(&d, &j.paths, j.recs[0], j.nrec[0], d.pl.threads, out);
     ana_mark(&d.p.clock, "ranks, sort, print");
     pfjob_free(&j);
     docs_free(&d);

@@ -129,6 +129,7 @@ struct ana_merge {
     size_t nparts, cap;
     const char *dir;         /* ana_merge_spill: where parts go past spill_at held, or NULL */
     uint64_t spill_at, held; /* held: bytes of the parts kept in memory */
+    size_t step;             /* lists: a spilled part's index step (spidx) */
     int fd;                  /* the spill file (-1 until the first part spilled) */
     uint64_t fsize;          /* its bytes: the spilled parts, each followed by a NUL */
     struct ctab *sum;        /* counts: nt tables, one per hash bucket */
@@ -344,6 +345,7 @@ void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at)
 {
     m->dir = dir;
     m->spill_at = at;
+    m->step = at / 1024 < 64 ? 64 : at / 1024 > ((size_t)64 << 10) ? (size_t)64 << 10 : at / 1024;
 }
 
 uint64_t ana_merge_spilled(const ana_merge *m)
@@ -524,10 +526,7 @@ int ana_merge_part(ana_merge *m, buf *text)
     }
     if (!rc) {
         uint64_t at = m->dir && m->held + text->n > m->spill_at ? spill(m, text) : NOT_SPILLED;
-        size_t step = m->spill_at / 1024 < 64                ? 64
-                      : m->spill_at / 1024 > ((size_t)64 << 10) ? (size_t)64 << 10
-                                                                : (size_t)(m->spill_at / 1024);
-        if (at != NOT_SPILLED && index_part(&m->sx[m->nparts], text, step)) {
+        if (at != NOT_SPILLED && index_part(&m->sx[m->nparts], text, m->step)) {
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
             at = NOT_SPILLED; /* kept in memory: the part in the file is never read */
         }

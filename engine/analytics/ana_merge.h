@@ -52,8 +52,9 @@ void ana_merge_free(ana_merge *m);
 /* Bound the merge's memory by an unlinked file in directory dir, used from the point where it
  * would hold more than `at` bytes: a list merge (invindex, termvector, rankedinvindex) keeps
  * the parts' texts there, each with a sparse index of its keys in memory, and reads them
- * back with pread in batches of about `at` bytes; a counts merge (wordcount, sort, seqcount) writes its tables out
- * in hash buckets, sums each bucket alone at the end and merges the buckets' sorted outputs.
+ * back with pread in batches of about an eighth of `at`; a counts merge (wordcount, sort,
+ * seqcount) writes its tables out in hash buckets, sums each bucket alone at the end and
+ * merges the buckets' sorted outputs.
  * Where the file cannot be made or written before anything went to it, the merge stays in
  * memory. Before any part is added. */
 void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at);
