@@ -1175,6 +1175,38 @@ static uint64_t total_root(const arc *a)
     return l->root_off + l->root_syms;
 }
 
+/* Whether entry i holds its inode's content: a regular file with a run, its inode's first
+ * entry (arc_ino_entry). */
+static int holds_content(const arc *a, uint32_t i)
+{
+    const arc_entry *e = &a->ents[i];
+    return e->type == ARC_REG && e->root_len && arc_ino_entry(a, e->ino) == (int64_t)i;
+}
+
+/* a->byshard and a->shard_at (arc.h), by a counting sort on the shard. */
+static int index_shards(arc *a)
+{
+    uint32_t *at = calloc((size_t)a->nshards + 1, sizeof *at);
+    uint32_t *ids = malloc((a->nents ? a->nents : 1) * sizeof *ids);
+    if (!at || !ids) {
+        free(at);
+        free(ids);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (holds_content(a, i)) at[a->ents[i].shard + 1]++;
+    for (uint32_t k = 0; k < a->nshards; k++)
+        at[k + 1] += at[k];
+    for (uint32_t i = 0, k; i < a->nents; i++)
+        if (holds_content(a, i)) ids[at[k = a->ents[i].shard]++] = i;
+    for (uint32_t k = a->nshards; k > 0; k--) /* each at[k] was moved to the next group's start */
+        at[k] = at[k - 1];
+    at[0] = 0;
+    a->byshard = ids;
+    a->shard_at = at;
+    return 0;
+}
+
 /* Read and check the table sections: the shard table (version 4) and the file table. */
 static int load_tables(arc *a)
 {
@@ -1194,6 +1226,7 @@ static int load_tables(arc *a)
     free(p);
     if (!rc && a->version >= 4) rc = check_runs(a, total_root(a));
     if (!rc && a->version < 4) a->shards[0].bytes = content_bytes(a);
+    if (!rc) rc = index_shards(a);
     return rc;
 }
 
@@ -1728,16 +1761,22 @@ int arc_load_span(arc *a, uint32_t first, uint32_t last)
     return load_span(a, first, last);
 }
 
+static int u32_cmp(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
 /* The entries of `meta` a span of shards [first, last] holds: regular files holding their
  * inode's content, with a run inside the span. */
 static int span_entries(const arc *meta, uint32_t first, uint32_t last, vec32 *ids)
 {
-    for (uint32_t i = 0; i < meta->nents; i++) {
-        const arc_entry *e = &meta->ents[i];
-        if (e->type == ARC_REG && e->root_len && run_in_span(meta, e, first, last) &&
-            arc_ino_entry(meta, e->ino) == (int64_t)i && vec32_push(ids, i))
+    for (uint32_t j = meta->shard_at[first]; j < meta->shard_at[last + 1]; j++) {
+        uint32_t i = meta->byshard[j];
+        if (run_in_span(meta, &meta->ents[i], first, last) && vec32_push(ids, i))
             return tdc_error(-ENOMEM, "out of memory");
     }
+    if (first < last) qsort(ids->p, ids->n, sizeof *ids->p, u32_cmp); /* groups interleave */
     return 0;
 }
 
@@ -1883,6 +1922,7 @@ int arc_meta_dup(const arc *meta, arc **out)
     for (uint32_t i = 0; !rc && i < meta->nents; i++, a->nents++) /* counts a partial copy */
         if (arc_entry_copy(&meta->ents[i], &a->ents[i])) rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc) memcpy(a->byino, meta->byino, meta->nents * sizeof *a->byino);
+    if (!rc) rc = index_shards(a);
     if (rc) {
         arc_free(a);
         return rc;
@@ -2006,6 +2046,8 @@ void arc_free(arc *a)
         arc_entry_clear(&a->ents[i]);
     free(a->ents);
     free(a->byino);
+    free(a->byshard);
+    free(a->shard_at);
     free(a->secs);
     for (uint32_t k = 0; a->shards && k < a->nshards; k++)
         free(a->shards[k].damage);

@@ -185,6 +185,11 @@ typedef struct arc {
     uint64_t prev_id;  /* identity of the archive this one was compacted from, or 0 */
     uint64_t next_ino; /* above every inode number in use */
     uint32_t *byino;   /* entry indices ordered by (ino, index), from arc_open */
+    /* From arc_open_meta: the entries holding their inode's content (regular, a run of
+     * symbols), grouped by the shard their run starts in, ascending within a group: group k
+     * is byshard[shard_at[k] .. shard_at[k + 1]). A span's entries are found there, not by
+     * going through every entry (which cost a cold read of the file table per span). */
+    uint32_t *byshard, *shard_at;
     uint32_t version;  /* format version read (arc_open*) */
     char *path;        /* as opened (arc_open*) */
     unsigned plain;    /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
