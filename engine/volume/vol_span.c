@@ -26,6 +26,13 @@
 /* Spans kept while a loader runs (no budget): enough for the first files a reader opens. */
 #define VOL_EARLY_SPANS 4
 
+/* Under a budget, memory freed spans may leave in the allocator before malloc_trim returns
+ * it: at most a quarter of the budget, and at most this. A trim returns every free page, and
+ * the next span's decoding faults all of them in again, which cost about a third of a span
+ * load; the next spans decode into what is kept instead, so the daemon's resident memory may
+ * exceed the budget by this much. */
+#define VOL_TRIM_SLACK (64ull << 20)
+
 struct vol_span {
     uint32_t first, last; /* shards [first, last] */
     arc *a;
@@ -49,8 +56,23 @@ static void span_free(vol *v, vol_span *s)
     arc_free(s->a);
     free(s->ids);
     free(s);
-    malloc_trim(0); /* give the freed pages back, or they count against the budget */
+    /* Give the freed pages back: without a budget at once, under one once more than the
+     * slack may be held (the budget no longer counts them); spans loaded meanwhile reuse
+     * them. */
+    if (!v->bud || __atomic_add_fetch(&v->untrimmed, taken, __ATOMIC_RELAXED) > v->trim_slack) {
+        __atomic_store_n(&v->untrimmed, 0, __ATOMIC_RELAXED);
+        malloc_trim(0);
+    }
     if (taken) mbud_give(v->bud, taken);
+}
+
+/* A span taking `bytes` of the budget decodes into freed memory first (span_free). */
+static void reuse_untrimmed(vol *v, uint64_t bytes)
+{
+    uint64_t u = __atomic_load_n(&v->untrimmed, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&v->untrimmed, &u, u > bytes ? u - bytes : 0, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
 }
 
 /* Whether s is on the list of kept spans. v->splock held. */
@@ -131,6 +153,7 @@ int vol_spans_budget(vol *v)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     v->ahead_max = cpus > VOL_AHEAD_MAX ? VOL_AHEAD_MAX : cpus > 2 ? (int)cpus - 1 : 1;
     if (!(v->bud = mbud_new(v->o.mem))) return -ENOMEM;
+    v->trim_slack = v->o.mem / 4 < VOL_TRIM_SLACK ? v->o.mem / 4 : VOL_TRIM_SLACK;
     mbud_set_reclaim(v->bud, reclaim_spans, v);
     return 0;
 }
@@ -316,6 +339,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
     if (v->bud) { /* the estimate, the larger, allows for the allocator's share */
         uint64_t keep = rc ? 0 : took > s->bytes ? took : s->bytes;
         if (!rc) s->taken = keep;
+        reuse_untrimmed(v, keep);
         mbud_resize(v->bud, took, keep);
     }
     vol_span *gone = NULL;
