@@ -937,14 +937,9 @@ static int run_analytic(int argc, char **argv, int kind)
      * (a word cut between shards) is loaded whole. */
     int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE, gpu = 0;
     if (!whole) {
-        uint64_t bytes = 0, all = 0;
-        for (uint32_t e = 0; e < a->nents; e++) {
-            uint64_t n = a->ents[e].type == ARC_REG && a->ents[e].root_len ? a->ents[e].size : 0;
-            all += n;
-            bytes += e >= (uint32_t)first && e < end ? n : 0;
-        }
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        unsigned cpus = n > 0 ? (unsigned)n : 1;
+        uint64_t bytes, all;
+        backend_scope_bytes(a, (uint32_t)first, end, &bytes, &all);
+        unsigned cpus = backend_cpus();
         /* Asking the GPU whether the archive fits starts CUDA: only where the GPU can win. */
         int could = o.mode == BACKEND_ON ||
                     (o.mode == BACKEND_AUTO && bytes >= o.auto_min &&

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../analytics/ana.h"
 #include "../analytics/analytics.h"
@@ -377,6 +378,23 @@ int backend_cli_gpu_wins(int kind, uint64_t scope_bytes, uint64_t archive_bytes,
     return gpu < cpu;
 }
 
+void backend_scope_bytes(const arc *a, uint32_t first, uint32_t end, uint64_t *scope,
+                         uint64_t *all)
+{
+    *scope = *all = 0;
+    for (uint32_t e = 0; e < a->nents; e++) {
+        uint64_t n = a->ents[e].type == ARC_REG && a->ents[e].root_len ? a->ents[e].size : 0;
+        *all += n;
+        *scope += e >= first && e < end ? n : 0;
+    }
+}
+
+unsigned backend_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
 int backend_gpu_fits(backend *b, const arc *a)
 {
 #ifdef TDC_HAVE_CUDA
@@ -406,7 +424,13 @@ int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint3
 {
     ana_part_fn fn = NULL;
 #ifdef TDC_HAVE_CUDA
-    if (b->o.mode == BACKEND_ON && backend_gpu_available()) {
+    int on = b->o.mode == BACKEND_ON;
+    if (b->o.mode == BACKEND_AUTO) { /* shard by shard on the GPU where that is faster */
+        uint64_t scope, all;
+        backend_scope_bytes(meta, first, end, &scope, &all);
+        on = scope >= b->o.auto_min && backend_cli_gpu_wins(kind, scope, all, backend_cpus(), 0);
+    }
+    if (on && backend_gpu_available()) {
         pthread_mutex_lock(&b->gpu_lock);
         if (!b->ndev) {
             int n = gpu_device_count();

@@ -47,6 +47,14 @@ int backend_mode_parse(const char *s);
 int backend_cli_gpu_wins(int kind, uint64_t scope_bytes, uint64_t archive_bytes, unsigned cores,
                          int fits);
 
+/* Content bytes of the regular files of entries [first, end) of a (*scope) and of all of a
+ * (*all): what backend_cli_gpu_wins weighs. */
+void backend_scope_bytes(const arc *a, uint32_t first, uint32_t end, uint64_t *scope,
+                         uint64_t *all);
+
+/* The CPUs online (at least 1). */
+unsigned backend_cpus(void);
+
 /* From measurement (bench/results/gpu.md, "One read: CPU vs GPU"; gpucheck --reads): one read
  * on the GPU (requests up, extract, bytes back into pinned memory, copied out) costs nearly the
  * same whatever its size up to about 128 KiB, while a read on a CPU core grows with its bytes;
@@ -128,7 +136,9 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
 /* backend_analytic for `meta`, an archive of several shards opened by arc_open_meta and not
  * loaded: shard by shard (ana_by_shard with the analytics context c, or b's own when NULL:
  * c's options say how many shards at once), each shard loaded alone. With b's mode on and a
- * usable GPU, each shard's part is computed on the GPU (the shard uploaded for it alone and
+ * usable GPU, or in auto mode where backend_cli_gpu_wins gives the scope's shards to the GPU
+ * (a scope of at least auto_min bytes), each shard's part is computed on the GPU (the shard
+ * uploaded for it alone and
  * dropped after, so an archive of any size streams through the GPU's memory one shard at a
  * time while worker threads decode the next shards), spread over every visible device
  * (CUDA_VISIBLE_DEVICES; up to BACKEND_MAX_GPUS, one shard at a time on each); else, or when
