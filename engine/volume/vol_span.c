@@ -28,9 +28,9 @@
 
 /* Under a budget, memory freed spans may leave in the allocator before malloc_trim returns
  * it: at most a quarter of the budget, and at most this. A trim returns every free page, and
- * the next span's decoding faults all of them in again, which cost about a third of a span
- * load; the next spans decode into what is kept instead, so the daemon's resident memory may
- * exceed the budget by this much. */
+ * the next span's decoding faults all of them in again, a large part of a span load; the next
+ * spans decode into what is kept instead, so the daemon's resident memory may exceed the
+ * budget by this much. */
 #define VOL_TRIM_SLACK (64ull << 20)
 
 struct vol_span {
