@@ -61,6 +61,7 @@ static void span_free(vol *v, vol_span *s)
      * them. */
     if (!v->bud || __atomic_add_fetch(&v->untrimmed, taken, __ATOMIC_RELAXED) > v->trim_slack) {
         __atomic_store_n(&v->untrimmed, 0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&v->span_trims, 1, __ATOMIC_RELAXED);
         malloc_trim(0);
     }
     if (taken) mbud_give(v->bud, taken);
