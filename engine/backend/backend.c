@@ -425,7 +425,7 @@ int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint3
     ana_part_fn fn = NULL;
 #ifdef TDC_HAVE_CUDA
     int on = b->o.mode == BACKEND_ON;
-    if (b->o.mode == BACKEND_AUTO) { /* shard by shard on the GPU where that is faster */
+    if (b->o.mode == BACKEND_AUTO && backend_gpu_available()) { /* where the GPU is faster */
         uint64_t scope, all;
         backend_scope_bytes(meta, first, end, &scope, &all);
         on = scope >= b->o.auto_min && backend_cli_gpu_wins(kind, scope, all, backend_cpus(), 0);

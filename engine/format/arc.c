@@ -1175,33 +1175,35 @@ static uint64_t total_root(const arc *a)
     return l->root_off + l->root_syms;
 }
 
-/* Whether entry i holds its inode's content: a regular file with a run, its inode's first
- * entry (arc_ino_entry). */
-static int holds_content(const arc *a, uint32_t i)
-{
-    const arc_entry *e = &a->ents[i];
-    return e->type == ARC_REG && e->root_len && arc_ino_entry(a, e->ino) == (int64_t)i;
-}
-
-/* a->byshard and a->shard_at (arc.h), by a counting sort on the shard. */
+/* a->byshard and a->shard_at (arc.h), by a counting sort on the shard. An entry holds its
+ * inode's content where it is a regular file with a run and its inode's first entry, the
+ * first of its inode in a->byino (arc_ino_entry), marked in one pass over a->byino. */
 static int index_shards(arc *a)
 {
     uint32_t *at = calloc((size_t)a->nshards + 1, sizeof *at);
     uint32_t *ids = malloc((a->nents ? a->nents : 1) * sizeof *ids);
-    if (!at || !ids) {
+    unsigned char *holds = calloc(a->nents ? a->nents : 1, 1);
+    if (!at || !ids || !holds) {
         free(at);
         free(ids);
+        free(holds);
         return tdc_error(-ENOMEM, "out of memory");
     }
+    for (uint32_t k = 0; k < a->nents; k++) {
+        const arc_entry *e = &a->ents[a->byino[k]];
+        holds[a->byino[k]] = e->type == ARC_REG && e->root_len &&
+                             (!k || a->ents[a->byino[k - 1]].ino != e->ino);
+    }
     for (uint32_t i = 0; i < a->nents; i++)
-        if (holds_content(a, i)) at[a->ents[i].shard + 1]++;
+        if (holds[i]) at[a->ents[i].shard + 1]++;
     for (uint32_t k = 0; k < a->nshards; k++)
         at[k + 1] += at[k];
     for (uint32_t i = 0, k; i < a->nents; i++)
-        if (holds_content(a, i)) ids[at[k = a->ents[i].shard]++] = i;
+        if (holds[i]) ids[at[k = a->ents[i].shard]++] = i;
     for (uint32_t k = a->nshards; k > 0; k--) /* each at[k] was moved to the next group's start */
         at[k] = at[k - 1];
     at[0] = 0;
+    free(holds);
     a->byshard = ids;
     a->shard_at = at;
     return 0;
