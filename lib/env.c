@@ -21,3 +21,9 @@ void tdc_env_settings(backend_opts *o)
     if ((e = getenv("TADOC_MERGE_MEM")) && *e && !parse_size(e, &v) && v) o->ana.spill_at = v;
     if ((e = getenv("TADOC_SHARDS")) && *e) o->ana.shards = !strcmp(e, "whole") ? ANA_WHOLE : atoi(e);
 }
+
+int tdc_env_gpu_mode(void)
+{
+    int m = backend_mode_parse(getenv("TADOC_GPU"));
+    return m < 0 ? BACKEND_OFF : m;
+}

@@ -14,4 +14,8 @@
  * directory). Unset variables leave o as it was. */
 void tdc_env_settings(backend_opts *o);
 
+/* The tools' mode from TADOC_GPU: on, off or auto (unset or empty: auto; anything else: off).
+ * (tadocfs takes its mode from its -o gpu= option instead.) */
+int tdc_env_gpu_mode(void);
+
 #endif

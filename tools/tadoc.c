@@ -1052,9 +1052,7 @@ int main(int argc, char **argv)
     /* The environment (usage_main lists it) sets the engine's options for this process. */
     backend_opts_init(&tool_opts);
     tdc_env_settings(&tool_opts);
-    /* TADOC_GPU: on, off or auto (unset or empty: auto; anything else: off). */
-    int gpu_mode = backend_mode_parse(getenv("TADOC_GPU"));
-    tool_opts.mode = gpu_mode < 0 ? BACKEND_OFF : gpu_mode;
+    tool_opts.mode = tdc_env_gpu_mode();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
         return EX_OK;

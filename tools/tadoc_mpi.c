@@ -44,7 +44,7 @@
 #include "tadoc_mpi.h"
 
 static const char usage[] =
-    "usage: mpirun -n N tadoc-mpi ANALYTIC ARCHIVE [SCOPE] [-o FILE]\n"
+    "usage: mpirun -n N tadoc-mpi ANALYTIC ARCHIVE [SCOPE] [-o FILE] [-v]\n"
     "       mpirun -n N tadoc-mpi count|search ARCHIVE PATH WORD [-o FILE]\n"
     "       mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [options]   (tadoc-mpi pack --help)\n"
     "\n"
@@ -55,7 +55,9 @@ static const char usage[] =
     "standard output or atomically to FILE. count and search answer tadoc's word queries\n"
     "on the file PATH with its shards split among the ranks (tadoc-mpi count --help).\n"
     "Every rank reads ARCHIVE at the same path. The environment variables of tadoc's\n"
-    "analytics apply (tadoc --help).\n";
+    "analytics apply (tadoc --help); with TADOC_GPU, the ranks of one host share its GPUs,\n"
+    "one GPU each while they are as many as the GPUs or more. -v: each rank prints where\n"
+    "its shards' parts were computed (CPU, GPU by device) to standard error.\n";
 
 enum { TAG_PART = 1 };
 
@@ -228,33 +230,38 @@ static int recv_buf(int from, int tag, buf *b)
     return 0;
 }
 
-/* The analytics' context with the options of tadoc's environment (lib/env.h). */
-static ana_ctx *env_ctx(void)
+/* This rank's backend: the options of tadoc's environment (lib/env.h), and the GPUs of its
+ * host shared with the other ranks there (local: its rank among them, nlocal: how many). */
+static backend *rank_backend(int local, int nlocal)
 {
     backend_opts o;
+    backend *b;
     backend_opts_init(&o);
     tdc_env_settings(&o);
-    return ana_ctx_new(&o.ana);
+    o.mode = tdc_env_gpu_mode();
+    o.gpu_share = local;
+    o.gpu_shares = nlocal;
+    return backend_new(&o, &b) ? NULL : b;
 }
 
 /* This rank's share: its shards' part and edges (encoded). */
-static int my_share(int kind, const arc *meta, uint32_t first, uint32_t end, int rank, int size,
-                    buf *part, buf *edges)
+static int my_share(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
+                    int rank, int size, buf *part, buf *edges)
 {
-    ana_ctx *c = env_ctx();
     int *owner = malloc((meta->nshards ? meta->nshards : 1) * sizeof *owner);
     unsigned char *take = malloc(meta->nshards ? meta->nshards : 1);
-    int rc = c && owner && take ? ana_shards_deal(meta, first, end, NULL, size, owner)
-                                : tdc_error(-ENOMEM, "out of memory");
+    int rc = owner && take ? ana_shards_deal(meta, first, end, NULL, size, owner)
+                           : tdc_error(-ENOMEM, "out of memory");
     for (uint32_t k = 0; !rc && k < meta->nshards; k++)
         take[k] = owner[k] == rank;
     ana_subset sh = {.take = take};
-    if (!rc) rc = ana_by_shard_subset(c, NULL, NULL, kind, meta, first, end, NULL, &sh, part);
+    if (!rc)
+        rc = ana_by_shard_subset(backend_ana(b), backend_part_fn(b, kind, meta, first, end), b,
+                                 kind, meta, first, end, NULL, &sh, part);
     if (!rc) rc = ana_edges_encode(sh.edges, sh.nedges, edges);
     ana_subset_free(&sh);
     free(owner);
     free(take);
-    ana_ctx_free(c);
     return rc;
 }
 
@@ -548,10 +555,12 @@ int main(int argc, char **argv)
         return st;
     }
     const char *file = NULL, *pos[3];
-    int npos = 0, help = 0, bad_arg = 0;
+    int npos = 0, help = 0, bad_arg = 0, verbose = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             file = argv[++i];
+        else if (!strcmp(argv[i], "-v"))
+            verbose = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             help = 1;
         else if (npos < 3 && argv[i][0] != '-')
@@ -570,10 +579,17 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return help ? EX_OK : EX_USAGE;
     }
+    MPI_Comm host; /* the ranks of this host, which share its GPUs */
+    int local, nlocal;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+    MPI_Comm_rank(host, &local);
+    MPI_Comm_size(host, &nlocal);
+    MPI_Comm_free(&host);
+    backend *be = rank_backend(local, nlocal);
     arc *meta = NULL;
     int64_t first = 0;
     buf part = {0}, edges = {0}, out = {0};
-    int rc = arc_open_meta(pos[1], &meta);
+    int rc = be ? arc_open_meta(pos[1], &meta) : tdc_error(-ENOMEM, "out of memory");
     if (!rc && npos == 3) {
         const char *p = pos[2];
         while (*p == '/')
@@ -586,12 +602,15 @@ int main(int argc, char **argv)
         rc = arc_load_data(meta);
         if (!rc) rc = ana_table[kind].cpu(NULL, meta, (uint32_t)first, end, NULL, &out);
     } else if (!rc && size == 1) { /* alone: one merge, not a share's and then the whole's */
-        ana_ctx *c = env_ctx();
-        rc = c ? ana_by_shard(c, NULL, NULL, kind, meta, (uint32_t)first, end, NULL, &out)
-               : tdc_error(-ENOMEM, "out of memory");
-        ana_ctx_free(c);
+        rc = backend_by_shard(be, NULL, kind, meta, (uint32_t)first, end, NULL, &out);
     } else if (!rc && meta->version >= 4)
-        rc = my_share(kind, meta, (uint32_t)first, end, rank, size, &part, &edges);
+        rc = my_share(be, kind, meta, (uint32_t)first, end, rank, size, &part, &edges);
+    if (verbose && be && meta) {
+        char st[512] = "every part on the CPU";
+        if (backend_part_fn(be, kind, meta, (uint32_t)first, end)) backend_stats(be, st, sizeof st);
+        fprintf(stderr, "tadoc-mpi: rank %d of %d (%d of %d on its host; %s): %s\n", rank, size,
+                local, nlocal, backend_describe(), st);
+    }
     /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its work,
      * as a crash would. */
     const char *die = getenv("TADOC_MPI_TEST_DIE");
@@ -616,6 +635,7 @@ int main(int argc, char **argv)
     buf_free(&edges);
     buf_free(&out);
     arc_free(meta);
+    backend_free(be);
     MPI_Finalize();
     return status_code;
 }

@@ -335,9 +335,9 @@ static int part_gpu(backend *b, int kind, const arc *p, uint32_t first, uint32_t
     int n = b->ndev, d = -1;
     unsigned at = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < n && d < 0; i++)
-        if (!pthread_mutex_trylock(&b->dev_lock[(at + (unsigned)i) % (unsigned)n]))
-            d = (int)((at + (unsigned)i) % (unsigned)n);
-    if (d < 0) pthread_mutex_lock(&b->dev_lock[d = (int)(at % (unsigned)n)]);
+        if (!pthread_mutex_trylock(&b->dev_lock[b->dev[(at + (unsigned)i) % (unsigned)n]]))
+            d = b->dev[(at + (unsigned)i) % (unsigned)n];
+    if (d < 0) pthread_mutex_lock(&b->dev_lock[d = b->dev[at % (unsigned)n]]);
     gpu_gram *g = NULL;
     gpu_ana_args args;
     backend_gpu_args(&b->o, p, first, &args);
@@ -419,10 +419,18 @@ int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t
     return backend_by_shard_to(b, c, kind, meta, first, end, vis, ana_sink_buf, out);
 }
 
-int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
-                        uint32_t end, const unsigned char *vis, ana_sink sink, void *sctx)
+int backend_pick_devices(int n, int share, int shares, int *dev)
 {
-    ana_part_fn fn = NULL;
+    if (n > BACKEND_MAX_GPUS) n = BACKEND_MAX_GPUS;
+    int m = shares > 0 && shares < n ? shares : n, k = 0;
+    int mine = shares > 0 && m > 0 ? (share % m + m) % m : -1;
+    for (int d = 0; d < n; d++)
+        if (mine < 0 || d % m == mine) dev[k++] = d;
+    return k;
+}
+
+ana_part_fn backend_part_fn(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end)
+{
 #ifdef TDC_HAVE_CUDA
     int on = b->o.mode == BACKEND_ON;
     if (b->o.mode == BACKEND_AUTO && backend_gpu_available()) { /* where the GPU is faster */
@@ -430,16 +438,28 @@ int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint3
         backend_scope_bytes(meta, first, end, &scope, &all);
         on = scope >= b->o.auto_min && backend_cli_gpu_wins(kind, scope, all, backend_cpus(), 0);
     }
-    if (on && backend_gpu_available()) {
-        pthread_mutex_lock(&b->gpu_lock);
-        if (!b->ndev) {
-            int n = gpu_device_count();
-            b->ndev = n < 1 ? -1 : n > BACKEND_MAX_GPUS ? BACKEND_MAX_GPUS : n;
-        }
-        pthread_mutex_unlock(&b->gpu_lock);
-        if (b->ndev > 0) fn = part_on_gpu;
+    if (!on || !backend_gpu_available()) return NULL;
+    pthread_mutex_lock(&b->gpu_lock);
+    if (!b->ndev) {
+        int n = gpu_device_count();
+        b->ndev = n < 1 ? -1 : backend_pick_devices(n, b->o.gpu_share, b->o.gpu_shares, b->dev);
     }
+    pthread_mutex_unlock(&b->gpu_lock);
+    return b->ndev > 0 ? part_on_gpu : NULL;
+#else
+    (void)b;
+    (void)kind;
+    (void)meta;
+    (void)first;
+    (void)end;
+    return NULL;
 #endif
+}
+
+int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
+                        uint32_t end, const unsigned char *vis, ana_sink sink, void *sctx)
+{
+    ana_part_fn fn = backend_part_fn(b, kind, meta, first, end);
     return ana_by_shard_to(c ? c : b->ana, fn, b, kind, meta, first, end, vis, sink, sctx);
 }
 

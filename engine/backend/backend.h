@@ -12,6 +12,7 @@
 #include "../base/buf.h"
 #include "../analytics/ana.h" /* ana_opts, ana_ctx */
 #include "../analytics/ana_merge.h" /* ana_sink */
+#include "../analytics/ana_shards.h" /* ana_part_fn */
 #include "gpu_api.h" /* plain C: gpu_gram, tdc_edit (usable without CUDA) */
 
 /* 1 if a CUDA device is usable in this process, else 0. Probes once; thread-safe. */
@@ -85,6 +86,11 @@ typedef struct backend_opts {
                               dictionary rather than from 2^21 words: to test that path */
     uint64_t gpu_mem;      /* device bytes a whole archive may take (backend_gpu_fits); 0:
                               half of what the device has free */
+    /* The devices backend_by_shard spreads shards over: every visible one (gpu_shares 0), or,
+     * where gpu_shares processes of one host share its n GPUs, the devices d with
+     * d % m == gpu_share % m, m = min(gpu_shares, n): one GPU each while they are as many as
+     * the GPUs or more, several each while fewer (tadoc-mpi: the ranks of a host). */
+    int gpu_share, gpu_shares;
     ana_opts ana;          /* the analytics' options, for the CPU and the GPU alike */
 } backend_opts;
 
@@ -146,6 +152,15 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
  * way; errors as ana_by_shard. */
 int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out);
+
+/* The part function backend_by_shard hands ana_by_shard for analytic `kind` over entries
+ * [first, end) of meta (its argument: b): the GPUs' where b's mode, a usable GPU and, in auto
+ * mode, backend_cli_gpu_wins give them the scope; NULL for the CPU alone. */
+ana_part_fn backend_part_fn(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end);
+
+/* The devices a backend with gpu_share and gpu_shares (backend_opts) uses of n visible ones
+ * (at most BACKEND_MAX_GPUS counted): their numbers into dev, in order; their count. */
+int backend_pick_devices(int n, int share, int shares, int *dev);
 
 /* backend_by_shard with the output handed to sink as the merge makes it (ana_by_shard_to). */
 int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,

@@ -55,7 +55,8 @@ struct backend {
     uint64_t tick;
     backend_reads rd;
     /* backend_by_shard's parts on the GPUs: one part at a time on each device */
-    int ndev;      /* devices, counted on first use (0 before; -1: none) */
+    int ndev;      /* devices it uses, counted on first use (0 before; -1: none) */
+    int dev[BACKEND_MAX_GPUS]; /* their numbers (o.gpu_shares picks them) */
     unsigned next; /* where the next part starts looking for a free device */
     pthread_mutex_t dev_lock[BACKEND_MAX_GPUS];
     uint64_t dev_parts[BACKEND_MAX_GPUS]; /* parts each device served */

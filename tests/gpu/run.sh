@@ -10,6 +10,8 @@
 # seed. ANALYTICS_ONLY=1 runs `gpucheck --analytics` on the small archives and stops there.
 # READS_ONLY=1 checks and times only the reads (gpucheck --reads, the read benchmark).
 # BIG=ARCHIVE also runs `gpucheck --analytics` on a large archive (CPU timed once).
+# Where mpirun and build/rel/tadoc-mpi are there (built where mpicc is), tadoc-mpi's ranks
+# with TADOC_GPU=on are checked too, each rank on its own GPU; MPI_ONLY=1 runs only that.
 # Exits non-zero on any mismatch or failure.
 # A machine without xxhash.h or the libxxhash.so link can take both from shared-dev/include
 # and shared-dev/lib (copies from a machine that has them); they are used when present.
@@ -64,6 +66,40 @@ done
 command -v nvidia-smi >/dev/null &&
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 status=0
+# tadoc-mpi with a GPU per rank: 1 and 2 ranks, every analytic shard by shard through the
+# GPUs (TADOC_GPU_MEM=64K), byte for byte against tadoc on the CPU; with two ranks and two
+# GPUs or more, each rank's parts on its own devices only (its -v line).
+mpi_check() {
+    local a=$1 an r out ngpu was=$status
+    status=0
+    ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        TADOC_GPU=off build/rel/tadoc $an "$a" >"$tmp/mpi-want"
+        for r in 1 2; do
+            out=$(TADOC_GPU=on TADOC_GPU_MEM=64K mpirun --allow-run-as-root --oversubscribe \
+                --bind-to none -n $r build/rel/tadoc-mpi $an "$a" -v -o "$tmp/mpi-got" 2>&1)
+            cmp -s "$tmp/mpi-got" "$tmp/mpi-want" ||
+                { echo "tadoc-mpi $an on $r ranks with TADOC_GPU=on differs from tadoc"; status=1; }
+            grep -q "shard parts by gpu" <<<"$out" ||
+                { echo "tadoc-mpi $an on $r ranks: no part on a GPU: $out"; status=1; }
+            if [ $r = 2 ] && [ "$ngpu" -ge 2 ]; then
+                grep "rank 0 of 2" <<<"$out" | grep -q "by gpu: 0: [0-9]*\(;\|$\)" &&
+                    grep "rank 1 of 2" <<<"$out" | grep -q "by gpu: 1: [0-9]*\(;\|$\)" ||
+                    { echo "tadoc-mpi $an on 2 ranks: not one GPU each: $out"; status=1; }
+            fi
+        done
+    done
+    [ $status = 0 ] &&
+        echo "tadoc-mpi with TADOC_GPU=on on 1 and 2 ranks ($ngpu GPUs): every analytic checked"
+    [ $was = 0 ] || status=$was
+}
+if [ -n "${MPI_ONLY:-}" ]; then
+    command -v mpirun >/dev/null && [ -x build/rel/tadoc-mpi ] ||
+        { echo "tests/gpu/run.sh: MPI_ONLY needs mpirun and build/rel/tadoc-mpi"; exit 1; }
+    build/rel/tadoc pack --shard-size 512K tests/tmp/corpora/linux-slice -o "$tmp/shards.tdc" -q &&
+        mpi_check "$tmp/shards.tdc"
+    exit $status
+fi
 for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links" "$tmp/edge"; do
     name=$(basename "$src")
     [ -n "${READS_ONLY:-}" ] && ! [ $name = linux-slice ] && continue
@@ -113,6 +149,7 @@ for an in wordcount sort invindex termvector seqcount rankedinvindex; do
         { echo "tadoc $an shards with TADOC_GPU_MEM=64K: differs from TADOC_GPU=off"; status=1; }
 done
 echo "tadoc with TADOC_GPU_MEM below the archive (shard by shard through the GPU): every analytic checked"
+command -v mpirun >/dev/null && [ -x build/rel/tadoc-mpi ] && mpi_check "$tmp/shards.tdc"
 # tadoc apply --offsets=batch: the batch's offsets from the GPU (TADOC_GPU=on; its summary must
 # say so) give the same extracts and, once compacted, the same files as from the CPU. 20,000 inserts and 5,000
 # appends of 64-byte word strings (bench/ops.pl, the papers' workload) and 2,000 extracts.

@@ -220,10 +220,46 @@ static void test_env(void **state)
     assert_int_equal(o.mode, BACKEND_AUTO); /* TADOC_GPU is the tools' to read */
 }
 
+/* The ranks of a host share its GPUs: one each while they are as many as the GPUs or more,
+ * several each while fewer; every GPU used by someone. */
+static void test_gpu_shares(void **state)
+{
+    (void)state;
+    int dev[BACKEND_MAX_GPUS];
+    assert_int_equal(backend_pick_devices(2, 0, 0, dev), 2); /* no sharing: every one */
+    assert_int_equal(dev[0], 0);
+    assert_int_equal(dev[1], 1);
+    assert_int_equal(backend_pick_devices(2, 0, 1, dev), 2); /* one rank: every one */
+    assert_int_equal(backend_pick_devices(2, 1, 2, dev), 1);
+    assert_int_equal(dev[0], 1);
+    assert_int_equal(backend_pick_devices(2, 2, 3, dev), 1); /* three ranks, two GPUs */
+    assert_int_equal(dev[0], 0);
+    assert_int_equal(backend_pick_devices(4, 1, 2, dev), 2); /* two ranks, four GPUs */
+    assert_int_equal(dev[0], 1);
+    assert_int_equal(dev[1], 3);
+    assert_int_equal(backend_pick_devices(0, 0, 2, dev), 0);
+    assert_int_equal(backend_pick_devices(BACKEND_MAX_GPUS + 4, 0, 0, dev), BACKEND_MAX_GPUS);
+    for (int n = 1; n <= 5; n++) /* every GPU taken by some rank, whatever the rank count */
+        for (int shares = 1; shares <= 7; shares++) {
+            int used[8] = {0}, each = -1;
+            for (int r = 0; r < shares; r++) {
+                int k = backend_pick_devices(n, r, shares, dev);
+                assert_true(k >= 1);
+                if (each < 0) each = k;
+                if (shares >= n || n % shares == 0) assert_int_equal(k, each); /* even shares */
+                for (int i = 0; i < k; i++)
+                    used[dev[i]]++;
+            }
+            for (int d = 0; d < n; d++)
+                assert_true(used[d] >= 1);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contexts_agree), cmocka_unit_test(test_options_normalized),
-        cmocka_unit_test(test_backends_apart), cmocka_unit_test(test_env)};
+        cmocka_unit_test(test_backends_apart), cmocka_unit_test(test_env),
+        cmocka_unit_test(test_gpu_shares)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
