@@ -91,6 +91,18 @@ mpi() {
     done
 }
 
+@test "tadoc-mpi -v: each rank says where its parts ran, and TADOC_GPU=off keeps them on the CPU" {
+    "$TADOC" wordcount "$S/a.tdc" >"$S/want"
+    TADOC_GPU=off mpi 3 wordcount "$S/a.tdc" -v -o "$S/got" 2>"$S/err"
+    cmp "$S/want" "$S/got"
+    for r in 0 1 2; do
+        grep -q "^tadoc-mpi: rank $r of 3 ([0-9] of 3 on its host; cpu backend.*): every part on the CPU$" "$S/err"
+    done
+    [ "$(grep -c '^tadoc-mpi: rank' "$S/err")" -eq 3 ]
+    mpi 2 wordcount "$S/a.tdc" -o "$S/got" 2>"$S/err" # no -v: nothing said
+    ! grep -q "^tadoc-mpi: rank" "$S/err"
+}
+
 @test "tadoc-mpi: exchanges larger than a round go in rounds and merge exactly" {
     # TADOC_MPI_ROUND shrinks a round from 1 GiB to 50 bytes, so that every exchange of the
     # merges takes many rounds, some pairs sending nothing in a round (the ranges and shuffled
