@@ -2,9 +2,11 @@
  *
  *   mpirun -n N tadoc-mpi pack DIR -o ARCHIVE [--level N] [--shard-size SIZE] [-j N] [-q]
  *
- * Every rank walks DIR (a path they all reach) and plans the same groups of files (pack_plan:
- * the tree and the shard size decide them); the ranks check that their plans agree, deal the
- * groups by content bytes, and each packs its groups on all its cores. The ranks then swap
+ * Rank 0 walks DIR and plans the groups of files (pack_plan: the tree and the shard size
+ * decide them) and sends the plan to the other ranks (pack_plan_encode: the entries, as the
+ * file table codes them), which read DIR (a path they all reach) only for the files they
+ * pack; the ranks deal the groups by content bytes, and each packs its groups on all its
+ * cores. The ranks then swap
  * their groups' results without the sections' bytes (a few bytes a file), so that each knows
  * where every shard lies in the archive, and write their own shards' sections into one
  * temporary file beside ARCHIVE at once (MPI-IO). Rank 0 writes the global part after them
@@ -40,6 +42,20 @@ static const char usage[] =
     "and writing its shards into the archive; rank 0 writes the file table and commits\n"
     "the archive once every rank has checked its shards. Every rank reads DIR and writes\n"
     "ARCHIVE at the same paths. Options as for `tadoc pack`.\n";
+
+/* The plan of `dir` on every rank: rank 0 walks the tree, the others decode what it sends.
+ * Collective (the result is this rank's: the caller agrees on it). */
+static int share_plan(const char *dir, const pack_opts *o, int rank, pack_job **j)
+{
+    buf mine = {0}, all = {0};
+    int rc = rank ? 0 : pack_plan(dir, o, j);
+    if (!rank && !rc && pack_plan_encode(*j, &mine)) rc = tdc_error(-ENOMEM, "out of memory");
+    if (!(rc = mpi_agree(rc))) rc = mpi_allgather_buf(&mine, &all, NULL);
+    if (!rc && rank) rc = pack_plan_decode(dir, o, all.p, all.n, j);
+    buf_free(&mine);
+    buf_free(&all);
+    return rc;
+}
 
 /* Deal the groups among `size` ranks by content bytes (par_deal: the same deal on every
  * rank). take[g] = 1 for this rank's. */
@@ -177,16 +193,8 @@ int mpi_pack(int argc, char **argv, int rank, int size)
     char tmp[4200] = "";
     pack_stats st = {0};
     double t0 = MPI_Wtime();
-    /* The plan, the same on every rank. */
-    int rc = mpi_agree(pack_plan(argv[optind], &o, &j));
-    if (!rc) {
-        uint64_t d = pack_plan_digest(j), d0 = d;
-        MPI_Bcast(&d0, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-        rc = mpi_agree(d == d0 ? 0
-                               : tdc_error(-ESTALE, "%s differs from what rank 0 read (files "
-                                                    "changed during the pack?)",
-                                           argv[optind]));
-    }
+    /* The plan: rank 0's walk, sent to every rank. */
+    int rc = mpi_agree(share_plan(argv[optind], &o, rank, &j));
     if (!rc) {
         take = calloc(pack_ngroups(j) + 1, 1);
         rc = mpi_agree(take ? deal(j, rank, size, take) : tdc_error(-ENOMEM, "out of memory"));

@@ -582,20 +582,28 @@ static void place_files(packer *p)
     }
 }
 
-int pack_plan(const char *dir, const pack_opts *opts, pack_job **out)
+/* A job for `dir` with options opts (NULL: the defaults), no entries yet; NULL without memory. */
+static packer *new_packer(const char *dir, const pack_opts *opts)
 {
     static const pack_opts none = {0};
     packer *p = calloc(1, sizeof *p);
-    struct stat sb;
-    int rc;
-    *out = NULL;
-    if (!p) return tdc_error(-ENOMEM, "out of memory while packing");
+    if (!p) return NULL;
     p->o = opts ? opts : &none;
     p->top = dir;
     p->seg = p->o->seg_tokens ? p->o->seg_tokens : PACK_SEG_DEFAULT;
     p->shard_size = p->o->shard_size; /* 0: chosen by plan_groups from the content */
     p->level = p->o->level ? p->o->level : PACK_LEVEL_DEFAULT;
     pthread_mutex_init(&p->lock, NULL);
+    return p;
+}
+
+int pack_plan(const char *dir, const pack_opts *opts, pack_job **out)
+{
+    packer *p = new_packer(dir, opts);
+    struct stat sb;
+    int rc;
+    *out = NULL;
+    if (!p) return tdc_error(-ENOMEM, "out of memory while packing");
     if (stat(dir, &sb) < 0)
         rc = tdc_error(-errno, "%s: %s", dir, strerror(errno));
     else if (!S_ISDIR(sb.st_mode))
@@ -612,6 +620,47 @@ int pack_plan(const char *dir, const pack_opts *opts, pack_job **out)
     return 0;
 }
 
+int pack_plan_encode(const pack_job *p, buf *b)
+{
+    const uint64_t n[] = {p->nents, p->st.files, p->st.dirs, p->st.links, p->st.special,
+                          p->st.skipped, p->total};
+    for (size_t i = 0; i < sizeof n / sizeof *n; i++)
+        if (buf_put_varint(b, n[i])) return -ENOMEM;
+    for (size_t i = 0; i < p->nents; i++)
+        if (arc_entry_encode(b, &p->ents[i], 0)) return -ENOMEM;
+    return 0;
+}
+
+int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char *q, size_t n,
+                     pack_job **out)
+{
+    packer *p = new_packer(dir, opts);
+    rd r = {q, q + n};
+    uint64_t cnt = 0, shard;
+    *out = NULL;
+    if (!p) return tdc_error(-ENOMEM, "out of memory while packing");
+    int rc = rd_varint(&r, &cnt) || cnt > n || rd_varint(&r, &p->st.files) ||
+                     rd_varint(&r, &p->st.dirs) || rd_varint(&r, &p->st.links) ||
+                     rd_varint(&r, &p->st.special) || rd_varint(&r, &p->st.skipped) ||
+                     rd_varint(&r, &p->total)
+                 ? -EPROTO
+                 : 0;
+    if (!rc && !(p->ents = calloc(cnt ? cnt : 1, sizeof *p->ents))) rc = -ENOMEM;
+    for (uint64_t i = 0; !rc && i < cnt; i++) {
+        p->nents = p->cap = i + 1;
+        rc = arc_entry_decode(&r, ARC_VERSION, &p->ents[i], &shard);
+    }
+    if (!rc && r.p != r.end) rc = -EPROTO;
+    if (!rc) rc = plan_groups(p);
+    if (rc) {
+        pack_job_free(p);
+        return rc == -ENOMEM ? tdc_error(rc, "out of memory while packing")
+                             : tdc_error(-EBADMSG, "a malformed plan of %s", dir);
+    }
+    *out = p;
+    return 0;
+}
+
 uint32_t pack_ngroups(const pack_job *p)
 {
     return (uint32_t)p->ngroups;
@@ -623,26 +672,6 @@ uint64_t pack_group_bytes(const pack_job *p, uint32_t gi)
     for (uint32_t i = p->groups[gi].first; i < p->groups[gi].end; i++)
         n += p->ents[p->files[i]].size;
     return n;
-}
-
-uint64_t pack_plan_digest(const pack_job *p)
-{
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) return 0;
-    XXH3_64bits_reset(h);
-    XXH3_64bits_update(h, &p->shard_size, sizeof p->shard_size);
-    for (size_t i = 0; i < p->nents; i++) {
-        const arc_entry *e = &p->ents[i];
-        uint64_t f[6] = {e->type, e->size, e->mode, e->ino, (uint64_t)e->mtime_sec,
-                         e->mtime_nsec};
-        XXH3_64bits_update(h, e->path, strlen(e->path) + 1);
-        XXH3_64bits_update(h, f, sizeof f);
-    }
-    for (size_t gi = 0; gi < p->ngroups; gi++)
-        XXH3_64bits_update(h, &p->groups[gi].end, sizeof p->groups[gi].end);
-    uint64_t d = XXH3_64bits_digest(h);
-    XXH3_freeState(h);
-    return d;
 }
 
 int pack_run(pack_job *p, const unsigned char *take)

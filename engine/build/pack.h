@@ -58,10 +58,11 @@ uint64_t pack_shard_size(uint64_t content);
  * or a negative errno with a message. */
 int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats *stats);
 
-/* Packing in steps, for a packer spread over processes (tadoc-mpi): every process plans the
- * same groups from the same tree, packs the groups it is dealt, and sends the others what
- * they need of its groups (pack_group_encode: shard figures, section sizes and checksums,
- * file runs, sizes and hashes; the sections' bytes go straight into the archive file). */
+/* Packing in steps, for a packer spread over processes (tadoc-mpi): one process walks the
+ * tree and plans the groups, the others take the plan it sends (pack_plan_encode), each
+ * packs the groups it is dealt and sends the others what they need of its groups
+ * (pack_group_encode: shard figures, section sizes and checksums, file runs, sizes and
+ * hashes; the sections' bytes go straight into the archive file). */
 typedef struct pack_job pack_job;
 
 /* Walk `dir` and cut its content files into groups (the tree's order and the shard size
@@ -70,9 +71,12 @@ typedef struct pack_job pack_job;
 int pack_plan(const char *dir, const pack_opts *opts, pack_job **out);
 uint32_t pack_ngroups(const pack_job *j);
 uint64_t pack_group_bytes(const pack_job *j, uint32_t g);
-/* A digest of the plan (entries and groups): processes that walked different trees (a file
- * changed meanwhile) have different digests. */
-uint64_t pack_plan_digest(const pack_job *j);
+/* The walk's result (the entries, in the file table's coding, and the counts) appended to b,
+ * 0 or -ENOMEM; and a job planned from it for the same tree at `dir` without walking it: the
+ * same groups. -EBADMSG for bytes that are not such a plan, -ENOMEM. */
+int pack_plan_encode(const pack_job *j, buf *b);
+int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char *p, size_t n,
+                     pack_job **out);
 
 /* Pack the groups g with take[g] set (NULL: all) on opts->jobs threads. */
 int pack_run(pack_job *j, const unsigned char *take);

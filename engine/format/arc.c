@@ -209,23 +209,27 @@ static int enc_files(const arc *a, buf *b, int flat)
     if (buf_put_u64(b, a->id) || buf_put_u64(b, a->prev_id) || buf_put_varint(b, a->next_ino) ||
         buf_put_varint(b, a->nents))
         return -ENOMEM;
-    for (uint32_t i = 0; i < a->nents; i++) {
-        const arc_entry *e = &a->ents[i];
-        int64_t t = e->mtime_sec;
-        uint64_t zz = (uint64_t)t << 1 ^ (uint64_t)(t >> 63);
-        if (enc_str(b, e->path) || buf_put(b, &e->type, 1) || buf_put_varint(b, e->mode) ||
-            buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
-            buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
-            buf_put_varint(b, flat ? 0 : e->shard) || buf_put_varint(b, e->root_start) ||
-            buf_put_varint(b, e->root_len) ||
-            buf_put_u64(b, e->hash) || enc_str(b, e->link) || buf_put_varint(b, e->ino) ||
-            (is_dev(e->type) && buf_put_varint(b, e->rdev)) || buf_put_varint(b, e->nxattrs))
+    for (uint32_t i = 0; i < a->nents; i++)
+        if (arc_entry_encode(b, &a->ents[i], flat ? 0 : a->ents[i].shard)) return -ENOMEM;
+    return 0;
+}
+
+int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
+{
+    int64_t t = e->mtime_sec;
+    uint64_t zz = (uint64_t)t << 1 ^ (uint64_t)(t >> 63);
+    if (enc_str(b, e->path) || buf_put(b, &e->type, 1) || buf_put_varint(b, e->mode) ||
+        buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
+        buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
+        buf_put_varint(b, shard) || buf_put_varint(b, e->root_start) ||
+        buf_put_varint(b, e->root_len) || buf_put_u64(b, e->hash) || enc_str(b, e->link) ||
+        buf_put_varint(b, e->ino) || (is_dev(e->type) && buf_put_varint(b, e->rdev)) ||
+        buf_put_varint(b, e->nxattrs))
+        return -ENOMEM;
+    for (uint32_t k = 0; k < e->nxattrs; k++)
+        if (enc_str(b, e->xattrs[k].name) || buf_put_varint(b, e->xattrs[k].len) ||
+            buf_put(b, e->xattrs[k].val, e->xattrs[k].len))
             return -ENOMEM;
-        for (uint32_t k = 0; k < e->nxattrs; k++)
-            if (enc_str(b, e->xattrs[k].name) || buf_put_varint(b, e->xattrs[k].len) ||
-                buf_put(b, e->xattrs[k].val, e->xattrs[k].len))
-                return -ENOMEM;
-    }
     return 0;
 }
 
@@ -698,6 +702,37 @@ static int dec_xattrs(rd *r, arc_entry *e)
     return 0;
 }
 
+int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard)
+{
+    uint64_t mode, uid, gid, zz, nsec;
+    const unsigned char *t;
+    *shard = 0;
+    int rc = dec_str(r, &e->path, 0);
+    if (!rc && rd_bytes(r, 1, &t)) rc = -EBADMSG;
+    if (!rc) e->type = *t;
+    if (!rc && (rd_varint(r, &mode) || rd_varint(r, &uid) || rd_varint(r, &gid) ||
+                rd_varint(r, &zz) || rd_varint(r, &nsec) || rd_varint(r, &e->size) ||
+                (version >= 4 && rd_varint(r, shard)) || rd_varint(r, &e->root_start) ||
+                rd_varint(r, &e->root_len) || rd_u64(r, &e->hash)))
+        rc = -EBADMSG;
+    if (!rc) rc = dec_str(r, &e->link, 1);
+    if (!rc && ((version >= 2 && rd_varint(r, &e->ino)) ||
+                (version >= 3 && is_dev(e->type) && rd_varint(r, &e->rdev))))
+        rc = -EBADMSG;
+    if (!rc && version >= 2) rc = dec_xattrs(r, e);
+    if (rc) return rc == -ENOMEM ? rc : -EPROTO; /* cut short or malformed */
+    if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
+        return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
+    if (e->type > (version >= 3 ? ARC_BLK : ARC_LNK))
+        return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
+    e->mode = (uint32_t)mode;
+    e->uid = (uint32_t)uid;
+    e->gid = (uint32_t)gid;
+    e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+    e->mtime_nsec = (uint32_t)nsec;
+    return 0;
+}
+
 static int by_ino(const void *x, const void *y, void *ctx)
 {
     const arc_entry *e = ctx;
@@ -911,33 +946,18 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
         return tdc_error(-ENOMEM, "file table: out of memory");
     for (uint64_t i = 0; i < cnt; i++) {
         arc_entry *e = &a->ents[i];
-        uint64_t mode, uid, gid, zz, nsec, shard = 0;
+        uint64_t shard = 0;
         a->nents = (uint32_t)i + 1;
         e->ino = i + 1;
-        if (dec_str(&r, &e->path, 0) || rd_bytes(&r, 1, (const unsigned char **)&p) ||
-            (e->type = *p, 0) || rd_varint(&r, &mode) || rd_varint(&r, &uid) ||
-            rd_varint(&r, &gid) || rd_varint(&r, &zz) || rd_varint(&r, &nsec) ||
-            rd_varint(&r, &e->size) || (version >= 4 && rd_varint(&r, &shard)) ||
-            rd_varint(&r, &e->root_start) ||
-            rd_varint(&r, &e->root_len) || rd_u64(&r, &e->hash) || dec_str(&r, &e->link, 1) ||
-            (version >= 2 && rd_varint(&r, &e->ino)) ||
-            (version >= 3 && is_dev(e->type) && rd_varint(&r, &e->rdev)) ||
-            (version >= 2 && dec_xattrs(&r, e)))
+        int rc = arc_entry_decode(&r, version, e, &shard);
+        if (rc == -EBADMSG) return rc;
+        if (rc)
             return tdc_error(-EBADMSG, "file table: entry %llu is truncated or malformed",
                              (unsigned long long)i);
-        if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
-            return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
-        if (e->type > (version >= 3 ? ARC_BLK : ARC_LNK))
-            return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
         if (shard >= a->nshards || e->root_start > a->shards[shard].root_syms)
             return tdc_error(-EBADMSG, "file table: '%s' has a bad shard or root range", e->path);
         e->shard = (uint32_t)shard;
         e->root_start += a->shards[shard].root_off; /* archive-wide from here on */
-        e->mode = (uint32_t)mode;
-        e->uid = (uint32_t)uid;
-        e->gid = (uint32_t)gid;
-        e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
-        e->mtime_nsec = (uint32_t)nsec;
     }
     if (r.p != r.end) return tdc_error(-EBADMSG, "file table: trailing bytes");
     return arc_check_table(a);

@@ -409,6 +409,15 @@ int arc_range_damaged(const arc *a, uint32_t first, uint32_t end, const unsigned
 /* Free what an entry owns (path, link, xattrs) and zero it. */
 void arc_entry_clear(arc_entry *e);
 
+/* One entry of the file table as the format codes it (docs/FORMAT.md), its run in shard
+ * `shard` (root_start as e holds it), appended to b: 0 or -ENOMEM. And read back, as a table
+ * of format `version` has it, into e (zeroed by the caller; what it allocates stays in e for
+ * arc_entry_clear, also on failure), its shard number into *shard: 0; -EBADMSG with the
+ * message set for a bad mode, owner, time or type; -EPROTO where the bytes end or are
+ * malformed; -ENOMEM. */
+int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard);
+int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard);
+
 /* A copy of entry e in *c, its path, link target and attributes its own (what it has of them
  * on failure, for arc_entry_clear). 0 or -ENOMEM. */
 int arc_entry_copy(const arc_entry *e, arc_entry *c);

@@ -509,7 +509,7 @@ static void test_analytics_by_shard(void **state)
     write_sharded(cut, NULL, NULL, c1, c2);
     arc *m, *w, *cm, *cw;
     assert_int_equal(arc_open_meta(sharded, &m), 0);
-    assert_int_equal(arc_open(sharded, &w), 0);
+    assert_int_equal(arc_open(whole, &w), 0); /* the same tree, packed at once */
     assert_int_equal(arc_open_meta(cut, &cm), 0);
     assert_int_equal(arc_open(cut, &cw), 0);
     for (int k = 0; k < ANA_NIDS; k++) {
@@ -802,6 +802,54 @@ static void test_no_empty_shard(void **state)
     assert_int_equal(system(p), 0);
     free(t);
     free(out);
+}
+
+/* A plan sent to another process (tadoc-mpi pack): decoded, it is the walk's plan (the same
+ * entries and groups), packs to an archive with the same files, and bytes that are not a
+ * plan are refused. */
+static void test_plan_sent(void **state)
+{
+    (void)state;
+    pack_opts po = {.shard_size = 4096};
+    pack_job *j, *k;
+    buf b = {0}, c = {0};
+    char src[4096];
+    snprintf(src, sizeof src, "%s/all", dir);
+    assert_int_equal(pack_plan(src, &po, &j), 0);
+    assert_int_equal(pack_plan_encode(j, &b), 0);
+    assert_int_equal(pack_plan_decode(src, &po, b.p, b.n, &k), 0);
+    assert_int_equal(pack_plan_encode(k, &c), 0);
+    assert_int_equal(b.n, c.n);
+    assert_memory_equal(b.p, c.p, b.n);
+    assert_true(pack_ngroups(j) > 2);
+    assert_int_equal(pack_ngroups(k), pack_ngroups(j));
+    for (uint32_t g = 0; g < pack_ngroups(j); g++)
+        assert_int_equal(pack_group_bytes(k, g), pack_group_bytes(j, g));
+    char *out = tu_tmppath("plan-sent.tdc");
+    pack_stats st;
+    arc *a, *w;
+    assert_int_equal(pack_run(k, NULL), 0);
+    assert_int_equal(pack_write(k, out, &st), 0);
+    assert_int_equal(arc_open(out, &a), 0);
+    assert_int_equal(arc_open(whole, &w), 0); /* the same tree, packed at once */
+    assert_int_equal(a->nents, w->nents);
+    for (uint32_t i = 0; i < a->nents; i++) {
+        assert_string_equal(a->ents[i].path, w->ents[i].path);
+        assert_int_equal(a->ents[i].hash, w->ents[i].hash);
+        assert_int_equal(a->ents[i].mode, w->ents[i].mode);
+    }
+    arc_free(a);
+    arc_free(w);
+    unlink(out);
+    free(out);
+    pack_job_free(k);
+    for (size_t n = 0; n < b.n; n += b.n / 7 + 1) /* cut short anywhere */
+        assert_int_equal(pack_plan_decode(src, &po, b.p, n, &k), -EBADMSG);
+    b.p[0] ^= 0x7f; /* another entry count */
+    assert_int_equal(pack_plan_decode(src, &po, b.p, b.n, &k), -EBADMSG);
+    pack_job_free(j);
+    buf_free(&b);
+    buf_free(&c);
 }
 
 /* The default shard size: small trees stay one grammar, larger ones get about
@@ -1279,6 +1327,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_across_cuts),
+        cmocka_unit_test(test_plan_sent),
         cmocka_unit_test(test_reads_before_the_load),
         cmocka_unit_test(test_reads_under_a_budget),
         cmocka_unit_test(test_edited_reads_under_a_budget),
