@@ -109,8 +109,8 @@ static const char usage[] =
     "                         analytics use (K, M, G; least recently used dropped; loads\n"
     "                         wait for room); virtual files go shard by shard. whole: load\n"
     "                         the whole archive. Default: 256M (an eighth of RAM if less)\n"
-    "                         for an archive of several shards, which the first analytic\n"
-    "                         loads whole where it fits; user.tadoc.shard_cache shows it\n"
+    "                         for an archive of several shards; user.tadoc.shard_cache\n"
+    "                         shows it\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
     "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs defaults 0 0\n"
@@ -150,8 +150,7 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
  * 64 MiB at least. Reads go shard by shard within it at the speed of a larger budget (a
  * cold read of a whole tree evicts anyway) and with a fraction of the memory; a daemon
  * serving one corpus leaves the rest to the page cache, which holds the compressed archive,
- * and to the programs reading it. An archive whose whole load fits within it loads whole for
- * analytics; a larger one is analysed shard by shard, on every core. */
+ * and to the programs reading it. Analytics go shard by shard within it too, on every core. */
 static uint64_t default_mem(void)
 {
     const uint64_t most = (uint64_t)256 << 20, least = (uint64_t)64 << 20;

@@ -292,18 +292,19 @@ static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t f
 #endif
 
 /* After a GPU attempt r at analytic `kind` (0: served, appending to out from n0; 1: not taken;
- * -1: failed, counted as a fallback), or none (r = 1): count it, or serve it on the CPU. */
+ * -1: failed, counted as a fallback), or none (r = 1): count it (with acct), or serve it on
+ * the CPU. */
 static int served(backend *b, int r, int kind, const arc *a, uint32_t first, uint32_t end,
-                  const unsigned char *vis, buf *out, size_t n0)
+                  const unsigned char *vis, buf *out, size_t n0, int acct)
 {
     if (r == 0) {
-        account(b, 0, out->n - n0);
+        if (acct) account(b, 0, out->n - n0);
         return 0;
     }
     if (r < 0) __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
     out->n = n0;
     int rc = ana_table[kind].cpu(b->ana, a, first, end, vis, out);
-    if (!rc) account(b, 1, out->n - n0);
+    if (!rc && acct) account(b, 1, out->n - n0);
     return rc;
 }
 
@@ -322,7 +323,7 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
     (void)gen;
     int r = 1;
 #endif
-    return served(b, r, kind, a, first, end, vis, out, n0);
+    return served(b, r, kind, a, first, end, vis, out, n0, 1);
 }
 
 #ifdef TDC_HAVE_CUDA
@@ -357,7 +358,7 @@ static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32
 {
     size_t n0 = out->n;
     int r = part_gpu(arg, kind, p, first, end, vis, out);
-    return served(arg, r, kind, p, first, end, vis, out, n0);
+    return served(arg, r, kind, p, first, end, vis, out, n0, 0); /* counted whole */
 }
 #endif
 
@@ -456,11 +457,38 @@ ana_part_fn backend_part_fn(backend *b, int kind, const arc *meta, uint32_t firs
 #endif
 }
 
+/* The shard parts b's devices have computed. */
+static uint64_t dev_parts(backend *b)
+{
+    uint64_t n = 0;
+    for (int d = 0; d < BACKEND_MAX_GPUS; d++)
+        n += __atomic_load_n(&b->dev_parts[d], __ATOMIC_RELAXED);
+    return n;
+}
+
+/* A sink that counts the bytes it passes on. */
+typedef struct counted {
+    ana_sink sink;
+    void *ctx;
+    uint64_t bytes;
+} counted;
+
+static int count_sink(void *ctx, const unsigned char *p, size_t n)
+{
+    counted *k = ctx;
+    k->bytes += n;
+    return k->sink(k->ctx, p, n);
+}
+
 int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
                         uint32_t end, const unsigned char *vis, ana_sink sink, void *sctx)
 {
     ana_part_fn fn = backend_part_fn(b, kind, meta, first, end);
-    return ana_by_shard_to(c ? c : b->ana, fn, b, kind, meta, first, end, vis, sink, sctx);
+    counted k = {sink, sctx, 0};
+    uint64_t parts = dev_parts(b);
+    int rc = ana_by_shard_to(c ? c : b->ana, fn, b, kind, meta, first, end, vis, count_sink, &k);
+    if (!rc) account(b, dev_parts(b) == parts, k.bytes); /* the GPUs' if they took parts */
+    return rc;
 }
 
 void backend_release(backend *b, const arc *a)

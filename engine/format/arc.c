@@ -1981,14 +1981,6 @@ uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k)
            2 * a->secs[s->sec].raw + (16 << 10);
 }
 
-uint64_t arc_mem_estimate(const arc *a)
-{
-    uint64_t n = (uint64_t)a->nents * 160;
-    for (uint32_t k = 0; k < a->nshards; k++)
-        n += arc_shard_mem_estimate(a, k);
-    return n;
-}
-
 int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last)
 {
     const arc_entry *e = &a->ents[ent];

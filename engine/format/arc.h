@@ -338,12 +338,9 @@ int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last
 uint64_t arc_mem(const arc *a);
 
 /* For an archive opened by arc_open_meta: about what the process's resident memory grows by
- * when the archive is loaded whole and indexed for reads (grammar, dictionary, index, the
+ * when shard k is loaded alone and indexed for reads (grammar, dictionary, index, the
  * allocator's share), from the shard table alone. Fitted on the test corpora and meant to err
  * high (by up to half, for archives of thousands of small shards). */
-uint64_t arc_mem_estimate(const arc *a);
-
-/* arc_mem_estimate's share of shard k: its grammar, dictionary and index, loaded alone. */
 uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k);
 
 /* For reading a few files of a large archive while keeping memory to what they need: a new

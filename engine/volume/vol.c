@@ -819,11 +819,11 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     if (o->writable) remove_stale_temps(archive);
     if ((rc = arc_open_meta(archive, &v->a))) goto fail;
     /* By default reads go by shard (a cold read of the whole tree decodes each shard once,
-     * reading ahead), and what fits loads whole when an analytic needs it. */
-    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1) {
+     * reading ahead), and so do analytics: within the budget whatever the analytic holds
+     * (an archive whose grammar fits the budget loaded whole can still need ten times that
+     * for a ranked index). */
+    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1)
         v->o.mem = o->mem_auto;
-        v->whole_on_demand = arc_mem_estimate(v->a) <= o->mem_auto;
-    }
     if (v->o.mem && (rc = vol_spans_budget(v))) goto fail;
     /* The file table the spans load from, copied now rather than read again at the first
      * read (when the copy cannot be made, that first read opens it). */

@@ -54,11 +54,8 @@ typedef struct vol_opts {
                      (compaction, analytics of edited directories) still loads it, and the
                      budget holds no more after. 0: none, or mem_auto's choice */
     uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem for an
-                          archive of several shards. Reads then always go by shard; where the
-                          archive loaded whole fits this budget (arc_mem_estimate) the first
-                          analytic loads it whole, after which reads and analytics use it, and
-                          else analytics go shard by shard. 0: load it whole in the
-                          background from the start */
+                          archive of several shards, reads and analytics then going by shard
+                          as under mem. 0: load it whole in the background from the start */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
     /* Test hook, optional: called as each step of a compaction is done (enum vol_step; `tmp`

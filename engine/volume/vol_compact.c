@@ -589,7 +589,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     const arc *a;
     /* Under a memory budget, before anything loaded the whole archive: its file table alone,
      * for analytics shard by shard. */
-    if (!need_idx && v->o.mem && !v->whole_on_demand &&
+    if (!need_idx && v->o.mem &&
         __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) != 2) {
         pthread_rwlock_rdlock(&v->alock);
         const arc *m = vol_span_meta(v);

@@ -110,8 +110,6 @@ struct vol {
      * returned by malloc_trim (an estimate; atomic), and how many may be (vol_span.c). */
     uint64_t untrimmed, trim_slack;
     uint64_t span_trims; /* malloc_trim calls of dropped spans (atomic) */
-    int whole_on_demand; /* a budget mem_auto chose for an archive that fits it loaded whole:
-                          * analytics load it whole rather than going shard by shard */
     uint64_t early_reads; /* reads served from spans (atomic) */
 };
 
