@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/base/fio.h"
+
 void tdc_env_settings(backend_opts *o)
 {
     const char *e = getenv("TADOC_TRAVERSAL");
@@ -26,4 +28,10 @@ int tdc_env_gpu_mode(void)
 {
     int m = backend_mode_parse(getenv("TADOC_GPU"));
     return m < 0 ? BACKEND_OFF : m;
+}
+
+void tdc_env_merge_spill(backend_opts *o)
+{
+    if (!o->ana.spill_at) o->ana.spill_at = TDC_MERGE_MEM;
+    o->ana.spill_dir = fio_tmpdir();
 }

@@ -14,6 +14,12 @@
  * directory). Unset variables leave o as it was. */
 void tdc_env_settings(backend_opts *o);
 
+/* The tools' bound on a merge of shards' outputs (ana_opts.spill_at), TADOC_MERGE_MEM unless
+ * set: past it a merge goes on in an unlinked file of the temporary directory, as sort(1)
+ * does. As much as the daemon's merges hold under its default budget. */
+#define TDC_MERGE_MEM ((uint64_t)64 << 20)
+void tdc_env_merge_spill(backend_opts *o);
+
 /* The tools' mode from TADOC_GPU: on, off or auto (unset or empty: auto; anything else: off).
  * (tadocfs takes its mode from its -o gpu= option instead.) */
 int tdc_env_gpu_mode(void);

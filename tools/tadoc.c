@@ -35,7 +35,6 @@
 
 #define TADOC_VERSION "0.1.0"
 #define CHUNK (1u << 20)
-#define MERGE_MEM ((uint64_t)64 << 20) /* TADOC_MERGE_MEM by default */
 
 const char *prog = "tadoc";
 backend_opts tool_opts;
@@ -928,8 +927,7 @@ static int run_analytic(int argc, char **argv, int kind)
      * TADOC_MERGE_MEM goes on in an unlinked file. By default as much as the daemon's merges
      * hold under its default budget: on Linux 6.1 its sequence counts took 83-87 s and
      * 0.71 GB so, against 222 s and 6.2 GB in memory (smaller tables, fewer cache misses). */
-    if (!o.ana.spill_at) o.ana.spill_at = MERGE_MEM;
-    o.ana.spill_dir = fio_tmpdir();
+    tdc_env_merge_spill(&o);
     rc = backend_new(&o, &be);
     /* An archive of several shards is analysed shard by shard, each shard loaded alone, on
      * every core; where auto's threshold (or on) gives the scope to the GPU, whole on one GPU

@@ -238,6 +238,7 @@ static backend *rank_backend(int local, int nlocal)
     backend *b;
     backend_opts_init(&o);
     tdc_env_settings(&o);
+    tdc_env_merge_spill(&o); /* a rank's merges bounded as tadoc's are */
     o.mode = tdc_env_gpu_mode();
     o.gpu_share = local;
     o.gpu_shares = nlocal;
@@ -420,15 +421,23 @@ static int add_parts(ana_merge *m, buf *recv, const size_t *rcnt, const size_t *
     return rc;
 }
 
+/* What the merges over the ranks take: the bound on a merge's memory and its spill directory
+ * (the analytics' options), and what they spilled (for -v). */
+typedef struct mctx {
+    const ana_opts *o;
+    uint64_t spilled;
+} mctx;
+
 /* m, set up by the caller (rc its result so far), merges what every rank sent this one
  * (add_parts) and, given `edges`, every rank's edges (collective then), into out; m is freed
  * and recv too. */
-static int merge_received(ana_merge *m, int rc, buf *recv, const size_t *rcnt,
+static int merge_received(mctx *mc, ana_merge *m, int rc, buf *recv, const size_t *rcnt,
                           const size_t *rat, int size, const buf *edges, buf *out)
 {
     if (!rc) rc = add_parts(m, recv, rcnt, rat, size);
     if (edges && !(rc = mpi_agree(rc))) rc = add_edges(m, edges);
     if (!rc) rc = ana_merge_finish(m, out);
+    if (m) mc->spilled += ana_merge_spilled(m);
     ana_merge_free(m);
     buf_free(recv);
     return rc;
@@ -441,8 +450,8 @@ static int merge_received(ana_merge *m, int rc, buf *recv, const size_t *rcnt,
  * parts), or without (NULL: the counts' second round, whose texts are the shares of
  * shuffle_counts, already with their edges). *out: this rank's range of the output (the
  * ranges in rank order are the whole). Collective; text is consumed. */
-static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end, int rank,
-                        int size, buf *text, const buf *edges, buf *out)
+static int spread_merge(mctx *mc, int kind, const arc *meta, uint32_t first, uint32_t end,
+                        int rank, int size, buf *text, const buf *edges, buf *out)
 {
     buf smp = {0}, all = {0}, recv = {0};
     skey *spl = calloc((size_t)size, sizeof *spl);
@@ -463,11 +472,12 @@ static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end,
     if (!rc) {
         const skey *lo = rank ? &spl[rank - 1] : NULL, *hi = rank + 1 < size ? &spl[rank] : NULL;
         rc = ana_merge_new(kind, meta, first, end, NULL, &m);
+        if (!rc) ana_merge_spill(m, mc->o->spill_dir, mc->o->spill_at);
         if (!rc && edges)
             rc = ana_merge_range(m, lo ? lo->p : NULL, lo ? lo->n : 0, hi ? hi->p : NULL,
                                  hi ? hi->n : 0);
     }
-    rc = merge_received(m, rc, &recv, rcnt, rat, size, edges, out);
+    rc = merge_received(mc, m, rc, &recv, rcnt, rat, size, edges, out);
     free(cut);
     free(spl);
     free(rcnt);
@@ -481,8 +491,8 @@ static int spread_merge(int kind, const arc *meta, uint32_t first, uint32_t end,
  * share merged with every rank's edges (its own crossing sequences: ana_merge_share). *out:
  * this rank's share of the keys with their whole counts, in output order. Collective; part
  * is consumed. */
-static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t end, int rank,
-                          int size, buf *part, const buf *edges, buf *out)
+static int shuffle_counts(mctx *mc, int kind, const arc *meta, uint32_t first, uint32_t end,
+                          int rank, int size, buf *part, const buf *edges, buf *out)
 {
     buf *bk = calloc((size_t)size, sizeof *bk), send = {0}, recv = {0};
     size_t *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
@@ -499,8 +509,9 @@ static int shuffle_counts(int kind, const arc *meta, uint32_t first, uint32_t en
     if (!(rc = mpi_agree(rc))) rc = exchange(send.p, cut, size, &recv, rcnt, rat);
     buf_free(&send);
     if (!rc) rc = ana_merge_new(kind, meta, first, end, NULL, &m);
+    if (!rc) ana_merge_spill(m, mc->o->spill_dir, mc->o->spill_at);
     if (!rc) ana_merge_share(m, size, rank);
-    rc = merge_received(m, rc, &recv, rcnt, rat, size, edges, out);
+    rc = merge_received(mc, m, rc, &recv, rcnt, rat, size, edges, out);
     for (int r = 0; bk && r < size; r++)
         buf_free(&bk[r]);
     free(bk);
@@ -605,27 +616,33 @@ int main(int argc, char **argv)
         rc = backend_by_shard(be, NULL, kind, meta, (uint32_t)first, end, NULL, &out);
     } else if (!rc && meta->version >= 4)
         rc = my_share(be, kind, meta, (uint32_t)first, end, rank, size, &part, &edges);
-    if (verbose && be && meta) {
-        char st[512] = "every part on the CPU";
-        if (backend_part_fn(be, kind, meta, (uint32_t)first, end)) backend_stats(be, st, sizeof st);
-        fprintf(stderr, "tadoc-mpi: rank %d of %d (%d of %d on its host; %s): %s\n", rank, size,
-                local, nlocal, backend_describe(), st);
-    }
     /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its work,
      * as a crash would. */
     const char *die = getenv("TADOC_MPI_TEST_DIE");
     if (die && *die && atoi(die) == rank) raise(SIGKILL);
     rc = mpi_agree(rc);
+    mctx mc = {be ? &backend_options(be)->ana : NULL, 0};
     if (!rc && size > 1 && meta->version >= 4) { /* the merge spread over the ranks */
         if (!ana_merge_keyed(kind)) { /* ordered by count: each key summed on one rank first */
             buf share = {0};
             rc = mpi_agree(
-                shuffle_counts(kind, meta, (uint32_t)first, end, rank, size, &part, &edges, &share));
+                shuffle_counts(&mc, kind, meta, (uint32_t)first, end, rank, size, &part, &edges,
+                               &share));
             part = share;
         }
         if (!rc)
-            rc = mpi_agree(spread_merge(kind, meta, (uint32_t)first, end, rank, size, &part,
+            rc = mpi_agree(spread_merge(&mc, kind, meta, (uint32_t)first, end, rank, size,
+                                        &part,
                                         ana_merge_keyed(kind) ? &edges : NULL, &out));
+    }
+    if (verbose && be && meta) {
+        char st[512] = "every part on the CPU";
+        if (backend_part_fn(be, kind, meta, (uint32_t)first, end)) backend_stats(be, st, sizeof st);
+        fprintf(stderr,
+                "tadoc-mpi: rank %d of %d (%d of %d on its host; %s): %s; its merges with the "
+                "other ranks spilled %llu bytes\n",
+                rank, size, local, nlocal, backend_describe(), st,
+                (unsigned long long)mc.spilled);
     }
     /* each rank's range (with one rank, or one grammar that rank 0 analysed alone, the
      * others' are empty) */

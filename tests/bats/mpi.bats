@@ -96,11 +96,23 @@ mpi() {
     TADOC_GPU=off mpi 3 wordcount "$S/a.tdc" -v -o "$S/got" 2>"$S/err"
     cmp "$S/want" "$S/got"
     for r in 0 1 2; do
-        grep -q "^tadoc-mpi: rank $r of 3 ([0-9] of 3 on its host; cpu backend.*): every part on the CPU$" "$S/err"
+        grep -q "^tadoc-mpi: rank $r of 3 ([0-9] of 3 on its host; cpu backend.*): every part on the CPU; its merges with the other ranks spilled 0 bytes$" "$S/err"
     done
     [ "$(grep -c '^tadoc-mpi: rank' "$S/err")" -eq 3 ]
     mpi 2 wordcount "$S/a.tdc" -o "$S/got" 2>"$S/err" # no -v: nothing said
     ! grep -q "^tadoc-mpi: rank" "$S/err"
+}
+
+@test "tadoc-mpi: merges past TADOC_MERGE_MEM go on in a file, on every rank, and stay exact" {
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        "$TADOC" "$an" "$S/a.tdc" >"$S/want"
+        for n in 2 3; do
+            TADOC_MERGE_MEM=1K mpi "$n" "$an" "$S/a.tdc" -v -o "$S/got" 2>"$S/err"
+            cmp "$S/want" "$S/got"
+            # the merges over the ranks spilled (the shards' own merges too, unseen here)
+            grep -q "spilled [1-9][0-9]* bytes$" "$S/err"
+        done
+    done
 }
 
 @test "tadoc-mpi: exchanges larger than a round go in rounds and merge exactly" {
