@@ -109,7 +109,7 @@ static const char usage[] =
     "                         analytics use (K, M, G; least recently used dropped; loads\n"
     "                         wait for room); virtual files go shard by shard. whole: load\n"
     "                         the whole archive. Default: 256M (an eighth of RAM if less)\n"
-    "                         for an archive of several shards; user.tadoc.shard_cache\n"
+    "                         for an archive of shards (format 4); user.tadoc.shard_cache\n"
     "                         shows it\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"

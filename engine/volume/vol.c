@@ -822,7 +822,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
      * reading ahead), and so do analytics: within the budget whatever the analytic holds
      * (an archive whose grammar fits the budget loaded whole can still need ten times that
      * for a ranked index). */
-    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4 && v->a->nshards > 1)
+    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4)
         v->o.mem = o->mem_auto;
     if (v->o.mem && (rc = vol_spans_budget(v))) goto fail;
     /* The file table the spans load from, copied now rather than read again at the first
@@ -899,6 +899,17 @@ static void build_cache(vol *v)
         v->o.log(v->o.log_ctx, "no memory for the cache of short rules: reads descend into them");
 }
 
+/* The whole load failed where it ran: the log says why (reads of archived content fail). */
+static void log_load_failure(vol *v)
+{
+    if (!v->o.log) return;
+    char line[1200];
+    snprintf(line, sizeof line,
+             "cannot load the archive's data: %s (reads of archived content fail with EIO)",
+             v->dmsg ? v->dmsg : "out of memory");
+    v->o.log(v->o.log_ctx, line);
+}
+
 static void *loader(void *p)
 {
     vol *v = p;
@@ -913,14 +924,7 @@ static void *loader(void *p)
         backend_prepare(v->o.be, v->a, v->gen + 1);
         pthread_rwlock_unlock(&v->alock);
     }
-    if (failed && v->o.log) {
-        char line[1200];
-        snprintf(line, sizeof line,
-                 "cannot load the archive's data: %s (reads of archived "
-                 "content fail with EIO)",
-                 v->dmsg ? v->dmsg : "out of memory");
-        v->o.log(v->o.log_ctx, line);
-    }
+    if (failed) log_load_failure(v);
     if (loaded_here && !failed) build_cache(v);
     return NULL;
 }
@@ -930,13 +934,15 @@ int vol_data(vol *v)
     /* Every read passes here: once loaded, no lock. */
     if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) return 0;
     pthread_mutex_lock(&v->dlock);
-    if (v->dstate == 0) { /* nobody is loading: do it here */
+    int here = v->dstate == 0;
+    if (here) { /* nobody is loading: do it here */
         __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
         load_data(v, 0);
     }
     while (v->dstate == 1)
         pthread_cond_wait(&v->dcond, &v->dlock);
     int rc = v->dstate < 0 ? v->dstate : 0;
+    if (rc && here) log_load_failure(v);
     if (rc) tdc_error(rc, "%s", v->dmsg ? v->dmsg : "cannot load the archive: out of memory");
     pthread_mutex_unlock(&v->dlock);
     return rc;

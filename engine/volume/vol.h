@@ -54,7 +54,7 @@ typedef struct vol_opts {
                      (compaction, analytics of edited directories) still loads it, and the
                      budget holds no more after. 0: none, or mem_auto's choice */
     uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem for an
-                          archive of several shards, reads and analytics then going by shard
+                          archive of shards (format 4), reads and analytics then going by shard
                           as under mem. 0: load it whole in the background from the start */
     void (*log)(void *ctx, const char *msg); /* background events (compaction), optional */
     void *log_ctx;
