@@ -646,8 +646,9 @@ int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char
                  ? -EPROTO
                  : 0;
     if (!rc && !(p->ents = calloc(cnt ? cnt : 1, sizeof *p->ents))) rc = -ENOMEM;
+    if (!rc) p->cap = cnt;
     for (uint64_t i = 0; !rc && i < cnt; i++) {
-        p->nents = p->cap = i + 1;
+        p->nents = i + 1; /* what arc_entry_decode allocated is freed with the job */
         rc = arc_entry_decode(&r, ARC_VERSION, &p->ents[i], &shard);
     }
     if (!rc && r.p != r.end) rc = -EPROTO;

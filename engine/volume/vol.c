@@ -822,8 +822,7 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
      * reading ahead), and so do analytics: within the budget whatever the analytic holds
      * (an archive whose grammar fits the budget loaded whole can still need ten times that
      * for a ranked index). */
-    if (o->lazy && !o->mem && o->mem_auto && v->a->version >= 4)
-        v->o.mem = o->mem_auto;
+    if (o->lazy && !v->o.mem && v->a->version >= 4) v->o.mem = o->mem_auto;
     if (v->o.mem && (rc = vol_spans_budget(v))) goto fail;
     /* The file table the spans load from, copied now rather than read again at the first
      * read (when the copy cannot be made, that first read opens it). */

@@ -70,8 +70,7 @@ status=0
 # GPUs (TADOC_GPU_MEM=64K), byte for byte against tadoc on the CPU; with two ranks and two
 # GPUs or more, each rank's parts on its own devices only (its -v line).
 mpi_check() {
-    local a=$1 an r out ngpu was=$status
-    status=0
+    local a=$1 an r out ngpu bad=0
     ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
         TADOC_GPU=off build/rel/tadoc $an "$a" >"$tmp/mpi-want"
@@ -79,19 +78,21 @@ mpi_check() {
             out=$(TADOC_GPU=on TADOC_GPU_MEM=64K mpirun --allow-run-as-root --oversubscribe \
                 --bind-to none -n $r build/rel/tadoc-mpi $an "$a" -v -o "$tmp/mpi-got" 2>&1)
             cmp -s "$tmp/mpi-got" "$tmp/mpi-want" ||
-                { echo "tadoc-mpi $an on $r ranks with TADOC_GPU=on differs from tadoc"; status=1; }
+                { echo "tadoc-mpi $an on $r ranks with TADOC_GPU=on differs from tadoc"; bad=1; }
             grep -q "shard parts by gpu" <<<"$out" ||
-                { echo "tadoc-mpi $an on $r ranks: no part on a GPU: $out"; status=1; }
+                { echo "tadoc-mpi $an on $r ranks: no part on a GPU: $out"; bad=1; }
             if [ $r = 2 ] && [ "$ngpu" -ge 2 ]; then
                 grep "rank 0 of 2" <<<"$out" | grep -q "by gpu: 0: [0-9]*\(;\|$\)" &&
                     grep "rank 1 of 2" <<<"$out" | grep -q "by gpu: 1: [0-9]*\(;\|$\)" ||
-                    { echo "tadoc-mpi $an on 2 ranks: not one GPU each: $out"; status=1; }
+                    { echo "tadoc-mpi $an on 2 ranks: not one GPU each: $out"; bad=1; }
             fi
         done
     done
-    [ $status = 0 ] &&
+    if [ $bad = 0 ]; then
         echo "tadoc-mpi with TADOC_GPU=on on 1 and 2 ranks ($ngpu GPUs): every analytic checked"
-    [ $was = 0 ] || status=$was
+    else
+        status=1
+    fi
 }
 if [ -n "${MPI_ONLY:-}" ]; then
     command -v mpirun >/dev/null && [ -x build/rel/tadoc-mpi ] ||
