@@ -400,6 +400,28 @@ static int emit_early(const ana_opts *o, int rc, buf *text)
     return rc;
 }
 
+/* Records per slice of emit_slices: small against early_at, large against a call. */
+#define SLICE_RECORDS 1024
+
+/* Lines of records [0, n) printed by fn into text a slice at a time, text handed to the merge
+ * (emit_early) each time it passes o->early_at, so that the text held stays near early_at
+ * whatever the records' lines weigh (a path per record: several times the record); the rest
+ * stays in text. A slice ends only before a record that starts a line (joined(ctx, i): record
+ * i goes on record i - 1's line), so a part's lines stay whole and in key order. */
+static int emit_slices(const ana_opts *o, ana_print_fn fn, void *ctx, size_t n,
+                       int (*joined)(const void *ctx, size_t i), buf *text)
+{
+    int rc = 0;
+    for (size_t lo = 0, hi; lo < n && !rc; lo = hi) {
+        hi = n - lo > SLICE_RECORDS ? lo + SLICE_RECORDS : n;
+        while (hi < n && joined(ctx, hi))
+            hi++;
+        rc = fn(ctx, lo, hi, text);
+        if (!rc && text->n > o->early_at) rc = emit_early(o, 0, text);
+    }
+    return rc;
+}
+
 /* ---- three-word sequence table ---- */
 
 /* Open addressing with the key and count in one slot (one cache line per probe), plus the
@@ -890,7 +912,8 @@ int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
     return rc ? fail_msg(rc) : 0;
 }
 
-static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads, buf *out);
+static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads,
+                   const ana_opts *early, buf *out);
 
 static int ii_task(void *x, const ana_team *t)
 {
@@ -913,7 +936,7 @@ static int ii_task(void *x, const ana_team *t)
             pairs->p[pairs->n++] = (uint32_t)i;
         }
         if (!rc && j->early && pairs->n * sizeof *pairs->p > j->early->early_at) {
-            rc = emit_early(j->early, ii_emit(d, &j->paths, pairs, 1, &text), &text);
+            rc = emit_early(j->early, ii_emit(d, &j->paths, pairs, 1, j->early, &text), &text);
             pairs->n = 0;
         }
     }
@@ -966,9 +989,18 @@ static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
+/* Whether key i of an ii_print's pairs has key i - 1's word (emit_slices). */
+static int ii_joined(const void *ctx, size_t i)
+{
+    const ii_print *p = ctx;
+    return key_word(p->pairs, i) == key_word(p->pairs, i - 1);
+}
+
 /* The lines of (word, file rank) pairs, appended to out: the pairs become 64-bit keys (words
- * by byte order, then files by path), sorted and printed on `threads` threads. */
-static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads, buf *out)
+ * by byte order, then files by path), sorted and printed on `threads` threads, or with
+ * `early` handed to the merge as they are made (emit_slices). */
+static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads,
+                   const ana_opts *early, buf *out)
 {
     ranks rk = {0};
     int rc = ranks_init(d, &rk);
@@ -984,7 +1016,9 @@ static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads,
     size_t np = pairs->n / 2, mid = np / 2;
     while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
         mid++; /* a word's line is printed by one thread */
-    if (!rc) rc = ana_par_print(ii_range, &pr, np, mid, out, threads);
+    if (!rc)
+        rc = early ? emit_slices(early, ii_range, &pr, np, ii_joined, out)
+                   : ana_par_print(ii_range, &pr, np, mid, out, threads);
     ranks_free(&rk);
     return rc;
 }
@@ -1009,7 +1043,7 @@ int ana_invindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
             pairs->n += j.pairs[1].n;
         }
     }
-    if (!rc) rc = ii_emit(&d, &j.paths, pairs, d.pl.threads, out);
+    if (!rc) rc = ii_emit(&d, &j.paths, pairs, d.pl.threads, j.early, out);
     ana_mark(&d.p.clock, "ranks, sort, print");
     pfjob_free(&j);
     docs_free(&d);
@@ -1178,7 +1212,7 @@ static int by_seq_then_rank(const void *x, const void *y, void *ctx)
 }
 
 static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, int threads,
-                   buf *out);
+                   const ana_opts *early, buf *out);
 
 static int ri_task(void *x, const ana_team *t)
 {
@@ -1213,7 +1247,9 @@ static int ri_task(void *x, const ana_team *t)
             r->n = e->v;
         }
         if (j->early && *nrec * sizeof(rankrec) > j->early->early_at) {
-            rc = emit_early(j->early, ri_emit(d, &j->paths, j->recs[t->tid], *nrec, 1, &text), &text);
+            rc = emit_early(j->early,
+                            ri_emit(d, &j->paths, j->recs[t->tid], *nrec, 1, j->early, &text),
+                            &text);
             *nrec = 0;
         }
     }
@@ -1245,10 +1281,18 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
+/* Whether record i of an ri_print has record i - 1's sequence (emit_slices). */
+static int ri_joined(const void *ctx, size_t i)
+{
+    const ri_print *p = ctx;
+    return !seq_cmp(p->r[i].q, p->r[i - 1].q);
+}
+
 /* The lines of records recs[0, nr) (their words replaced by ranks on the way), appended to
- * out: sorted by sequence, then count, then file, and printed on `threads` threads. */
+ * out: sorted by sequence, then count, then file, and printed on `threads` threads, or with
+ * `early` handed to the merge as they are made (emit_slices). */
 static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, int threads,
-                   buf *out)
+                   const ana_opts *early, buf *out)
 {
     ranks rk = {0};
     int rc = rank_seqs(d, &rk, recs, nr, sizeof *recs);
@@ -1257,7 +1301,9 @@ static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, 
     size_t mid = nr / 2;
     while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
         mid++; /* a sequence's line is printed by one thread */
-    if (!rc) rc = ana_par_print(ri_range, &pr, nr, mid, out, threads);
+    if (!rc)
+        rc = early ? emit_slices(early, ri_range, &pr, nr, ri_joined, out)
+                   : ana_par_print(ri_range, &pr, nr, mid, out, threads);
     ranks_free(&rk);
     return rc;
 }
@@ -1283,7 +1329,7 @@ int ana_rankedinvindex(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
             j.nrec[0] += j.nrec[1];
         }
     }
-    if (!rc) rc = ri_emit(&d, &j.paths, j.recs[0], j.nrec[0], d.pl.threads, out);
+    if (!rc) rc = ri_emit(&d, &j.paths, j.recs[0], j.nrec[0], d.pl.threads, j.early, out);
     ana_mark(&d.p.clock, "ranks, sort, print");
     pfjob_free(&j);
     docs_free(&d);

@@ -532,6 +532,13 @@ int ana_merge_part(ana_merge *m, buf *text)
         }
         m->foff[m->nparts] = at;
         if (at == NOT_SPILLED) {
+            /* held at its size plus the NUL finish_lists adds: the slack of a buffer that
+             * grew by doubling (up to its size again) would not be counted in held */
+            unsigned char *q = text->cap > text->n + 1 ? realloc(text->p, text->n + 1) : NULL;
+            if (q) {
+                text->p = q;
+                text->cap = text->n + 1;
+            }
             m->part[m->nparts++] = *text;
             m->held += text->n;
             memset(text, 0, sizeof *text);

@@ -1,6 +1,7 @@
 /* ana_shards: analytics shard by shard (ana_shards.h). */
 #include "ana_shards.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,6 +338,9 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
         pthread_mutex_init(&j.lock, NULL);
         par_run(nth ? nth : 1, worker, &j, 0);
         pthread_mutex_destroy(&j.lock);
+        /* Bounded (a spill file given): what the shards' analyses freed goes back to the
+         * system before the merge, rather than staying resident in the allocator's arenas */
+        if (o.spill_dir) malloc_trim(0);
         rc = j.rc ? tdc_error(j.rc, "%s", j.msg) : damage_check(&j);
     }
     if (!rc && sh) ana_merge_take_edges(j.m, &sh->edges, &sh->nedges);
