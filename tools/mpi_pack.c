@@ -123,7 +123,7 @@ static int write_sections(const pack_job *j, const unsigned char *take, const ar
         uint64_t off = arc_coded_offset(all, first); /* the group's sections follow */
         for (uint32_t k = 0; k < n; k++)
             for (int i = 0; i < 3; i++) {
-                b[nb++] = (mpi_block){off, sh[k].secs[i].stored, sh[k].data[i]};
+                b[nb++] = (mpi_block){off, sh[k].secs[i].stored, sh[k].data[i], -1};
                 off += sh[k].secs[i].stored;
             }
     }

@@ -137,7 +137,8 @@ int mpi_query(int argc, char **argv, int rank, int size)
         }
         rc = mpi_agree(rc);
     }
-    if (!rc) rc = mpi_write_ranges(file, &out, rank, size);
+    mpi_range r = {.mem = out, .fd = -1, .n = out.n};
+    if (!rc) rc = mpi_write_ranges(file, &r, rank, size);
     int st = rc ? mpi_report(rc) : EX_OK;
     if (parts) idx_parts_free(parts, np);
     free(parts);

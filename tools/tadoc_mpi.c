@@ -11,11 +11,12 @@
  * deals the shards the scope needs among the ranks by content bytes (ana_shards_deal: every
  * rank computes the same deal), and analyses its own shards on all its cores, each shard
  * loaded alone (ana_by_shard_subset). The parts and the edges of the files cut between
- * shards are then merged exactly (ana_merge) over all the ranks, no rank holding more than
- * its share of the output: by ranges of the output's order, one range a rank
- * (spread_merge), each range written at its offset of the output; for the analytics ordered
- * by count (wordcount, seqcount) after a first round that sums each key's counts on one rank
- * (shuffle_counts). The output is byte for byte what `tadoc ANALYTIC ARCHIVE [SCOPE]`
+ * shards are then merged exactly (ana_merge) over all the ranks, no rank holding its share
+ * of the output whole: by ranges of the output's order, one range a rank (spread_merge), the
+ * parts kept in files and exchanged in rounds merged as they arrive (exchange_merge), each
+ * range written at its offset of the output from a file; for the analytics ordered by count
+ * (wordcount, seqcount) after a first round that sums each key's counts on one rank
+ * (shuffle_counts, which holds its share in memory). The output is byte for byte what `tadoc ANALYTIC ARCHIVE [SCOPE]`
  * prints, to standard output or atomically to FILE.
  * A rank that fails (a shard it cannot read, no memory) makes the run fail: rank 0 prints the
  * rank and its message, which names the shard, writes nothing and exits non-zero; a rank that
@@ -26,9 +27,11 @@
 #include <limits.h>
 #include <mpi.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,7 +62,9 @@ static const char usage[] =
     "one GPU each while they are as many as the GPUs or more. -v: each rank prints where\n"
     "its shards' parts were computed (CPU, GPU by device) to standard error.\n";
 
-enum { TAG_PART = 1 };
+enum { TAG_PART = 1, TAG_EXCHANGE };
+
+#define PIECE_MAX ((size_t)8 << 20)
 
 /* A rank's result as every rank learns it (mpi_agree). */
 typedef struct status {
@@ -103,6 +108,14 @@ static size_t round_bytes(void)
     if (v && v < mine) mine = v;
     MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     return (size_t)all;
+}
+
+/* The bytes of a file-backed range read, sent or written at once: at most a round's (so that
+ * TADOC_MPI_ROUND makes them small for tests). Collective on its first call, as round_bytes. */
+static size_t piece_bytes(void)
+{
+    size_t r = round_bytes();
+    return r < PIECE_MAX ? r : PIECE_MAX;
 }
 
 int mpi_allgather_buf(const buf *mine, buf *all, size_t **lens_out)
@@ -184,14 +197,24 @@ int mpi_write_blocks(const char *path, const mpi_block *b, size_t n)
     if (MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY, MPI_INFO_NULL, &f) != MPI_SUCCESS)
         return tdc_error(-EIO, "%s: cannot open with MPI-IO", path); /* on every rank */
     int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++)
-        for (uint64_t d = 0; d < b[i].n && !rc; d += SEND_MAX) {
-            int cnt = (int)(b[i].n - d < SEND_MAX ? b[i].n - d : SEND_MAX);
-            if (MPI_File_write_at(f, (MPI_Offset)(b[i].off + d), b[i].p + d, cnt, MPI_BYTE,
-                                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    size_t piece = piece_bytes();
+    unsigned char *bounce = NULL; /* a piece of a block read from its file */
+    for (size_t i = 0; i < n && !rc; i++) {
+        size_t step = b[i].p ? SEND_MAX : piece;
+        for (uint64_t d = 0; d < b[i].n && !rc; d += step) {
+            size_t cnt = b[i].n - d < step ? (size_t)(b[i].n - d) : step;
+            const unsigned char *src = b[i].p ? b[i].p + d : NULL;
+            if (!src && !bounce && !(bounce = malloc(piece)))
+                rc = tdc_error(-ENOMEM, "out of memory");
+            if (!src && !rc && !(rc = fio_read_at(b[i].fd, bounce, cnt, d, "a temporary file")))
+                src = bounce;
+            if (!rc && MPI_File_write_at(f, (MPI_Offset)(b[i].off + d), src, (int)cnt, MPI_BYTE,
+                                         MPI_STATUS_IGNORE) != MPI_SUCCESS)
                 rc = tdc_error(-EIO, "%s: cannot write at %llu", path,
                                (unsigned long long)(b[i].off + d));
         }
+    }
+    free(bounce);
     if (MPI_File_sync(f) != MPI_SUCCESS && !rc) rc = tdc_error(-EIO, "%s: cannot sync", path);
     MPI_File_close(&f);
     return rc;
@@ -208,26 +231,69 @@ int mpi_report(int rc)
     return tdc_exit_status(rc);
 }
 
-static void send_buf(const buf *b, int tag)
+void mpi_range_init(mpi_range *r, const char *dir)
 {
-    uint64_t n = b->n;
-    MPI_Send(&n, 1, MPI_UINT64_T, 0, tag, MPI_COMM_WORLD);
-    for (uint64_t at = 0; at < n; at += SEND_MAX)
-        MPI_Send(b->p + at, (int)(n - at < SEND_MAX ? n - at : SEND_MAX), MPI_BYTE, 0, tag,
-                 MPI_COMM_WORLD);
+    *r = (mpi_range){.fd = dir ? fio_tmpfile(dir) : -1};
 }
 
-static int recv_buf(int from, int tag, buf *b)
+void mpi_range_free(mpi_range *r)
+{
+    if (r->fd >= 0) close(r->fd);
+    buf_free(&r->mem);
+    r->fd = -1;
+    r->n = 0;
+}
+
+int mpi_range_sink(void *ctx, const unsigned char *p, size_t n)
+{
+    mpi_range *r = ctx;
+    int rc = r->fd >= 0                ? fio_write_all(r->fd, p, n, "a temporary file")
+             : buf_put(&r->mem, p, n) ? tdc_error(-ENOMEM, "out of memory")
+                                      : 0;
+    if (!rc) r->n += n;
+    return rc;
+}
+
+/* Bytes [at, at + n) of range r: in its memory, or read into bounce. */
+static int range_bytes(const mpi_range *r, uint64_t at, size_t n, unsigned char *bounce,
+                       const unsigned char **p)
+{
+    *p = r->fd < 0 ? r->mem.p + at : bounce;
+    return r->fd < 0 ? 0 : fio_read_at(r->fd, bounce, n, at, "a temporary file");
+}
+
+/* Range r sent to rank 0 in pieces of `piece` bytes, its size first; a piece that cannot be
+ * read goes empty, so that rank 0 receives what it expects and notices. */
+static int send_range(const mpi_range *r, unsigned char *bounce, size_t piece)
+{
+    const unsigned char *p = bounce;
+    int rc = 0;
+    uint64_t n = r->n;
+    MPI_Send(&n, 1, MPI_UINT64_T, 0, TAG_PART, MPI_COMM_WORLD);
+    for (uint64_t at = 0; at < n; at += piece) {
+        size_t k = n - at < piece ? (size_t)(n - at) : piece;
+        if (!rc) rc = range_bytes(r, at, k, bounce, &p);
+        MPI_Send(rc ? bounce : p, rc ? 0 : (int)k, MPI_BYTE, 0, TAG_PART, MPI_COMM_WORLD);
+    }
+    return rc;
+}
+
+/* On rank 0: rank `from`'s range (send_range) received piece by piece and written to stdout
+ * (rc: the failure so far, after which it is received all the same). */
+static int recv_write(int from, unsigned char *bounce, size_t piece, int rc)
 {
     uint64_t n;
-    MPI_Recv(&n, 1, MPI_UINT64_T, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    b->n = 0;
-    if (buf_reserve(b, n)) return tdc_error(-ENOMEM, "out of memory");
-    for (uint64_t at = 0; at < n; at += SEND_MAX)
-        MPI_Recv(b->p + at, (int)(n - at < SEND_MAX ? n - at : SEND_MAX), MPI_BYTE, from, tag,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    b->n = n;
-    return 0;
+    MPI_Recv(&n, 1, MPI_UINT64_T, from, TAG_PART, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (uint64_t at = 0; at < n; at += piece) {
+        MPI_Status st;
+        int got;
+        MPI_Recv(bounce, (int)piece, MPI_BYTE, from, TAG_PART, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        if (!rc && (uint64_t)got != (n - at < piece ? n - at : piece))
+            rc = tdc_error(-EIO, "rank %d could not read its output", from);
+        if (!rc) rc = fio_write_all(1, bounce, (size_t)got, "stdout");
+    }
+    return rc;
 }
 
 /* This rank's backend: the options of tadoc's environment (lib/env.h), and the GPUs of its
@@ -245,9 +311,9 @@ static backend *rank_backend(int local, int nlocal)
     return backend_new(&o, &b) ? NULL : b;
 }
 
-/* This rank's share: its shards' part and edges (encoded). */
+/* This rank's share: its shards' part (into the range `part`) and edges (encoded). */
 static int my_share(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end,
-                    int rank, int size, buf *part, buf *edges)
+                    int rank, int size, mpi_range *part, buf *edges)
 {
     int *owner = malloc((meta->nshards ? meta->nshards : 1) * sizeof *owner);
     unsigned char *take = malloc(meta->nshards ? meta->nshards : 1);
@@ -258,7 +324,7 @@ static int my_share(backend *b, int kind, const arc *meta, uint32_t first, uint3
     ana_subset sh = {.take = take};
     if (!rc)
         rc = ana_by_shard_subset(backend_ana(b), backend_part_fn(b, kind, meta, first, end), b,
-                                 kind, meta, first, end, NULL, &sh, part);
+                                 kind, meta, first, end, NULL, &sh, mpi_range_sink, part);
     if (!rc) rc = ana_edges_encode(sh.edges, sh.nedges, edges);
     ana_subset_free(&sh);
     free(owner);
@@ -300,79 +366,116 @@ static int choose_cuts(int kind, const buf *all, int size, skey *spl)
     return 0;
 }
 
-/* MPI_Alltoallv of any size: rank r gets send[cut[r], cut[r + 1]), and rank j's rcnt[j]
- * bytes land at recv + rat[j]. In one call where every pair's bytes fit a round's share
- * (round / size); else in rounds, each moving up to that share per pair through buffers of
- * a round. Collective; 0 or -ENOMEM on every rank. */
-static int alltoallv_big(const unsigned char *send, const size_t *cut, unsigned char *recv,
-                         const size_t *rcnt, const size_t *rat, int size)
+/* A text a rank sends in an exchange: in memory, or its range's file mapped (`mapped`), whose
+ * pages it drops from its memory as it sends them (text_drop): the file stays, so a rank
+ * never holds its whole part. */
+typedef struct mpi_text {
+    const unsigned char *p;
+    size_t n;
+    int mapped;
+} mpi_text;
+
+/* Range r as a text: its memory, or its file mapped. */
+static int text_of(const mpi_range *r, mpi_text *t)
 {
-    size_t share = round_bytes() / (size_t)size;
-    if (!share) share = 1;
-    unsigned long long most = 0, rounds;
-    for (int r = 0; r < size; r++) {
-        unsigned long long s = (cut[r + 1] - cut[r] + share - 1) / share, t = (rcnt[r] + share - 1) / share;
-        if (s > most) most = s;
-        if (t > most) most = t;
-    }
-    MPI_Allreduce(&most, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-    int *ia = malloc((size_t)size * 4 * sizeof *ia);
-    int *sc = ia, *sd = ia ? ia + size : NULL, *rcn = ia ? ia + 2 * size : NULL,
-        *rd = ia ? ia + 3 * size : NULL;
-    int one = rounds <= 1;
-    unsigned char *sb = one ? NULL : malloc(share * (size_t)size);
-    unsigned char *rb = one ? NULL : malloc(share * (size_t)size);
-    int rc = mpi_agree(ia && (one || (sb && rb)) ? 0 : tdc_error(-ENOMEM, "out of memory"));
-    for (unsigned long long k = 0; !rc && k < (rounds ? rounds : 1); k++) {
-        size_t sa = 0, ra = 0;
-        for (int r = 0; r < size; r++) { /* this round's piece of each pair */
-            uint64_t s = cut[r + 1] - cut[r], t = rcnt[r], off = k * share;
-            size_t sn = one ? s : s > off ? (s - off < share ? s - off : share) : 0;
-            size_t rn = one ? t : t > off ? (t - off < share ? t - off : share) : 0;
-            if (!one && sn) memcpy(sb + sa, send + cut[r] + off, sn);
-            sc[r] = (int)sn;
-            sd[r] = (int)(one ? cut[r] : sa);
-            rcn[r] = (int)rn;
-            rd[r] = (int)(one ? rat[r] : ra);
-            sa += sn;
-            ra += rn;
-        }
-        MPI_Alltoallv(one ? send : sb, sc, sd, MPI_BYTE, one ? recv : rb, rcn, rd, MPI_BYTE,
-                      MPI_COMM_WORLD);
-        for (int r = 0; !one && r < size; r++)
-            if (rcn[r]) memcpy(recv + rat[r] + k * share, rb + rd[r], (size_t)rcn[r]);
-    }
-    free(sb);
-    free(rb);
-    free(ia);
-    return rc;
+    *t = (mpi_text){r->mem.p, r->n, 0};
+    if (r->fd < 0 || !r->n) return 0;
+    if (r->n > SIZE_MAX) return tdc_error(-EFBIG, "a temporary file: too large to map");
+    void *p = mmap(NULL, (size_t)r->n, PROT_READ, MAP_SHARED, r->fd, 0);
+    if (p == MAP_FAILED)
+        return tdc_error(-errno, "a temporary file: cannot map: %s", strerror(errno));
+    *t = (mpi_text){p, (size_t)r->n, 1};
+    return 0;
 }
 
-/* Every rank's send[cut[r], cut[r + 1]) to rank r: *recv holds what each rank sent this one,
- * rank j's rcnt[j] bytes at rat[j]. Collective. */
-static int exchange(const unsigned char *send, const size_t *cut, int size, buf *recv,
-                    size_t *rcnt, size_t *rat)
+/* The pages of bytes [from, to) of a mapped text given back (read again from the file when
+ * touched again: neighbours not yet sent may share the edge pages). */
+static void text_drop(const mpi_text *t, size_t from, size_t to)
 {
+    if (!t->mapped || to <= from) return;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)(t->p + from) & ~(pg - 1);
+    uintptr_t e = ((uintptr_t)(t->p + to) + pg - 1) & ~(pg - 1);
+    madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+static void text_unmap(mpi_text *t)
+{
+    if (t->mapped) munmap((void *)t->p, t->n);
+    *t = (mpi_text){NULL, 0, 0};
+}
+
+/* Where the piece of send[at, end) that goes in one round ends: at the last line's end within
+ * `share` bytes, or where the first line ends when it is longer (a piece holds whole lines,
+ * so that each is a part of a merge on its own: in key order, every key in one piece). */
+static size_t piece_end(const unsigned char *send, size_t at, size_t end, size_t share)
+{
+    if (end - at <= share) return end;
+    const unsigned char *q = memrchr(send + at, '\n', share);
+    if (!q) q = memchr(send + at + share, '\n', end - at - share);
+    return q ? (size_t)(q - send) + 1 : end;
+}
+
+/* Every rank's send->p[cut[r], cut[r + 1]) to rank r, each piece a part of m (ana_merge_part) as
+ * it arrives: in rounds, each moving whole lines (a longer line goes whole) from each rank to
+ * each other, at most a share of a round's bytes (round_bytes, and at most `bound`, the
+ * merge's memory), so that besides the merge, which goes on in a file past that bound, a rank
+ * holds about one round of what it sends and one of what it receives. Collective; 0 or the
+ * first failure on every rank. */
+static int exchange_merge(ana_merge *m, const mpi_text *send, const size_t *cut, int size,
+                          uint64_t bound)
+{
+    size_t round = round_bytes(), share = (bound && bound < round ? bound : round) / (size_t)size;
+    if (!share) share = 1;
+    size_t *at = malloc((size_t)size * 2 * sizeof *at), *from = at ? at + size : NULL;
     unsigned long long *sn = malloc((size_t)size * 2 * sizeof *sn), *rn = sn ? sn + size : NULL;
-    int rc = mpi_agree(sn ? 0 : tdc_error(-ENOMEM, "out of memory"));
-    if (rc) {
-        free(sn);
-        return rc;
+    MPI_Request *rq = malloc((size_t)size * 2 * sizeof *rq);
+    buf *piece = calloc((size_t)size, sizeof *piece); /* what each rank sent this round */
+    int rc = mpi_agree(at && sn && rq && piece ? 0 : tdc_error(-ENOMEM, "out of memory"));
+    for (int r = 0; !rc && r < size; r++)
+        at[r] = cut[r];
+    for (unsigned long long more = !rc; more;) {
+        for (int r = 0; r < size; r++) { /* this round's piece for each rank */
+            from[r] = at[r];
+            at[r] = piece_end(send->p, at[r], cut[r + 1], share);
+            sn[r] = at[r] - from[r];
+        }
+        MPI_Alltoall(sn, 1, MPI_UNSIGNED_LONG_LONG, rn, 1, MPI_UNSIGNED_LONG_LONG,
+                     MPI_COMM_WORLD);
+        for (int r = 0; r < size && !rc; r++)
+            if (sn[r] > INT_MAX || rn[r] > INT_MAX)
+                rc = tdc_error(-E2BIG, "analytics: a line too long for one MPI message");
+            else if (buf_reserve(&piece[r], (size_t)rn[r] + 1))
+                rc = tdc_error(-ENOMEM, "out of memory");
+        if ((rc = mpi_agree(rc))) break;
+        int nq = 0;
+        for (int r = 0; r < size; r++) {
+            if (rn[r])
+                MPI_Irecv(piece[r].p, (int)rn[r], MPI_BYTE, r, TAG_EXCHANGE, MPI_COMM_WORLD,
+                          &rq[nq++]);
+            if (sn[r])
+                MPI_Isend(send->p + from[r], (int)sn[r], MPI_BYTE, r, TAG_EXCHANGE,
+                          MPI_COMM_WORLD, &rq[nq++]);
+        }
+        MPI_Waitall(nq, rq, MPI_STATUSES_IGNORE);
+        for (int r = 0; r < size; r++)
+            text_drop(send, from[r], at[r]);
+        for (int r = 0; r < size; r++) { /* the merge takes parts in any order, and owns them */
+            piece[r].n = (size_t)rn[r];
+            if (!rc && rn[r]) rc = ana_merge_part(m, &piece[r]);
+            buf_free(&piece[r]);
+        }
+        if ((rc = mpi_agree(rc))) break;
+        unsigned long long left = 0;
+        for (int r = 0; r < size; r++)
+            left |= at[r] < cut[r + 1];
+        MPI_Allreduce(&left, &more, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     }
-    for (int r = 0; r < size; r++)
-        sn[r] = cut[r + 1] - cut[r];
-    MPI_Alltoall(sn, 1, MPI_UNSIGNED_LONG_LONG, rn, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
-    size_t total = 0;
-    for (int r = 0; r < size; r++) {
-        rat[r] = total;
-        rcnt[r] = (size_t)rn[r];
-        total += rcnt[r];
-    }
+    for (int r = 0; piece && r < size; r++)
+        buf_free(&piece[r]);
+    free(piece);
+    free(rq);
+    free(at);
     free(sn);
-    recv->n = 0;
-    if (!(rc = mpi_agree(buf_reserve(recv, total + 1) ? tdc_error(-ENOMEM, "out of memory") : 0)))
-        rc = alltoallv_big(send, cut, recv->p, rcnt, rat, size);
-    if (!rc) recv->n = total;
     return rc;
 }
 
@@ -399,28 +502,6 @@ static int add_edges(ana_merge *m, const buf *edges)
     return rc;
 }
 
-/* What every rank sent this one (exchange), each rank's bytes a part of m, taken from the
- * end of recv, which shrinks behind them, so that the copies and recv together hold about one
- * share at any time (a part must be a buffer of its own). */
-static int add_parts(ana_merge *m, buf *recv, const size_t *rcnt, const size_t *rat, int size)
-{
-    int rc = 0;
-    for (int r = size - 1; !rc && r >= 0; r--) { /* the merge takes parts in any order */
-        buf b = {0};
-        if (!rcnt[r]) continue;
-        rc = buf_put(&b, recv->p + rat[r], rcnt[r]) ? tdc_error(-ENOMEM, "out of memory")
-                                                   : ana_merge_part(m, &b);
-        buf_free(&b);
-        unsigned char *p = realloc(recv->p, rat[r] ? rat[r] : 1);
-        if (p) { /* else it stays as large: still right */
-            recv->p = p;
-            recv->cap = rat[r] ? rat[r] : 1;
-        }
-        recv->n = rat[r];
-    }
-    return rc;
-}
-
 /* What the merges over the ranks take: the bound on a merge's memory and its spill directory
  * (the analytics' options), and what they spilled (for -v). */
 typedef struct mctx {
@@ -438,38 +519,35 @@ static int new_merge(const mctx *mc, int kind, const arc *meta, uint32_t first, 
     return rc;
 }
 
-/* m, set up by the caller (rc its result so far), merges what every rank sent this one
- * (add_parts) and, given `edges`, every rank's edges (collective then), into out; m is freed
- * and recv too. */
-static int merge_received(mctx *mc, ana_merge *m, int rc, buf *recv, const size_t *rcnt,
-                          const size_t *rat, int size, const buf *edges, buf *out)
+/* m (rc: the caller's result so far) takes every rank's edges where given (collective then)
+ * and hands its output to sink; m is freed. */
+static int merge_finish(mctx *mc, ana_merge *m, int rc, const buf *edges, ana_sink sink,
+                        void *sctx)
 {
-    if (!rc) rc = add_parts(m, recv, rcnt, rat, size);
     if (edges && !(rc = mpi_agree(rc))) rc = add_edges(m, edges);
-    if (!rc) rc = ana_merge_finish(m, out);
+    if (!rc) rc = ana_merge_finish_to(m, sink, sctx);
     if (m) mc->spilled += ana_merge_spilled(m);
     ana_merge_free(m);
-    buf_free(recv);
     return rc;
 }
 
 /* Merged by ranges of the output's order, one range a rank, instead of all on rank 0: the
  * ranks' texts (each in output order) are cut at the same keys (chosen from samples of every
- * text), range r of every text goes to rank r, and each merges its range: with every rank's
- * edges kept to its range (`edges`; the analytics in key order, whose texts are the ranks'
- * parts), or without (NULL: the counts' second round, whose texts are the shares of
- * shuffle_counts, already with their edges). *out: this rank's range of the output (the
- * ranges in rank order are the whole). Collective; text is consumed. */
+ * text), range r of every text goes to rank r (exchange_merge), and each merges its range:
+ * with every rank's edges kept to its range (`edges`; the analytics in key order, whose texts
+ * are the ranks' parts), or without (NULL: the counts' second round, whose texts are the
+ * shares of shuffle_counts, already with their edges). *out: this rank's range of the output
+ * (the ranges in rank order are the whole). Collective. */
 static int spread_merge(mctx *mc, int kind, const arc *meta, uint32_t first, uint32_t end,
-                        int rank, int size, buf *text, const buf *edges, buf *out)
+                        int rank, int size, const mpi_text *text, const buf *edges,
+                        mpi_range *out)
 {
-    buf smp = {0}, all = {0}, recv = {0};
+    buf smp = {0}, all = {0};
     skey *spl = calloc((size_t)size, sizeof *spl);
-    size_t *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
     size_t *cut = calloc((size_t)size + 1, sizeof *cut);
     ana_merge *m = NULL;
-    int rc = spl && rcnt && cut ? ana_merge_sample(kind, text->p, text->n, 64, &smp)
-                                : tdc_error(-ENOMEM, "out of memory");
+    int rc = spl && cut ? ana_merge_sample(kind, text->p, text->n, 64, &smp)
+                        : tdc_error(-ENOMEM, "out of memory");
     if (!(rc = mpi_agree(rc))) rc = mpi_allgather_buf(&smp, &all, NULL);
     if (!rc) rc = mpi_agree(choose_cuts(kind, &all, size, spl));
     for (int r = 1; !rc && r <= size; r++) { /* this rank's text cut at the keys */
@@ -477,19 +555,17 @@ static int spread_merge(mctx *mc, int kind, const arc *meta, uint32_t first, uin
                           : text->n;
         if (cut[r] < cut[r - 1]) cut[r] = cut[r - 1];
     }
-    if (!rc) rc = exchange(text->p, cut, size, &recv, rcnt, rat);
-    buf_free(text);
     if (!rc) {
         const skey *lo = rank ? &spl[rank - 1] : NULL, *hi = rank + 1 < size ? &spl[rank] : NULL;
         rc = new_merge(mc, kind, meta, first, end, &m);
         if (!rc && edges)
             rc = ana_merge_range(m, lo ? lo->p : NULL, lo ? lo->n : 0, hi ? hi->p : NULL,
                                  hi ? hi->n : 0);
+        if (!(rc = mpi_agree(rc))) rc = exchange_merge(m, text, cut, size, mc->o->spill_at);
     }
-    rc = merge_received(mc, m, rc, &recv, rcnt, rat, size, edges, out);
+    rc = merge_finish(mc, m, rc, edges, mpi_range_sink, out);
     free(cut);
     free(spl);
-    free(rcnt);
     buf_free(&smp);
     buf_free(&all);
     return rc;
@@ -498,51 +574,49 @@ static int spread_merge(mctx *mc, int kind, const arc *meta, uint32_t first, uin
 /* The counts ordered by count (wordcount, seqcount), first round: the ranks' parts shuffled
  * by key (ana_merge_shuffle), so that each key's counts meet on one rank, and each rank's
  * share merged with every rank's edges (its own crossing sequences: ana_merge_share). *out:
- * this rank's share of the keys with their whole counts, in output order. Collective; part
- * is consumed. */
+ * this rank's share of the keys with their whole counts, in output order. Collective. */
 static int shuffle_counts(mctx *mc, int kind, const arc *meta, uint32_t first, uint32_t end,
-                          int rank, int size, buf *part, const buf *edges, buf *out)
+                          int rank, int size, const mpi_text *part, const buf *edges, buf *out)
 {
-    buf *bk = calloc((size_t)size, sizeof *bk), send = {0}, recv = {0};
-    size_t *rcnt = calloc((size_t)size * 2, sizeof *rcnt), *rat = rcnt ? rcnt + size : NULL;
+    buf *bk = calloc((size_t)size, sizeof *bk), send = {0};
     size_t *cut = calloc((size_t)size + 1, sizeof *cut);
     ana_merge *m = NULL;
-    int rc = bk && rcnt && cut ? ana_merge_shuffle(kind, part->p, part->n, size, bk)
-                               : tdc_error(-ENOMEM, "out of memory");
-    buf_free(part);
+    int rc = bk && cut ? ana_merge_shuffle(kind, part->p, part->n, size, bk)
+                       : tdc_error(-ENOMEM, "out of memory");
+    text_drop(part, 0, part->n);
     for (int r = 0; !rc && r < size; r++) {
         if (buf_put(&send, bk[r].p, bk[r].n)) rc = tdc_error(-ENOMEM, "out of memory");
         cut[r + 1] = send.n;
         buf_free(&bk[r]);
     }
-    if (!(rc = mpi_agree(rc))) rc = exchange(send.p, cut, size, &recv, rcnt, rat);
-    buf_free(&send);
     if (!rc) rc = new_merge(mc, kind, meta, first, end, &m);
     if (!rc) ana_merge_share(m, size, rank);
-    rc = merge_received(mc, m, rc, &recv, rcnt, rat, size, edges, out);
+    mpi_text st = {send.p, send.n, 0};
+    if (!(rc = mpi_agree(rc))) rc = exchange_merge(m, &st, cut, size, mc->o->spill_at);
+    buf_free(&send);
+    rc = merge_finish(mc, m, rc, edges, ana_sink_buf, out);
     for (int r = 0; bk && r < size; r++)
         buf_free(&bk[r]);
     free(bk);
-    free(rcnt);
     free(cut);
     return rc;
 }
 
-int mpi_write_ranges(const char *file, const buf *out, int rank, int size)
+int mpi_write_ranges(const char *file, const mpi_range *out, int rank, int size)
 {
     if (!file) {
-        int rc = 0;
-        if (rank) {
-            send_buf(out, TAG_PART);
-            return 0;
+        size_t piece = piece_bytes();
+        unsigned char *bounce = malloc(piece);
+        const unsigned char *p;
+        int rc = mpi_agree(bounce ? 0 : tdc_error(-ENOMEM, "out of memory"));
+        if (!rc && rank) rc = send_range(out, bounce, piece);
+        for (uint64_t at = 0; !rc && !rank && at < out->n; at += piece) {
+            size_t k = out->n - at < piece ? (size_t)(out->n - at) : piece;
+            if (!(rc = range_bytes(out, at, k, bounce, &p))) rc = fio_write_all(1, p, k, "stdout");
         }
-        buf b = {0};
-        rc = fio_write_all(1, out->p, out->n, "stdout");
-        for (int r = 1; r < size; r++) { /* received all the same: the others wait to send */
-            int e = recv_buf(r, TAG_PART, &b);
-            if (!rc) rc = e ? e : fio_write_all(1, b.p, b.n, "stdout");
-        }
-        buf_free(&b);
+        for (int r = 1; bounce && !rank && r < size; r++) /* the others wait to send */
+            rc = recv_write(r, bounce, piece, rc);
+        free(bounce);
         return rc;
     }
     char tmp[4200];
@@ -551,7 +625,7 @@ int mpi_write_ranges(const char *file, const buf *out, int rank, int size)
     uint64_t n = out->n, off = 0;
     MPI_Exscan(&n, &off, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (!rank) off = 0; /* MPI_Exscan leaves rank 0's undefined */
-    mpi_block b = {off, n, out->p};
+    mpi_block b = {off, n, out->fd < 0 ? out->mem.p : NULL, out->fd};
     rc = mpi_agree(mpi_write_blocks(tmp, &b, 1));
     if (!rank) {
         if (!rc && rename(tmp, file)) rc = tdc_error(-errno, "%s: %s", file, strerror(errno));
@@ -607,7 +681,12 @@ int main(int argc, char **argv)
     backend *be = rank_backend(local, nlocal);
     arc *meta = NULL;
     int64_t first = 0;
-    buf part = {0}, edges = {0}, out = {0};
+    buf edges = {0};
+    /* this rank's part (its shards' output) and range of the output, in files where they can
+     * be made */
+    mpi_range part, out;
+    mpi_range_init(&part, be ? backend_options(be)->ana.spill_dir : NULL);
+    mpi_range_init(&out, be ? backend_options(be)->ana.spill_dir : NULL);
     int rc = be ? arc_open_meta(pos[1], &meta) : tdc_error(-ENOMEM, "out of memory");
     if (!rc && npos == 3) {
         const char *p = pos[2];
@@ -618,10 +697,14 @@ int main(int argc, char **argv)
     }
     uint32_t end = rc ? 0 : ana_subtree_end(meta, (uint32_t)first);
     if (!rc && meta->version < 4 && !rank) { /* one grammar: rank 0 alone, loaded whole */
+        buf whole = {0};
         rc = arc_load_data(meta);
-        if (!rc) rc = ana_table[kind].cpu(NULL, meta, (uint32_t)first, end, NULL, &out);
+        if (!rc) rc = ana_table[kind].cpu(NULL, meta, (uint32_t)first, end, NULL, &whole);
+        if (!rc) rc = mpi_range_sink(&out, whole.p, whole.n);
+        buf_free(&whole);
     } else if (!rc && size == 1) { /* alone: one merge, not a share's and then the whole's */
-        rc = backend_by_shard(be, NULL, kind, meta, (uint32_t)first, end, NULL, &out);
+        rc = backend_by_shard_to(be, NULL, kind, meta, (uint32_t)first, end, NULL,
+                                 mpi_range_sink, &out);
     } else if (!rc && meta->version >= 4)
         rc = my_share(be, kind, meta, (uint32_t)first, end, rank, size, &part, &edges);
     /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its work,
@@ -631,17 +714,22 @@ int main(int argc, char **argv)
     rc = mpi_agree(rc);
     mctx mc = {be ? &backend_options(be)->ana : NULL, 0};
     if (!rc && size > 1 && meta->version >= 4) { /* the merge spread over the ranks */
-        if (!ana_merge_keyed(kind)) { /* ordered by count: each key summed on one rank first */
+        mpi_text t;
+        rc = mpi_agree(text_of(&part, &t));
+        if (!rc && !ana_merge_keyed(kind)) { /* by count: each key summed on one rank first */
             buf share = {0};
             rc = mpi_agree(
-                shuffle_counts(&mc, kind, meta, (uint32_t)first, end, rank, size, &part, &edges,
+                shuffle_counts(&mc, kind, meta, (uint32_t)first, end, rank, size, &t, &edges,
                                &share));
-            part = share;
+            text_unmap(&t);
+            mpi_range_free(&part);
+            part = (mpi_range){.mem = share, .fd = -1, .n = share.n};
+            t = (mpi_text){share.p, share.n, 0};
         }
         if (!rc)
-            rc = mpi_agree(spread_merge(&mc, kind, meta, (uint32_t)first, end, rank, size,
-                                        &part,
+            rc = mpi_agree(spread_merge(&mc, kind, meta, (uint32_t)first, end, rank, size, &t,
                                         ana_merge_keyed(kind) ? &edges : NULL, &out));
+        text_unmap(&t);
     }
     if (verbose && be && meta) {
         char st[512];
@@ -650,17 +738,18 @@ int main(int argc, char **argv)
             snprintf(st, sizeof st, "every part on the CPU");
         fprintf(stderr,
                 "tadoc-mpi: rank %d of %d (%d of %d on its host; %s): %s; its merges with the "
-                "other ranks spilled %llu bytes\n",
+                "other ranks spilled %llu bytes; its range of the output: %llu bytes %s\n",
                 rank, size, local, nlocal, backend_describe(), st,
-                (unsigned long long)mc.spilled);
+                (unsigned long long)mc.spilled, (unsigned long long)out.n,
+                out.fd >= 0 ? "in a file" : "in memory");
     }
     /* each rank's range (with one rank, or one grammar that rank 0 analysed alone, the
      * others' are empty) */
     if (!rc) rc = mpi_write_ranges(file, &out, rank, size);
     int status_code = rc ? mpi_report(rc) : EX_OK;
-    buf_free(&part);
+    mpi_range_free(&part);
     buf_free(&edges);
-    buf_free(&out);
+    mpi_range_free(&out);
     arc_free(meta);
     backend_free(be);
     MPI_Finalize();

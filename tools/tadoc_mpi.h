@@ -29,10 +29,12 @@ int mpi_allgather_buf(const buf *mine, buf *all, size_t **lens);
  * (tmp, cap bytes). Collective; 0 or rank 0's error on every rank. */
 int mpi_make_tmp(const char *out, char *tmp, size_t cap);
 
-/* Bytes a rank writes at an offset of a shared file. */
+/* Bytes a rank writes at an offset of a shared file: from memory (p), or with p NULL from
+ * the start of the file fd. */
 typedef struct mpi_block {
     uint64_t off, n;
     const unsigned char *p;
+    int fd;
 } mpi_block;
 
 /* Collective: the existing file `path` opened for writing on every rank (MPI-IO), this
@@ -40,11 +42,28 @@ typedef struct mpi_block {
  * result: the caller agrees on it). */
 int mpi_write_blocks(const char *path, const mpi_block *b, size_t n);
 
+/* A rank's range of an output, n bytes: in memory (mem, fd < 0), or in an unlinked file (fd)
+ * so that a large one is never held. */
+typedef struct mpi_range {
+    buf mem;
+    int fd;
+    uint64_t n;
+} mpi_range;
+
+/* An empty range in a new unlinked file in directory dir, or in memory where dir is NULL or
+ * no file can be made there. */
+void mpi_range_init(mpi_range *r, const char *dir);
+
+void mpi_range_free(mpi_range *r);
+
+/* An ana_sink appending to the mpi_range ctx. */
+int mpi_range_sink(void *ctx, const unsigned char *p, size_t n);
+
 /* Collective: every rank's range of the output (out) written in rank order: into a temporary
  * file beside `file` at offsets from a scan of the ranges' sizes (MPI-IO), renamed over it once
- * every rank wrote; or, with file NULL, to stdout through rank 0, one range after another. 0 or
- * the first failure on every rank. */
-int mpi_write_ranges(const char *file, const buf *out, int rank, int size);
+ * every rank wrote; or, with file NULL, to stdout through rank 0, one range after another,
+ * each sent in pieces. 0 or the first failure on every rank. */
+int mpi_write_ranges(const char *file, const mpi_range *out, int rank, int size);
 
 /* `tadoc-mpi count|search ARCHIVE PATH WORD [-o FILE]` (argv[0] is the command); an exit
  * status. */

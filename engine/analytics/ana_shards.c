@@ -281,9 +281,9 @@ int ana_by_shard_to(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
 
 int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                         uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
-                        buf *out)
+                        ana_sink sink, void *sctx)
 {
-    return by_shard(c, fn, arg, kind, meta, first, end, vis, sh, ana_sink_buf, out);
+    return by_shard(c, fn, arg, kind, meta, first, end, vis, sh, sink, sctx);
 }
 
 void ana_subset_free(ana_subset *sh)

@@ -49,13 +49,13 @@ typedef struct ana_subset {
     size_t nedges;
 } ana_subset;
 
-/* ana_by_shard over the shards of share sh only, its edges returned in sh (free them with
- * ana_subset_free) rather than merged: out is then a part of the whole analytic (ana_merge),
- * which the caller merges with the other shares' parts and every share's edges. Damage is
- * checked in this share's shards only. */
+/* ana_by_shard_to over the shards of share sh only, its edges returned in sh (free them with
+ * ana_subset_free) rather than merged: what goes to sink is then a part of the whole analytic
+ * (ana_merge), which the caller merges with the other shares' parts and every share's edges.
+ * Damage is checked in this share's shards only. */
 int ana_by_shard_subset(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *meta,
                         uint32_t first, uint32_t end, const unsigned char *vis, ana_subset *sh,
-                        buf *out);
+                        ana_sink sink, void *sctx);
 void ana_subset_free(ana_subset *sh);
 
 /* Deal the shards that the files of [first, end) visible in vis need among n shares, balanced

@@ -96,9 +96,11 @@ mpi() {
     TADOC_GPU=off mpi 3 wordcount "$S/a.tdc" -v -o "$S/got" 2>"$S/err"
     cmp "$S/want" "$S/got"
     for r in 0 1 2; do
-        grep -q "^tadoc-mpi: rank $r of 3 ([0-9] of 3 on its host; cpu backend.*): every part on the CPU; its merges with the other ranks spilled 0 bytes$" "$S/err"
+        grep -q "^tadoc-mpi: rank $r of 3 ([0-9] of 3 on its host; cpu backend.*): every part on the CPU; its merges with the other ranks spilled 0 bytes; its range of the output: [0-9]* bytes in a file$" "$S/err"
     done
     [ "$(grep -c '^tadoc-mpi: rank' "$S/err")" -eq 3 ]
+    # the ranges, kept in files (in $TMPDIR), add up to the output
+    [ "$(grep -o 'output: [0-9]*' "$S/err" | awk '{ s += $2 } END { print s }')" -eq "$(stat -c %s "$S/got")" ]
     mpi 2 wordcount "$S/a.tdc" -o "$S/got" 2>"$S/err" # no -v: nothing said
     ! grep -q "^tadoc-mpi: rank" "$S/err"
 }
@@ -110,16 +112,18 @@ mpi() {
             TADOC_MERGE_MEM=1K mpi "$n" "$an" "$S/a.tdc" -v -o "$S/got" 2>"$S/err"
             cmp "$S/want" "$S/got"
             # the merges over the ranks spilled (the shards' own merges too, unseen here)
-            grep -q "spilled [1-9][0-9]* bytes$" "$S/err"
+            grep -q "spilled [1-9][0-9]* bytes;" "$S/err"
         done
     done
 }
 
 @test "tadoc-mpi: exchanges larger than a round go in rounds and merge exactly" {
     # TADOC_MPI_ROUND shrinks a round from 1 GiB to 50 bytes, so that every exchange of the
-    # merges takes many rounds, some pairs sending nothing in a round (the ranges and shuffled
-    # counts), and every gather goes rank by rank in pieces (the samples, the edges of the
-    # file cut over shards): the paths that exchanges of more than 2 GiB take.
+    # merges takes many rounds of whole lines (a longer line goes alone), some pairs sending
+    # nothing in a round (the ranges and shuffled counts), each round's pieces merged as they
+    # arrive; every gather goes rank by rank in pieces (the samples, the edges of the file cut
+    # over shards), and each rank's range of the output, kept in a file, is written to the
+    # output file or sent to rank 0 for stdout in pieces of a round: the paths of large runs.
     for an in wordcount invindex seqcount rankedinvindex; do
         "$TADOC" "$an" "$S/a.tdc" >"$S/want"
         for round in 50 65536; do
@@ -127,6 +131,8 @@ mpi() {
             n=$((2 + (${#an} + ${#round}) % 2))
             TADOC_MPI_ROUND=$round mpi "$n" "$an" "$S/a.tdc" -o "$S/got"
             cmp "$S/want" "$S/got" || { echo "$an on $n ranks, rounds of $round bytes, differs"; false; }
+            TADOC_MPI_ROUND=$round mpi "$n" "$an" "$S/a.tdc" >"$S/got"
+            cmp "$S/want" "$S/got" || { echo "$an on $n ranks to stdout, rounds of $round, differs"; false; }
         done
     done
 }
