@@ -16,7 +16,7 @@
  * parts kept in files and exchanged in rounds merged as they arrive (exchange_merge), each
  * range written at its offset of the output from a file; for the analytics ordered by count
  * (wordcount, seqcount) after a first round that sums each key's counts on one rank
- * (shuffle_counts, which holds its share in memory). The output is byte for byte what `tadoc ANALYTIC ARCHIVE [SCOPE]`
+ * (shuffle_counts), in pieces the same way. The output is byte for byte what `tadoc ANALYTIC ARCHIVE [SCOPE]`
  * prints, to standard output or atomically to FILE.
  * A rank that fails (a shard it cannot read, no memory) makes the run fail: rank 0 prints the
  * rank and its message, which names the shard, writes nothing and exits non-zero; a rank that
@@ -573,28 +573,39 @@ static int spread_merge(mctx *mc, int kind, const arc *meta, uint32_t first, uin
 
 /* The counts ordered by count (wordcount, seqcount), first round: the ranks' parts shuffled
  * by key (ana_merge_shuffle), so that each key's counts meet on one rank, and each rank's
- * share merged with every rank's edges (its own crossing sequences: ana_merge_share). *out:
- * this rank's share of the keys with their whole counts, in output order. Collective. */
+ * share merged with every rank's edges (its own crossing sequences: ana_merge_share). The
+ * part goes a piece of whole lines at a time, up to the merge's bound: dealt, its pages
+ * dropped, and exchanged (exchange_merge), until every rank's is done. *out: this rank's
+ * share of the keys with their whole counts, in output order. Collective. */
 static int shuffle_counts(mctx *mc, int kind, const arc *meta, uint32_t first, uint32_t end,
-                          int rank, int size, const mpi_text *part, const buf *edges, buf *out)
+                          int rank, int size, const mpi_text *part, const buf *edges,
+                          mpi_range *out)
 {
+    uint64_t bound = mc->o->spill_at ? mc->o->spill_at : SEND_MAX;
     buf *bk = calloc((size_t)size, sizeof *bk), send = {0};
-    size_t *cut = calloc((size_t)size + 1, sizeof *cut);
+    size_t *cut = calloc((size_t)size + 1, sizeof *cut), at = 0;
     ana_merge *m = NULL;
-    int rc = bk && cut ? ana_merge_shuffle(kind, part->p, part->n, size, bk)
+    int rc = bk && cut ? new_merge(mc, kind, meta, first, end, &m)
                        : tdc_error(-ENOMEM, "out of memory");
-    text_drop(part, 0, part->n);
-    for (int r = 0; !rc && r < size; r++) {
-        if (buf_put(&send, bk[r].p, bk[r].n)) rc = tdc_error(-ENOMEM, "out of memory");
-        cut[r + 1] = send.n;
-        buf_free(&bk[r]);
-    }
-    if (!rc) rc = new_merge(mc, kind, meta, first, end, &m);
     if (!rc) ana_merge_share(m, size, rank);
-    mpi_text st = {send.p, send.n, 0};
-    if (!(rc = mpi_agree(rc))) rc = exchange_merge(m, &st, cut, size, mc->o->spill_at);
+    for (unsigned long long more = !(rc = mpi_agree(rc)); more;) {
+        size_t e = piece_end(part->p, at, part->n, bound);
+        rc = ana_merge_shuffle(kind, part->p + at, e - at, size, bk);
+        text_drop(part, at, e);
+        at = e;
+        send.n = 0;
+        for (int r = 0; r < size; r++) {
+            if (!rc && buf_put(&send, bk[r].p, bk[r].n)) rc = tdc_error(-ENOMEM, "out of memory");
+            cut[r + 1] = send.n;
+            bk[r].n = 0;
+        }
+        mpi_text st = {send.p, send.n, 0};
+        if ((rc = mpi_agree(rc)) || (rc = exchange_merge(m, &st, cut, size, bound))) break;
+        unsigned long long left = at < part->n;
+        MPI_Allreduce(&left, &more, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    }
     buf_free(&send);
-    rc = merge_finish(mc, m, rc, edges, ana_sink_buf, out);
+    rc = merge_finish(mc, m, rc, edges, mpi_range_sink, out);
     for (int r = 0; bk && r < size; r++)
         buf_free(&bk[r]);
     free(bk);
@@ -717,14 +728,14 @@ int main(int argc, char **argv)
         mpi_text t;
         rc = mpi_agree(text_of(&part, &t));
         if (!rc && !ana_merge_keyed(kind)) { /* by count: each key summed on one rank first */
-            buf share = {0};
-            rc = mpi_agree(
-                shuffle_counts(&mc, kind, meta, (uint32_t)first, end, rank, size, &t, &edges,
-                               &share));
+            mpi_range share;
+            mpi_range_init(&share, backend_options(be)->ana.spill_dir);
+            rc = mpi_agree(shuffle_counts(&mc, kind, meta, (uint32_t)first, end, rank, size, &t,
+                                          &edges, &share));
             text_unmap(&t);
             mpi_range_free(&part);
-            part = (mpi_range){.mem = share, .fd = -1, .n = share.n};
-            t = (mpi_text){share.p, share.n, 0};
+            part = share;
+            if (!rc) rc = mpi_agree(text_of(&part, &t));
         }
         if (!rc)
             rc = mpi_agree(spread_merge(&mc, kind, meta, (uint32_t)first, end, rank, size, &t,
