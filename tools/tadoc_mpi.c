@@ -16,8 +16,8 @@
  * parts kept in files and exchanged in rounds merged as they arrive (exchange_merge), each
  * range written at its offset of the output from a file; for the analytics ordered by count
  * (wordcount, seqcount) after a first round that sums each key's counts on one rank
- * (shuffle_counts), in pieces the same way. The output is byte for byte what `tadoc ANALYTIC ARCHIVE [SCOPE]`
- * prints, to standard output or atomically to FILE.
+ * (shuffle_counts), in pieces the same way. The output is byte for byte what
+ * `tadoc ANALYTIC ARCHIVE [SCOPE]` prints, to standard output or atomically to FILE.
  * A rank that fails (a shard it cannot read, no memory) makes the run fail: rank 0 prints the
  * rank and its message, which names the shard, writes nothing and exits non-zero; a rank that
  * dies makes mpirun end the job, before any output is written.
@@ -693,11 +693,11 @@ int main(int argc, char **argv)
     arc *meta = NULL;
     int64_t first = 0;
     buf edges = {0};
-    /* this rank's part (its shards' output) and range of the output, in files where they can
-     * be made */
-    mpi_range part, out;
-    mpi_range_init(&part, be ? backend_options(be)->ana.spill_dir : NULL);
-    mpi_range_init(&out, be ? backend_options(be)->ana.spill_dir : NULL);
+    /* this rank's part (its shards' output, when the ranks share the merge) and range of the
+     * output, in files where they can be made */
+    const char *tmpdir = be ? backend_options(be)->ana.spill_dir : NULL;
+    mpi_range part = {.fd = -1}, out;
+    mpi_range_init(&out, tmpdir);
     int rc = be ? arc_open_meta(pos[1], &meta) : tdc_error(-ENOMEM, "out of memory");
     if (!rc && npos == 3) {
         const char *p = pos[2];
@@ -716,8 +716,10 @@ int main(int argc, char **argv)
     } else if (!rc && size == 1) { /* alone: one merge, not a share's and then the whole's */
         rc = backend_by_shard_to(be, NULL, kind, meta, (uint32_t)first, end, NULL,
                                  mpi_range_sink, &out);
-    } else if (!rc && meta->version >= 4)
+    } else if (!rc && meta->version >= 4) {
+        mpi_range_init(&part, tmpdir);
         rc = my_share(be, kind, meta, (uint32_t)first, end, rank, size, &part, &edges);
+    }
     /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its work,
      * as a crash would. */
     const char *die = getenv("TADOC_MPI_TEST_DIE");
@@ -729,7 +731,7 @@ int main(int argc, char **argv)
         rc = mpi_agree(text_of(&part, &t));
         if (!rc && !ana_merge_keyed(kind)) { /* by count: each key summed on one rank first */
             mpi_range share;
-            mpi_range_init(&share, backend_options(be)->ana.spill_dir);
+            mpi_range_init(&share, tmpdir);
             rc = mpi_agree(shuffle_counts(&mc, kind, meta, (uint32_t)first, end, rank, size, &t,
                                           &edges, &share));
             text_unmap(&t);

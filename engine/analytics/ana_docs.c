@@ -400,24 +400,34 @@ static int emit_early(const ana_opts *o, int rc, buf *text)
     return rc;
 }
 
-/* Records per slice of emit_slices: small against early_at, large against a call. */
+/* Records per slice of emit_lines: small against early_at, large against a call. */
 #define SLICE_RECORDS 1024
 
-/* Lines of records [0, n) printed by fn into text a slice at a time, text handed to the merge
- * (emit_early) each time it passes o->early_at, so that the text held stays near early_at
- * whatever the records' lines weigh (a path per record: several times the record); the rest
- * stays in text. A slice ends only before a record that starts a line (joined(ctx, i): record
- * i goes on record i - 1's line), so a part's lines stay whole and in key order. */
-static int emit_slices(const ana_opts *o, ana_print_fn fn, void *ctx, size_t n,
-                       int (*joined)(const void *ctx, size_t i), buf *text)
+/* Record i goes on record i - 1's line (a record group's lines are printed whole). */
+typedef int (*joined_fn)(const void *ctx, size_t i);
+
+/* The first record at or after i that starts a line. */
+static size_t line_start(joined_fn joined, const void *ctx, size_t i, size_t n)
 {
+    while (i > 0 && i < n && joined(ctx, i))
+        i++;
+    return i;
+}
+
+/* Lines of records [0, n) printed by fn into text. With `early`, a slice at a time, text
+ * handed to the merge (emit_early) each time it passes early->early_at, so that the text held
+ * stays near early_at whatever the records' lines weigh (a path per record: several times the
+ * record), the rest left in text; else on `threads` threads (ana_par_print). Slices and the
+ * threads' halves start only where a line does, so a part's lines stay whole and in order. */
+static int emit_lines(const ana_opts *early, ana_print_fn fn, void *ctx, size_t n,
+                      joined_fn joined, int threads, buf *text)
+{
+    if (!early) return ana_par_print(fn, ctx, n, line_start(joined, ctx, n / 2, n), text, threads);
     int rc = 0;
     for (size_t lo = 0, hi; lo < n && !rc; lo = hi) {
-        hi = n - lo > SLICE_RECORDS ? lo + SLICE_RECORDS : n;
-        while (hi < n && joined(ctx, hi))
-            hi++;
+        hi = line_start(joined, ctx, n - lo > SLICE_RECORDS ? lo + SLICE_RECORDS : n, n);
         rc = fn(ctx, lo, hi, text);
-        if (!rc && text->n > o->early_at) rc = emit_early(o, 0, text);
+        if (!rc && text->n > early->early_at) rc = emit_early(early, 0, text);
     }
     return rc;
 }
@@ -989,7 +999,7 @@ static int ii_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
-/* Whether key i of an ii_print's pairs has key i - 1's word (emit_slices). */
+/* Whether key i of an ii_print's pairs has key i - 1's word (emit_lines). */
 static int ii_joined(const void *ctx, size_t i)
 {
     const ii_print *p = ctx;
@@ -998,7 +1008,7 @@ static int ii_joined(const void *ctx, size_t i)
 
 /* The lines of (word, file rank) pairs, appended to out: the pairs become 64-bit keys (words
  * by byte order, then files by path), sorted and printed on `threads` threads, or with
- * `early` handed to the merge as they are made (emit_slices). */
+ * `early` handed to the merge as they are made (emit_lines). */
 static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads,
                    const ana_opts *early, buf *out)
 {
@@ -1013,12 +1023,7 @@ static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads,
     }
     if (!rc) ana_psort(pairs->p, pairs->n / 2, 2 * sizeof *pairs->p, by_key, NULL, threads);
     ii_print pr = {d, &rk, pairs->p, paths};
-    size_t np = pairs->n / 2, mid = np / 2;
-    while (mid > 0 && mid < np && key_word(pairs->p, mid) == key_word(pairs->p, mid - 1))
-        mid++; /* a word's line is printed by one thread */
-    if (!rc)
-        rc = early ? emit_slices(early, ii_range, &pr, np, ii_joined, out)
-                   : ana_par_print(ii_range, &pr, np, mid, out, threads);
+    if (!rc) rc = emit_lines(early, ii_range, &pr, pairs->n / 2, ii_joined, threads, out);
     ranks_free(&rk);
     return rc;
 }
@@ -1281,7 +1286,7 @@ static int ri_range(void *ctx, size_t lo, size_t hi, buf *out)
     return hi > lo && buf_put(out, "\n", 1) ? -ENOMEM : 0;
 }
 
-/* Whether record i of an ri_print has record i - 1's sequence (emit_slices). */
+/* Whether record i of an ri_print has record i - 1's sequence (emit_lines). */
 static int ri_joined(const void *ctx, size_t i)
 {
     const ri_print *p = ctx;
@@ -1290,7 +1295,7 @@ static int ri_joined(const void *ctx, size_t i)
 
 /* The lines of records recs[0, nr) (their words replaced by ranks on the way), appended to
  * out: sorted by sequence, then count, then file, and printed on `threads` threads, or with
- * `early` handed to the merge as they are made (emit_slices). */
+ * `early` handed to the merge as they are made (emit_lines). */
 static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, int threads,
                    const ana_opts *early, buf *out)
 {
@@ -1298,12 +1303,7 @@ static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, 
     int rc = rank_seqs(d, &rk, recs, nr, sizeof *recs);
     if (!rc) ana_psort(recs, nr, sizeof *recs, by_seq_then_rank, NULL, threads);
     ri_print pr = {d, &rk, recs, paths};
-    size_t mid = nr / 2;
-    while (mid > 0 && mid < nr && !seq_cmp(recs[mid].q, recs[mid - 1].q))
-        mid++; /* a sequence's line is printed by one thread */
-    if (!rc)
-        rc = early ? emit_slices(early, ri_range, &pr, nr, ri_joined, out)
-                   : ana_par_print(ri_range, &pr, nr, mid, out, threads);
+    if (!rc) rc = emit_lines(early, ri_range, &pr, nr, ri_joined, threads, out);
     ranks_free(&rk);
     return rc;
 }

@@ -8,9 +8,8 @@
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 /* Smaller blocks are not worth a system call. From two huge pages a block holds at least one
- * whole aligned one: a 16 MiB shard's root section and symbols (about 5.5 MB each) then fault
- * in 2 MiB at a time, which cut a span's decoding by about a fifth on the development VM,
- * where each page fault is costly. */
+ * whole aligned one, so a shard's root section and symbols fault in a huge page at a time:
+ * fewer faults in a span's decoding, which a virtual machine makes costly. */
 #define HUGE_MIN (2 * HUGE_PAGE)
 
 void mem_huge(void *p, size_t n)
