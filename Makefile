@@ -65,7 +65,7 @@ UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPERS  = $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.c)) \
            $(BUILD)/bench/extractlat $(BUILD)/bench/querylat $(BUILD)/bench/fuseceil $(BUILD)/bench/fsynclat \
-           $(BUILD)/bench/mreads
+           $(BUILD)/bench/mreads $(BUILD)/bench/firstbyte
 FUSE_LIBS = $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
 # Fuzz targets (tests/fuzz/fuzz_*.c). The normal build links them with a plain main that

@@ -4,7 +4,8 @@
 # shards, more parts to merge). Each size packs the tree afresh; reads follow
 # `echo 3 > /proc/sys/vm/drop_caches` (root) and a fresh mount with -o mem=256M (so the
 # daemon loads spans only); first byte = the first byte of FILE1 after mount returns, other
-# shard = then the first byte of FILE2. Median of three mounts.
+# shard = then the first byte of FILE2, both timed by bench/firstbyte (open and a one-byte
+# read in one process, so no process start is counted). Median of five mounts.
 # usage: bench/shardsize.sh BUILD_DIR TREE NAME FILE1 FILE2 [SIZE...]   (default 8M 16M 32M)
 set -euo pipefail
 [ $# -ge 5 ] || { echo "usage: $0 BUILD_DIR TREE NAME FILE1 FILE2 [SIZE...]" >&2; exit 2; }
@@ -30,15 +31,12 @@ for s in $sizes; do
     n=$("$build/tadoc" stat "$a" | awk '/^shards/ {print $2}')
     : >"$w/fb"
     : >"$w/ob"
-    for _ in 1 2 3; do
+    for _ in 1 2 3 4 5; do
         drop_caches
         "$build/tadocfs" "$a" "$w/m" -o ro,mem=256M
-        t0=$(now)
-        head -c 1 "$w/m/$f1" >/dev/null
-        t1=$(now)
-        head -c 1 "$w/m/$f2" >/dev/null
-        awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", (b - a) * 1000 }' >>"$w/fb"
-        since "$t1" | awk '{ printf "%.0f\n", $1 * 1000 }' >>"$w/ob"
+        "$build/bench/firstbyte" "$w/m/$f1" "$w/m/$f2" >"$w/t"
+        awk 'NR == 1 { print $1 }' "$w/t" >>"$w/fb"
+        awk 'NR == 2 { print $1 }' "$w/t" >>"$w/ob"
         fusermount3 -u "$w/m"
         wait_gone "$a"
     done

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 /* Smaller blocks are not worth a system call. From two huge pages a block holds at least one
@@ -18,6 +19,22 @@ void mem_huge(void *p, size_t n)
     uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     uintptr_t e = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
     if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
+/* Below this a buffer takes few faults: not worth a system call. */
+#define POPULATE_MIN ((size_t)64 << 10)
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it (EINVAL) */
+#endif
+
+void mem_populate(void *p, size_t n)
+{
+    if (n < POPULATE_MIN) return;
+    mem_huge(p, n);
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), e = ((uintptr_t)p + n) & ~(pg - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 }
 
 /* Grow an array of `elem`-byte elements so that n + extra fit; doubles to keep pushes O(1). */

@@ -29,6 +29,12 @@ typedef struct vec64 {
  * also miss the TLB; filling them also takes 512 times fewer page faults. Only advice. */
 void mem_huge(void *p, size_t n);
 
+/* [p, p + n) is about to be written whole: map its pages now, in one system call, rather
+ * than on a page fault each as they are first written (a virtual machine can make each fault
+ * cost as much as copying tens of KiB). For exact-size buffers only: a buffer with room to
+ * spare would hold memory it never uses. Only advice; small buffers are left alone. */
+void mem_populate(void *p, size_t n);
+
 /* Make room for at least `extra` more bytes (elements) beyond n (large ones get mem_huge). */
 int buf_reserve(buf *b, size_t extra);
 int vec32_reserve(vec32 *v, size_t extra);

@@ -731,11 +731,12 @@ static int rd_upto(rd *r, uint64_t max, uint64_t *x)
 static int get_sec(rd *r, arc_secinfo *s)
 {
     uint64_t type, codec;
-    int rc = rd_upto(r, UINT32_MAX, &type) || rd_upto(r, UINT32_MAX, &codec) ||
-             rd_varint(r, &s->stored) || rd_varint(r, &s->raw) || rd_u64(r, &s->hash);
+    if (rd_upto(r, UINT32_MAX, &type) || rd_upto(r, UINT32_MAX, &codec) ||
+        rd_varint(r, &s->stored) || rd_varint(r, &s->raw) || rd_u64(r, &s->hash))
+        return -EBADMSG;
     s->type = (uint32_t)type;
     s->codec = (uint32_t)codec;
-    return rc ? -EBADMSG : 0;
+    return 0;
 }
 
 /* pack_group_decode's work; -EBADMSG or -ENOMEM. */

@@ -944,6 +944,7 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
     if (version < 2) a->next_ino = cnt + 1;
     if (!(a->ents = calloc(cnt, sizeof *a->ents)))
         return tdc_error(-ENOMEM, "file table: out of memory");
+    mem_populate(a->ents, cnt * sizeof *a->ents);
     for (uint64_t i = 0; i < cnt; i++) {
         arc_entry *e = &a->ents[i];
         uint64_t shard = 0;
@@ -975,7 +976,7 @@ static int unzstd(const unsigned char *z, size_t zn, uint64_t want, const char *
     if (!raw)
         return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
                          (unsigned long long)want);
-    mem_huge(raw, want);
+    mem_populate(raw, want);
     size_t got = ZSTD_decompress(raw, want, z, zn);
     if (ZSTD_isError(got) || got != want) {
         free(raw);
@@ -1014,6 +1015,7 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
     if (!(st = malloc(s->stored ? s->stored : 1)))
         return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
                          (unsigned long long)s->stored);
+    mem_populate(st, s->stored);
     if ((rc = fio_read_at(fd, st, s->stored, s->offset, path))) goto fail;
     if (XXH3_64bits(st, s->stored) != s->hash) {
         rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
@@ -1345,8 +1347,9 @@ fail:
 
 /* One shard's grammar being loaded on three threads: the dictionary on one, the root on
  * another, the rules on the caller's. The rules need only the token count, handed over as
- * soon as the dictionary section is expanded. In the kind layout the rules need the whole
- * dictionary (each token's kind) and the root the kinds the rules section starts with: the
+ * soon as the dictionary section is expanded. In the kind layout the rules need each token's
+ * kind, which a front-coded dictionary gives from its lengths before its tokens are decoded
+ * (another one once decoded), and the root the kinds the rules section starts with: the
  * root's thread expands and parses its section meanwhile, then waits for those kinds and
  * decodes the root while the rule bodies are decoded. */
 typedef struct job_result {
@@ -1363,8 +1366,9 @@ typedef struct side_job {
     gram *g;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int count_known; /* ntokens is set */
-    int dict_known;  /* dict is decoded */
+    int count_known;            /* ntokens is set */
+    const unsigned char *words; /* each token's kind (1: word), once known */
+    unsigned char *words_own;   /* words when they came before the dictionary */
     int kinds_state; /* kinded: 0 not yet read, 1 kinds set, -1 the rules failed before them */
     const syms_kinds *kinds;
     uint32_t ntokens;
@@ -1402,12 +1406,13 @@ static const syms_kinds *kinds_wait(side_job *j)
     return k;
 }
 
-static void side_publish(side_job *j, uint32_t ntokens, int dict_known)
+/* The token count is known, and with words (when not NULL) each token's kind. */
+static void side_publish(side_job *j, uint32_t ntokens, const unsigned char *words)
 {
     pthread_mutex_lock(&j->lock);
     j->ntokens = ntokens;
     j->count_known = 1;
-    j->dict_known = dict_known;
+    if (words && !j->words) j->words = words;
     pthread_cond_broadcast(&j->cond);
     pthread_mutex_unlock(&j->lock);
 }
@@ -1423,10 +1428,13 @@ static int dict_load(side_job *j)
     int rc = read_section(a->fd, a->path, s, front, &raw, &n);
     if (rc) return rc;
     uint32_t nt; /* both layouts start with the count */
-    if (!dict_encoded_count(raw, n, &nt)) side_publish(j, nt, 0);
+    if (front && j->kinded && !dict_front_words(raw, n, &j->words_own, &nt))
+        side_publish(j, nt, j->words_own);
+    else if (!dict_encoded_count(raw, n, &nt))
+        side_publish(j, nt, NULL);
     rc = front ? dict_front_load(raw, n, s->raw, &j->dict) : dict_decode(raw, n, &j->dict);
     free(raw);
-    if (!rc) side_publish(j, dict_count(j->dict), 1);
+    if (!rc) side_publish(j, dict_count(j->dict), j->dict->word.p);
     return rc;
 }
 
@@ -1436,10 +1444,10 @@ static int root_load(side_job *j)
     syms_root *r = NULL;
     int rc = load_section(j->a->fd, j->a->path, &j->secs[2], &raw);
     if (!rc) rc = syms_root_read(raw, j->secs[2].raw, j->kinded, &r);
-    free(raw);
     const syms_kinds *k = !rc && j->kinded ? kinds_wait(j) : NULL;
     if (!rc && (k || !j->kinded)) rc = syms_root_decode(j->g, k, r); /* else the rules failed */
     syms_root_free(r);
+    free(raw);
     return rc;
 }
 
@@ -1467,14 +1475,14 @@ static void *root_main(void *arg)
     return NULL;
 }
 
-/* The token count (with the decoded dictionary when the rules are kinded): 0, or -1 once the
+/* The token count (with the tokens' kinds when the rules are kinded): 0, or -1 once the
  * dictionary's job failed before finding what is needed. */
 static int side_wait(side_job *j, uint32_t *ntokens)
 {
     pthread_mutex_lock(&j->lock);
-    while (!(j->kinded ? j->dict_known : j->count_known) && !j->side.done)
+    while (!(j->kinded ? j->words != NULL : j->count_known) && !j->side.done)
         pthread_cond_wait(&j->cond, &j->lock);
-    int known = j->kinded ? j->dict_known : j->count_known;
+    int known = j->kinded ? j->words != NULL : j->count_known;
     *ntokens = j->ntokens;
     pthread_mutex_unlock(&j->lock);
     return known ? 0 : -1;
@@ -1486,7 +1494,7 @@ static int load_rules(side_job *j, syms_kinds **k)
     unsigned char *rules = NULL;
     int rc = load_section(j->a->fd, j->a->path, &j->secs[1], &rules);
     if (!rc && !side_wait(j, &j->g->ntokens))
-        rc = syms_dec_rules(j->g, j->kinded ? j->dict : NULL, rules, j->secs[1].raw, k,
+        rc = syms_dec_rules(j->g, j->kinded ? j->words : NULL, rules, j->secs[1].raw, k,
                             j->kinded ? kinds_known : NULL, j);
     if (j->kinded) kinds_settle(j);
     free(rules);
@@ -1516,6 +1524,7 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
     pthread_mutex_destroy(&j.lock);
     pthread_cond_destroy(&j.cond);
     syms_kinds_free(kinds);
+    free(j.words_own);
     *d = j.dict;
     if (j.side.rc) /* first: without a count the rules were not decoded */
         rc = tdc_error(j.side.rc, "%s", j.side.msg);

@@ -95,11 +95,12 @@ static unsigned char body_kinds(const gram *g, const syms_kinds *k, uint32_t r)
     return (k->kind[b[0]] & FIRST) | (k->kind[b[n - 1]] & LAST);
 }
 
-/* Each token's kinds: a word's first and last token are itself. */
-static void token_kinds(syms_kinds *k, const dict *d)
+/* Each token's kinds from its word flag (dict->word's layout): a word's first and last token
+ * are itself. */
+static void token_kinds(syms_kinds *k, const unsigned char *word)
 {
     for (uint32_t t = 0; t < k->ntokens; t++)
-        k->kind[t] = dict_is_word(d, t) ? FIRST | LAST : 0;
+        k->kind[t] = word[t] ? FIRST | LAST : 0;
 }
 
 /* Number the symbols of each kind: the kind's tokens in id order and its rules in number
@@ -143,19 +144,50 @@ static int number_kinds(const gram *g, syms_kinds *k, buf *bits)
     return 0;
 }
 
-/* The coded numbers of a section, in two streams by the kind they were read in: v[c] holds the
- * numbers read where kind c was expected (an escape's number in the expected kind's, the
- * number after it in the other's). Separator-kind numbers are mostly small and go to disk
- * as varints; word-kind numbers spread wider and go as byte planes. */
+/* The coded numbers of a section being encoded, in two streams by the kind they are read in:
+ * v[c] holds the numbers read where kind c is expected (an escape's number in the expected
+ * kind's, the number after it in the other's). Separator-kind numbers are mostly small and go
+ * to disk as varints; word-kind numbers spread wider and go as byte planes. */
 typedef struct coded {
     vec32 v[2];
-    size_t at[2]; /* decoder: the next number of each stream */
 } coded;
 
 static void coded_free(coded *c)
 {
     vec32_free(&c->v[0]);
     vec32_free(&c->v[1]);
+}
+
+/* What put_coded wrote, read in place by the decoder: the separator-kind numbers as varints,
+ * the word-kind ones as byte planes. Nothing is copied out before the kinds are known, so a
+ * shard's load spends no pass and no memory on the numbers before decoding them. */
+typedef struct streams {
+    const unsigned char *p0, *e0; /* the separator-kind varints not read yet */
+    uint64_t n0, got0;            /* numbers in that stream; read so far */
+    const unsigned char *w;       /* the word-kind planes: n1 low bytes, n1 second bytes, ... */
+    uint64_t n1, at1;             /* numbers in that stream; the next one */
+} streams;
+
+/* The next separator-kind number: 0, or -1 past the stream's end or for a bad varint. */
+static inline int next_sep(const unsigned char **p, const unsigned char *e, uint32_t *x)
+{
+    if (*p < e && **p < 0x80) { /* most numbers: one byte */
+        *x = *(*p)++;
+        return 0;
+    }
+    rd r = {*p, e};
+    uint64_t v;
+    if (rd_varint(&r, &v) || v > UINT32_MAX) return -1;
+    *p = r.p;
+    *x = (uint32_t)v;
+    return 0;
+}
+
+/* Word-kind number i of planes w of n numbers each. */
+static inline uint32_t plane_at(const unsigned char *w, uint64_t n, uint64_t i)
+{
+    return (uint32_t)w[i] | (uint32_t)w[n + i] << 8 | (uint32_t)w[2 * n + i] << 16 |
+           (uint32_t)w[3 * n + i] << 24;
 }
 
 /* Append the numbers that code body s[0..n) (first expected kind `want`) to c. */
@@ -171,49 +203,53 @@ static int code_body(const syms_kinds *k, const uint32_t *s, uint64_t n, int wan
     return 0;
 }
 
-/* Decode n symbols of one body from the streams of c, first expected kind `want`. The hot
- * loop of a shard's load, in two passes: the first follows the chain of expected kinds
- * (touching only the small `after` bits) and leaves each symbol's place in out; the second
- * looks the places up, loads that do not depend on each other. The first pass keeps each
- * stream's position in a register of its own and branches on the kind, so the processor can
- * run ahead on its guess of the next kind instead of waiting for each symbol's bit. */
-static int decode_body(const syms_kinds *k, coded *cd, uint32_t *out, uint64_t n, int want,
+/* Decode n symbols of one body from streams c, first expected kind `want`. The hot loop of
+ * a shard's load, in two passes: the first follows the chain of expected kinds (touching only
+ * the small `after` bits) and leaves each symbol's place in out; the second looks the places
+ * up, loads that do not depend on each other. The first pass keeps each stream's position in
+ * a register of its own and branches on the kind, so the processor can run ahead on its guess
+ * of the next kind instead of waiting for each symbol's bit. */
+static int decode_body(const syms_kinds *k, streams *c, uint32_t *out, uint64_t n, int want,
                        const char *what)
 {
-    const uint32_t *v0 = cd->v[0].p, *v1 = cd->v[1].p, size0 = k->n[0], size1 = k->n[1];
-    const uint64_t *after = k->after;
-    const uint32_t *p0 = v0 + cd->at[0], *p1 = v1 + cd->at[1];
-    const uint32_t *e0 = v0 + cd->v[0].n, *e1 = v1 + cd->v[1].n;
+    const unsigned char *p0 = c->p0, *e0 = c->e0, *w = c->w;
+    const uint32_t size0 = k->n[0], size1 = k->n[1];
+    const uint64_t *after = k->after, n1 = c->n1;
+    uint64_t got0 = c->got0, i1 = c->at1;
     const char *bad = NULL;
     uint64_t j = 0;
     for (; j < n; j++) {
-        uint32_t place;
+        uint32_t place, x;
         if (!want) {
-            if (p0 == e0) goto short_streams;
-            uint32_t x = *p0++;
+            if (next_sep(&p0, e0, &x)) goto bad_sep;
+            got0++;
             if (x < size0) {
                 place = x;
             } else {
                 if (x != size0) goto out_of_range;
-                if (p1 == e1) goto no_escaped;
-                if ((x = *p1++) >= size1) goto out_of_range;
+                if (i1 == n1) goto no_escaped;
+                if ((x = plane_at(w, n1, i1++)) >= size1) goto out_of_range;
                 place = size0 + x;
             }
         } else {
-            if (p1 == e1) goto short_streams;
-            uint32_t x = *p1++;
+            if (i1 == n1) goto short_streams;
+            x = plane_at(w, n1, i1++);
             if (x < size1) {
                 place = size0 + x;
             } else {
                 if (x != size1) goto out_of_range;
-                if (p0 == e0) goto no_escaped;
-                if ((x = *p0++) >= size0) goto out_of_range;
+                if (next_sep(&p0, e0, &x)) goto bad_sep;
+                got0++;
+                if (x >= size0) goto out_of_range;
                 place = x;
             }
         }
         out[j] = place;
         want = (int)(after[place / 64] >> (place % 64) & 1);
     }
+    goto done;
+bad_sep:
+    bad = p0 == e0 ? "fewer coded symbols than symbols" : "bad separator-kind numbers";
     goto done;
 short_streams:
     bad = "fewer coded symbols than symbols";
@@ -224,8 +260,10 @@ no_escaped:
 out_of_range:
     bad = "symbol number out of range";
 done:
-    cd->at[0] = (size_t)(p0 - v0);
-    cd->at[1] = (size_t)(p1 - v1);
+    c->p0 = p0;
+    c->got0 = got0;
+    c->at1 = i1;
+    if (!bad && got0 > c->n0) bad = "fewer coded symbols than symbols";
     if (bad) return tdc_error(-EBADMSG, "%s: %s", what, bad);
     const uint32_t *mem = k->mem;
     for (j = 0; j < n; j++)
@@ -247,6 +285,7 @@ static int read_members(syms_kinds *k, const unsigned char *bits)
     if (!(k->mem = malloc((nplaces ? nplaces : 1) * sizeof *k->mem)) ||
         !(k->after = calloc(nplaces / 64 + 1, sizeof *k->after)))
         return -ENOMEM;
+    mem_populate(k->mem, nplaces * sizeof *k->mem);
     for (int c = 0; c < 2; c++) {
         uint32_t cnt = k->n[c], t = 0, r = nt + 1;
         for (uint32_t i = 0; i < cnt; i++, nbits++) {
@@ -299,7 +338,7 @@ static int kinds_build(const gram *g, const dict *d, buf *out, syms_kinds **kp)
     syms_kinds *k = rc ? NULL : kinds_new(g->ntokens, g->nrules);
     if (!rc && !k) rc = -ENOMEM;
     if (!rc) {
-        token_kinds(k, d);
+        token_kinds(k, d->word.p);
         for (size_t i = 0; i < order.n; i++) /* children first: their kinds are known */
             k->kind[g->ntokens + order.p[i]] = body_kinds(g, k, order.p[i]);
         rc = buf_put(out, k->kind + g->ntokens + 1, g->nrules);
@@ -368,43 +407,34 @@ int syms_enc_root(const gram *g, const syms_kinds *k, buf *out)
 
 /* ---------------- decoding ---------------- */
 
-/* What put_coded wrote, for bodies of nsyms symbols in all: at least one number per symbol
- * and at most two. */
-static int get_coded(rd *r, uint64_t nsyms, coded *c, const char *what)
+/* The streams put_coded wrote, for bodies of nsyms symbols in all (at least one number per
+ * symbol and at most two), left in place at r. */
+static int get_streams(rd *r, uint64_t nsyms, streams *c, const char *what)
 {
-    uint64_t n0, b0;
+    uint64_t b0;
     const unsigned char *p;
-    if (rd_varint(r, &n0) || rd_varint(r, &b0) || n0 > b0 || rd_bytes(r, b0, &p))
+    memset(c, 0, sizeof *c);
+    if (rd_varint(r, &c->n0) || rd_varint(r, &b0) || c->n0 > b0 || rd_bytes(r, b0, &p))
         return tdc_error(-EBADMSG, "%s: bad separator-kind numbers", what);
-    if (vec32_reserve(&c->v[0], n0)) return tdc_error(-ENOMEM, "%s: out of memory", what);
-    rd vr = {p, p + b0};
-    for (uint64_t i = 0; i < n0; i++) {
-        uint64_t x;
-        if (vr.p < vr.end && *vr.p < 0x80) /* most numbers: one byte */
-            x = *vr.p++;
-        else if (rd_varint(&vr, &x) || x > UINT32_MAX)
-            return tdc_error(-EBADMSG, "%s: bad separator-kind numbers", what);
-        c->v[0].p[c->v[0].n++] = (uint32_t)x;
-    }
-    uint64_t n1;
-    if (vr.p != vr.end || rd_varint(r, &n1))
+    c->p0 = p;
+    c->e0 = p + b0;
+    if (rd_varint(r, &c->n1) || c->n1 > (uint64_t)(r->end - r->p) / 4 ||
+        rd_bytes(r, c->n1 * 4, &c->w))
         return tdc_error(-EBADMSG, "%s: bad coded symbol count", what);
-    int rc = get_planes(r, n1, &c->v[1], what);
-    if (rc) return rc;
-    if (n0 + n1 < nsyms || n0 + n1 - nsyms > nsyms)
+    if (c->n0 + c->n1 < nsyms || c->n0 + c->n1 - nsyms > nsyms)
         return tdc_error(-EBADMSG, "%s: bad coded symbol count", what);
     return 0;
 }
 
 /* Every number of both streams was used. */
-static int coded_used(const coded *c, const char *what)
+static int streams_used(const streams *c, const char *what)
 {
-    if (c->at[0] != c->v[0].n || c->at[1] != c->v[1].n)
+    if (c->p0 != c->e0 || c->got0 != c->n0 || c->at1 != c->n1)
         return tdc_error(-EBADMSG, "%s: more coded symbols than symbols", what);
     return 0;
 }
 
-static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp,
+static int dec_kinded(gram *g, const unsigned char *words, rd *r, syms_kinds **kp,
                       void (*known)(void *ctx, const syms_kinds *k), void *ctx)
 {
     syms_kinds *k = *kp = kinds_new(g->ntokens, g->nrules);
@@ -414,7 +444,7 @@ static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp,
     int rc = 0;
     if (rd_bytes(r, g->nrules, &kb) || rd_bytes(r, nbytes, &bits))
         rc = tdc_error(-EBADMSG, "rules: kinds cut short");
-    if (!rc) token_kinds(k, d);
+    if (!rc) token_kinds(k, words);
     for (uint32_t i = 0; i < g->nrules && !rc; i++) {
         if (kb[i] > (FIRST | LAST)) rc = tdc_error(-EBADMSG, "rules: bad kinds of rule %u", i + 1);
         k->kind[g->ntokens + 1 + i] = kb[i];
@@ -422,24 +452,24 @@ static int dec_kinded(gram *g, const dict *d, rd *r, syms_kinds **kp,
     if (!rc) rc = read_members(k, bits);
     if (rc == -ENOMEM) rc = tdc_error(rc, "rules: out of memory");
     if (!rc && known) known(ctx, k);
-    coded c = {0};
-    if (!rc) rc = get_coded(r, g->rule_start.p[g->nrules], &c, "rules");
+    streams c;
+    if (!rc) rc = get_streams(r, g->rule_start.p[g->nrules], &c, "rules");
     if (!rc && vec32_reserve(&g->syms, g->rule_start.p[g->nrules]))
         rc = tdc_error(-ENOMEM, "rules: out of memory");
+    if (!rc) mem_populate(g->syms.p, g->rule_start.p[g->nrules] * sizeof *g->syms.p);
     for (uint32_t i = 1; i <= g->nrules && !rc; i++) {
         uint64_t n = g->rule_start.p[i] - g->rule_start.p[i - 1];
         rc = decode_body(k, &c, g->syms.p + g->rule_start.p[i - 1], n,
                          first_kind(k, g->ntokens + i), "rules");
     }
     if (!rc) g->syms.n = g->rule_start.p[g->nrules];
-    if (!rc) rc = coded_used(&c, "rules");
+    if (!rc) rc = streams_used(&c, "rules");
     if (!rc) rc = check_kinds(g, k);
-    coded_free(&c);
     return rc;
 }
 
-int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, syms_kinds **kp,
-                   void (*known)(void *ctx, const syms_kinds *k), void *ctx)
+int syms_dec_rules(gram *g, const unsigned char *words, const unsigned char *p, size_t n,
+                   syms_kinds **kp, void (*known)(void *ctx, const syms_kinds *k), void *ctx)
 {
     *kp = NULL;
     rd r = {p, p + n};
@@ -448,6 +478,7 @@ int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, sym
         return tdc_error(-EBADMSG, "rules: bad rule count");
     g->nrules = (uint32_t)nr;
     if (vec64_reserve(&g->rule_start, nr + 1)) return tdc_error(-ENOMEM, "rules: out of memory");
+    mem_populate(g->rule_start.p, (nr + 1) * sizeof *g->rule_start.p);
     g->rule_start.p[g->rule_start.n++] = 0;
     for (uint64_t i = 0; i < nr; i++) {
         uint64_t len;
@@ -456,7 +487,7 @@ int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, sym
         g->rule_start.p[g->rule_start.n] = g->rule_start.p[g->rule_start.n - 1] + len;
         g->rule_start.n++;
     }
-    int rc = d ? dec_kinded(g, d, &r, kp, known, ctx)
+    int rc = words ? dec_kinded(g, words, &r, kp, known, ctx)
                : get_planes(&r, g->rule_start.p[nr], &g->syms, "rules");
     if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "rules: trailing bytes");
     if (!rc) rc = gram_topo(g);
@@ -466,14 +497,13 @@ int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, sym
 struct syms_root {
     uint64_t cnt; /* symbols */
     int kinded;
-    coded c;      /* kind layout: the two streams */
+    streams c;    /* kind layout: the two streams, in the section's bytes */
     vec32 plain;  /* plain layout: the symbols themselves */
 };
 
 void syms_root_free(syms_root *r)
 {
     if (!r) return;
-    coded_free(&r->c);
     vec32_free(&r->plain);
     free(r);
 }
@@ -486,7 +516,7 @@ int syms_root_read(const unsigned char *p, size_t n, int kinded, syms_root **out
     sr->kinded = kinded;
     rd r = {p, p + n};
     int rc = rd_varint(&r, &sr->cnt) ? tdc_error(-EBADMSG, "root: bad symbol count")
-             : kinded                 ? get_coded(&r, sr->cnt, &sr->c, "root")
+             : kinded                 ? get_streams(&r, sr->cnt, &sr->c, "root")
                                       : get_planes(&r, sr->cnt, &sr->plain, "root");
     if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "root: trailing bytes");
     if (rc) {
@@ -506,9 +536,10 @@ int syms_root_decode(gram *g, const syms_kinds *k, syms_root *r)
         return 0;
     }
     if (vec32_reserve(&g->root, r->cnt)) return tdc_error(-ENOMEM, "root: out of memory");
+    mem_populate(g->root.p, r->cnt * sizeof *g->root.p);
     int rc = decode_body(k, &r->c, g->root.p, r->cnt, 1, "root");
     if (!rc) g->root.n = r->cnt;
-    if (!rc) rc = coded_used(&r->c, "root");
+    if (!rc) rc = streams_used(&r->c, "root");
     return rc;
 }
 

@@ -40,13 +40,14 @@ int syms_enc_rules(const gram *g, const dict *d, int kinded, buf *out, syms_kind
 int syms_enc_root(const gram *g, const syms_kinds *k, buf *out);
 
 /* Decode a rules section of n bytes into g (g->ntokens set beforehand), ordering the rules
- * (gram_topo). d NULL: plain layout; else kind layout over dictionary d, with the kinds the
- * root needs in *k. As soon as the kinds are read, before the bodies are decoded, known(ctx,
- * *k) is called (when not NULL), so the root can be decoded on another thread meanwhile; *k
- * does not change after that call. The caller frees *k (NULL if never set) whatever the
- * return: 0, -EBADMSG with a message, or -ENOMEM. */
-int syms_dec_rules(gram *g, const dict *d, const unsigned char *p, size_t n, syms_kinds **k,
-                   void (*known)(void *ctx, const syms_kinds *k), void *ctx);
+ * (gram_topo). words NULL: plain layout; else kind layout over a dictionary whose tokens'
+ * kinds words gives (g->ntokens bytes, 1 for a word: dict->word, or dict_front_words's),
+ * with the kinds the root needs in *k. As soon as the kinds are read, before the bodies are
+ * decoded, known(ctx, *k) is called (when not NULL), so the root can be decoded on another
+ * thread meanwhile; *k does not change after that call. The caller frees *k (NULL if never
+ * set) whatever the return: 0, -EBADMSG with a message, or -ENOMEM. */
+int syms_dec_rules(gram *g, const unsigned char *words, const unsigned char *p, size_t n,
+                   syms_kinds **k, void (*known)(void *ctx, const syms_kinds *k), void *ctx);
 
 /* Decode a root section of n bytes into g->root: plain layout when k is NULL, else the kind
  * layout with the kinds of the shard's rules section. 0, -EBADMSG with a message, -ENOMEM. */
@@ -54,9 +55,10 @@ int syms_dec_root(gram *g, const syms_kinds *k, const unsigned char *p, size_t n
 
 /* syms_dec_root in two steps, so that the part that needs no kinds can run before the rules
  * are read: syms_root_read parses a root section of n bytes (kinded: the kind layout) into *r
- * (the caller frees it with syms_root_free), then syms_root_decode makes g->root of it with
- * the kinds of the shard's rules section (k unused in the plain layout). Each returns 0,
- * -EBADMSG with a message, or -ENOMEM. */
+ * (the caller frees it with syms_root_free; in the kind layout it reads the section in place,
+ * so p must stay until then), then syms_root_decode makes g->root of it with the kinds of the
+ * shard's rules section (k unused in the plain layout). Each returns 0, -EBADMSG with a
+ * message, or -ENOMEM. */
 typedef struct syms_root syms_root;
 
 int syms_root_read(const unsigned char *p, size_t n, int kinded, syms_root **r);

@@ -284,19 +284,34 @@ static int front_check_lens(rd *r, uint64_t count, uint64_t *rest_total, uint64_
     return 0;
 }
 
+/* The parts of a front coding of n bytes at p: its token count, its lengths (checked, for a
+ * second pass), where the rests start, and the tokens' total length. 0 or -EBADMSG. */
+static int front_open(const unsigned char *p, size_t n, uint64_t *count, rd *lens,
+                      const unsigned char **text, uint64_t *total)
+{
+    rd r = {p, p + n};
+    uint64_t rest_total;
+    if (rd_varint(&r, count) || *count > n || *count > 0x7fffffffu)
+        return tdc_error(-EBADMSG, "dictionary: bad token count in the front coding");
+    *lens = r;
+    int rc = front_check_lens(&r, *count, &rest_total, total);
+    if (rc) return rc;
+    *text = r.p;
+    if ((uint64_t)(r.end - r.p) != rest_total)
+        return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
+    return 0;
+}
+
 int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out)
 {
     *out = NULL;
-    rd r = {p, p + n};
-    uint64_t count, pre, rest, rest_total, total;
-    if (rd_varint(&r, &count) || count > n || count > 0x7fffffffu)
-        return tdc_error(-EBADMSG, "dictionary: bad token count in the front coding");
-    rd lens = r;
-    int rc = front_check_lens(&r, count, &rest_total, &total);
+    uint64_t count, pre, rest, total;
+    rd lens;
+    const unsigned char *text;
+    int rc = front_open(p, n, &count, &lens, &text, &total);
     if (rc) return rc;
-    const unsigned char *text = r.p;
     size_t hdr, lens_len = varint_len(count);
-    if ((uint64_t)(r.end - text) != rest_total || front_header_len(count, total, want, &hdr))
+    if (front_header_len(count, total, want, &hdr))
         return tdc_error(-EBADMSG, "dictionary: front coding does not match the declared size");
     dict *d = dict_new();
     if (!d || vec64_reserve(&d->offs, count) || buf_reserve(&d->blob, total + DICT_PAD) ||
@@ -307,6 +322,9 @@ int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out)
     unsigned char isword[256];
     for (int c = 0; c < 256; c++)
         isword[c] = (unsigned char)tok_is_word_byte((unsigned char)c);
+    mem_populate(d->offs.p + 1, count * sizeof *d->offs.p);
+    mem_populate(d->blob.p, total);
+    mem_populate(d->word.p, count);
     unsigned char *blob = d->blob.p, *prev = NULL, *word = d->word.p;
     uint64_t at = 0, *offs = d->offs.p + 1;
     for (uint64_t i = 0; i < count; i++) {
@@ -339,6 +357,31 @@ int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out)
     d->word.n = count;
     d->blob.n = total;
     *out = d;
+    return 0;
+}
+
+int dict_front_words(const unsigned char *p, size_t n, unsigned char **out, uint32_t *count)
+{
+    *out = NULL;
+    uint64_t cnt, pre, rest, total;
+    rd lens;
+    const unsigned char *text;
+    int rc = front_open(p, n, &cnt, &lens, &text, &total);
+    if (rc) return rc;
+    unsigned char *word = malloc(cnt ? cnt : 1);
+    if (!word) return tdc_error(-ENOMEM, "dictionary: out of memory");
+    /* A token's kind is its first byte's: the previous token's when it shares a prefix with
+     * it (front_check_lens allows none to the first), else its own text's. */
+    unsigned char w = 0;
+    for (uint64_t i = 0; i < cnt; i++) {
+        rd_varint(&lens, &pre); /* all checked by front_check_lens */
+        rd_varint(&lens, &rest);
+        if (!pre) w = (unsigned char)tok_is_word_byte(*text);
+        text += rest;
+        word[i] = w;
+    }
+    *out = word;
+    *count = (uint32_t)cnt;
     return 0;
 }
 

@@ -68,6 +68,12 @@ int dict_encoded_count(const unsigned char *p, size_t n, uint32_t *count);
 int dict_front_encode(const unsigned char *p, size_t n, buf *out);
 int dict_front_decode(const unsigned char *p, size_t n, size_t want, buf *out);
 int dict_front_load(const unsigned char *p, size_t n, size_t want, dict **out);
+/* Each token's kind from a front coding (dict_front_load's input), as dict->word would hold
+ * it, without decoding the tokens: a pass over their lengths, so that what needs only the
+ * kinds need not wait for the whole dictionary. *out (count bytes, 1 for a word; the caller
+ * frees it) and *count on 0; -EBADMSG for lengths dict_front_load would refuse, -ENOMEM. A
+ * coding that passes here may still fail dict_front_load (tokens mixing kinds). */
+int dict_front_words(const unsigned char *p, size_t n, unsigned char **out, uint32_t *count);
 
 /* Implementation detail exposed for the inline accessor; treat as opaque. */
 struct dict {

@@ -163,11 +163,18 @@ static uint32_t flat_bound(const idx *x, uint64_t budget, uint64_t *bytes)
 
 /* Copy the k <= 32 bytes of a leaf at s to d, with whole 16-byte moves: s may be read up to
  * 16 bytes past its end (DICT_PAD) and d written up to 16 bytes (which the next leaves
- * overwrite), where a call of memcpy would cost more than the copy of most leaves. */
+ * overwrite), where a call of memcpy would cost more than the copy of most leaves. Each move
+ * goes through a register (t): a leaf just expanded ends less than 16 bytes before d, so the
+ * bytes read past its end may be those written. */
 static inline void copy_short(unsigned char *d, const unsigned char *s, size_t k)
 {
-    memcpy(d, s, 16);
-    if (k > 16) memcpy(d + k - 16, s + k - 16, 16);
+    unsigned char t[16];
+    memcpy(t, s, 16);
+    memcpy(d, t, 16);
+    if (k > 16) {
+        memcpy(t, s + k - 16, 16);
+        memcpy(d + k - 16, t, 16);
+    }
 }
 
 #define FLAT_CANCEL_EVERY 65536 /* rules expanded between looks at the cancel flag */
@@ -221,8 +228,8 @@ int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
         free(fc1);
         return tdc_error(-ENOMEM, "index: out of memory");
     }
-    mem_huge(fc->d, ((size_t)g->nrules + 1) * sizeof *fc->d);
-    mem_huge(fc->bytes, sum);
+    mem_populate(fc->d, ((size_t)g->nrules + 1) * sizeof *fc->d);
+    mem_populate(fc->bytes, sum);
     for (uint32_t r = 0; r <= g->nrules; r++)
         fc->d[r] = FLAT_NONE;
     int rc = 0;
@@ -313,7 +320,7 @@ static uint32_t *symbol_lengths(const dict *d, uint32_t ntokens, uint32_t nrules
     size_t n = (size_t)ntokens + nrules + 1;
     uint32_t *sl = malloc(n * sizeof *sl);
     if (!sl) return NULL;
-    mem_huge(sl, n * sizeof *sl);
+    mem_populate(sl, n * sizeof *sl);
     for (uint32_t t = 0; t < ntokens; t++)
         sl[t] = (uint32_t)(d->offs.p[t + 1] - d->offs.p[t]);
     return sl;
@@ -408,8 +415,8 @@ int idx_build_base(const arc *a, idx **out)
     x->file_off = malloc(((size_t)a->nents + 1) * sizeof *x->file_off);
     uint32_t *symlen = symbol_lengths(a->dict, g->ntokens, g->nrules);
     if (!x->len || !x->samp_at || !x->file_off || !symlen) goto fail;
-    mem_huge(x->len, nr * sizeof *x->len);
-    mem_huge(x->samp_at, nr * sizeof *x->samp_at);
+    mem_populate(x->len, nr * sizeof *x->len);
+    mem_populate(x->samp_at, nr * sizeof *x->samp_at);
 
     /* Sample slots of every body longer than IDX_SAMPLE. */
     uint64_t need = 0;
@@ -427,7 +434,7 @@ int idx_build_base(const arc *a, idx **out)
     }
     x->nsamp = need;
     if (!(x->samp = malloc((need ? need : 1) * sizeof *x->samp))) goto fail;
-    mem_huge(x->samp, need * sizeof *x->samp);
+    mem_populate(x->samp, need * sizeof *x->samp);
 
     /* Children first (g->topo): one pass computes the rules' lengths and samples; then the
      * root's. */

@@ -266,7 +266,7 @@ static int decode_raw(const dict *d, uint32_t nt, const buf *rules, const buf *r
 {
     gram g = {.ntokens = nt};
     syms_kinds *k = NULL;
-    int rc = syms_dec_rules(&g, d, rules->p, rules->n, &k, NULL, NULL);
+    int rc = syms_dec_rules(&g, d->word.p, rules->p, rules->n, &k, NULL, NULL);
     if (!rc) rc = syms_dec_root(&g, k, root->p, root->n);
     syms_kinds_free(k);
     gram_free(&g);
@@ -349,7 +349,7 @@ static void test_kind_layout(void **state)
     assert_int_equal(syms_enc_root(&a->g, k, &root), 0);
     syms_kinds_free(k);
     gram g = {.ntokens = a->g.ntokens};
-    assert_int_equal(syms_dec_rules(&g, a->dict, rules.p, rules.n, &k, NULL, NULL), 0);
+    assert_int_equal(syms_dec_rules(&g, a->dict->word.p, rules.p, rules.n, &k, NULL, NULL), 0);
     assert_int_equal(syms_dec_root(&g, k, root.p, root.n), 0);
     syms_kinds_free(k);
     assert_int_equal(g.syms.n, a->g.syms.n);

@@ -97,6 +97,14 @@ static void front_roundtrip(const buf *enc)
         assert_memory_equal(dp, ep, dl);
         assert_int_equal(dict_is_word(d, i), dict_is_word(e, i));
     }
+    /* the kinds alone, from the lengths: the same as the decoded dictionary's */
+    unsigned char *words;
+    uint32_t nw;
+    assert_int_equal(dict_front_words(fc.p, fc.n, &words, &nw), 0);
+    assert_int_equal(nw, dict_count(d));
+    for (uint32_t i = 0; i < nw; i++)
+        assert_int_equal(words[i], dict_is_word(d, i));
+    free(words);
     dict_free(d);
     dict_free(e);
     /* the declared size must match exactly */
@@ -149,10 +157,14 @@ static void test_front_rejects(void **state)
     buf enc = {0}, fc = {0}, out = {0};
     assert_int_equal(dict_encode(d, &enc), 0);
     assert_int_equal(dict_front_encode(enc.p, enc.n, &fc), 0);
+    unsigned char *kinds = NULL;
+    uint32_t nw;
     for (size_t n = 0; n < fc.n; n++) {
         out.n = 0;
         assert_int_equal(dict_front_decode(fc.p, n, enc.n, &out), -EBADMSG);
         assert_non_null(strstr(tdc_errmsg(), "dictionary:"));
+        assert_int_equal(dict_front_words(fc.p, n, &kinds, &nw), -EBADMSG);
+        assert_null(kinds);
     }
     for (size_t i = 0; i < fc.n; i++)
         for (int bit = 0; bit < 8; bit++) {
@@ -161,6 +173,12 @@ static void test_front_rejects(void **state)
             int rc = dict_front_decode(fc.p, fc.n, enc.n, &out);
             assert_true(rc == 0 || rc == -EBADMSG);
             if (!rc) assert_int_equal(out.n, enc.n);
+            /* what the whole decoding takes, the kinds alone take too */
+            int wrc = dict_front_words(fc.p, fc.n, &kinds, &nw);
+            assert_true(wrc == 0 || wrc == -EBADMSG);
+            if (!rc) assert_int_equal(wrc, 0);
+            free(kinds);
+            kinds = NULL;
             fc.p[i] ^= (unsigned char)(1 << bit);
         }
     /* token 1 claims 9 shared bytes; token 0 has 5 */
