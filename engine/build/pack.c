@@ -827,6 +827,7 @@ static int write_job(pack_job *p, const char *out, const char *over, pack_stats 
     if (rc) return rc;
     a.ents = p->ents;
     a.nents = (uint32_t)p->nents;
+    a.plain = p->o->plain;
     rc = over ? arc_write_coded_over(over, &a, sh, n, p->level)
               : arc_write_coded(out, &a, sh, n, p->level);
     free(a.byino); /* the inode order arc_write's table check built */

@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "arc_test.h"
+#include "ftcols.h"
 #include "syms.h"
 #include "../base/err.h"
 #include "../base/par.h"
@@ -22,6 +23,7 @@
 #define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
 #define CODEC_KIND 3                /* rules and root only: the kind layout (syms.h), raw */
 #define CODEC_ZSTD_KIND 4           /* rules and root only: zstd of the kind layout */
+#define CODEC_ZSTD_COLS 5           /* version 4 file table only: zstd of its columns (ftcols.h) */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -107,6 +109,8 @@ const char *arc_codec_name(uint32_t codec)
         return "kind";
     case CODEC_ZSTD_KIND:
         return "zstd-kind";
+    case CODEC_ZSTD_COLS:
+        return "zstd-cols";
     }
     return "unknown";
 }
@@ -321,15 +325,24 @@ static int code_section(uint32_t type, buf *raw, int level, unsigned plain, arc_
     unsigned char *z = NULL;
     size_t zn = 0;
     buf fc = {0};
-    int front = 0, rc = 0;
+    int front = 0, cols = 0, rc = 0;
     if (type == ARC_SEC_DICT && !(plain & ARC_PLAIN_DICT)) rc = dict_layout(raw, &fc, &front);
-    const buf *src = front ? &fc : raw;
+    if (type == ARC_SEC_FILES && !(plain & ARC_PLAIN_FILES)) {
+        rc = ftcols_encode(raw->p, raw->n, &fc);
+        if (rc == -ENOMEM) return tdc_error(rc, "out of memory coding the file table's columns");
+        if (rc) return tdc_error(-EIO, "file table: cannot code its own rows in columns");
+        cols = 1;
+    }
+    const buf *src = front || cols ? &fc : raw;
     if (!rc) rc = zstd_section(src->p, src->n, level, type, &z, &zn);
     buf_free(&fc);
     if (rc) return rc;
     *s = (arc_secinfo){.type = type, .raw = raw->n};
     if (zn < raw->n) {
-        s->codec = front ? CODEC_ZSTD_FRONT : kinded ? CODEC_ZSTD_KIND : CODEC_ZSTD;
+        s->codec = front  ? CODEC_ZSTD_FRONT
+                   : cols ? CODEC_ZSTD_COLS
+                   : kinded ? CODEC_ZSTD_KIND
+                            : CODEC_ZSTD;
         s->stored = zn;
         *data = z;
     } else {
@@ -523,7 +536,7 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
             goto fail;
         }
         arc_secinfo *s = &secs[nsecs];
-        if ((rc = code_section(type, &b, level, 0, s, &data))) goto fail;
+        if ((rc = code_section(type, &b, level, a->plain, s, &data))) goto fail;
         s->offset = off;
         nsecs++;
         rc = fio_write_all(fd, data, s->stored, tmp);
@@ -1000,6 +1013,24 @@ static int unfront(const unsigned char *z, const arc_secinfo *s, const char *nam
     return unzstd(z, s->stored, fcs, name, out);
 }
 
+/* A file table's zstd frame of columns (CODEC_ZSTD_COLS), back to its rows in *out (s->raw
+ * bytes). The columns are never much longer than the rows: a few varints per entry may grow
+ * by a byte or two where the rows' do not shrink, and every entry has a dozen fields. */
+static int uncols(const unsigned char *z, const arc_secinfo *s, const char *name,
+                  unsigned char **out)
+{
+    unsigned long long fcs = ZSTD_getFrameContentSize(z, s->stored);
+    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs > 3 * s->raw + 256)
+        return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
+                         name);
+    unsigned char *cols;
+    int rc = unzstd(z, s->stored, fcs, name, &cols);
+    if (rc) return rc;
+    rc = ftcols_decode(cols, fcs, s->raw, out);
+    free(cols);
+    return rc;
+}
+
 /* Read, verify and expand one section into a fresh buffer of *n bytes: its raw bytes, or for
  * a front-coded dictionary with `front` set, the front coding (dict_front_load's input). */
 static int read_section(int fd, const char *path, const arc_secinfo *s, int front,
@@ -1026,7 +1057,9 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
         *out = st;
         return 0;
     }
-    if (s->codec != CODEC_ZSTD_FRONT) {
+    if (s->codec == CODEC_ZSTD_COLS) {
+        rc = uncols(st, s, name, &raw);
+    } else if (s->codec != CODEC_ZSTD_FRONT) {
         rc = unzstd(st, s->stored, s->raw, name, &raw);
     } else if (!(rc = unfront(st, s, name, &raw, n)) && !front) {
         /* back to dict_encode's layout */
@@ -1099,9 +1132,10 @@ static int with_path(int rc, const char *path)
     return rc;
 }
 
-/* Whether a section's codec is one its type may have: the front coding is the dictionary's
- * only, the kind layout the rules' and root's only. */
-static int codec_fits(const arc_secinfo *s)
+/* Whether a section's codec is one its type may have in an archive of `version`: the front
+ * coding is the dictionary's only, the kind layout the rules' and root's only, the columns a
+ * version 4 file table's only. */
+static int codec_fits(const arc_secinfo *s, uint32_t version)
 {
     switch (s->codec) {
     case CODEC_RAW:
@@ -1112,6 +1146,8 @@ static int codec_fits(const arc_secinfo *s)
     case CODEC_KIND:
     case CODEC_ZSTD_KIND:
         return s->type == ARC_SEC_RULES || s->type == ARC_SEC_ROOT;
+    case CODEC_ZSTD_COLS:
+        return s->type == ARC_SEC_FILES && version >= 4;
     }
     return 0;
 }
@@ -1327,7 +1363,7 @@ int arc_open_meta(const char *path, arc **out)
     for (uint32_t i = 0; i < nsec; i++) {
         arc_secinfo *s = &a->secs[i];
         arc_secent_decode(tab + (size_t)i * ARC_SECENT_SIZE, s);
-        if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || !codec_fits(s) ||
+        if (s->type < ARC_SEC_DICT || s->type > ARC_SEC_SHARDS || !codec_fits(s, a->version) ||
             s->offset < ARC_HDR_SIZE || s->offset > toff || s->stored > toff - s->offset) {
             rc = tdc_error(-EBADMSG, "%s: section %u (%s) has a bad table entry", path, i,
                            arc_section_name(s->type));

@@ -163,9 +163,11 @@ typedef struct arc_coded {
 } arc_coded;
 
 /* Size techniques a writer can leave out (struct arc's plain), for the measurements of
- * bench/codecs.sh: the front-coded dictionary, the kind layout of the rules and root. */
+ * bench/codecs.sh: the front-coded dictionary, the kind layout of the rules and root, the
+ * file table's columns. */
 #define ARC_PLAIN_DICT 1u
 #define ARC_PLAIN_SYMS 2u
+#define ARC_PLAIN_FILES 4u
 
 typedef struct arc {
     /* The grammar, whole: after arc_load_data the shards' grammars merged into one (token ids

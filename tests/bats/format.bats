@@ -106,7 +106,7 @@ agree() { # ARCHIVE
     [ "$(awk -F'\t' '$1 == "sym2" { print $2, $9 }' "$S/py")" = "l 2" ]
 }
 
-@test "format: raw sections, the plain and kind layouts of rules and root, and a version 2 archive read the same" {
+@test "format: raw sections, the plain and kind layouts of rules and root, the file table in rows and in columns, and a version 2 archive read the same" {
     d=$BATS_FILE_TMPDIR
     "$TADOC" stat "$d/tiny.tdc" | grep -qE '^ +dictionary +raw '
     "$TADOC" stat "$d/tiny.tdc" | grep -qE '^ +rules +kind '
@@ -125,6 +125,11 @@ agree() { # ARCHIVE
     TADOC_NO_KIND=1 "$TADOC" pack -q "$d/tree" -o "$S/plain.tdc"
     "$TADOC" stat "$S/plain.tdc" | grep -qE '^ +root +zstd '
     agree "$S/plain.tdc"
+    # the file table in columns (the default) and in rows
+    "$TADOC" stat "$d/c.tdc" | grep -qE '^ +file table +zstd-cols '
+    TADOC_NO_COLS=1 "$TADOC" pack -q "$d/tree" -o "$S/rows.tdc"
+    "$TADOC" stat "$S/rows.tdc" | grep -qE '^ +file table +zstd '
+    agree "$S/rows.tdc"
 }
 
 # test_shard assembles a version 4 archive of three shards (each with its own dictionary and

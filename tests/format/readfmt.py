@@ -106,6 +106,71 @@ def unfront(data, size):
     return plain
 
 
+M64 = (1 << 64) - 1
+
+
+def zig(d):
+    d &= M64
+    return (d << 1 ^ (M64 if d >> 63 else 0)) & M64
+
+
+def unzig(z):
+    return z >> 1 ^ (M64 if z & 1 else 0)
+
+
+def uncols(data, size):
+    # codec 5, a version 4 file table only: a zstd frame of its columns, back to the rows of
+    # `size` bytes. Header as the rows have it (id, prev_id, next_ino, count), the byte length
+    # of each of the 15 columns, then the columns; entry by entry, each field is read from its
+    # column and written as the row has it.
+    cs = unzstd(data, None)
+    if len(cs) > 3 * size + 256:
+        raise Bad("zstd section does not decompress to its declared size")
+    r = Reader(cs, "file table")
+    ident, prev_id, next_ino, count = r.u64(), r.u64(), r.varint(), r.varint()
+    lens = [r.varint() for _ in range(15)]
+    if sum(lens) != r.left() or lens[2] != count:
+        raise Bad("file table: columns do not match their lengths")
+    c = []
+    for n in lens:
+        c.append(Reader(r.bytes(n), "file table"))
+    pre_c, suf_c, type_c, mode_c, own_c, mt_c, ns_c, size_c, sh_c, st_c, len_c, hash_c, \
+        link_c, ino_c, extra_c = c
+    out = bytearray(ident.to_bytes(8, "little") + prev_id.to_bytes(8, "little") +
+                    put_varint(next_ino) + put_varint(count))
+    path, mtime, shard, ino, end, end_shard = b"", 0, 0, 0, 0, 0
+    for _ in range(count):
+        pre = pre_c.varint()
+        if pre > len(path):
+            raise Bad("file table: shared prefix longer than the previous path")
+        path = path[:pre] + suf_c.string()
+        typ = type_c.byte()
+        mode, uid, gid = mode_c.varint(), own_c.varint(), own_c.varint()
+        mtime = (mtime + unzig(mt_c.varint())) & M64
+        nsec, fsize = ns_c.varint(), size_c.varint()
+        shard = (shard + unzig(sh_c.varint())) & M64
+        guess = end if typ == REG and shard == end_shard else 0
+        start = (guess + unzig(st_c.varint())) & M64
+        rlen, h, link = len_c.varint(), hash_c.bytes(8), link_c.string()
+        ino = (ino + 1 + unzig(ino_c.varint())) & M64
+        x0 = extra_c.p
+        if typ in (CHR, BLK):
+            extra_c.varint()
+        for _ in range(extra_c.varint()):
+            extra_c.string()
+            extra_c.string()
+        extra = extra_c.b[x0:extra_c.p]
+        if typ == REG and rlen:
+            end, end_shard = (start + rlen) & M64, shard
+        out += put_varint(len(path)) + path + bytes([typ]) + put_varint(mode) + \
+            put_varint(uid) + put_varint(gid) + put_varint(zig(mtime)) + put_varint(nsec) + \
+            put_varint(fsize) + put_varint(shard) + put_varint(start) + put_varint(rlen) + h + \
+            put_varint(len(link)) + link + put_varint(ino) + extra
+    if any(x.left() for x in c) or len(out) != size:
+        raise Bad("file table: columns that do not make the declared rows")
+    return bytes(out)
+
+
 def u32(b, o):
     return int.from_bytes(b[o:o + 4], "little")
 
@@ -233,9 +298,11 @@ def read_archive(path):
         entries.append((u32(e, 0), u32(e, 4), u64(e, 8), u64(e, 16), u64(e, 24), u64(e, 32)))
         typ, codec, off, stored, raw, h = entries[-1]
         # codecs: 0 raw, 1 zstd (any section), 2 zstd-front (dictionary), 3 kind and
-        # 4 zstd-kind (rules and root: the kind layout, stored raw or as a zstd frame)
-        if typ != want[i] or codec > 4 or off < 40 or off + stored > toff or \
-                (codec == 2 and typ != 1) or (codec in (3, 4) and typ not in (2, 3)):
+        # 4 zstd-kind (rules and root: the kind layout, stored raw or as a zstd frame),
+        # 5 zstd-cols (a version 4 file table in columns)
+        if typ != want[i] or codec > 5 or off < 40 or off + stored > toff or \
+                (codec == 2 and typ != 1) or (codec in (3, 4) and typ not in (2, 3)) or \
+                (codec == 5 and (typ != 4 or version < 4)):
             raise Bad("section %d has a bad table entry" % i)
     kinded = [entries[3 * k + 1][1] in (3, 4) for k in range(nshards)]
     if any(kinded[k] != (entries[3 * k + 2][1] in (3, 4)) for k in range(nshards)):
@@ -253,7 +320,7 @@ def read_archive(path):
         if got != h:
             raise Bad("section %d: checksum mismatch" % i)
         secs[i] = body if codec in (0, 3) else unzstd(body, raw) if codec in (1, 4) \
-            else unfront(body, raw)
+            else unfront(body, raw) if codec == 2 else uncols(body, raw)
     a = {"version": version}
     if version >= 4:
         shards = read_shards(secs[nsec - 1], nshards)
