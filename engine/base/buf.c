@@ -101,6 +101,11 @@ int buf_put_varint(buf *b, uint64_t x)
     return 0;
 }
 
+int buf_put_str(buf *b, const void *p, size_t n)
+{
+    return buf_put_varint(b, n) || buf_put(b, p, n) ? -ENOMEM : 0;
+}
+
 void buf_free(buf *b)
 {
     free(b->p);

@@ -44,6 +44,8 @@ int buf_put(buf *b, const void *p, size_t n);
 int buf_put_u32(buf *b, uint32_t x); /* little-endian */
 int buf_put_u64(buf *b, uint64_t x); /* little-endian */
 int buf_put_varint(buf *b, uint64_t x);
+/* n bytes preceded by their count as a varint (the formats' strings). */
+int buf_put_str(buf *b, const void *p, size_t n);
 
 static inline int vec32_push(vec32 *v, uint32_t x)
 {

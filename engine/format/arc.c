@@ -202,9 +202,7 @@ int arc_find_file(const arc *a, const char *path, uint32_t *ent)
 
 static int enc_str(buf *b, const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (buf_put_varint(b, n)) return -ENOMEM;
-    return buf_put(b, s, n);
+    return buf_put_str(b, s, s ? strlen(s) : 0);
 }
 
 /* `flat`: runs are archive-wide and go to disk as shard 0's (see write_coded). */
@@ -231,8 +229,7 @@ int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
         buf_put_varint(b, e->nxattrs))
         return -ENOMEM;
     for (uint32_t k = 0; k < e->nxattrs; k++)
-        if (enc_str(b, e->xattrs[k].name) || buf_put_varint(b, e->xattrs[k].len) ||
-            buf_put(b, e->xattrs[k].val, e->xattrs[k].len))
+        if (enc_str(b, e->xattrs[k].name) || buf_put_str(b, e->xattrs[k].val, e->xattrs[k].len))
             return -ENOMEM;
     return 0;
 }
@@ -999,34 +996,33 @@ static int unzstd(const unsigned char *z, size_t zn, uint64_t want, const char *
     return 0;
 }
 
-/* A front-coded dictionary's zstd frame (CODEC_ZSTD_FRONT), expanded into *out (*n bytes).
- * The front coding is never much longer than dict_encode's layout of s->raw bytes (three
- * bytes of prefix per token at most, and a token has two bytes at least). */
-static int unfront(const unsigned char *z, const arc_secinfo *s, const char *name,
-                   unsigned char **out, uint64_t *n)
+/* The zstd frame of a section stored in a layout of its own (CODEC_ZSTD_FRONT, _COLS),
+ * expanded into *out (*n bytes). Such a layout is never much longer than the section's raw
+ * bytes: at most 3 x raw + slack, or the frame is refused before anything is allocated. The
+ * front coding adds three bytes of prefix per token at most, and a token has two bytes at
+ * least (slack 16); the columns grow a few varints per entry by a byte or two where the
+ * rows' do not shrink, and every entry has a dozen fields (slack 256). */
+static int unzstd_layout(const unsigned char *z, const arc_secinfo *s, const char *name,
+                         uint64_t slack, unsigned char **out, uint64_t *n)
 {
     unsigned long long fcs = ZSTD_getFrameContentSize(z, s->stored);
-    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs > 3 * s->raw + 16)
+    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR ||
+        fcs > 3 * s->raw + slack)
         return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
                          name);
     *n = fcs;
     return unzstd(z, s->stored, fcs, name, out);
 }
 
-/* A file table's zstd frame of columns (CODEC_ZSTD_COLS), back to its rows in *out (s->raw
- * bytes). The columns are never much longer than the rows: a few varints per entry may grow
- * by a byte or two where the rows' do not shrink, and every entry has a dozen fields. */
+/* A file table's frame of columns, back to its rows in *out (s->raw bytes). */
 static int uncols(const unsigned char *z, const arc_secinfo *s, const char *name,
                   unsigned char **out)
 {
-    unsigned long long fcs = ZSTD_getFrameContentSize(z, s->stored);
-    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs == ZSTD_CONTENTSIZE_ERROR || fcs > 3 * s->raw + 256)
-        return tdc_error(-EBADMSG, "section %s: compressed frame does not match declared size",
-                         name);
     unsigned char *cols;
-    int rc = unzstd(z, s->stored, fcs, name, &cols);
+    uint64_t n;
+    int rc = unzstd_layout(z, s, name, 256, &cols, &n);
     if (rc) return rc;
-    rc = ftcols_decode(cols, fcs, s->raw, out);
+    rc = ftcols_decode(cols, n, s->raw, out);
     free(cols);
     return rc;
 }
@@ -1061,7 +1057,7 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
         rc = uncols(st, s, name, &raw);
     } else if (s->codec != CODEC_ZSTD_FRONT) {
         rc = unzstd(st, s->stored, s->raw, name, &raw);
-    } else if (!(rc = unfront(st, s, name, &raw, n)) && !front) {
+    } else if (!(rc = unzstd_layout(st, s, name, 16, &raw, n)) && !front) {
         /* back to dict_encode's layout */
         buf b = {0};
         rc = dict_front_decode(raw, *n, s->raw, &b);
@@ -1386,8 +1382,8 @@ fail:
  * soon as the dictionary section is expanded. In the kind layout the rules need each token's
  * kind, which a front-coded dictionary gives from its lengths before its tokens are decoded
  * (another one once decoded), and the root the kinds the rules section starts with: the
- * root's thread expands and parses its section meanwhile, then waits for those kinds and
- * decodes the root while the rule bodies are decoded. */
+ * root's thread expands its section meanwhile, then waits for those kinds and decodes the
+ * root while the rule bodies are decoded. */
 typedef struct job_result {
     int done; /* rc and msg are set */
     int rc;
@@ -1477,12 +1473,10 @@ static int dict_load(side_job *j)
 static int root_load(side_job *j)
 {
     unsigned char *raw = NULL;
-    syms_root *r = NULL;
     int rc = load_section(j->a->fd, j->a->path, &j->secs[2], &raw);
-    if (!rc) rc = syms_root_read(raw, j->secs[2].raw, j->kinded, &r);
     const syms_kinds *k = !rc && j->kinded ? kinds_wait(j) : NULL;
-    if (!rc && (k || !j->kinded)) rc = syms_root_decode(j->g, k, r); /* else the rules failed */
-    syms_root_free(r);
+    if (!rc && (k || !j->kinded)) /* else the rules failed */
+        rc = syms_dec_root(j->g, k, raw, j->secs[2].raw);
     free(raw);
     return rc;
 }

@@ -76,11 +76,6 @@ static int skip_extra(rd *r, unsigned type)
     return 0;
 }
 
-static int put_str(buf *b, const unsigned char *p, uint64_t n)
-{
-    return buf_put_varint(b, n) || buf_put(b, p, n) ? -ENOMEM : 0;
-}
-
 /* One row's fields into the columns; -EBADMSG when it does not parse. */
 static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint64_t *prev_n)
 {
@@ -88,8 +83,8 @@ static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint6
     const unsigned char *path, *t, *hash, *link, *extra;
     if (rd_varint(r, &n) || rd_bytes(r, n, &path) || rd_bytes(r, 1, &t) || rd_varint(r, &mode) ||
         rd_varint(r, &uid) || rd_varint(r, &gid) || rd_varint(r, &zz) || rd_varint(r, &nsec) ||
-        rd_varint(r, &size) || rd_varint(r, &shard) || rd_varint(r, &start) ||
-        rd_varint(r, &len) || rd_bytes(r, 8, &hash))
+        rd_varint(r, &size) || rd_varint(r, &shard) || rd_varint(r, &start) || rd_varint(r, &len) ||
+        rd_bytes(r, 8, &hash))
         return -EBADMSG;
     uint64_t ln;
     if (rd_varint(r, &ln) || rd_bytes(r, ln, &link) || rd_varint(r, &ino)) return -EBADMSG;
@@ -99,16 +94,16 @@ static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint6
     while (pre < n && pre < *prev_n && path[pre] == (*prev)[pre])
         pre++;
     uint64_t mtime = unzig(zz);
-    int rc = buf_put_varint(&c[C_PRE], pre) || put_str(&c[C_SUF], path + pre, n - pre) ||
-             buf_put(&c[C_TYPE], t, 1) || buf_put_varint(&c[C_MODE], mode) ||
-             buf_put_varint(&c[C_OWNER], uid) || buf_put_varint(&c[C_OWNER], gid) ||
-             buf_put_varint(&c[C_MTIME], zig(mtime - s->mtime)) ||
-             buf_put_varint(&c[C_NSEC], nsec) || buf_put_varint(&c[C_SIZE], size) ||
-             buf_put_varint(&c[C_SHARD], zig(shard - s->shard)) ||
-             buf_put_varint(&c[C_START], zig(start - start_guess(s, *t, shard))) ||
-             buf_put_varint(&c[C_LEN], len) || buf_put(&c[C_HASH], hash, 8) ||
-             put_str(&c[C_LINK], link, ln) || buf_put_varint(&c[C_INO], zig(ino - s->ino - 1)) ||
-             buf_put(&c[C_EXTRA], extra, (size_t)(r->p - extra));
+    int rc =
+        buf_put_varint(&c[C_PRE], pre) || buf_put_str(&c[C_SUF], path + pre, n - pre) ||
+        buf_put(&c[C_TYPE], t, 1) || buf_put_varint(&c[C_MODE], mode) ||
+        buf_put_varint(&c[C_OWNER], uid) || buf_put_varint(&c[C_OWNER], gid) ||
+        buf_put_varint(&c[C_MTIME], zig(mtime - s->mtime)) || buf_put_varint(&c[C_NSEC], nsec) ||
+        buf_put_varint(&c[C_SIZE], size) || buf_put_varint(&c[C_SHARD], zig(shard - s->shard)) ||
+        buf_put_varint(&c[C_START], zig(start - start_guess(s, *t, shard))) ||
+        buf_put_varint(&c[C_LEN], len) || buf_put(&c[C_HASH], hash, 8) ||
+        buf_put_str(&c[C_LINK], link, ln) || buf_put_varint(&c[C_INO], zig(ino - s->ino - 1)) ||
+        buf_put(&c[C_EXTRA], extra, (size_t)(r->p - extra));
     if (rc) return -ENOMEM;
     s->mtime = mtime;
     s->shard = shard;
@@ -189,7 +184,7 @@ static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n
         buf_put_varint(o, uid) || buf_put_varint(o, gid) || buf_put_varint(o, zig(mtime)) ||
         buf_put_varint(o, nsec) || buf_put_varint(o, size) || buf_put_varint(o, shard) ||
         buf_put_varint(o, start) || buf_put_varint(o, len) || buf_put(o, hash, 8) ||
-        put_str(o, link, ln) || buf_put_varint(o, ino) || buf_put(o, extra, nextra))
+        buf_put_str(o, link, ln) || buf_put_varint(o, ino) || buf_put(o, extra, nextra))
         return -ENOMEM;
     s->mtime = mtime;
     s->shard = shard;

@@ -494,60 +494,26 @@ int syms_dec_rules(gram *g, const unsigned char *words, const unsigned char *p, 
     return rc;
 }
 
-struct syms_root {
-    uint64_t cnt; /* symbols */
-    int kinded;
-    streams c;    /* kind layout: the two streams, in the section's bytes */
-    vec32 plain;  /* plain layout: the symbols themselves */
-};
-
-void syms_root_free(syms_root *r)
-{
-    if (!r) return;
-    vec32_free(&r->plain);
-    free(r);
-}
-
-int syms_root_read(const unsigned char *p, size_t n, int kinded, syms_root **out)
-{
-    *out = NULL;
-    syms_root *sr = calloc(1, sizeof *sr);
-    if (!sr) return tdc_error(-ENOMEM, "root: out of memory");
-    sr->kinded = kinded;
-    rd r = {p, p + n};
-    int rc = rd_varint(&r, &sr->cnt) ? tdc_error(-EBADMSG, "root: bad symbol count")
-             : kinded                 ? get_streams(&r, sr->cnt, &sr->c, "root")
-                                      : get_planes(&r, sr->cnt, &sr->plain, "root");
-    if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "root: trailing bytes");
-    if (rc) {
-        syms_root_free(sr);
-        return rc;
-    }
-    *out = sr;
-    return 0;
-}
-
-int syms_root_decode(gram *g, const syms_kinds *k, syms_root *r)
-{
-    if (!r->kinded) {
-        vec32_free(&g->root);
-        g->root = r->plain;
-        memset(&r->plain, 0, sizeof r->plain);
-        return 0;
-    }
-    if (vec32_reserve(&g->root, r->cnt)) return tdc_error(-ENOMEM, "root: out of memory");
-    mem_populate(g->root.p, r->cnt * sizeof *g->root.p);
-    int rc = decode_body(k, &r->c, g->root.p, r->cnt, 1, "root");
-    if (!rc) g->root.n = r->cnt;
-    if (!rc) rc = streams_used(&r->c, "root");
-    return rc;
-}
-
 int syms_dec_root(gram *g, const syms_kinds *k, const unsigned char *p, size_t n)
 {
-    syms_root *r;
-    int rc = syms_root_read(p, n, k != NULL, &r);
-    if (!rc) rc = syms_root_decode(g, k, r);
-    syms_root_free(r);
-    return rc;
+    rd r = {p, p + n};
+    uint64_t cnt;
+    streams c;
+    vec32 plain = {0};
+    int rc = rd_varint(&r, &cnt) ? tdc_error(-EBADMSG, "root: bad symbol count")
+             : k                 ? get_streams(&r, cnt, &c, "root")
+                                 : get_planes(&r, cnt, &plain, "root");
+    if (!rc && r.p != r.end) rc = tdc_error(-EBADMSG, "root: trailing bytes");
+    if (!rc && !k) {
+        vec32_free(&g->root);
+        g->root = plain;
+        return 0;
+    }
+    vec32_free(&plain);
+    if (!rc && vec32_reserve(&g->root, cnt)) rc = tdc_error(-ENOMEM, "root: out of memory");
+    if (rc) return rc;
+    mem_populate(g->root.p, cnt * sizeof *g->root.p);
+    rc = decode_body(k, &c, g->root.p, cnt, 1, "root");
+    if (!rc) g->root.n = cnt;
+    return rc ? rc : streams_used(&c, "root");
 }

@@ -50,19 +50,8 @@ int syms_dec_rules(gram *g, const unsigned char *words, const unsigned char *p, 
                    syms_kinds **k, void (*known)(void *ctx, const syms_kinds *k), void *ctx);
 
 /* Decode a root section of n bytes into g->root: plain layout when k is NULL, else the kind
- * layout with the kinds of the shard's rules section. 0, -EBADMSG with a message, -ENOMEM. */
+ * layout with the kinds of the shard's rules section, its numbers read where they lie in p.
+ * 0, -EBADMSG with a message, -ENOMEM. */
 int syms_dec_root(gram *g, const syms_kinds *k, const unsigned char *p, size_t n);
-
-/* syms_dec_root in two steps, so that the part that needs no kinds can run before the rules
- * are read: syms_root_read parses a root section of n bytes (kinded: the kind layout) into *r
- * (the caller frees it with syms_root_free; in the kind layout it reads the section in place,
- * so p must stay until then), then syms_root_decode makes g->root of it with the kinds of the
- * shard's rules section (k unused in the plain layout). Each returns 0, -EBADMSG with a
- * message, or -ENOMEM. */
-typedef struct syms_root syms_root;
-
-int syms_root_read(const unsigned char *p, size_t n, int kinded, syms_root **r);
-int syms_root_decode(gram *g, const syms_kinds *k, syms_root *r);
-void syms_root_free(syms_root *r);
 
 #endif

@@ -150,7 +150,7 @@ static int put_field(buf *b, const jrec *r, int f)
     }
     size_t n = strnlen(x, FIELDS[f].cap);
     if (n >= FIELDS[f].cap) return -EINVAL;
-    return buf_put_varint(b, n) || buf_put(b, x, n) ? -ENOMEM : 0;
+    return buf_put_str(b, x, n);
 }
 
 /* Read one field: 0, or -1 when malformed. */
