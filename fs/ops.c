@@ -1054,12 +1054,14 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---------------- extended attributes ---------------- */
 
+/* The tadoc attributes listxattr names, so that getfattr -d shows them: a regular file's own,
+ * and the root's archive-wide ones (compact_error only while there is one). */
 static const char *const file_attrs[] = {"size", "share", "rules", "pending"};
-static const char *const root_attrs[] = {"archive_size", "files",         "ratio",
-                                         "rules",        "journal_bytes", "journal_records",
-                                         "dirty_files",  "compactions"};
-#define NFILE_ATTRS 4
-#define NROOT_ATTRS 8
+static const char *const root_attrs[] = {
+    "archive_size", "files",   "ratio",       "rules",         "journal_bytes", "journal_records",
+    "dirty_files",  "compactions", "backend", "shard_cache", "virtual_texts", "compact_error"};
+#define NFILE_ATTRS (sizeof file_attrs / sizeof *file_attrs)
+#define NROOT_ATTRS (sizeof root_attrs / sizeof *root_attrs)
 
 /* The archive's rule count into v: from the shard table (an archive of shards), or the
  * grammar's (an older archive: waits for a lazy mount's load). */
@@ -1210,6 +1212,15 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     buf_free(&b);
 }
 
+/* Whether listxattr names root attribute `name` now: compact_error only after a failure. */
+static int root_attr_listed(fs_ctx *c, const char *name)
+{
+    char why[256];
+    if (strcmp(name, "compact_error")) return 1;
+    vol_compact_error(c->v, why, sizeof why);
+    return why[0] != 0;
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     fs_ctx *c = ctx_of(req);
@@ -1230,11 +1241,13 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     size_t nta = ino == 1              ? (sees_all(req, c) ? NROOT_ATTRS : 0)
                  : S_ISREG(st.st_mode) ? NFILE_ATTRS
                                        : 0;
-    for (size_t i = 0; !rc && i < nta; i++)
+    for (size_t i = 0; !rc && i < nta; i++) {
+        if (ta == root_attrs && !root_attr_listed(c, ta[i])) continue;
         rc = buf_put(&out, TADOC_PREFIX, strlen(TADOC_PREFIX)) ||
                      buf_put(&out, ta[i], strlen(ta[i]) + 1)
                  ? -ENOMEM
                  : 0;
+    }
     if (rc)
         reply_rc(req, rc);
     else
