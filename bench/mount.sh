@@ -62,12 +62,16 @@ first_byte() {
     first_s=$(since "$mount_t0")
 }
 
-# Seconds and bytes of `tar cf - . | wc -c` in $1.
-tar_read() {
-    local t0
+# `tar cf - . | wc -c` in DIR for kind $k, which must read at least the tree's bytes: its time
+# and rate into R[KEY,$k] ("S s, R MB/s") and its rate into R[KEY_mbs,$k].
+tar_row() { # KEY DIR
+    local t0 tar_bytes tar_s
     t0=$(now)
-    tar_bytes=$(cd "$1" && tar cf - . | wc -c)
+    tar_bytes=$(cd "$2" && tar cf - . | wc -c)
     tar_s=$(since "$t0")
+    [ "$tar_bytes" -gt "$bytes" ] || { echo "bench/mount.sh: $k: $1: tar read too little" >&2; exit 1; }
+    R[$1_mbs,$k]=$(rate "$tar_bytes" "$tar_s")
+    R[$1,$k]="$tar_s s, ${R[$1_mbs,$k]} MB/s"
 }
 
 # Read every regular file under DIR with read(2) of BS bytes into one buffer; prints MB/s.
@@ -192,11 +196,8 @@ for k in "${kinds[@]}"; do
         dir=$mnt
     fi
     # Cold tar starts right after the mount: for tadocfs it includes loading the grammar.
-    tar_read "$dir"
-    [ "$tar_bytes" -gt "$bytes" ] || { echo "bench/mount.sh: $k: tar read too little" >&2; exit 1; }
-    R[tarcold,$k]="$tar_s s, $(rate "$tar_bytes" "$tar_s") MB/s" R[tarcold_mbs,$k]=$(rate "$tar_bytes" "$tar_s")
-    tar_read "$dir"
-    R[tarwarm,$k]="$tar_s s, $(rate "$tar_bytes" "$tar_s") MB/s"
+    tar_row tarcold "$dir"
+    tar_row tarwarm "$dir"
     [ "$k" = raw ] || R[rss,$k]=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
 
     fresh
@@ -225,9 +226,7 @@ done
 for k in tadocfs squashfs; do
     drop_caches
     RO=1 mount_fs "$k"
-    tar_read "$mnt"
-    [ "$tar_bytes" -gt "$bytes" ] || { echo "bench/mount.sh: $k -o ro: tar read too little" >&2; exit 1; }
-    R[tarro,$k]="$tar_s s, $(rate "$tar_bytes" "$tar_s") MB/s"
+    tar_row tarro "$mnt"
     umount_fs
 done
 R[tarro,raw]=-
