@@ -55,4 +55,14 @@ typedef struct fs_ctx {
 /* The operation table; every handler replies exactly once. */
 extern const struct fuse_lowlevel_ops fs_ops;
 
+/* Reads up to this size whose bytes are at hand are quick (fs_quick): larger ones go to the
+ * workers, so that parallel readers of large files decode on several cores. */
+#define FS_QUICK_READ ((size_t)128 << 10)
+
+/* The request loop's policy (fs/loop.h; ctx is the fs_ctx): quick are the requests that
+ * neither decode, compute nor write: on real inodes lookups, attributes, extended attributes
+ * (but the root's), directory listings, read-only opens and releases, and reads up to
+ * FS_QUICK_READ whose bytes are at hand (vol_read_ready); forgets. */
+int fs_quick(void *ctx, const void *msg, size_t len);
+
 #endif

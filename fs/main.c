@@ -22,6 +22,7 @@
 #include "../engine/index/words.h"
 #include "../lib/env.h"
 #include "fs.h"
+#include "loop.h"
 
 #define TADOCFS_VERSION "0.1.0"
 
@@ -82,6 +83,8 @@ static const char usage[] =
     "  -f                     stay in the foreground\n"
     "  -d                     debug output (implies -f)\n"
     "  -s                     single-threaded loop\n"
+    "  -o max_threads=N       worker threads for requests that decode, compute or write\n"
+    "                         (default 10; the others are answered as they are read)\n"
     "  -o ro                  read-only (the journal is replayed but never written)\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
     "                         (permissions are always checked by the kernel against the\n"
@@ -248,7 +251,6 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct fuse_cmdline_opts co = {0};
     struct fuse_session *se = NULL;
-    struct fuse_loop_config *lc = NULL;
     options o = {.gpu_read_wait = BACKEND_READ_WAIT_US};
     fs_ctx c = {0};
     int ret = EX_FAIL, rc;
@@ -423,14 +425,12 @@ int main(int argc, char **argv)
     if (co.singlethread) {
         rc = fuse_session_loop(se);
     } else {
-        if (!(lc = fuse_loop_cfg_create())) goto out_unmount;
-        fuse_loop_cfg_set_clone_fd(lc, co.clone_fd);
-        /* Unset counts arrive as UINT_MAX, which libfuse warns about: keep its defaults. */
-        if (co.max_idle_threads <= 100000) fuse_loop_cfg_set_idle_threads(lc, co.max_idle_threads);
-        if (co.max_threads <= 100000) fuse_loop_cfg_set_max_threads(lc, co.max_threads);
-        rc = fuse_session_loop_mt(se, lc);
+        /* Quick requests on the thread reading the device, the rest on max_threads workers
+         * (libfuse's option; its default otherwise). */
+        rc = fs_loop(se, co.max_threads <= 100000 ? co.max_threads : FS_WORKERS, fs_quick, &c);
     }
-    /* The loop reports the signal that ended it; SIGTERM, SIGINT and SIGHUP are clean exits. */
+    /* libfuse's loop reports the signal that ended it; SIGTERM, SIGINT and SIGHUP are clean
+     * exits, as is the end of fs_loop. */
     ret = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? EX_OK : EX_FAIL;
 out_unmount:
     fuse_session_unmount(se);
@@ -439,7 +439,6 @@ out_signals:
 out_session:
     fuse_session_destroy(se);
 out_opts:
-    fuse_loop_cfg_destroy(lc);
     free(co.mountpoint);
 out_arc:
     vol_close(c.v); /* writes out buffered records */

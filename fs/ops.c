@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <inttypes.h>
+#include <linux/fuse.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,49 @@ static void set_damaged(fs_ctx *c, uint64_t ino)
         __atomic_store_n(&c->ndamaged, c->ndamaged + 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&c->dlock);
+}
+
+/* ---------------- the request loop's policy ---------------- */
+
+int fs_quick(void *ctx, const void *msg, size_t len)
+{
+    fs_ctx *c = ctx;
+    const struct fuse_in_header *h = msg;
+    if (len < sizeof *h) return 1; /* libfuse answers that it is malformed */
+    const void *arg = h + 1;
+    size_t alen = len - sizeof *h;
+    switch (h->opcode) {
+    case FUSE_INIT: /* before anything else */
+    case FUSE_FORGET:
+    case FUSE_BATCH_FORGET:
+    case FUSE_INTERRUPT:
+        return 1;
+    case FUSE_LOOKUP:
+    case FUSE_GETATTR:
+    case FUSE_OPENDIR:
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS:
+    case FUSE_RELEASEDIR:
+        return is_real(h->nodeid);
+    case FUSE_GETXATTR: /* the root's user.tadoc.* attributes gather statistics */
+        return is_real(h->nodeid) && h->nodeid != FUSE_ROOT_ID;
+    case FUSE_OPEN: { /* O_TRUNC writes */
+        const struct fuse_open_in *in = arg;
+        return alen >= sizeof *in && is_real(h->nodeid) && (in->flags & O_ACCMODE) == O_RDONLY &&
+               !(in->flags & O_TRUNC);
+    }
+    case FUSE_RELEASE: {
+        const struct fuse_release_in *in = arg;
+        return alen >= sizeof *in && is_real(h->nodeid) && (in->flags & O_ACCMODE) == O_RDONLY;
+    }
+    case FUSE_READ: {
+        const struct fuse_read_in *in = arg;
+        return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_READ &&
+               vol_read_ready(c->v, h->nodeid);
+    }
+    default:
+        return 0;
+    }
 }
 
 /* ---------------- lookup and attributes ---------------- */

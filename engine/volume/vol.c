@@ -1393,6 +1393,18 @@ static void warm_span(vol *v, vol_reader *r, uint64_t ino)
     if (ent >= 0) r->span = vol_span_hold(v, ent);
 }
 
+int vol_read_ready(vol *v, uint64_t ino)
+{
+    if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) /* GPU reads wait for a batch */
+        return !v->o.be || backend_options(v->o.be)->mode == BACKEND_OFF;
+    if (!reads_from_spans(v)) return 0; /* the read would load the whole archive */
+    rbegin(v);
+    vnode *f = vol_node(v, ino);
+    int64_t ent = f && S_ISREG(f->mode) && f->size ? f->ent : -1;
+    rend(v);
+    return ent < 0 || vol_span_kept(v, ent);
+}
+
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
 {
     for (;;) {

@@ -195,6 +195,11 @@ void vol_reader_free(vol_reader *r);
 /* Read up to n bytes of regular file `ino` at `off`: the count (0 at EOF) or an error. */
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n);
 
+/* Whether a read of `ino` now would find its bytes at hand, decoding nothing and waiting for
+ * no batch: its archived content (if any) in a kept span, or the whole archive loaded and
+ * read on the CPU. A hint for a caller choosing where to run the read. Thread-safe. */
+int vol_read_ready(vol *v, uint64_t ino);
+
 /* Count an open handle of `ino` (+1 on open, -1 on release): an inode without names is
  * freed at its last release. */
 void vol_ref(vol *v, uint64_t ino, int delta);

@@ -131,6 +131,10 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
 vol_span *vol_span_hold(vol *v, int64_t ent);
 void vol_span_release(vol *v, vol_span *s); /* NULL is allowed */
 
+/* Whether the span holding entry ent's content is kept now, so that a read of it decodes
+ * nothing (a hint: it may be dropped before the read takes it). */
+int vol_span_kept(vol *v, int64_t ent);
+
 /* The budget of o.mem bytes, with the kept spans as what it reclaims: 0 or -ENOMEM. */
 int vol_spans_budget(vol *v);
 

@@ -538,6 +538,17 @@ vol_span *vol_span_hold(vol *v, int64_t ent)
     return span_get(v, NULL, ent, &c, 1);
 }
 
+int vol_span_kept(vol *v, int64_t ent)
+{
+    uint32_t c, first, last;
+    pthread_mutex_lock(&v->splock);
+    /* Without the file table's copy yet, opening it is work too. */
+    int kept = !v->spans_done && v->smeta && !span_of(v, ent, &c, &first, &last) &&
+               find_span(v, first, last);
+    pthread_mutex_unlock(&v->splock);
+    return kept;
+}
+
 void vol_span_release(vol *v, vol_span *s)
 {
     if (s) span_put(v, s);

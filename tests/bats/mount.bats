@@ -132,6 +132,31 @@ mount_meta() {
     "$TESTBIN/preadcheck" "$B" "$M" 200 "$RANDOM" 2 131072
 }
 
+@test "lookups are answered while an analytic computes on a worker; -s serves the same tree" {
+    mnt "$A/b.tdc" "$M"
+    # The virtual file is computed at open, on one of the workers; each stat of a file not
+    # seen before is a LOOKUP answered by the thread reading the requests.
+    cat "$M/.seqcount" >"$S/seq" &
+    local job=$! n=0 most=0 t0 t1 f
+    for f in $(ls "$B" | head -300); do
+        t0=$(date +%s%N)
+        stat -c %s "$M/$f" >/dev/null
+        t1=$(date +%s%N)
+        gone "$job" && break # it ended meanwhile: this stat may have waited for it
+        n=$((n + 1))
+        if [ $((t1 - t0)) -gt "$most" ]; then most=$((t1 - t0)); fi
+    done
+    wait "$job"
+    echo "stats answered during the analytic: $n, the slowest in $((most / 1000000)) ms"
+    [ "$n" -ge 3 ]
+    [ "$most" -lt 250000000 ]
+    cmp "$S/seq" <("$TADOC" seqcount "$A/b.tdc")
+    fusermount3 -u "$M"
+    mnt "$A/b.tdc" "$M" -s
+    diff -r "$B" "$M"
+    cmp "$M/.seqcount" "$S/seq"
+}
+
 @test "stat -f works and the mount is listed as fuse.tadocfs, rw by default and ro with -o ro" {
     mnt "$A/l.tdc" "$M"
     run stat -f -c %T "$M"

@@ -1,0 +1,29 @@
+/* loop: the daemon's request loop. One thread reads the requests from the FUSE device and
+ * answers at once those a policy calls quick (a lookup, an attribute, an open or a read
+ * whose bytes are at hand); the others go to a pool of worker threads.
+ *
+ * Why: a cold or warm `tar` sends one small request at a time, and libfuse's own
+ * multithreaded loop hands each to whichever of its threads is waiting, a wakeup of another
+ * thread per request; on a small virtual machine that costs more than answering. The
+ * requests that can take long (decoding a shard, an analytic, a write and its journal) still
+ * run beside each other in the pool, so they do not hold up the quick ones. */
+#ifndef TDC_FS_LOOP_H
+#define TDC_FS_LOOP_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <stddef.h>
+
+/* Whether the request `msg` (`len` bytes as read from the device: a header, then its
+ * arguments) is answered by the reading thread itself. */
+/* libfuse's default for its multithreaded loop's max_threads. */
+#define FS_WORKERS 10
+
+typedef int (*fs_loop_quick)(void *ctx, const void *msg, size_t len);
+
+/* Serve se's requests until it is unmounted or exited (a signal): 0, or a negative errno
+ * when reading the device failed. `workers` threads (at least one) take the requests that
+ * `quick` does not; every request taken is answered before this returns. */
+int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void *ctx);
+
+#endif
