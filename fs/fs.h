@@ -55,14 +55,17 @@ typedef struct fs_ctx {
 /* The operation table; every handler replies exactly once. */
 extern const struct fuse_lowlevel_ops fs_ops;
 
-/* Reads up to this size whose bytes are at hand are quick (fs_quick): larger ones go to the
- * workers, so that parallel readers of large files decode on several cores. */
-#define FS_QUICK_READ ((size_t)128 << 10)
+/* Reads and writes up to this size are quick (fs_quick) where they need not wait: larger ones
+ * go to the workers, so that parallel readers of large files extract on several cores. */
+#define FS_QUICK_BYTES ((size_t)128 << 10)
 
 /* The request loop's policy (fs/loop.h; ctx is the fs_ctx): quick are the requests that
- * neither decode, compute nor write: on real inodes lookups, attributes, extended attributes
- * (but the root's), directory listings, read-only opens and releases, and reads up to
- * FS_QUICK_READ whose bytes are at hand (vol_read_ready); forgets. */
+ * neither decode, compute nor wait for a compaction, on real inodes: lookups, attributes,
+ * extended attributes (but the root's, which gather statistics or compact), listings, opens
+ * (but with O_TRUNC) and releases, flushes, reads up to FS_QUICK_BYTES whose bytes are at
+ * hand (vol_read_ready), and writes of that size and changes of names and attributes while
+ * the journal takes them at once (vol_change_ready); forgets. Not quick: fsync, virtual
+ * files, .search, reads that decode a shard, larger transfers. */
 int fs_quick(void *ctx, const void *msg, size_t len);
 
 #endif

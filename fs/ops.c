@@ -269,20 +269,38 @@ int fs_quick(void *ctx, const void *msg, size_t len)
         return is_real(h->nodeid);
     case FUSE_GETXATTR: /* the root's user.tadoc.* attributes gather statistics */
         return is_real(h->nodeid) && h->nodeid != FUSE_ROOT_ID;
-    case FUSE_OPEN: { /* O_TRUNC writes */
+    case FUSE_OPEN: { /* O_TRUNC is a change */
         const struct fuse_open_in *in = arg;
-        return alen >= sizeof *in && is_real(h->nodeid) && (in->flags & O_ACCMODE) == O_RDONLY &&
-               !(in->flags & O_TRUNC);
+        return alen >= sizeof *in && is_real(h->nodeid) && !(in->flags & O_TRUNC);
     }
-    case FUSE_RELEASE: {
-        const struct fuse_release_in *in = arg;
-        return alen >= sizeof *in && is_real(h->nodeid) && (in->flags & O_ACCMODE) == O_RDONLY;
-    }
+    case FUSE_FLUSH:   /* buffered records to the journal file, no fsync */
+    case FUSE_RELEASE: /* a removed file's last release frees it: no journal */
+        return is_real(h->nodeid);
     case FUSE_READ: {
         const struct fuse_read_in *in = arg;
-        return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_READ &&
+        return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_BYTES &&
                vol_read_ready(c->v, h->nodeid);
     }
+    case FUSE_WRITE: {
+        const struct fuse_write_in *in = arg;
+        return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_BYTES &&
+               vol_change_ready(c->v);
+    }
+    /* Changes of names and attributes: one journal record each. */
+    case FUSE_CREATE:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:
+    case FUSE_LINK:
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+    case FUSE_SETATTR:
+        return is_real(h->nodeid) && vol_change_ready(c->v);
+    case FUSE_SETXATTR: /* user.tadoc.compact on the root compacts */
+    case FUSE_REMOVEXATTR:
+        return is_real(h->nodeid) && h->nodeid != FUSE_ROOT_ID && vol_change_ready(c->v);
     default:
         return 0;
     }

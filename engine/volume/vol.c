@@ -1393,6 +1393,15 @@ static void warm_span(vol *v, vol_reader *r, uint64_t ino)
     if (ent >= 0) r->span = vol_span_hold(v, ent);
 }
 
+int vol_change_ready(vol *v)
+{
+    if (!v->o.writable || !v->o.compact_threshold) return 1;
+    rbegin(v);
+    uint64_t size = jrnl_size(v->j);
+    rend(v);
+    return size <= v->o.journal_max; /* as backlog_wait */
+}
+
 int vol_read_ready(vol *v, uint64_t ino)
 {
     if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) /* GPU reads wait for a batch */

@@ -195,6 +195,10 @@ void vol_reader_free(vol_reader *r);
 /* Read up to n bytes of regular file `ino` at `off`: the count (0 at EOF) or an error. */
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n);
 
+/* Whether a change now would be taken at once rather than wait for a running compaction to
+ * drain a journal past journal_max (a hint, as vol_read_ready). Thread-safe. */
+int vol_change_ready(vol *v);
+
 /* Whether a read of `ino` now would find its bytes at hand, decoding nothing and waiting for
  * no batch: its archived content (if any) in a kept span, or the whole archive loaded and
  * read on the CPU. A hint for a caller choosing where to run the read. Thread-safe. */
