@@ -3,6 +3,7 @@
 #include "loop.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -21,6 +22,7 @@ typedef struct loop {
     job *head, *tail;    /* the workers' requests, oldest first */
     job *spare;          /* answered jobs whose buffers await reuse */
     unsigned nspare, most_spare;
+    unsigned idle; /* workers waiting for a request */
     int done; /* no more requests come: the workers finish the queue and end */
 } loop;
 
@@ -29,8 +31,10 @@ static void *worker_main(void *arg)
     loop *l = arg;
     pthread_mutex_lock(&l->lock);
     for (;;) {
+        __atomic_add_fetch(&l->idle, 1, __ATOMIC_RELAXED); /* read without the lock */
         while (!l->head && !l->done)
             pthread_cond_wait(&l->more, &l->lock);
+        __atomic_sub_fetch(&l->idle, 1, __ATOMIC_RELAXED);
         job *j = l->head;
         if (!j) break;
         l->head = j->next;
@@ -80,6 +84,17 @@ static int hand_over(loop *l, struct fuse_buf *b)
     return 0;
 }
 
+/* Whether a request the policy would answer here unless callers are in parallel goes to a
+ * worker: the next request is already waiting on the device and a worker is idle. A caller
+ * alone seldom finds one waiting (the release of the file it read last, sent without
+ * waiting, is a metadata request: those are answered here whatever waits). */
+static int spread(loop *l, int fd)
+{
+    if (!__atomic_load_n(&l->idle, __ATOMIC_RELAXED)) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void *ctx)
 {
     loop l = {.se = se, .most_spare = workers + 1};
@@ -100,8 +115,10 @@ int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void
         }
         /* A request in a pipe (splice) cannot be looked at: answered here. Without workers,
          * everything is. */
-        if (!n || (b.flags & FUSE_BUF_IS_FD) || quick(ctx, b.mem, b.size) || hand_over(&l, &b))
-            fuse_session_process_buf(se, &b);
+        int where = !n || (b.flags & FUSE_BUF_IS_FD) ? FS_LOOP_HERE : quick(ctx, b.mem, b.size);
+        int here = where == FS_LOOP_HERE ||
+                   (where == FS_LOOP_HERE_ALONE && !spread(&l, fuse_session_fd(se)));
+        if (here || hand_over(&l, &b)) fuse_session_process_buf(se, &b);
     }
     pthread_mutex_lock(&l.lock);
     l.done = 1;

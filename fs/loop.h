@@ -1,6 +1,7 @@
 /* loop: the daemon's request loop. One thread reads the requests from the FUSE device and
  * answers at once those a policy calls quick (a lookup, an attribute, an open or a read
- * whose bytes are at hand); the others go to a pool of worker threads.
+ * whose bytes are at hand); the others go to a pool of worker threads, and so do quick reads
+ * while further requests are already waiting and a worker is idle (callers in parallel).
  *
  * Why: a cold or warm `tar` sends one small request at a time, and libfuse's own
  * multithreaded loop hands each to whichever of its threads is waiting, a wakeup of another
@@ -14,8 +15,12 @@
 #include <fuse_lowlevel.h>
 #include <stddef.h>
 
-/* Whether the request `msg` (`len` bytes as read from the device: a header, then its
- * arguments) is answered by the reading thread itself. */
+/* Where the request `msg` (`len` bytes as read from the device: a header, then its arguments)
+ * is answered: FS_LOOP_WORKER, FS_LOOP_HERE by the reading thread, or FS_LOOP_HERE_ALONE by
+ * it unless the next request is already waiting and a worker is idle (a request that copies
+ * data: with callers in parallel, the reading thread alone would serve them on one core). */
+enum { FS_LOOP_WORKER, FS_LOOP_HERE, FS_LOOP_HERE_ALONE };
+
 /* libfuse's default for its multithreaded loop's max_threads. */
 #define FS_WORKERS 10
 

@@ -19,6 +19,7 @@
 #include "../engine/base/err.h"
 #include "../engine/volume/hashck.h"
 #include "../engine/index/words.h"
+#include "loop.h"
 #include "perm.h"
 
 #define USER_PREFIX "user."
@@ -279,7 +280,9 @@ int fs_quick(void *ctx, const void *msg, size_t len)
     case FUSE_READ: {
         const struct fuse_read_in *in = arg;
         return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_BYTES &&
-               vol_read_ready(c->v, h->nodeid);
+                       vol_read_ready(c->v, h->nodeid)
+                   ? FS_LOOP_HERE_ALONE
+                   : FS_LOOP_WORKER;
     }
     case FUSE_WRITE: {
         const struct fuse_write_in *in = arg;
