@@ -59,14 +59,13 @@ extern const struct fuse_lowlevel_ops fs_ops;
  * go to the workers, so that parallel readers of large files extract on several cores. */
 #define FS_QUICK_BYTES ((size_t)128 << 10)
 
-/* The request loop's policy (fs/loop.h; ctx is the fs_ctx): an FS_LOOP_* value, a truth
- * value being FS_LOOP_WORKER or FS_LOOP_HERE. Quick (answered here) are the requests that
+/* The request loop's policy (fs/loop.h; ctx is the fs_ctx). Quick are the requests that
  * neither decode, compute nor wait for a compaction, on real inodes: lookups, attributes,
  * extended attributes (but the root's, which gather statistics or compact), listings, opens
  * (but with O_TRUNC) and releases, flushes, reads up to FS_QUICK_BYTES whose bytes are at
- * hand (vol_read_ready; FS_LOOP_HERE_ALONE), and writes of that size and changes of names and
- * attributes while the journal takes them at once (vol_change_ready); forgets. Not quick:
- * fsync, virtual files, .search, reads that decode a shard, larger transfers. */
+ * hand (vol_read_ready), and writes of that size and changes of names and attributes while
+ * the journal takes them at once (vol_change_ready); forgets. Not quick: fsync, virtual
+ * files, .search, reads that decode a shard, larger transfers. */
 int fs_quick(void *ctx, const void *msg, size_t len);
 
 #endif

@@ -1,11 +1,19 @@
 /* loop: one thread reads the FUSE device and answers the quick requests itself; a pool of
- * workers answers the rest (loop.h). */
+ * workers answers the rest and, while requests keep arriving faster than that thread
+ * answers them, reads the device too (loop.h). */
 #include "loop.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+
+/* Consecutive requests after each of which the next was already waiting on the device: the
+ * sign of callers in parallel that calls a worker to read the device beside the reading
+ * thread. A caller alone makes runs of one or two (the release of the file it read last is
+ * sent without waiting), and every worker woken to read for it would cost it a wakeup per
+ * request. */
+#define BACKLOG_RUN 8
 
 /* A request for the workers: the buffer it was read into, which goes back to the reading
  * thread afterwards for the next request, so no request waits for an allocation. */
@@ -15,41 +23,86 @@ typedef struct job {
     size_t size;
 } job;
 
-typedef struct loop {
+typedef struct loop loop;
+
+typedef struct worker {
+    loop *l;
+    pthread_t th;
+    struct fuse_buf buf; /* where it reads requests from the device */
+} worker;
+
+struct loop {
     struct fuse_session *se;
+    int fd; /* the device */
     pthread_mutex_t lock;
-    pthread_cond_t more; /* a request queued, or done */
+    pthread_cond_t more; /* a request queued, a reader wanted, or done */
     job *head, *tail;    /* the workers' requests, oldest first */
     job *spare;          /* answered jobs whose buffers await reuse */
     unsigned nspare, most_spare;
-    unsigned idle; /* workers waiting for a request */
-    int done; /* no more requests come: the workers finish the queue and end */
-} loop;
+    unsigned idle;    /* workers waiting */
+    unsigned want;    /* readers asked for and not yet started */
+    unsigned reading; /* workers reading the device */
+    int done;         /* no more requests come: the workers finish the queue and end */
+};
+
+/* Whether a request waits on the device. */
+static int waiting(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* A worker reading the device: it answers every request it reads (whatever it costs), for
+ * as long as the next one is already waiting. It may block in the read when the reading
+ * thread took that request first; only there can it be cancelled (fs_loop's end). */
+static void help_read(worker *w)
+{
+    loop *l = w->l;
+    while (!fuse_session_exited(l->se) && waiting(l->fd)) {
+        pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+        int res = fuse_session_receive_buf(l->se, &w->buf);
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+        if (res <= 0) break; /* interrupted, unmounted or exited */
+        fuse_session_process_buf(l->se, &w->buf);
+    }
+}
 
 static void *worker_main(void *arg)
 {
-    loop *l = arg;
+    worker *w = arg;
+    loop *l = w->l;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        __atomic_add_fetch(&l->idle, 1, __ATOMIC_RELAXED); /* read without the lock */
-        while (!l->head && !l->done)
+        l->idle++;
+        while (!l->head && !l->want && !l->done)
             pthread_cond_wait(&l->more, &l->lock);
-        __atomic_sub_fetch(&l->idle, 1, __ATOMIC_RELAXED);
+        l->idle--;
         job *j = l->head;
-        if (!j) break;
-        l->head = j->next;
-        if (!l->head) l->tail = NULL;
-        pthread_mutex_unlock(&l->lock);
-        struct fuse_buf b = {.size = j->size, .mem = j->mem};
-        fuse_session_process_buf(l->se, &b);
-        pthread_mutex_lock(&l->lock);
-        if (l->nspare < l->most_spare) {
-            j->next = l->spare;
-            l->spare = j;
-            l->nspare++;
+        if (j) {
+            l->head = j->next;
+            if (!l->head) l->tail = NULL;
+            pthread_mutex_unlock(&l->lock);
+            struct fuse_buf b = {.size = j->size, .mem = j->mem};
+            fuse_session_process_buf(l->se, &b);
+            pthread_mutex_lock(&l->lock);
+            if (l->nspare < l->most_spare) {
+                j->next = l->spare;
+                l->spare = j;
+                l->nspare++;
+            } else {
+                free(j->mem);
+                free(j);
+            }
+        } else if (l->done) {
+            break;
         } else {
-            free(j->mem);
-            free(j);
+            l->want--;
+            l->reading++;
+            pthread_mutex_unlock(&l->lock);
+            help_read(w);
+            pthread_mutex_lock(&l->lock);
+            l->reading--;
         }
     }
     pthread_mutex_unlock(&l->lock);
@@ -84,28 +137,53 @@ static int hand_over(loop *l, struct fuse_buf *b)
     return 0;
 }
 
-/* Whether a request the policy would answer here unless callers are in parallel goes to a
- * worker: the next request is already waiting on the device and a worker is idle. A caller
- * alone seldom finds one waiting (the release of the file it read last, sent without
- * waiting, is a metadata request: those are answered here whatever waits). */
-static int spread(loop *l, int fd)
+/* One more worker reading the device, if one is idle. */
+static void call_reader(loop *l)
 {
-    if (!__atomic_load_n(&l->idle, __ATOMIC_RELAXED)) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    pthread_mutex_lock(&l->lock);
+    if (l->idle > l->want) {
+        l->want++;
+        pthread_cond_signal(&l->more);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* The end: the workers finish the queue; those blocked reading the device are cancelled
+ * there (nothing else can wake them before the unmount), as libfuse's loop does. */
+static void finish(loop *l, worker *w, unsigned n)
+{
+    pthread_mutex_lock(&l->lock);
+    l->done = 1;
+    pthread_cond_broadcast(&l->more);
+    pthread_mutex_unlock(&l->lock);
+    for (unsigned i = 0; i < n; i++)
+        pthread_cancel(w[i].th); /* takes effect only inside a read of the device */
+    for (unsigned i = 0; i < n; i++) {
+        pthread_join(w[i].th, NULL);
+        free(w[i].buf.mem);
+    }
+    while (l->spare) {
+        job *j = l->spare;
+        l->spare = j->next;
+        free(j->mem);
+        free(j);
+    }
 }
 
 int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void *ctx)
 {
-    loop l = {.se = se, .most_spare = workers + 1};
+    loop l = {.se = se, .fd = fuse_session_fd(se), .most_spare = workers + 1};
     pthread_mutex_init(&l.lock, NULL);
     pthread_cond_init(&l.more, NULL);
-    pthread_t *th = calloc(workers ? workers : 1, sizeof *th);
+    worker *w = calloc(workers ? workers : 1, sizeof *w);
     unsigned n = 0;
-    while (th && n < workers && !pthread_create(&th[n], NULL, worker_main, &l))
+    while (w && n < workers) {
+        w[n].l = &l;
+        if (pthread_create(&w[n].th, NULL, worker_main, &w[n])) break;
         n++;
+    }
     struct fuse_buf b = {0};
-    int rc = 0;
+    int rc = 0, run = 0;
     while (!fuse_session_exited(se)) {
         int res = fuse_session_receive_buf(se, &b);
         if (res == -EINTR) continue;
@@ -115,24 +193,16 @@ int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void
         }
         /* A request in a pipe (splice) cannot be looked at: answered here. Without workers,
          * everything is. */
-        int where = !n || (b.flags & FUSE_BUF_IS_FD) ? FS_LOOP_HERE : quick(ctx, b.mem, b.size);
-        int here = where == FS_LOOP_HERE ||
-                   (where == FS_LOOP_HERE_ALONE && !spread(&l, fuse_session_fd(se)));
+        int here = !n || (b.flags & FUSE_BUF_IS_FD) || quick(ctx, b.mem, b.size);
         if (here || hand_over(&l, &b)) fuse_session_process_buf(se, &b);
+        run = n && waiting(l.fd) ? run + 1 : 0;
+        if (run >= BACKLOG_RUN) {
+            call_reader(&l);
+            run = 0;
+        }
     }
-    pthread_mutex_lock(&l.lock);
-    l.done = 1;
-    pthread_cond_broadcast(&l.more);
-    pthread_mutex_unlock(&l.lock);
-    for (unsigned i = 0; i < n; i++)
-        pthread_join(th[i], NULL);
-    free(th);
-    while (l.spare) {
-        job *j = l.spare;
-        l.spare = j->next;
-        free(j->mem);
-        free(j);
-    }
+    finish(&l, w, n);
+    free(w);
     free(b.mem);
     pthread_cond_destroy(&l.more);
     pthread_mutex_destroy(&l.lock);

@@ -19,7 +19,6 @@
 #include "../engine/base/err.h"
 #include "../engine/volume/hashck.h"
 #include "../engine/index/words.h"
-#include "loop.h"
 #include "perm.h"
 
 #define USER_PREFIX "user."
@@ -280,9 +279,7 @@ int fs_quick(void *ctx, const void *msg, size_t len)
     case FUSE_READ: {
         const struct fuse_read_in *in = arg;
         return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_BYTES &&
-                       vol_read_ready(c->v, h->nodeid)
-                   ? FS_LOOP_HERE_ALONE
-                   : FS_LOOP_WORKER;
+               vol_read_ready(c->v, h->nodeid);
     }
     case FUSE_WRITE: {
         const struct fuse_write_in *in = arg;
