@@ -10,10 +10,10 @@
 
 /* Consecutive requests after each of which the next was already waiting on the device: the
  * sign of callers in parallel that calls a worker to read the device beside the reading
- * thread. A caller alone makes runs of one or two (the release of the file it read last is
- * sent without waiting), and every worker woken to read for it would cost it a wakeup per
- * request. */
-#define BACKLOG_RUN 8
+ * thread. A caller alone makes short runs (the release of the file it read last is sent
+ * without waiting); a cold tar of Linux still made 600 runs of 16 in 540,000 requests, and
+ * 2,000 of 8, each a worker woken to read for it. */
+#define BACKLOG_RUN 16
 
 /* A request for the workers: the buffer it was read into, which goes back to the reading
  * thread afterwards for the next request, so no request waits for an allocation. */
