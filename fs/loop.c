@@ -41,7 +41,6 @@ struct loop {
     unsigned nspare, most_spare;
     unsigned idle;    /* workers waiting */
     unsigned want;    /* readers asked for and not yet started */
-    unsigned reading; /* workers reading the device */
     int done;         /* no more requests come: the workers finish the queue and end */
 };
 
@@ -98,11 +97,9 @@ static void *worker_main(void *arg)
             break;
         } else {
             l->want--;
-            l->reading++;
             pthread_mutex_unlock(&l->lock);
             help_read(w);
             pthread_mutex_lock(&l->lock);
-            l->reading--;
         }
     }
     pthread_mutex_unlock(&l->lock);
