@@ -520,13 +520,19 @@ uint64_t vol_journal_max(uint64_t threshold)
     return threshold * 4 > floor ? threshold * 4 : floor;
 }
 
-static void backlog_wait(vol *v)
+/* Whether the journal holds more than journal_max (and a compaction would drain it). */
+static int backlogged(vol *v)
 {
-    if (!v->o.compact_threshold) return;
+    if (!v->o.compact_threshold) return 0;
     rbegin(v);
     uint64_t size = jrnl_size(v->j);
     rend(v);
-    if (size <= v->o.journal_max) return;
+    return size > v->o.journal_max;
+}
+
+static void backlog_wait(vol *v)
+{
+    if (!backlogged(v)) return;
     pthread_mutex_lock(&v->tlock);
     uint64_t ends = v->cth_ends;
     while ((v->compacting || v->want_compact) && v->cth_ends == ends && !v->stop &&
@@ -1384,22 +1390,25 @@ static int reads_from_spans(vol *v)
 /* Decode the shards of ino's archived content, if it has any, before the model lock is taken,
  * so that changes need not wait for the decoding; the span is held in r->span for the read
  * (which then need not find it kept, nor decode it again when it could not be kept). */
-static void warm_span(vol *v, vol_reader *r, uint64_t ino)
+/* The entry holding ino's archived content, or -1 (none, or not a regular file). */
+static int64_t archived_entry(vol *v, uint64_t ino)
 {
     rbegin(v);
     vnode *f = vol_node(v, ino);
     int64_t ent = f && S_ISREG(f->mode) && f->size ? f->ent : -1;
     rend(v);
+    return ent;
+}
+
+static void warm_span(vol *v, vol_reader *r, uint64_t ino)
+{
+    int64_t ent = archived_entry(v, ino);
     if (ent >= 0) r->span = vol_span_hold(v, ent);
 }
 
 int vol_change_ready(vol *v)
 {
-    if (!v->o.writable || !v->o.compact_threshold) return 1;
-    rbegin(v);
-    uint64_t size = jrnl_size(v->j);
-    rend(v);
-    return size <= v->o.journal_max; /* as backlog_wait */
+    return !v->o.writable || !backlogged(v);
 }
 
 int vol_read_ready(vol *v, uint64_t ino)
@@ -1407,10 +1416,7 @@ int vol_read_ready(vol *v, uint64_t ino)
     if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) /* GPU reads wait for a batch */
         return !v->o.be || backend_options(v->o.be)->mode == BACKEND_OFF;
     if (!reads_from_spans(v)) return 0; /* the read would load the whole archive */
-    rbegin(v);
-    vnode *f = vol_node(v, ino);
-    int64_t ent = f && S_ISREG(f->mode) && f->size ? f->ent : -1;
-    rend(v);
+    int64_t ent = archived_entry(v, ino);
     return ent < 0 || vol_span_kept(v, ent);
 }
 
