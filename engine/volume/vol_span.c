@@ -337,7 +337,10 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
     pthread_mutex_unlock(&v->splock);
     int rc = span_load(v, meta, first, last, how == GET_AHEAD, &s);
     if (!rc) s->gen = gen;
-    if (v->bud) { /* the estimate, the larger, allows for the allocator's share */
+    if (v->bud) {
+        /* The estimate, the larger, allows for the allocator's share: the decoding's freed
+         * buffers stay in the loading thread's arena, so a span adds to the resident memory
+         * about its estimate, not its measured size. */
         uint64_t keep = rc ? 0 : took > s->bytes ? took : s->bytes;
         if (!rc) s->taken = keep;
         reuse_untrimmed(v, keep);
@@ -462,7 +465,10 @@ static void *flat_main(void *arg)
     s->bytes = now;
     if (v->bud && now > was) s->taken = now;
     pthread_mutex_unlock(&v->splock);
-    if (v->bud && now > was) mbud_resize(v->bud, was, now);
+    if (v->bud && now > was) {
+        reuse_untrimmed(v, now - was);
+        mbud_resize(v->bud, was, now);
+    }
     span_put(v, s);
     job_end(v, 0);
     return NULL;
