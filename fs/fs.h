@@ -62,7 +62,7 @@ extern const struct fuse_lowlevel_ops fs_ops;
 /* The request loop's policy (fs/loop.h; ctx is the fs_ctx). Quick are the requests that
  * neither decode, compute nor wait for a compaction, on real inodes: lookups, attributes,
  * extended attributes (but the root's, which gather statistics or compact), listings, opens
- * (but with O_TRUNC) and releases, flushes, reads up to FS_QUICK_BYTES whose bytes are at
+ * (but with O_TRUNC) and releases, reads up to FS_QUICK_BYTES whose bytes are at
  * hand (vol_read_ready), and writes of that size and changes of names and attributes while
  * the journal takes them at once (vol_change_ready); forgets. Not quick: fsync, virtual
  * files, .search, reads that decode a shard, larger transfers. */

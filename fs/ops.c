@@ -39,7 +39,6 @@ _Static_assert(SEARCH_DIR < 8, "a virtual file's kind is 3 bits of its inode num
 typedef struct fs_file {
     pthread_mutex_t lock;
     int virt;
-    int rdonly; /* opened for reading only: close has no records to flush */
     vtext *vt;  /* the virtual file's text (a reference) */
     uint64_t ino;
     vol_reader rd;
@@ -273,7 +272,6 @@ int fs_quick(void *ctx, const void *msg, size_t len)
         const struct fuse_open_in *in = arg;
         return alen >= sizeof *in && is_real(h->nodeid) && !(in->flags & O_TRUNC);
     }
-    case FUSE_FLUSH:   /* buffered records to the journal file, no fsync */
     case FUSE_RELEASE: /* a removed file's last release frees it: no journal */
         return is_real(h->nodeid);
     case FUSE_READ: {
@@ -857,6 +855,7 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     if (!search) vsize_set(c, ino, key, f->vt->n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->direct_io = 1;
+    fi->noflush = 1;
     fuse_reply_open(req, fi);
 }
 
@@ -937,9 +936,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->fh = (uint64_t)(uintptr_t)f;
     /* The content only changes through this mount, which the kernel's cache follows. */
     fi->keep_cache = 1;
-    /* A reader's close(2) need not come here: one request less per file read. */
-    f->rdonly = (fi->flags & O_ACCMODE) == O_RDONLY;
-    fi->noflush = f->rdonly;
+    /* close(2) need not come here: every change is in the journal file once acknowledged
+     * (jrnl_append), so there is nothing to flush; a request less per close. */
+    fi->noflush = 1;
     fuse_reply_open(req, fi);
 }
 
@@ -964,6 +963,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     e.attr_timeout = e.entry_timeout = c->timeout;
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = 1;
+    fi->noflush = 1; /* as op_open */
     fuse_reply_create(req, &e, fi);
 }
 
@@ -1050,14 +1050,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
         reply_rc(req, rc);
     else
         fuse_reply_write(req, size);
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    (void)ino;
-    fs_file *f = (fs_file *)(uintptr_t)fi->fh;
-    /* close(2): hand the buffered records to the kernel, so they outlive this process. */
-    reply_rc(req, f->virt || f->rdonly ? 0 : logged(vol_flush(ctx_of(req)->v), "flush"));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1394,7 +1386,6 @@ const struct fuse_lowlevel_ops fs_ops = {
     .create = op_create,
     .read = op_read,
     .write = op_write,
-    .flush = op_flush,
     .fsync = op_fsync,
     .release = op_release,
     .fallocate = op_fallocate,

@@ -13,18 +13,21 @@
 #include "../base/fio.h"
 
 static const char JMAGIC[8] = {'T', 'D', 'C', 'J', 'R', 'N', 'L', 0};
-#define RESERVE_CHUNK ((uint64_t)64 << 20) /* bytes reserved ahead for buffered records */
+#define RESERVE_CHUNK ((uint64_t)64 << 20) /* bytes reserved ahead of the records */
+#define REC_KEEP ((size_t)4 << 20) /* a record buffer larger than this is not kept */
 
+/* Every record is written to the file as it is appended: nothing waits in memory, so a
+ * close(2) has nothing to write (the daemon opens files with FOPEN_NOFLUSH, saving the
+ * kernel's FLUSH round trips) and a crash of this process loses no acknowledged record. */
 struct jrnl {
     char *path;
     int fd;
     int writable;
-    int through;      /* fallocate unsupported: write every record at once */
-    int err;          /* sticky failure of a flush */
-    uint64_t flushed; /* file bytes written (the file's logical end) */
+    int nofalloc; /* fallocate unsupported: no space is reserved ahead */
+    uint64_t end; /* the file's logical end, after the last record (atomic: jrnl_read) */
     uint64_t reserved;
     uint64_t seq; /* last sequence number used */
-    buf mem;      /* records appended after `flushed` */
+    buf rec;      /* where a record is encoded before it is written */
 };
 
 void jrnl_header_seal(unsigned char h[JRNL_HDR])
@@ -289,15 +292,15 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
             rc = tdc_error(-errno, "%s: cannot cut the damaged tail: %s", path, strerror(errno));
             goto fail;
         }
-        j->flushed = end;
+        j->end = end;
     } else if (writable) {
         if ((j->fd = create_empty(path, id)) < 0) {
             rc = j->fd;
             goto fail;
         }
-        j->flushed = JRNL_HDR;
+        j->end = JRNL_HDR;
     }
-    j->reserved = j->flushed;
+    j->reserved = j->end;
     *out = j;
     return 0;
 fail:
@@ -307,34 +310,18 @@ fail:
     return rc;
 }
 
-int jrnl_flush(jrnl *j)
-{
-    if (j->err) return j->err;
-    if (!j->mem.n) return 0;
-    int rc = fio_pwrite_all(j->fd, j->mem.p, j->mem.n, j->flushed, j->path);
-    if (rc) {
-        /* Acknowledged records could not be written: fail every later flush and sync. */
-        j->err = rc;
-        return rc;
-    }
-    j->flushed += j->mem.n;
-    j->mem.n = 0;
-    if (j->mem.cap > 4 * JRNL_BATCH) buf_free(&j->mem); /* after a huge record */
-    return 0;
-}
-
-/* Make sure the file has room for `n` more bytes after the buffered ones. */
+/* Make sure the file has room for `n` more bytes after its end. */
 static int reserve(jrnl *j, uint64_t n)
 {
-    uint64_t need = j->flushed + j->mem.n + n;
-    if (j->through || need <= j->reserved) return 0;
+    uint64_t need = j->end + n;
+    if (j->nofalloc || need <= j->reserved) return 0;
     uint64_t len = need - j->reserved + RESERVE_CHUNK;
     if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)j->reserved, (off_t)len) == 0) {
         j->reserved += len;
         return 0;
     }
     if (errno == EOPNOTSUPP || errno == ENOSYS) {
-        j->through = 1;
+        j->nofalloc = 1;
         return 0;
     }
     /* Maybe the disk is nearly full: try for exactly what this record needs. */
@@ -350,57 +337,36 @@ int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void 
                 uint64_t *data_off)
 {
     if (!j->writable) return tdc_error(-EROFS, "%s: journal is read-only", j->path);
-    if (j->err) return j->err;
     if (hn + dn > JRNL_MAX_BODY) return tdc_error(-EFBIG, "journal record too large");
-    size_t len = hn + dn, start = j->mem.n;
-    int rc = reserve(j, len + JRNL_REC_OVERHEAD);
+    int rc = reserve(j, hn + dn + JRNL_REC_OVERHEAD);
     if (rc) return rc;
-    if (jrnl_rec_encode(&j->mem, type, j->seq + 1, head, hn, data, dn))
+    j->rec.n = 0;
+    if (jrnl_rec_encode(&j->rec, type, j->seq + 1, head, hn, data, dn))
         return tdc_error(-ENOMEM, "out of memory");
-    if (data_off) *data_off = j->flushed + start + JRNL_REC_BODY + hn;
-    j->seq++;
-    if (j->through) {
-        /* Write-through: refuse this record rather than keep one that is not on disk (a
-         * partly written one is overwritten by the next, or dropped as a torn tail). */
-        if ((rc = jrnl_flush(j))) {
-            j->err = 0;
-            j->mem.n = start;
-            j->seq--;
-        }
-        return rc;
+    /* A record only partly written is not acknowledged: the next one overwrites it, or
+     * replay drops it as a torn tail. */
+    rc = fio_pwrite_all(j->fd, j->rec.p, j->rec.n, j->end, j->path);
+    uint64_t at = j->end;
+    if (!rc) {
+        if (data_off) *data_off = at + JRNL_REC_BODY + hn;
+        j->seq++;
+        __atomic_store_n(&j->end, at + j->rec.n, __ATOMIC_RELEASE);
     }
-    /* A failed batch write is sticky and reported by the next sync: the record is
-     * acknowledged from memory either way. */
-    if (j->mem.n >= JRNL_BATCH) jrnl_flush(j);
-    return 0;
+    if (j->rec.cap > REC_KEEP) buf_free(&j->rec); /* after a huge record */
+    return rc;
 }
 
-int jrnl_read(jrnl *j, uint64_t off, void *dst, size_t n)
+int jrnl_read(const jrnl *j, uint64_t off, void *dst, size_t n)
 {
-    unsigned char *d = dst;
-    if (off < j->flushed) {
-        size_t k = off + n <= j->flushed ? n : (size_t)(j->flushed - off);
-        int rc = fio_read_at(j->fd, d, k, off, j->path);
-        if (rc) return -EIO;
-        d += k;
-        off += k;
-        n -= k;
-    }
-    if (!n) return 0;
-    if (off - j->flushed + n > j->mem.n) return tdc_error(-EIO, "%s: read past the end", j->path);
-    memcpy(d, j->mem.p + (off - j->flushed), n);
-    return 0;
-}
-
-size_t jrnl_pending(const jrnl *j)
-{
-    return j->mem.n;
+    uint64_t end = __atomic_load_n(&j->end, __ATOMIC_ACQUIRE);
+    if (n > end || off > end - n)
+        return tdc_error(-EIO, "%s: read past the end", j->path);
+    return fio_read_at(j->fd, dst, n, off, j->path) ? -EIO : 0;
 }
 
 int jrnl_sync(jrnl *j)
 {
     if (!j->writable) return 0;
-    if (j->err) return j->err;
     if (fdatasync(j->fd) < 0)
         return tdc_error(-errno, "%s: fdatasync: %s", j->path, strerror(errno));
     return 0;
@@ -408,22 +374,12 @@ int jrnl_sync(jrnl *j)
 
 uint64_t jrnl_size(const jrnl *j)
 {
-    return j->flushed + j->mem.n;
+    return __atomic_load_n(&j->end, __ATOMIC_ACQUIRE);
 }
 
 uint64_t jrnl_records(const jrnl *j)
 {
     return j->seq;
-}
-
-uint64_t jrnl_flushed(const jrnl *j)
-{
-    return j->flushed;
-}
-
-int jrnl_read_flushed(const jrnl *j, uint64_t off, void *dst, size_t n)
-{
-    return fio_read_at(j->fd, dst, n, off, j->path) ? -EIO : 0;
 }
 
 int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jrnl_next *n)
@@ -490,10 +446,8 @@ int jrnl_next_commit(jrnl *j, jrnl_next *n)
      * file, and jrnl_open takes a next journal bound to the archive as the journal. */
     close(j->fd);
     j->fd = n->fd;
-    j->flushed = j->reserved = n->size;
+    j->end = j->reserved = n->size;
     j->seq = n->seq;
-    j->err = 0;
-    j->mem.n = 0;
     free(n->path);
     memset(n, 0, sizeof *n);
     n->fd = -1;
@@ -513,13 +467,12 @@ void jrnl_close(jrnl *j)
 {
     if (!j) return;
     if (j->writable && j->fd >= 0) {
-        jrnl_flush(j);
         /* Give back the space reserved ahead. */
-        if (ftruncate(j->fd, (off_t)j->flushed) < 0) (void)0;
+        if (ftruncate(j->fd, (off_t)j->end) < 0) (void)0;
         fdatasync(j->fd);
     }
     if (j->fd >= 0) close(j->fd);
-    buf_free(&j->mem);
+    buf_free(&j->rec);
     free(j->path);
     free(j);
 }

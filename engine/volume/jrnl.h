@@ -6,15 +6,14 @@
  * record. Replay stops at the first record whose length, sequence or checksum is wrong: that
  * record and everything after it are dropped (and cut off when opened for writing).
  *
- * Appends are collected in memory and written in batches (jrnl_flush), so a record is on
- * disk only after a flush and durable only after jrnl_sync. Space for buffered records is
- * reserved ahead with fallocate, so a full disk fails the append that would need the space
- * (-ENOSPC) instead of a later flush; where fallocate is unsupported every append is written
- * at once.
+ * Each append is written to the file at once, so a record survives a crash of the process
+ * as soon as it is acknowledged, and a system crash after jrnl_sync. Space is reserved ahead
+ * with fallocate, so a full disk fails the append that would need the space (-ENOSPC), and
+ * an append that fails leaves nothing behind that replay would take.
  *
- * Not thread-safe: the owner serialises appends, flushes and reads (reads may run
- * concurrently with each other but not with an append or flush). jrnl_sync may run
- * concurrently with appends, flushes and reads, but not with jrnl_next_commit or jrnl_close. */
+ * The owner serialises appends; reads and jrnl_size may run concurrently with each other and
+ * with an append, and jrnl_sync with all of them, but none with jrnl_next_commit or
+ * jrnl_close. */
 #ifndef TDC_JRNL_H
 #define TDC_JRNL_H
 
@@ -53,7 +52,6 @@ enum jrnl_type {
 #define JRNL_REC_BODY 16             /* the body */
 #define JRNL_REC_OVERHEAD 24         /* length, type, sequence, checksum */
 #define JRNL_MAX_BODY (64u << 20)    /* longer bodies are corruption */
-#define JRNL_BATCH ((size_t)1 << 20) /* buffered bytes that trigger a write */
 
 typedef struct jrnl jrnl;
 
@@ -104,39 +102,28 @@ typedef struct jrnl_stats {
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out);
 
-/* Flush (best effort) and close. */
+/* Close (the space reserved ahead given back, the file synced). */
 void jrnl_close(jrnl *j);
 
-/* Append a record whose body is `head` followed by `data`; *data_off receives the journal
- * offset where `data` will lie. Writes the batch out when it passes JRNL_BATCH. 0, -ENOSPC,
- * -EIO or -ENOMEM; on failure nothing is appended. Needs a writable journal (-EROFS). */
+/* Append a record whose body is `head` followed by `data`, written to the file at once (a
+ * crash of this process keeps it; jrnl_sync makes it survive a system crash); *data_off
+ * receives the journal offset where `data` lies. 0, -ENOSPC, -EIO or -ENOMEM; on failure
+ * nothing is appended. Needs a writable journal (-EROFS). */
 int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void *data, size_t dn,
                 uint64_t *data_off);
 
-/* Copy n bytes at journal offset `off` (inside appended records) into dst. 0 or -EIO. */
-int jrnl_read(jrnl *j, uint64_t off, void *dst, size_t n);
+/* Copy n bytes at journal offset `off` (inside appended records) into dst. 0 or -EIO. It
+ * reads the file alone, so it may run concurrently with appends (not with
+ * jrnl_next_commit). */
+int jrnl_read(const jrnl *j, uint64_t off, void *dst, size_t n);
 
-/* Write buffered records to the file. 0 or a negative errno (sticky: later flushes and syncs
- * fail too, since acknowledged records could not be written). */
-int jrnl_flush(jrnl *j);
-
-/* Buffered bytes not yet written. */
-size_t jrnl_pending(const jrnl *j);
-
-/* Make everything flushed so far durable (fdatasync). */
+/* Make every record appended so far durable (fdatasync). */
 int jrnl_sync(jrnl *j);
 
-/* Journal size including buffered records, and the number of records. */
+/* Journal size (the end of the last record; may be read concurrently with appends, as
+ * jrnl_read), and the number of records. */
 uint64_t jrnl_size(const jrnl *j);
 uint64_t jrnl_records(const jrnl *j);
-
-/* The end of what is written to the file (records below it no longer change). The owner's
- * lock covers it as it covers appends. */
-uint64_t jrnl_flushed(const jrnl *j);
-
-/* jrnl_read for bytes below an offset that jrnl_flushed gave: read from the file alone, so
- * it may run concurrently with appends and flushes (not with jrnl_next_commit). */
-int jrnl_read_flushed(const jrnl *j, uint64_t off, void *dst, size_t n);
 
 /* The journal of the archive a compaction is about to put in place: `ARCHIVE.journal.next`,
  * bound to the new archive, receiving the records appended to the current journal since the
@@ -160,7 +147,7 @@ typedef struct jrnl_next {
  * with a message. */
 int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jrnl_next *n);
 
-/* Copy the records of j from n->from to `upto` (a record's end at or below jrnl_flushed),
+/* Copy the records of j from n->from to `upto` (a record's end at or below jrnl_size),
  * giving each, as it lies in the next journal, to `fn` (which may fail the copy). Safe
  * concurrently with appends. 0 or a negative errno. */
 int jrnl_next_copy(const jrnl *j, jrnl_next *n, uint64_t upto, jrnl_apply_fn fn, void *ctx);
@@ -168,8 +155,8 @@ int jrnl_next_copy(const jrnl *j, jrnl_next *n, uint64_t upto, jrnl_apply_fn fn,
 /* Make the next journal durable (fdatasync). */
 int jrnl_next_sync(jrnl_next *n);
 
-/* Rename the next journal over j's file and make j append to it (j must have nothing
- * buffered: flush and copy first). On failure j is unchanged and the next journal stays,
+/* Rename the next journal over j's file and make j append to it (copy every record
+ * first). On failure j is unchanged and the next journal stays,
  * for jrnl_open to find. n is finished either way. */
 int jrnl_next_commit(jrnl *j, jrnl_next *n);
 

@@ -1306,7 +1306,6 @@ void vol_reader_init(vol_reader *r)
     idx_cursor_init(&r->cur);
     r->gen = 0;
     r->span = NULL;
-    r->flushed = 0;
 }
 
 void vol_reader_free(vol_reader *r)
@@ -1369,8 +1368,7 @@ ssize_t vol_read_locked(vol *v, vol_reader *r, const vnode *f, uint64_t off, voi
         if (pc->kind == PT_ZERO)
             memset(d, 0, k);
         else if (pc->kind == PT_JRNL)
-            rc = r->flushed ? jrnl_read_flushed(v->j, pc->src + at, d, k)
-                            : jrnl_read(v->j, pc->src + at, d, k);
+            rc = jrnl_read(v->j, pc->src + at, d, k);
         else
             rc = read_base(v, r, f->ent, pc->src + at, d, k);
         if (rc < 0) return rc;
@@ -1538,19 +1536,10 @@ int vol_removexattr(vol *v, uint64_t ino, const char *name)
 
 /* ---------------- durability ---------------- */
 
-int vol_flush(vol *v)
-{
-    if (!v->o.writable) return 0;
-    pthread_rwlock_wrlock(&v->lock);
-    int rc = jrnl_flush(v->j);
-    pthread_rwlock_unlock(&v->lock);
-    return rc;
-}
-
 int vol_sync(vol *v)
 {
-    int rc = vol_flush(v);
-    if (!rc && v->o.writable) {
+    int rc = 0;
+    if (v->o.writable) {
         /* jrnl_sync may race a compaction's journal reset: hold the change lock. */
         pthread_mutex_lock(&v->wlock);
         rc = jrnl_sync(v->j);
@@ -1664,9 +1653,7 @@ int64_t vol_clean_entry(vol *v, uint64_t ino)
     return e;
 }
 
-/* ---------------- background: journal flushes and compaction ---------------- */
-
-#define FLUSH_MS 50
+/* ---------------- background: compaction ---------------- */
 
 /* A background compaction (vol_compact_async), logged. */
 static void *compactor(void *p)
@@ -1708,21 +1695,13 @@ static void *background(void *p)
 {
     vol *v = p;
     pthread_mutex_lock(&v->tlock);
-    while (!v->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += FLUSH_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&v->tcond, &v->tlock, &ts);
+    for (;;) {
+        while (!v->stop && !v->want_compact)
+            pthread_cond_wait(&v->tcond, &v->tlock);
         if (v->stop) break;
         int compact = v->want_compact;
         v->want_compact = 0;
         pthread_mutex_unlock(&v->tlock);
-        /* Bound what a crash of this process can lose to FLUSH_MS of writes. */
-        rbegin(v);
-        size_t pending = jrnl_pending(v->j);
-        rend(v);
-        if (pending) vol_flush(v);
         if (compact) {
             /* The request may predate the last compaction (a write raced it): only compact
              * when the journal is still past the threshold. */

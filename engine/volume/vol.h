@@ -98,13 +98,11 @@ void vol_replace_end(vol_replace *r, int replaced);
 int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs);
 
 /* Start the background threads: for a lazy open, the one that loads the archive's data; for
- * a writable vol, the one that writes buffered records out every 50 ms and runs a compaction
- * when the journal passes compact_threshold or vol_compact_async asks (without it records
- * are written when a batch fills, on vol_flush, vol_sync and vol_close). Call after any fork
- * (threads do not survive one). */
+ * a writable vol, the one that runs a compaction when the journal passes compact_threshold or
+ * vol_compact_async asks. Call after any fork (threads do not survive one). */
 int vol_start(vol *v);
 
-/* Write out buffered records and close; the vol is freed. */
+/* Close; the vol is freed. */
 void vol_close(vol *v);
 
 /* ---- namespace ---- */
@@ -185,8 +183,6 @@ typedef struct vol_reader {
     idx_cursor cur;
     uint64_t gen;
     struct vol_span *span; /* within vol_read: the span it decoded for this read, held */
-    int flushed; /* the journal bytes it reads are all written out: read them from the file
-                  * alone, so that appends may go on (a compaction's snapshot) */
 } vol_reader;
 
 void vol_reader_init(vol_reader *r);
@@ -222,10 +218,8 @@ int vol_removexattr(vol *v, uint64_t ino, const char *name);
 
 /* ---- durability and compaction ---- */
 
-/* Write buffered records to the journal file (they survive a crash of this process). */
-int vol_flush(vol *v);
-
-/* Flush and fdatasync: everything acknowledged so far survives a system crash. */
+/* fdatasync the journal: every change acknowledged so far survives a system crash (a crash
+ * of this process keeps them without it: each is written to the journal file at once). */
 int vol_sync(vol *v);
 
 typedef struct vol_compact_stats {

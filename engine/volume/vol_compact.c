@@ -1,7 +1,7 @@
 /* vol_compact: fold a vol's journal into a new archive and switch to it, while reads and
  * changes go on.
  *
- * With changes held for a moment, the journal is flushed and the model copied (the tree, and
+ * With changes held for a moment, the journal's end is noted and the model copied (the tree, and
  * each edited file's piece table, whose pieces point at bytes that no longer change): the
  * snapshot. Then, without locks, in this order of durable steps, so a crash or failure at any
  * point leaves either the old archive with its journal or the new archive with a journal
@@ -184,7 +184,6 @@ static int snapshot(vol *v, cctx *c)
     char *root = strdup("");
     c->v = v;
     vol_reader_init(&c->rd);
-    c->rd.flushed = 1;
     c->first = calloc(v->cap, sizeof *c->first);
     if (!root || !c->first) {
         free(root);
@@ -198,7 +197,7 @@ static int snapshot(vol *v, cctx *c)
 }
 
 /* Build the new archive's dictionary and grammar from the snapshot into c->nw. Needs no
- * lock: the snapshot reads archived bytes and flushed journal records only. */
+ * lock: the snapshot reads archived bytes and journal records that no longer change. */
 static int build(vol *v, cctx *c, compact_stats *cs)
 {
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
@@ -347,7 +346,7 @@ static int carry_tail(vol *v, jrnl_next *jn, vol *w)
     int rc = 0;
     for (int round = 0; !rc && round < TAIL_ROUNDS; round++) {
         vol_rdlock(v);
-        uint64_t upto = jrnl_flushed(v->j);
+        uint64_t upto = jrnl_size(v->j);
         vol_unlock(v);
         if (upto - jn->from < TAIL_HELD) break;
         rc = jrnl_next_copy(v->j, jn, upto, vol_model_replay, w);
@@ -389,8 +388,7 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     pthread_rwlock_wrlock(&v->alock); /* analytics end first: they hold the old archive */
     pthread_mutex_lock(&v->wlock);
     vol_wrlock(v);
-    rc = jrnl_flush(v->j);
-    if (!rc) rc = jrnl_next_copy(v->j, jn, jrnl_flushed(v->j), vol_model_replay, w);
+    rc = jrnl_next_copy(v->j, jn, jrnl_size(v->j), vol_model_replay, w);
     if (!rc) rc = vol_model_check(v, w);
     if (!rc) rc = jrnl_next_sync(jn);
     if (!rc && (rc = arc_commit(tmp, v->path)) > 0) rc = 0; /* the journal's rename syncs */
@@ -454,8 +452,8 @@ static int refuse_damaged(const arc *a)
     return 0;
 }
 
-/* With changes held: choose what the build reads the old archive through, flush the
- * journal and take the snapshot (c->jfrom and c->seq0 are where the journal stood). Under a
+/* With changes held: choose what the build reads the old archive through, note the
+ * journal's end and take the snapshot (c->jfrom and c->seq0 are where the journal stood). Under a
  * memory budget, with the archive not loaded: from its file table alone (a copy, which a load
  * meanwhile does not change), reading content shard by shard (the reads' spans), checked span
  * by span. Else from the archive loaded whole. Returns with changes going on again. */
@@ -482,8 +480,7 @@ static int take_snapshot(vol *v, cctx *c, vol_compact_stats *st)
                    : refuse_damaged(c->old);
     if (!rc) {
         vol_wrlock(v);
-        rc = jrnl_flush(v->j);
-        c->jfrom = jrnl_flushed(v->j);
+        c->jfrom = jrnl_size(v->j);
         c->seq0 = jrnl_records(v->j);
         vol_unlock(v);
     }
@@ -620,10 +617,10 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     compact_stats cs;
     pthread_rwlock_rdlock(&v->alock);
     pthread_mutex_lock(&v->wlock);
-    vol_wrlock(v); /* the snapshot reads flushed records only */
+    vol_wrlock(v); /* no change while the snapshot is taken */
     int loaded = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
     c.old = v->a;
-    rc = !loaded ? 0 : vol_node(v, ino) ? jrnl_flush(v->j) : -ENOENT;
+    rc = !loaded || vol_node(v, ino) ? 0 : -ENOENT;
     if (!rc && loaded) rc = snapshot(v, &c);
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);

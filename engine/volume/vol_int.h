@@ -66,7 +66,7 @@ struct vol {
     pthread_mutex_t tlock;
     pthread_cond_t tcond;
     int stop, want_compact, th_running;
-    pthread_t cth;    /* a background compaction, in a thread of its own so flushes go on */
+    pthread_t cth;    /* a background compaction, in a thread of its own */
     int cth_joinable; /* cth was started and not joined yet */
     int compacting;   /* cth has not finished (tlock) */
     uint64_t cth_ends; /* background compactions finished, either way (tlock) */

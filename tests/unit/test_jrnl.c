@@ -129,7 +129,9 @@ static unsigned char *slurp(const char *path, size_t *n)
     return p;
 }
 
-/* Record bodies of assorted sizes; `big` adds a few records larger than a batch. */
+#define BIG ((size_t)1 << 20)
+
+/* Record bodies of assorted sizes; `big` adds a few of half a megabyte or more. */
 static void make_body(uint64_t *rs, rec *r, int big)
 {
     uint64_t k = tu_rand(rs) % 16;
@@ -137,7 +139,7 @@ static void make_body(uint64_t *rs, rec *r, int big)
     r->hn = tu_rand(rs) % 3 == 0 ? 0 : 1 + tu_rand(rs) % 30;
     r->dn = k < 3    ? 0
             : k < 12 ? tu_rand(rs) % 150
-            : big    ? JRNL_BATCH / 2 + tu_rand(rs) % (2 * JRNL_BATCH)
+            : big    ? BIG / 2 + tu_rand(rs) % (2 * BIG)
                      : 150 + tu_rand(rs) % 400;
     r->body = malloc(r->hn + r->dn + 1);
     assert_non_null(r->body);
@@ -145,7 +147,8 @@ static void make_body(uint64_t *rs, rec *r, int big)
         r->body[i] = (unsigned char)tu_rand(rs);
 }
 
-/* Append n records to an open journal, checking sizes, offsets and jrnl_read as it goes. */
+/* Append n records to an open journal, checking sizes, offsets and jrnl_read as it goes, and
+ * that each is in the file once acknowledged. */
 static void append_recs(jrnl *j, rec *R, size_t from, size_t n, uint64_t *rs, int big)
 {
     for (size_t i = from; i < from + n; i++) {
@@ -165,8 +168,7 @@ static void append_recs(jrnl *j, rec *R, size_t from, size_t n, uint64_t *rs, in
             assert_memory_equal(d, r->body + r->hn, r->dn);
             free(d);
         }
-        if (r->dn + r->hn + JRNL_REC_OVERHEAD >= JRNL_BATCH)
-            assert_int_equal(jrnl_pending(j), 0); /* a full batch is written at once */
+        assert_true(file_size(P) >= r->end);
     }
 }
 
@@ -190,8 +192,6 @@ static rec *write_ref(size_t n, uint64_t seed, int big)
     assert_int_equal(file_size(P), JRNL_HDR);
     assert_int_equal(jrnl_size(j), JRNL_HDR);
     append_recs(j, R, 0, n, &rs, big);
-    assert_int_equal(jrnl_flush(j), 0);
-    assert_int_equal(jrnl_pending(j), 0);
     assert_int_equal(jrnl_sync(j), 0);
     assert_int_equal(file_size(P), n ? R[n - 1].end : JRNL_HDR);
     jrnl_close(j);
@@ -337,8 +337,8 @@ static void test_roundtrip(void **state)
     rec *R = write_ref(n, 42, 1);
     size_t big = 0;
     for (size_t i = 0; i < n; i++)
-        big += R[i].dn >= JRNL_BATCH / 2;
-    assert_true(big >= 3); /* some records span batches */
+        big += R[i].dn >= BIG / 2;
+    assert_true(big >= 3); /* some records of half a megabyte or more */
     /* The file is exactly the header and the records in the documented layout. */
     buf want = {0};
     unsigned char h[JRNL_HDR];
@@ -384,33 +384,24 @@ static void test_roundtrip(void **state)
     free_recs(R, n + 50);
 }
 
-/* What is on disk: nothing before a flush, everything after it; a killed writer loses only
- * what it had not flushed. */
-static void test_flush_and_kill(void **state)
+/* What is on disk: every record once acknowledged; a killed writer loses none of them. */
+static void test_written_and_kill(void **state)
 {
     (void)state;
     rec *R = calloc(64, sizeof *R);
     uint64_t rs = 7;
     jrnl_stats st;
     jrnl *j;
-    seen s;
-    seen_init(&s);
     unlink(P);
     assert_int_equal(jrnl_open(P, ID1, 0, 1, collect, NULL, &st, &j), 0);
-    append_recs(j, R, 0, 5, &rs, 0);
-    assert_true(jrnl_pending(j) > 0);
-    assert_int_equal(file_size(P), JRNL_HDR); /* only in memory */
-    assert_int_equal(jrnl_flush(j), 0);
-    assert_int_equal(jrnl_pending(j), 0);
-    assert_int_equal(file_size(P), R[4].end);
-    append_recs(j, R, 5, 3, &rs, 0);
-    /* A copy now is what a crash of this process leaves: the flushed records only. */
+    append_recs(j, R, 0, 8, &rs, 0);
+    /* A copy now is what a crash of this process leaves: every record. */
     size_t n;
     unsigned char *img = slurp(P, &n);
     put_file(Q, img, n);
     free(img);
-    expect_damage(Q, R, 5, 0, NULL, "copy before the second flush", 0);
-    /* Reads span the flushed and the buffered records: compare with the records' images. */
+    expect_damage(Q, R, 8, 0, NULL, "copy without a close", 0);
+    /* Reads span records: compare with the records' images. */
     buf want = {0};
     for (size_t i = 3; i < 8; i++)
         rec_image(&R[i], i + 1, &want);
@@ -425,7 +416,7 @@ static void test_flush_and_kill(void **state)
     jrnl_close(j);
     free_recs(R, 8);
 
-    /* A writer killed after a flush (no close: the reservation is never given back). */
+    /* A writer killed (no close: the reservation is never given back). */
     R = calloc(64, sizeof *R);
     unlink(P);
     rs = 99;
@@ -434,9 +425,7 @@ static void test_flush_and_kill(void **state)
     if (pid == 0) {
         if (jrnl_open(P, ID1, 0, 1, collect, NULL, &st, &j)) _exit(1);
         rec *C = calloc(64, sizeof *C);
-        append_recs(j, C, 0, 20, &rs, 0);
-        if (jrnl_flush(j)) _exit(2);
-        append_recs(j, C, 20, 3, &rs, 0);
+        append_recs(j, C, 0, 23, &rs, 0);
         raise(SIGKILL);
         _exit(3);
     }
@@ -445,17 +434,17 @@ static void test_flush_and_kill(void **state)
     assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
     rs = 99;
     /* The same bodies again, to compare with (the same PRNG stream). */
-    for (size_t i = 0; i < 20; i++)
+    for (size_t i = 0; i < 23; i++)
         make_body(&rs, &R[i], 0);
     uint64_t off = JRNL_HDR;
-    for (size_t i = 0; i < 20; i++) {
+    for (size_t i = 0; i < 23; i++) {
         R[i].start = off;
         R[i].end = off += R[i].hn + R[i].dn + JRNL_REC_OVERHEAD;
         R[i].doff = R[i].start + 16 + R[i].hn;
     }
-    assert_int_equal(file_size(P), R[19].end);
-    expect_damage(P, R, 20, 0, NULL, "killed writer", 1);
-    free_recs(R, 20);
+    assert_int_equal(file_size(P), R[22].end);
+    expect_damage(P, R, 23, 0, NULL, "killed writer", 1);
+    free_recs(R, 23);
 }
 
 static void test_every_flip(void **state)
@@ -807,15 +796,13 @@ static void test_next(void **state)
     unlink(P);
     assert_int_equal(jrnl_open(P, ID1, 0, 1, collect, NULL, &st, &j), 0);
     append_recs(j, R, 0, 20, &rs, 0);
-    assert_int_equal(jrnl_flush(j), 0);
     /* The snapshot was taken after record 10. */
     jrnl_next n;
     assert_int_equal(jrnl_next_begin(j, ID2, R[9].end, 10, &n), 0);
     assert_int_equal(jrnl_next_copy(j, &n, R[14].end, collect, &s), 0);
     check_copied(&s, R + 10, 5, np);
     append_recs(j, R, 20, 5, &rs, 0); /* appends go on meanwhile */
-    assert_int_equal(jrnl_flush(j), 0);
-    assert_int_equal(jrnl_next_copy(j, &n, jrnl_flushed(j), collect, &s), 0);
+    assert_int_equal(jrnl_next_copy(j, &n, jrnl_size(j), collect, &s), 0);
     check_copied(&s, R + 10, 15, np);
     jrnl_next_abort(&n);
     assert_int_equal(access(np, F_OK), -1);
@@ -830,7 +817,7 @@ static void test_next(void **state)
     /* Begin again and copy the same records. */
     seen_free(&s);
     assert_int_equal(jrnl_next_begin(j, ID2, R[9].end, 10, &n), 0);
-    assert_int_equal(jrnl_next_copy(j, &n, jrnl_flushed(j), collect, &s), 0);
+    assert_int_equal(jrnl_next_copy(j, &n, jrnl_size(j), collect, &s), 0);
     assert_int_equal(jrnl_next_sync(&n), 0);
     /* A crash here, with the archive renamed (ID2) but not the journal: an open takes the
      * next journal, read where it lies when read-only, renamed into place when writable. */
@@ -924,7 +911,7 @@ static void test_too_large(void **state)
     assert_int_equal(jrnl_size(j), JRNL_HDR + 1 + JRNL_REC_OVERHEAD);
     assert_int_equal(jrnl_append(j, JR_WRITE, "i", 1, NULL, 0, NULL), 0);
     char d4[4];
-    assert_int_equal(jrnl_read(j, jrnl_size(j) - 2, d4, 4), -EIO); /* past the buffered end */
+    assert_int_equal(jrnl_read(j, jrnl_size(j) - 2, d4, 4), -EIO); /* past the end */
     assert_int_equal(jrnl_read(j, jrnl_size(j) - 4, d4, 4), 0);
     jrnl_close(j);
     seen s;
@@ -940,7 +927,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_flush_and_kill),
+        cmocka_unit_test(test_written_and_kill),
         cmocka_unit_test(test_every_flip),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_bogus_lengths),
