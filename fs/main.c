@@ -22,6 +22,7 @@
 #include "../engine/index/words.h"
 #include "../lib/env.h"
 #include "fs.h"
+#include "killpriv.h"
 #include "loop.h"
 
 #define TADOCFS_VERSION "0.1.0"
@@ -417,6 +418,7 @@ int main(int argc, char **argv)
     }
     if (real) raise_readahead(real);
     free(real);
+    fs_killpriv_arm(fuse_session_fd(se)); /* a GETXATTR less per write(2) */
     openlog("tadocfs", LOG_PID, LOG_DAEMON);
     fuse_daemonize(co.foreground);
     if (vol_start(c.v)) {

@@ -387,6 +387,56 @@ static struct timespec now(void)
     return ts;
 }
 
+/* Is the caller in group gid (its own or a supplementary one)? */
+static int caller_in_group(fuse_req_t req, gid_t gid)
+{
+    gid_t groups[64];
+    if (fuse_req_ctx(req)->gid == gid) return 1;
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; i++)
+        if (groups[i] == gid) return 1;
+    return 0;
+}
+
+/* The mode bits of regular file st that a write or truncation by the caller keeps, as the
+ * kernel's rule: for a caller without CAP_FSETID (not root) setuid goes, and setgid too when
+ * the group may execute or the caller is not in the file's group. The kernel leaves this to
+ * us for open(O_TRUNC) (atomic_o_trunc: no SETATTR carries the mode) and, where
+ * FUSE_HANDLE_KILLPRIV_V2 is on (killpriv.h), for every write and truncation. */
+static mode_t mode_after_write(fuse_req_t req, const struct stat *st)
+{
+    mode_t m = st->st_mode & 07777;
+    if (fuse_req_ctx(req)->uid == 0 || !S_ISREG(st->st_mode)) return m;
+    m &= ~(mode_t)S_ISUID;
+    if ((m & S_IXGRP) || !caller_in_group(req, st->st_gid)) m &= ~(mode_t)S_ISGID;
+    return m;
+}
+
+/* The mode bits a change of owner or group keeps (killpriv.h): of anything but a directory,
+ * setuid goes for any caller, and setgid where the group may execute or the caller, not root,
+ * is not in the file's group. */
+static mode_t mode_after_chown(fuse_req_t req, const struct stat *st)
+{
+    mode_t m = st->st_mode & 07777;
+    if (S_ISDIR(st->st_mode)) return m;
+    m &= ~(mode_t)S_ISUID;
+    if ((m & S_IXGRP) || (fuse_req_ctx(req)->uid != 0 && !caller_in_group(req, st->st_gid)))
+        m &= ~(mode_t)S_ISGID;
+    return m;
+}
+
+/* Before a write or allocation by the caller: drop what mode_after_write drops. */
+static int kill_suidgid(fuse_req_t req, fs_ctx *c, fuse_ino_t ino)
+{
+    struct stat st;
+    if (fuse_req_ctx(req)->uid == 0) return 0; /* the common case, without a lookup */
+    int rc = vol_getattr(c->v, ino, &st);
+    mode_t m = rc ? 0 : mode_after_write(req, &st);
+    if (rc || m == (st.st_mode & 07777)) return rc;
+    st.st_mode = (st.st_mode & S_IFMT) | m;
+    return vol_setattr(c->v, ino, VOL_SET_MODE, &st, NULL);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
@@ -410,8 +460,24 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         fuse_reply_err(req, EROFS);
         return;
     }
+    /* A truncation or a change of owner drops setuid and setgid (mode_after_write,
+     * mode_after_chown), from the mode this request sets if it sets one. */
+    int rc = 0;
+    if (valid & (VOL_SET_SIZE | VOL_SET_UID | VOL_SET_GID)) {
+        struct stat now;
+        rc = vol_getattr(c->v, ino, &now);
+        if (!rc && (valid & VOL_SET_MODE))
+            now.st_mode = (now.st_mode & S_IFMT) | (in.st_mode & 07777);
+        mode_t m = now.st_mode & 07777;
+        if (!rc && (valid & VOL_SET_SIZE)) m &= mode_after_write(req, &now);
+        if (!rc && (valid & (VOL_SET_UID | VOL_SET_GID))) m &= mode_after_chown(req, &now);
+        if (!rc && m != (now.st_mode & 07777)) {
+            in.st_mode = (now.st_mode & S_IFMT) | m;
+            valid |= VOL_SET_MODE;
+        }
+    }
     /* A bare ctime update (FUSE_SET_ATTR_CTIME alone) is a SETATTR with nothing else. */
-    int rc = vol_setattr(c->v, ino, valid, &in, &out);
+    if (!rc) rc = vol_setattr(c->v, ino, valid, &in, &out);
     if (rc) {
         reply_rc(req, logged(rc, "setattr"));
         return;
@@ -877,35 +943,11 @@ static fs_file *new_file(fs_ctx *c, uint64_t ino)
     return f;
 }
 
-/* Is the caller in group gid (its own or a supplementary one)? */
-static int caller_in_group(fuse_req_t req, gid_t gid)
-{
-    gid_t groups[64];
-    if (fuse_req_ctx(req)->gid == gid) return 1;
-    int n = fuse_req_getgroups(req, 64, groups);
-    for (int i = 0; i < n && i < 64; i++)
-        if (groups[i] == gid) return 1;
-    return 0;
-}
-
-/* The mode bits that truncating an existing regular file through open(O_TRUNC) keeps, as the
- * kernel's rule for any truncate by an unprivileged caller: setuid goes, and setgid too when
- * the group may execute or the caller is not in the file's group. The kernel leaves this to
- * us: with atomic O_TRUNC it sends no SETATTR (which would carry the mode) for the open. */
-static mode_t mode_after_trunc(fuse_req_t req, const struct stat *st)
-{
-    mode_t m = st->st_mode & 07777;
-    if (fuse_req_ctx(req)->uid == 0) return m; /* root: CAP_FSETID */
-    m &= ~(mode_t)S_ISUID;
-    if ((m & S_IXGRP) || !caller_in_group(req, st->st_gid)) m &= ~(mode_t)S_ISGID;
-    return m;
-}
-
 /* open(O_TRUNC): empty the file and drop setuid and setgid bits as truncate does; also when
  * it is empty already. */
 static int open_trunc(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct stat *st)
 {
-    struct stat in = {.st_size = 0, .st_mode = mode_after_trunc(req, st)};
+    struct stat in = {.st_size = 0, .st_mode = mode_after_write(req, st)};
     unsigned valid =
         (st->st_size ? VOL_SET_SIZE : 0) | (in.st_mode != (st->st_mode & 07777) ? VOL_SET_MODE : 0);
     return valid ? logged(vol_setattr(c->v, ino, valid, &in, NULL), "truncate") : 0;
@@ -1045,7 +1087,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
         fuse_reply_err(req, f->virt ? EBADF : EROFS);
         return;
     }
-    int rc = logged(vol_write(c->v, ino, (uint64_t)off, data, size), "write");
+    int rc = logged(kill_suidgid(req, c, ino), "write");
+    if (!rc) rc = logged(vol_write(c->v, ino, (uint64_t)off, data, size), "write");
     if (rc)
         reply_rc(req, rc);
     else
@@ -1077,6 +1120,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     struct stat st;
     /* Plain allocation only: the size grows to off + len, with zeros. */
     int rc = mode & ~FALLOC_FL_KEEP_SIZE ? -EOPNOTSUPP : c->ro ? -EROFS : 0;
+    if (!rc) rc = logged(kill_suidgid(req, c, ino), "fallocate");
     if (!rc) rc = vol_getattr(c->v, ino, &st);
     if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > st.st_size) {
         struct stat in = {.st_size = off + len};

@@ -1,0 +1,24 @@
+/* killpriv: the kernel's FUSE_HANDLE_KILLPRIV_V2 for a daemon built on libfuse 3.14.
+ *
+ * Why: FUSE superblocks lack SB_NOSEC, so before every write(2) the kernel asks the daemon
+ * for the file's security.capability (a GETXATTR round trip), to know whether the write must
+ * drop privileges, unless the connection says the daemon drops them itself
+ * (FUSE_HANDLE_KILLPRIV_V2, kernel 5.11, protocol 7.33). libfuse learned to ask for it in
+ * 3.16; Debian 12 has 3.14. With it a 4 KiB overwrite is one round trip instead of two.
+ *
+ * What the daemon then owes the kernel (fs/ops.c): a write or truncation by a caller
+ * without CAP_FSETID drops set-user-ID, and set-group-ID where the group may execute or the
+ * caller is not in the file's group; a change of owner or group of a file that is not a
+ * directory drops them too, for any caller. security.capability needs nothing: only user.*
+ * extended attributes are stored. */
+#ifndef TDC_FS_KILLPRIV_H
+#define TDC_FS_KILLPRIV_H
+
+/* Set the flag in the next reply written on device `fd`: call before the session reads
+ * FUSE_INIT. */
+void fs_killpriv_arm(int fd);
+
+/* Whether the flag was set in the reply to FUSE_INIT. */
+int fs_killpriv_asked(void);
+
+#endif
