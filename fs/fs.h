@@ -28,6 +28,7 @@
 
 typedef struct fs_ctx {
     vol *v;
+    struct fuse_session *se; /* for notifications to the kernel */
     backend *be; /* the daemon's backend: mode, thresholds and analytics options from -o and
                     the environment; GPU copies, read batcher, counters */
     int ro;

@@ -418,6 +418,7 @@ int main(int argc, char **argv)
     }
     if (real) raise_readahead(real);
     free(real);
+    c.se = se;
     fs_killpriv_arm(fuse_session_fd(se)); /* a GETXATTR less per write(2) */
     openlog("tadocfs", LOG_PID, LOG_DAEMON);
     fuse_daemonize(co.foreground);

@@ -425,6 +425,15 @@ static mode_t mode_after_chown(fuse_req_t req, const struct stat *st)
     return m;
 }
 
+/* The kernel's cached attributes of ino are out of date: a request whose reply carries none
+ * (an open, a write) changed its mode. Without this a stat(2) asking for the mode alone would
+ * be answered from the cache (the kernel refreshes only what it knows changed). */
+static void attrs_changed(fs_ctx *c, fuse_ino_t ino)
+{
+    /* A negative offset drops the attributes alone; it takes no lock the request holds. */
+    if (c->se) fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
+}
+
 /* Before a write or allocation by the caller: drop what mode_after_write drops. */
 static int kill_suidgid(fuse_req_t req, fs_ctx *c, fuse_ino_t ino)
 {
@@ -434,7 +443,9 @@ static int kill_suidgid(fuse_req_t req, fs_ctx *c, fuse_ino_t ino)
     mode_t m = rc ? 0 : mode_after_write(req, &st);
     if (rc || m == (st.st_mode & 07777)) return rc;
     st.st_mode = (st.st_mode & S_IFMT) | m;
-    return vol_setattr(c->v, ino, VOL_SET_MODE, &st, NULL);
+    rc = vol_setattr(c->v, ino, VOL_SET_MODE, &st, NULL);
+    if (!rc) attrs_changed(c, ino);
+    return rc;
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -950,7 +961,9 @@ static int open_trunc(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct st
     struct stat in = {.st_size = 0, .st_mode = mode_after_write(req, st)};
     unsigned valid =
         (st->st_size ? VOL_SET_SIZE : 0) | (in.st_mode != (st->st_mode & 07777) ? VOL_SET_MODE : 0);
-    return valid ? logged(vol_setattr(c->v, ino, valid, &in, NULL), "truncate") : 0;
+    int rc = valid ? logged(vol_setattr(c->v, ino, valid, &in, NULL), "truncate") : 0;
+    if (!rc && (valid & VOL_SET_MODE)) attrs_changed(c, ino);
+    return rc;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

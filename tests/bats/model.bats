@@ -159,11 +159,18 @@ symlink_linked_twice() {
         setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo x >'$M/f$m'; chmod $m '$M/f$m'"
         setpriv --reuid=1000 --regid=1000 --clear-groups sh -c ": >'$M/f$m'"
     done
+    # (stat -c %a asks for the mode alone: the kernel's cached mode must be dropped too)
     [ "$(stat -c %a "$M/f6322")" = 2322 ]
     [ "$(stat -c %a "$M/f4755")" = 755 ]
     [ "$(stat -c %a "$M/f2710")" = 710 ]
     [ "$(stat -c %a "$M/f2700")" = 2700 ]
     [ "$(stat -c %s "$M/f4755")" = 0 ]
+    # a write drops them too, and an allocation
+    setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo x >'$M/w'; chmod 6770 '$M/w'"
+    setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo y >>'$M/w'"
+    [ "$(stat -c %a "$M/w")" = 770 ]
+    setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "chmod 4700 '$M/w'; fallocate -l 9000 '$M/w'"
+    [ "$(stat -c %a "$M/w")" = 700 ]
     # root keeps them (CAP_FSETID)
     echo x >"$M/r"
     chmod 4755 "$M/r"
