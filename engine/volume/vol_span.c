@@ -45,6 +45,7 @@ struct vol_span {
                        are never matched or kept */
     int refs;       /* readers using it, plus one while listed */
     int ahead;      /* read ahead and not used by a read yet */
+    int flat_due;   /* kept after a read's load: its short rules expand at its next read */
     uint64_t flat;  /* bytes for its short rules expanded */
     struct vol_span *prev, *next;
 };
@@ -322,8 +323,11 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
         slot = -1;
     }
     if (s || slot < 0 || v->spans_done || v->span_gen != gen) {
+        int flat = s && s->flat_due;
+        if (flat) s->flat_due = 0;
         pthread_mutex_unlock(&v->splock);
         if (took) mbud_give(v->bud, took);
+        if (flat) flat_later(v, s);
         if (chain) read_ahead(v, s, c);
         return s;
     }
@@ -367,14 +371,16 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
             v->span_bytes += s->bytes;
         }
     }
-    int kept = listed(v, s);
+    /* Its short rules expand once a second read finds it kept: expanding them costs a fifth of
+     * the decoding, which random reads over more spans than the budget keeps would spend on
+     * spans dropped before their next read. */
+    s->flat_due = listed(v, s);
     pthread_mutex_unlock(&v->splock);
     put_all(v, gone);
     if (how == GET_AHEAD) {
         span_put(v, s); /* kept (listed) for the reads to come, or freed */
         return NULL;
     }
-    if (kept) flat_later(v, s); /* not for a span that serves this read only */
     if (chain) read_ahead(v, s, c);
     return s;
 }
