@@ -176,7 +176,8 @@ static uint64_t span_bytes(const vol_span *s)
 }
 
 /* Span [first, last] loaded from the file table `meta`: its arc, index and size; with
- * `flat`, its short rules expanded too (else flat_later does it once a read is served). */
+ * `flat`, its short rules expanded too (else flat_later does it at the next read that finds
+ * it kept). */
 static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, int flat,
                      vol_span **out)
 {
