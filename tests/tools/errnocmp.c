@@ -1042,7 +1042,6 @@ static void as_other_in(const char *d)
 
 static void as_other(void)
 {
-    if (drop()) return;
     mkd("mydir", 0755); /* in the world-writable top-level case dir */
     mkfile("mymade", 0644);
     rec(mkd("sticky/sub", 0777), "mkdir sticky/sub");
@@ -1060,45 +1059,74 @@ static void as_other(void)
     rec(chmod(".", 0777), "chmod a dir of root");
 }
 
-/* Run the unprivileged pass in a child (privileges go for good). */
-static void unprivileged(void)
+/* Run fn as NOBODY in a child (privileges go for good there), with the case directory open
+ * to it meanwhile. */
+static void as_nobody(void (*fn)(void))
 {
-    case_begin("unprivileged");
-    other_fixture();
     rec(chmod(".", 0777), "chmod case dir 777");
     fflush(out);
     pid_t pid = fork();
     if (pid == 0) {
-        as_other();
+        if (!drop()) fn();
         fflush(out);
         _exit(0);
     }
     int ws;
     waitpid(pid, &ws, 0);
     rec(chmod(".", 0755), "chmod case dir back");
+}
+
+/* The unprivileged pass. */
+static void unprivileged(void)
+{
+    case_begin("unprivileged");
+    other_fixture();
+    as_nobody(as_other);
     case_end();
 }
 
 /* Set-user-ID and set-group-ID bits that writes, truncations, allocations and changes of
  * owner drop (the kernel's rules; under FUSE_HANDLE_KILLPRIV_V2 the file system applies
- * them): by root, then by NOBODY in a child. */
+ * them): by root (privs_dropped), then by NOBODY (privs_dropped_by_other). */
+static const struct {
+    const char *n;
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+} priv_files[] = {{"ru", 06755, 0, 100},         {"rg", 02745, 0, 100}, {"w", 06777, 0, 0},
+                  {"wg", 02676, 0, 0},           {"t", 06777, 0, 0},    {"ft", 04666, 0, 0},
+                  {"fa", 04666, 0, 0},           {"own", 06775, NOBODY, 100},
+                  {"ownx", 02745, NOBODY, NOBODY}};
+
+static void privs_dropped_by_other(void)
+{
+    int fd = open("w", O_WRONLY);
+    rec(write(fd, "x", 1), "write w");
+    if (fd >= 0) close(fd);
+    fd = open("wg", O_WRONLY); /* setgid of a group NOBODY is not in goes too */
+    rec(pwrite(fd, "x", 1, 3), "pwrite wg");
+    if (fd >= 0) close(fd);
+    rec(truncate("t", 5), "truncate t");
+    fd = open("ft", O_WRONLY);
+    rec(ftruncate(fd, 2), "ftruncate ft");
+    if (fd >= 0) close(fd);
+    fd = open("fa", O_WRONLY);
+    rec(fallocate(fd, 0, 0, 100), "fallocate fa");
+    if (fd >= 0) close(fd);
+    rec(chown("own", (uid_t)-1, NOBODY), "chgrp own");
+    rec(chown("ownx", NOBODY, (gid_t)-1), "chown ownx to itself");
+    for (size_t k = 2; k < sizeof priv_files / sizeof *priv_files; k++)
+        st(priv_files[k].n, 0);
+}
+
 static void privs_dropped(void)
 {
     case_begin("setuid and setgid dropped");
-    rec(chmod(".", 0777), "chmod case dir 777");
-    static const struct {
-        const char *n;
-        mode_t mode;
-        uid_t uid;
-        gid_t gid;
-    } fs[] = {{"ru", 06755, 0, 100},         {"rg", 02745, 0, 100}, {"w", 06777, 0, 0},
-              {"wg", 02676, 0, 0},           {"t", 06777, 0, 0},    {"ft", 04666, 0, 0},
-              {"fa", 04666, 0, 0},           {"own", 06775, NOBODY, 100},
-              {"ownx", 02745, NOBODY, NOBODY}};
-    for (size_t k = 0; k < sizeof fs / sizeof *fs; k++) {
-        mkfile(fs[k].n, 0644);
-        rec(chown(fs[k].n, fs[k].uid, fs[k].gid), "chown %s", fs[k].n);
-        rec(chmod(fs[k].n, fs[k].mode), "chmod %s", fs[k].n);
+    for (size_t k = 0; k < sizeof priv_files / sizeof *priv_files; k++) {
+        const char *n = priv_files[k].n;
+        mkfile(n, 0644);
+        rec(chown(n, priv_files[k].uid, priv_files[k].gid), "chown %s", n);
+        rec(chmod(n, priv_files[k].mode), "chmod %s", n);
     }
     /* root: a change of owner drops setuid, and setgid where the group may execute */
     rec(chown("ru", 0, 100), "chown ru by root");
@@ -1108,33 +1136,7 @@ static void privs_dropped(void)
     if (fd >= 0) close(fd);
     st("ru", 0);
     st("rg", 0);
-    fflush(out);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (drop()) _exit(0);
-        fd = open("w", O_WRONLY);
-        rec(write(fd, "x", 1), "write w");
-        if (fd >= 0) close(fd);
-        fd = open("wg", O_WRONLY); /* setgid of a group NOBODY is not in goes too */
-        rec(pwrite(fd, "x", 1, 3), "pwrite wg");
-        if (fd >= 0) close(fd);
-        rec(truncate("t", 5), "truncate t");
-        fd = open("ft", O_WRONLY);
-        rec(ftruncate(fd, 2), "ftruncate ft");
-        if (fd >= 0) close(fd);
-        fd = open("fa", O_WRONLY);
-        rec(fallocate(fd, 0, 0, 100), "fallocate fa");
-        if (fd >= 0) close(fd);
-        rec(chown("own", (uid_t)-1, NOBODY), "chgrp own");
-        rec(chown("ownx", NOBODY, (gid_t)-1), "chown ownx to itself");
-        for (size_t k = 2; k < sizeof fs / sizeof *fs; k++)
-            st(fs[k].n, 0);
-        fflush(out);
-        _exit(0);
-    }
-    int ws;
-    waitpid(pid, &ws, 0);
-    rec(chmod(".", 0755), "chmod case dir back");
+    as_nobody(privs_dropped_by_other);
     case_end();
 }
 
