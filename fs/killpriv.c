@@ -4,10 +4,11 @@
  * daemon, which the dynamic linker binds libfuse's calls to (an executable's symbols come
  * first); it passes every call on to the next writev (the C library's, or a sanitizer's in
  * front of it, which must see every reply: ThreadSanitizer orders a reply before the request
- * another thread reads next), and sets the flag in the one reply it looks at: the first one written on the device after fs_killpriv_arm, which is the answer
- * to FUSE_INIT (the kernel sends nothing else before INIT is answered). Where libfuse does
- * not write that way (a libfuse built statically, or with its own I/O), nothing is set and
- * the kernel goes on asking, which is only slower. */
+ * another thread reads next), and sets the flag in the one reply it looks at: the first one
+ * written on the device after fs_killpriv_arm, which is the answer to FUSE_INIT (the kernel
+ * sends nothing else before INIT is answered). Where libfuse does not write that way (a
+ * libfuse built statically, or with its own I/O), nothing is set and the kernel goes on
+ * asking, which is only slower. */
 #include "killpriv.h"
 
 #include <dlfcn.h>
@@ -21,16 +22,10 @@
 typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 
 static int dev_fd = -1; /* the device whose next reply is INIT's; -1: none awaited */
-static int asked;       /* the flag was set in INIT's reply */
 
 void fs_killpriv_arm(int fd)
 {
     __atomic_store_n(&dev_fd, fd, __ATOMIC_RELEASE);
-}
-
-int fs_killpriv_asked(void)
-{
-    return __atomic_load_n(&asked, __ATOMIC_ACQUIRE);
 }
 
 /* The writev this one stands in front of; NULL when none is found (then the system call). */
@@ -57,7 +52,6 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
             iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
             struct fuse_init_out *o = iov[1].iov_base; /* libfuse's reply, not yet sent */
             o->flags |= FUSE_HANDLE_KILLPRIV_V2;
-            __atomic_store_n(&asked, 1, __ATOMIC_RELEASE);
         }
     }
     writev_fn next = next_writev();

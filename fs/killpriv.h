@@ -18,7 +18,4 @@
  * FUSE_INIT. */
 void fs_killpriv_arm(int fd);
 
-/* Whether the flag was set in the reply to FUSE_INIT. */
-int fs_killpriv_asked(void);
-
 #endif
