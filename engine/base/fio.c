@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -57,20 +58,29 @@ uint64_t fio_ram(void)
     return ram;
 }
 
-int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path)
+int fio_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off, const char *path)
 {
-    const unsigned char *q = p;
-    while (n) {
-        ssize_t w = pwrite(fd, q, n, (off_t)off);
+    while (cnt > 0) {
+        ssize_t w = pwritev(fd, iov, cnt, (off_t)off);
         if (w < 0) {
             if (errno == EINTR) continue;
             return tdc_error(-errno, "%s: write: %s", path, strerror(errno));
         }
-        q += w;
-        n -= (size_t)w;
         off += (uint64_t)w;
+        for (; cnt > 0 && (size_t)w >= iov->iov_len; iov++, cnt--)
+            w -= (ssize_t)iov->iov_len;
+        if (cnt > 0) { /* a short write: the rest of this buffer next */
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
     }
     return 0;
+}
+
+int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path)
+{
+    struct iovec v = {(void *)p, n};
+    return fio_pwritev_all(fd, &v, 1, off, path);
 }
 
 int fio_read_at(int fd, void *p, size_t n, uint64_t off, const char *path)

@@ -12,6 +12,11 @@ int fio_write_all(int fd, const void *p, size_t n, const char *path);
 /* Write all n bytes at offset `off`. */
 int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path);
 
+struct iovec;
+
+/* Write the cnt buffers of iov one after another at offset `off` (iov is changed). */
+int fio_pwritev_all(int fd, struct iovec *iov, int cnt, uint64_t off, const char *path);
+
 /* Read exactly n bytes at `off`; -EBADMSG ("truncated") if the file ends first. */
 int fio_read_at(int fd, void *p, size_t n, uint64_t off, const char *path);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -14,7 +15,6 @@
 
 static const char JMAGIC[8] = {'T', 'D', 'C', 'J', 'R', 'N', 'L', 0};
 #define RESERVE_CHUNK ((uint64_t)64 << 20) /* bytes reserved ahead of the records */
-#define REC_KEEP ((size_t)4 << 20) /* a record buffer larger than this is not kept */
 
 /* Every record is written to the file as it is appended: nothing waits in memory, so a
  * close(2) has nothing to write (the daemon opens files with FOPEN_NOFLUSH, saving the
@@ -26,8 +26,8 @@ struct jrnl {
     int nofalloc; /* fallocate unsupported: no space is reserved ahead */
     uint64_t end; /* the file's logical end, after the last record (atomic: jrnl_read) */
     uint64_t reserved;
-    uint64_t seq; /* last sequence number used */
-    buf rec;      /* where a record is encoded before it is written */
+    uint64_t seq;    /* last sequence number used */
+    XXH3_state_t *h; /* a record's checksum, over its pieces (writable journals) */
 };
 
 void jrnl_header_seal(unsigned char h[JRNL_HDR])
@@ -251,6 +251,11 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
     free(next);
     path = j->path;
     j->writable = writable;
+    j->fd = -1;
+    if (writable && !(j->h = XXH3_createState())) {
+        rc = tdc_error(-ENOMEM, "out of memory");
+        goto fail;
+    }
     j->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (j->fd < 0 && errno != ENOENT) {
         rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
@@ -305,6 +310,7 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
     return 0;
 fail:
     if (j->fd >= 0) close(j->fd);
+    XXH3_freeState(j->h);
     free(j->path);
     free(j);
     return rc;
@@ -338,21 +344,30 @@ int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void 
 {
     if (!j->writable) return tdc_error(-EROFS, "%s: journal is read-only", j->path);
     if (hn + dn > JRNL_MAX_BODY) return tdc_error(-EFBIG, "journal record too large");
-    int rc = reserve(j, hn + dn + JRNL_REC_OVERHEAD);
+    size_t len = hn + dn;
+    int rc = reserve(j, len + JRNL_REC_OVERHEAD);
     if (rc) return rc;
-    j->rec.n = 0;
-    if (jrnl_rec_encode(&j->rec, type, j->seq + 1, head, hn, data, dn))
-        return tdc_error(-ENOMEM, "out of memory");
+    /* The record as jrnl_rec_encode lays it out, written from where its pieces lie: the
+     * data, up to a megabyte a write, is not copied. */
+    unsigned char f[JRNL_REC_BODY], sum[8];
+    st32(f + JRNL_REC_LEN, (uint32_t)len);
+    st32(f + JRNL_REC_TYPE, type);
+    st64(f + JRNL_REC_SEQ, j->seq + 1);
+    XXH3_64bits_reset(j->h);
+    XXH3_64bits_update(j->h, f, sizeof f);
+    XXH3_64bits_update(j->h, head, hn);
+    XXH3_64bits_update(j->h, data, dn);
+    st64(sum, XXH3_64bits_digest(j->h));
+    struct iovec v[4] = {{f, sizeof f}, {(void *)head, hn}, {(void *)data, dn}, {sum, 8}};
     /* A record only partly written is not acknowledged: the next one overwrites it, or
      * replay drops it as a torn tail. */
-    rc = fio_pwrite_all(j->fd, j->rec.p, j->rec.n, j->end, j->path);
     uint64_t at = j->end;
+    rc = fio_pwritev_all(j->fd, v, 4, at, j->path);
     if (!rc) {
         if (data_off) *data_off = at + JRNL_REC_BODY + hn;
         j->seq++;
-        __atomic_store_n(&j->end, at + j->rec.n, __ATOMIC_RELEASE);
+        __atomic_store_n(&j->end, at + len + JRNL_REC_OVERHEAD, __ATOMIC_RELEASE);
     }
-    if (j->rec.cap > REC_KEEP) buf_free(&j->rec); /* after a huge record */
     return rc;
 }
 
@@ -472,7 +487,7 @@ void jrnl_close(jrnl *j)
         fdatasync(j->fd);
     }
     if (j->fd >= 0) close(j->fd);
-    buf_free(&j->rec);
+    XXH3_freeState(j->h);
     free(j->path);
     free(j);
 }
