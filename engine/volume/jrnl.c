@@ -14,18 +14,22 @@
 #include "../base/fio.h"
 
 static const char JMAGIC[8] = {'T', 'D', 'C', 'J', 'R', 'N', 'L', 0};
-#define RESERVE_CHUNK ((uint64_t)64 << 20) /* bytes reserved ahead of the records */
+/* Records are handed to the disk (writeback started, not waited for) each time this much
+ * more was appended, so that a later fsync has only the last of them left to write: a large
+ * file written through the mount and synced at the end goes to the disk while it comes in. */
+#define WRITEBACK_CHUNK ((uint64_t)8 << 20)
 
 /* Every record is written to the file as it is appended: nothing waits in memory, so a
  * close(2) has nothing to write (the daemon opens files with FOPEN_NOFLUSH, saving the
- * kernel's FLUSH round trips) and a crash of this process loses no acknowledged record. */
+ * kernel's FLUSH round trips) and a crash of this process loses no acknowledged record. A
+ * full disk fails the write that needs the space (-ENOSPC), as the file system reports it
+ * there; nothing is reserved ahead. */
 struct jrnl {
     char *path;
     int fd;
     int writable;
-    int nofalloc; /* fallocate unsupported: no space is reserved ahead */
-    uint64_t end; /* the file's logical end, after the last record (atomic: jrnl_read) */
-    uint64_t reserved;
+    uint64_t end;    /* the file's logical end, after the last record (atomic: jrnl_read) */
+    uint64_t handed; /* where writeback was last started (WRITEBACK_CHUNK) */
     uint64_t seq;    /* last sequence number used */
     XXH3_state_t *h; /* a record's checksum, over its pieces (writable journals) */
 };
@@ -305,7 +309,7 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
         }
         j->end = JRNL_HDR;
     }
-    j->reserved = j->end;
+    j->handed = j->end;
     *out = j;
     return 0;
 fail:
@@ -316,37 +320,12 @@ fail:
     return rc;
 }
 
-/* Make sure the file has room for `n` more bytes after its end. */
-static int reserve(jrnl *j, uint64_t n)
-{
-    uint64_t need = j->end + n;
-    if (j->nofalloc || need <= j->reserved) return 0;
-    uint64_t len = need - j->reserved + RESERVE_CHUNK;
-    if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)j->reserved, (off_t)len) == 0) {
-        j->reserved += len;
-        return 0;
-    }
-    if (errno == EOPNOTSUPP || errno == ENOSYS) {
-        j->nofalloc = 1;
-        return 0;
-    }
-    /* Maybe the disk is nearly full: try for exactly what this record needs. */
-    len = need - j->reserved;
-    if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)j->reserved, (off_t)len) == 0) {
-        j->reserved += len;
-        return 0;
-    }
-    return tdc_error(-errno, "%s: %s", j->path, strerror(errno));
-}
-
 int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void *data, size_t dn,
                 uint64_t *data_off)
 {
     if (!j->writable) return tdc_error(-EROFS, "%s: journal is read-only", j->path);
     if (hn + dn > JRNL_MAX_BODY) return tdc_error(-EFBIG, "journal record too large");
     size_t len = hn + dn;
-    int rc = reserve(j, len + JRNL_REC_OVERHEAD);
-    if (rc) return rc;
     /* The record as jrnl_rec_encode lays it out, written from where its pieces lie: the
      * data, up to a megabyte a write, is not copied. */
     unsigned char f[JRNL_REC_BODY], sum[8];
@@ -362,13 +341,17 @@ int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void 
     /* A record only partly written is not acknowledged: the next one overwrites it, or
      * replay drops it as a torn tail. */
     uint64_t at = j->end;
-    rc = fio_pwritev_all(j->fd, v, 4, at, j->path);
-    if (!rc) {
-        if (data_off) *data_off = at + JRNL_REC_BODY + hn;
-        j->seq++;
-        __atomic_store_n(&j->end, at + len + JRNL_REC_OVERHEAD, __ATOMIC_RELEASE);
+    int rc = fio_pwritev_all(j->fd, v, 4, at, j->path);
+    if (rc) return rc;
+    if (data_off) *data_off = at + JRNL_REC_BODY + hn;
+    j->seq++;
+    __atomic_store_n(&j->end, at + len + JRNL_REC_OVERHEAD, __ATOMIC_RELEASE);
+    if (j->end - j->handed >= WRITEBACK_CHUNK) { /* best effort: jrnl_sync does the rest */
+        (void)sync_file_range(j->fd, (off_t)j->handed, (off_t)(j->end - j->handed),
+                              SYNC_FILE_RANGE_WRITE);
+        j->handed = j->end;
     }
-    return rc;
+    return 0;
 }
 
 int jrnl_read(const jrnl *j, uint64_t off, void *dst, size_t n)
@@ -461,7 +444,7 @@ int jrnl_next_commit(jrnl *j, jrnl_next *n)
      * file, and jrnl_open takes a next journal bound to the archive as the journal. */
     close(j->fd);
     j->fd = n->fd;
-    j->end = j->reserved = n->size;
+    j->end = j->handed = n->size;
     j->seq = n->seq;
     free(n->path);
     memset(n, 0, sizeof *n);
@@ -482,7 +465,7 @@ void jrnl_close(jrnl *j)
 {
     if (!j) return;
     if (j->writable && j->fd >= 0) {
-        /* Give back the space reserved ahead. */
+        /* Cut what a failed append may have left after the last record. */
         if (ftruncate(j->fd, (off_t)j->end) < 0) (void)0;
         fdatasync(j->fd);
     }

@@ -7,9 +7,10 @@
  * record and everything after it are dropped (and cut off when opened for writing).
  *
  * Each append is written to the file at once, so a record survives a crash of the process
- * as soon as it is acknowledged, and a system crash after jrnl_sync. Space is reserved ahead
- * with fallocate, so a full disk fails the append that would need the space (-ENOSPC), and
- * an append that fails leaves nothing behind that replay would take.
+ * as soon as it is acknowledged, and a system crash after jrnl_sync. A full disk fails the
+ * append that needs the space (-ENOSPC), and an append that fails leaves nothing behind that
+ * replay would take. Writeback of the appended records is started every few megabytes, so
+ * that jrnl_sync after a large write waits only for the last of them.
  *
  * The owner serialises appends; reads and jrnl_size may run concurrently with each other and
  * with an append, and jrnl_sync with all of them, but none with jrnl_next_commit or
@@ -102,7 +103,7 @@ typedef struct jrnl_stats {
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out);
 
-/* Close (the space reserved ahead given back, the file synced). */
+/* Close (the file synced). */
 void jrnl_close(jrnl *j);
 
 /* Append a record whose body is `head` followed by `data`, written to the file at once (a
