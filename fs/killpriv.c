@@ -21,26 +21,19 @@
 
 typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 
-static int dev_fd = -1; /* the device whose next reply is INIT's; -1: none awaited */
+static int dev_fd = -1;   /* the device whose next reply is INIT's; -1: none awaited */
+static writev_fn next_writev; /* the writev this one stands in front of (NULL: none found) */
+
+/* Found once at load, before any thread writes. */
+__attribute__((constructor)) static void find_next_writev(void)
+{
+    void *p = dlsym(RTLD_NEXT, "writev");
+    memcpy(&next_writev, &p, sizeof next_writev); /* a function's address, as dlsym gives it */
+}
 
 void fs_killpriv_arm(int fd)
 {
     __atomic_store_n(&dev_fd, fd, __ATOMIC_RELEASE);
-}
-
-/* The writev this one stands in front of; NULL when none is found (then the system call). */
-static writev_fn next_writev(void)
-{
-    static writev_fn next;
-    static int looked;
-    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-        void *p = dlsym(RTLD_NEXT, "writev");
-        writev_fn f;
-        memcpy(&f, &p, sizeof f); /* a function's address, as dlsym returns it */
-        __atomic_store_n(&next, f, __ATOMIC_RELAXED);
-        __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
-    }
-    return __atomic_load_n(&next, __ATOMIC_RELAXED);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -54,6 +47,5 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
             o->flags |= FUSE_HANDLE_KILLPRIV_V2;
         }
     }
-    writev_fn next = next_writev();
-    return next ? next(fd, iov, n) : syscall(SYS_writev, fd, iov, n);
+    return next_writev ? next_writev(fd, iov, n) : syscall(SYS_writev, fd, iov, n);
 }

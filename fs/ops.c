@@ -434,18 +434,26 @@ static void attrs_changed(fs_ctx *c, fuse_ino_t ino)
     if (c->se) fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 }
 
-/* Before a write or allocation by the caller: drop what mode_after_write drops. */
+/* What a write by the caller (with `trunc`, an open that truncates) changes in file st
+ * besides its content, where no reply carries attributes: the bits mode_after_write drops,
+ * and with `trunc` the size. */
+static int written(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct stat *st, int trunc)
+{
+    struct stat in = {.st_size = 0, .st_mode = mode_after_write(req, st)};
+    unsigned valid = (trunc && st->st_size ? VOL_SET_SIZE : 0) |
+                     (in.st_mode != (st->st_mode & 07777) ? VOL_SET_MODE : 0);
+    int rc = valid ? vol_setattr(c->v, ino, valid, &in, NULL) : 0;
+    if (!rc && (valid & VOL_SET_MODE)) attrs_changed(c, ino);
+    return rc;
+}
+
+/* Before a write or allocation by the caller. */
 static int kill_suidgid(fuse_req_t req, fs_ctx *c, fuse_ino_t ino)
 {
     struct stat st;
     if (fuse_req_ctx(req)->uid == 0) return 0; /* the common case, without a lookup */
     int rc = vol_getattr(c->v, ino, &st);
-    mode_t m = rc ? 0 : mode_after_write(req, &st);
-    if (rc || m == (st.st_mode & 07777)) return rc;
-    st.st_mode = (st.st_mode & S_IFMT) | m;
-    rc = vol_setattr(c->v, ino, VOL_SET_MODE, &st, NULL);
-    if (!rc) attrs_changed(c, ino);
-    return rc;
+    return rc ? rc : written(req, c, ino, &st, 0);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -954,18 +962,6 @@ static fs_file *new_file(fs_ctx *c, uint64_t ino)
     return f;
 }
 
-/* open(O_TRUNC): empty the file and drop setuid and setgid bits as truncate does; also when
- * it is empty already. */
-static int open_trunc(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct stat *st)
-{
-    struct stat in = {.st_size = 0, .st_mode = mode_after_write(req, st)};
-    unsigned valid =
-        (st->st_size ? VOL_SET_SIZE : 0) | (in.st_mode != (st->st_mode & 07777) ? VOL_SET_MODE : 0);
-    int rc = valid ? logged(vol_setattr(c->v, ino, valid, &in, NULL), "truncate") : 0;
-    if (!rc && (valid & VOL_SET_MODE)) attrs_changed(c, ino);
-    return rc;
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
@@ -981,7 +977,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
      * checked write permission and leaves the truncation to this open (atomic_o_trunc),
      * setuid and setgid bits included. */
     if (!rc && (fi->flags & O_TRUNC) && c->ro) rc = -EROFS;
-    if (!rc && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode)) rc = open_trunc(req, c, ino, &st);
+    /* open(O_TRUNC) empties the file and drops setuid and setgid as truncate does, also when
+     * it is empty already. */
+    if (!rc && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
+        rc = logged(written(req, c, ino, &st, 1), "truncate");
     fs_file *f = rc ? NULL : new_file(c, ino);
     if (!rc && !f) rc = -ENOMEM;
     if (rc) {

@@ -70,14 +70,20 @@ void jrnl_rec_seal(unsigned char *rec)
     st64(rec + JRNL_REC_BODY + len, rec_sum(rec, len));
 }
 
+/* A record's frame: its body length, type and sequence number. */
+static void rec_frame(unsigned char f[JRNL_REC_BODY], uint32_t type, uint64_t seq, size_t len)
+{
+    st32(f + JRNL_REC_LEN, (uint32_t)len);
+    st32(f + JRNL_REC_TYPE, type);
+    st64(f + JRNL_REC_SEQ, seq);
+}
+
 int jrnl_rec_encode(buf *b, uint32_t type, uint64_t seq, const void *head, size_t hn,
                     const void *data, size_t dn)
 {
     size_t start = b->n, len = hn + dn;
     unsigned char f[JRNL_REC_BODY];
-    st32(f + JRNL_REC_LEN, (uint32_t)len);
-    st32(f + JRNL_REC_TYPE, type);
-    st64(f + JRNL_REC_SEQ, seq);
+    rec_frame(f, type, seq, len);
     if (buf_reserve(b, len + JRNL_REC_OVERHEAD)) return -ENOMEM;
     buf_put(b, f, sizeof f);
     buf_put(b, head, hn);
@@ -329,9 +335,7 @@ int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void 
     /* The record as jrnl_rec_encode lays it out, written from where its pieces lie: the
      * data, up to a megabyte a write, is not copied. */
     unsigned char f[JRNL_REC_BODY], sum[8];
-    st32(f + JRNL_REC_LEN, (uint32_t)len);
-    st32(f + JRNL_REC_TYPE, type);
-    st64(f + JRNL_REC_SEQ, j->seq + 1);
+    rec_frame(f, type, j->seq + 1, len);
     XXH3_64bits_reset(j->h);
     XXH3_64bits_update(j->h, f, sizeof f);
     XXH3_64bits_update(j->h, head, hn);

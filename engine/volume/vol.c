@@ -1385,9 +1385,6 @@ static int reads_from_spans(vol *v)
     return ds == 1 || (ds == 0 && v->o.mem && v->o.lazy);
 }
 
-/* Decode the shards of ino's archived content, if it has any, before the model lock is taken,
- * so that changes need not wait for the decoding; the span is held in r->span for the read
- * (which then need not find it kept, nor decode it again when it could not be kept). */
 /* The entry holding ino's archived content, or -1 (none, or not a regular file). */
 static int64_t archived_entry(vol *v, uint64_t ino)
 {
@@ -1398,6 +1395,9 @@ static int64_t archived_entry(vol *v, uint64_t ino)
     return ent;
 }
 
+/* Decode the shards of ino's archived content, if it has any, before the model lock is taken,
+ * so that changes need not wait for the decoding; the span is held in r->span for the read
+ * (which then need not find it kept, nor decode it again when it could not be kept). */
 static void warm_span(vol *v, vol_reader *r, uint64_t ino)
 {
     int64_t ent = archived_entry(v, ino);
