@@ -63,6 +63,12 @@ for i in $(seq 1 300); do
         >"$e/many/f$i.txt"
 done
 
+# A grammar deeper than a lane's stack of frames in the extract kernel (MAXD): each line
+# repeats the one before it and adds a word, so each line's rule nests the last one's.
+mkdir -p "$tmp/deep"
+awk 'BEGIN { for (n = 1; n <= 300; n++) { s = "w1"; for (i = 2; i <= n; i++) s = s " w" i; print s } }' \
+    >"$tmp/deep/chain.txt"
+
 command -v nvidia-smi >/dev/null &&
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 status=0
@@ -101,9 +107,10 @@ if [ -n "${MPI_ONLY:-}" ]; then
         mpi_check "$tmp/shards.tdc"
     exit $status
 fi
-for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links" "$tmp/edge"; do
+for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tmp/links" "$tmp/edge" \
+    "$tmp/deep"; do
     name=$(basename "$src")
-    [ -n "${READS_ONLY:-}" ] && ! [ $name = linux-slice ] && continue
+    [ -n "${READS_ONLY:-}" ] && ! [[ $name = linux-slice || $name = deep ]] && continue
     if [ ! -d "$src" ]; then
         echo "tests/gpu/run.sh: $src is missing (tests/corpus.sh makes it)"
         status=1
