@@ -59,12 +59,10 @@ unsigned backend_cpus(void);
 /* From measurement (bench/results/gpu.md, "One read: CPU vs GPU"; gpucheck --reads): one read
  * on the GPU (requests up, extract, bytes back into pinned memory, copied out) costs nearly the
  * same whatever its size up to about 128 KiB, while a read on a CPU core grows with its bytes;
- * the GPU wins from about 32-64 KiB, and a batch of a few reads costs about what one costs on
- * a CPU core. So auto sends reads of 64 KiB and more, and a read joins a waiting batch while that batch stays within
- * BACKEND_READ_QUEUE times the read's bytes; no window: batches form from the reads that arrive
- * while one runs. */
+ * the GPU wins from about 32-64 KiB. So auto considers reads of 64 KiB and more for the GPU,
+ * and sends each where it is expected to be done first (readcost.h: costs measured as reads
+ * run); no window: batches form from the reads that arrive while one runs. */
 #define BACKEND_READ_MIN_BYTES ((size_t)64 << 10)
-#define BACKEND_READ_QUEUE 4
 #define BACKEND_READ_WAIT_US 0
 #define BACKEND_READ_FULL ((size_t)16 << 20)
 
@@ -210,8 +208,8 @@ typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void 
 /* One read of archived bytes: `n` bytes of regular entry `ent` of archive (a, gen) from `off`,
  * all inside the file, into dst. A NULL b, mode off, reads not on (backend_opts.reads), gen 0
  * (an archive not kept), no usable GPU, or in auto mode a read of fewer than read_min bytes,
- * or one that finds a batch on the GPU and the next one already too large for it
- * (BACKEND_READ_QUEUE): cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU
+ * or one the GPU is not expected to finish before the CPU would (readcost_to_gpu, with what is
+ * queued and running): cpu(arg, ...) serves it in the calling thread, so the CPU and the GPU
  * work at once. Otherwise the read joins the queue of b's batcher thread, which sends what is
  * queued to the GPU as one gpu_extract (a batch closes when it holds BACKEND_READ_FULL bytes,
  * or read_wait_us after its first read, or at once with 0; reads arriving while a batch runs

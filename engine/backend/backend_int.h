@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "readcost.h"
 
 /* A read queued for the batcher; it lives on its caller's stack until the caller sees its
  * state change. */
@@ -39,6 +40,9 @@ typedef struct backend_reads {
     size_t cap; /* of req and got */
     uint64_t req_n[2], req_bytes[2], batches; /* [0] gpu, [1] cpu */
     uint32_t active, most, largest;           /* reads at once now, at most; largest batch */
+    readcost cost;                /* auto's choice of GPU or CPU per read */
+    double run_start;             /* when the running batch began (CLOCK_MONOTONIC, ns) */
+    size_t run_bytes;             /* its bytes */
 } backend_reads;
 
 struct backend {

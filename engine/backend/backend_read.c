@@ -22,16 +22,21 @@ static void count_read(backend_reads *r, int cpu, size_t n)
 void backend_read_stats(backend *b, char *out, size_t n)
 {
     backend_reads *r = &b->rd;
+    pthread_mutex_lock(&r->mu);
+    readcost cost = r->cost;
+    pthread_mutex_unlock(&r->mu);
     snprintf(out, n,
              "reads gpu: %llu requests %llu bytes in %llu batches (largest %u); reads cpu: %llu "
-             "requests %llu bytes; at most %u reads at once",
+             "requests %llu bytes; at most %u reads at once; auto's costs: cpu %.2f ns/B, "
+             "gpu batch %.0f us + %.2f ns/B",
              (unsigned long long)__atomic_load_n(&r->req_n[0], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->req_bytes[0], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->batches, __ATOMIC_RELAXED),
              __atomic_load_n(&r->largest, __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->req_n[1], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->req_bytes[1], __ATOMIC_RELAXED),
-             __atomic_load_n(&r->most, __ATOMIC_RELAXED));
+             __atomic_load_n(&r->most, __ATOMIC_RELAXED), cost.cpu_ns_b, cost.gpu_fixed_ns / 1e3,
+             cost.gpu_ns_b);
 }
 
 /* Raise *most to v if it is higher. */
@@ -75,6 +80,7 @@ void backend_reads_init(backend_reads *r)
     pthread_cond_init(&r->done, NULL);
     pthread_condattr_destroy(&ca);
     r->tail = &r->head;
+    readcost_init(&r->cost);
 }
 
 #ifndef TDC_HAVE_CUDA
@@ -100,6 +106,13 @@ static void stop_batcher(backend_reads *r)
 #else
 
 enum { RQ_WAIT, RQ_GPU, RQ_CPU };
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
 
 /* Room for a batch of n reads; r->mu held. */
 static int q_room(backend_reads *r, size_t n)
@@ -199,11 +212,18 @@ static void *batcher(void *arg)
         uint64_t gen = r->gen;
         backend_rreq *l = take(r, &n);
         int ok = !q_room(r, n);
+        size_t bytes = 0;
+        for (backend_rreq *q = l; q; q = q->next)
+            bytes += q->n;
         r->busy = 1;
+        r->run_start = now_ns();
+        r->run_bytes = bytes;
         pthread_mutex_unlock(&r->mu);
         if (ok) ok = run_batch(b, a, gen, l, n);
+        double took = now_ns() - r->run_start;
         pthread_mutex_lock(&r->mu);
         r->busy = 0;
+        if (ok) readcost_gpu(&r->cost, bytes, took);
         /* The callers wait for r->mu, so the list stays valid until this loop ends. */
         for (backend_rreq *q = l; q; q = q->next)
             q->state = ok ? RQ_GPU : RQ_CPU;
@@ -246,6 +266,23 @@ static int enqueue(backend *b, backend_rreq *q, const arc *a, uint64_t gen)
     return 0;
 }
 
+/* A read the GPU could have served, served on the CPU; in auto mode timed for the cost
+ * model. */
+static ssize_t timed_cpu(backend_reads *r, int m, backend_cpu_read cpu, void *arg, uint32_t ent,
+                         uint64_t off, void *dst, size_t n)
+{
+    if (m != BACKEND_AUTO) return on_cpu(r, cpu, arg, ent, off, dst, n);
+    double t = now_ns();
+    ssize_t k = on_cpu(r, cpu, arg, ent, off, dst, n);
+    t = now_ns() - t;
+    if (k == (ssize_t)n) {
+        pthread_mutex_lock(&r->mu);
+        readcost_cpu(&r->cost, n, t);
+        pthread_mutex_unlock(&r->mu);
+    }
+    return k;
+}
+
 static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint64_t off,
                      void *dst, size_t n, backend_cpu_read cpu, void *arg)
 {
@@ -256,16 +293,19 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
         return on_cpu(r, cpu, arg, ent, off, dst, n);
     backend_rreq q = {ent, off, n, RQ_WAIT, NULL, NULL};
     pthread_mutex_lock(&r->mu);
-    /* Auto: while a batch runs, a read joins the next one only if that one stays small enough
-     * to be done about as soon as the CPU would be; otherwise this thread's CPU takes it, so
-     * both work at once. */
-    if ((m == BACKEND_AUTO && r->busy && r->bytes + n > BACKEND_READ_QUEUE * n) ||
-        enqueue(b, &q, a, gen))
-        q.state = RQ_CPU;
+    /* Auto: a read joins the queue only if the GPU is expected to have it done (what is left
+     * of the running batch, then the next one with it) no later than this thread's CPU;
+     * otherwise the CPU takes it, so both work at once. */
+    if (m == BACKEND_AUTO) {
+        double left = r->busy ? r->run_start + readcost_batch_ns(&r->cost, r->run_bytes) - now_ns()
+                              : 0;
+        if (!readcost_to_gpu(&r->cost, n, r->bytes, left)) q.state = RQ_CPU;
+    }
+    if (q.state == RQ_WAIT && enqueue(b, &q, a, gen)) q.state = RQ_CPU;
     while (q.state == RQ_WAIT)
         pthread_cond_wait(&r->done, &r->mu);
     pthread_mutex_unlock(&r->mu);
-    if (q.state == RQ_CPU) return on_cpu(r, cpu, arg, ent, off, dst, n);
+    if (q.state == RQ_CPU) return timed_cpu(r, m, cpu, arg, ent, off, dst, n);
     memcpy(dst, q.src, n);
     count_read(r, 0, n);
     pthread_mutex_lock(&r->mu);

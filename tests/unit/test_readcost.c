@@ -1,0 +1,72 @@
+/* readcost: auto mode's read cost model. From batches timed on a simulated GPU of known
+ * fixed cost and rate (with noise), it recovers both; with batches of one size alone it stays
+ * defined; the choice follows the costs: large reads to an idle fast GPU, small ones and reads
+ * behind a long queue to the CPU, and everything to the CPU once it measures faster. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "../../engine/backend/readcost.h"
+#include "testutil.h"
+
+static void test_learns_the_gpu_line(void **state)
+{
+    (void)state;
+    readcost c;
+    readcost_init(&c);
+    uint64_t seed = 11;
+    for (int i = 0; i < 400; i++) { /* 40 us + 0.5 ns a byte, +-5% */
+        size_t bytes = (size_t)(64 << 10) * (1 + tu_rand(&seed) % 256);
+        double ns = (40e3 + 0.5 * (double)bytes) * (0.95 + 0.1 * (double)(tu_rand(&seed) % 1000) / 1000);
+        readcost_gpu(&c, bytes, ns);
+    }
+    assert_true(fabs(c.gpu_ns_b - 0.5) < 0.05);
+    assert_true(fabs(c.gpu_fixed_ns - 40e3) < 20e3);
+    assert_true(fabs(readcost_batch_ns(&c, 8 << 20) - (40e3 + 0.5 * (8 << 20))) < 0.05 * 4.2e6);
+}
+
+static void test_one_size_stays_defined(void **state)
+{
+    (void)state;
+    readcost c;
+    readcost_init(&c);
+    for (int i = 0; i < 1000; i++)
+        readcost_gpu(&c, 1 << 20, 400e3);
+    double t = readcost_batch_ns(&c, 1 << 20);
+    assert_true(isfinite(c.gpu_ns_b) && isfinite(c.gpu_fixed_ns));
+    assert_true(c.gpu_ns_b >= 0 && c.gpu_fixed_ns >= 0);
+    assert_true(fabs(t - 400e3) < 20e3); /* the size it saw is predicted as seen */
+}
+
+static void test_choice_follows_costs(void **state)
+{
+    (void)state;
+    readcost c;
+    readcost_init(&c);
+    for (int i = 0; i < 200; i++) {
+        readcost_gpu(&c, 64 << 10, 80e3);
+        readcost_gpu(&c, 8 << 20, 80e3 + 0.3 * (8 << 20));
+        readcost_cpu(&c, 1 << 20, 2.0 * (1 << 20));
+    }
+    assert_true(readcost_to_gpu(&c, 1 << 20, 0, 0));          /* 0.4 ms against 2.1 */
+    assert_false(readcost_to_gpu(&c, 16 << 10, 0, 0));        /* 85 us against 33 */
+    assert_false(readcost_to_gpu(&c, 1 << 20, 0, 3e6));       /* 3 ms still to wait */
+    assert_false(readcost_to_gpu(&c, 1 << 20, 8 << 20, 0));   /* behind 8 MiB: 2.9 ms */
+    assert_true(readcost_to_gpu(&c, 1 << 20, 2 << 20, 0.5e6)); /* 1.5 ms against 2.1 */
+    for (int i = 0; i < 200; i++) /* the CPU turns out faster: 0.2 ns a byte */
+        readcost_cpu(&c, 1 << 20, 0.2 * (1 << 20));
+    assert_false(readcost_to_gpu(&c, 1 << 20, 0, 0));
+    assert_true(fabs(c.cpu_ns_b - 0.2) < 0.01);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_learns_the_gpu_line),
+        cmocka_unit_test(test_one_size_stays_defined),
+        cmocka_unit_test(test_choice_follows_costs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
