@@ -634,6 +634,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
      * (fstat, fchmod) until the handle goes, as on ext4. */
     vol_ref(c->v, ino, 1);
     fi->fh = (uint64_t)(uintptr_t)d;
+    /* The kernel may keep the listing and answer the next listings of this directory from it
+     * (a READDIR round trip less each): a listing changes only through this mount, and the
+     * kernel drops what it kept when it creates, removes or renames in the directory. */
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
     fuse_reply_open(req, fi);
 }
 
