@@ -1,7 +1,7 @@
 /* Batched extract on the device (TPDS'23 IV-D, with CODAG's warp-per-slice output): requests
  * are cut into slices of at most SLICE bytes and each warp serves one slice. Every lane takes
  * 1/32 of the slice: it descends from the root to its first byte by binary search over the
- * prefix offsets the index build made, then walks the grammar with its own stack, writing its
+ * prefix offsets the index build made, then walks the grammar (walk.h), writing its
  * bytes into the warp's buffer in shared memory; the warp then copies the slice out, consecutive
  * lanes on consecutive bytes, so the writes coalesce. The 32 descents of a warp run at once, so
  * a slice costs about one descent's memory latency instead of one walk over all its tokens.
@@ -9,74 +9,18 @@
 #include <cub/device/device_scan.cuh>
 
 #include "gpu_dev.h"
+#include "walk.h"
 
 #define SLICE 1024 /* bytes per warp */
 #define WARPS 8    /* warps per block */
-#define MAXD 64    /* stack frames per lane, a ring: deeper grammars re-descend (k_extract) */
 
 typedef struct slice {
     u64 off, out; /* offset in the file; offset in the packed output */
     uint32_t ent, len;
 } slice;
 
-/* A lane's path from the root frame (depth 0) to the rule it walks: the deepest MAXD frames
- * kept in a ring, frames bot..top valid. Per frame: the symbol's index, its body's end. */
-typedef struct path {
-    u64 fi[MAXD], fe[MAXD];
-    uint32_t top, bot;
-} path;
-
-__device__ static inline void push(path *w, u64 i, u64 e)
-{
-    if (++w->top - w->bot == MAXD) w->bot++; /* the shallowest frame gives way */
-    w->fi[w->top % MAXD] = i;
-    w->fe[w->top % MAXD] = e;
-}
-
-/* Binary search of [l, h) for the last index whose prefix offset (relative to pre[l]) is at
- * most *rem; *rem becomes the offset inside that symbol. Differences of prefix offsets are
- * exact even if the global sums wrapped. */
-__device__ static inline u64 find(const u64 *pre, u64 l, u64 h, u64 *rem)
-{
-    u64 base = pre[l];
-    while (h - l > 1) {
-        u64 mid = l + (h - l) / 2;
-        if (pre[mid] - base <= *rem)
-            l = mid;
-        else
-            h = mid;
-    }
-    *rem -= pre[l] - base;
-    return l;
-}
-
-/* Descend from the root of the file whose root symbols are [rs, re) to its byte `pos`: the
- * token there, with *rem its offset inside that token, and w the path to it. */
-__device__ static uint32_t descend(path *w, u64 pos, u64 rs, u64 re, const uint32_t *root,
-                                   const uint32_t *syms, const u64 *rule_start,
-                                   const u64 *root_pre, const u64 *syms_pre, uint32_t nt,
-                                   u64 *rem)
-{
-    *rem = pos;
-    u64 l = find(root_pre, rs, re, rem);
-    w->top = w->bot = 0;
-    w->fi[0] = l;
-    w->fe[0] = re;
-    uint32_t cur = root[l];
-    while (cur >= nt) {
-        uint32_t r = cur - nt;
-        u64 e = rule_start[r];
-        l = find(syms_pre, rule_start[r - 1], e, rem);
-        push(w, l, e);
-        cur = syms[l];
-    }
-    return cur;
-}
-
-/* Each lane descends to its first byte, then walks the grammar token by token. A grammar
- * deeper than MAXD is served too: a walk that climbs above the frames the ring kept descends
- * again from the root to the byte it is at (rare: only a walk out of more than MAXD nested
- * rules does). */
+/* Each lane copies its share of the warp's slice with walk_copy (walk.h): a descent to its
+ * first byte, then token by token, any depth of grammar. */
 __global__ void __launch_bounds__(WARPS * 32)
     k_extract(const slice *sl, uint32_t nsl, const uint32_t *root, const uint32_t *syms,
               const u64 *rule_start, const u64 *root_pre, const u64 *syms_pre, const u64 *ent_rs,
@@ -91,34 +35,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     unsigned char *buf = sbuf[warp];
     uint32_t per = (x.len + 31) / 32, lo = lane * per, hi = lo + per < x.len ? lo + per : x.len;
     if (lo < hi) {
-        path w;
-        u64 rs = ent_rs[x.ent], re = rs + ent_rl[x.ent], rem;
-        uint32_t cur = descend(&w, x.off + lo, rs, re, root, syms, rule_start, root_pre,
-                               syms_pre, nt, &rem);
-        /* Walk: copy the rest of this token, then the next ones, until hi. The lane's bytes
-         * end inside the file, so the root frame never runs out. */
-        for (uint32_t p = lo;;) {
-            u64 t0 = toff[cur] + rem, n = toff[cur + 1] - t0;
-            if (n > hi - p) n = hi - p;
-            for (u64 i = 0; i < n; i++)
-                buf[p + i] = blob[t0 + i];
-            p += (uint32_t)n;
-            if (p == hi) break;
-            while (++w.fi[w.top % MAXD] == w.fe[w.top % MAXD] && w.top > w.bot)
-                w.top--;
-            if (w.fi[w.top % MAXD] == w.fe[w.top % MAXD]) { /* climbed past the ring */
-                cur = descend(&w, x.off + p, rs, re, root, syms, rule_start, root_pre, syms_pre,
-                              nt, &rem);
-                continue;
-            }
-            u64 i = w.fi[w.top % MAXD];
-            cur = w.top ? syms[i] : root[i];
-            while (cur >= nt) {
-                push(&w, rule_start[cur - nt - 1], rule_start[cur - nt]);
-                cur = syms[rule_start[cur - nt - 1]];
-            }
-            rem = 0;
-        }
+        const walk_gram g = {root, syms, rule_start, root_pre, syms_pre, toff, blob, nt};
+        u64 rs = ent_rs[x.ent];
+        walk_copy(&g, rs, rs + ent_rl[x.ent], x.off + lo, hi - lo, buf + lo);
     }
     __syncwarp();
     for (uint32_t b = lane; b < x.len; b += 32)
