@@ -297,8 +297,11 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
      * of the running batch, then the next one with it) no later than this thread's CPU;
      * otherwise the CPU takes it, so both work at once. */
     if (m == BACKEND_AUTO) {
-        double left = r->busy ? r->run_start + readcost_batch_ns(&r->cost, r->run_bytes) - now_ns()
-                              : 0;
+        double left = 0; /* none runs */
+        if (r->busy) { /* at least a little, even when it runs longer than expected */
+            left = r->run_start + readcost_batch_ns(&r->cost, r->run_bytes) - now_ns();
+            if (left < 1) left = 1;
+        }
         if (!readcost_to_gpu(&r->cost, n, r->bytes, left)) q.state = RQ_CPU;
     }
     if (q.state == RQ_WAIT && enqueue(b, &q, a, gen)) q.state = RQ_CPU;

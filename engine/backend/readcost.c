@@ -68,8 +68,18 @@ double readcost_batch_ns(const readcost *c, size_t bytes)
     return c->gpu_fixed_ns + c->gpu_ns_b * (double)bytes;
 }
 
-int readcost_to_gpu(const readcost *c, size_t n, size_t queued, double left_ns)
+int readcost_to_gpu(readcost *c, size_t n, size_t queued, double left_ns)
 {
+    int idle = left_ns <= 0 && !queued;
     if (left_ns < 0) left_ns = 0;
-    return left_ns + readcost_batch_ns(c, queued + n) <= c->cpu_ns_b * (double)n;
+    int gpu = left_ns + readcost_batch_ns(c, queued + n) <= c->cpu_ns_b * (double)n;
+    if (gpu && ++c->since_cpu >= READCOST_PROBE)
+        gpu = 0;
+    else if (!gpu && ++c->since_gpu >= READCOST_PROBE && idle)
+        gpu = 1;
+    if (gpu)
+        c->since_gpu = 0;
+    else
+        c->since_cpu = 0;
+    return gpu;
 }

@@ -8,17 +8,22 @@
  *     recent batches, their older ones weighing less, anchored to the priors so that batches
  *     of one size alone cannot make it degenerate).
  * A read waits for the GPU when what is left of the running batch plus the next batch, with
- * it, is expected to take no longer than the read alone on the CPU. Not thread-safe: the
- * read batcher guards it with its queue's mutex. */
+ * it, is expected to take no longer than the read alone on the CPU. So that neither cost goes
+ * stale while the other side takes every read, one read in READCOST_PROBE goes to the side
+ * not chosen (to the GPU only when it is idle, so the probe waits for no queue). Not
+ * thread-safe: the read batcher guards it with its queue's mutex. */
 #ifndef TDC_READCOST_H
 #define TDC_READCOST_H
 
 #include <stddef.h>
 
+#define READCOST_PROBE 64
+
 typedef struct readcost {
     double cpu_ns_b;                   /* CPU: ns per byte of one read */
     double gpu_fixed_ns, gpu_ns_b;     /* GPU: one batch's fixed cost, ns per byte */
     double sum[5]; /* the batches' weighted sums of 1, x, y, xx, xy (x bytes, y ns) */
+    unsigned since_cpu, since_gpu; /* choices since each side last got a read */
 } readcost;
 
 /* Priors from bench/results/gpu.md ("One read: CPU vs GPU"), replaced as reads are timed. */
@@ -34,7 +39,8 @@ void readcost_gpu(readcost *c, size_t bytes, double ns);
 double readcost_batch_ns(const readcost *c, size_t bytes);
 
 /* Whether a read of n bytes should join the GPU's queue: `queued` bytes wait for the next
- * batch, and the running batch (if any) is expected to need `left_ns` more. */
-int readcost_to_gpu(const readcost *c, size_t n, size_t queued, double left_ns);
+ * batch, and the running batch (if any) is expected to need `left_ns` more (0: none runs).
+ * Counts the choice for the probes. */
+int readcost_to_gpu(readcost *c, size_t n, size_t queued, double left_ns);
 
 #endif

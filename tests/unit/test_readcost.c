@@ -61,12 +61,37 @@ static void test_choice_follows_costs(void **state)
     assert_true(fabs(c.cpu_ns_b - 0.2) < 0.01);
 }
 
+/* Each side gets one read in READCOST_PROBE when the other is chosen: the CPU at once, the
+ * GPU only when nothing runs or waits there. */
+static void test_probes(void **state)
+{
+    (void)state;
+    readcost c;
+    readcost_init(&c);
+    int cpu = 0;
+    for (int i = 0; i < 10 * READCOST_PROBE; i++) /* the priors favour the GPU at 1 MiB */
+        cpu += !readcost_to_gpu(&c, 1 << 20, 0, 0);
+    assert_int_equal(cpu, 10);
+    for (int i = 0; i < 200; i++) /* the CPU measures faster: 0.1 ns a byte */
+        readcost_cpu(&c, 1 << 20, 0.1 * (1 << 20));
+    int gpu = 0;
+    for (int i = 0; i < 10 * READCOST_PROBE; i++) /* a batch running: no probe */
+        gpu += readcost_to_gpu(&c, 1 << 20, 0, 1e3);
+    assert_int_equal(gpu, 0);
+    gpu = readcost_to_gpu(&c, 1 << 20, 0, 0); /* idle: the probe that was due */
+    assert_int_equal(gpu, 1);
+    for (int i = 0; i < 10 * READCOST_PROBE; i++)
+        gpu += readcost_to_gpu(&c, 1 << 20, 0, 0);
+    assert_int_equal(gpu, 11);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_learns_the_gpu_line),
         cmocka_unit_test(test_one_size_stays_defined),
         cmocka_unit_test(test_choice_follows_costs),
+        cmocka_unit_test(test_probes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
