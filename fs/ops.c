@@ -1310,7 +1310,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         return;
     }
     if (!strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
-        char v[256];
+        char v[1024]; /* the longest, the backend's counters */
         int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), sees_all(req, c), v, sizeof v);
         if (rc)
             reply_rc(req, logged(rc, "getxattr")); /* a file in a damaged shard: EIO */

@@ -745,7 +745,7 @@ int main(int argc, char **argv)
         text_unmap(&t);
     }
     if (verbose && be && meta) {
-        char st[512];
+        char st[1024];
         backend_stats(be, st, sizeof st); /* what the GPUs did, where they did anything */
         if (!strstr(st, "shard parts by gpu") && !strstr(st, "gpu fallbacks"))
             snprintf(st, sizeof st, "every part on the CPU");

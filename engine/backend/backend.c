@@ -88,6 +88,7 @@ int backend_new(const backend_opts *o, backend **out)
         return tdc_error(-ENOMEM, "backend: out of memory");
     }
     pthread_mutex_init(&b->gpu_lock, NULL);
+    pthread_mutex_init(&b->why_lock, NULL);
     for (int d = 0; d < BACKEND_MAX_GPUS; d++)
         pthread_mutex_init(&b->dev_lock[d], NULL);
     backend_reads_init(&b->rd);
@@ -101,6 +102,7 @@ void backend_free(backend *b)
     backend_reads_free(&b->rd);
     backend_release(b, NULL);
     pthread_mutex_destroy(&b->gpu_lock);
+    pthread_mutex_destroy(&b->why_lock);
     for (int d = 0; d < BACKEND_MAX_GPUS; d++)
         pthread_mutex_destroy(&b->dev_lock[d]);
     ana_ctx_free(b->ana);
@@ -150,6 +152,14 @@ static void account(backend *b, int cpu, size_t bytes)
     __atomic_fetch_add(&b->bytes[cpu], (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
+void backend_fallback(backend *b)
+{
+    __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&b->why_lock);
+    snprintf(b->why, sizeof b->why, "%s", tdc_errmsg());
+    pthread_mutex_unlock(&b->why_lock);
+}
+
 int backend_stats(backend *b, char *out, size_t n)
 {
     unsigned long long r0 = __atomic_load_n(&b->req[0], __ATOMIC_RELAXED),
@@ -157,9 +167,13 @@ int backend_stats(backend *b, char *out, size_t n)
                        r1 = __atomic_load_n(&b->req[1], __ATOMIC_RELAXED),
                        b1 = __atomic_load_n(&b->bytes[1], __ATOMIC_RELAXED),
                        fb = __atomic_load_n(&b->fallbacks, __ATOMIC_RELAXED);
-    char reads[192], tail[64] = "", devs[160] = "";
+    char reads[320], tail[sizeof b->why + 64] = "", devs[160] = "";
     backend_read_stats(b, reads, sizeof reads);
-    if (fb) snprintf(tail, sizeof tail, "; gpu fallbacks: %llu", fb);
+    if (fb) {
+        pthread_mutex_lock(&b->why_lock);
+        snprintf(tail, sizeof tail, "; gpu fallbacks: %llu (the last: %s)", fb, b->why);
+        pthread_mutex_unlock(&b->why_lock);
+    }
     for (int d = 0, k = 0; d < BACKEND_MAX_GPUS; d++) { /* backend_by_shard's parts, by device */
         unsigned long long p = __atomic_load_n(&b->dev_parts[d], __ATOMIC_RELAXED);
         if (p && k < (int)sizeof devs - 24)
@@ -301,7 +315,7 @@ static int served(backend *b, int r, int kind, const arc *a, uint32_t first, uin
         if (acct) account(b, 0, out->n - n0);
         return 0;
     }
-    if (r < 0) __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
+    if (r < 0) backend_fallback(b);
     out->n = n0;
     int rc = ana_table[kind].cpu(b->ana, a, first, end, vis, out);
     if (!rc && acct) account(b, 1, out->n - n0);
@@ -794,7 +808,7 @@ int backend_edits(backend *b, int mode, const uint64_t *size, uint32_t nfiles,
         gpu_edits_free(e);
         *on_gpu = rc == 0;
         if (rc == 0 || rc == -EINVAL) return rc; /* -EINVAL: the batch is wrong, not the GPU */
-        __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
+        backend_fallback(b);
     }
 #else
     (void)b;

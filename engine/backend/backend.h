@@ -194,9 +194,10 @@ void backend_release(backend *b, const arc *a);
 /* One line, no newline: "gpu: 3 requests 1234 bytes; cpu: 10 requests 5678 bytes" (analytics
  * served by each backend since b was made and the output bytes they produced; an analytic
  * shard by shard is one request, the GPU's when its parts went to the GPUs), the read
- * batcher's counters, "; shard parts by gpu: D: N, ..." (the parts each device computed),
- * plus "; gpu fallbacks: N" when GPU attempts failed and the CPU served them. Returns what
- * snprintf returns. */
+ * batcher's counters and auto's read costs (readcost.h), "; shard parts by gpu: D: N, ..."
+ * (the parts each device computed), plus "; gpu fallbacks: N (the last: WHY)" when GPU
+ * attempts failed and the CPU served them, WHY the last one's error. Returns what snprintf
+ * returns. */
 int backend_stats(backend *b, char *out, size_t n);
 
 /* ---- File reads for the daemon: a batcher that sends reads to the GPU ---- */

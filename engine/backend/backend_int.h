@@ -50,6 +50,8 @@ struct backend {
     ana_ctx *ana;
     uint64_t req[2], bytes[2]; /* analytics: [0] gpu, [1] cpu */
     uint64_t fallbacks;        /* GPU attempts the CPU served instead (analytics, reads) */
+    pthread_mutex_t why_lock;  /* guards why */
+    char why[160];             /* the last fallback's error */
     pthread_mutex_t gpu_lock;  /* serializes b's uses of the GPU; guards `res` and `tick` */
     struct {
         const arc *a;
@@ -65,6 +67,10 @@ struct backend {
     pthread_mutex_t dev_lock[BACKEND_MAX_GPUS];
     uint64_t dev_parts[BACKEND_MAX_GPUS]; /* parts each device served */
 };
+
+/* A GPU attempt failed and the CPU serves it instead: count it, and keep the calling thread's
+ * error message (tdc_errmsg) for backend_stats. */
+void backend_fallback(backend *b);
 
 /* b's mode now. */
 int backend_mode(const backend *b);

@@ -157,9 +157,9 @@ static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, si
         pos += q->n;
     }
     if (!ok) {
-        __atomic_fetch_add(&b->fallbacks, 1, __ATOMIC_RELAXED);
         if (got >= 0)
             tdc_error(-EIO, "gpu: extract returned %lld bytes, not %zu", (long long)got, bytes);
+        backend_fallback(b);
     }
     return ok;
 }

@@ -486,7 +486,7 @@ static void *rthr_main(void *p)
 
 static unsigned long long read_stat(const char *key)
 {
-    char st[512];
+    char st[1024];
     backend_stats(B, st, sizeof st);
     const char *p = strstr(st, key);
     return p ? strtoull(p + strlen(key), NULL, 10) : 0;
@@ -647,7 +647,7 @@ static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
     arc *m;
     if (arc_open_meta(path, &m)) DIE(path);
     int before = fails;
-    char st[256];
+    char st[1024];
     buf want = {0}, got = {0};
     printf("backend_by_shard, %u shards, whole archive (ms):\n  %-14s %14s %14s %14s\n",
            m->nshards, "analytic", "gpu by shard", "cpu by shard", "cpu whole");
@@ -704,7 +704,7 @@ static void check_backend(const arc *a, gpu_gram *g, uint64_t *seed)
 {
     int before = fails;
     buf want = {0}, got = {0};
-    char st[256];
+    char st[1024];
     uint64_t *cnt = xmalloc(((size_t)a->g.ntokens + 1) * sizeof *cnt);
     int whole = gpu_wordcount(g, 0, a->nents, cnt) == 0; /* no cut long words */
     free(cnt);

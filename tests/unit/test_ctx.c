@@ -140,7 +140,7 @@ static void test_options_normalized(void **state)
 /* "cpu: N requests" of b's stats. */
 static unsigned long long cpu_requests(backend *b)
 {
-    char st[512];
+    char st[1024];
     unsigned long long g, gb, c, cb;
     backend_stats(b, st, sizeof st);
     assert_int_equal(
