@@ -40,23 +40,32 @@ static int nbits(u64 n) /* bits that hold every value below n, at least 1 */
     return b;
 }
 
-/* Device buffers of one call, released together (stream-ordered). */
+/* Device buffers of one call, released together (stream-ordered). A bottom-up pass takes a
+ * dozen per level of the grammar, so the list grows (a plain type: the call is zeroed). */
 struct tmp {
     gpu_gram *g;
-    void *p[1024];
-    int n;
+    void **p;
+    size_t n, cap;
     template <class T> int get(T **out, size_t count)
     {
-        if (n == 1024) return tdc_error(-ENOMEM, "gpu: analytics: too many buffers");
+        if (n == cap) {
+            size_t c = cap ? 2 * cap : 256;
+            void **q = (void **)realloc(p, c * sizeof *q);
+            if (!q) return tdc_error(-ENOMEM, "gpu: out of memory");
+            p = q;
+            cap = c;
+        }
         CK(cudaMallocAsync((void **)out, (count ? count : 1) * sizeof(T), g->st));
         p[n++] = *out;
         return 0;
     }
     void release()
     {
-        for (int i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++)
             cudaFreeAsync(p[i], g->st);
-        n = 0;
+        free(p);
+        p = NULL;
+        n = cap = 0;
     }
 };
 

@@ -924,13 +924,18 @@ static void *loader(void *p)
     if (loaded_here) load_data(v, 1);
     int failed = v->dstate < 0;
     pthread_mutex_unlock(&v->dlock);
-    if (!failed) { /* the GPU copy now, not at the first read or analytic */
-        pthread_rwlock_rdlock(&v->alock);
-        backend_prepare(v->o.be, v->a, v->gen + 1);
-        pthread_rwlock_unlock(&v->alock);
+    if (failed) {
+        log_load_failure(v);
+        return NULL;
     }
-    if (failed) log_load_failure(v);
-    if (loaded_here && !failed) build_cache(v);
+    /* The cache of short rules first: every read on the CPU uses it, in every GPU mode (auto
+     * sends most reads to the CPU), and an upload of a large archive takes seconds. */
+    if (loaded_here) build_cache(v);
+    /* Then the GPU copy, not at the first read or analytic (unless the volume is closing). */
+    if (__atomic_load_n(&v->closing, __ATOMIC_RELAXED)) return NULL;
+    pthread_rwlock_rdlock(&v->alock);
+    backend_prepare(v->o.be, v->a, v->gen + 1);
+    pthread_rwlock_unlock(&v->alock);
     return NULL;
 }
 
