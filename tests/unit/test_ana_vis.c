@@ -10,6 +10,7 @@
 #include "../../engine/format/arc.h"
 #include "../../engine/build/pack.h"
 #include "testutil.h"
+#include "testpack.h"
 
 #define NF 14
 static const char *paths[NF] = {"a.txt",   "d/b.txt",    "d/c.txt",   "d/e/f.txt", "d/e/g.txt",
@@ -50,16 +51,10 @@ static void write_tree(const char *root, const unsigned char *keep, uint64_t see
 
 static arc *pack_tree(const char *name, const unsigned char *keep, uint64_t seed)
 {
-    char *dir = tu_tmppath(name), ar[4200], cmd[8500];
-    snprintf(ar, sizeof ar, "%s.tdc", dir);
+    char *dir = tu_tmppath(name);
     write_tree(dir, keep, seed);
     pack_opts o = {.seg_tokens = 512};
-    pack_stats st;
-    arc *a;
-    assert_int_equal(pack_dir(dir, ar, &o, &st), 0);
-    assert_int_equal(arc_open(ar, &a), 0);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, ar);
-    assert_int_equal(system(cmd), 0);
+    arc *a = tu_pack_open(dir, &o, NULL);
     free(dir);
     return a;
 }

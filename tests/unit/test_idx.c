@@ -11,6 +11,7 @@
 #include "../../engine/build/pack.h"
 #include "../../engine/index/idx.h"
 #include "testutil.h"
+#include "testpack.h"
 
 #define NF 5
 static unsigned char *content[NF];
@@ -44,25 +45,11 @@ static void make(uint64_t *seed)
 /* Pack the files of make() into a fresh archive and open it. */
 static arc *pack_test_files(uint64_t *seed)
 {
-    char *dir = tu_tmppath("idxtree"), *ar = tu_tmppath("idx.tdc"), path[4096];
-    mkdir(dir, 0755);
     make(seed);
-    for (int f = 0; f < NF; f++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
-        FILE *fp = fopen(path, "wb");
-        fwrite(content[f], 1, size[f], fp);
-        fclose(fp);
-    }
     pack_opts o = {.seg_tokens = 4096}; /* many segments: files span segment boundaries */
     pack_stats st;
-    arc *a;
-    assert_int_equal(pack_dir(dir, ar, &o, &st), 0);
+    arc *a = tu_pack_files("idxtree", NF, names, content, size, &o, &st);
     assert_true(st.segments > 3);
-    assert_int_equal(arc_open(ar, &a), 0);
-    snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
-    assert_int_equal(system(path), 0);
-    free(dir);
-    free(ar);
     return a;
 }
 

@@ -11,14 +11,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../engine/build/pack.h"
-#include "../../engine/format/arc.h"
 #include "../../kernels/walk.h"
 #include "testutil.h"
+#include "testpack.h"
 
 #define NF 3
 static const char *names[NF] = {"chain", "soup", "runs"};
-static char *content[NF];
+static unsigned char *content[NF];
 static size_t size[NF];
 
 static void make(uint64_t *seed)
@@ -42,32 +41,15 @@ static void make(uint64_t *seed)
         for (uint64_t k = tu_rand(seed) % 40; k; k--)
             assert_int_equal(buf_put(&b[2], i % 2 ? "ab " : "cd\n", 3), 0);
     for (int f = 0; f < NF; f++) {
-        content[f] = (char *)b[f].p;
+        content[f] = b[f].p;
         size[f] = b[f].n;
     }
 }
 
 static arc *pack_files(uint64_t *seed)
 {
-    char *dir = tu_tmppath("walktree"), *ar = tu_tmppath("walk.tdc"), path[4096];
-    mkdir(dir, 0755);
     make(seed);
-    for (int f = 0; f < NF; f++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
-        FILE *fp = fopen(path, "wb");
-        fwrite(content[f], 1, size[f], fp);
-        fclose(fp);
-    }
-    pack_opts o = {0};
-    pack_stats st;
-    arc *a;
-    assert_int_equal(pack_dir(dir, ar, &o, &st), 0);
-    assert_int_equal(arc_open(ar, &a), 0);
-    snprintf(path, sizeof path, "rm -rf '%s' '%s'", dir, ar);
-    assert_int_equal(system(path), 0);
-    free(dir);
-    free(ar);
-    return a;
+    return tu_pack_files("walktree", NF, names, content, size, NULL, NULL);
 }
 
 /* Exclusive prefix sums of the expanded sizes of n symbols. */
