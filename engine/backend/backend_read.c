@@ -129,21 +129,20 @@ static int q_room(backend_reads *r, size_t n)
     return 0;
 }
 
-/* The n reads from list l as one gpu_extract into r->pin: 1 when the GPU served them all, 0
+/* The n reads (`bytes` in all) from list l as one gpu_extract into r->pin: 1 when the GPU served them all, 0
  * when the CPU must (auto mode and the GPU busy, or a failure). r->mu not held; the batcher
  * is the only user of pin, req and got. */
-static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, size_t n)
+static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, size_t n,
+                     size_t bytes)
 {
     backend_reads *r = &b->rd;
     if (backend_mode(b) == BACKEND_ON)
         pthread_mutex_lock(&b->gpu_lock);
     else if (pthread_mutex_trylock(&b->gpu_lock))
         return 0; /* an analytic holds the GPU: the CPU threads are free */
-    size_t k = 0, bytes = 0;
-    for (backend_rreq *q = l; q; q = q->next, k++) {
+    size_t k = 0;
+    for (backend_rreq *q = l; q; q = q->next, k++)
         r->req[k] = (gpu_req){q->ent, (uint32_t)q->n, q->off};
-        bytes += q->n;
-    }
     gpu_gram *g = backend_resident(b, a, gen, 1); /* once per archive: the first batch uploads */
     int64_t got = g ? gpu_extract(g, r->req, n, r->pin, BACKEND_READ_FULL, r->got) : -EIO;
     if (got < 0 && g && got != -EINVAL && got != -ENOTSUP) backend_drop(b, g); /* may be unusable */
@@ -178,8 +177,9 @@ static void deadline_wait(backend *b)
     }
 }
 
-/* Detach the oldest queued reads, up to BACKEND_READ_FULL bytes (at least one); r->mu held. */
-static backend_rreq *take(backend_reads *r, size_t *n)
+/* Detach the oldest queued reads, up to BACKEND_READ_FULL bytes (at least one): their count
+ * in *n, their bytes in *bytes; r->mu held. */
+static backend_rreq *take(backend_reads *r, size_t *n, size_t *bytes_out)
 {
     backend_rreq *l = r->head, **p = &r->head;
     size_t bytes = 0;
@@ -190,6 +190,7 @@ static backend_rreq *take(backend_reads *r, size_t *n)
     if (!r->head) r->tail = &r->head;
     r->bytes -= bytes;
     if (r->head) clock_gettime(CLOCK_MONOTONIC, &r->first);
+    *bytes_out = bytes;
     return l;
 }
 
@@ -207,19 +208,16 @@ static void *batcher(void *arg)
         while (r->copying) /* the last batch's callers still read pin */
             pthread_cond_wait(&r->done, &r->mu);
         if (!r->head) continue;
-        size_t n;
+        size_t n, bytes;
         const arc *a = r->a;
         uint64_t gen = r->gen;
-        backend_rreq *l = take(r, &n);
+        backend_rreq *l = take(r, &n, &bytes);
         int ok = !q_room(r, n);
-        size_t bytes = 0;
-        for (backend_rreq *q = l; q; q = q->next)
-            bytes += q->n;
         r->busy = 1;
         r->run_start = now_ns();
         r->run_bytes = bytes;
         pthread_mutex_unlock(&r->mu);
-        if (ok) ok = run_batch(b, a, gen, l, n);
+        if (ok) ok = run_batch(b, a, gen, l, n, bytes);
         double took = now_ns() - r->run_start;
         pthread_mutex_lock(&r->mu);
         r->busy = 0;
