@@ -129,9 +129,9 @@ static int q_room(backend_reads *r, size_t n)
     return 0;
 }
 
-/* The n reads (`bytes` in all) from list l as one gpu_extract into r->pin: 1 when the GPU served them all, 0
- * when the CPU must (auto mode and the GPU busy, or a failure). r->mu not held; the batcher
- * is the only user of pin, req and got. */
+/* The n reads (`bytes` in all) from list l as one gpu_extract into r->pin: 1 when the GPU
+ * served them all, 0 when the CPU must (auto mode and the GPU busy, or a failure). r->mu not
+ * held; the batcher is the only user of pin, req and got. */
 static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, size_t n,
                      size_t bytes)
 {
