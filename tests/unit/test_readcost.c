@@ -19,7 +19,8 @@ static void test_learns_the_gpu_line(void **state)
     uint64_t seed = 11;
     for (int i = 0; i < 400; i++) { /* 40 us + 0.5 ns a byte, +-5% */
         size_t bytes = (size_t)(64 << 10) * (1 + tu_rand(&seed) % 256);
-        double ns = (40e3 + 0.5 * (double)bytes) * (0.95 + 0.1 * (double)(tu_rand(&seed) % 1000) / 1000);
+        double noise = 0.95 + 0.1 * (double)(tu_rand(&seed) % 1000) / 1000;
+        double ns = (40e3 + 0.5 * (double)bytes) * noise;
         readcost_gpu(&c, bytes, ns);
     }
     assert_true(fabs(c.gpu_ns_b - 0.5) < 0.05);
