@@ -23,6 +23,7 @@
 #include "../lib/env.h"
 #include "fs.h"
 #include "killpriv.h"
+#include "heap.h"
 #include "loop.h"
 
 #define TADOCFS_VERSION "0.1.0"
@@ -334,6 +335,9 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    /* Before the file table's model is built: unless the budget is small (mem= asks for
+     * little, and a huge page is resident whole). */
+    if (!mem || mem >= FS_HEAP_HUGE_MIN) fs_heap_huge(FS_HEAP_HUGE_MIN);
     backend_opts bo;
     backend_opts_init(&bo);
     bo.mode = gpu_mode;

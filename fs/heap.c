@@ -1,0 +1,21 @@
+#include "heap.h"
+
+#include <malloc.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void fs_heap_huge(size_t bytes)
+{
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    /* The allocator grows the heap by this much beyond each request, and keeps as much when
+     * it gives memory back: the heap then grows once, into the range advised below. */
+    if (mallopt(M_TOP_PAD, (int)bytes) != 1) return;
+    void *p = malloc(64 << 10); /* under the mmap threshold: from the heap, growing it */
+    if (!p) return;
+    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    free(p); /* the heap keeps the pad */
+    uintptr_t hi = (uintptr_t)sbrk(0) & ~(huge - 1);
+    /* A range that is not heap (sbrk failed, or the heap is elsewhere) fails the call. */
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
