@@ -1865,8 +1865,10 @@ static int span_shell(const arc *meta, arc *s)
     return 0;
 }
 
-int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
-                  uint32_t *nids)
+/* A span of shards [first, last] of meta with the entries `part` < 0: span_entries; else
+ * entry `part` alone, cut to its part in shard first == last. */
+static int open_span(const arc *meta, uint32_t first, uint32_t last, int64_t part, arc **out,
+                     vec32 *ids)
 {
     *out = NULL;
     if (!meta->pending || first > last || last >= meta->nshards)
@@ -1875,7 +1877,10 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
     vec32 v = {0};
     arc *s = calloc(1, sizeof *s);
     int rc = s ? span_shell(meta, s) : tdc_error(-ENOMEM, "out of memory");
-    if (!rc) rc = span_entries(meta, first, last, &v);
+    if (!rc && part < 0)
+        rc = span_entries(meta, first, last, &v);
+    else if (!rc && vec32_push(&v, (uint32_t)part))
+        rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc && !(s->ents = calloc(v.n + 1, sizeof *s->ents)))
         rc = tdc_error(-ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < v.n; i++) {
@@ -1887,6 +1892,13 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
         if (!(e->path = strdup(meta->ents[v.p[i]].path))) rc = tdc_error(-ENOMEM, "out of memory");
         s->nents = (uint32_t)i + 1;
     }
+    if (!rc && part >= 0) { /* its run and size in shard `first` alone */
+        arc_entry *e = &s->ents[0];
+        e->shard = first;
+        e->root_start = meta->shards[first].root_off;
+        e->root_len = meta->shards[first].root_syms;
+        e->size = meta->shards[first].bytes;
+    }
     if (!rc) rc = sort_by_ino(s);
     if (!rc) rc = load_span(s, first, last);
     if (rc) {
@@ -1895,9 +1907,46 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
         return rc;
     }
     *out = s;
-    *ids = v.p;
-    *nids = (uint32_t)v.n;
+    *ids = v;
     return 0;
+}
+
+int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
+                  uint32_t *nids)
+{
+    vec32 v;
+    int rc = open_span(meta, first, last, -1, out, &v);
+    if (!rc) {
+        *ids = v.p;
+        *nids = (uint32_t)v.n;
+    }
+    return rc;
+}
+
+int arc_entry_parts(const arc *meta, uint32_t ent, uint32_t *first, uint32_t *last)
+{
+    const arc_entry *e = &meta->ents[ent];
+    if (meta->version < 4 || e->type != ARC_REG || !e->root_len) return 0;
+    arc_entry_shards(meta, ent, first, last);
+    const arc_shard *f = &meta->shards[*first], *l = &meta->shards[*last];
+    if (*first == *last || e->root_start != f->root_off ||
+        e->root_start + e->root_len != l->root_off + l->root_syms)
+        return 0;
+    uint64_t bytes = 0;
+    for (uint32_t k = *first; k <= *last; k++)
+        bytes += meta->shards[k].bytes;
+    return bytes == e->size;
+}
+
+int arc_open_part(const arc *meta, uint32_t ent, uint32_t k, arc **out)
+{
+    uint32_t first, last;
+    if (ent >= meta->nents || !arc_entry_parts(meta, ent, &first, &last) || k < first || k > last)
+        return tdc_error(-EINVAL, "entry %u has no part of its own in shard %u", ent, k);
+    vec32 v;
+    int rc = open_span(meta, k, k, ent, out, &v);
+    vec32_free(&v);
+    return rc;
 }
 
 void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start, uint64_t *len)

@@ -356,6 +356,16 @@ uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k);
 int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
                   uint32_t *nids);
 
+/* Whether regular entry `ent` of version 4 `meta` is read best shard by shard: its run fills
+ * shards [*first, *last], more than one, whole (pack cuts a file larger than a shard so), so
+ * each shard's content is a part of the file, *first's at its start; and those shards' sizes
+ * add up to the file's. 1 (with the shards) or 0. */
+int arc_entry_parts(const arc *meta, uint32_t ent, uint32_t *first, uint32_t *last);
+
+/* As arc_open_span of shard k alone, for the part of entry `ent` (arc_entry_parts) it holds:
+ * the one entry of *out, whose run is shard k's root and whose size is that part's. */
+int arc_open_part(const arc *meta, uint32_t ent, uint32_t k, arc **out);
+
 /* A copy of `meta` (an archive opened by arc_open_meta and not loaded), as arc_open_meta of
  * the same file would give it, made without reading or checking anything again: its own
  * file table, section and shard tables and descriptor of the file. 0 or -ENOMEM. */

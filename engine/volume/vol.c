@@ -1400,13 +1400,14 @@ static int64_t archived_entry(vol *v, uint64_t ino)
     return ent;
 }
 
-/* Decode the shards of ino's archived content, if it has any, before the model lock is taken,
- * so that changes need not wait for the decoding; the span is held in r->span for the read
- * (which then need not find it kept, nor decode it again when it could not be kept). */
-static void warm_span(vol *v, vol_reader *r, uint64_t ino)
+/* Decode the shards of ino's archived content holding byte `off` (all of them but for a file
+ * read part by part), if it has any, before the model lock is taken, so that changes need
+ * not wait for the decoding; the span is held in r->span for the read (which then need not
+ * find it kept, nor decode it again when it could not be kept). */
+static void warm_span(vol *v, vol_reader *r, uint64_t ino, uint64_t off)
 {
     int64_t ent = archived_entry(v, ino);
-    if (ent >= 0) r->span = vol_span_hold(v, ent);
+    if (ent >= 0) r->span = vol_span_hold(v, ent, off);
 }
 
 int vol_change_ready(vol *v)
@@ -1414,13 +1415,13 @@ int vol_change_ready(vol *v)
     return !v->o.writable || !backlogged(v);
 }
 
-int vol_read_ready(vol *v, uint64_t ino)
+int vol_read_ready(vol *v, uint64_t ino, uint64_t off)
 {
     if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) /* GPU reads wait for a batch */
         return !v->o.be || backend_options(v->o.be)->mode == BACKEND_OFF;
     if (!reads_from_spans(v)) return 0; /* the read would load the whole archive */
     int64_t ent = archived_entry(v, ino);
-    return ent < 0 || vol_span_kept(v, ent);
+    return ent < 0 || vol_span_kept(v, ent, off);
 }
 
 ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, size_t n)
@@ -1428,7 +1429,7 @@ ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, s
     for (;;) {
         int spans = reads_from_spans(v);
         if (spans) {
-            warm_span(v, r, ino);
+            warm_span(v, r, ino, off);
         } else { /* before the model lock: changes go on while the data loads */
             int rc = vol_data(v);
             if (rc) return rc;

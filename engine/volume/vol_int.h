@@ -99,6 +99,7 @@ struct vol {
     int ahead_max;     /* how many may run: VOL_AHEAD_MAX, or fewer on fewer CPUs */
     struct vol_loading {
         uint32_t first, last;
+        int64_t part; /* span_key's */
         uint64_t gen;
         int busy, ahead;
     } loading[VOL_SPAN_LOADS + VOL_AHEAD_MAX]; /* spans being decoded (for reads, or ahead),
@@ -126,14 +127,15 @@ const arc *vol_span_meta(vol *v);
  * are dropped, or the file table's copy cannot tell). Thread-safe. */
 ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *dst, size_t n);
 
-/* The span holding entry ent's content, loaded or found kept, with a reference for the
- * caller (vol_span_release); NULL when there is none to have. */
-vol_span *vol_span_hold(vol *v, int64_t ent);
+/* The span holding entry ent's content (its byte `off`, for a file read part by part),
+ * loaded or found kept, with a reference for the caller (vol_span_release); NULL when there
+ * is none to have. */
+vol_span *vol_span_hold(vol *v, int64_t ent, uint64_t off);
 void vol_span_release(vol *v, vol_span *s); /* NULL is allowed */
 
-/* Whether the span holding entry ent's content is kept now, so that a read of it decodes
- * nothing (a hint: it may be dropped before the read takes it). */
-int vol_span_kept(vol *v, int64_t ent);
+/* Whether the span holding entry ent's content (its byte `off`) is kept now, so that a read
+ * there decodes nothing (a hint: it may be dropped before the read takes it). */
+int vol_span_kept(vol *v, int64_t ent, uint64_t off);
 
 /* The budget of o.mem bytes, with the kept spans as what it reclaims: 0 or -ENOMEM. */
 int vol_spans_budget(vol *v);

@@ -12,7 +12,12 @@
  * the spans are dropped, each freed by its last reader. Each span keeps its short rules
  * expanded, so reads copy them whole. Under a budget, a reader going through the shards in
  * order has the spans of the next files decoded ahead, each by a thread of its own (one per
- * CPU but the reader's, at most VOL_AHEAD_MAX), where the budget has room for them now. */
+ * CPU but the reader's, at most VOL_AHEAD_MAX), where the budget has room for them now.
+ *
+ * A file that pack cut over shards of its own (arc_entry_parts: a file larger than a shard)
+ * is read part by part: a read loads the shard holding its bytes alone (arc_open_part), so
+ * its first byte costs one shard and the memory it holds stays one shard's, whatever the
+ * file's size; a reader going through it has the next parts decoded ahead. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -33,8 +38,22 @@
  * budget by this much. */
 #define VOL_TRIM_SLACK (64ull << 20)
 
+/* What a span holds: shards [first, last], with every file inside them (part < 0) or the
+ * part of file table entry `part` in shard first == last, which begins at byte `off` of
+ * that file and ends before `end` (whole spans: 0 and UINT64_MAX). */
+typedef struct span_key {
+    uint32_t first, last;
+    int64_t part;
+    uint64_t off, end;
+} span_key;
+
+static int same_key(const span_key *a, const span_key *b)
+{
+    return a->first == b->first && a->last == b->last && a->part == b->part;
+}
+
 struct vol_span {
-    uint32_t first, last; /* shards [first, last] */
+    span_key k;
     arc *a;
     idx *x;
     uint32_t *ids; /* a's entries as entries of v->a (ascending) */
@@ -161,10 +180,10 @@ int vol_spans_budget(vol *v)
 }
 
 /* What span [first, last] is expected to occupy, from the shard table. */
-static uint64_t span_estimate(const arc *meta, uint32_t first, uint32_t last)
+static uint64_t span_estimate(const arc *meta, const span_key *key)
 {
     uint64_t n = 0;
-    for (uint32_t k = first; k <= last; k++)
+    for (uint32_t k = key->first; k <= key->last; k++)
         n += arc_shard_mem_estimate(meta, k);
     return n;
 }
@@ -175,17 +194,24 @@ static uint64_t span_bytes(const vol_span *s)
     return sizeof *s + arc_mem(s->a) + idx_mem(s->x) + (uint64_t)s->nids * sizeof *s->ids;
 }
 
-/* Span [first, last] loaded from the file table `meta`: its arc, index and size; with
+/* The span of `key` loaded from the file table `meta`: its arc, index and size; with
  * `flat`, its short rules expanded too (else flat_later does it at the next read that finds
  * it kept). */
-static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, int flat,
-                     vol_span **out)
+static int span_load(vol *v, const arc *meta, const span_key *key, int flat, vol_span **out)
 {
     vol_span *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
-    s->first = first;
-    s->last = last;
-    int rc = arc_open_span(meta, first, last, &s->a, &s->ids, &s->nids);
+    s->k = *key;
+    int rc;
+    if (key->part < 0) {
+        rc = arc_open_span(meta, key->first, key->last, &s->a, &s->ids, &s->nids);
+    } else if (!(s->ids = malloc(sizeof *s->ids))) {
+        rc = -ENOMEM;
+    } else {
+        s->ids[0] = (uint32_t)key->part;
+        s->nids = 1;
+        rc = arc_open_part(meta, (uint32_t)key->part, key->first, &s->a);
+    }
     if (!rc) rc = idx_build_base(s->a, &s->x);
     if (rc) {
         span_free(v, s);
@@ -195,7 +221,7 @@ static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, int
      * whole instead of descending token by token, about three times faster, for a build that
      * costs a fifth of the decoding. Without memory for it (-ENOMEM), reads descend. */
     uint64_t content = 0, cap = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
-    for (uint32_t k = first; k <= last; k++)
+    for (uint32_t k = key->first; k <= key->last; k++)
         content += meta->shards[k].bytes;
     s->flat = content / 8 < cap ? content / 8 : cap;
     if (flat) (void)idx_build_flat(s->x, s->flat, NULL);
@@ -204,10 +230,10 @@ static int span_load(vol *v, const arc *meta, uint32_t first, uint32_t last, int
     return 0;
 }
 
-static vol_span *find_span(vol *v, uint32_t first, uint32_t last)
+static vol_span *find_span(vol *v, const span_key *key)
 {
     for (vol_span *s = v->spans; s; s = s->next)
-        if (s->first == first && s->last == last && s->gen == v->span_gen) return s;
+        if (same_key(&s->k, key) && s->gen == v->span_gen) return s;
     return NULL;
 }
 
@@ -233,9 +259,25 @@ const arc *vol_span_meta(vol *v)
     return m;
 }
 
-/* The entry holding ent's content and the shards it spans, from the file table's copy.
- * v->splock held. */
-static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint32_t *last)
+/* The span holding byte `off` of a file's content: the shard of its part there for a file
+ * read part by part, unless `whole`; else every shard its run touches. */
+static void key_of(const arc *m, uint32_t c, uint64_t off, int whole, span_key *key)
+{
+    *key = (span_key){.part = -1, .end = UINT64_MAX};
+    if (whole || !arc_entry_parts(m, c, &key->first, &key->last)) {
+        arc_entry_shards(m, c, &key->first, &key->last);
+        return;
+    }
+    uint32_t k = key->first;
+    while (k < key->last && off >= key->off + m->shards[k].bytes)
+        key->off += m->shards[k++].bytes;
+    *key = (span_key){k, k, c, key->off, key->off + m->shards[k].bytes};
+}
+
+/* The entry holding ent's content, and the key of the span holding its byte `off` (key_of),
+ * from the file table's copy. v->splock held. */
+static int span_of(vol *v, int64_t ent, uint64_t off, int whole, uint32_t *content,
+                   span_key *key)
 {
     int rc = open_smeta(v);
     if (rc) return rc;
@@ -244,15 +286,18 @@ static int span_of(vol *v, int64_t ent, uint32_t *content, uint32_t *first, uint
     int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);
     if (c < 0) return -EAGAIN;
     *content = (uint32_t)c;
-    return arc_entry_shards(v->smeta, (uint32_t)c, first, last);
+    key_of(v->smeta, (uint32_t)c, off, whole, key);
+    return 0;
 }
 
-/* Whether span [first, last] of the current file table is being decoded. v->splock held. */
-static int being_loaded(const vol *v, uint32_t first, uint32_t last)
+/* Whether the span of `key` of the current file table is being decoded. v->splock held. */
+static int being_loaded(const vol *v, const span_key *key)
 {
     for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
         const struct vol_loading *l = &v->loading[i];
-        if (l->busy && l->first == first && l->last == last && l->gen == v->span_gen) return 1;
+        if (l->busy && l->first == key->first && l->last == key->last && l->part == key->part &&
+            l->gen == v->span_gen)
+            return 1;
     }
     return 0;
 }
@@ -265,22 +310,21 @@ enum { GET_NOW, GET_WAIT, GET_AHEAD };
 static void read_ahead(vol *v, const vol_span *s, uint32_t c);
 static void flat_later(vol *v, vol_span *s);
 
-/* Span [first, last] of file table generation `gen`, found kept or loaded now, with a
+/* The span of `key` in file table generation `gen`, found kept or loaded now, with a
  * reference for the caller (none when reading ahead). At most VOL_SPAN_LOADS spans are
  * decoded at once for reads and v->ahead_max ahead, and a span being decoded is waited for
  * rather than decoded twice. Under a budget a load takes its estimate first. A reader's load
  * that follows on the shard of its last one, or its first use of a span read ahead, starts
  * reading the next spans ahead. Called with v->splock held; returns without it. NULL when
  * the spans are dropped, the generation changed, the load failed, or when reading ahead. */
-static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen, int how,
-                            uint32_t c)
+static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, uint32_t c)
 {
     vol_span *s = NULL;
     uint64_t took = 0; /* of the budget, for the load */
     int slot = -1, chain = 0;
     for (;;) {
         if (v->spans_done || v->span_gen != gen) break;
-        if ((s = find_span(v, first, last))) {
+        if ((s = find_span(v, key))) {
             if (how == GET_AHEAD) { /* kept already */
                 s = NULL;
                 break;
@@ -291,10 +335,10 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
             push_front(v, s);
             chain = s->ahead;
             s->ahead = 0;
-            if (chain) v->seq_next = last + 1;
+            if (chain) v->seq_next = key->last + 1;
             break;
         }
-        int same = being_loaded(v, first, last), busy[2] = {0, 0}; /* for reads, ahead */
+        int same = being_loaded(v, key), busy[2] = {0, 0}; /* for reads, ahead */
         for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
             if (!v->loading[i].busy) slot = i;
             busy[v->loading[i].ahead] += v->loading[i].busy;
@@ -307,7 +351,7 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
         }
         if (!same && slot >= 0 && (!v->bud || took)) break;
         if (!same && slot >= 0) { /* room first; then look again, as others went on meanwhile */
-            took = span_estimate(v->smeta, first, last);
+            took = span_estimate(v->smeta, key);
             pthread_mutex_unlock(&v->splock);
             if (how != GET_AHEAD)
                 mbud_take(v->bud, took, how == GET_WAIT);
@@ -334,13 +378,14 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
     }
     /* The file table stays while the slot is busy (vol_spans_reset waits for it). */
     const arc *meta = v->smeta;
-    v->loading[slot] = (struct vol_loading){first, last, gen, 1, how == GET_AHEAD};
+    v->loading[slot] = (struct vol_loading){key->first, key->last, key->part, gen, 1,
+                                            how == GET_AHEAD};
     if (how != GET_AHEAD) { /* reading in shard order */
-        chain = v->bud && first == v->seq_next;
-        v->seq_next = last + 1;
+        chain = v->bud && key->first == v->seq_next;
+        v->seq_next = key->last + 1;
     }
     pthread_mutex_unlock(&v->splock);
-    int rc = span_load(v, meta, first, last, how == GET_AHEAD, &s);
+    int rc = span_load(v, meta, key, how == GET_AHEAD, &s);
     if (!rc) s->gen = gen;
     if (v->bud) {
         /* The estimate, the larger, allows for the allocator's share: the decoding's freed
@@ -386,28 +431,30 @@ static vol_span *span_range(vol *v, uint32_t first, uint32_t last, uint64_t gen,
     return s;
 }
 
-/* The span holding entry ent's content, with a reference for the caller (*content: that
- * content's entry in v->a): `held` when it is that span, a kept one, or one loaded now (kept
+/* The span holding entry ent's content (its byte `off` for a file read part by part,
+ * unless `whole`: key_of), with a reference for the caller (*content: that content's entry
+ * in v->a; *key: the span's): `held` when it is that span, a kept one, or one loaded now (kept
  * under a budget, and without one while fewer than VOL_EARLY_SPANS are); NULL when the spans
  * are dropped or cannot serve ent (read the whole archive instead). Under a budget a load
  * takes its estimate first: waiting for room with `wait`, else at once (the caller holds a
  * span or the model lock, which a waiter could need). NULL too when a compaction put a new
  * archive in place meanwhile (only a caller without the model lock sees that: ent may be the
  * old archive's; its read, under the lock, looks again). */
-static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint32_t *content, int wait)
+static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint64_t off, int whole,
+                          uint32_t *content, int wait)
 {
-    uint32_t first, last;
+    span_key key;
     pthread_mutex_lock(&v->splock);
-    if (v->spans_done || span_of(v, ent, content, &first, &last)) {
+    if (v->spans_done || span_of(v, ent, off, whole, content, &key)) {
         pthread_mutex_unlock(&v->splock);
         return NULL;
     }
-    if (held && held->first == first && held->last == last && held->gen == v->span_gen) {
+    if (held && same_key(&held->k, &key) && held->gen == v->span_gen) {
         held->refs++;
         pthread_mutex_unlock(&v->splock);
         return held;
     }
-    return span_range(v, first, last, v->span_gen, wait ? GET_WAIT : GET_NOW, *content);
+    return span_range(v, &key, v->span_gen, wait ? GET_WAIT : GET_NOW, *content);
 }
 
 /* ---------------- in the background: reading ahead, expanding short rules ------------- */
@@ -437,7 +484,7 @@ static void job_end(vol *v, int ahead)
 
 typedef struct ahead_job {
     vol *v;
-    uint32_t first, last;
+    span_key key;
     uint64_t gen;
 } ahead_job;
 
@@ -446,7 +493,7 @@ static void *ahead_main(void *arg)
     ahead_job *j = arg;
     vol *v = j->v;
     pthread_mutex_lock(&v->splock);
-    span_range(v, j->first, j->last, j->gen, GET_AHEAD, 0);
+    span_range(v, &j->key, j->gen, GET_AHEAD, 0);
     free(j);
     job_end(v, 1);
     return NULL;
@@ -496,37 +543,52 @@ static void flat_later(vol *v, vol_span *s)
     if (rc) free(j);
 }
 
-/* Start a thread reading span [first, last] ahead. v->splock held. */
-static void ahead_start(vol *v, uint32_t first, uint32_t last, uint64_t gen)
+/* Start a thread reading the span of `key` ahead. v->splock held. */
+static void ahead_start(vol *v, const span_key *key, uint64_t gen)
 {
     ahead_job *j = malloc(sizeof *j);
     if (!j) return;
-    *j = (ahead_job){v, first, last, gen};
+    *j = (ahead_job){v, *key, gen};
     if (job_start(v, ahead_main, j))
         free(j);
     else
         v->reading_ahead++;
 }
 
+/* Read the span of `key` ahead unless it is kept or being decoded, or v->ahead_max are read
+ * ahead already. v->splock held. */
+static void ahead_one(vol *v, const span_key *key, uint64_t gen)
+{
+    if (v->reading_ahead < v->ahead_max && !find_span(v, key) && !being_loaded(v, key))
+        ahead_start(v, key, gen);
+}
+
 /* For a reader going through the shards in order, which has just loaded or first used span
- * s for entry c: decode in the background the spans of the files after c that lie elsewhere
- * (entry order is shard order), the next v->ahead_max of them, each in a thread of its own,
- * under a budget only. */
+ * s for entry c: decode in the background the spans that follow, the next v->ahead_max of
+ * them, each in a thread of its own, under a budget only: the next parts of c when s is one
+ * of its parts, then the spans of the files after c that lie elsewhere (entry order is shard
+ * order; a file read part by part counts with its first part). */
 static void read_ahead(vol *v, const vol_span *s, uint32_t c)
 {
     pthread_mutex_lock(&v->splock);
     const arc *m = v->smeta;
-    uint32_t pf = s->first, pl = s->last, seen = 0;
+    span_key prev = s->k, key;
+    uint32_t seen = 0, h;
     int go = v->bud && !v->spans_done && s->gen == v->span_gen && m;
-    for (uint32_t e = c + 1, h, f, l; go && seen < (uint32_t)v->ahead_max && e < m->nents; e++) {
-        if (m->ents[e].type != ARC_REG || !m->ents[e].root_len || span_of(v, e, &h, &f, &l) ||
-            (f == pf && l == pl) || (f == s->first && l == s->last))
+    for (uint64_t off = s->k.end; go && s->k.part >= 0 && seen < (uint32_t)v->ahead_max;
+         off = key.end, seen++) {
+        key_of(m, c, off, 0, &key);
+        if (key.first == prev.first) break; /* c's last part */
+        ahead_one(v, &key, s->gen);
+        prev = key;
+    }
+    for (uint32_t e = c + 1; go && seen < (uint32_t)v->ahead_max && e < m->nents; e++) {
+        if (m->ents[e].type != ARC_REG || !m->ents[e].root_len || span_of(v, e, 0, 0, &h, &key) ||
+            same_key(&key, &prev) || same_key(&key, &s->k))
             continue;
-        pf = f;
-        pl = l;
+        prev = key;
         seen++;
-        if (v->reading_ahead < v->ahead_max && !find_span(v, f, l) && !being_loaded(v, f, l))
-            ahead_start(v, f, l, s->gen);
+        ahead_one(v, &key, s->gen);
     }
     pthread_mutex_unlock(&v->splock);
 }
@@ -545,19 +607,20 @@ static int64_t local_entry(const vol_span *s, uint32_t c)
     return lo < s->nids && s->ids[lo] == c ? (int64_t)lo : -1;
 }
 
-vol_span *vol_span_hold(vol *v, int64_t ent)
+vol_span *vol_span_hold(vol *v, int64_t ent, uint64_t off)
 {
     uint32_t c;
-    return span_get(v, NULL, ent, &c, 1);
+    return span_get(v, NULL, ent, off, 0, &c, 1);
 }
 
-int vol_span_kept(vol *v, int64_t ent)
+int vol_span_kept(vol *v, int64_t ent, uint64_t off)
 {
-    uint32_t c, first, last;
+    uint32_t c;
+    span_key key;
     pthread_mutex_lock(&v->splock);
     /* Without the file table's copy yet, opening it is work too. */
-    int kept = !v->spans_done && v->smeta && !span_of(v, ent, &c, &first, &last) &&
-               find_span(v, first, last);
+    int kept = !v->spans_done && v->smeta && !span_of(v, ent, off, 0, &c, &key) &&
+               find_span(v, &key);
     pthread_mutex_unlock(&v->splock);
     return kept;
 }
@@ -569,15 +632,24 @@ void vol_span_release(vol *v, vol_span *s)
 
 ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *dst, size_t n)
 {
-    uint32_t c;
-    vol_span *s = span_get(v, held, ent, &c, 0);
-    if (!s) return -EAGAIN;
-    int64_t l = local_entry(s, c);
-    ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
-    if (!k) k = idx_extract(s->x, (uint32_t)l, off, dst, n);
-    if (k >= 0) __atomic_fetch_add(&v->early_reads, 1, __ATOMIC_RELAXED);
-    span_put(v, s);
-    return k;
+    size_t done = 0;
+    while (done < n) { /* more than once where the bytes lie in several parts of a file */
+        uint32_t c;
+        vol_span *s = span_get(v, held, ent, off + done, 0, &c, 0);
+        if (!s) return -EAGAIN;
+        uint64_t at = off + done - s->k.off;
+        size_t want = n - done < s->k.end - (off + done) ? n - done : s->k.end - (off + done);
+        int64_t l = local_entry(s, c);
+        ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
+        if (!k) k = idx_extract(s->x, (uint32_t)l, at, (char *)dst + done, want);
+        int whole = s->k.part < 0;
+        span_put(v, s);
+        if (k < 0) return k;
+        done += (size_t)k;
+        if ((size_t)k < want || whole) break; /* the file's end */
+    }
+    __atomic_fetch_add(&v->early_reads, 1, __ATOMIC_RELAXED);
+    return (ssize_t)done;
 }
 
 int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
@@ -590,7 +662,7 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         uint32_t c;
-        vol_span *t = span_get(v, s, files[i], &c, !s); /* waits while it holds none */
+        vol_span *t = span_get(v, s, files[i], 0, 1, &c, !s); /* waits while it holds none */
         if (!t) {
             rc = -EAGAIN;
             break;

@@ -242,6 +242,41 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     wait_unmounted "$M"
 }
 
+@test "shards: under -o mem= a file cut over shards reads part by part: a read loads the shards of its bytes alone" {
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/a.tdc" "$M" -o ro,mem=1M
+    wait_mounted "$M"
+    # O_DIRECT reads reach the daemon as asked, past the page cache and its read-ahead.
+    get() { dd if="$M/big" iflag=direct,skip_bytes skip="$1" bs="$2" count=1 status=none; }
+    want() { tail -c +$(($1 + 1)) "$T/big" | head -c "$2"; }
+    [ "$(cache_field "$M" loads)" -eq 0 ]
+    cmp <(get 0 16) <(want 0 16)
+    [ "$(cache_field "$M" loads)" -eq 1 ] # the first part's shard, not the file's four
+    cmp <(get 70000 16) <(want 70000 16)
+    [ "$(cache_field "$M" loads)" -eq 2 ]
+    # Reads across every cut, and one across all of them, each as the tree has it; a read
+    # never holds more than the shards of its bytes (the budget holds a few 32K shards).
+    local off
+    for off in 1 32000 32760 32780 65000 65530 65540 98000; do
+        cmp <(get "$off" 2000) <(want "$off" 2000)
+    done
+    cmp <(get 10 99990) <(want 10 99990)
+    cmp "$M/big" "$T/big"
+    [ "$(cache_field "$M" whole-archive)" -eq 0 ]
+    [ "$(cache_field "$M" bytes)" -le 1048576 ]
+    # Searches and analytics of the file still see it whole: as with the archive loaded whole.
+    diff <(TADOC_SHARDS=whole "$TADOC" wordcount "$S/a.tdc") "$M/.wordcount"
+    cp "$M/.search/the" "$S/search"
+    grep -q '^big' "$S/search"
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    mnt "$S/a.tdc" "$M" -o ro,mem=whole
+    wait_mounted "$M"
+    diff "$S/search" "$M/.search/the"
+}
+
 @test "shards: a compaction that copies shards reads back only what moved, and every file reads exactly" {
     ln "$T/b/cb09" "$T/a/0-link"
     # Shards of about three files: an edit kills a third of one, which is rebuilt.
