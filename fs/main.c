@@ -18,12 +18,12 @@
 
 #include "../engine/backend/backend.h"
 #include "../engine/base/fio.h"
+#include "../engine/base/heap.h"
 #include "../engine/base/err.h"
 #include "../engine/index/words.h"
 #include "../lib/env.h"
 #include "fs.h"
 #include "killpriv.h"
-#include "heap.h"
 #include "loop.h"
 
 #define TADOCFS_VERSION "0.1.0"
@@ -337,7 +337,7 @@ int main(int argc, char **argv)
     }
     /* Before the file table's model is built: unless the budget is small (mem= asks for
      * little, and a huge page is resident whole). */
-    if (!mem || mem >= FS_HEAP_HUGE_MIN) fs_heap_huge(FS_HEAP_HUGE_MIN);
+    if (!mem || mem >= HEAP_HUGE_MIN) heap_huge(HEAP_HUGE_MIN);
     backend_opts bo;
     backend_opts_init(&bo);
     bo.mode = gpu_mode;

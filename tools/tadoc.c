@@ -24,6 +24,7 @@
 #include "../engine/backend/backend.h"
 #include "../engine/base/err.h"
 #include "../engine/base/fio.h"
+#include "../engine/base/heap.h"
 #include "../engine/volume/hashck.h"
 #include "../engine/volume/jrnl.h"
 #include "../engine/volume/vol.h"
@@ -1062,6 +1063,7 @@ int main(int argc, char **argv)
         printf("tadoc %s (%s)\n", TADOC_VERSION, backend_describe());
         return EX_OK;
     }
+    heap_huge(HEAP_HUGE_MIN); /* every command opens an archive's file table first */
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);

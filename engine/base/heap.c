@@ -5,7 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-void fs_heap_huge(size_t bytes)
+void heap_huge(size_t bytes)
 {
     const uintptr_t huge = (uintptr_t)2 << 20;
     /* The allocator grows the heap by this much beyond each request, and keeps as much when
