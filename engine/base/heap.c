@@ -11,6 +11,10 @@ void heap_huge(size_t bytes)
     /* The allocator grows the heap by this much beyond each request, and keeps as much when
      * it gives memory back: the heap then grows once, into the range advised below. */
     if (mallopt(M_TOP_PAD, (int)bytes) != 1) return;
+    /* Setting an option stops glibc from raising the mmap threshold as large blocks are
+     * freed; set it where that would end (its maximum), so that large blocks freed are
+     * reused rather than mapped and faulted in again at each use. */
+    mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD);
     void *p = malloc(64 << 10); /* under the mmap threshold: from the heap, growing it */
     if (!p) return;
     uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);

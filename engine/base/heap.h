@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* glibc's largest dynamic mmap threshold on 64-bit systems (DEFAULT_MMAP_THRESHOLD_MAX). */
+#define HEAP_MMAP_THRESHOLD (32 << 20)
+
 /* What heap_huge asks for, and the smallest budget of the daemon's it is worth. */
 #define HEAP_HUGE_MIN ((uint64_t)64 << 20)
 

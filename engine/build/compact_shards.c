@@ -2,8 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "../base/err.h"
+#include "../base/tok.h"
 #include "pack.h"
 
 /* The shard holding the last symbol of e's run (e's own shard for an empty run). */
@@ -161,6 +163,126 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
     return rc;
 }
 
+/* Room for shard n in *sh (of *cap). */
+static int room(arc_coded **sh, uint32_t n, uint32_t *cap)
+{
+    if (n < *cap) return 0;
+    arc_coded *t = realloc(*sh, (*cap ? 2 * *cap : 8) * sizeof **sh);
+    if (!t) return -ENOMEM;
+    *sh = t;
+    *cap = *cap ? 2 * *cap : 8;
+    return 0;
+}
+
+/* Reads of the one entry of a part of file `ent`, which begins at byte `at` of it. The bytes
+ * read in order, from the part's start on, go into the file's hash (the build reads each
+ * file once, in order); `seq` is where the next such read begins, or UINT64_MAX once a read
+ * came out of order (the hash is then made by reading the file again). */
+typedef struct part_rd {
+    compact_read_fn fn;
+    void *ctx;
+    uint32_t ent;
+    uint64_t at, seq;
+    XXH3_state_t *hs;
+} part_rd;
+
+static int part_read(void *ctx, uint32_t ent, uint64_t off, void *dst, size_t n)
+{
+    part_rd *r = ctx;
+    (void)ent;
+    int rc = r->fn(r->ctx, r->ent, r->at + off, dst, n);
+    if (!rc && r->seq == r->at + off) {
+        XXH3_64bits_update(r->hs, dst, n);
+        r->seq += n;
+    } else {
+        r->seq = UINT64_MAX;
+    }
+    return rc;
+}
+
+/* Where a part of file `ent` that should end near `want` ends: the first change between word
+ * and separator bytes at or after it (a token boundary wherever the file is tokenized from,
+ * so each part tokenizes as the whole file would there), or `size` when none comes within
+ * PART_SEEK bytes. 0 or a negative errno. */
+#define PART_SEEK ((uint64_t)1 << 20)
+static int part_end(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t want, uint64_t size,
+                    uint64_t *end)
+{
+    unsigned char b[4096];
+    *end = size;
+    for (uint64_t at = want - 1; at + 1 < size && at < want + PART_SEEK; at += sizeof b - 1) {
+        size_t n = size - at < sizeof b ? (size_t)(size - at) : sizeof b;
+        int rc = fn(ctx, ent, at, b, n);
+        if (rc) return rc;
+        for (size_t i = 1; i < n; i++)
+            if (tok_is_word_byte(b[i]) != tok_is_word_byte(b[i - 1])) {
+                *end = at + i;
+                return 0;
+            }
+    }
+    return 0;
+}
+
+/* New file i of nw, larger than the shard size, built into new shards of about that size
+ * from index *n on, as pack cuts such a file: each shard one part of it, cut where a token
+ * ends, so that reads load the part of their bytes alone (arc_entry_parts) and no build
+ * holds more than a shard's content. */
+static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size,
+                       compact_read_fn fn, void *ctx, int level, compact_stats *st,
+                       arc_coded **sh, uint32_t *n, uint32_t *cap)
+{
+    arc_entry *e = &nw->ents[i];
+    part_rd rd = {fn, ctx, i, 0, 0, XXH3_createState()};
+    uint64_t runs = 0;
+    uint32_t first = *n;
+    int rc = rd.hs ? 0 : -ENOMEM;
+    if (rd.hs) XXH3_64bits_reset(rd.hs);
+    while (!rc && rd.at < e->size) {
+        uint64_t end = e->size;
+        if (e->size - rd.at > shard_size)
+            rc = part_end(fn, ctx, i, rd.at + shard_size, e->size, &end);
+        if (rc || (rc = room(sh, *n, cap))) break;
+        arc g = {0};
+        int64_t gsrc = -1;
+        compact_stats gs;
+        if (!(g.ents = malloc(sizeof *g.ents))) {
+            rc = -ENOMEM;
+            break;
+        }
+        g.ents[0] = *e; /* borrowed strings, as build_group's */
+        g.ents[0].size = end - rd.at;
+        g.nents = 1;
+        rc = compact_build(old, &g, &gsrc, part_read, &rd, COMPACT_MAY_REBUILD, &gs);
+        if (!rc) rc = arc_shard_encode(g.dict, &g.g, end - rd.at, level, 0, &(*sh)[*n]);
+        if (!rc) {
+            runs += g.ents[0].root_len;
+            add_stats(st, &gs);
+            ++*n;
+        }
+        dict_free(g.dict);
+        gram_free(&g.g);
+        free(g.byino);
+        free(g.ents);
+        rd.at = end;
+    }
+    if (!rc && rd.seq != e->size) { /* read out of order: hash the file again */
+        unsigned char b[65536];
+        XXH3_64bits_reset(rd.hs);
+        for (uint64_t off = 0; !rc && off < e->size; off += sizeof b) {
+            size_t k = e->size - off < sizeof b ? (size_t)(e->size - off) : sizeof b;
+            if (!(rc = fn(ctx, i, off, b, k))) XXH3_64bits_update(rd.hs, b, k);
+        }
+    }
+    if (!rc) {
+        e->shard = first;
+        e->root_start = 0;
+        e->root_len = runs;
+        e->hash = XXH3_64bits_digest(rd.hs);
+    }
+    XXH3_freeState(rd.hs);
+    return rc;
+}
+
 static int by_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -189,17 +311,6 @@ int compact_by_shards(const arc *old, uint64_t shard_size)
 {
     shard_size = compact_shard_size(old, shard_size);
     return old->nshards > 1 || (old->nshards == 1 && old->shards[0].bytes >= shard_size / 2);
-}
-
-/* Room for shard n in *sh (of *cap). */
-static int room(arc_coded **sh, uint32_t n, uint32_t *cap)
-{
-    if (n < *cap) return 0;
-    arc_coded *t = realloc(*sh, (*cap ? 2 * *cap : 8) * sizeof **sh);
-    if (!t) return -ENOMEM;
-    *sh = t;
-    *cap = *cap ? 2 * *cap : 8;
-    return 0;
 }
 
 int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
@@ -242,6 +353,10 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
             bytes += nw->ents[first].size;
         }
         if (!k && n) break;
+        if (k == 1 && nw->ents[map[0]].size > p.shard_size) { /* a file of its own, cut */
+            rc = build_parts(old, nw, map[0], p.shard_size, fn, ctx, level, st, &sh, &n, &cap);
+            continue;
+        }
         if ((rc = room(&sh, n, &cap))) break;
         rc = build_group(old, nw, src, map, k, n, fn, ctx, level, st, &sh[n]);
         if (!rc) n++;

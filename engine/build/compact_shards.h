@@ -8,8 +8,10 @@
  * quarter of the shard size, so that repeated small edits do not leave a trail of tiny
  * shards; not one holding part of a file cut over several) are packed into new shards of about the shard size in path order, each built by
  * compact_build from the old grammar (kept files reuse their rules; with `old` not loaded,
- * from their text read through fn) and coded on its own. A file whose shards are all kept
- * stays where it is. */
+ * from their text read through fn) and coded on its own. A file larger than the shard size
+ * that moves is cut as pack cuts it, into shards of its own of about that size, each one
+ * part (cut where a token ends), so that reads load a part at a time and no build holds
+ * more than a shard's content. A file whose shards are all kept stays where it is. */
 #ifndef TDC_COMPACT_SHARDS_H
 #define TDC_COMPACT_SHARDS_H
 

@@ -638,7 +638,12 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
         vol_span *s = span_get(v, held, ent, off + done, 0, &c, 0);
         if (!s) return -EAGAIN;
         uint64_t at = off + done - s->k.off;
-        size_t want = n - done < s->k.end - (off + done) ? n - done : s->k.end - (off + done);
+        uint64_t left = s->k.end > off + done ? s->k.end - (off + done) : 0;
+        size_t want = n - done < left ? n - done : (size_t)left;
+        if (!want) { /* past the file's end */
+            span_put(v, s);
+            break;
+        }
         int64_t l = local_entry(s, c);
         ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
         if (!k) k = idx_extract(s->x, (uint32_t)l, at, (char *)dst + done, want);

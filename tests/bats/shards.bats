@@ -277,6 +277,47 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     diff "$S/search" "$M/.search/the"
 }
 
+@test "shards: compaction cuts a file larger than a shard into parts of about the shard size, each read alone" {
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    n=$(shards_of "$S/a.tdc")
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/a.tdc" "$M" -o mem=1M
+    wait_mounted "$M"
+    # About 300 KB of text appended through the mount in pieces, and a new file as large.
+    for f in "$CORPORA"/brown/c[de]*; do cat "$f"; done | head -c 300000 >"$S/log"
+    local k
+    for k in 0 1 2 3 4 5; do
+        tail -c +$((k * 50000 + 1)) "$S/log" | head -c 50000 | tee -a "$T/big" >>"$M/big"
+    done
+    cp "$S/log" "$T/log"
+    cp "$S/log" "$M/log"
+    setfattr -n user.tadoc.compact -v 1 "$M"
+    [ "$(getfattr -n user.tadoc.compactions --only-values "$M")" -eq 1 ]
+    diff -r "$T" "$M"
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    # Each of the two files went into parts of about the old shards' size (their median):
+    # 400 and 300 KB over 32K shards, with no part past twice that.
+    "$TADOC" verify "$S/a.tdc"
+    echo "shards $n before, $(shards_of "$S/a.tdc") after"
+    [ "$(shards_of "$S/a.tdc")" -ge $((n + 15)) ]
+    [ "$("$TADOC" stat "$S/a.tdc" | awk '$1 ~ /^[0-9]+$/ && NF == 6 && $2 > 65536' | wc -l)" -eq 0 ]
+    # Read part by part: the first byte of each loads one shard; every cut reads exactly.
+    mnt "$S/a.tdc" "$M" -o ro,mem=1M
+    wait_mounted "$M"
+    get() { dd if="$M/$1" iflag=direct,skip_bytes skip="$2" bs="$3" count=1 status=none; }
+    cmp <(get log 0 16) <(head -c 16 "$T/log")
+    [ "$(cache_field "$M" loads)" -eq 1 ]
+    cmp <(get big 0 16) <(head -c 16 "$T/big")
+    [ "$(cache_field "$M" loads)" -eq 2 ]
+    cmp <(get log 1000 290000) <(tail -c +1001 "$T/log" | head -c 290000)
+    cmp "$M/big" "$T/big"
+    # The analytics of the parts equal the pipelines.
+    diff <(oracle_wordcount "$T") "$M/.wordcount"
+    diff <(oracle_seqcount "$T/log") <("$TADOC" seqcount "$S/a.tdc" log)
+}
+
 @test "shards: a compaction that copies shards reads back only what moved, and every file reads exactly" {
     ln "$T/b/cb09" "$T/a/0-link"
     # Shards of about three files: an edit kills a third of one, which is rebuilt.
@@ -525,7 +566,7 @@ EOF_PY
     "$TADOC" unpack "$S/a.tdc" "$S/out"
     diff -r "$T" "$S/out"
     # The new content went into shards of about the size the archive was cut at, not into
-    # a few large ones (a file larger than that still fills one of its own).
+    # a few large ones.
     echo "shards $n before, $(shards_of "$S/a.tdc") after"
     [ "$(shards_of "$S/a.tdc")" -ge $((n * 3 / 4)) ]
 }
