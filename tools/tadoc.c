@@ -779,7 +779,8 @@ static void on_damaged_shard(void *ctx, uint32_t k, const char *why)
 static int cmd_verify(int argc, char **argv)
 {
     if (argc != 2) return usage_err(usage_verify, "need ARCHIVE");
-    /* Span by span: memory follows the largest file's shards, not the archive. */
+    /* Span by span: memory follows the shards one file needs at once (a file cut over shards
+     * of its own, one of them), not the archive. */
     arc *a;
     int rc = arc_open_meta(argv[1], &a);
     if (rc) return fail(rc);

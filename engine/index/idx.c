@@ -772,13 +772,13 @@ int idx_file_footprint(const idx *cx, uint32_t ent, uint64_t *rules, double *sha
     return 0;
 }
 
-/* XXH3-64 of entry `ent`'s bytes and their count, read in blocks through one cursor. */
-static int hash_file(const idx *x, uint32_t ent, XXH3_state_t *hs, unsigned char *blk, size_t bn,
-                     uint64_t *hash, uint64_t *len)
+/* Entry `ent`'s bytes into hash state hs, read in blocks through one cursor; *len gets
+ * their count. */
+static int hash_more(const idx *x, uint32_t ent, XXH3_state_t *hs, unsigned char *blk,
+                     size_t bn, uint64_t *len)
 {
     idx_cursor c;
     idx_cursor_init(&c);
-    XXH3_64bits_reset(hs);
     uint64_t off = 0;
     ssize_t k;
     while ((k = idx_read(x, &c, ent, off, blk, bn)) > 0) {
@@ -786,10 +786,18 @@ static int hash_file(const idx *x, uint32_t ent, XXH3_state_t *hs, unsigned char
         off += (uint64_t)k;
     }
     idx_cursor_free(&c);
-    if (k < 0) return (int)k;
-    *hash = XXH3_64bits_digest(hs);
     *len = off;
-    return 0;
+    return k < 0 ? (int)k : 0;
+}
+
+/* XXH3-64 of entry `ent`'s bytes and their count. */
+static int hash_file(const idx *x, uint32_t ent, XXH3_state_t *hs, unsigned char *blk, size_t bn,
+                     uint64_t *hash, uint64_t *len)
+{
+    XXH3_64bits_reset(hs);
+    int rc = hash_more(x, ent, hs, blk, bn, len);
+    if (!rc) *hash = XXH3_64bits_digest(hs);
+    return rc;
 }
 
 int idx_check_content(const idx *x, const unsigned char *only,
@@ -886,6 +894,60 @@ static int check_span(const arc *meta, uint32_t first, uint32_t last, unsigned c
     return rc;
 }
 
+/* Check file `ent`, cut over shards [first, last] of its own (arc_entry_parts), part by
+ * part: each shard loaded alone with the file's part (arc_open_part, whose index checks the
+ * part's size), the parts' bytes hashed in order against the file's hash. */
+static int check_parts(const arc *meta, uint32_t ent, uint32_t first, uint32_t last,
+                       idx_span_check *st)
+{
+    enum { BLK = 1 << 16 };
+    unsigned char *blk = malloc(BLK);
+    XXH3_state_t *hs = XXH3_createState();
+    arc *bad = NULL; /* the part that holds the file's damage, or its last */
+    uint64_t bytes = 0;
+    int rc = blk && hs ? 0 : tdc_error(-ENOMEM, "out of memory"), damaged = 0;
+    if (hs) XXH3_64bits_reset(hs);
+    for (uint32_t k = first; !rc && k <= last; k++) {
+        arc *s = NULL;
+        idx *x = NULL;
+        uint64_t n = 0;
+        if (!(rc = arc_open_part(meta, ent, k, &s)) && !(rc = idx_build_base(s, &x))) {
+            if (!st->loaded[k] && s->shards[k].damage) {
+                st->damaged++;
+                if (st->on_damage) st->on_damage(st->ctx, k, s->shards[k].damage);
+            }
+            st->loaded[k] = 1;
+            if (s->ents[0].damaged)
+                damaged = 1; /* counted, not read, as idx_check_content does */
+            else if (!damaged)
+                rc = hash_more(x, 0, hs, blk, BLK, &n);
+        }
+        bytes += n;
+        idx_free(x);
+        if (!rc && (damaged || k == last) && !bad)
+            bad = s; /* kept for on_bad, which names the file from it */
+        else
+            arc_free(s);
+    }
+    if (!rc) {
+        st->files++;
+        st->bytes += bytes;
+        if (damaged || bytes != meta->ents[ent].size ||
+            XXH3_64bits_digest(hs) != meta->ents[ent].hash) {
+            st->bad++;
+            if (st->on_bad)
+                st->on_bad(st->ctx, bad, 0);
+            else
+                rc = tdc_error(-EBADMSG, "'%s': content does not match its hash",
+                               meta->ents[ent].path);
+        }
+    }
+    arc_free(bad);
+    XXH3_freeState(hs);
+    free(blk);
+    return rc;
+}
+
 int idx_check_spans(const arc *meta, const unsigned char *only, idx_span_check *st)
 {
     st->files = st->bytes = st->bad = 0;
@@ -913,6 +975,11 @@ int idx_check_spans(const arc *meta, const unsigned char *only, idx_span_check *
     for (uint32_t i = 0; !rc && i < meta->nents; i++) {
         uint32_t first, last;
         if (!todo[i]) continue;
+        if (arc_entry_parts(meta, i, &first, &last)) { /* a shard at a time */
+            todo[i] = 0;
+            rc = check_parts(meta, i, first, last, st);
+            continue;
+        }
         arc_entry_shards(meta, i, &first, &last);
         rc = check_span(meta, first, last, todo, st);
         if (!rc && todo[i]) /* not the span's own entry (a further name): nothing holds it */
