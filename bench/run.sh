@@ -157,6 +157,14 @@ compactcheck_all() {
         "$data/linux-source-6.1" "Linux 6.1 source tree"
 }
 
+# One large file written through the mount into the Linux archive and compacted: time, the
+# daemon's memory, the shards it is cut into.
+compactbig_all() {
+    linux_archive
+    SIZES="268435456 1073741824" "$top/bench/compactbig.sh" "$build" "$data/linux.tdc" \
+        "$data/linux-source-6.1" "Linux 6.1 source tree"
+}
+
 # Archive size, technique by technique, against zstd, xz and squashfs: the Linux slice, Brown,
 # WordNet (where Debian's wordnet-base is installed) and two corpora of other kinds made from
 # this machine (bench/localcorpora.sh: Debian changelogs, translated manual pages).
@@ -188,5 +196,6 @@ run viamount.md "tadoc's analytics computed, or read from a mount (TADOC_VIA_MOU
 run write.md "Writes: the mount's journal, tadoc apply, compaction" "bench/write.sh, apply.sh, compact.sh" writes_all
 run compact.md "Compaction after edit histories against a fresh pack" "bench/compact.sh" compact_all
 run compact-check.md "A small edit's compaction in many shards, and its check" "bench/compactcheck.sh" compactcheck_all
+run compact-big.md "One large file's compaction" "bench/compactbig.sh" compactbig_all
 # The tables as PNG charts beside them (gnuplot; bench/charts.sh).
 "$top/bench/charts.sh" "$top/bench/results"
