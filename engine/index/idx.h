@@ -121,7 +121,9 @@ typedef struct idx_span_check {
  * loaded): each file is read back from the shards that hold it, loaded alone with an index
  * of their own (arc_open_span, whose index also checks every file's size), one span at a
  * time: the shards of the next file not yet checked, in entry order, checking with it every
- * other file that lies inside them, so a shard is decoded about twice at most. `only` as for
+ * other file that lies inside them, so a shard is decoded about twice at most; a file cut
+ * over shards of its own (arc_entry_parts) a shard at a time, its parts hashed in order
+ * (arc_open_part). `only` as for
  * idx_check_content (NULL: every file, and then shards that hold no file's content are
  * decoded too). A damaged shard of several costs only its files. 0 when every file agrees;
  * -EBADMSG (after on_bad and on_damage heard of each finding, or at the first one without
