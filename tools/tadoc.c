@@ -197,9 +197,10 @@ static void close_all(arc *a, idx *x)
 }
 
 /* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
- * content-hash check first: -EBADMSG (no message) when the file's hash differs. */
-static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd, const char *name,
-                    hashck *hc)
+ * content-hash check first, at its offset in the file plus `at` (where the entry is a part of
+ * the file): -EBADMSG (no message) when the file's hash differs. */
+static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, uint64_t at, int fd,
+                    const char *name, hashck *hc)
 {
     static unsigned char blk[CHUNK];
     idx_cursor c;
@@ -212,7 +213,7 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, int fd
             break;
         }
         if (k == 0) break;
-        if (hc && hashck_feed(hc, off, blk, (size_t)k)) {
+        if (hc && hashck_feed(hc, at + off, blk, (size_t)k)) {
             rc = -EBADMSG;
             break;
         }
@@ -482,7 +483,7 @@ static int cmd_unpack(int argc, char **argv)
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
                 break;
             }
-            rc = copy_out(x, i, 0, e->size, fd, path, NULL);
+            rc = copy_out(x, i, 0, e->size, 0, fd, path, NULL);
             if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             if (!rc) rc = restore_meta(path, e);
         }
@@ -559,24 +560,75 @@ static const char usage_cat[] =
     "Write the archived file PATH to standard output, extracted from the grammar, checking\n"
     "its content hash (exit status 3 when the archive data is damaged).\n";
 
+static const char damaged_hash[] = "%s: content does not match its hash (archive data is damaged)";
+
+/* tadoc cat (with `check`: the whole file, its hash checked) and extract of a file cut over
+ * shards of its own (arc_entry_parts): a part at a time, each shard loaded alone with the
+ * file's part (arc_open_part), so memory stays one shard's whatever the file's size.
+ * *done = 0, and nothing written, for any other file (or none of that name). */
+static int parts_out(const char *path, const char *name, uint64_t off, uint64_t len, int check,
+                     int *done)
+{
+    arc *m;
+    uint32_t e, first, last;
+    int64_t ce = -1;
+    *done = 0;
+    int rc = arc_open_meta(path, &m);
+    if (rc) return rc;
+    if (!arc_find_file(m, name, &e)) ce = arc_ino_entry(m, m->ents[e].ino);
+    if (ce < 0 || !arc_entry_parts(m, (uint32_t)ce, &first, &last)) {
+        arc_free(m);
+        return 0;
+    }
+    *done = 1;
+    note_journal(path, m);
+    const arc_entry *f = &m->ents[ce];
+    hashck hc = {0};
+    if (check) hashck_init(&hc, f->hash, f->size);
+    uint64_t end = len > f->size || off > f->size - len ? f->size : off + len, at = 0;
+    /* The parts' sections against their checksums first, so that a damaged part fails the
+     * command before it writes anything, as for a file read whole. */
+    for (uint32_t k = first; !rc && k <= last && at < end; at += m->shards[k++].bytes) {
+        if (at + m->shards[k].bytes <= off || !(rc = arc_shard_check(m, k))) continue;
+        char why[512];
+        snprintf(why, sizeof why, "%s", tdc_errmsg());
+        rc = arc_damage_error(m, (uint32_t)ce, k, why);
+    }
+    at = 0;
+    for (uint32_t k = first; !rc && k <= last && at < end; at += m->shards[k++].bytes) {
+        uint64_t n = m->shards[k].bytes;
+        if (at + n <= off) continue;
+        uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
+        arc *p = NULL;
+        idx *x = NULL;
+        if (!(rc = arc_open_part(m, (uint32_t)ce, k, &p)) && !(rc = idx_build(p, &x)) &&
+            !(rc = arc_entry_damaged(p, 0)) &&
+            (rc = copy_out(x, 0, lo, hi - lo, at, 1, "stdout", check ? &hc : NULL)) == -EBADMSG)
+            tdc_error(rc, damaged_hash, name);
+        close_all(p, x);
+    }
+    hashck_free(&hc);
+    arc_free(m);
+    return rc;
+}
+
 static int cmd_cat(int argc, char **argv)
 {
     if (argc != 3) return usage_err(usage_cat, "need ARCHIVE and PATH");
+    int done, rc = parts_out(argv[1], argv[2], 0, UINT64_MAX, 1, &done);
+    if (done || rc) return rc ? fail(rc) : EX_OK;
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_file(argv[1], argv[2], &a, &x, &e);
-    if (rc) return fail(rc);
+    if ((rc = open_file(argv[1], argv[2], &a, &x, &e))) return fail(rc);
     if (!(rc = arc_entry_damaged(a, e))) {
         /* The content's hash is the archived one of the inode's first name. */
         int64_t ce = arc_ino_entry(a, a->ents[e].ino);
         hashck hc = {0};
         if (ce >= 0) hashck_init(&hc, a->ents[ce].hash, a->ents[ce].size);
-        rc = copy_out(x, e, 0, a->ents[e].size, 1, "stdout", &hc);
+        rc = copy_out(x, e, 0, a->ents[e].size, 0, 1, "stdout", &hc);
         hashck_free(&hc);
-        if (rc == -EBADMSG)
-            tdc_error(rc, "%s: content does not match its hash (archive data is damaged)",
-                      argv[2]);
+        if (rc == -EBADMSG) tdc_error(rc, damaged_hash, argv[2]);
     }
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
@@ -603,12 +655,13 @@ static int cmd_extract(int argc, char **argv)
     if (argc != 5) return usage_err(usage_extract, "need ARCHIVE PATH OFFSET LENGTH");
     if (parse_u64(argv[3], &off) || parse_u64(argv[4], &len))
         return usage_err(usage_extract, "OFFSET and LENGTH must be non-negative integers");
+    int done, rc = parts_out(argv[1], argv[2], off, len, 0, &done);
+    if (done || rc) return rc ? fail(rc) : EX_OK;
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_file(argv[1], argv[2], &a, &x, &e);
-    if (rc) return fail(rc);
-    if (!(rc = arc_entry_damaged(a, e))) rc = copy_out(x, e, off, len, 1, "stdout", NULL);
+    if ((rc = open_file(argv[1], argv[2], &a, &x, &e))) return fail(rc);
+    if (!(rc = arc_entry_damaged(a, e))) rc = copy_out(x, e, off, len, 0, 1, "stdout", NULL);
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }

@@ -463,8 +463,11 @@ static int pass_section(const arc *from, const arc_secinfo *s, int fd, const cha
         }
     }
     if (!rc && XXH3_64bits_digest(hs) != s->hash)
-        rc = tdc_error(-EBADMSG, "%s: section %s at %llu: checksum mismatch", from->path,
-                       arc_section_name(s->type), (unsigned long long)s->offset);
+        rc = fd < 0 /* a check: named as a load names it */
+                 ? tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)",
+                             arc_section_name(s->type))
+                 : tdc_error(-EBADMSG, "%s: section %s at %llu: checksum mismatch", from->path,
+                             arc_section_name(s->type), (unsigned long long)s->offset);
     XXH3_freeState(hs);
     free(p);
     return rc;
