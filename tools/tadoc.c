@@ -168,17 +168,23 @@ static int open_all(const char *path, arc **a, idx **x)
 
 /* For reading one file: open `path` and load only the shards that file `name` spans (its
  * content entry's), so that the first byte of a file of a large archive comes at once; *ent
- * is the entry of `name`. */
+ * is the entry of `name`. A file cut over shards of its own (arc_entry_parts) is left to
+ * parts_out: nothing is loaded, *x is NULL and *ent is its content entry. */
 static int open_file(const char *path, const char *name, arc **a, idx **x, uint32_t *ent)
 {
     uint32_t first, last;
+    *x = NULL;
     int rc = arc_open_meta(path, a);
     if (rc) return rc;
     if ((rc = arc_find_file(*a, name, ent))) goto fail;
+    note_journal(path, *a);
     int64_t ce = arc_ino_entry(*a, (*a)->ents[*ent].ino);
+    if (ce >= 0 && arc_entry_parts(*a, (uint32_t)ce, &first, &last)) {
+        *ent = (uint32_t)ce;
+        return 0;
+    }
     arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
     if ((rc = arc_load_span(*a, first, last))) goto fail;
-    note_journal(path, *a);
     if ((rc = idx_build(*a, x))) {
         rc = tdc_error_ctx(rc, "%s", path);
         goto fail;
@@ -562,26 +568,16 @@ static const char usage_cat[] =
 
 static const char damaged_hash[] = "%s: content does not match its hash (archive data is damaged)";
 
-/* tadoc cat (with `check`: the whole file, its hash checked) and extract of a file cut over
- * shards of its own (arc_entry_parts): a part at a time, each shard loaded alone with the
- * file's part (arc_open_part), so memory stays one shard's whatever the file's size.
- * *done = 0, and nothing written, for any other file (or none of that name). */
-static int parts_out(const char *path, const char *name, uint64_t off, uint64_t len, int check,
-                     int *done)
+/* tadoc cat (with `check`: the whole file, its hash checked) and extract of content entry
+ * ce of m (not loaded), cut over shards of its own (open_file left it): a part at a time,
+ * each shard loaded alone with the file's part (arc_open_part), so memory stays one shard's
+ * whatever the file's size. */
+static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64_t len,
+                     int check)
 {
-    arc *m;
-    uint32_t e, first, last;
-    int64_t ce = -1;
-    *done = 0;
-    int rc = arc_open_meta(path, &m);
-    if (rc) return rc;
-    if (!arc_find_file(m, name, &e)) ce = arc_ino_entry(m, m->ents[e].ino);
-    if (ce < 0 || !arc_entry_parts(m, (uint32_t)ce, &first, &last)) {
-        arc_free(m);
-        return 0;
-    }
-    *done = 1;
-    note_journal(path, m);
+    uint32_t first, last;
+    int rc = 0;
+    arc_entry_parts(m, ce, &first, &last);
     const arc_entry *f = &m->ents[ce];
     hashck hc = {0};
     if (check) hashck_init(&hc, f->hash, f->size);
@@ -592,7 +588,7 @@ static int parts_out(const char *path, const char *name, uint64_t off, uint64_t 
         if (at + m->shards[k].bytes <= off || !(rc = arc_shard_check(m, k))) continue;
         char why[512];
         snprintf(why, sizeof why, "%s", tdc_errmsg());
-        rc = arc_damage_error(m, (uint32_t)ce, k, why);
+        rc = arc_damage_error(m, ce, k, why);
     }
     at = 0;
     for (uint32_t k = first; !rc && k <= last && at < end; at += m->shards[k++].bytes) {
@@ -601,27 +597,27 @@ static int parts_out(const char *path, const char *name, uint64_t off, uint64_t 
         uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
         arc *p = NULL;
         idx *x = NULL;
-        if (!(rc = arc_open_part(m, (uint32_t)ce, k, &p)) && !(rc = idx_build(p, &x)) &&
+        if (!(rc = arc_open_part(m, ce, k, &p)) && !(rc = idx_build(p, &x)) &&
             !(rc = arc_entry_damaged(p, 0)) &&
             (rc = copy_out(x, 0, lo, hi - lo, at, 1, "stdout", check ? &hc : NULL)) == -EBADMSG)
             tdc_error(rc, damaged_hash, name);
         close_all(p, x);
     }
     hashck_free(&hc);
-    arc_free(m);
     return rc;
 }
 
 static int cmd_cat(int argc, char **argv)
 {
     if (argc != 3) return usage_err(usage_cat, "need ARCHIVE and PATH");
-    int done, rc = parts_out(argv[1], argv[2], 0, UINT64_MAX, 1, &done);
-    if (done || rc) return rc ? fail(rc) : EX_OK;
     arc *a;
     idx *x;
     uint32_t e;
-    if ((rc = open_file(argv[1], argv[2], &a, &x, &e))) return fail(rc);
-    if (!(rc = arc_entry_damaged(a, e))) {
+    int rc = open_file(argv[1], argv[2], &a, &x, &e);
+    if (rc) return fail(rc);
+    if (!x) {
+        rc = parts_out(a, e, argv[2], 0, UINT64_MAX, 1);
+    } else if (!(rc = arc_entry_damaged(a, e))) {
         /* The content's hash is the archived one of the inode's first name. */
         int64_t ce = arc_ino_entry(a, a->ents[e].ino);
         hashck hc = {0};
@@ -655,13 +651,15 @@ static int cmd_extract(int argc, char **argv)
     if (argc != 5) return usage_err(usage_extract, "need ARCHIVE PATH OFFSET LENGTH");
     if (parse_u64(argv[3], &off) || parse_u64(argv[4], &len))
         return usage_err(usage_extract, "OFFSET and LENGTH must be non-negative integers");
-    int done, rc = parts_out(argv[1], argv[2], off, len, 0, &done);
-    if (done || rc) return rc ? fail(rc) : EX_OK;
     arc *a;
     idx *x;
     uint32_t e;
-    if ((rc = open_file(argv[1], argv[2], &a, &x, &e))) return fail(rc);
-    if (!(rc = arc_entry_damaged(a, e))) rc = copy_out(x, e, off, len, 0, 1, "stdout", NULL);
+    int rc = open_file(argv[1], argv[2], &a, &x, &e);
+    if (rc) return fail(rc);
+    if (!x)
+        rc = parts_out(a, e, argv[2], off, len, 0);
+    else if (!(rc = arc_entry_damaged(a, e)))
+        rc = copy_out(x, e, off, len, 0, 1, "stdout", NULL);
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
