@@ -12,13 +12,14 @@ export CORPORA="$top/tests/tmp/corpora"
 # memory and quarantine are not the daemon's): make test builds build/rel first.
 export TADOCFS_PLAIN="$TADOCFS"
 [ -x "$top/build/rel/tadocfs" ] && TADOCFS_PLAIN="$top/build/rel/tadocfs"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87}
 export CMOCKA_MESSAGE_OUTPUT=TAP
-# ThreadSanitizer (make tsan): the daemon's stderr is gone once it daemonizes, so reports go
-# to files, each of which counts as a failure below.
-tsan_dir=$(mktemp -d)
-export TSAN_OPTIONS=${TSAN_OPTIONS:-log_path=$tsan_dir/report:second_deadlock_stack=1}
+# The sanitizers' reports go to files, each of which counts as a failure below: the daemon's
+# stderr is gone once it daemonizes, so a leak or an error in it would otherwise pass unseen.
+# A tool's report still fails its test through the exit status too.
+san_dir=$(mktemp -d)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86:log_path=$san_dir/asan}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=87:log_path=$san_dir/ubsan}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-log_path=$san_dir/tsan:second_deadlock_stack=1}
 
 tests/corpus.sh || { echo "0 passed, 1 failed"; exit 1; }
 log=$(mktemp)
@@ -39,12 +40,12 @@ if [ -n "${TSAN_BUILD:-}" ] && [ -z "${BATS_ONLY:-}" ]; then
     TADOC="$top/$TSAN_BUILD/tadoc" TADOCFS="$top/$TSAN_BUILD/tadocfs" TESTBIN="$top/$TSAN_BUILD/tests" \
         bats --tap tests/bats/stress.bats 2>&1 | sed -E 's/^(not )?ok [0-9]+/& [tsan]/' | tee -a "$log"
 fi
-for r in "$tsan_dir"/report*; do
+for r in "$san_dir"/*; do
     [ -e "$r" ] || continue
-    cat "$r" | tee -a "$log" | head -60
-    echo "not ok - ThreadSanitizer report $(basename "$r")" | tee -a "$log"
+    head -60 "$r" | sed 's/^/# /' | tee -a "$log"
+    echo "not ok - sanitizer report $(basename "$r")" | tee -a "$log"
 done
-rm -rf "$tsan_dir"
+rm -rf "$san_dir"
 pass=$(grep -c '^ok ' "$log")
 fail=$(grep -c '^not ok ' "$log")
 rm -f "$log"

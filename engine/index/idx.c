@@ -211,6 +211,7 @@ static int flat_fill(const idx *x, flatc *fc, uint32_t lo, uint64_t *at, const i
 int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel)
 {
     const gram *g = &x->a->g;
+    if (__atomic_load_n(&x->fc, __ATOMIC_ACQUIRE) != &no_flat) return 0; /* built before */
     uint64_t sum, first_sum, at = 0;
     uint32_t max = flat_bound(x, cache_bytes, &sum);
     if (!max) return 0;

@@ -38,8 +38,9 @@ void idx_free(idx *x);
 /* idx_build without the cache: reads descend every rule until idx_build_flat adds it. */
 int idx_build_base(const arc *a, idx **out);
 
-/* Build the cache of idx_build_cached and publish it; reads may run meanwhile. At most once
- * per idx. Returns 0, -ENOMEM, or -ECANCELED when *cancel (if given) became nonzero. */
+/* Build the cache of idx_build_cached and publish it; reads may run meanwhile. One thread at a
+ * time; a call after a build that published a cache does nothing. Returns 0, -ENOMEM, or
+ * -ECANCELED when *cancel (if given) became nonzero. */
 int idx_build_flat(idx *x, uint64_t cache_bytes, const int *cancel);
 
 /* The archive the index was built on. */

@@ -420,7 +420,7 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
     /* Its short rules expand once a second read finds it kept: expanding them costs a fifth of
      * the decoding, which random reads over more spans than the budget keeps would spend on
      * spans dropped before their next read. */
-    s->flat_due = listed(v, s);
+    s->flat_due = how != GET_AHEAD && listed(v, s); /* read ahead: expanded already */
     pthread_mutex_unlock(&v->splock);
     put_all(v, gone);
     if (how == GET_AHEAD) {
