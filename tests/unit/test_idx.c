@@ -162,7 +162,13 @@ static void cache_published_midway(uint64_t budget, uint64_t seed)
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, read_files, &j), 0);
     assert_int_equal(idx_build_flat(x, budget, NULL), 0);
-    assert_true(idx_flat_max(x) > 0);
+    uint32_t max = idx_flat_max(x);
+    uint64_t mem = idx_mem(x);
+    assert_true(max > 0);
+    /* A second build finds the cache published and keeps it (no second cache, no leak). */
+    assert_int_equal(idx_build_flat(x, budget, NULL), 0);
+    assert_int_equal(idx_flat_max(x), max);
+    assert_int_equal(idx_mem(x), mem);
     for (size_t pos = 333; pos < size[4];) {
         ssize_t k = idx_read(x, &c, e, pos, buf, sizeof buf);
         assert_true(k > 0);
