@@ -1684,6 +1684,20 @@ static uint32_t run_damage(const arc *a, uint32_t first, uint64_t start, uint64_
     return 0;
 }
 
+/* Every other name of a regular file takes the damage mark of the name holding its content
+ * (arc_ino_entry: its inode's first in a->byino), in one pass over a->byino. */
+static void share_damage(arc *a)
+{
+    for (uint32_t k = 1, h = 0; k < a->nents; k++) {
+        arc_entry *e = &a->ents[a->byino[k]];
+        const arc_entry *holder = &a->ents[a->byino[h]];
+        if (e->ino != holder->ino)
+            h = k;
+        else if (e->type == ARC_REG)
+            e->damaged = holder->damaged;
+    }
+}
+
 /* Mark every regular file with content in a damaged shard, all names of its inode. */
 static void mark_damaged(arc *a)
 {
@@ -1692,11 +1706,7 @@ static void mark_damaged(arc *a)
         if (e->type == ARC_REG && e->root_len)
             e->damaged = run_damage(a, e->shard, e->root_start, e->root_len);
     }
-    for (uint32_t i = 0; i < a->nents && a->ndamaged; i++) {
-        arc_entry *e = &a->ents[i];
-        int64_t h = e->type == ARC_REG ? arc_ino_entry(a, e->ino) : -1;
-        if (h >= 0 && h != (int64_t)i) e->damaged = a->ents[h].damaged;
-    }
+    if (a->ndamaged) share_damage(a);
 }
 
 /* Forget recorded damage (a load that failed after all). */
@@ -1760,11 +1770,7 @@ static void keep_span(arc *a, uint32_t first, uint32_t last)
             e->damaged = ARC_NOT_LOADED;
         }
     }
-    for (uint32_t i = 0; i < a->nents; i++) { /* every name as the one holding the content */
-        arc_entry *e = &a->ents[i];
-        int64_t h = e->type == ARC_REG ? arc_ino_entry(a, e->ino) : -1;
-        if (h >= 0 && h != (int64_t)i) e->damaged = a->ents[h].damaged;
-    }
+    share_damage(a);
 }
 
 /* Load shards [first, last] and merge them into a->dict and a->g (all of them: archive-wide

@@ -3,8 +3,9 @@
 # flipped in the second shard's root (or rules) opens; verify names the shard and exits 3;
 # `tadoc cat` and the mount read every other file exactly, while a file with any part of its
 # content in that shard (one inside it, and the ones cut across its edges) fails with exit 3
-# or EIO and no bytes; whole-tree analytics fail instead of counting wrong; a compaction is
-# refused and leaves the archive and its journal as they were.
+# or EIO and no bytes, through every name of a hard-linked file; whole-tree analytics fail
+# instead of counting wrong; a compaction is refused and leaves the archive and its journal
+# as they were.
 
 load helpers
 : "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
@@ -184,4 +185,42 @@ check_reads() { # ARCHIVE MSG
     rules() { awk '/^rules/ {print $2}'; }
     shard1_rules=$("$TADOC" stat "$S/a.tdc" | awk '/^shards/ {on = 1; next} on && $1 == 1 {print $5; exit}')
     [ "$(rules <<<"$output")" -eq $(($("$TADOC" stat "$S/a.tdc" | rules) - shard1_rules)) ]
+}
+
+@test "shard damage: every name of a hard-linked file shares its damage, in cat and the mount" {
+    H=$S/h
+    mkdir -p "$H/d"
+    for i in 1 2 3 4 5 6; do head -c 1500 "$CORPORA/brown/ca0$i" >"$H/f$i"; done
+    ln "$H/f3" "$H/d/link"
+    "$TADOC" pack -q "$H" -o "$S/h.tdc" --shard-size 4K
+    n=$("$TADOC" stat "$S/h.tdc" | awk '/^shards/ {print $2}')
+    [ "$n" -ge 3 ]
+    hit=0
+    # Each shard damaged in turn: the two names of f3 fail or read together, in cat and mount.
+    for k in $(seq 0 $((n - 1))); do
+        cp "$S/h.tdc" "$S/x.tdc"
+        damage "$k" root
+        st=()
+        for p in f3 d/link; do
+            s=0
+            "$TADOC" cat "$S/x.tdc" "$p" >"$S/out" 2>"$S/err" || s=$?
+            if [ "$s" -eq 0 ]; then cmp "$S/out" "$H/f3"; else [ "$s" -eq 3 ] && [ ! -s "$S/out" ]; fi
+            st+=("$s")
+        done
+        [ "${st[0]}" = "${st[1]}" ] || { echo "shard $k: cat f3 ${st[0]}, d/link ${st[1]}"; false; }
+        [ "${st[0]}" -eq 0 ] || hit=$((hit + 1))
+        mnt -o ro "$S/x.tdc" "$M"
+        for p in f3 d/link; do
+            if [ "${st[0]}" -eq 0 ]; then
+                cmp "$M/$p" "$H/f3"
+            else
+                run cat "$M/$p"
+                [ "$status" -ne 0 ] && [[ "$output" == *"Input/output error"* ]] ||
+                    { echo "shard $k, $p: $output"; false; }
+            fi
+        done
+        fusermount3 -u "$M"
+        wait_unmounted "$M"
+    done
+    [ "$hit" -ge 1 ]
 }
