@@ -149,6 +149,12 @@ static int check_shards(const pack_job *j, const unsigned char *take, const char
     return rc ? tdc_error_ctx(rc, "checking the written shards") : 0;
 }
 
+static void on_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "tadoc-mpi: warning: %s\n", msg);
+}
+
 int mpi_pack(int argc, char **argv, int rank, int size)
 {
     static const struct option lo[] = {{"output", 1, 0, 'o'}, {"level", 1, 0, 'l'},
@@ -157,7 +163,7 @@ int mpi_pack(int argc, char **argv, int rank, int size)
                                        {0, 0, 0, 0}};
     const char *out = NULL;
     int quiet = 0, c, bad = 0;
-    pack_opts o = {0};
+    pack_opts o = {.warn = on_warn};
     while ((c = getopt_long(argc, argv, "o:l:S:j:qh", lo, NULL)) != -1) {
         char *end;
         if (c == 'o') {
@@ -200,6 +206,8 @@ int mpi_pack(int argc, char **argv, int rank, int size)
         rc = mpi_agree(take ? deal(j, rank, size, take) : tdc_error(-ENOMEM, "out of memory"));
     }
     if (!rc) rc = mpi_agree(pack_run(j, take));
+    uint64_t mine = j ? pack_changed(j) : 0, changed = 0; /* files that changed as read */
+    if (!rc) MPI_Allreduce(&mine, &changed, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     /* Test hook (tests/bats/mpi.bats): TADOC_MPI_TEST_DIE=R makes rank R die after its
      * work, as a crash would. */
     const char *die = getenv("TADOC_MPI_TEST_DIE");
@@ -235,5 +243,9 @@ int mpi_pack(int argc, char **argv, int rank, int size)
                 MPI_Wtime() - t0);
     free(take);
     pack_job_free(j);
+    if (!rc && changed) /* as tadoc pack */
+        rc = tdc_error(-EAGAIN, "%s written, but %llu files changed as they were read (each "
+                                "warned of above): pack again to archive them whole",
+                       out, (unsigned long long)changed);
     return rc ? mpi_report(rc) : EX_OK;
 }

@@ -379,6 +379,11 @@ static int cmd_pack(int argc, char **argv)
                 (unsigned long long)st.shards, secs,
                 secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
     }
+    /* As tar: the archive is written, but it may not hold what the tree holds now. */
+    if (st.changed)
+        return fail(tdc_error(-EAGAIN, "%s written, but %llu files changed as they were read "
+                                       "(each warned of above): pack again to archive them whole",
+                              out, (unsigned long long)st.changed));
     return EX_OK;
 }
 

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,6 +388,26 @@ static void progress(packer *p, uint64_t k)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* A file that changed while it was packed (written to, grown or cut since the walk saw it),
+ * as tar finds one: its archived bytes are those read, up to the size the walk saw, which may
+ * be no state the file was ever in. Warned of and counted (pack_stats.changed). */
+static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, const char *path)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && e->size == want && (uint64_t)sb.st_size == want &&
+        sb.st_mtim.tv_sec == e->mtime_sec && (uint32_t)sb.st_mtim.tv_nsec == e->mtime_nsec)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->st.changed++;
+    pthread_mutex_unlock(&p->lock);
+    if (p->o->warn) {
+        char msg[PATH_MAX + 128];
+        snprintf(msg, sizeof msg, "%s: changed as it was read (archived: %llu bytes as read)",
+                 path, (unsigned long long)e->size);
+        p->o->warn(p->o->ctx, msg);
+    }
+}
+
 /* Tokenize one file into the shard being built; records its size and hash. */
 static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
 {
@@ -401,7 +422,7 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     }
     XXH3_state_t *hs = XXH3_createState();
     tok_state ts = {.npend = 0};
-    uint64_t size = 0;
+    uint64_t size = 0, want = e->size; /* the size the walk saw, which the read stops at */
     /* A shard that filled up exactly at the end of the previous file is closed first, unless
      * this file is empty: it adds nothing, and would otherwise open a shard of no content
      * (which every tree whose last file is empty got, its one shard being exactly full). */
@@ -410,8 +431,8 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     if (!rc) rc = add_part(b);
     if (hs) XXH3_64bits_reset(hs);
     b->last_word = 0;
-    while (!rc) {
-        ssize_t k = read(fd, blk, blksz);
+    while (!rc && size < want) {
+        ssize_t k = read(fd, blk, want - size < blksz ? (size_t)(want - size) : blksz);
         if (k < 0) {
             if (errno == EINTR) continue;
             rc = tdc_error(-errno, "%s: read: %s", path, strerror(errno));
@@ -428,6 +449,7 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     if (!rc) {
         e->size = size;
         e->hash = XXH3_64bits_digest(hs);
+        note_change(b->p, e, fd, want, path);
     }
     XXH3_freeState(hs);
     close(fd);
@@ -665,6 +687,11 @@ int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char
 uint32_t pack_ngroups(const pack_job *p)
 {
     return (uint32_t)p->ngroups;
+}
+
+uint64_t pack_changed(const pack_job *p)
+{
+    return p->st.changed;
 }
 
 uint64_t pack_group_bytes(const pack_job *p, uint32_t gi)

@@ -34,6 +34,7 @@ typedef struct pack_opts {
 
 typedef struct pack_stats {
     uint64_t files, dirs, links, special, skipped; /* special: FIFOs, sockets, devices */
+    uint64_t changed; /* files that changed while they were read (warned of) */
     uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments, shards;
 } pack_stats;
 
@@ -80,6 +81,8 @@ int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char
 
 /* Pack the groups g with take[g] set (NULL: all) on opts->jobs threads. */
 int pack_run(pack_job *j, const unsigned char *take);
+/* Files this process found changed as it read them (pack_stats.changed) in its pack_run. */
+uint64_t pack_changed(const pack_job *j);
 
 /* Group g's coded shards (after pack_run packed it). */
 const arc_coded *pack_group_coded(const pack_job *j, uint32_t g, uint32_t *n);

@@ -210,3 +210,27 @@ newline"
     [ "$status" -eq 1 ] && [[ "$output" == *"not empty"* ]]
     [ "$(cat "$S/busy/keep")" = x ]
 }
+
+@test "pack of a file appended to while it is read: a warning naming it, exit 1, a valid archive of what was read" {
+    mkdir -p "$S/in"
+    cat "$CORPORA"/brown/c* | head -c 3000000 >"$S/in/grow.log"
+    echo steady >"$S/in/steady.txt"
+    (for i in $(seq 1 5000); do echo "appended line $i" >>"$S/in/grow.log"; sleep 0.002; done) &
+    writer=$!
+    sleep 0.1
+    run "$TADOC" pack "$S/in" -o "$S/a.tdc"
+    kill "$writer"
+    wait "$writer" || true
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"warning: $S/in/grow.log: changed as it was read"* ]]
+    [[ "${lines[-1]}" == *"a.tdc written, but 1 files changed as they were read"* ]]
+    "$TADOC" verify "$S/a.tdc"
+    # What was archived is the file as far as the walk saw it: a prefix of it now.
+    n=$("$TADOC" ls -l "$S/a.tdc" | awk '$NF == "grow.log" {print $4}')
+    [ "$n" -ge 3000000 ] && [ "$n" -lt "$(stat -c %s "$S/in/grow.log")" ]
+    cmp <("$TADOC" cat "$S/a.tdc" grow.log) <(head -c "$n" "$S/in/grow.log")
+    [ "$("$TADOC" cat "$S/a.tdc" steady.txt)" = steady ]
+    # The same tree at rest packs without a word.
+    run "$TADOC" pack -q "$S/in" -o "$S/b.tdc"
+    [ "$status" -eq 0 ] && [ -z "$output" ]
+}
