@@ -390,11 +390,12 @@ static void progress(packer *p, uint64_t k)
 
 /* A file that changed while it was packed (written to, grown or cut since the walk saw it),
  * as tar finds one: its archived bytes are those read, up to the size the walk saw, which may
- * be no state the file was ever in. Warned of and counted (pack_stats.changed). */
+ * be no state the file was ever in; one removed since the walk (fd < 0) is archived empty.
+ * Warned of and counted (pack_stats.changed). */
 static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, const char *path)
 {
     struct stat sb;
-    if (fstat(fd, &sb) == 0 && e->size == want && (uint64_t)sb.st_size == want &&
+    if (fd >= 0 && fstat(fd, &sb) == 0 && e->size == want && (uint64_t)sb.st_size == want &&
         sb.st_mtim.tv_sec == e->mtime_sec && (uint32_t)sb.st_mtim.tv_nsec == e->mtime_nsec)
         return;
     pthread_mutex_lock(&p->lock);
@@ -402,8 +403,11 @@ static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, co
     pthread_mutex_unlock(&p->lock);
     if (p->o->warn) {
         char msg[PATH_MAX + 128];
-        snprintf(msg, sizeof msg, "%s: changed as it was read (archived: %llu bytes as read)",
-                 path, (unsigned long long)e->size);
+        if (fd < 0)
+            snprintf(msg, sizeof msg, "%s: removed before it was read (archived empty)", path);
+        else
+            snprintf(msg, sizeof msg, "%s: changed as it was read (archived: %llu bytes as read)",
+                     path, (unsigned long long)e->size);
         p->o->warn(p->o->ctx, msg);
     }
 }
@@ -415,24 +419,25 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     if (!path) return -ENOMEM;
     sprintf(path, "%s/%s", b->p->top, e->path);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
+    if (fd < 0 && errno != ENOENT) { /* removed since the walk: archived empty (note_change) */
         int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         free(path);
         return rc;
     }
     XXH3_state_t *hs = XXH3_createState();
     tok_state ts = {.npend = 0};
-    uint64_t size = 0, want = e->size; /* the size the walk saw, which the read stops at */
+    /* The size the walk saw, which the read stops at. */
+    uint64_t size = 0, want = e->size, left = fd < 0 ? 0 : want;
     /* A shard that filled up exactly at the end of the previous file is closed first, unless
      * this file is empty: it adds nothing, and would otherwise open a shard of no content
      * (which every tree whose last file is empty got, its one shard being exactly full). */
-    int full = b->bytes >= b->p->shard_size && e->size > 0;
+    int full = b->bytes >= b->p->shard_size && left > 0;
     int rc = !hs ? -ENOMEM : full ? close_shard(b) : 0;
     if (!rc) rc = add_part(b);
     if (hs) XXH3_64bits_reset(hs);
     b->last_word = 0;
-    while (!rc && size < want) {
-        ssize_t k = read(fd, blk, want - size < blksz ? (size_t)(want - size) : blksz);
+    while (!rc && size < left) {
+        ssize_t k = read(fd, blk, left - size < blksz ? (size_t)(left - size) : blksz);
         if (k < 0) {
             if (errno == EINTR) continue;
             rc = tdc_error(-errno, "%s: read: %s", path, strerror(errno));
@@ -452,7 +457,7 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
         note_change(b->p, e, fd, want, path);
     }
     XXH3_freeState(hs);
-    close(fd);
+    if (fd >= 0) close(fd);
     free(path);
     return rc;
 }

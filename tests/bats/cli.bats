@@ -234,3 +234,18 @@ newline"
     run "$TADOC" pack -q "$S/in" -o "$S/b.tdc"
     [ "$status" -eq 0 ] && [ -z "$output" ]
 }
+
+@test "pack of a tree a file is removed from after the walk: archived empty with a warning, exit 1" {
+    mkdir -p "$S/in"
+    # Read first (path order) and long enough to read that the removal falls after the walk.
+    for i in 1 2 3 4; do cat "$CORPORA"/brown/c*; done >"$S/in/a-big.txt"
+    echo gone >"$S/in/z-gone.txt"
+    (sleep 0.5; rm "$S/in/z-gone.txt") &
+    run "$TADOC" pack -j 1 "$S/in" -o "$S/a.tdc"
+    wait
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"warning: $S/in/z-gone.txt: removed before it was read (archived empty)"* ]]
+    "$TADOC" verify "$S/a.tdc"
+    cmp <("$TADOC" cat "$S/a.tdc" a-big.txt) "$S/in/a-big.txt"
+    [ "$("$TADOC" ls -l "$S/a.tdc" | awk '$NF == "z-gone.txt" {print $4}')" = 0 ]
+}
