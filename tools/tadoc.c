@@ -166,6 +166,11 @@ static int open_all(const char *path, arc **a, idx **x)
 }
 
 
+/* A file read alone gets the index's cache of short rules when it holds at least this share
+ * (1/N) of its shards' content: about where the cache's build and the faster reads it gives
+ * break even (Linux, 16 MiB shards: a 4.6 MB file cats as fast either way). */
+#define CAT_CACHE_SHARE 4
+
 /* For reading one file: open `path` and load only the shards that file `name` spans (its
  * content entry's), so that the first byte of a file of a large archive comes at once; *ent
  * is the entry of `name`. A file cut over shards of its own (arc_entry_parts) is left to
@@ -184,8 +189,14 @@ static int open_file(const char *path, const char *name, arc **a, idx **x, uint3
         return 0;
     }
     arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
+    uint64_t content = 0;
+    for (uint32_t k = first; k <= last; k++)
+        content += (*a)->shards[k].bytes;
     if ((rc = arc_load_span(*a, first, last))) goto fail;
-    if ((rc = idx_build(*a, x))) {
+    /* The cache of short rules costs about a fifth of the decoding and makes reads about three
+     * times faster: it pays for a file that is a large part of its shards' content only. */
+    if ((rc = (*a)->ents[*ent].size >= content / CAT_CACHE_SHARE ? idx_build(*a, x)
+                                                                   : idx_build_base(*a, x))) {
         rc = tdc_error_ctx(rc, "%s", path);
         goto fail;
     }
