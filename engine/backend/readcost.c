@@ -10,10 +10,13 @@
  * so each batch weighs 1/time^2 (relative errors; in units of REF_NS so the sums stay near 1),
  * else the large batches' spread would swamp the fixed cost the small ones show. Two prior
  * points of weight PRIOR_W stay in the sums for good, so the line stays defined when every
- * batch has the same size; each new batch weighs 1 (times its 1/time^2), the older ones
- * DECAY times less each time. */
+ * batch has the same size (it then takes the priors' slope through what it saw); each new
+ * batch weighs 1 (times its 1/time^2), the older ones DECAY times less each time. PRIOR_W is
+ * tiny: with relative weights, a prior point far below the batches' times counts as many
+ * batches, and at 0.5 the priors held the line of a GPU 60 times slower a byte than they say
+ * (large batches one in eight; test_readcost) at 0.2 ns a byte against 20. */
 #define REF_NS 1e5
-#define PRIOR_W 0.5
+#define PRIOR_W 1e-6
 #define DECAY 0.95
 #define CPU_ALPHA (1.0 / 16)
 

@@ -28,6 +28,26 @@ static void test_learns_the_gpu_line(void **state)
     assert_true(fabs(readcost_batch_ns(&c, 8 << 20) - (40e3 + 0.5 * (8 << 20))) < 0.05 * 4.2e6);
 }
 
+/* A GPU far slower per byte than the priors say (a deep grammar), whose large batches are
+ * one in eight, the rest small probes: the line follows the large ones too, so that auto
+ * stops sending such reads to the GPU. */
+static void test_learns_a_slow_gpu_from_rare_large_batches(void **state)
+{
+    (void)state;
+    readcost c;
+    readcost_init(&c);
+    uint64_t seed = 5;
+    for (int i = 0; i < 400; i++) { /* 75 us + 20 ns a byte, +-5% */
+        size_t bytes = i % 8 ? 10000 : 190000;
+        double noise = 0.95 + 0.1 * (double)(tu_rand(&seed) % 1000) / 1000;
+        readcost_gpu(&c, bytes, (75e3 + 20.0 * (double)bytes) * noise);
+    }
+    double want = 75e3 + 20.0 * 190000;
+    assert_true(fabs(readcost_batch_ns(&c, 190000) - want) < 0.1 * want);
+    c.cpu_ns_b = 1.8;
+    assert_false(readcost_to_gpu(&c, 190000, 0, 0)); /* 3.9 ms against 0.34 on the CPU */
+}
+
 static void test_one_size_stays_defined(void **state)
 {
     (void)state;
@@ -90,6 +110,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_learns_the_gpu_line),
+        cmocka_unit_test(test_learns_a_slow_gpu_from_rare_large_batches),
         cmocka_unit_test(test_one_size_stays_defined),
         cmocka_unit_test(test_choice_follows_costs),
         cmocka_unit_test(test_probes),
