@@ -243,9 +243,6 @@ int mpi_pack(int argc, char **argv, int rank, int size)
                 MPI_Wtime() - t0);
     free(take);
     pack_job_free(j);
-    if (!rc && changed) /* as tadoc pack */
-        rc = tdc_error(-EAGAIN, "%s written, but %llu files changed as they were read (each "
-                                "warned of above): pack again to archive them whole",
-                       out, (unsigned long long)changed);
+    if (!rc && changed) rc = pack_changed_error(out, changed);
     return rc ? mpi_report(rc) : EX_OK;
 }

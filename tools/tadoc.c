@@ -166,16 +166,24 @@ static int open_all(const char *path, arc **a, idx **x)
 }
 
 
-/* A file read alone gets the index's cache of short rules when it holds at least this share
- * (1/N) of its shards' content: about where the cache's build and the faster reads it gives
- * break even (Linux, 16 MiB shards: a 4.6 MB file cats as fast either way). */
-#define CAT_CACHE_SHARE 4
+/* A read of one file gets the index's cache of short rules when it takes at least this share
+ * (1/N) of the loaded shards' content: the cache costs about a fifth of the decoding and makes
+ * reads about three times faster, which breaks even about there (Linux, 16 MiB shards: a 4.6
+ * MB file cats as fast either way). */
+#define READ_CACHE_SHARE 4
 
-/* For reading one file: open `path` and load only the shards that file `name` spans (its
- * content entry's), so that the first byte of a file of a large archive comes at once; *ent
- * is the entry of `name`. A file cut over shards of its own (arc_entry_parts) is left to
+/* The index of `a` (loaded, `content` bytes) for reading `bytes` of it. */
+static int index_for(const arc *a, uint64_t bytes, uint64_t content, idx **x)
+{
+    return bytes >= content / READ_CACHE_SHARE ? idx_build(a, x) : idx_build_base(a, x);
+}
+
+/* For reading up to `len` bytes of one file: open `path` and load only the shards that file
+ * `name` spans (its content entry's), so that the first byte of a file of a large archive
+ * comes at once; *ent is the entry of `name`. A file cut over shards of its own (arc_entry_parts) is left to
  * parts_out: nothing is loaded, *x is NULL and *ent is its content entry. */
-static int open_file(const char *path, const char *name, arc **a, idx **x, uint32_t *ent)
+static int open_file(const char *path, const char *name, uint64_t len, arc **a, idx **x,
+                     uint32_t *ent)
 {
     uint32_t first, last;
     *x = NULL;
@@ -192,11 +200,9 @@ static int open_file(const char *path, const char *name, arc **a, idx **x, uint3
     uint64_t content = 0;
     for (uint32_t k = first; k <= last; k++)
         content += (*a)->shards[k].bytes;
+    uint64_t size = (*a)->ents[*ent].size;
     if ((rc = arc_load_span(*a, first, last))) goto fail;
-    /* The cache of short rules costs about a fifth of the decoding and makes reads about three
-     * times faster: it pays for a file that is a large part of its shards' content only. */
-    if ((rc = (*a)->ents[*ent].size >= content / CAT_CACHE_SHARE ? idx_build(*a, x)
-                                                                   : idx_build_base(*a, x))) {
+    if ((rc = index_for(*a, len < size ? len : size, content, x))) {
         rc = tdc_error_ctx(rc, "%s", path);
         goto fail;
     }
@@ -391,10 +397,7 @@ static int cmd_pack(int argc, char **argv)
                 secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
     }
     /* As tar: the archive is written, but it may not hold what the tree holds now. */
-    if (st.changed)
-        return fail(tdc_error(-EAGAIN, "%s written, but %llu files changed as they were read "
-                                       "(each warned of above): pack again to archive them whole",
-                              out, (unsigned long long)st.changed));
+    if (st.changed) return fail(pack_changed_error(out, st.changed));
     return EX_OK;
 }
 
@@ -613,7 +616,7 @@ static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64
         uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
         arc *p = NULL;
         idx *x = NULL;
-        if (!(rc = arc_open_part(m, ce, k, &p)) && !(rc = idx_build(p, &x)) &&
+        if (!(rc = arc_open_part(m, ce, k, &p)) && !(rc = index_for(p, hi - lo, n, &x)) &&
             !(rc = arc_entry_damaged(p, 0)) &&
             (rc = copy_out(x, 0, lo, hi - lo, at, 1, "stdout", check ? &hc : NULL)) == -EBADMSG)
             tdc_error(rc, damaged_hash, name);
@@ -629,7 +632,7 @@ static int cmd_cat(int argc, char **argv)
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_file(argv[1], argv[2], &a, &x, &e);
+    int rc = open_file(argv[1], argv[2], UINT64_MAX, &a, &x, &e);
     if (rc) return fail(rc);
     if (!x) {
         rc = parts_out(a, e, argv[2], 0, UINT64_MAX, 1);
@@ -670,7 +673,7 @@ static int cmd_extract(int argc, char **argv)
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_file(argv[1], argv[2], &a, &x, &e);
+    int rc = open_file(argv[1], argv[2], len, &a, &x, &e);
     if (rc) return fail(rc);
     if (!x)
         rc = parts_out(a, e, argv[2], off, len, 0);

@@ -699,6 +699,13 @@ uint64_t pack_changed(const pack_job *p)
     return p->st.changed;
 }
 
+int pack_changed_error(const char *out, uint64_t changed)
+{
+    return tdc_error(-EAGAIN, "%s written, but %llu files changed as they were read (each "
+                              "warned of above): pack again to archive them whole",
+                     out, (unsigned long long)changed);
+}
+
 uint64_t pack_group_bytes(const pack_job *p, uint32_t gi)
 {
     uint64_t n = 0;

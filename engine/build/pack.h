@@ -83,6 +83,9 @@ int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char
 int pack_run(pack_job *j, const unsigned char *take);
 /* Files this process found changed as it read them (pack_stats.changed) in its pack_run. */
 uint64_t pack_changed(const pack_job *j);
+/* The error a pack that wrote `out` but found `changed` files changed as it read them ends
+ * with, as tar: -EAGAIN, its message set. */
+int pack_changed_error(const char *out, uint64_t changed);
 
 /* Group g's coded shards (after pack_run packed it). */
 const arc_coded *pack_group_coded(const pack_job *j, uint32_t g, uint32_t *n);

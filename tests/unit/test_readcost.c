@@ -11,18 +11,21 @@
 #include "../../engine/backend/readcost.h"
 #include "testutil.h"
 
+/* A batch of `bytes` on a simulated GPU of `fixed` ns plus `ns_b` a byte, timed +-5%. */
+static void gpu_batch(readcost *c, uint64_t *seed, size_t bytes, double fixed, double ns_b)
+{
+    double noise = 0.95 + 0.1 * (double)(tu_rand(seed) % 1000) / 1000;
+    readcost_gpu(c, bytes, (fixed + ns_b * (double)bytes) * noise);
+}
+
 static void test_learns_the_gpu_line(void **state)
 {
     (void)state;
     readcost c;
     readcost_init(&c);
     uint64_t seed = 11;
-    for (int i = 0; i < 400; i++) { /* 40 us + 0.5 ns a byte, +-5% */
-        size_t bytes = (size_t)(64 << 10) * (1 + tu_rand(&seed) % 256);
-        double noise = 0.95 + 0.1 * (double)(tu_rand(&seed) % 1000) / 1000;
-        double ns = (40e3 + 0.5 * (double)bytes) * noise;
-        readcost_gpu(&c, bytes, ns);
-    }
+    for (int i = 0; i < 400; i++) /* 40 us + 0.5 ns a byte */
+        gpu_batch(&c, &seed, (size_t)(64 << 10) * (1 + tu_rand(&seed) % 256), 40e3, 0.5);
     assert_true(fabs(c.gpu_ns_b - 0.5) < 0.05);
     assert_true(fabs(c.gpu_fixed_ns - 40e3) < 20e3);
     assert_true(fabs(readcost_batch_ns(&c, 8 << 20) - (40e3 + 0.5 * (8 << 20))) < 0.05 * 4.2e6);
@@ -37,11 +40,8 @@ static void test_learns_a_slow_gpu_from_rare_large_batches(void **state)
     readcost c;
     readcost_init(&c);
     uint64_t seed = 5;
-    for (int i = 0; i < 400; i++) { /* 75 us + 20 ns a byte, +-5% */
-        size_t bytes = i % 8 ? 10000 : 190000;
-        double noise = 0.95 + 0.1 * (double)(tu_rand(&seed) % 1000) / 1000;
-        readcost_gpu(&c, bytes, (75e3 + 20.0 * (double)bytes) * noise);
-    }
+    for (int i = 0; i < 400; i++) /* 75 us + 20 ns a byte */
+        gpu_batch(&c, &seed, i % 8 ? 10000 : 190000, 75e3, 20.0);
     double want = 75e3 + 20.0 * 190000;
     assert_true(fabs(readcost_batch_ns(&c, 190000) - want) < 0.1 * want);
     c.cpu_ns_b = 1.8;
