@@ -180,8 +180,9 @@ static int index_for(const arc *a, uint64_t bytes, uint64_t content, idx **x)
 
 /* For reading up to `len` bytes of one file: open `path` and load only the shards that file
  * `name` spans (its content entry's), so that the first byte of a file of a large archive
- * comes at once; *ent is the entry of `name`. A file cut over shards of its own (arc_entry_parts) is left to
- * parts_out: nothing is loaded, *x is NULL and *ent is its content entry. */
+ * comes at once; *ent is the entry of `name`. A file cut over shards of its own
+ * (arc_entry_parts) is left to parts_out: nothing is loaded, *x is NULL and *ent is its
+ * content entry. */
 static int open_file(const char *path, const char *name, uint64_t len, arc **a, idx **x,
                      uint32_t *ent)
 {
