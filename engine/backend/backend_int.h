@@ -40,6 +40,8 @@ typedef struct backend_reads {
     size_t cap; /* of req and got */
     uint64_t req_n[2], req_bytes[2], batches; /* [0] gpu, [1] cpu */
     uint32_t active, most, largest;           /* reads at once now, at most; largest batch */
+    uint64_t e2e_ns[2], e2e_bytes[2]; /* auto's reads either side could serve, timed whole in
+                                       * the reading thread (queue and copy included) */
     readcost cost;                /* auto's choice of GPU or CPU per read */
     double run_start;             /* when the running batch began (CLOCK_MONOTONIC, ns) */
     size_t run_bytes;             /* its bytes */

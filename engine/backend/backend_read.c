@@ -19,6 +19,13 @@ static void count_read(backend_reads *r, int cpu, size_t n)
     __atomic_fetch_add(&r->req_bytes[cpu], (uint64_t)n, __ATOMIC_RELAXED);
 }
 
+/* The mean ns a byte of auto's reads served on the GPU (side 0) or CPU (1), as timed. */
+static double timed_ns_b(backend_reads *r, int side)
+{
+    uint64_t b = __atomic_load_n(&r->e2e_bytes[side], __ATOMIC_RELAXED);
+    return b ? (double)__atomic_load_n(&r->e2e_ns[side], __ATOMIC_RELAXED) / (double)b : 0;
+}
+
 void backend_read_stats(backend *b, char *out, size_t n)
 {
     backend_reads *r = &b->rd;
@@ -28,7 +35,7 @@ void backend_read_stats(backend *b, char *out, size_t n)
     snprintf(out, n,
              "reads gpu: %llu requests %llu bytes in %llu batches (largest %u); reads cpu: %llu "
              "requests %llu bytes; at most %u reads at once; auto's costs: cpu %.2f ns/B, "
-             "gpu batch %.0f us + %.2f ns/B",
+             "gpu batch %.0f us + %.2f ns/B; auto's reads as timed: gpu %.2f ns/B, cpu %.2f ns/B",
              (unsigned long long)__atomic_load_n(&r->req_n[0], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->req_bytes[0], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->batches, __ATOMIC_RELAXED),
@@ -36,7 +43,7 @@ void backend_read_stats(backend *b, char *out, size_t n)
              (unsigned long long)__atomic_load_n(&r->req_n[1], __ATOMIC_RELAXED),
              (unsigned long long)__atomic_load_n(&r->req_bytes[1], __ATOMIC_RELAXED),
              __atomic_load_n(&r->most, __ATOMIC_RELAXED), cost.cpu_ns_b, cost.gpu_fixed_ns / 1e3,
-             cost.gpu_ns_b);
+             cost.gpu_ns_b, timed_ns_b(r, 0), timed_ns_b(r, 1));
 }
 
 /* Raise *most to v if it is higher. */
@@ -264,6 +271,13 @@ static int enqueue(backend *b, backend_rreq *q, const arc *a, uint64_t gen)
     return 0;
 }
 
+/* An auto read of n bytes that `side` (0 GPU, 1 CPU) served in ns, for backend_read_stats. */
+static void count_timed(backend_reads *r, int side, size_t n, double ns)
+{
+    __atomic_fetch_add(&r->e2e_ns[side], (uint64_t)ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&r->e2e_bytes[side], (uint64_t)n, __ATOMIC_RELAXED);
+}
+
 /* A read the GPU could have served, served on the CPU; in auto mode timed for the cost
  * model. */
 static ssize_t timed_cpu(backend_reads *r, int m, backend_cpu_read cpu, void *arg, uint32_t ent,
@@ -274,6 +288,7 @@ static ssize_t timed_cpu(backend_reads *r, int m, backend_cpu_read cpu, void *ar
     ssize_t k = on_cpu(r, cpu, arg, ent, off, dst, n);
     t = now_ns() - t;
     if (k == (ssize_t)n) {
+        count_timed(r, 1, n, t);
         pthread_mutex_lock(&r->mu);
         readcost_cpu(&r->cost, n, t);
         pthread_mutex_unlock(&r->mu);
@@ -290,6 +305,7 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
         n > UINT32_MAX || (m == BACKEND_AUTO && n < b->o.read_min) || !backend_gpu_available())
         return on_cpu(r, cpu, arg, ent, off, dst, n);
     backend_rreq q = {ent, off, n, RQ_WAIT, NULL, NULL};
+    double t = m == BACKEND_AUTO ? now_ns() : 0;
     pthread_mutex_lock(&r->mu);
     /* Auto: a read joins the queue only if the GPU is expected to have it done (what is left
      * of the running batch, then the next one with it) no later than this thread's CPU;
@@ -309,6 +325,7 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
     if (q.state == RQ_CPU) return timed_cpu(r, m, cpu, arg, ent, off, dst, n);
     memcpy(dst, q.src, n);
     count_read(r, 0, n);
+    if (m == BACKEND_AUTO) count_timed(r, 0, n, now_ns() - t);
     pthread_mutex_lock(&r->mu);
     if (!--r->copying) pthread_cond_broadcast(&r->done);
     pthread_mutex_unlock(&r->mu);
