@@ -37,16 +37,17 @@ void mem_populate(void *p, size_t n)
     if (e > a) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 }
 
-/* Grow an array of `elem`-byte elements so that n + extra fit; doubles to keep pushes O(1). */
+/* Grow an array of `elem`-byte elements so that n + extra fit: to at least twice its room,
+ * which keeps pushes O(1), and to exactly n + extra when that is more (a reservation of a
+ * known size, such as a shard's root, takes no more: room in reused or huge-page memory is
+ * resident all the same, and a span's arrays once held a third more than they used). */
 static int grow(void **p, size_t *cap, size_t n, size_t extra, size_t elem)
 {
     if (n + extra <= *cap) return 0;
-    if (n + extra < n) return -ENOMEM;
-    size_t c = *cap ? *cap : 16;
-    while (c < n + extra) {
-        if (c > SIZE_MAX / 2 / elem) return -ENOMEM;
-        c *= 2;
-    }
+    size_t need = n + extra, c = *cap ? 2 * *cap : 16;
+    if (need < n || *cap > SIZE_MAX / 2 / elem) return -ENOMEM;
+    if (c < need) c = need;
+    if (c > SIZE_MAX / elem) return -ENOMEM;
     void *q = realloc(*p, c * elem);
     if (!q) return -ENOMEM;
     mem_huge(q, c * elem);

@@ -2066,9 +2066,9 @@ uint64_t arc_mem(const arc *a)
     for (uint32_t i = 0; i < a->nents; i++)
         n += a->ents[i].path ? strlen(a->ents[i].path) + 1 : 0;
     const dict *d = a->dict;
-    if (d) n += d->offs.n * 8 + d->blob.n + d->tcap * 8 + d->word.n;
-    const gram *g = &a->g;
-    return n + (g->root.n + g->syms.n + g->topo.n) * 4 + g->rule_start.n * 8;
+    if (d) n += d->offs.cap * 8 + d->blob.cap + d->tcap * 8 + d->word.cap;
+    const gram *g = &a->g; /* what the arrays hold, room to grow included */
+    return n + (g->root.cap + g->syms.cap + g->topo.cap) * 4 + g->rule_start.cap * 8;
 }
 
 uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k)

@@ -335,7 +335,7 @@ int arc_load_span(arc *a, uint32_t first, uint32_t last);
  * the file table alone (before any load). Returns 0. */
 int arc_entry_shards(const arc *a, uint32_t ent, uint32_t *first, uint32_t *last);
 
-/* Bytes a's file table, dictionary and grammar occupy in memory (what they hold, not the
+/* Bytes a's file table, dictionary and grammar occupy in memory (their arrays' room, not the
  * allocator's rounding). */
 uint64_t arc_mem(const arc *a);
 
