@@ -480,22 +480,25 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         return;
     }
     /* A truncation or a change of owner drops setuid and setgid (mode_after_write,
-     * mode_after_chown), from the mode this request sets if it sets one. */
+     * mode_after_chown), from the mode this request sets if it sets one. A SETATTR that sets
+     * nothing (or the ctime alone) comes from a chown(2) naming no owner and no group (-1,
+     * -1), which drops them as any chown does, or from the kernel's privilege check before a
+     * write by a caller who is not root, whom the write's own drop treats alike. */
+    int owner = (valid & (VOL_SET_UID | VOL_SET_GID)) || !(to_set & ~FUSE_SET_ATTR_CTIME);
     int rc = 0;
-    if (valid & (VOL_SET_SIZE | VOL_SET_UID | VOL_SET_GID)) {
+    if ((valid & VOL_SET_SIZE) || owner) {
         struct stat now;
         rc = vol_getattr(c->v, ino, &now);
         if (!rc && (valid & VOL_SET_MODE))
             now.st_mode = (now.st_mode & S_IFMT) | (in.st_mode & 07777);
         mode_t m = now.st_mode & 07777;
         if (!rc && (valid & VOL_SET_SIZE)) m &= mode_after_write(req, &now);
-        if (!rc && (valid & (VOL_SET_UID | VOL_SET_GID))) m &= mode_after_chown(req, &now);
+        if (!rc && owner) m &= mode_after_chown(req, &now);
         if (!rc && m != (now.st_mode & 07777)) {
             in.st_mode = (now.st_mode & S_IFMT) | m;
             valid |= VOL_SET_MODE;
         }
     }
-    /* A bare ctime update (FUSE_SET_ATTR_CTIME alone) is a SETATTR with nothing else. */
     if (!rc) rc = vol_setattr(c->v, ino, valid, &in, &out);
     if (rc) {
         reply_rc(req, logged(rc, "setattr"));
