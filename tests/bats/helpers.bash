@@ -30,6 +30,9 @@ sections() {
         if ($1 == "file") print "files", $4, $5; else print $1, $3, $4 }'
 }
 
+# The number of shards of archive $1 (tadoc stat).
+shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
+
 flip_byte() { # FILE OFFSET
     local b
     b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')

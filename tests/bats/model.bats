@@ -7,8 +7,9 @@
 # and after a plain remount (journal replay); at the end a read-only mount, the archive
 # unpacked, and the model packed and mounted, must agree with the model as well.
 # MODEL_SEEDS, MODEL_BG_SEEDS (the run with background compactions) and MODEL_USER_SEEDS
-# (operations as uid 1000 on a mount with allow_other) and MODEL_MULTI_SEEDS (several users
-# at once) list the seeds,
+# (operations as uid 1000 on a mount with allow_other), MODEL_MULTI_SEEDS (several users at
+# once) and MODEL_SHARD_SEEDS (a packed tree in small shards under a memory budget) list the
+# seeds,
 # MODEL_OPS sets the operations per seed (make test: 500; make test-long: 10000). Also fixed
 # cases that once destroyed archives. A failure prints the seed, the operation number, the
 # last operations and the difference: `fsmodel SEED OPS MODELDIR MOUNTPOINT ARCHIVE` repeats
@@ -21,6 +22,7 @@ SEEDS=${MODEL_SEEDS:-1 2 3 4}
 BG_SEEDS=${MODEL_BG_SEEDS:-5}
 USER_SEEDS=${MODEL_USER_SEEDS:-6}
 MULTI_SEEDS=${MODEL_MULTI_SEEDS:-43}
+SHARD_SEEDS=${MODEL_SHARD_SEEDS:-7}
 
 setup() {
     scratch
@@ -53,14 +55,23 @@ model_dir() {
     mkdir "$MODEL"
 }
 
-# fsmodel for each seed in $1 on a fresh archive mounted with options $2 (may be empty).
+# fsmodel for each seed in $1 on a fresh archive mounted with options $2 (may be empty):
+# an empty one, or with $3 (a shard size) one packed in shards of that size from the first
+# 30 files of the Linux slice, which the model starts with too.
 model_seeds() {
     local seed opts=${2:+-o $2}
     model_dir
     for seed in $1; do
         rm -rf "$MODEL" "$S"/a.tdc*
         mkdir "$MODEL"
-        "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
+        if [ -n "${3:-}" ]; then
+            (cd "$CORPORA/linux-slice" && find . -type f | sort | head -30 | tar cf - -T -) |
+                tar xf - -C "$MODEL"
+            "$TADOC" pack -q "$MODEL" -o "$S/a.tdc" --shard-size "$3"
+            [ "$(shards_of "$S/a.tdc")" -gt 10 ]
+        else
+            "$TADOC" pack -q "$S/empty" -o "$S/a.tdc"
+        fi
         # shellcheck disable=SC2086 # $opts is two words or none
         mnt "$S/a.tdc" "$M" $opts
         case ${FSMODEL_AS:-} in
@@ -99,6 +110,10 @@ model_seeds() {
 
 @test "the same with background compactions (compact_threshold=2K) and a preloaded grammar" {
     model_seeds "$BG_SEEDS" compact_threshold=2K,preload
+}
+
+@test "the same from a packed tree in 16K shards, read under a 1M budget (mem=1M)" {
+    model_seeds "$SHARD_SEEDS" mem=1M,compact_threshold=8K 16K
 }
 
 @test "the same as an unprivileged user (uid 1000): permission checks and their errors agree" {

@@ -36,7 +36,7 @@ mpi() {
 }
 
 @test "tadoc-mpi: 1 to 4 ranks print what tadoc prints, every analytic, whole and a scope" {
-    [ "$("$TADOC" stat "$S/a.tdc" | awk '/^shards/ {print $2}')" -gt 10 ]
+    [ "$(shards_of "$S/a.tdc")" -gt 10 ]
     # Each analytic runs whole on two rank counts and on the scope on a third; the counts
     # turn from one analytic to the next, so that each meets every count from 1 to 4 once
     # per two analytics.
@@ -80,7 +80,7 @@ mpi() {
 
 @test "tadoc-mpi: more ranks than shards, and a one-shard archive, merge their ranges exactly" {
     "$TADOC" pack -q "$T/a" -o "$S/one.tdc"
-    [ "$("$TADOC" stat "$S/one.tdc" | awk '/^shards/ {print $2}')" -eq 1 ]
+    [ "$(shards_of "$S/one.tdc")" -eq 1 ]
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
         for a in one a; do
             "$TADOC" "$an" "$S/$a.tdc" >"$S/want"
@@ -189,7 +189,7 @@ mpi() {
     run "$TADOC" count "$S/q.tdc" big the
     [ "$status" -eq 3 ]
     local shards
-    shards=$("$TADOC" stat "$S/q.tdc" | awk '/^shards/ {print $2}')
+    shards=$(shards_of "$S/q.tdc")
     run mpi 4 search "$S/q.tdc" big the -o "$S/out"
     echo "$output"
     [ "$status" -eq 3 ]
@@ -237,7 +237,7 @@ shard_figures() {
     mkdir "$T/emptydir"
     setfattr -n user.note -v hi "$T/a/ca03" 2>/dev/null || true
     "$TADOC" pack -q "$T" -o "$S/want.tdc" --shard-size 20K
-    [ "$("$TADOC" stat "$S/want.tdc" | awk '/^shards/ {print $2}')" -gt 10 ]
+    [ "$(shards_of "$S/want.tdc")" -gt 10 ]
     for n in 1 2 3 4; do
         mpi "$n" pack "$T" -o "$S/got.tdc" --shard-size 20K -q -j 1
         diff <(shard_figures "$S/want.tdc") <(shard_figures "$S/got.tdc")

@@ -67,7 +67,7 @@ check_reads() { # ARCHIVE MSG
 }
 
 @test "shard damage: verify names the shard; cat reads other files exactly, its files (one cut across shards) fail" {
-    [ "$("$TADOC" stat "$S/a.tdc" | awk '/^shards/ {print $2}')" -eq 7 ]
+    [ "$(shards_of "$S/a.tdc")" -eq 7 ]
     # Shard 1 holds the end of a/big, which starts in shard 0; shard 3 two whole files.
     [ "$(files_in_shard "$S/a.tdc" 0)" = a/big ]
     [ "$(files_in_shard "$S/a.tdc" 1)" = a/big ]
@@ -193,7 +193,7 @@ check_reads() { # ARCHIVE MSG
     for i in 1 2 3 4 5 6; do head -c 1500 "$CORPORA/brown/ca0$i" >"$H/f$i"; done
     ln "$H/f3" "$H/d/link"
     "$TADOC" pack -q "$H" -o "$S/h.tdc" --shard-size 4K
-    n=$("$TADOC" stat "$S/h.tdc" | awk '/^shards/ {print $2}')
+    n=$(shards_of "$S/h.tdc")
     [ "$n" -ge 3 ]
     hit=0
     # Each shard damaged in turn: the two names of f3 fail or read together, in cat and mount.

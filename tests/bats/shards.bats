@@ -24,8 +24,6 @@ teardown() {
     rm -rf "$S"
 }
 
-shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
-
 @test "shards: tiny shards on 1 and 2 threads unpack to the same tree and verify" {
     for j in 1 2; do
         "$TADOC" pack -q "$T" -o "$S/$j.tdc" --shard-size 32K -j "$j"
