@@ -45,6 +45,9 @@ typedef struct backend_reads {
     readcost cost;                /* auto's choice of GPU or CPU per read */
     double run_start;             /* when the running batch began (CLOCK_MONOTONIC, ns) */
     size_t run_bytes;             /* its bytes */
+    double turn_from;             /* the last batch: when it could start (its first read's
+                                   * arrival at an idle batcher, else its start), ns */
+    size_t turn_bytes;            /* its bytes */
 } backend_reads;
 
 struct backend {

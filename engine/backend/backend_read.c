@@ -207,6 +207,7 @@ static void *batcher(void *arg)
     backend_reads *r = &b->rd;
     pthread_mutex_lock(&r->mu);
     for (;;) {
+        int idle = !r->head; /* its batch then starts when its first read arrived */
         while (!r->head && !r->stop)
             pthread_cond_wait(&r->work, &r->mu);
         if (r->stop) break;
@@ -218,6 +219,7 @@ static void *batcher(void *arg)
         size_t n, bytes;
         const arc *a = r->a;
         uint64_t gen = r->gen;
+        double from = idle ? (double)r->first.tv_sec * 1e9 + (double)r->first.tv_nsec : now_ns();
         backend_rreq *l = take(r, &n, &bytes);
         int ok = !q_room(r, n);
         r->busy = 1;
@@ -225,10 +227,10 @@ static void *batcher(void *arg)
         r->run_bytes = bytes;
         pthread_mutex_unlock(&r->mu);
         if (ok) ok = run_batch(b, a, gen, l, n, bytes);
-        double took = now_ns() - r->run_start;
         pthread_mutex_lock(&r->mu);
         r->busy = 0;
-        if (ok) readcost_gpu(&r->cost, bytes, took);
+        r->turn_from = from; /* the cost model takes the batch once its last copy is done */
+        r->turn_bytes = bytes;
         /* The callers wait for r->mu, so the list stays valid until this loop ends. */
         for (backend_rreq *q = l; q; q = q->next)
             q->state = ok ? RQ_GPU : RQ_CPU;
@@ -327,7 +329,10 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
     count_read(r, 0, n);
     if (m == BACKEND_AUTO) count_timed(r, 0, n, now_ns() - t);
     pthread_mutex_lock(&r->mu);
-    if (!--r->copying) pthread_cond_broadcast(&r->done);
+    if (!--r->copying) { /* the batch's readers have their bytes: what it cost them */
+        readcost_gpu(&r->cost, r->turn_bytes, now_ns() - r->turn_from);
+        pthread_cond_broadcast(&r->done);
+    }
     pthread_mutex_unlock(&r->mu);
     return (ssize_t)n;
 }
