@@ -277,7 +277,7 @@ int fs_quick(void *ctx, const void *msg, size_t len)
     case FUSE_READ: {
         const struct fuse_read_in *in = arg;
         return alen >= sizeof *in && is_real(h->nodeid) && in->size <= FS_QUICK_BYTES &&
-               vol_read_ready(c->v, h->nodeid, in->offset);
+               vol_read_ready(c->v, h->nodeid, in->offset, in->size);
     }
     case FUSE_WRITE: {
         const struct fuse_write_in *in = arg;

@@ -221,6 +221,11 @@ typedef ssize_t (*backend_cpu_read)(void *arg, uint32_t ent, uint64_t off, void 
 ssize_t backend_read(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint64_t off,
                      void *dst, size_t n, backend_cpu_read cpu, void *arg);
 
+/* Whether backend_read may queue a read of n bytes for the GPU (and its caller then wait for a
+ * batch): 0 for a NULL b, mode off, reads not on, no usable GPU, and in auto mode a read of
+ * fewer than read_min bytes, which the calling thread serves at once. Thread-safe. */
+int backend_read_may_queue(const backend *b, size_t n);
+
 /* Upload and index archive (a, gen) on the GPU now, in the calling thread, so the first reads
  * and analytics need not wait for it: when b is not NULL, its mode is not off and a GPU is
  * usable. */

@@ -66,6 +66,14 @@ static ssize_t on_cpu(backend_reads *r, backend_cpu_read cpu, void *arg, uint32_
 static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint64_t off,
                      void *dst, size_t n, backend_cpu_read cpu, void *arg);
 
+int backend_read_may_queue(const backend *b, size_t n)
+{
+    if (!b || !b->o.reads || !n || n > BACKEND_READ_FULL || n > UINT32_MAX) return 0;
+    int m = backend_mode(b);
+    return m != BACKEND_OFF && !(m == BACKEND_AUTO && n < b->o.read_min) &&
+           backend_gpu_available();
+}
+
 ssize_t backend_read(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint64_t off,
                      void *dst, size_t n, backend_cpu_read cpu, void *arg)
 {
@@ -303,9 +311,7 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
 {
     backend_reads *r = &b->rd;
     int m = backend_mode(b);
-    if (m == BACKEND_OFF || !b->o.reads || !gen || !n || n > BACKEND_READ_FULL ||
-        n > UINT32_MAX || (m == BACKEND_AUTO && n < b->o.read_min) || !backend_gpu_available())
-        return on_cpu(r, cpu, arg, ent, off, dst, n);
+    if (!gen || !backend_read_may_queue(b, n)) return on_cpu(r, cpu, arg, ent, off, dst, n);
     backend_rreq q = {ent, off, n, RQ_WAIT, NULL, NULL};
     double t = m == BACKEND_AUTO ? now_ns() : 0;
     pthread_mutex_lock(&r->mu);

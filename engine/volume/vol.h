@@ -195,11 +195,12 @@ ssize_t vol_read(vol *v, vol_reader *r, uint64_t ino, uint64_t off, void *dst, s
  * drain a journal past journal_max (a hint, as vol_read_ready). Thread-safe. */
 int vol_change_ready(vol *v);
 
-/* Whether a read of `ino` at `off` now would find its bytes at hand, decoding nothing and
- * waiting for no batch: its archived content (if any) in a kept span, or the whole archive
- * loaded and read on the CPU. A hint for a caller choosing where to run the read.
+/* Whether a read of n bytes of `ino` at `off` now would find its bytes at hand, decoding
+ * nothing and waiting for no batch: its archived content (if any) in a kept span, or the
+ * whole archive loaded and the read one the backend serves on the CPU at once
+ * (backend_read_may_queue). A hint for a caller choosing where to run the read.
  * Thread-safe. */
-int vol_read_ready(vol *v, uint64_t ino, uint64_t off);
+int vol_read_ready(vol *v, uint64_t ino, uint64_t off, size_t n);
 
 /* Count an open handle of `ino` (+1 on open, -1 on release): an inode without names is
  * freed at its last release. */
