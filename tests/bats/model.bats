@@ -198,16 +198,12 @@ symlink_linked_twice() {
     # but a chown naming no owner and no group (-1, -1) drops them for root too, as on ext4
     # (the kernel sends it as a SETATTR that sets nothing; fsmodel's seed 7105 found it)
     local m
-    for m in 4755 6775 6765 2755 2745; do
-        echo x >"$M/c$m"
-        chmod "$m" "$M/c$m"
-        python3 -c 'import os, sys; os.chown(sys.argv[1], -1, -1)' "$M/c$m"
+    for m in 4755:755 6775:775 6765:2765 2755:755 2745:2745; do # mode before:after, as ext4
+        echo x >"$M/c${m%:*}"
+        chmod "${m%:*}" "$M/c${m%:*}"
+        python3 -c 'import os, sys; os.chown(sys.argv[1], -1, -1)' "$M/c${m%:*}"
+        [ "$(stat -c %a "$M/c${m%:*}")" = "${m#*:}" ]
     done
-    [ "$(stat -c %a "$M/c4755")" = 755 ]
-    [ "$(stat -c %a "$M/c6775")" = 775 ]
-    [ "$(stat -c %a "$M/c6765")" = 2765 ]
-    [ "$(stat -c %a "$M/c2755")" = 755 ]
-    [ "$(stat -c %a "$M/c2745")" = 2745 ]
     fusermount3 -u "$M"
     mnt "$S/a.tdc" "$M"
     [ "$(stat -c %a "$M/f6322")" = 2322 ]
