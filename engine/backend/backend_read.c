@@ -122,11 +122,16 @@ static void stop_batcher(backend_reads *r)
 
 enum { RQ_WAIT, RQ_GPU, RQ_CPU };
 
+static double ts_ns(const struct timespec *t)
+{
+    return (double)t->tv_sec * 1e9 + (double)t->tv_nsec;
+}
+
 static double now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+    return ts_ns(&t);
 }
 
 /* Room for a batch of n reads; r->mu held. */
@@ -227,7 +232,7 @@ static void *batcher(void *arg)
         size_t n, bytes;
         const arc *a = r->a;
         uint64_t gen = r->gen;
-        double from = idle ? (double)r->first.tv_sec * 1e9 + (double)r->first.tv_nsec : now_ns();
+        double from = idle ? ts_ns(&r->first) : now_ns();
         backend_rreq *l = take(r, &n, &bytes);
         int ok = !q_room(r, n);
         r->busy = 1;
@@ -237,12 +242,12 @@ static void *batcher(void *arg)
         if (ok) ok = run_batch(b, a, gen, l, n, bytes);
         pthread_mutex_lock(&r->mu);
         r->busy = 0;
-        r->turn_from = from; /* the cost model takes the batch once its last copy is done */
-        r->turn_bytes = bytes;
         /* The callers wait for r->mu, so the list stays valid until this loop ends. */
         for (backend_rreq *q = l; q; q = q->next)
             q->state = ok ? RQ_GPU : RQ_CPU;
         if (ok) {
+            r->turn_from = from; /* the cost model takes the batch once its last copy is done */
+            r->turn_bytes = bytes;
             r->copying = n;
             __atomic_fetch_add(&r->batches, 1, __ATOMIC_RELAXED);
             raise_to(&r->largest, (uint32_t)n);

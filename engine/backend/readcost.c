@@ -21,7 +21,7 @@
 /* The CPU's cost per byte is its reads' time over their bytes, each sum decaying by CPU_DECAY
  * a read: a mean of each read's own ns per byte would count a 64 KiB read that descended a
  * deep grammar (or decoded a shard) as much as a 1 MiB one, and on a real tree of small
- * files it said 1.9 ns a byte where the reads took 0.6 in all (H200 host, gpu.md). The prior
+ * files it said several times what the reads took in all (bench/results/gpu.md). The prior
  * starts the sums as PRIOR_CPU_B bytes read at its cost, soon outweighed. */
 #define CPU_DECAY (15.0 / 16)
 #define PRIOR_CPU_B (256.0 * 1024)

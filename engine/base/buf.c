@@ -39,8 +39,8 @@ void mem_populate(void *p, size_t n)
 
 /* Grow an array of `elem`-byte elements so that n + extra fit: to at least twice its room,
  * which keeps pushes O(1), and to exactly n + extra when that is more (a reservation of a
- * known size, such as a shard's root, takes no more: room in reused or huge-page memory is
- * resident all the same, and a span's arrays once held a third more than they used). */
+ * known size, such as a shard's root, takes no more: unused room in reused or huge-page
+ * memory is resident all the same). */
 static int grow(void **p, size_t *cap, size_t n, size_t extra, size_t elem)
 {
     if (n + extra <= *cap) return 0;

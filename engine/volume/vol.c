@@ -1417,9 +1417,8 @@ int vol_change_ready(vol *v)
 
 int vol_read_ready(vol *v, uint64_t ino, uint64_t off, size_t n)
 {
-    /* Loaded: only a read that may go to the GPU waits, for a batch. Every read once did in
-     * auto and on: on the H200 host's system text (24,032 files, one reader) auto lost 40% to
-     * off with no read sent to the GPU, each read handed to a worker thread. */
+    /* Loaded: only a read that may go to the GPU waits (for a batch); any other is served
+     * at once in every mode, as a hand-off to a worker per small read costs more than it. */
     if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2)
         return !backend_read_may_queue(v->o.be, n);
     if (!reads_from_spans(v)) return 0; /* the read would load the whole archive */
