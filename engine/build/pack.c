@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "../format/arc.h"
 #include "../base/err.h"
@@ -70,30 +71,103 @@ struct pack_job {
 typedef struct pack_job packer;
 
 /* A shard being built by a worker: its dictionary, its token stream (SEQ_BARRIER after each
- * part) and the parts it holds. */
+ * part) and the parts it holds. A shard stored as its text (`text`) keeps its parts' bytes
+ * and lengths instead. */
 typedef struct sbuild {
     packer *p;
     group *g;
     dict *d;
     vec32 toks;
+    int text;
+    buf raw;     /* text: the parts' bytes */
+    vec64 lens;  /* text: each part's length */
     uint64_t bytes, tokens;
     size_t part0;  /* first part of this shard in g->parts */
     uint32_t ent;  /* the file being tokenized */
     int last_word; /* the file's last token so far is a word */
 } sbuild;
 
+/* A file whose first TEXT_SAMPLE bytes (at least TEXT_MIN) a quick zstd pass cannot bring
+ * under nine tenths of their size is stored as its text (textshard.h): a grammar would spend
+ * a dictionary entry and a symbol on each of its short tokens, more than its bytes. */
+#define TEXT_MIN 512
+#define TEXT_SAMPLE (64u << 10)
+#define TEXT_LEVEL 1
+
+/* The quick zstd pass of a worker: its context and output room. */
+typedef struct trial {
+    ZSTD_CCtx *cc;
+    unsigned char *out;
+    size_t cap;
+} trial;
+
+/* Room in g for one more part. */
+static int part_room(group *g)
+{
+    if (g->nparts < g->capparts) return 0;
+    size_t cap = g->capparts ? 2 * g->capparts : 64;
+    part *n = realloc(g->parts, cap * sizeof *n);
+    if (!n) return -ENOMEM;
+    g->parts = n;
+    g->capparts = cap;
+    return 0;
+}
+
 static int add_part(sbuild *b)
 {
     group *g = b->g;
-    if (g->nparts == g->capparts) {
-        size_t cap = g->capparts ? 2 * g->capparts : 64;
-        part *n = realloc(g->parts, cap * sizeof *n);
-        if (!n) return -ENOMEM;
-        g->parts = n;
-        g->capparts = cap;
-    }
+    if (part_room(g)) return -ENOMEM;
+    if (b->text && vec64_push(&b->lens, 0)) return -ENOMEM;
     g->parts[g->nparts++] = (part){.ent = b->ent, .shard = g->nsh};
     return 0;
+}
+
+/* Room in g for one more shard. */
+static int shard_room(group *g)
+{
+    if (g->nsh < g->capsh) return 0;
+    uint32_t cap = g->capsh ? 2 * g->capsh : 4;
+    arc_coded *n = realloc(g->sh, cap * sizeof *n);
+    if (!n) return -ENOMEM;
+    g->sh = n;
+    g->capsh = cap;
+    return 0;
+}
+
+/* The builder left empty for the next shard. */
+static int next_shard(sbuild *b)
+{
+    dict_free(b->d);
+    b->d = NULL;
+    b->toks.n = b->raw.n = b->lens.n = 0;
+    b->bytes = b->tokens = 0;
+    b->part0 = b->g->nparts;
+    return b->text || (b->d = dict_new()) ? 0 : -ENOMEM;
+}
+
+/* Close a shard stored as its text: its parts' runs are the reader's tokens of each. */
+static int close_text_shard(sbuild *b)
+{
+    group *g = b->g;
+    vec64 runs = {0};
+    int rc = shard_room(g);
+    if (!rc)
+        rc = arc_text_shard_encode(b->lens.p, b->lens.n, b->raw.p, b->p->level, &g->sh[g->nsh],
+                                   &runs);
+    if (!rc) {
+        uint64_t start = 0;
+        for (size_t k = 0; k < runs.n; k++) {
+            g->parts[b->part0 + k].start = start;
+            g->parts[b->part0 + k].len = runs.p[k];
+            start += runs.p[k];
+        }
+        g->tokens += start;
+        g->dict_tokens += g->sh[g->nsh].info.ntokens;
+        g->nsh++;
+    }
+    vec64_free(&runs);
+    int rc2 = next_shard(b);
+    return rc ? rc : rc2;
 }
 
 /* Sequitur over the shard's tokens, segment by segment, joined into one grammar. */
@@ -120,6 +194,7 @@ static int compress(sbuild *b, gbuild *gb)
  * left empty for the next shard. */
 static int close_shard(sbuild *b)
 {
+    if (b->text) return close_text_shard(b);
     packer *p = b->p;
     group *g = b->g;
     gbuild gb = {0};
@@ -137,16 +212,7 @@ static int close_shard(sbuild *b)
     }
     shape_opts so = {.keep_rules = p->o->keep_rules, .freq_order = p->o->freq_order};
     if (!rc) rc = shape_grammar(&gr, &b->d, le, np, &so);
-    if (!rc && g->nsh == g->capsh) {
-        uint32_t cap = g->capsh ? 2 * g->capsh : 4;
-        arc_coded *n = realloc(g->sh, cap * sizeof *n);
-        if (n) {
-            g->sh = n;
-            g->capsh = cap;
-        } else {
-            rc = -ENOMEM;
-        }
-    }
+    if (!rc) rc = shard_room(g);
     if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain, &g->sh[g->nsh]);
     if (!rc) {
         for (size_t k = 0; k < np; k++) {
@@ -161,13 +227,8 @@ static int close_shard(sbuild *b)
     gbuild_free(&gb);
     gram_free(&gr);
     free(le);
-    dict_free(b->d);
-    b->d = NULL;
-    b->toks.n = 0;
-    b->bytes = b->tokens = 0;
-    b->part0 = g->nparts;
-    if (!rc && !(b->d = dict_new())) rc = -ENOMEM;
-    return rc;
+    int rc2 = next_shard(b);
+    return rc ? rc : rc2;
 }
 
 /* One token of the file being read. Once the shard holds its size of content, it is closed
@@ -179,12 +240,17 @@ static int emit(void *ctx, const unsigned char *t, size_t n)
     sbuild *b = ctx;
     int word = tok_is_word_byte(t[0]), rc;
     if (b->bytes >= b->p->shard_size && !(b->last_word && word)) {
-        if (vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
+        if (!b->text && vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
         if ((rc = close_shard(b)) || (rc = add_part(b))) return rc;
     }
-    uint32_t id;
-    if ((rc = dict_intern(b->d, t, n, &id))) return rc;
-    if (vec32_push(&b->toks, id)) return -ENOMEM;
+    if (b->text) {
+        if (buf_put(&b->raw, t, n)) return -ENOMEM;
+        b->lens.p[b->lens.n - 1] += n;
+    } else {
+        uint32_t id;
+        if ((rc = dict_intern(b->d, t, n, &id))) return rc;
+        if (vec32_push(&b->toks, id)) return -ENOMEM;
+    }
     b->bytes += n;
     b->tokens++;
     b->last_word = word;
@@ -412,12 +478,38 @@ static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, co
     }
 }
 
-/* Tokenize one file into the shard being built; records its size and hash. */
-static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
+/* Whether the first bytes of a file, p[0..n), say it is to be stored as its text. */
+static int incompressible(trial *t, const unsigned char *p, size_t n)
 {
-    char *path = malloc(strlen(b->p->top) + strlen(e->path) + 2);
+    if (!t->cc || n < TEXT_MIN) return 0;
+    size_t in = n < TEXT_SAMPLE ? n : TEXT_SAMPLE;
+    size_t z = ZSTD_compressCCtx(t->cc, t->out, t->cap, p, in, TEXT_LEVEL);
+    return !ZSTD_isError(z) && z >= in - in / 10;
+}
+
+/* A file of `left` bytes begins in builder b. A shard that filled up exactly at the end of
+ * the previous file is closed first, unless this file is empty: it adds nothing, and would
+ * otherwise open a shard of no content (which every tree whose last file is empty got, its
+ * one shard being exactly full). */
+static int start_file(sbuild *b, uint32_t ent, uint64_t left)
+{
+    int rc = b->bytes >= b->p->shard_size && left > 0 ? close_shard(b) : 0;
+    b->ent = ent;
+    b->last_word = 0;
+    return rc ? rc : add_part(b);
+}
+
+/* Tokenize one file into the shard being built: b's, or, for a file its first block shows
+ * incompressible (and t->cc set), tb's, a shard stored as its text. Records its size and
+ * hash. */
+static int pack_file(sbuild *gb, sbuild *tb, trial *t, uint32_t ent, unsigned char *blk,
+                     size_t blksz)
+{
+    sbuild *b = NULL;
+    arc_entry *e = &gb->p->ents[ent];
+    char *path = malloc(strlen(gb->p->top) + strlen(e->path) + 2);
     if (!path) return -ENOMEM;
-    sprintf(path, "%s/%s", b->p->top, e->path);
+    sprintf(path, "%s/%s", gb->p->top, e->path);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno != ENOENT) { /* removed since the walk: archived empty (note_change) */
         int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
@@ -428,14 +520,8 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     tok_state ts = {.npend = 0};
     /* The size the walk saw, which the read stops at. */
     uint64_t size = 0, want = e->size, left = fd < 0 ? 0 : want;
-    /* A shard that filled up exactly at the end of the previous file is closed first, unless
-     * this file is empty: it adds nothing, and would otherwise open a shard of no content
-     * (which every tree whose last file is empty got, its one shard being exactly full). */
-    int full = b->bytes >= b->p->shard_size && left > 0;
-    int rc = !hs ? -ENOMEM : full ? close_shard(b) : 0;
-    if (!rc) rc = add_part(b);
+    int rc = hs ? 0 : -ENOMEM;
     if (hs) XXH3_64bits_reset(hs);
-    b->last_word = 0;
     while (!rc && size < left) {
         ssize_t k = read(fd, blk, left - size < blksz ? (size_t)(left - size) : blksz);
         if (k < 0) {
@@ -444,17 +530,22 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
             break;
         }
         if (k == 0) break;
+        if (!b) {
+            b = incompressible(t, blk, (size_t)k) ? tb : gb;
+            if ((rc = start_file(b, ent, left))) break;
+        }
         XXH3_64bits_update(hs, blk, (size_t)k);
         size += (uint64_t)k;
         rc = tok_feed(&ts, blk, (size_t)k, emit, b);
         progress(b->p, (uint64_t)k);
     }
+    if (!b && !rc) rc = start_file(b = gb, ent, 0); /* nothing read: empty */
     if (!rc) rc = tok_finish(&ts, emit, b);
-    if (!rc && vec32_push(&b->toks, SEQ_BARRIER)) rc = -ENOMEM;
+    if (!rc && !b->text && vec32_push(&b->toks, SEQ_BARRIER)) rc = -ENOMEM;
     if (!rc) {
         e->size = size;
         e->hash = XXH3_64bits_digest(hs);
-        note_change(b->p, e, fd, want, path);
+        note_change(gb->p, e, fd, want, path);
     }
     XXH3_freeState(hs);
     if (fd >= 0) close(fd);
@@ -462,18 +553,55 @@ static int pack_file(sbuild *b, arc_entry *e, unsigned char *blk, size_t blksz)
     return rc;
 }
 
-/* Pack one group into its shards. */
+/* The shards and parts of tg (a group's files stored as their text) after g's own. */
+static int append_group(group *g, group *tg)
+{
+    for (size_t k = 0; k < tg->nparts; k++) {
+        if (part_room(g)) return -ENOMEM;
+        g->parts[g->nparts] = tg->parts[k];
+        g->parts[g->nparts++].shard += g->nsh;
+    }
+    for (uint32_t k = 0; k < tg->nsh; k++) {
+        if (shard_room(g)) return -ENOMEM;
+        g->sh[g->nsh++] = tg->sh[k];
+    }
+    tg->nsh = 0;
+    g->tokens += tg->tokens;
+    g->dict_tokens += tg->dict_tokens;
+    return 0;
+}
+
+/* Pack one group into its shards: its files' grammar shards, then those of its files stored
+ * as their text. */
 static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
 {
-    sbuild b = {.p = p, .g = g, .d = dict_new()};
-    int rc = b.d ? 0 : -ENOMEM;
-    for (uint32_t i = g->first; i < g->end && !rc; i++) {
-        b.ent = p->files[i];
-        rc = pack_file(&b, &p->ents[b.ent], blk, blksz);
+    group tg = {0};
+    sbuild b = {.p = p, .g = g, .d = dict_new()}, tb = {.p = p, .g = &tg, .text = 1};
+    trial t = {0};
+    if (!(p->o->plain & ARC_PLAIN_TEXT) && (t.cc = ZSTD_createCCtx())) {
+        t.cap = ZSTD_compressBound(TEXT_SAMPLE);
+        if (!(t.out = malloc(t.cap))) {
+            ZSTD_freeCCtx(t.cc);
+            t.cc = NULL;
+        }
     }
-    if (!rc && (g->nparts > b.part0 || !g->nsh)) rc = close_shard(&b);
+    int rc = b.d ? 0 : -ENOMEM;
+    for (uint32_t i = g->first; i < g->end && !rc; i++)
+        rc = pack_file(&b, &tb, &t, p->files[i], blk, blksz);
+    /* a group of empty files only: one empty grammar shard */
+    if (!rc && (g->nparts > b.part0 || (!g->nsh && !tg.nparts))) rc = close_shard(&b);
+    if (!rc && tg.nparts > tb.part0) rc = close_shard(&tb);
+    if (!rc) rc = append_group(g, &tg);
+    for (uint32_t k = 0; k < tg.nsh; k++)
+        arc_coded_free(&tg.sh[k]);
+    free(tg.sh);
+    free(tg.parts);
+    ZSTD_freeCCtx(t.cc);
+    free(t.out);
     dict_free(b.d);
     vec32_free(&b.toks);
+    buf_free(&tb.raw);
+    vec64_free(&tb.lens);
     return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "arc_test.h"
 #include "ftcols.h"
+#include "textshard.h"
 #include "syms.h"
 #include "../base/err.h"
 #include "../base/par.h"
@@ -24,6 +25,7 @@
 #define CODEC_KIND 3                /* rules and root only: the kind layout (syms.h), raw */
 #define CODEC_ZSTD_KIND 4           /* rules and root only: zstd of the kind layout */
 #define CODEC_ZSTD_COLS 5           /* version 4 file table only: zstd of its columns (ftcols.h) */
+#define CODEC_ZSTD_TEXT 6 /* version 4, all three sections of a shard: its text (textshard.h) */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -111,6 +113,8 @@ const char *arc_codec_name(uint32_t codec)
         return "zstd-kind";
     case CODEC_ZSTD_COLS:
         return "zstd-cols";
+    case CODEC_ZSTD_TEXT:
+        return "zstd-text";
     }
     return "unknown";
 }
@@ -391,6 +395,40 @@ int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, un
                      arc_coded *out)
 {
     return shard_encode(d, g, bytes, level, plain, 1, out);
+}
+
+int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int level,
+                          arc_coded *out, vec64 *runs)
+{
+    memset(out, 0, sizeof *out);
+    buf pay = {0};
+    dict *d = NULL;
+    gram g = {0};
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < np; i++)
+        bytes += lens[i];
+    int rc = textshard_payload(lens, np, text, &pay) ? tdc_error(-ENOMEM, "out of memory") : 0;
+    /* the figures and runs the reader will find: from the reader's own tokenizing */
+    if (!rc) rc = textshard_grammar(pay.p, pay.n, &d, &g, runs);
+    if (!rc) {
+        out->info = (arc_shard){.bytes = bytes, .root_syms = g.root.n, .ntokens = g.ntokens};
+        size_t zn = 0;
+        rc = zstd_section(pay.p, pay.n, level, ARC_SEC_DICT, &out->data[0], &zn);
+        out->secs[0].stored = zn;
+    }
+    dict_free(d);
+    gram_free(&g);
+    for (uint32_t i = 0; i < 3 && !rc; i++) {
+        arc_secinfo *s = &out->secs[i];
+        s->type = ARC_SEC_DICT + i;
+        s->codec = CODEC_ZSTD_TEXT;
+        s->raw = i ? 0 : pay.n;
+        if (i && !(out->data[i] = malloc(1))) rc = tdc_error(-ENOMEM, "out of memory");
+        s->hash = XXH3_64bits(out->data[i], s->stored);
+    }
+    buf_free(&pay);
+    if (rc) arc_coded_free(out);
+    return rc;
 }
 
 void arc_coded_free(arc_coded *c)
@@ -1038,7 +1076,8 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
     const char *name = arc_section_name(s->type);
     unsigned char *st = NULL, *raw = NULL;
     int rc;
-    int stored_raw = s->codec == CODEC_RAW || s->codec == CODEC_KIND;
+    int stored_raw = s->codec == CODEC_RAW || s->codec == CODEC_KIND ||
+                     (s->codec == CODEC_ZSTD_TEXT && s->type != ARC_SEC_DICT); /* empty */
     if (s->raw > RAW_MAX || (stored_raw && s->raw != s->stored))
         return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
                          (unsigned long long)s->raw);
@@ -1147,6 +1186,8 @@ static int codec_fits(const arc_secinfo *s, uint32_t version)
         return s->type == ARC_SEC_RULES || s->type == ARC_SEC_ROOT;
     case CODEC_ZSTD_COLS:
         return s->type == ARC_SEC_FILES && version >= 4;
+    case CODEC_ZSTD_TEXT:
+        return s->type <= ARC_SEC_ROOT && version >= 4;
     }
     return 0;
 }
@@ -1156,12 +1197,21 @@ static int is_kinded(const arc_secinfo *s)
     return s->codec == CODEC_KIND || s->codec == CODEC_ZSTD_KIND;
 }
 
+static int is_text(const arc_secinfo *s)
+{
+    return s->codec == CODEC_ZSTD_TEXT;
+}
+
 /* A shard's rules and root are both in the kind layout or neither (the root's numbers are
- * those the rules section defines). */
+ * those the rules section defines); a shard stored as its text has that codec on all three
+ * sections, its rules and root holding nothing. */
 static int check_kinds_agree(const arc *a)
 {
     for (uint32_t k = 0; k < a->nshards; k++) {
         const arc_secinfo *s = &a->secs[3 * k];
+        if (is_text(&s[0]) != is_text(&s[1]) || is_text(&s[0]) != is_text(&s[2]) ||
+            (is_text(&s[0]) && (s[1].raw || s[1].stored || s[2].raw || s[2].stored)))
+            return tdc_error(-EBADMSG, "shard %u: stored as text in some sections only", k);
         if (is_kinded(&s[1]) != is_kinded(&s[2]))
             return tdc_error(-EBADMSG, "shard %u: rules in the %s layout but root in the %s one",
                              k, is_kinded(&s[1]) ? "kind" : "plain",
@@ -1534,11 +1584,46 @@ static int load_rules(side_job *j, syms_kinds **k)
     return rc;
 }
 
+/* A shard stored as its text: the dictionary section's payload, tokenized. */
+static int load_text(const arc *a, const arc_secinfo *secs, dict **d, gram *g)
+{
+    unsigned char *raw = NULL;
+    *d = NULL;
+    int rc = load_section(a->fd, a->path, &secs[0], &raw);
+    if (!rc) rc = textshard_grammar(raw, secs[0].raw, d, g, NULL);
+    if (!rc) rc = gram_topo(g);
+    free(raw);
+    return rc;
+}
+
+/* Shard k's grammar in *d and *g, as loaded with result rc: checked against the shard table
+ * (and its root's symbols unless the kind layout made them), or freed with the failure. */
+static int check_shard(const arc *a, uint32_t k, int rc, int check_root, dict **d, gram *g)
+{
+    const arc_shard *sh = &a->shards[k];
+    if (!rc && dict_count(*d) != g->ntokens)
+        rc = tdc_error(-EBADMSG, "dictionary: token count changed while decoding");
+    else if (!rc && a->version >= 4 &&
+             (g->ntokens != sh->ntokens || g->nrules != sh->nrules || g->root.n != sh->root_syms))
+        rc = tdc_error(-EBADMSG, "grammar does not match the shard table");
+    if (!rc && check_root) rc = gram_check_root(g);
+    if (rc) {
+        dict_free(*d);
+        *d = NULL;
+        gram_free(g);
+        memset(g, 0, sizeof *g);
+        if (a->nshards > 1) tdc_error_ctx(rc, "shard %u", k);
+    }
+    return rc;
+}
+
 /* Read, verify and decode shard k's grammar into *d and *g (freed again on failure), and
  * check it against the shard table. */
 static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
 {
     const arc_shard *sh = &a->shards[k];
+    if (is_text(&a->secs[sh->sec]))
+        return check_shard(a, k, load_text(a, &a->secs[sh->sec], d, g), 0, d, g);
     side_job j = {.a = a, .secs = &a->secs[sh->sec], .g = g};
     j.kinded = is_kinded(&j.secs[1]);
     pthread_mutex_init(&j.lock, NULL);
@@ -1563,20 +1648,8 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
         rc = tdc_error(j.side.rc, "%s", j.side.msg);
     else if (!rc && j.root.rc)
         rc = tdc_error(j.root.rc, "%s", j.root.msg);
-    else if (!rc && dict_count(*d) != g->ntokens)
-        rc = tdc_error(-EBADMSG, "dictionary: token count changed while decoding");
-    else if (!rc && a->version >= 4 &&
-             (g->ntokens != sh->ntokens || g->nrules != sh->nrules || g->root.n != sh->root_syms))
-        rc = tdc_error(-EBADMSG, "grammar does not match the shard table");
-    if (!rc && !j.kinded) rc = gram_check_root(g); /* the kind layout yields valid symbols only */
-    if (rc) {
-        dict_free(*d);
-        *d = NULL;
-        gram_free(g);
-        memset(g, 0, sizeof *g);
-        if (a->nshards > 1) tdc_error_ctx(rc, "shard %u", k);
-    }
-    return rc;
+    /* the kind layout yields valid symbols only */
+    return check_shard(a, k, rc, !j.kinded, d, g);
 }
 
 /* Shards loaded by several threads, each taking the next shard not yet taken. */
@@ -1644,10 +1717,12 @@ static int stand_in(const arc *a, uint32_t k, dict **d, gram *g)
     const arc_shard *sh = &a->shards[k];
     uint32_t id;
     memset(g, 0, sizeof *g);
-    /* A root of N symbols takes 4N bytes in the plain layout and at least N in the kind layout
-     * (a number is a byte or more): a shard table that says more is not believed. */
-    uint64_t least = is_kinded(&a->secs[sh->sec + 2]) ? 1 : 4;
-    if (sh->root_syms > a->secs[sh->sec + 2].raw / least)
+    /* A root of N symbols takes 4N bytes in the plain layout, at least N in the kind layout
+     * (a number is a byte or more) and a text of at least N bytes (a token is a byte or
+     * more): a shard table that says more is not believed. */
+    const arc_secinfo *s = &a->secs[sh->sec];
+    uint64_t room = is_text(&s[0]) ? s[0].raw : s[2].raw / (is_kinded(&s[2]) ? 1 : 4);
+    if (sh->root_syms > room)
         return tdc_error(-EBADMSG, "%s", sh->damage);
     if (sh->root_syms > SIZE_MAX / 8 || !(*d = dict_new()) || dict_intern(*d, tok, 1, &id) ||
         vec32_reserve(&g->root, sh->root_syms) || vec64_push(&g->rule_start, 0))

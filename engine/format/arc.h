@@ -168,6 +168,7 @@ typedef struct arc_coded {
 #define ARC_PLAIN_DICT 1u
 #define ARC_PLAIN_SYMS 2u
 #define ARC_PLAIN_FILES 4u
+#define ARC_PLAIN_TEXT 8u /* pack: no shard stored as its text (textshard.h) */
 
 typedef struct arc {
     /* The grammar, whole: after arc_load_data the shards' grammars merged into one (token ids
@@ -259,6 +260,13 @@ int arc_write_tmp(const char *path, arc *a, int level, char **tmp);
  * Thread-safe (one call per shard on any thread). 0 or -ENOMEM. */
 int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, unsigned plain,
                      arc_coded *out);
+
+/* Code one shard stored as its text (textshard.h): pieces lens[0..np) (np >= 1, each of at
+ * least one byte, each one file's run in the shard, cut where a token ends), their bytes
+ * text[0..sum) back to back. Each piece's number of root symbols is appended to runs.
+ * Thread-safe. 0 or -ENOMEM. */
+int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int level,
+                          arc_coded *out, vec64 *runs);
 void arc_coded_free(arc_coded *c);
 
 /* Shard k of an opened archive by reference, for a writer that keeps the shard as it is
