@@ -283,6 +283,103 @@ static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size,
     return rc;
 }
 
+/* Whether moving file i is stored as its text: its content comes from a shard stored so, or
+ * it is new and its first bytes (read into blk, PACK_TEXT_SAMPLE bytes) do not compress.
+ * 0 or a negative errno. */
+static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t i,
+                     compact_read_fn fn, void *ctx, unsigned char *blk, uint8_t *text)
+{
+    const arc_entry *e = &nw->ents[i];
+    *text = 0;
+    if (src[i] >= 0) {
+        *text = e->size && arc_shard_text(old, old->ents[src[i]].shard);
+        return 0;
+    }
+    if (e->size < PACK_TEXT_MIN) return 0;
+    size_t n = e->size < PACK_TEXT_SAMPLE ? (size_t)e->size : PACK_TEXT_SAMPLE;
+    int rc = fn(ctx, i, 0, blk, n);
+    if (!rc) *text = (uint8_t)pack_incompressible(NULL, blk, n);
+    return rc;
+}
+
+/* Bytes [at, at + len) of new entry `ent` appended to b, and to the file's hash. */
+static int read_text(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at, uint64_t len,
+                     buf *b, XXH3_state_t *hs)
+{
+    if (len > SIZE_MAX || buf_reserve(b, (size_t)len)) return tdc_error(-ENOMEM, "out of memory");
+    for (uint64_t off = 0; off < len;) {
+        size_t k = len - off < ((size_t)1 << 20) ? (size_t)(len - off) : (size_t)1 << 20;
+        int rc = fn(ctx, ent, at + off, b->p + b->n, k);
+        if (rc) return rc;
+        XXH3_64bits_update(hs, b->p + b->n, k);
+        b->n += k;
+        off += k;
+    }
+    return 0;
+}
+
+/* The pieces in text and lens coded as shard *n (stored as its text), their runs in *runs;
+ * text and lens left empty. */
+static int text_shard(buf *text, vec64 *lens, vec64 *runs, int level, arc_coded **sh,
+                      uint32_t *n, uint32_t *cap)
+{
+    int rc = room(sh, *n, cap);
+    runs->n = 0;
+    if (!rc) rc = arc_text_shard_encode(lens->p, lens->n, text->p, level, &(*sh)[*n], runs);
+    if (!rc) ++*n;
+    text->n = lens->n = 0;
+    return rc;
+}
+
+/* Entries map[0..k) of nw (each of at least one byte) stored as their text, from shard index
+ * *n on: one shard holding a piece per file, or, for one file larger than the shard size,
+ * shards of about that size, each one part of it cut where a token ends (part_end), as
+ * build_parts cuts. */
+static int build_text(arc *nw, const int64_t *src, const uint32_t *map, uint32_t k,
+                      uint64_t shard_size, compact_read_fn fn, void *ctx, int level,
+                      compact_stats *st, arc_coded **sh, uint32_t *n, uint32_t *cap)
+{
+    buf text = {0};
+    vec64 lens = {0}, runs = {0};
+    XXH3_state_t *hs = XXH3_createState();
+    int rc = hs ? 0 : -ENOMEM;
+    int cut = k == 1 && nw->ents[map[0]].size > shard_size;
+    for (uint32_t j = 0; j < k && !rc; j++) {
+        arc_entry *e = &nw->ents[map[j]];
+        XXH3_64bits_reset(hs);
+        e->shard = *n; /* the group's shard, or the first part's */
+        e->root_start = e->root_len = 0;
+        for (uint64_t at = 0, end; !rc && at < e->size; at = end) {
+            end = e->size;
+            if (cut && e->size - at > shard_size)
+                rc = part_end(fn, ctx, map[j], at + shard_size, e->size, &end);
+            if (!rc) rc = read_text(fn, ctx, map[j], at, end - at, &text, hs);
+            if (!rc && vec64_push(&lens, end - at)) rc = -ENOMEM;
+            /* each part of a cut file a shard of its own; a group's files one together */
+            if (!rc && (cut || j + 1 == k))
+                rc = text_shard(&text, &lens, &runs, level, sh, n, cap);
+            if (!rc && cut) e->root_len += runs.p[0];
+        }
+        if (!rc) e->hash = XXH3_64bits_digest(hs);
+        if (!rc && src[map[j]] == -1) {
+            st->new_files++;
+            st->new_bytes += e->size;
+        }
+    }
+    uint64_t start = 0;
+    for (uint32_t j = 0; !rc && !cut && j < k; j++) {
+        nw->ents[map[j]].root_start = start;
+        nw->ents[map[j]].root_len = runs.p[j];
+        start += runs.p[j];
+    }
+    XXH3_freeState(hs);
+    buf_free(&text);
+    vec64_free(&lens);
+    vec64_free(&runs);
+    if (rc == -ENOMEM) tdc_error(rc, "out of memory storing files as their text");
+    return rc;
+}
+
 static int by_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -341,29 +438,48 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
         e->root_len = o->root_len;
         e->hash = o->hash;
     }
-    /* Moving content, in path order, into groups of about the shard size. */
-    uint32_t first = 0;
-    while (!rc) {
-        uint32_t k = 0;
-        uint64_t bytes = 0;
-        for (; first < nw->nents; first++) {
-            if (!moves(&p, nw, src, first)) continue;
-            if (k && bytes + nw->ents[first].size > p.shard_size) break;
-            map[k++] = first;
-            bytes += nw->ents[first].size;
+    /* Which moving files are stored as their text (as pack decides). */
+    uint8_t *text = calloc(nw->nents ? nw->nents : 1, 1);
+    unsigned char *blk = malloc(PACK_TEXT_SAMPLE);
+    uint32_t ntext = 0;
+    if (!rc && (!text || !blk)) rc = tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < nw->nents; i++)
+        if (moves(&p, nw, src, i) && !(rc = text_file(old, nw, src, i, fn, ctx, blk, &text[i])))
+            ntext += text[i];
+    /* Moving content, in path order, into groups of about the shard size: first the grammar
+     * shards, then those stored as their text. */
+    for (uint8_t pass = 0; pass < 2 && !rc; pass++) {
+        uint32_t first = 0;
+        while (!rc) {
+            uint32_t k = 0;
+            uint64_t bytes = 0;
+            for (; first < nw->nents; first++) {
+                if (!moves(&p, nw, src, first) || text[first] != pass) continue;
+                if (k && bytes + nw->ents[first].size > p.shard_size) break;
+                map[k++] = first;
+                bytes += nw->ents[first].size;
+            }
+            if (pass) {
+                if (!k) break;
+                rc = build_text(nw, src, map, k, p.shard_size, fn, ctx, level, st, &sh, &n, &cap);
+                continue;
+            }
+            if (!k && (n || ntext)) break;
+            if (k == 1 && nw->ents[map[0]].size > p.shard_size) { /* a file of its own, cut */
+                rc = build_parts(old, nw, map[0], p.shard_size, fn, ctx, level, st, &sh, &n,
+                                 &cap);
+                continue;
+            }
+            if ((rc = room(&sh, n, &cap))) break;
+            rc = build_group(old, nw, src, map, k, n, fn, ctx, level, st, &sh[n]);
+            if (!rc) n++;
+            if (!k) break; /* nothing at all: one empty shard */
         }
-        if (!k && n) break;
-        if (k == 1 && nw->ents[map[0]].size > p.shard_size) { /* a file of its own, cut */
-            rc = build_parts(old, nw, map[0], p.shard_size, fn, ctx, level, st, &sh, &n, &cap);
-            continue;
-        }
-        if ((rc = room(&sh, n, &cap))) break;
-        rc = build_group(old, nw, src, map, k, n, fn, ctx, level, st, &sh[n]);
-        if (!rc) n++;
-        if (!k) break; /* nothing at all: one empty shard */
     }
     plan_free(&p);
     free(map);
+    free(text);
+    free(blk);
     if (rc) {
         for (uint32_t k = 0; k < n; k++)
             arc_coded_free(&sh[k]);

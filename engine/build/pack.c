@@ -87,19 +87,8 @@ typedef struct sbuild {
     int last_word; /* the file's last token so far is a word */
 } sbuild;
 
-/* A file whose first TEXT_SAMPLE bytes (at least TEXT_MIN) a quick zstd pass cannot bring
- * under nine tenths of their size is stored as its text (textshard.h): a grammar would spend
- * a dictionary entry and a symbol on each of its short tokens, more than its bytes. */
-#define TEXT_MIN 512
-#define TEXT_SAMPLE (64u << 10)
+/* The zstd level of the quick pass that finds incompressible files. */
 #define TEXT_LEVEL 1
-
-/* The quick zstd pass of a worker: its context and output room. */
-typedef struct trial {
-    ZSTD_CCtx *cc;
-    unsigned char *out;
-    size_t cap;
-} trial;
 
 /* Room in g for one more part. */
 static int part_room(group *g)
@@ -478,12 +467,18 @@ static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, co
     }
 }
 
-/* Whether the first bytes of a file, p[0..n), say it is to be stored as its text. */
-static int incompressible(trial *t, const unsigned char *p, size_t n)
+int pack_incompressible(ZSTD_CCtx *cc, const unsigned char *p, size_t n)
 {
-    if (!t->cc || n < TEXT_MIN) return 0;
-    size_t in = n < TEXT_SAMPLE ? n : TEXT_SAMPLE;
-    size_t z = ZSTD_compressCCtx(t->cc, t->out, t->cap, p, in, TEXT_LEVEL);
+    if (n < PACK_TEXT_MIN) return 0;
+    size_t in = n < PACK_TEXT_SAMPLE ? n : PACK_TEXT_SAMPLE, cap = ZSTD_compressBound(in), z;
+    ZSTD_CCtx *own = cc ? NULL : ZSTD_createCCtx();
+    void *out = malloc(cap);
+    if (out && (cc || own))
+        z = ZSTD_compressCCtx(cc ? cc : own, out, cap, p, in, TEXT_LEVEL);
+    else
+        z = 0; /* no memory for the trial: kept in a grammar, which always works */
+    free(out);
+    ZSTD_freeCCtx(own);
     return !ZSTD_isError(z) && z >= in - in / 10;
 }
 
@@ -499,10 +494,10 @@ static int start_file(sbuild *b, uint32_t ent, uint64_t left)
     return rc ? rc : add_part(b);
 }
 
-/* Tokenize one file into the shard being built: b's, or, for a file its first block shows
- * incompressible (and t->cc set), tb's, a shard stored as its text. Records its size and
+/* Tokenize one file into the shard being built: gb's, or, for a file its first block shows
+ * incompressible (with tb not NULL), tb's, a shard stored as its text. Records its size and
  * hash. */
-static int pack_file(sbuild *gb, sbuild *tb, trial *t, uint32_t ent, unsigned char *blk,
+static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, unsigned char *blk,
                      size_t blksz)
 {
     sbuild *b = NULL;
@@ -531,7 +526,7 @@ static int pack_file(sbuild *gb, sbuild *tb, trial *t, uint32_t ent, unsigned ch
         }
         if (k == 0) break;
         if (!b) {
-            b = incompressible(t, blk, (size_t)k) ? tb : gb;
+            b = tb && pack_incompressible(cc, blk, (size_t)k) ? tb : gb;
             if ((rc = start_file(b, ent, left))) break;
         }
         XXH3_64bits_update(hs, blk, (size_t)k);
@@ -577,17 +572,11 @@ static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
 {
     group tg = {0};
     sbuild b = {.p = p, .g = g, .d = dict_new()}, tb = {.p = p, .g = &tg, .text = 1};
-    trial t = {0};
-    if (!(p->o->plain & ARC_PLAIN_TEXT) && (t.cc = ZSTD_createCCtx())) {
-        t.cap = ZSTD_compressBound(TEXT_SAMPLE);
-        if (!(t.out = malloc(t.cap))) {
-            ZSTD_freeCCtx(t.cc);
-            t.cc = NULL;
-        }
-    }
+    int text = !(p->o->plain & ARC_PLAIN_TEXT);
+    ZSTD_CCtx *cc = text ? ZSTD_createCCtx() : NULL; /* the trials' (NULL: one each) */
     int rc = b.d ? 0 : -ENOMEM;
     for (uint32_t i = g->first; i < g->end && !rc; i++)
-        rc = pack_file(&b, &tb, &t, p->files[i], blk, blksz);
+        rc = pack_file(&b, text ? &tb : NULL, cc, p->files[i], blk, blksz);
     /* a group of empty files only: one empty grammar shard */
     if (!rc && (g->nparts > b.part0 || (!g->nsh && !tg.nparts))) rc = close_shard(&b);
     if (!rc && tg.nparts > tb.part0) rc = close_shard(&tb);
@@ -596,8 +585,7 @@ static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
         arc_coded_free(&tg.sh[k]);
     free(tg.sh);
     free(tg.parts);
-    ZSTD_freeCCtx(t.cc);
-    free(t.out);
+    ZSTD_freeCCtx(cc);
     dict_free(b.d);
     vec32_free(&b.toks);
     buf_free(&tb.raw);

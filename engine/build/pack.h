@@ -53,6 +53,17 @@ typedef struct pack_stats {
 #define PACK_SHARDS_AIM 32
 #define PACK_SHARD_MIN ((uint64_t)8 << 20)
 #define PACK_SHARD_MAX ((uint64_t)16 << 20)
+
+/* A file whose first PACK_TEXT_SAMPLE bytes (at least PACK_TEXT_MIN) a quick zstd pass cannot
+ * bring under nine tenths of their size is stored as its text (textshard.h): a grammar would
+ * spend a dictionary entry and a symbol on each of its short tokens, more than its bytes. */
+#define PACK_TEXT_MIN 512
+#define PACK_TEXT_SAMPLE ((size_t)64 << 10)
+
+/* Whether a file beginning with p[0..n) is stored as its text; cc: a zstd context to use
+ * (NULL: one of its own). */
+struct ZSTD_CCtx_s;
+int pack_incompressible(struct ZSTD_CCtx_s *cc, const unsigned char *p, size_t n);
 uint64_t pack_shard_size(uint64_t content);
 
 /* Pack `dir` into archive `out`: pack_plan, pack_run of every group, pack_write. Returns 0

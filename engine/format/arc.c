@@ -451,6 +451,7 @@ static int enc_shards(const arc_shard *sh, uint32_t n, buf *b)
 }
 
 static int check_runs(const arc *a, uint64_t root_syms);
+static int is_text(const arc_secinfo *s);
 
 /* Runs given on-disk style (shard, start within it): inside the concatenated roots. */
 static int check_coded_runs(const arc *a, const arc_shard *sh, uint32_t n)
@@ -1143,6 +1144,11 @@ int arc_shard_check(const arc *a, uint32_t k)
     for (int i = 0; i < 3 && !rc; i++)
         rc = pass_section(a, &a->secs[a->shards[k].sec + i], -1, NULL);
     return rc ? tdc_error_ctx(rc, "shard %u", k) : 0;
+}
+
+int arc_shard_text(const arc *a, uint32_t k)
+{
+    return k < a->nshards && a->version >= 4 && is_text(&a->secs[a->shards[k].sec]);
 }
 
 int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)

@@ -279,6 +279,9 @@ int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out);
  * checksums, nothing decoded or held. 0, -EBADMSG (naming the section), -EIO or -ENOMEM. */
 int arc_shard_check(const arc *a, uint32_t k);
 
+/* 1 when shard k of an opened archive is stored as its text (textshard.h), else 0. */
+int arc_shard_text(const arc *a, uint32_t k);
+
 /* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
  * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).
  * The table and the runs are checked as arc_write_tmp does. */

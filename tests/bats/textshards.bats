@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# Files that do not compress (gzip files, random bytes) are stored as their text, in shards of
+# their own (codec zstd-text): the archive is smaller than with every file in a grammar and
+# its text shards no larger than their bytes; unpack, cat at the cuts, verify, the six
+# analytics (against the plain pipelines) and the mount, with -o mem= too, read them exactly;
+# writes and compaction keep them stored as text; damage to one costs only its files.
+
+load helpers
+load ../oracles
+: "${TADOCFS:?set TADOCFS (tests/run.sh does)}"
+
+setup() {
+    scratch_mnt
+    T=$S/tree
+    mkdir -p "$T/gz" "$T/bin" "$T/text"
+    for f in "$CORPORA"/brown/ca0*; do gzip -9 -n -c "$f" >"$T/gz/$(basename "$f").gz"; done
+    cp "$T/gz/ca01.gz" "$T/gz/again.gz"
+    rand 1 200000 >"$T/bin/random" # cut over several 64K text shards
+    rand 2 400 >"$T/bin/small"     # too short to judge: in a grammar
+    cp "$CORPORA"/brown/cb0* "$T/text/"
+    { cat "$CORPORA/brown/cb01"; rand 3 3000; } >"$T/text/mixed" # judged by its start: text
+}
+
+teardown() {
+    scratch_mnt_free
+}
+
+rand() { # SEED BYTES: that many pseudo-random bytes
+    python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(int(sys.argv[1])).randbytes(int(sys.argv[2])))' "$1" "$2"
+}
+
+# Stored and content bytes of the shards stored as text of archive $1, one line each.
+text_shards() {
+    "$TADOC" stat "$1" | awk 'BEGIN {k = 0} /^shards/ {on = 1; next} /^sections/ {on = 0; sec = 1}
+        on && $1 ~ /^[0-9]+$/ { content[$1] = $2; stored[$1] = $3 }
+        sec && $1 == "dictionary" { if ($2 == "zstd-text") print stored[k], content[k]; k++ }'
+}
+
+# Which files went to text shards is checked through the sizes: the text shards' content
+# adds up to the incompressible files' bytes.
+@test "text shards: incompressible files stored as text, smaller, read back exactly" {
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
+    TADOC_NO_TEXT=1 "$TADOC" pack -q "$T" -o "$S/plain.tdc" --shard-size 64K
+    text_shards "$S/a.tdc" >"$S/ts"
+    [ "$(wc -l <"$S/ts")" -ge 4 ]
+    [ -z "$(text_shards "$S/plain.tdc")" ]
+    # exactly the gzip files and bin/random went to text shards
+    want=$(cat "$T"/gz/* "$T/bin/random" | wc -c)
+    [ "$(awk '{ s += $2 } END { print s }' "$S/ts")" -eq "$want" ]
+    # each stored in at most its bytes and a frame's overhead; the archive smaller than plain
+    awk '{ if ($1 > $2 + $2 / 100 + 64) { print "shard stored in", $1, "for", $2; exit 1 } }' "$S/ts"
+    [ "$(stat -c %s "$S/a.tdc")" -lt "$(stat -c %s "$S/plain.tdc")" ]
+    "$TADOC" verify "$S/a.tdc"
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    diff -r "$T" "$S/out"
+    [ "$(tree_meta "$T")" = "$(tree_meta "$S/out")" ]
+    for off in 0 65535 65536 131071 131072 199990; do
+        cmp <("$TADOC" extract "$S/a.tdc" bin/random "$off" 100) \
+            <(tail -c +$((off + 1)) "$T/bin/random" | head -c 100)
+    done
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        cmp <("$TADOC" "$an" "$S/a.tdc") <("oracle_$an" "$T") || { echo "$an differs"; false; }
+        cmp <("$TADOC" "$an" "$S/a.tdc" gz) <("oracle_$an" "$T/gz") || { echo "$an gz differs"; false; }
+    done
+}
+
+@test "text shards: the mount reads them (also under mem=), writes and compaction keep them as text" {
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
+    mnt -o ro,mem=64K "$S/a.tdc" "$M"
+    diff -r "$T" "$M"
+    cmp "$M/.wordcount" <(oracle_wordcount "$T")
+    fusermount3 -u "$M"
+    mnt -o compact_threshold=0 "$S/a.tdc" "$M"
+    cb01=$(stat -c %s "$T/text/cb01")
+    rand 4 5000 >"$S/new"
+    for d in "$M" "$T"; do
+        printf XYZ | dd of="$d/bin/random" bs=1 seek=100000 conv=notrunc status=none
+        cp "$S/new" "$d/bin/new"
+        echo more >>"$d/text/cb01"
+        cat "$d/gz/ca02.gz" >>"$d/gz/ca03.gz"
+        rm "$d/gz/again.gz"
+    done
+    diff -r "$T" "$M"
+    fusermount3 -u "$M"
+    "$TADOC" compact "$S/a.tdc"
+    "$TADOC" verify "$S/a.tdc"
+    rm -rf "$S/out"
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    diff -r "$T" "$S/out"
+    # The incompressible files, kept and new, are all in text shards again: the other shards
+    # hold no more than the other files and the old text/cb01 (dead bytes a shard keeps
+    # until it is worth rebuilding).
+    all=$("$TADOC" stat "$S/a.tdc" | awk '/^shards/ {on = 1; next} /^sections/ {on = 0}
+        on && $1 ~ /^[0-9]+$/ { s += $2 } END { print s }')
+    text=$(text_shards "$S/a.tdc" | awk '{ s += $2 } END { print s }')
+    [ "$text" -ge "$(cat "$T"/gz/* "$T/bin/random" "$T/bin/new" | wc -c)" ]
+    [ $((all - text)) -le $(($(cat "$T"/text/* "$T/bin/small" | wc -c) + cb01)) ]
+}
+
+@test "text shards: a damaged one costs only its files" {
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
+    # the first text shard: its dictionary section holds the text
+    k=$("$TADOC" stat "$S/a.tdc" | awk '/^sections/ {on = 1} on && $1 == "dictionary" {
+        if ($2 == "zstd-text") { print n + 0; exit } n++ }')
+    read -r off stored < <("$TADOC" stat "$S/a.tdc" | awk -v k="$k" '/^sections/ {on = 1}
+        on && $1 == "dictionary" && n++ == k { print $3, $4 }')
+    cp "$S/a.tdc" "$S/x.tdc"
+    flip_byte "$S/x.tdc" $((off + stored / 2))
+    run "$TADOC" verify "$S/x.tdc"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"damaged: shard $k: section dictionary: checksum mismatch"* ]]
+    # every text file reads and every file the damage names fails
+    for f in text/cb01 text/mixed bin/small; do
+        "$TADOC" cat "$S/x.tdc" "$f" | cmp - "$T/$f"
+    done
+    bad=$(echo "$output" | sed -n "s/^tadoc: \(.*\): content lies in damaged shard $k\$/\1/p")
+    [ -n "$bad" ]
+    for f in $bad; do
+        run "$TADOC" cat "$S/x.tdc" "$f"
+        [ "$status" -eq 3 ]
+    done
+}
