@@ -46,7 +46,8 @@ typedef struct backend_reads {
     double run_start;             /* when the running batch began (CLOCK_MONOTONIC, ns) */
     size_t run_bytes;             /* its bytes */
     double turn_from;             /* the last batch: when it could start (its first read's
-                                   * arrival at an idle batcher, else its start), ns */
+                                   * arrival at an idle batcher, else its start), ns;
+                                   * -1 for a batch not timed (warming up) */
     size_t turn_bytes;            /* its bytes */
 } backend_reads;
 

@@ -150,10 +150,11 @@ static int q_room(backend_reads *r, size_t n)
 }
 
 /* The n reads (`bytes` in all) from list l as one gpu_extract into r->pin: 1 when the GPU
- * served them all, 0 when the CPU must (auto mode and the GPU busy, or a failure). r->mu not
- * held; the batcher is the only user of pin, req and got. */
+ * served them all, 0 when the CPU must (auto mode and the GPU busy, or a failure). *cold is
+ * set when the batch had to upload the archive first. r->mu not held; the batcher is the only
+ * user of pin, req and got. */
 static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, size_t n,
-                     size_t bytes)
+                     size_t bytes, int *cold)
 {
     backend_reads *r = &b->rd;
     if (backend_mode(b) == BACKEND_ON)
@@ -163,6 +164,7 @@ static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, si
     size_t k = 0;
     for (backend_rreq *q = l; q; q = q->next, k++)
         r->req[k] = (gpu_req){q->ent, (uint32_t)q->n, q->off};
+    *cold = !backend_resident(b, a, gen, 0);
     gpu_gram *g = backend_resident(b, a, gen, 1); /* once per archive: the first batch uploads */
     int64_t got = g ? gpu_extract(g, r->req, n, r->pin, BACKEND_READ_FULL, r->got) : -EIO;
     if (got < 0 && g && got != -EINVAL && got != -ENOTSUP) backend_drop(b, g); /* may be unusable */
@@ -182,6 +184,9 @@ static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, si
     }
     return ok;
 }
+
+/* GPU batches not timed for auto's cost model at the start (see batcher). */
+#define READ_WARMUP 8
 
 static void deadline_wait(backend *b)
 {
@@ -234,19 +239,23 @@ static void *batcher(void *arg)
         uint64_t gen = r->gen;
         double from = idle ? ts_ns(&r->first) : now_ns();
         backend_rreq *l = take(r, &n, &bytes);
-        int ok = !q_room(r, n);
+        int ok = !q_room(r, n), upload = 0;
         r->busy = 1;
         r->run_start = now_ns();
         r->run_bytes = bytes;
         pthread_mutex_unlock(&r->mu);
-        if (ok) ok = run_batch(b, a, gen, l, n, bytes);
+        if (ok) ok = run_batch(b, a, gen, l, n, bytes, &upload);
         pthread_mutex_lock(&r->mu);
         r->busy = 0;
         /* The callers wait for r->mu, so the list stays valid until this loop ends. */
         for (backend_rreq *q = l; q; q = q->next)
             q->state = ok ? RQ_GPU : RQ_CPU;
         if (ok) {
-            r->turn_from = from; /* the cost model takes the batch once its last copy is done */
+            /* The cost model takes the batch once its last copy is done; not the first
+             * READ_WARMUP batches, nor one that uploaded the archive: a cold GPU (the pinned
+             * buffer allocated, clocks rising, the upload) takes many times what a batch
+             * does, and with only such times the model keeps reads off the GPU. */
+            r->turn_from = upload || r->batches < READ_WARMUP ? -1 : from;
             r->turn_bytes = bytes;
             r->copying = n;
             __atomic_fetch_add(&r->batches, 1, __ATOMIC_RELAXED);
@@ -341,7 +350,7 @@ static ssize_t serve(backend *b, const arc *a, uint64_t gen, uint32_t ent, uint6
     if (m == BACKEND_AUTO) count_timed(r, 0, n, now_ns() - t);
     pthread_mutex_lock(&r->mu);
     if (!--r->copying) { /* the batch's readers have their bytes: what it cost them */
-        readcost_gpu(&r->cost, r->turn_bytes, now_ns() - r->turn_from);
+        if (r->turn_from >= 0) readcost_gpu(&r->cost, r->turn_bytes, now_ns() - r->turn_from);
         pthread_cond_broadcast(&r->done);
     }
     pthread_mutex_unlock(&r->mu);

@@ -267,14 +267,15 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
         build/rel/tadoc unpack "$ra" "$tmp/unpacked"
         want=$(build/rel/bench/mreads "$tmp/unpacked" 8 1048576 sum | sed -n 's/content checksum //p')
         fresh() { # mount in mode $1 loaded whole, wait for the data and the GPU copy
-            build/rel/tadocfs -o gpu=$1,mem=whole "$ra" "$m" && head -c1 "$(find "$m" -type f | head -1)" >/dev/null && sleep 2
+            build/rel/tadocfs -o gpu=$1,mem=whole "$ra" "$m" && head -c1 "$(find "$m" -type f | head -1)" >/dev/null &&
+                sleep "${READ_WAIT:-2}"
         }
         # Each row reads 242 MB once (0.03-0.4 s), so every mode runs READ_REPS times (default 3),
         # the modes interleaved, and the summary gives the median of each row.
         rows=$tmp/read-rows
         : >"$rows"
         for rep in $(seq "${READ_REPS:-3}"); do
-            for mode in off auto on; do
+            for mode in ${READ_MODES:-off auto on}; do
                 for th in 1 8 16; do
                     fresh $mode || { status=1; continue; }
                     line=$(build/rel/bench/mreads "$m" $th 1048576)
@@ -297,7 +298,7 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
         done
         echo "mounted reads of $ra, median of ${READ_REPS:-3} (MB/s for 1 MiB preads by readers; tar in s):"
         printf '%-8s %10s %10s %10s %10s\n' mode 1 8 16 tar
-        for mode in off auto on; do
+        for mode in ${READ_MODES:-off auto on}; do
             printf '%-8s' "$mode"
             for col in 1 8 16 tar; do
                 printf ' %10s' "$(awk -v m=$mode -v c=$col '$1 == m && $2 == c { print $3 }' "$rows" |
