@@ -4,8 +4,13 @@
 #               uncompressed, packages in name order up to about 40 MB: dated records with
 #               names, mail addresses and versions, much like logs;
 #   man-l10n:   every translated manual page (/usr/share/man/LANG/, not the English man*),
-#               uncompressed: roff markup around prose in some 25 languages and scripts.
-# usage: bench/localcorpora.sh DIR   (makes DIR/changelogs and DIR/man-l10n when missing)
+#               uncompressed: roff markup around prose in some 25 languages and scripts;
+#   doc-gz:     /usr/share/doc as installed, packages in name order up to about 40 MB: the
+#               gzip files as they are (changelogs, READMEs), copyright texts, some HTML and
+#               images: a tree of text and incompressible files, like a log directory with
+#               its rotated logs gzipped.
+# usage: bench/localcorpora.sh DIR   (makes DIR/changelogs, DIR/man-l10n and DIR/doc-gz when
+# missing)
 set -euo pipefail
 dir=$1
 mkdir -p "$dir"
@@ -35,4 +40,14 @@ if [ ! -d "$dir/man-l10n" ]; then
         done
     done
     mv "$dir/man-l10n.tmp" "$dir/man-l10n"
+fi
+if [ ! -d "$dir/doc-gz" ]; then
+    rm -rf "$dir/doc-gz.tmp" && mkdir "$dir/doc-gz.tmp"
+    total=0
+    for d in $(ls -d /usr/share/doc/*/ | LC_ALL=C sort); do
+        [ "$total" -lt 40000000 ] || break
+        cp -a "$d" "$dir/doc-gz.tmp/"
+        total=$((total + $(du -sb "$d" | cut -f1)))
+    done
+    mv "$dir/doc-gz.tmp" "$dir/doc-gz"
 fi

@@ -166,12 +166,13 @@ compactbig_all() {
 }
 
 # Archive size, technique by technique, against zstd, xz and squashfs: the Linux slice, Brown,
-# WordNet (where Debian's wordnet-base is installed) and two corpora of other kinds made from
-# this machine (bench/localcorpora.sh: Debian changelogs, translated manual pages).
+# WordNet (where Debian's wordnet-base is installed) and three corpora of other kinds made from
+# this machine (bench/localcorpora.sh: Debian changelogs, translated manual pages, and
+# /usr/share/doc as installed, gzip files and all).
 codecs_all() {
     "$top/bench/localcorpora.sh" "$data"
     "$top/bench/codecs.sh" "$build" linux-slice "$top/tests/tmp/corpora/linux-slice"
-    for c in brown changelogs man-l10n; do
+    for c in brown changelogs man-l10n doc-gz; do
         echo
         "$top/bench/codecs.sh" "$build" "$c" "$data/$c"
     done

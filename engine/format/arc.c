@@ -407,7 +407,7 @@ int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *
     uint64_t bytes = 0;
     for (size_t i = 0; i < np; i++)
         bytes += lens[i];
-    int rc = textshard_payload(lens, np, text, &pay) ? tdc_error(-ENOMEM, "out of memory") : 0;
+    int rc = textshard_encode(lens, np, text, &pay);
     /* the figures and runs the reader will find: from the reader's own tokenizing */
     if (!rc) rc = textshard_grammar(pay.p, pay.n, &d, &g, runs);
     if (!rc) {
@@ -1597,7 +1597,6 @@ static int load_text(const arc *a, const arc_secinfo *secs, dict **d, gram *g)
     *d = NULL;
     int rc = load_section(a->fd, a->path, &secs[0], &raw);
     if (!rc) rc = textshard_grammar(raw, secs[0].raw, d, g, NULL);
-    if (!rc) rc = gram_topo(g);
     free(raw);
     return rc;
 }

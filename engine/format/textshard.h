@@ -10,12 +10,19 @@
  * The payload (the dictionary section's bytes once expanded):
  *     varint P              number of pieces, >= 1
  *     varint len[P]         each piece's length in bytes, >= 1
- *     bytes                 the pieces back to back (exactly the sum of the lengths)
+ *     bytes                 the pieces back to back (the sum of the lengths)
+ *     varint refs[]         one per token of three bytes or more (a long token), in order: 0
+ *                           for a token not seen before in the shard, else how many long
+ *                           tokens back it last came (to the end)
  * A piece is one file's run in the shard (a file cut over several shards is cut where a token
  * ends). Each piece is tokenized alone; its tokens, in order, are its run in the root; tokens
- * get their ids in order of first appearance. The writer derives the shard table's figures and
- * the runs with the same function the reader uses (textshard_grammar), so the two cannot
- * disagree. */
+ * get their ids in order of first appearance. The references say which long tokens are new,
+ * so the reader never hashes a token: tokens of one or two bytes it looks up by their bytes,
+ * the others it appends or takes from the long token the reference points back to (checking
+ * its bytes). A file repeated in the shard repeats one distance, which zstd codes in next to
+ * nothing; ids would differ token by token. The writer derives the shard
+ * table's figures and the runs with the reader's own function (textshard_grammar), so the two
+ * cannot disagree. */
 #ifndef TDC_TEXTSHARD_H
 #define TDC_TEXTSHARD_H
 
@@ -27,14 +34,16 @@
 #include "../grammar/gram.h"
 
 /* The payload of pieces lens[0..np) (np >= 1, each >= 1 byte) whose bytes are text[0..sum):
- * appended to out. 0 or -ENOMEM. */
-int textshard_payload(const uint64_t *lens, size_t np, const unsigned char *text, buf *out);
+ * appended to out. 0, or -ENOMEM with a message. */
+int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text, buf *out);
 
 /* The grammar of a payload of n bytes: *d (fresh) and g (zeroed by the caller: ntokens, no
  * rules, the root); with runs not NULL, each piece's number of root symbols appended to it.
  * 0; -EBADMSG with a message for a payload the writer could not have made (no piece, a piece
- * of 0 bytes, lengths that do not add up to the bytes after them, more tokens than a shard may
- * have); -ENOMEM. On failure *d is NULL and g is freed. */
+ * of 0 bytes, lengths past the end, a reference past the long tokens seen or to other bytes,
+ * references missing or left over, more tokens than a shard may have); -ENOMEM. On failure
+ * *d is NULL
+ * and g is freed. */
 int textshard_grammar(const unsigned char *p, size_t n, dict **d, gram *g, vec64 *runs);
 
 #endif

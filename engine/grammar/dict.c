@@ -125,6 +125,19 @@ int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id)
     return 0;
 }
 
+/* Add token (p, n) as the next id, without a lookup. */
+static int push_token(dict *d, const unsigned char *p, size_t n, uint32_t *id)
+{
+    if (dict_count(d) >= 0x7fffffffu) return tdc_error(-EOVERFLOW, "too many distinct tokens");
+    unsigned char w = (unsigned char)tok_is_word_byte(p[0]);
+    if (buf_reserve(&d->word, 1) || buf_reserve(&d->blob, n + DICT_PAD) ||
+        buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n))
+        return -ENOMEM;
+    d->word.p[d->word.n++] = w;
+    *id = dict_count(d) - 1;
+    return 0;
+}
+
 int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
 {
     if (!d->table || (size_t)dict_count(d) * 2 + 2 > d->tcap) {
@@ -136,15 +149,17 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
         *id = (uint32_t)d->table[h] - 1;
         return 0;
     }
-    if (dict_count(d) >= 0x7fffffffu) return tdc_error(-EOVERFLOW, "too many distinct tokens");
-    unsigned char w = (unsigned char)tok_is_word_byte(p[0]);
-    if (buf_reserve(&d->word, 1) || buf_reserve(&d->blob, n + DICT_PAD) ||
-        buf_put(&d->blob, p, n) || vec64_push(&d->offs, d->blob.n))
-        return -ENOMEM;
-    d->word.p[d->word.n++] = w;
-    *id = dict_count(d) - 1;
-    d->table[h] = fp << 32 | (*id + 1);
-    return 0;
+    int rc = push_token(d, p, n, id);
+    if (!rc) d->table[h] = fp << 32 | (*id + 1);
+    return rc;
+}
+
+int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id)
+{
+    free(d->table); /* rebuilt from the tokens when a lookup needs it */
+    d->table = NULL;
+    d->tcap = 0;
+    return push_token(d, p, n, id);
 }
 
 int dict_encode(const dict *d, buf *out)

@@ -23,6 +23,10 @@ void dict_free(dict *d);
  * merge keys) may hold longer ones. Returns 0 or -ENOMEM. */
 int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id);
 
+/* Add token (p, n), which the caller knows is not in d, as the next id (no lookup: a
+ * dictionary read from a layout that says which tokens are new). 0, -ENOMEM or -EOVERFLOW. */
+int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id);
+
 /* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */
 int dict_reserve(dict *d, size_t n);
 

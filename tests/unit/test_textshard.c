@@ -45,7 +45,7 @@ static void test_pieces_roundtrip(void **state)
         lens[i] = strlen(pieces[i]);
         assert_int_equal(buf_put(&text, pieces[i], lens[i]), 0);
     }
-    assert_int_equal(textshard_payload(lens, 3, text.p, &pay), 0);
+    assert_int_equal(textshard_encode(lens, 3, text.p, &pay), 0);
     dict *d;
     gram g = {0};
     vec64 runs = {0};
@@ -80,6 +80,74 @@ static void test_pieces_roundtrip(void **state)
     buf_free(&got);
 }
 
+typedef struct lens {
+    size_t n, len[8192];
+} lens;
+
+static int record_tok(void *ctx, const unsigned char *p, size_t n)
+{
+    (void)p;
+    lens *l = ctx;
+    assert_true(l->n < 8192);
+    l->len[l->n++] = n;
+    return 0;
+}
+
+/* Bytes of every kind (random, runs of one class longer than TOK_CAP), in pieces: the runs
+ * hold the tokens tok_feed makes of each piece, token for token, and spell the piece; a
+ * piece repeating earlier ones gets their ids (through the references back). */
+static void test_tokens_as_tok_feed(void **state)
+{
+    (void)state;
+    enum { N = 12000 };
+    unsigned char *t = malloc(2 * N);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1103515245 + 12345;
+        t[i] = (unsigned char)(x >> 16);
+    }
+    memset(t + 3000, 'w', 2500); /* a word longer than TOK_CAP */
+    memset(t + 7000, ' ', 1100); /* a separator run longer than it */
+    memcpy(t + N, t + 3000, 5100); /* the second piece again */
+    uint64_t pl[] = {3000, 5100, N - 8100, 5100};
+    buf pay = {0}, got = {0};
+    assert_int_equal(textshard_encode(pl, 4, t, &pay), 0);
+    dict *d;
+    gram g = {0};
+    vec64 runs = {0};
+    assert_int_equal(textshard_grammar(pay.p, pay.n, &d, &g, &runs), 0);
+    assert_int_equal(runs.n, 4);
+    uint64_t at = 0, off = 0;
+    for (int i = 0; i < 4; i++) {
+        static lens l;
+        l.n = 0;
+        tok_state ts = {.npend = 0};
+        assert_int_equal(tok_feed(&ts, t + off, pl[i], record_tok, &l), 0);
+        assert_int_equal(tok_finish(&ts, record_tok, &l), 0);
+        assert_int_equal(runs.p[i], l.n);
+        for (size_t k = 0; k < l.n; k++) {
+            size_t len;
+            dict_bytes(d, g.root.p[at + k], &len);
+            assert_int_equal(len, l.len[k]);
+        }
+        root_bytes(d, &g, at, runs.p[i], &got);
+        assert_int_equal(got.n, pl[i]);
+        assert_memory_equal(got.p, t + off, pl[i]);
+        at += runs.p[i];
+        off += pl[i];
+    }
+    /* the repeated piece has the second one's ids */
+    assert_int_equal(runs.p[3], runs.p[1]);
+    assert_memory_equal(g.root.p + runs.p[0] + runs.p[1] + runs.p[2], g.root.p + runs.p[0],
+                        runs.p[3] * sizeof *g.root.p);
+    dict_free(d);
+    gram_free(&g);
+    vec64_free(&runs);
+    buf_free(&pay);
+    buf_free(&got);
+    free(t);
+}
+
 /* A long word is cut at TOK_CAP as the tokenizer cuts it. */
 static void test_long_word(void **state)
 {
@@ -88,7 +156,7 @@ static void test_long_word(void **state)
     memset(w, 'x', sizeof w);
     uint64_t len = sizeof w;
     buf pay = {0};
-    assert_int_equal(textshard_payload(&len, 1, w, &pay), 0);
+    assert_int_equal(textshard_encode(&len, 1, w, &pay), 0);
     dict *d;
     gram g = {0};
     assert_int_equal(textshard_grammar(pay.p, pay.n, &d, &g, NULL), 0);
@@ -105,7 +173,7 @@ static void test_rejects(void **state)
     (void)state;
     static const struct {
         const char *why;
-        unsigned char p[8];
+        unsigned char p[12];
         size_t n;
     } bad[] = {
         {"empty", {0}, 0},
@@ -116,6 +184,10 @@ static void test_rejects(void **state)
         {"count above the bytes", {9, 1, 'a'}, 3},
         {"truncated length", {1, 0x80}, 2},
         {"huge length", {1, 0xff, 0xff, 0xff, 0xff, 0x0f, 'a'}, 7},
+        {"reference missing", {1, 3, 'a', 'b', 'c'}, 5},
+        {"reference before the first token", {1, 3, 'a', 'b', 'c', 1}, 6},
+        {"reference to other bytes", {2, 3, 3, 'a', 'b', 'c', 'a', 'b', 'd', 0, 1}, 11},
+        {"references left over", {1, 3, 'a', 'b', 'c', 0, 0}, 7},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         dict *d = (dict *)1;
@@ -134,6 +206,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pieces_roundtrip),
         cmocka_unit_test(test_long_word),
+        cmocka_unit_test(test_tokens_as_tok_feed),
         cmocka_unit_test(test_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
