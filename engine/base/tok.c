@@ -1,6 +1,10 @@
 #include "tok.h"
 
+#include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* Length of the run of same-class bytes starting at p, at most `max`. */
 static size_t run_len(const unsigned char *p, size_t max, int word)
@@ -50,4 +54,67 @@ int tok_finish(tok_state *st, tok_emit_fn emit, void *ctx)
     size_t n = st->npend;
     st->npend = 0;
     return emit(ctx, st->pend, n);
+}
+
+/* Bit i set when p[i] is a word byte, for the 64 bytes at p. */
+static inline uint64_t word_mask(const unsigned char *p)
+{
+    uint64_t m = 0;
+#ifdef __SSE2__
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * k));
+        __m128i f = _mm_or_si128(v, _mm_set1_epi8(0x20)); /* A-Z to a-z; no other byte lands there */
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                      _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+        __m128i alpha = _mm_and_si128(_mm_cmpgt_epi8(f, _mm_set1_epi8('a' - 1)),
+                                      _mm_cmplt_epi8(f, _mm_set1_epi8('z' + 1)));
+        __m128i w = _mm_or_si128(_mm_or_si128(digit, alpha), _mm_cmpeq_epi8(v, _mm_set1_epi8('_')));
+        /* bytes >= 0x80 are negative as signed: their top bit is the movemask's */
+        uint64_t bits = (uint32_t)(_mm_movemask_epi8(w) | _mm_movemask_epi8(v)) & 0xffffu;
+        m |= bits << (16 * k);
+    }
+#else
+    for (int i = 0; i < 64; i++)
+        m |= (uint64_t)tok_is_word_byte(p[i]) << i;
+#endif
+    return m;
+}
+
+/* The run p[s..e) of one class as tokens of at most TOK_CAP bytes. */
+static int emit_run(const unsigned char *p, size_t s, size_t e, tok_emit_fn emit, void *ctx)
+{
+    int rc = 0;
+    for (; !rc && e - s > TOK_CAP; s += TOK_CAP)
+        rc = emit(ctx, p + s, TOK_CAP);
+    return rc ? rc : emit(ctx, p + s, e - s);
+}
+
+int tok_split(const unsigned char *p, size_t n, tok_emit_fn emit, void *ctx)
+{
+    if (!n) return 0;
+    size_t start = 0;
+    uint64_t prev = (uint64_t)tok_is_word_byte(p[0]); /* no boundary before the first byte */
+    for (size_t base = 0; base < n; base += 64) {
+        uint64_t m;
+        size_t left = n - base;
+        if (left >= 64) {
+            m = word_mask(p + base);
+        } else {
+            unsigned char tail[64] = {0};
+            memcpy(tail, p + base, left);
+            m = word_mask(tail) & (((uint64_t)1 << left) - 1);
+        }
+        /* bit j: byte base + j starts a new run */
+        uint64_t b = m ^ (m << 1 | prev);
+        if (left < 64) b &= ((uint64_t)1 << left) - 1;
+        prev = m >> 63;
+        while (b) {
+            size_t j = base + (size_t)__builtin_ctzll(b);
+            b &= b - 1;
+            int rc = emit_run(p, start, j, emit, ctx);
+            if (rc) return rc;
+            start = j;
+        }
+    }
+    return emit_run(p, start, n, emit, ctx);
 }

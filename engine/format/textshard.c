@@ -20,34 +20,54 @@ static inline size_t short_slot(const unsigned char *t, size_t n)
     return n == 1 ? t[0] : 256 + ((size_t)t[0] << 8 | t[1]);
 }
 
-/* Tokenize each piece alone (each whole in memory: tok_next), handing every token to emit;
- * with runs, each piece's number of root symbols in g appended to it. */
+/* Tokenize each piece alone (tok_split), handing every token to emit; with runs, each
+ * piece's number of root symbols in g appended to it. */
 static int tokenize(const uint64_t *lens, size_t np, const unsigned char *text, tok_emit_fn emit,
                     void *ctx, vec64 *runs, const gram *g)
 {
     int rc = 0;
     for (size_t i = 0; i < np && !rc; i++) {
         uint64_t before = g ? g->root.n : 0;
-        for (uint64_t at = 0, k; at < lens[i] && !rc; at += k) {
-            k = tok_next(text + at, lens[i] - at);
-            rc = emit(ctx, text + at, k);
-        }
+        rc = tok_split(text, lens[i], emit, ctx);
         if (!rc && runs && vec64_push(runs, g->root.n - before)) rc = -ENOMEM;
         text += lens[i];
     }
     return rc;
 }
 
-/* Number of tokens of the pieces. */
-static uint64_t count_tokens(const uint64_t *lens, size_t np, const unsigned char *text)
+/* What the pieces make: their tokens, and the distinct ones and their bytes (the short ones
+ * told by a bitmap of their slots, the long ones by their references; a reference that does
+ * not read counts as new: textshard_grammar refuses it later). */
+typedef struct text_size {
+    uint64_t tokens, distinct, bytes;
+    uint64_t *seen; /* bitmap of the short slots */
+    rd refs;
+} text_size;
+
+static int measure_token(void *ctx, const unsigned char *t, size_t k)
 {
-    uint64_t count = 0;
-    for (size_t i = 0; i < np; i++) {
-        for (uint64_t at = 0; at < lens[i]; count++)
-            at += tok_next(text + at, lens[i] - at);
-        text += lens[i];
+    text_size *z = ctx;
+    uint64_t r = 0;
+    z->tokens++;
+    if (k <= SHORT_MAX) {
+        size_t sl = short_slot(t, k);
+        if (z->seen[sl / 64] >> sl % 64 & 1) return 0;
+        z->seen[sl / 64] |= (uint64_t)1 << sl % 64;
+    } else if (!rd_varint(&z->refs, &r) && r) {
+        return 0;
     }
-    return count;
+    z->distinct++;
+    z->bytes += k;
+    return 0;
+}
+
+static int measure(const uint64_t *lens, size_t np, const unsigned char *text, rd refs,
+                   text_size *z)
+{
+    *z = (text_size){.seen = calloc(SHORT_SLOTS / 64 + 1, sizeof *z->seen), .refs = refs};
+    int rc = z->seen ? tokenize(lens, np, text, measure_token, z, NULL, NULL) : -ENOMEM;
+    free(z->seen);
+    return rc;
 }
 
 typedef struct enc {
@@ -164,11 +184,15 @@ int textshard_grammar(const unsigned char *p, size_t n, dict **d, gram *g, vec64
         rc = -ENOMEM;
     /* no rules: rule_start holds the one entry of an empty list */
     if (!rc && vec64_push(&g->rule_start, 0)) rc = -ENOMEM;
-    /* The root at its size, counted first: growing it would copy it and fault its pages in
-     * several times over (a quarter of the time on bytes that do not compress). */
-    uint64_t ntok = rc ? 0 : count_tokens(lens, np, text);
-    if (!rc && vec32_reserve(&g->root, (size_t)ntok)) rc = -ENOMEM;
-    if (!rc) mem_populate(g->root.p, (size_t)ntok * sizeof *g->root.p);
+    /* The root and the dictionary at their sizes, measured first: growing them would copy
+     * them and fault their pages in several times over (a quarter of the time on bytes that
+     * do not compress). */
+    text_size z;
+    if (!rc) rc = measure(lens, np, text, s.ids, &z);
+    if (!rc && (vec32_reserve(&g->root, (size_t)z.tokens) ||
+                dict_room(s.d, (size_t)z.distinct, (size_t)z.bytes)))
+        rc = -ENOMEM;
+    if (!rc) mem_populate(g->root.p, (size_t)z.tokens * sizeof *g->root.p);
     if (!rc) rc = tokenize(lens, np, text, dec_token, &s, runs, g);
     if (!rc && s.ids.p != s.ids.end) rc = BAD_ID;
     if (!rc) rc = gram_topo(g);

@@ -154,6 +154,17 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id)
     return rc;
 }
 
+int dict_room(dict *d, size_t tokens, size_t bytes)
+{
+    if (vec64_reserve(&d->offs, tokens) || buf_reserve(&d->word, tokens) ||
+        buf_reserve(&d->blob, bytes + DICT_PAD))
+        return -ENOMEM;
+    mem_populate(d->offs.p + d->offs.n, tokens * sizeof *d->offs.p);
+    mem_populate(d->word.p + d->word.n, tokens);
+    mem_populate(d->blob.p + d->blob.n, bytes + DICT_PAD);
+    return 0;
+}
+
 int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id)
 {
     free(d->table); /* rebuilt from the tokens when a lookup needs it */

@@ -27,6 +27,10 @@ int dict_intern(dict *d, const unsigned char *p, size_t n, uint32_t *id);
  * dictionary read from a layout that says which tokens are new). 0, -ENOMEM or -EOVERFLOW. */
 int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id);
 
+/* Room for `tokens` more tokens of `bytes` in all, their memory mapped at once (a dictionary
+ * whose size is known before it is filled). 0 or -ENOMEM. */
+int dict_room(dict *d, size_t tokens, size_t bytes);
+
 /* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */
 int dict_reserve(dict *d, size_t n);
 

@@ -2,7 +2,7 @@
  * and fed to tok_feed; the tokens must concatenate back to the input, each be one class of
  * byte and at most TOK_CAP long, and be maximal (a token ends where the class changes, or at
  * TOK_CAP), and chunking must not change them: the stream gives the same tokens as the
- * whole input in one call. */
+ * whole input in one call, and tok_split (the whole input in memory) gives them too. */
 #include "fuzz.h"
 
 #include "../../engine/base/tok.h"
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < hdr) return 0;
     const unsigned char *in = data + hdr;
     size_t n = size - hdr;
-    toks whole = {0}, parts = {0};
+    toks whole = {0}, parts = {0}, split = {0};
     tok_state st = {0};
     FUZZ_CHECK(!tok_feed(&st, in, n, emit, &whole) && !tok_finish(&st, emit, &whole), "rc");
     size_t pos = 0;
@@ -60,6 +60,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (!whole.ends.n ||
                     !memcmp(whole.ends.p, parts.ends.p, whole.ends.n * sizeof *whole.ends.p)),
                "chunking changed the tokens (%zu vs %zu)", whole.ends.n, parts.ends.n);
+    /* tok_split over the whole input: the same tokens. */
+    FUZZ_CHECK(!tok_split(in, n, emit, &split), "rc");
+    FUZZ_CHECK(whole.ends.n == split.ends.n &&
+                   (!whole.ends.n ||
+                    !memcmp(whole.ends.p, split.ends.p, whole.ends.n * sizeof *whole.ends.p)),
+               "tok_split's tokens differ (%zu vs %zu)", split.ends.n, whole.ends.n);
     /* Maximal: adjacent tokens of one class only where the first is TOK_CAP long. */
     for (size_t i = 1; i < whole.ends.n; i++) {
         uint64_t s = i > 1 ? whole.ends.p[i - 2] : 0, e = whole.ends.p[i - 1];
@@ -73,10 +79,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int rc = tok_feed(&s2, in, n, stop_emit, &sp);
         if (!rc) rc = tok_finish(&s2, stop_emit, &sp);
         FUZZ_CHECK(rc == 42 && sp.calls == (int)(whole.ends.n + 1) / 2, "stop not honoured");
+        stopper sp2 = {(int)(whole.ends.n + 1) / 2, 0};
+        rc = tok_split(in, n, stop_emit, &sp2);
+        FUZZ_CHECK(rc == 42 && sp2.calls == sp.calls, "tok_split: stop not honoured");
     }
     buf_free(&whole.bytes);
     buf_free(&parts.bytes);
+    buf_free(&split.bytes);
     vec64_free(&whole.ends);
     vec64_free(&parts.ends);
+    vec64_free(&split.ends);
     return 0;
 }

@@ -74,24 +74,31 @@ static void test_random_chunking(void **state)
     for (int round = 0; round < 200; round++) {
         size_t n = tu_rand(&seed) % 5000;
         unsigned char *in = malloc(n + 1);
-        int bias = (int)(tu_rand(&seed) % 3);
+        int bias = (int)(tu_rand(&seed) % 4); /* 3: runs past TOK_CAP of both classes */
         for (size_t i = 0; i < n; i++) {
             uint64_t r = tu_rand(&seed);
             in[i] = bias == 0   ? (unsigned char)r
                     : bias == 1 ? "ab \n\xff"[r % 5]
-                                : (r % 50 ? 'z' : ' ');
+                    : bias == 2 ? (r % 50 ? 'z' : ' ')
+                                : (r % 2000 ? (i / 1500 % 2 ? '.' : '\x90') : 'Q');
         }
-        sink a, b;
+        sink a, b, c = {0};
         run(in, n, n + 1, &a);
         run(in, n, 1 + tu_rand(&seed) % 17, &b);
         assert_int_equal(a.all.n, n);
         if (n) assert_memory_equal(a.all.p, in, n);
         assert_int_equal(a.len.n, b.len.n);
         if (a.len.n) assert_memory_equal(a.len.p, b.len.p, a.len.n * 8);
+        /* tok_split of the whole: the same tokens */
+        assert_int_equal(tok_split(in, n, collect, &c), 0);
+        assert_int_equal(a.len.n, c.len.n);
+        if (a.len.n) assert_memory_equal(a.len.p, c.len.p, a.len.n * 8);
         buf_free(&a.all);
         vec64_free(&a.len);
         buf_free(&b.all);
         vec64_free(&b.len);
+        buf_free(&c.all);
+        vec64_free(&c.len);
         free(in);
     }
 }
