@@ -31,7 +31,8 @@ typedef struct part {
 typedef struct group {
     uint32_t first, end; /* range of packer.files */
     arc_coded *sh;
-    uint32_t nsh, capsh;
+    uint32_t nsh;
+    size_t capsh;
     part *parts;
     size_t nparts, capparts;
     uint32_t base; /* index of its first shard in the archive */
@@ -90,16 +91,28 @@ typedef struct sbuild {
 /* The zstd level of the quick pass that finds incompressible files. */
 #define TEXT_LEVEL 1
 
-/* Room in g for one more part. */
+/* Room for element n of the array *p of *cap elements of `size` bytes (doubling it, from
+ * `first`). */
+static int room(void **p, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap) return 0;
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = realloc(*p, c * size);
+    if (!q) return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* Room in g for one more part, one more shard. */
 static int part_room(group *g)
 {
-    if (g->nparts < g->capparts) return 0;
-    size_t cap = g->capparts ? 2 * g->capparts : 64;
-    part *n = realloc(g->parts, cap * sizeof *n);
-    if (!n) return -ENOMEM;
-    g->parts = n;
-    g->capparts = cap;
-    return 0;
+    return room((void **)&g->parts, &g->capparts, g->nparts, sizeof *g->parts, 64);
+}
+
+static int shard_room(group *g)
+{
+    return room((void **)&g->sh, &g->capsh, g->nsh, sizeof *g->sh, 4);
 }
 
 static int add_part(sbuild *b)
@@ -111,17 +124,6 @@ static int add_part(sbuild *b)
     return 0;
 }
 
-/* Room in g for one more shard. */
-static int shard_room(group *g)
-{
-    if (g->nsh < g->capsh) return 0;
-    uint32_t cap = g->capsh ? 2 * g->capsh : 4;
-    arc_coded *n = realloc(g->sh, cap * sizeof *n);
-    if (!n) return -ENOMEM;
-    g->sh = n;
-    g->capsh = cap;
-    return 0;
-}
 
 /* The builder left empty for the next shard. */
 static int next_shard(sbuild *b)
@@ -900,7 +902,7 @@ static int group_decode(pack_job *p, group *g, rd *r)
     uint64_t nsh, np, x[4];
     if (rd_upto(r, (uint64_t)(r->end - r->p), &nsh)) return -EBADMSG;
     if (!(g->sh = calloc(nsh ? nsh : 1, sizeof *g->sh))) return -ENOMEM;
-    g->capsh = (uint32_t)nsh;
+    g->capsh = nsh;
     for (; g->nsh < nsh; g->nsh++) {
         arc_shard *s = &g->sh[g->nsh].info;
         if (rd_varint(r, &s->bytes) || rd_varint(r, &s->root_syms) ||
