@@ -55,6 +55,11 @@ for i in $(seq 1 40); do
     printf 'the cat sat on the mat the cat sat %s\n' "$i" >>"$e/dir/sub/cats.txt"
 done
 cp "$e/dir/sub/cats.txt" "$e/dir/cats2.txt"
+# Files that do not compress, stored as their text (a text shard): the GPU must see the tokens
+# the reader makes of them.
+mkdir -p "$e/bin"
+gzip -9 -n -c "$e/dir/sub/cats.txt" >"$e/bin/cats.gz"
+LC_ALL=C awk 'BEGIN { srand(7); for (i = 0; i < 6000; i++) printf "%c", int(rand() * 256) }' >"$e/bin/noise"
 printf 'dir dot c\n' >"$e/dir.c"
 printf 'the cat sat again\n' >"$e/dir-x/x.txt"
 w=(alpha beta gamma delta epsilon zeta eta theta)
