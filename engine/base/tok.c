@@ -32,19 +32,18 @@ int tok_feed(tok_state *st, const void *data, size_t n, tok_emit_fn emit, void *
         st->npend = 0;
         if (rc) return rc;
     }
-    while (p < end) {
-        int word = tok_is_word_byte(*p);
-        size_t max = (size_t)(end - p) < TOK_CAP ? (size_t)(end - p) : TOK_CAP;
-        size_t k = run_len(p, max, word);
-        if (p + k == end && k < TOK_CAP) {
-            /* The run reaches the end of this chunk: it may continue in the next one. */
-            memcpy(st->pend, p, k);
-            st->npend = k;
-            return 0;
-        }
-        if ((rc = emit(ctx, p, k))) return rc;
-        p += k;
-    }
+    if (p == end) return 0;
+    /* The last run may go on in the next chunk: what comes before it is whole (tok_split); of
+     * the last run, its full TOK_CAP pieces go out and the rest is held back. */
+    const unsigned char *last = end - 1;
+    int word = tok_is_word_byte(*last);
+    while (last > p && tok_is_word_byte(last[-1]) == word)
+        last--;
+    if ((rc = tok_split(p, (size_t)(last - p), emit, ctx))) return rc;
+    for (; end - last >= TOK_CAP; last += TOK_CAP)
+        if ((rc = emit(ctx, last, TOK_CAP))) return rc;
+    memcpy(st->pend, last, (size_t)(end - last));
+    st->npend = (size_t)(end - last);
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "../base/err.h"
 #include "../base/tok.h"
@@ -284,10 +285,11 @@ static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size,
 }
 
 /* Whether moving file i is stored as its text: its content comes from a shard stored so, or
- * it is new and its first bytes (read into blk, PACK_TEXT_SAMPLE bytes) do not compress.
- * 0 or a negative errno. */
+ * it is new and its first bytes (read into blk, PACK_TEXT_SAMPLE bytes) do not compress
+ * (the trial in cc, NULL: a context of its own). 0 or a negative errno. */
 static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t i,
-                     compact_read_fn fn, void *ctx, unsigned char *blk, uint8_t *text)
+                     compact_read_fn fn, void *ctx, unsigned char *blk, ZSTD_CCtx *cc,
+                     uint8_t *text)
 {
     const arc_entry *e = &nw->ents[i];
     *text = 0;
@@ -298,7 +300,7 @@ static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t
     if (e->size < PACK_TEXT_MIN) return 0;
     size_t n = e->size < PACK_TEXT_SAMPLE ? (size_t)e->size : PACK_TEXT_SAMPLE;
     int rc = fn(ctx, i, 0, blk, n);
-    if (!rc) *text = (uint8_t)pack_incompressible(NULL, blk, n);
+    if (!rc) *text = (uint8_t)pack_incompressible(cc, blk, n);
     return rc;
 }
 
@@ -441,11 +443,14 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
     /* Which moving files are stored as their text (as pack decides). */
     uint8_t *text = calloc(nw->nents ? nw->nents : 1, 1);
     unsigned char *blk = malloc(PACK_TEXT_SAMPLE);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
     uint32_t ntext = 0;
     if (!rc && (!text || !blk)) rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t i = 0; !rc && i < nw->nents; i++)
-        if (moves(&p, nw, src, i) && !(rc = text_file(old, nw, src, i, fn, ctx, blk, &text[i])))
+        if (moves(&p, nw, src, i) &&
+            !(rc = text_file(old, nw, src, i, fn, ctx, blk, cc, &text[i])))
             ntext += text[i];
+    ZSTD_freeCCtx(cc);
     /* Moving content, in path order, into groups of about the shard size: first the grammar
      * shards, then those stored as their text. */
     for (uint8_t pass = 0; pass < 2 && !rc; pass++) {

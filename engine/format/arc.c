@@ -409,7 +409,7 @@ int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *
         bytes += lens[i];
     int rc = textshard_encode(lens, np, text, &pay);
     /* the figures and runs the reader will find: from the reader's own tokenizing */
-    if (!rc) rc = textshard_grammar(pay.p, pay.n, &d, &g, runs);
+    if (!rc) rc = textshard_grammar(pay.p, pay.n, 0, 0, &d, &g, runs);
     if (!rc) {
         out->info = (arc_shard){.bytes = bytes, .root_syms = g.root.n, .ntokens = g.ntokens};
         size_t zn = 0;
@@ -451,7 +451,11 @@ static int enc_shards(const arc_shard *sh, uint32_t n, buf *b)
 }
 
 static int check_runs(const arc *a, uint64_t root_syms);
-static int is_text(const arc_secinfo *s);
+/* A shard stored as its text has this codec on its three sections (textshard.h). */
+static int is_text(const arc_secinfo *s)
+{
+    return s->codec == CODEC_ZSTD_TEXT;
+}
 
 /* Runs given on-disk style (shard, start within it): inside the concatenated roots. */
 static int check_coded_runs(const arc *a, const arc_shard *sh, uint32_t n)
@@ -1203,11 +1207,6 @@ static int is_kinded(const arc_secinfo *s)
     return s->codec == CODEC_KIND || s->codec == CODEC_ZSTD_KIND;
 }
 
-static int is_text(const arc_secinfo *s)
-{
-    return s->codec == CODEC_ZSTD_TEXT;
-}
-
 /* A shard's rules and root are both in the kind layout or neither (the root's numbers are
  * those the rules section defines); a shard stored as its text has that codec on all three
  * sections, its rules and root holding nothing. */
@@ -1590,13 +1589,15 @@ static int load_rules(side_job *j, syms_kinds **k)
     return rc;
 }
 
-/* A shard stored as its text: the dictionary section's payload, tokenized. */
-static int load_text(const arc *a, const arc_secinfo *secs, dict **d, gram *g)
+/* Shard k stored as its text: its dictionary section's payload, tokenized. */
+static int load_text(const arc *a, uint32_t k, dict **d, gram *g)
 {
+    const arc_shard *sh = &a->shards[k];
+    const arc_secinfo *dsec = &a->secs[sh->sec];
     unsigned char *raw = NULL;
     *d = NULL;
-    int rc = load_section(a->fd, a->path, &secs[0], &raw);
-    if (!rc) rc = textshard_grammar(raw, secs[0].raw, d, g, NULL);
+    int rc = load_section(a->fd, a->path, dsec, &raw);
+    if (!rc) rc = textshard_grammar(raw, dsec->raw, sh->root_syms, sh->ntokens, d, g, NULL);
     free(raw);
     return rc;
 }
@@ -1628,7 +1629,7 @@ static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
 {
     const arc_shard *sh = &a->shards[k];
     if (is_text(&a->secs[sh->sec]))
-        return check_shard(a, k, load_text(a, &a->secs[sh->sec], d, g), 0, d, g);
+        return check_shard(a, k, load_text(a, k, d, g), 0, d, g);
     side_job j = {.a = a, .secs = &a->secs[sh->sec], .g = g};
     j.kinded = is_kinded(&j.secs[1]);
     pthread_mutex_init(&j.lock, NULL);

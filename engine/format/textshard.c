@@ -35,41 +35,6 @@ static int tokenize(const uint64_t *lens, size_t np, const unsigned char *text, 
     return rc;
 }
 
-/* What the pieces make: their tokens, and the distinct ones and their bytes (the short ones
- * told by a bitmap of their slots, the long ones by their references; a reference that does
- * not read counts as new: textshard_grammar refuses it later). */
-typedef struct text_size {
-    uint64_t tokens, distinct, bytes;
-    uint64_t *seen; /* bitmap of the short slots */
-    rd refs;
-} text_size;
-
-static int measure_token(void *ctx, const unsigned char *t, size_t k)
-{
-    text_size *z = ctx;
-    uint64_t r = 0;
-    z->tokens++;
-    if (k <= SHORT_MAX) {
-        size_t sl = short_slot(t, k);
-        if (z->seen[sl / 64] >> sl % 64 & 1) return 0;
-        z->seen[sl / 64] |= (uint64_t)1 << sl % 64;
-    } else if (!rd_varint(&z->refs, &r) && r) {
-        return 0;
-    }
-    z->distinct++;
-    z->bytes += k;
-    return 0;
-}
-
-static int measure(const uint64_t *lens, size_t np, const unsigned char *text, rd refs,
-                   text_size *z)
-{
-    *z = (text_size){.seen = calloc(SHORT_SLOTS / 64 + 1, sizeof *z->seen), .refs = refs};
-    int rc = z->seen ? tokenize(lens, np, text, measure_token, z, NULL, NULL) : -ENOMEM;
-    free(z->seen);
-    return rc;
-}
-
 typedef struct enc {
     dict *d;
     buf *refs;
@@ -173,7 +138,8 @@ static int read_lengths(const unsigned char *p, size_t n, uint64_t **lens, size_
     return 0;
 }
 
-int textshard_grammar(const unsigned char *p, size_t n, dict **d, gram *g, vec64 *runs)
+int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint64_t ntokens,
+                      dict **d, gram *g, vec64 *runs)
 {
     uint64_t *lens = NULL;
     size_t np = 0;
@@ -184,15 +150,15 @@ int textshard_grammar(const unsigned char *p, size_t n, dict **d, gram *g, vec64
         rc = -ENOMEM;
     /* no rules: rule_start holds the one entry of an empty list */
     if (!rc && vec64_push(&g->rule_start, 0)) rc = -ENOMEM;
-    /* The root and the dictionary at their sizes, measured first: growing them would copy
-     * them and fault their pages in several times over (a quarter of the time on bytes that
-     * do not compress). */
-    text_size z;
-    if (!rc) rc = measure(lens, np, text, s.ids, &z);
-    if (!rc && (vec32_reserve(&g->root, (size_t)z.tokens) ||
-                dict_room(s.d, (size_t)z.distinct, (size_t)z.bytes)))
+    /* The root and the dictionary's ids at the sizes the shard table gives (no more than a
+     * token a byte of the text, whatever it says): growing them would copy them and fault
+     * their pages in several times over. */
+    uint64_t bytes = (uint64_t)(s.ids.p - text);
+    root_syms = root_syms < bytes ? root_syms : bytes;
+    ntokens = ntokens < root_syms ? ntokens : root_syms;
+    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) || dict_room(s.d, (size_t)ntokens, 0)))
         rc = -ENOMEM;
-    if (!rc) mem_populate(g->root.p, (size_t)z.tokens * sizeof *g->root.p);
+    if (!rc) mem_populate(g->root.p, (size_t)root_syms * sizeof *g->root.p);
     if (!rc) rc = tokenize(lens, np, text, dec_token, &s, runs, g);
     if (!rc && s.ids.p != s.ids.end) rc = BAD_ID;
     if (!rc) rc = gram_topo(g);

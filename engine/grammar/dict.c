@@ -167,9 +167,11 @@ int dict_room(dict *d, size_t tokens, size_t bytes)
 
 int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id)
 {
-    free(d->table); /* rebuilt from the tokens when a lookup needs it */
-    d->table = NULL;
-    d->tcap = 0;
+    if (d->table) { /* rebuilt from the tokens when a lookup needs it */
+        free(d->table);
+        d->table = NULL;
+        d->tcap = 0;
+    }
     return push_token(d, p, n, id);
 }
 
