@@ -150,11 +150,11 @@ static int q_room(backend_reads *r, size_t n)
 }
 
 /* The n reads (`bytes` in all) from list l as one gpu_extract into r->pin: 1 when the GPU
- * served them all, 0 when the CPU must (auto mode and the GPU busy, or a failure). *cold is
- * set when the batch had to upload the archive first. r->mu not held; the batcher is the only
+ * served them all, 0 when the CPU must (auto mode and the GPU busy, or a failure). *uploaded
+ * is set when the batch had to upload the archive first. r->mu not held; the batcher is the only
  * user of pin, req and got. */
 static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, size_t n,
-                     size_t bytes, int *cold)
+                     size_t bytes, int *uploaded)
 {
     backend_reads *r = &b->rd;
     if (backend_mode(b) == BACKEND_ON)
@@ -164,7 +164,7 @@ static int run_batch(backend *b, const arc *a, uint64_t gen, backend_rreq *l, si
     size_t k = 0;
     for (backend_rreq *q = l; q; q = q->next, k++)
         r->req[k] = (gpu_req){q->ent, (uint32_t)q->n, q->off};
-    *cold = !backend_resident(b, a, gen, 0);
+    *uploaded = !backend_resident(b, a, gen, 0);
     gpu_gram *g = backend_resident(b, a, gen, 1); /* once per archive: the first batch uploads */
     int64_t got = g ? gpu_extract(g, r->req, n, r->pin, BACKEND_READ_FULL, r->got) : -EIO;
     if (got < 0 && g && got != -EINVAL && got != -ENOTSUP) backend_drop(b, g); /* may be unusable */
