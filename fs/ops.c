@@ -1235,10 +1235,11 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
         else if (!strcmp(name, "shard_cache")) /* reads served from their files' shards */
             snprintf(v, n,
                      "%" PRIu64 " reads; %" PRIu64 " spans kept, %" PRIu64 " bytes; %" PRIu64
-                     " loads, %" PRIu64 " read-ahead, %" PRIu64 " hits, %" PRIu64
+                     " loads, %" PRIu64 " text, %" PRIu64 " read-ahead, %" PRIu64 " hits, %" PRIu64
                      " evictions; %d whole-archive; %" PRIu64 " budget, %" PRIu64 " used, %" PRIu64
                      " peak, %" PRIu64 " waits, %" PRIu64 " over, %" PRIu64 " trims",
-                     in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_ahead,
+                     in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_text,
+                     in.span_ahead,
                      in.span_hits, in.span_evictions, in.whole, in.budget, in.budget_used,
                      in.budget_peak, in.budget_waits, in.budget_over, in.span_trims);
         else if (!strcmp(name, "virtual_texts")) /* the cache of virtual files' texts */

@@ -2013,6 +2013,80 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
     return rc;
 }
 
+void arc_text_free(arc_text *t)
+{
+    free(t->payload);
+    free(t->ids);
+    free(t->at);
+    free(t->len);
+    memset(t, 0, sizeof *t);
+}
+
+typedef struct run_order {
+    const arc *meta;
+    const uint32_t *ids;
+} run_order;
+
+/* Local indices into ids, by where their entries' runs begin. */
+static int run_cmp(const void *a, const void *b, void *ctx)
+{
+    const run_order *o = ctx;
+    const arc_entry *x = &o->meta->ents[o->ids[*(const uint32_t *)a]];
+    const arc_entry *y = &o->meta->ents[o->ids[*(const uint32_t *)b]];
+    return (x->root_start > y->root_start) - (x->root_start < y->root_start);
+}
+
+int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!meta->pending || !arc_shard_text(meta, k)) return -ENOTSUP;
+    vec32 v = {0};
+    uint64_t *lens = NULL;
+    uint32_t *order = NULL;
+    size_t np = 0;
+    int rc = part < 0 ? span_entries(meta, k, k, &v)
+                      : vec32_push(&v, (uint32_t)part) ? tdc_error(-ENOMEM, "out of memory") : 0;
+    /* Entries without content here (empty files) have no piece. */
+    size_t m = 0;
+    for (size_t i = 0; !rc && i < v.n; i++)
+        if (part >= 0 || meta->ents[v.p[i]].root_len) v.p[m++] = v.p[i];
+    v.n = m;
+    if (!rc) rc = load_section(meta->fd, meta->path, &meta->secs[meta->shards[k].sec], &out->payload);
+    if (!rc)
+        rc = textshard_pieces(out->payload, meta->secs[meta->shards[k].sec].raw, &lens, &np,
+                              &out->text);
+    if (!rc && np != v.n) rc = -ENOTSUP;
+    if (!rc && (!(order = malloc((v.n + 1) * sizeof *order)) ||
+                !(out->at = malloc((v.n + 1) * sizeof *out->at)) ||
+                !(out->len = malloc((v.n + 1) * sizeof *out->len))))
+        rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc) { /* pieces in root order: the entries' local indices sorted by their runs */
+        for (size_t i = 0; i < v.n; i++)
+            order[i] = (uint32_t)i;
+        sort_r(order, v.n, sizeof *order, run_cmp, &(run_order){meta, v.p});
+    }
+    uint64_t at = 0;
+    for (size_t i = 0; !rc && i < v.n; i++) {
+        uint32_t l = order[i];
+        uint64_t want = part >= 0 ? meta->shards[k].bytes : meta->ents[v.p[l]].size;
+        if (lens[i] != want) rc = -ENOTSUP;
+        out->at[l] = at;
+        out->len[l] = lens[i];
+        at += lens[i];
+    }
+    free(lens);
+    free(order);
+    if (rc) {
+        vec32_free(&v);
+        arc_text_free(out);
+        return rc;
+    }
+    out->ids = v.p;
+    out->nids = (uint32_t)v.n;
+    out->bytes = sizeof *out + meta->secs[meta->shards[k].sec].raw + v.n * (4 + 16);
+    return 0;
+}
+
 int arc_entry_parts(const arc *meta, uint32_t ent, uint32_t *first, uint32_t *last)
 {
     const arc_entry *e = &meta->ents[ent];

@@ -367,6 +367,28 @@ uint64_t arc_shard_mem_estimate(const arc *a, uint32_t k);
 int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uint32_t **ids,
                   uint32_t *nids);
 
+/* A text shard's files as bytes, for reads (arc_open_text). */
+typedef struct arc_text {
+    unsigned char *payload;    /* the shard's payload (docs/FORMAT.md, codec zstd-text) */
+    const unsigned char *text; /* its pieces back to back, inside payload */
+    uint32_t *ids;             /* the entries read here, as arc_open_span's (ascending) */
+    uint64_t *at, *len;        /* per entry: where its bytes begin in text, and how many */
+    uint32_t nids;
+    uint64_t bytes; /* what it occupies */
+} arc_text;
+
+/* Shard k of `meta` (opened by arc_open_meta, not loaded; only read), where it is stored as
+ * its text (arc_shard_text), as the bytes of the files it holds, without their tokens: the
+ * entries of arc_open_span(meta, k, k) or, with part >= 0, the part of that entry in shard k
+ * (arc_open_part). Reading a file there is a copy, where its grammar would cost a tokenizing
+ * of the whole shard; word queries and analytics need the grammar still. The shard's pieces
+ * must be its files' runs one to one, in root order, each as long as its file (or part):
+ * what pack and compaction write. 0; -ENOTSUP where the shard is not stored as its text or
+ * its pieces are not so (the caller loads the grammar, which judges the shard); -EBADMSG
+ * (damaged), -EIO, -ENOMEM with a message. */
+int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out);
+void arc_text_free(arc_text *t);
+
 /* Whether regular entry `ent` of version 4 `meta` is read best shard by shard: its run fills
  * shards [*first, *last], more than one, whole (pack cuts a file larger than a shard so), so
  * each shard's content is a part of the file, *first's at its start; and those shards' sizes

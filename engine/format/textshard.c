@@ -73,12 +73,21 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
     return rc == -ENOMEM ? tdc_error(rc, "text shard: out of memory") : rc;
 }
 
+/* A long token as the decoder met it: its id, and where its bytes lie in the dictionary, so
+ * that a reference back is checked against them without a look at the dictionary's offsets
+ * (a cache miss fewer per repeated token). */
+typedef struct long_tok {
+    uint64_t off;
+    uint32_t id, len;
+} long_tok;
+
 typedef struct dec {
     dict *d;
     gram *g;
     uint32_t *shortid;
     rd ids;
-    vec32 longs; /* the id of each long token so far */
+    long_tok *longs; /* each long token so far, room for `cap`: one per reference */
+    size_t nlongs, cap;
 } dec;
 
 /* Internal failures of dec_token, made messages by textshard_grammar. */
@@ -90,22 +99,25 @@ static int dec_token(void *ctx, const unsigned char *t, size_t n)
     dec *s = ctx;
     uint32_t id, *slot = n <= SHORT_MAX ? &s->shortid[short_slot(t, n)] : NULL;
     uint64_t r = 0;
-    if (!slot && rd_varint(&s->ids, &r)) return BAD_ID;
+    if (!slot && rd_varint(&s->ids, &r)) return BAD_ID; /* so nlongs < cap below */
+    long_tok lt = {0};
     if (slot ? !*slot : !r) { /* new */
         int rc = dict_append(s->d, t, n, &id);
         if (rc) return rc == -EOVERFLOW ? TOO_MANY : rc;
         if (slot) *slot = id + 1;
+        size_t len;
+        lt = (long_tok){(uint64_t)(dict_bytes(s->d, id, &len) - dict_blob_at(s->d, 0)), id,
+                        (uint32_t)n};
     } else if (slot) {
         id = *slot - 1;
     } else { /* a long token seen r long tokens back: the same bytes */
-        size_t len;
-        if (r > s->longs.n) return BAD_ID;
-        id = s->longs.p[s->longs.n - r];
-        const unsigned char *q = dict_bytes(s->d, id, &len);
-        if (len != n || memcmp(q, t, n)) return BAD_ID;
+        if (r > s->nlongs) return BAD_ID;
+        lt = s->longs[s->nlongs - r];
+        if (lt.len != n || memcmp(dict_blob_at(s->d, lt.off), t, n)) return BAD_ID;
+        id = lt.id;
     }
     if (id >= TEXT_TOKENS_MAX) return TOO_MANY;
-    if (!slot && vec32_push(&s->longs, id)) return -ENOMEM;
+    if (!slot) s->longs[s->nlongs++] = lt; /* room: its reference was read */
     return vec32_push(&s->g->root, id) ? -ENOMEM : 0;
 }
 
@@ -138,6 +150,22 @@ static int read_lengths(const unsigned char *p, size_t n, uint64_t **lens, size_
     return 0;
 }
 
+int textshard_pieces(const unsigned char *p, size_t n, uint64_t **lens, size_t *np,
+                     const unsigned char **text)
+{
+    rd ids;
+    return read_lengths(p, n, lens, np, text, &ids);
+}
+
+/* How many varints the bytes of r end: one per long token of a good payload. */
+static size_t varints(rd r)
+{
+    size_t n = 0;
+    for (const unsigned char *p = r.p; p < r.end; p++)
+        n += !(*p & 0x80);
+    return n;
+}
+
 int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint64_t ntokens,
                       dict **d, gram *g, vec64 *runs)
 {
@@ -156,15 +184,20 @@ int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint
     uint64_t bytes = (uint64_t)(s.ids.p - text);
     root_syms = root_syms < bytes ? root_syms : bytes;
     ntokens = ntokens < root_syms ? ntokens : root_syms;
-    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) || dict_room(s.d, (size_t)ntokens, 0)))
+    /* The dictionary's bytes reserved at the text's size, a bound (the text does not compress:
+     * most of it is new tokens) given back once the tokens are in. */
+    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) ||
+                dict_room(s.d, (size_t)ntokens, (size_t)bytes) ||
+                !(s.longs = malloc((s.cap = varints(s.ids)) * sizeof *s.longs + 1))))
         rc = -ENOMEM;
     if (!rc) mem_populate(g->root.p, (size_t)root_syms * sizeof *g->root.p);
     if (!rc) rc = tokenize(lens, np, text, dec_token, &s, runs, g);
     if (!rc && s.ids.p != s.ids.end) rc = BAD_ID;
     if (!rc) rc = gram_topo(g);
+    if (!rc) dict_fit(s.d);
     free(lens);
     free(s.shortid);
-    vec32_free(&s.longs);
+    free(s.longs);
     if (rc == BAD_ID)
         rc = tdc_error(-EBADMSG, "text shard: token references missing, left over or to other bytes");
     else if (rc == TOO_MANY)

@@ -165,6 +165,17 @@ int dict_room(dict *d, size_t tokens, size_t bytes)
     return 0;
 }
 
+void dict_fit(dict *d)
+{
+    size_t want = d->blob.n + DICT_PAD;
+    if (d->blob.cap <= want) return;
+    unsigned char *q = realloc(d->blob.p, want); /* a shrink: in place, or the old kept */
+    if (q) {
+        d->blob.p = q;
+        d->blob.cap = want;
+    }
+}
+
 int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id)
 {
     if (d->table) { /* rebuilt from the tokens when a lookup needs it */

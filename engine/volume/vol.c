@@ -1572,6 +1572,7 @@ void vol_get_info(vol *v, vol_info *in)
     in->span_hits = v->span_hits;
     in->span_evictions = v->span_evictions;
     in->span_ahead = v->span_ahead;
+    in->span_text = v->span_text;
     in->span_trims = __atomic_load_n(&v->span_trims, __ATOMIC_RELAXED);
     in->spans = v->nspans;
     in->span_bytes = v->span_bytes;

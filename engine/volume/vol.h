@@ -266,6 +266,7 @@ typedef struct vol_info {
      * make room, and the spans kept now and their bytes. */
     uint64_t early_reads, span_loads, span_hits, span_evictions, spans, span_bytes;
     uint64_t span_ahead; /* of the loads: spans read ahead for a reader going in shard order */
+    uint64_t span_text;  /* of the loads: text shards as their bytes (arc_open_text) */
     uint64_t span_trims; /* times the memory of dropped spans went back to the system */
     uint64_t budget; /* the budget reads keep their spans within (vol_opts.mem), or 0 */
     /* Under a budget: what spans and analytics shard by shard hold of it now and at most, how

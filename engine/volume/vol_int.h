@@ -90,7 +90,7 @@ struct vol {
     uint64_t span_bytes; /* what they occupy */
     arc *smeta;          /* a copy of the file table the spans load from (freed by vol_close) */
     int spans_done;      /* the whole archive is loaded: no more spans */
-    uint64_t span_loads, span_hits, span_evictions, span_ahead;
+    uint64_t span_loads, span_hits, span_evictions, span_ahead, span_text;
     uint32_t seq_next; /* the shard after the last one a read loaded: loads from there go on
                         * in order, and read ahead */
     int reading_ahead; /* read-ahead threads running */
@@ -100,6 +100,7 @@ struct vol {
     struct vol_loading {
         uint32_t first, last;
         int64_t part; /* span_key's */
+        int text;
         uint64_t gen;
         int busy, ahead;
     } loading[VOL_SPAN_LOADS + VOL_AHEAD_MAX]; /* spans being decoded (for reads, or ahead),

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "vol_int.h"
@@ -40,22 +41,26 @@
 
 /* What a span holds: shards [first, last], with every file inside them (part < 0) or the
  * part of file table entry `part` in shard first == last, which begins at byte `off` of
- * that file and ends before `end` (whole spans: 0 and UINT64_MAX). */
+ * that file and ends before `end` (whole spans: 0 and UINT64_MAX). `text`: for reads of a
+ * shard stored as its text, its files' bytes without their tokens (arc_open_text). */
 typedef struct span_key {
     uint32_t first, last;
     int64_t part;
     uint64_t off, end;
+    int text;
 } span_key;
 
 static int same_key(const span_key *a, const span_key *b)
 {
-    return a->first == b->first && a->last == b->last && a->part == b->part;
+    return a->first == b->first && a->last == b->last && a->part == b->part &&
+           a->text == b->text;
 }
 
 struct vol_span {
     span_key k;
-    arc *a;
+    arc *a;    /* the grammar and its index, or NULL where t holds the bytes */
     idx *x;
+    arc_text t;
     uint32_t *ids; /* a's entries as entries of v->a (ascending) */
     uint32_t nids;
     uint64_t bytes; /* what it occupies */
@@ -74,6 +79,7 @@ static void span_free(vol *v, vol_span *s)
     uint64_t taken = s->taken;
     idx_free(s->x);
     arc_free(s->a);
+    arc_text_free(&s->t);
     free(s->ids);
     free(s);
     /* Give the freed pages back: without a budget at once, under one once more than the
@@ -179,9 +185,14 @@ int vol_spans_budget(vol *v)
     return 0;
 }
 
-/* What span [first, last] is expected to occupy, from the shard table. */
+/* What span [first, last] is expected to occupy, from the shard table: a text shard read as
+ * its bytes, its payload and (while it decodes) its stored section. */
 static uint64_t span_estimate(const arc *meta, const span_key *key)
 {
+    if (key->text) {
+        const arc_secinfo *d = &meta->secs[meta->shards[key->first].sec];
+        return d->raw + d->stored + (16 << 10);
+    }
     uint64_t n = 0;
     for (uint32_t k = key->first; k <= key->last; k++)
         n += arc_shard_mem_estimate(meta, k);
@@ -191,6 +202,7 @@ static uint64_t span_estimate(const arc *meta, const span_key *key)
 /* What span s occupies. */
 static uint64_t span_bytes(const vol_span *s)
 {
+    if (!s->a) return sizeof *s + s->t.bytes;
     return sizeof *s + arc_mem(s->a) + idx_mem(s->x) + (uint64_t)s->nids * sizeof *s->ids;
 }
 
@@ -203,6 +215,16 @@ static int span_load(vol *v, const arc *meta, const span_key *key, int flat, vol
     if (!s) return -ENOMEM;
     s->k = *key;
     int rc;
+    /* A text shard's reads copy its bytes. Where its pieces are not its files' (or it is
+     * damaged) the grammar's load below judges it and says why. */
+    if (key->text && !arc_open_text(meta, key->first, key->part, &s->t)) {
+        s->ids = s->t.ids;
+        s->nids = s->t.nids;
+        s->t.ids = NULL;
+        s->bytes = span_bytes(s);
+        *out = s;
+        return 0;
+    }
     if (key->part < 0) {
         rc = arc_open_span(meta, key->first, key->last, &s->a, &s->ids, &s->nids);
     } else if (!(s->ids = malloc(sizeof *s->ids))) {
@@ -266,12 +288,13 @@ static void key_of(const arc *m, uint32_t c, uint64_t off, int whole, span_key *
     *key = (span_key){.part = -1, .end = UINT64_MAX};
     if (whole || !arc_entry_parts(m, c, &key->first, &key->last)) {
         arc_entry_shards(m, c, &key->first, &key->last);
-        return;
+    } else {
+        uint32_t k = key->first;
+        while (k < key->last && off >= key->off + m->shards[k].bytes)
+            key->off += m->shards[k++].bytes;
+        *key = (span_key){k, k, c, key->off, key->off + m->shards[k].bytes, 0};
     }
-    uint32_t k = key->first;
-    while (k < key->last && off >= key->off + m->shards[k].bytes)
-        key->off += m->shards[k++].bytes;
-    *key = (span_key){k, k, c, key->off, key->off + m->shards[k].bytes};
+    key->text = !whole && key->first == key->last && arc_shard_text(m, key->first);
 }
 
 /* The entry holding ent's content, and the key of the span holding its byte `off` (key_of),
@@ -296,7 +319,7 @@ static int being_loaded(const vol *v, const span_key *key)
     for (int i = 0; i < VOL_SPAN_LOADS + VOL_AHEAD_MAX; i++) {
         const struct vol_loading *l = &v->loading[i];
         if (l->busy && l->first == key->first && l->last == key->last && l->part == key->part &&
-            l->gen == v->span_gen)
+            l->text == key->text && l->gen == v->span_gen)
             return 1;
     }
     return 0;
@@ -378,8 +401,8 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
     }
     /* The file table stays while the slot is busy (vol_spans_reset waits for it). */
     const arc *meta = v->smeta;
-    v->loading[slot] = (struct vol_loading){key->first, key->last, key->part, gen, 1,
-                                            how == GET_AHEAD};
+    v->loading[slot] = (struct vol_loading){key->first, key->last, key->part, key->text, gen,
+                                            1, how == GET_AHEAD};
     if (how != GET_AHEAD) { /* reading in shard order */
         chain = v->bud && key->first == v->seq_next;
         v->seq_next = key->last + 1;
@@ -406,6 +429,7 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
     }
     v->span_loads++; /* no other reader loads it meanwhile, so none is listed */
     v->span_ahead += how == GET_AHEAD;
+    v->span_text += !s->a;
     s->refs = 1;
     s->ahead = how == GET_AHEAD;
     if (!v->spans_done && gen == v->span_gen) {
@@ -420,7 +444,7 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
     /* Its short rules expand once a second read finds it kept: expanding them costs a fifth of
      * the decoding, which random reads over more spans than the budget keeps would spend on
      * spans dropped before their next read. */
-    s->flat_due = how != GET_AHEAD && listed(v, s); /* read ahead: expanded already */
+    s->flat_due = how != GET_AHEAD && listed(v, s) && s->x; /* read ahead: expanded already */
     pthread_mutex_unlock(&v->splock);
     put_all(v, gone);
     if (how == GET_AHEAD) {
@@ -645,8 +669,14 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
             break;
         }
         int64_t l = local_entry(s, c);
-        ssize_t k = l < 0 ? -EAGAIN : arc_entry_damaged(s->a, (uint32_t)l);
-        if (!k) k = idx_extract(s->x, (uint32_t)l, at, (char *)dst + done, want);
+        ssize_t k = l < 0 ? -EAGAIN : s->a ? arc_entry_damaged(s->a, (uint32_t)l) : 0;
+        if (!k && s->a) {
+            k = idx_extract(s->x, (uint32_t)l, at, (char *)dst + done, want);
+        } else if (!k) { /* a text shard's bytes */
+            uint64_t len = s->t.len[l];
+            k = at < len ? (ssize_t)(want < len - at ? want : len - at) : 0;
+            memcpy((char *)dst + done, s->t.text + s->t.at[l] + at, (size_t)k);
+        }
         int whole = s->k.part < 0;
         span_put(v, s);
         if (k < 0) return k;

@@ -36,6 +36,11 @@ text_shards() {
         sec && $1 == "dictionary" { if ($2 == "zstd-text") print stored[k], content[k]; k++ }'
 }
 
+# The shard loads of mount $1 that serve reads from a text shard's bytes.
+text_loads() {
+    getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' '\n\n' | awk '$2 == "text" { print $1 }'
+}
+
 # Which files went to text shards is checked through the sizes: the text shards' content
 # adds up to the incompressible files' bytes.
 @test "text shards: incompressible files stored as text, smaller, read back exactly" {
@@ -68,6 +73,13 @@ text_shards() {
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
     mnt -o ro,mem=64K "$S/a.tdc" "$M"
     diff -r "$T" "$M"
+    # Reads of text shards copy their bytes (the loads "as text"), at the cuts too; the word
+    # counts need their tokens.
+    [ "$(text_loads "$M")" -ge 4 ]
+    for off in 0 65535 65536 131071 131072 199990; do
+        cmp <(dd if="$M/bin/random" iflag=skip_bytes,count_bytes skip="$off" count=100 status=none) \
+            <(tail -c +$((off + 1)) "$T/bin/random" | head -c 100)
+    done
     cmp "$M/.wordcount" <(oracle_wordcount "$T")
     fusermount3 -u "$M"
     mnt -o compact_threshold=0 "$S/a.tdc" "$M"
@@ -119,4 +131,14 @@ text_shards() {
         run "$TADOC" cat "$S/x.tdc" "$f"
         [ "$status" -eq 3 ]
     done
+    # The mount under a budget, where reads of text shards copy their bytes: the same.
+    mnt -o ro,mem=64K "$S/x.tdc" "$M"
+    for f in text/cb01 text/mixed bin/small; do
+        cmp "$M/$f" "$T/$f"
+    done
+    for f in $bad; do
+        run cat "$M/$f"
+        [ "$status" -ne 0 ] && [[ "$output" == *"Input/output error"* ]]
+    done
+    fusermount3 -u "$M"
 }

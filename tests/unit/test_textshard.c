@@ -3,8 +3,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "../../engine/build/pack.h"
+#include "../../engine/format/arc.h"
 #include "../../engine/format/textshard.h"
 #include "../../engine/base/err.h"
 #include "../../engine/base/tok.h"
@@ -202,6 +206,112 @@ static void test_rejects(void **state)
     }
 }
 
+/* textshard_pieces gives the pieces as written, and refuses the lengths textshard_grammar
+ * refuses; the references are not its business. */
+static void test_pieces(void **state)
+{
+    (void)state;
+    uint64_t in[2] = {3, 5};
+    buf pay = {0};
+    assert_int_equal(textshard_encode(in, 2, (const unsigned char *)"abc;defg", &pay), 0);
+    uint64_t *lens = NULL;
+    size_t np = 0;
+    const unsigned char *text;
+    assert_int_equal(textshard_pieces(pay.p, pay.n, &lens, &np, &text), 0);
+    assert_int_equal(np, 2);
+    assert_int_equal(lens[0], 3);
+    assert_int_equal(lens[1], 5);
+    assert_memory_equal(text, "abc;defg", 8);
+    free(lens);
+    buf_free(&pay);
+    static const unsigned char bad[][7] = {{0, 'a'}, {2, 0, 1, 'a'}, {1, 3, 'a', 'b'},
+                                           {9, 1, 'a'}, {1, 0x80}};
+    static const size_t nbad[] = {2, 4, 4, 3, 2};
+    for (size_t i = 0; i < sizeof nbad / sizeof *nbad; i++)
+        assert_int_equal(textshard_pieces(bad[i], nbad[i], &lens, &np, &text), -EBADMSG);
+}
+
+static void put_file(const char *dir, const char *name, const unsigned char *p, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* arc_open_text of each text shard of a packed tree: every file it holds (a part, for a file
+ * cut over shards), with exactly that file's bytes; a grammar shard is -ENOTSUP. */
+static void test_open_text(void **state)
+{
+    (void)state;
+    char *dir = tu_tmppath("tree"), *ar = tu_tmppath("t.tdc"), cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    enum { BIG = 150000, SMALL = 3000 };
+    unsigned char *big = malloc(BIG), text[SMALL];
+    uint64_t seed = 7;
+    for (size_t i = 0; i < BIG; i++)
+        big[i] = (unsigned char)tu_rand(&seed);
+    for (size_t i = 0; i < SMALL; i++)
+        text[i] = "the cat sat on a mat\n"[i % 21];
+    put_file(dir, "a-rand", big + 1000, 20000);
+    put_file(dir, "b-big", big, BIG); /* cut over 64K shards */
+    put_file(dir, "c-text", text, SMALL);
+    put_file(dir, "d-rand", big + 7, 9000);
+    put_file(dir, "e-empty", big, 0);
+    pack_opts o = {.shard_size = 64 << 10};
+    pack_stats st;
+    if (pack_dir(dir, ar, &o, &st)) fail_msg("%s", tdc_errmsg());
+    arc *m;
+    assert_int_equal(arc_open_meta(ar, &m), 0);
+    int texts = 0, parts = 0;
+    uint64_t seen = 0;
+    for (uint32_t k = 0; k < m->nshards; k++) {
+        arc_text t;
+        if (!arc_shard_text(m, k)) {
+            assert_int_equal(arc_open_text(m, k, -1, &t), -ENOTSUP);
+            continue;
+        }
+        texts++;
+        uint32_t big_ent;
+        assert_int_equal(arc_find_file(m, "b-big", &big_ent), 0);
+        uint32_t f, l;
+        int64_t part = arc_entry_parts(m, big_ent, &f, &l) && k >= f && k <= l ? (int64_t)big_ent : -1;
+        assert_int_equal(arc_open_text(m, k, part, &t), 0);
+        for (uint32_t i = 0; i < t.nids; i++) {
+            const arc_entry *e = &m->ents[t.ids[i]];
+            const unsigned char *want = !strcmp(e->path, "a-rand") ? big + 1000
+                                        : !strcmp(e->path, "d-rand") ? big + 7 : big;
+            if (part >= 0) { /* the part: the shards before it hold the file's start */
+                uint64_t off = 0;
+                for (uint32_t j = f; j < k; j++)
+                    off += m->shards[j].bytes;
+                assert_int_equal(t.len[i], m->shards[k].bytes);
+                want = big + off;
+                parts++;
+            } else {
+                assert_int_equal(t.len[i], e->size);
+            }
+            assert_memory_equal(t.text + t.at[i], want, t.len[i]);
+            seen += t.len[i];
+        }
+        arc_text_free(&t);
+    }
+    assert_true(texts >= 3);
+    assert_true(parts >= 2);
+    assert_int_equal(seen, 20000 + BIG + 9000); /* every incompressible byte, once */
+    arc_free(m);
+    unlink(ar);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(big);
+    free(dir);
+    free(ar);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +319,8 @@ int main(void)
         cmocka_unit_test(test_long_word),
         cmocka_unit_test(test_tokens_as_tok_feed),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_pieces),
+        cmocka_unit_test(test_open_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
