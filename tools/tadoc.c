@@ -183,12 +183,14 @@ static int index_for(const arc *a, uint64_t bytes, uint64_t content, idx **x)
  * `name` spans (its content entry's), so that the first byte of a file of a large archive
  * comes at once; *ent is the entry of `name`. A file cut over shards of its own
  * (arc_entry_parts) is left to parts_out: nothing is loaded, *x is NULL and *ent is its
- * content entry. */
+ * content entry. So is a file in a shard stored as its text, which *t then holds (else its
+ * payload is NULL): its bytes need no tokens (text_out). */
 static int open_file(const char *path, const char *name, uint64_t len, arc **a, idx **x,
-                     uint32_t *ent)
+                     uint32_t *ent, arc_text *t)
 {
     uint32_t first, last;
     *x = NULL;
+    memset(t, 0, sizeof *t);
     int rc = arc_open_meta(path, a);
     if (rc) return rc;
     if ((rc = arc_find_file(*a, name, ent))) goto fail;
@@ -199,6 +201,12 @@ static int open_file(const char *path, const char *name, uint64_t len, arc **a, 
         return 0;
     }
     arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
+    /* Where that fails (damage among others) the grammar's load says why. */
+    if (ce >= 0 && (*a)->ents[ce].size && first == last && arc_shard_text(*a, first) &&
+        !arc_open_text(*a, first, -1, t)) {
+        *ent = (uint32_t)ce;
+        return 0;
+    }
     uint64_t content = 0;
     for (uint32_t k = first; k <= last; k++)
         content += (*a)->shards[k].bytes;
@@ -219,6 +227,29 @@ static void close_all(arc *a, idx *x)
 {
     idx_free(x);
     arc_free(a);
+}
+
+/* Write bytes [off, off + len) of meta's entry ce (fewer at its end), which text shard t
+ * holds (arc_open_text), through hc as copy_out does (at: where t's bytes begin in the file).
+ * 0, -EBADMSG (no message) for a hash that differs, or a write's error. */
+static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, uint64_t at,
+                    hashck *hc)
+{
+    uint32_t lo = 0, hi = t->nids;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (t->ids[mid] < ce)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == t->nids || t->ids[lo] != ce) return tdc_error(-EIO, "entry %u: not in its shard", ce);
+    uint64_t n = t->len[lo];
+    if (off >= n) return 0;
+    if (len > n - off) len = n - off;
+    const unsigned char *p = t->text + t->at[lo] + off;
+    if (hc && hashck_feed(hc, at + off, p, (size_t)len)) return -EBADMSG;
+    return fio_write_all(1, p, (size_t)len, "stdout");
 }
 
 /* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
@@ -618,6 +649,13 @@ static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64
         uint64_t n = m->shards[k].bytes;
         if (at + n <= off) continue;
         uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
+        arc_text t;
+        if (arc_shard_text(m, k) && !arc_open_text(m, k, ce, &t)) { /* checked above */
+            if ((rc = text_out(&t, ce, lo, hi - lo, at, check ? &hc : NULL)) == -EBADMSG)
+                tdc_error(rc, damaged_hash, name);
+            arc_text_free(&t);
+            continue;
+        }
         arc *p = NULL;
         idx *x = NULL;
         if (!(rc = arc_open_part(m, ce, k, &p)) && !(rc = index_for(p, hi - lo, n, &x)) &&
@@ -636,9 +674,17 @@ static int cmd_cat(int argc, char **argv)
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_file(argv[1], argv[2], UINT64_MAX, &a, &x, &e);
+    arc_text t;
+    int rc = open_file(argv[1], argv[2], UINT64_MAX, &a, &x, &e, &t);
     if (rc) return fail(rc);
-    if (!x) {
+    if (t.payload) {
+        hashck hc = {0};
+        hashck_init(&hc, a->ents[e].hash, a->ents[e].size);
+        if ((rc = text_out(&t, e, 0, a->ents[e].size, 0, &hc)) == -EBADMSG)
+            tdc_error(rc, damaged_hash, argv[2]);
+        hashck_free(&hc);
+        arc_text_free(&t);
+    } else if (!x) {
         rc = parts_out(a, e, argv[2], 0, UINT64_MAX, 1);
     } else if (!(rc = arc_entry_damaged(a, e))) {
         /* The content's hash is the archived one of the inode's first name. */
@@ -677,12 +723,17 @@ static int cmd_extract(int argc, char **argv)
     arc *a;
     idx *x;
     uint32_t e;
-    int rc = open_file(argv[1], argv[2], len, &a, &x, &e);
+    arc_text t;
+    int rc = open_file(argv[1], argv[2], len, &a, &x, &e, &t);
     if (rc) return fail(rc);
-    if (!x)
+    if (t.payload) {
+        rc = text_out(&t, e, off, len, 0, NULL);
+        arc_text_free(&t);
+    } else if (!x) {
         rc = parts_out(a, e, argv[2], off, len, 0);
-    else if (!(rc = arc_entry_damaged(a, e)))
+    } else if (!(rc = arc_entry_damaged(a, e))) {
         rc = copy_out(x, e, off, len, 0, 1, "stdout", NULL);
+    }
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
 }
