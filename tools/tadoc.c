@@ -235,15 +235,8 @@ static void close_all(arc *a, idx *x)
 static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, uint64_t at,
                     hashck *hc)
 {
-    uint32_t lo = 0, hi = t->nids;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (t->ids[mid] < ce)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == t->nids || t->ids[lo] != ce) return tdc_error(-EIO, "entry %u: not in its shard", ce);
+    int64_t lo = find_u32(t->ids, t->nids, ce);
+    if (lo < 0) return tdc_error(-EIO, "entry %u: not in its shard", ce);
     uint64_t n = t->len[lo];
     if (off >= n) return 0;
     if (len > n - off) len = n - off;

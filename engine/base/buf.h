@@ -112,6 +112,20 @@ static inline void st64(unsigned char *p, uint64_t x)
         p[i] = (unsigned char)(x >> (8 * i));
 }
 
+/* Index of x in a[0..n) (ascending), or -1. */
+static inline int64_t find_u32(const uint32_t *a, size_t n, uint32_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && a[lo] == x ? (int64_t)lo : -1;
+}
+
 /* qsort that accepts an empty (possibly NULL) array, which plain qsort does not. */
 static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {

@@ -620,15 +620,7 @@ static void read_ahead(vol *v, const vol_span *s, uint32_t c)
 /* The span's entry of v->a's entry c, or -1. */
 static int64_t local_entry(const vol_span *s, uint32_t c)
 {
-    uint32_t lo = 0, hi = s->nids;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (s->ids[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < s->nids && s->ids[lo] == c ? (int64_t)lo : -1;
+    return find_u32(s->ids, s->nids, c);
 }
 
 vol_span *vol_span_hold(vol *v, int64_t ent, uint64_t off)

@@ -18,12 +18,7 @@ static size_t image_n;
 
 static void put(const char *name, const void *p, size_t n)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
+    assert_int_equal(tu_put(dir, name, p, n), 0);
 }
 
 static int setup(void **state)

@@ -233,12 +233,7 @@ static void test_pieces(void **state)
 
 static void put_file(const char *dir, const char *name, const unsigned char *p, size_t n)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
+    assert_int_equal(tu_put(dir, name, p, n), 0);
 }
 
 /* arc_open_text of each text shard of a packed tree: every file it holds (a part, for a file

@@ -25,6 +25,17 @@ static inline char *tu_tmppath(const char *name)
     return p;
 }
 
+/* Write n bytes at p to dir/name; 0, or -1. */
+static inline int tu_put(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(p, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 /* Read a whole file (for real-text inputs); NULL if unreadable. */
 static inline unsigned char *tu_slurp(const char *path, size_t *n)
 {
