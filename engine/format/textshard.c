@@ -73,21 +73,12 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
     return rc == -ENOMEM ? tdc_error(rc, "text shard: out of memory") : rc;
 }
 
-/* A long token as the decoder met it: its id, and where its bytes lie in the dictionary, so
- * that a reference back is checked against them without a look at the dictionary's offsets
- * (a cache miss fewer per repeated token). */
-typedef struct long_tok {
-    uint64_t off;
-    uint32_t id, len;
-} long_tok;
-
 typedef struct dec {
     dict *d;
     gram *g;
     uint32_t *shortid;
     rd ids;
-    long_tok *longs; /* each long token so far, room for `cap`: one per reference */
-    size_t nlongs, cap;
+    vec32 longs; /* the id of each long token so far */
 } dec;
 
 /* Internal failures of dec_token, made messages by textshard_grammar. */
@@ -99,25 +90,22 @@ static int dec_token(void *ctx, const unsigned char *t, size_t n)
     dec *s = ctx;
     uint32_t id, *slot = n <= SHORT_MAX ? &s->shortid[short_slot(t, n)] : NULL;
     uint64_t r = 0;
-    if (!slot && rd_varint(&s->ids, &r)) return BAD_ID; /* so nlongs < cap below */
-    long_tok lt = {0};
+    if (!slot && rd_varint(&s->ids, &r)) return BAD_ID;
     if (slot ? !*slot : !r) { /* new */
         int rc = dict_append(s->d, t, n, &id);
         if (rc) return rc == -EOVERFLOW ? TOO_MANY : rc;
         if (slot) *slot = id + 1;
-        size_t len;
-        lt = (long_tok){(uint64_t)(dict_bytes(s->d, id, &len) - dict_blob_at(s->d, 0)), id,
-                        (uint32_t)n};
     } else if (slot) {
         id = *slot - 1;
     } else { /* a long token seen r long tokens back: the same bytes */
-        if (r > s->nlongs) return BAD_ID;
-        lt = s->longs[s->nlongs - r];
-        if (lt.len != n || memcmp(dict_blob_at(s->d, lt.off), t, n)) return BAD_ID;
-        id = lt.id;
+        size_t len;
+        if (r > s->longs.n) return BAD_ID;
+        id = s->longs.p[s->longs.n - r];
+        const unsigned char *q = dict_bytes(s->d, id, &len);
+        if (len != n || memcmp(q, t, n)) return BAD_ID;
     }
     if (id >= TEXT_TOKENS_MAX) return TOO_MANY;
-    if (!slot) s->longs[s->nlongs++] = lt; /* room: its reference was read */
+    if (!slot && vec32_push(&s->longs, id)) return -ENOMEM;
     return vec32_push(&s->g->root, id) ? -ENOMEM : 0;
 }
 
@@ -157,15 +145,6 @@ int textshard_pieces(const unsigned char *p, size_t n, uint64_t **lens, size_t *
     return read_lengths(p, n, lens, np, text, &ids);
 }
 
-/* How many varints the bytes of r end: one per long token of a good payload. */
-static size_t varints(rd r)
-{
-    size_t n = 0;
-    for (const unsigned char *p = r.p; p < r.end; p++)
-        n += !(*p & 0x80);
-    return n;
-}
-
 int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint64_t ntokens,
                       dict **d, gram *g, vec64 *runs)
 {
@@ -180,15 +159,13 @@ int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint
     if (!rc && vec64_push(&g->rule_start, 0)) rc = -ENOMEM;
     /* The root and the dictionary's ids at the sizes the shard table gives (no more than a
      * token a byte of the text, whatever it says): growing them would copy them and fault
-     * their pages in several times over. */
+     * their pages in several times over. So would the dictionary's bytes: they get the
+     * text's size, a bound (most of a text that does not compress is new tokens), and give
+     * back what is left once the tokens are in. */
     uint64_t bytes = (uint64_t)(s.ids.p - text);
     root_syms = root_syms < bytes ? root_syms : bytes;
     ntokens = ntokens < root_syms ? ntokens : root_syms;
-    /* The dictionary's bytes reserved at the text's size, a bound (the text does not compress:
-     * most of it is new tokens) given back once the tokens are in. */
-    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) ||
-                dict_room(s.d, (size_t)ntokens, (size_t)bytes) ||
-                !(s.longs = malloc((s.cap = varints(s.ids)) * sizeof *s.longs + 1))))
+    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) || dict_room(s.d, (size_t)ntokens, (size_t)bytes)))
         rc = -ENOMEM;
     if (!rc) mem_populate(g->root.p, (size_t)root_syms * sizeof *g->root.p);
     if (!rc) rc = tokenize(lens, np, text, dec_token, &s, runs, g);
@@ -197,7 +174,7 @@ int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint
     if (!rc) dict_fit(s.d);
     free(lens);
     free(s.shortid);
-    free(s.longs);
+    vec32_free(&s.longs);
     if (rc == BAD_ID)
         rc = tdc_error(-EBADMSG, "text shard: token references missing, left over or to other bytes");
     else if (rc == TOO_MANY)

@@ -31,8 +31,8 @@ int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id);
  * whose size is known before it is filled). 0 or -ENOMEM. */
 int dict_room(dict *d, size_t tokens, size_t bytes);
 
-/* Give back the room dict_room reserved beyond the tokens added since: a bound that proved
- * larger than the dictionary (a text shard reserves its text's size). */
+/* Give back the room dict_room reserved beyond the tokens added since: for a bound that may be
+ * well above the dictionary's size (a text shard reserves its text's). */
 void dict_fit(dict *d);
 
 /* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */
@@ -51,10 +51,6 @@ uint64_t dict_blob_size(const dict *d);
  * a short token may move a whole vector. */
 #define DICT_PAD 16
 static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len);
-
-/* Byte `off` of all tokens' bytes (token `id`'s begin where the tokens before it end), valid
- * as dict_bytes. */
-static inline const unsigned char *dict_blob_at(const dict *d, uint64_t off);
 
 /* 1 if token `id` is a word, 0 if a separator. */
 static inline int dict_is_word(const dict *d, uint32_t id);
@@ -104,11 +100,6 @@ struct dict {
 static inline int dict_is_word(const dict *d, uint32_t id)
 {
     return d->word.p[id];
-}
-
-static inline const unsigned char *dict_blob_at(const dict *d, uint64_t off)
-{
-    return d->blob.p + off;
 }
 
 static inline const unsigned char *dict_bytes(const dict *d, uint32_t id, size_t *len)
