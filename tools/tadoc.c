@@ -85,7 +85,7 @@ static const char usage_main[] =
     "                               mounted (its resident copy and cached results) when the\n"
     "                               mount shows the archive as written and every file\n"
     "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT, TADOC_NO_KIND, TADOC_NO_COLS,\n"
-    "  TADOC_NO_TEXT=1\n"
+    "  TADOC_NO_TEXT, TADOC_NO_COPIES=1\n"
     "                               pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
@@ -295,12 +295,13 @@ static const char usage_pack[] =
     "                         40 bytes per token (default 25165824)\n"
     "  -q, --quiet            no progress bar and no summary\n"
     "\n"
-    "For the size measurements of bench/codecs.sh, six environment variables switch off one\n"
+    "For the size measurements of bench/codecs.sh, seven environment variables switch off one\n"
     "size technique each when set to 1: TADOC_NO_PRUNE (keep every rule), TADOC_FREQ_ORDER\n"
     "(tokens in plain frequency order), TADOC_NO_FRONT (no front-coded dictionary),\n"
     "TADOC_NO_KIND (rules and root in the plain layout, not the kind layout), TADOC_NO_COLS\n"
-    "(the file table in rows, not in columns) and TADOC_NO_TEXT (no file stored as its text,\n"
-    "however incompressible).\n";
+    "(the file table in rows, not in columns), TADOC_NO_TEXT (no file stored as its text,\n"
+    "however incompressible) and TADOC_NO_COPIES (copies of a file packed in their own places,\n"
+    "not in the shard of the first).\n";
 
 /* 1 when environment variable `name` is "1" (the ablation switches of tadoc pack). */
 static int env_on(const char *name)
@@ -390,6 +391,7 @@ static int cmd_pack(int argc, char **argv)
     o.warn = on_warn;
     o.keep_rules = env_on("TADOC_NO_PRUNE");
     o.freq_order = env_on("TADOC_FREQ_ORDER");
+    o.copies_apart = env_on("TADOC_NO_COPIES");
     o.plain = (env_on("TADOC_NO_FRONT") ? ARC_PLAIN_DICT : 0) |
               (env_on("TADOC_NO_KIND") ? ARC_PLAIN_SYMS : 0) |
               (env_on("TADOC_NO_COLS") ? ARC_PLAIN_FILES : 0) |

@@ -48,6 +48,7 @@ struct pack_job {
     arc_entry *ents;
     size_t nents, cap;
     uint32_t *files; /* entries that hold content, in order */
+    unsigned char *copy; /* per files[i]: 1 where its content is the file's before it */
     size_t nfiles;
     group *groups;
     size_t ngroups;
@@ -83,6 +84,8 @@ typedef struct sbuild {
     buf raw;     /* text: the parts' bytes */
     vec64 lens;  /* text: each part's length */
     uint64_t bytes, tokens;
+    uint64_t limit; /* the content after which the shard closes: the shard size, or more for a
+                       copy of the file before it, which joins that file's shard */
     size_t part0;  /* first part of this shard in g->parts */
     uint32_t ent;  /* the file being tokenized */
     int last_word; /* the file's last token so far is a word */
@@ -230,7 +233,7 @@ static int emit(void *ctx, const unsigned char *t, size_t n)
 {
     sbuild *b = ctx;
     int word = tok_is_word_byte(t[0]), rc;
-    if (b->bytes >= b->p->shard_size && !(b->last_word && word)) {
+    if (b->bytes >= b->limit && !(b->last_word && word)) {
         if (!b->text && vec32_push(&b->toks, SEQ_BARRIER)) return -ENOMEM;
         if ((rc = close_shard(b)) || (rc = add_part(b))) return rc;
     }
@@ -488,9 +491,14 @@ int pack_incompressible(ZSTD_CCtx *cc, const unsigned char *p, size_t n)
  * the previous file is closed first, unless this file is empty: it adds nothing, and would
  * otherwise open a shard of no content (which every tree whose last file is empty got, its
  * one shard being exactly full). */
-static int start_file(sbuild *b, uint32_t ent, uint64_t left)
+static int start_file(sbuild *b, uint32_t ent, uint64_t left, int copy)
 {
-    int rc = b->bytes >= b->p->shard_size && left > 0 ? close_shard(b) : 0;
+    /* A copy of the file before it stays in its shard (where the grammar, or zstd in a text
+     * shard, stores it in next to nothing), up to twice the shard size. */
+    uint64_t s = b->p->shard_size;
+    int join = copy && b->bytes + left <= 2 * s;
+    int rc = b->bytes >= s && left > 0 && !join ? close_shard(b) : 0;
+    b->limit = join ? b->bytes + left + 1 : s;
     b->ent = ent;
     b->last_word = 0;
     return rc ? rc : add_part(b);
@@ -499,8 +507,8 @@ static int start_file(sbuild *b, uint32_t ent, uint64_t left)
 /* Tokenize one file into the shard being built: gb's, or, for a file its first block shows
  * incompressible (with tb not NULL), tb's, a shard stored as its text. Records its size and
  * hash. */
-static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, unsigned char *blk,
-                     size_t blksz)
+static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, int copy,
+                     unsigned char *blk, size_t blksz)
 {
     sbuild *b = NULL;
     arc_entry *e = &gb->p->ents[ent];
@@ -529,14 +537,14 @@ static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, unsign
         if (k == 0) break;
         if (!b) {
             b = tb && pack_incompressible(cc, blk, (size_t)k) ? tb : gb;
-            if ((rc = start_file(b, ent, left))) break;
+            if ((rc = start_file(b, ent, left, copy))) break;
         }
         XXH3_64bits_update(hs, blk, (size_t)k);
         size += (uint64_t)k;
         rc = tok_feed(&ts, blk, (size_t)k, emit, b);
         progress(b->p, (uint64_t)k);
     }
-    if (!b && !rc) rc = start_file(b = gb, ent, 0); /* nothing read: empty */
+    if (!b && !rc) rc = start_file(b = gb, ent, 0, 0); /* nothing read: empty */
     if (!rc) rc = tok_finish(&ts, emit, b);
     if (!rc && !b->text && vec32_push(&b->toks, SEQ_BARRIER)) rc = -ENOMEM;
     if (!rc) {
@@ -578,7 +586,7 @@ static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
     ZSTD_CCtx *cc = text ? ZSTD_createCCtx() : NULL; /* the trials' (NULL: one each) */
     int rc = b.d ? 0 : -ENOMEM;
     for (uint32_t i = g->first; i < g->end && !rc; i++)
-        rc = pack_file(&b, text ? &tb : NULL, cc, p->files[i], blk, blksz);
+        rc = pack_file(&b, text ? &tb : NULL, cc, p->files[i], p->copy[i], blk, blksz);
     /* a group of empty files only: one empty grammar shard */
     if (!rc && (g->nparts > b.part0 || (!g->nsh && !tg.nparts))) rc = close_shard(&b);
     if (!rc && tg.nparts > tb.part0) rc = close_shard(&tb);
@@ -639,13 +647,106 @@ uint64_t pack_shard_size(uint64_t content)
     return s < PACK_SHARD_MIN ? PACK_SHARD_MIN : s > PACK_SHARD_MAX ? PACK_SHARD_MAX : s;
 }
 
+/* Files of at least this many bytes are looked for copies (by size, then by content). */
+#define COPY_MIN 1024
+
+static int is_content(const packer *p, size_t i)
+{
+    return p->ents[i].type == ARC_REG && !is_extra_link(p, i);
+}
+
+/* Entries by size, then (with `ctx` hashes set) content hash, then index. */
+static int by_content(const void *a, const void *b, void *ctx)
+{
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    const arc_entry *x = &((const arc_entry *)ctx)[i], *y = &((const arc_entry *)ctx)[j];
+    if (x->size != y->size) return (x->size > y->size) - (x->size < y->size);
+    if (x->hash != y->hash) return (x->hash > y->hash) - (x->hash < y->hash);
+    return (i > j) - (i < j);
+}
+
+/* The content hash of each file of COPY_MIN bytes or more whose size another file has, in
+ * its entry (pack_file sets it again as it reads): what plan_groups finds copies by. A file
+ * that cannot be read keeps 0 and is nobody's copy. */
+static int hash_same_sizes(packer *p)
+{
+    uint32_t *v = malloc((p->nents ? p->nents : 1) * sizeof *v), n = 0;
+    unsigned char *blk = malloc(1 << 20);
+    char *path = NULL;
+    int rc = v && blk ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && !p->o->copies_apart && i < p->nents; i++)
+        if (is_content(p, i) && p->ents[i].size >= COPY_MIN) v[n++] = (uint32_t)i;
+    for (uint32_t i = 0; !rc && i < n; i++)
+        p->ents[v[i]].hash = 0; /* the walk's: none yet */
+    if (!rc) sort_r(v, n, sizeof *v, by_content, p->ents);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        arc_entry *e = &p->ents[v[i]];
+        if (!(i && p->ents[v[i - 1]].size == e->size) &&
+            !(i + 1 < n && p->ents[v[i + 1]].size == e->size))
+            continue;
+        free(path);
+        if (!(path = malloc(strlen(p->top) + strlen(e->path) + 2))) {
+            rc = -ENOMEM;
+            break;
+        }
+        sprintf(path, "%s/%s", p->top, e->path);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue; /* pack_file says what is wrong */
+        XXH3_state_t *hs = XXH3_createState();
+        uint64_t left = e->size;
+        if (hs) XXH3_64bits_reset(hs);
+        while (hs && left) {
+            ssize_t k = read(fd, blk, left < (1 << 20) ? (size_t)left : (1 << 20));
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) break;
+            XXH3_64bits_update(hs, blk, (size_t)k);
+            left -= (uint64_t)k;
+        }
+        e->hash = hs && !left ? XXH3_64bits_digest(hs) : 0;
+        if (!hs) rc = -ENOMEM;
+        XXH3_freeState(hs);
+        close(fd);
+    }
+    free(path);
+    free(blk);
+    free(v);
+    return rc;
+}
+
+
 /* The content files in order, cut into groups of at most the shard size (a larger file is a
- * group of its own, which the worker cuts into shards); at least one group. */
+ * group of its own, which the worker cuts into shards); at least one group. A copy of an
+ * earlier file (hash_same_sizes) comes right after it instead of in its own place, marked in
+ * p->copy, so that it lands in the same shard: the archive stores it in next to nothing, and
+ * its reads load that shard. */
 static int plan_groups(packer *p)
 {
     p->files = malloc((p->nents ? p->nents : 1) * sizeof *p->files);
+    p->copy = calloc(p->nents ? p->nents : 1, 1);
     p->groups = calloc(p->nents + 1, sizeof *p->groups);
-    if (!p->files || !p->groups) return -ENOMEM;
+    size_t n = p->nents ? p->nents : 1;
+    uint32_t *hashed = malloc(n * sizeof *hashed), nh = 0;
+    /* per entry: its next copy + 1, or 0 (a copy's original is the first of its kind) */
+    uint32_t *next = calloc(n, sizeof *next);
+    unsigned char *is_copy = calloc(n, 1);
+    int rc = p->files && p->copy && p->groups && hashed && next && is_copy ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < p->nents; i++)
+        if (is_content(p, i) && p->ents[i].size >= COPY_MIN && p->ents[i].hash)
+            hashed[nh++] = (uint32_t)i;
+    if (!rc) sort_r(hashed, nh, sizeof *hashed, by_content, p->ents);
+    for (uint32_t i = 1; !rc && i < nh; i++) {
+        const arc_entry *x = &p->ents[hashed[i - 1]], *y = &p->ents[hashed[i]];
+        if (x->size == y->size && x->hash == y->hash) {
+            next[hashed[i - 1]] = hashed[i] + 1;
+            is_copy[hashed[i]] = 1;
+        }
+    }
+    free(hashed);
+    if (rc) {
+        free(next);
+        free(is_copy);
+        return rc;
+    }
     if (!p->shard_size) {
         uint64_t total = 0;
         for (size_t i = 0; i < p->nents; i++)
@@ -656,7 +757,7 @@ static int plan_groups(packer *p)
     group *g = &p->groups[0];
     p->ngroups = 1;
     for (size_t i = 0; i < p->nents; i++) {
-        if (p->ents[i].type != ARC_REG || is_extra_link(p, i)) continue;
+        if (!is_content(p, i) || is_copy[i]) continue;
         uint64_t sz = p->ents[i].size;
         if (g->end > g->first && bytes + sz > p->shard_size) {
             g = &p->groups[p->ngroups++];
@@ -666,7 +767,15 @@ static int plan_groups(packer *p)
         p->files[p->nfiles++] = (uint32_t)i;
         g->end++;
         bytes += sz;
+        for (uint32_t j = next[i]; j; j = next[j - 1]) { /* its copies, in entry order */
+            p->copy[p->nfiles] = 1;
+            p->files[p->nfiles++] = j - 1;
+            g->end++;
+            bytes += sz;
+        }
     }
+    free(next);
+    free(is_copy);
     return 0;
 }
 
@@ -754,7 +863,7 @@ int pack_plan(const char *dir, const pack_opts *opts, pack_job **out)
     else if (!S_ISDIR(sb.st_mode))
         rc = tdc_error(-ENOTDIR, "%s: not a directory", dir);
     else if (!(rc = add_entry(p, "", &sb, ARC_DIR)) && !(rc = read_xattrs(dir, &p->ents[0])) &&
-             !(rc = walk(p, dir, "")))
+             !(rc = walk(p, dir, "")) && !(rc = hash_same_sizes(p)))
         rc = plan_groups(p);
     if (rc) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
@@ -1025,6 +1134,7 @@ void pack_job_free(pack_job *p)
     free(p->all);
     free(p->groups);
     free(p->files);
+    free(p->copy);
     for (size_t i = 0; i < p->nents; i++)
         arc_entry_clear(&p->ents[i]);
     free(p->ents);

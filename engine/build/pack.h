@@ -25,6 +25,7 @@ typedef struct pack_opts {
      * rule, plain frequency order of tokens; `plain`: the ARC_PLAIN_* techniques of the
      * archive's coding to leave out. */
     int keep_rules, freq_order;
+    int copies_apart; /* copies of a file packed in their own places, not after the first */
     unsigned plain;
     /* Optional progress report, called now and then from any worker (one call at a time). */
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);

@@ -237,12 +237,13 @@ newline"
 
 @test "pack of a tree a file is removed from after the walk: archived empty with a warning, exit 1" {
     mkdir -p "$S/in"
-    # Read first (path order) and long enough to read (seconds, more under a sanitizer) that
-    # the removal falls after the walk.
-    cat "$CORPORA"/brown/c* >"$S/in/a-big.txt"
+    # Packed first (path order), in shards of its own whose compression takes long enough
+    # (a second, more under a sanitizer) that the removal falls after the walk and before the
+    # next group is read.
+    cat "$CORPORA"/brown/c* | head -c 5000000 >"$S/in/a-big.txt"
     echo gone >"$S/in/z-gone.txt"
-    (sleep 0.3; rm "$S/in/z-gone.txt") &
-    run "$TADOC" pack -j 1 "$S/in" -o "$S/a.tdc"
+    (sleep 0.2; rm "$S/in/z-gone.txt") &
+    run "$TADOC" pack -j 1 --shard-size 256K "$S/in" -o "$S/a.tdc"
     wait
     [ "$status" -eq 1 ]
     [[ "$output" == *"warning: $S/in/z-gone.txt: removed before it was read (archived empty)"* ]]

@@ -240,6 +240,7 @@ shard_figures() {
     mkfifo "$T/fifo"
     mkdir "$T/emptydir"
     setfattr -n user.note -v hi "$T/a/ca03" 2>/dev/null || true
+    cp "$T/a/ca04" "$T/b/copy" # packed after a/ca04, in its shard (the plan carries it)
     "$TADOC" pack -q "$T" -o "$S/want.tdc" --shard-size 20K
     [ "$(shards_of "$S/want.tdc")" -gt 10 ]
     for n in 1 2 3 4; do
