@@ -126,10 +126,20 @@ for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tm
         status=1
     echo
 done
-# An archive of several shards (merged into one grammar when read): every kernel again.
+# An archive of several shards (merged into one grammar when read): every kernel again. Then
+# one whose copies of files were packed in the first one's shard, out of path order.
 if [ -z "${READS_ONLY:-}" ]; then
     build/rel/tadoc pack --shard-size 512K tests/tmp/corpora/linux-slice -o "$tmp/shards.tdc" -q &&
         build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} "$tmp/shards.tdc" ${SEED:-} ||
+        status=1
+    echo
+    mkdir -p "$tmp/copies/a" "$tmp/copies/m" "$tmp/copies/z"
+    cp tests/tmp/corpora/brown/ca0* "$tmp/copies/a/"
+    cp tests/tmp/corpora/brown/cb0* "$tmp/copies/m/"
+    cp "$tmp/copies/a/ca01" "$tmp/copies/a/ca05" "$tmp/copies/z/"
+    cp "$tmp/copies/a/ca01" "$tmp/copies/m/0-copy"
+    build/rel/tadoc pack --shard-size 64K "$tmp/copies" -o "$tmp/copies.tdc" -q &&
+        build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} "$tmp/copies.tdc" ${SEED:-} ||
         status=1
     echo
 fi
@@ -145,9 +155,10 @@ if [ -n "${ANALYTICS_ONLY:-}" ]; then
     exit $status
 fi
 # The tool: TADOC_GPU=on against off, every analytic, whole archive and a subtree.
-for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards); do
+for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards copies); do
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-        for scope in "" $([ $name = edge ] && echo dir) $([[ $name = linux-slice || $name = shards ]] && echo kernel); do
+        for scope in "" $([ $name = edge ] && echo dir) $([ $name = copies ] && echo z) \
+            $([[ $name = linux-slice || $name = shards ]] && echo kernel); do
             cmp -s <(TADOC_GPU=on build/rel/tadoc $an "$tmp/$name.tdc" $scope) \
                 <(TADOC_GPU=off build/rel/tadoc $an "$tmp/$name.tdc" $scope) ||
                 { echo "tadoc $an $name ${scope:-(all)}: TADOC_GPU=on differs from off"; status=1; }
