@@ -713,7 +713,6 @@ static int hash_same_sizes(packer *p)
     return rc;
 }
 
-
 /* The content files in order, cut into groups of at most the shard size (a larger file is a
  * group of its own, which the worker cuts into shards); at least one group. A copy of an
  * earlier file (hash_same_sizes) comes right after it instead of in its own place, marked in

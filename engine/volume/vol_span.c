@@ -17,7 +17,10 @@
  * A file that pack cut over shards of its own (arc_entry_parts: a file larger than a shard)
  * is read part by part: a read loads the shard holding its bytes alone (arc_open_part), so
  * its first byte costs one shard and the memory it holds stays one shard's, whatever the
- * file's size; a reader going through it has the next parts decoded ahead. */
+ * file's size; a reader going through it has the next parts decoded ahead.
+ *
+ * A shard stored as its text is read from a span of its bytes (arc_open_text): a read copies
+ * them, and the shard is never tokenized for it; `.search` takes the grammar's span. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
