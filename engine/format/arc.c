@@ -2065,15 +2065,21 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
             order[i] = (uint32_t)i;
         sort_r(order, v.n, sizeof *order, run_cmp, &(run_order){meta, v.p});
     }
-    uint64_t at = 0;
+    /* The runs tile the shard's root in the pieces' order, each as long in bytes as its
+     * piece (a part: the whole shard). */
+    const arc_shard *sh = &meta->shards[k];
+    uint64_t at = 0, sym = sh->root_off;
     for (size_t i = 0; !rc && i < v.n; i++) {
         uint32_t l = order[i];
-        uint64_t want = part >= 0 ? meta->shards[k].bytes : meta->ents[v.p[l]].size;
-        if (lens[i] != want) rc = -ENOTSUP;
+        const arc_entry *e = &meta->ents[v.p[l]];
+        uint64_t want = part >= 0 ? sh->bytes : e->size;
+        if (lens[i] != want || (part < 0 && e->root_start != sym)) rc = -ENOTSUP;
+        sym += part >= 0 ? sh->root_syms : e->root_len;
         out->at[l] = at;
         out->len[l] = lens[i];
         at += lens[i];
     }
+    if (!rc && sym != sh->root_off + sh->root_syms) rc = -ENOTSUP;
     free(lens);
     free(order);
     if (rc) {

@@ -382,8 +382,9 @@ typedef struct arc_text {
  * entries of arc_open_span(meta, k, k) or, with part >= 0, the part of that entry in shard k
  * (arc_open_part). Reading a file there is a copy, where its grammar would cost a tokenizing
  * of the whole shard; word queries and analytics need the grammar still. The shard's pieces
- * must be its files' runs one to one, in root order, each as long as its file (or part):
- * what pack and compaction write. 0; -ENOTSUP where the shard is not stored as its text or
+ * must be its files' runs one to one, in root order, the runs tiling its root and each piece
+ * as long as its file (or part): what pack and compaction write (a run whose tokens do not
+ * spell its piece is not seen here; a whole file's read then fails its content hash). 0; -ENOTSUP where the shard is not stored as its text or
  * its pieces are not so (the caller loads the grammar, which judges the shard); -EBADMSG
  * (damaged), -EIO, -ENOMEM with a message. */
 int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out);

@@ -3,7 +3,10 @@
  * recomputed, so the section decoders (dictionary, rules, root, file table), the grammar
  * checks and the index build behind the checksums see the mutated bytes too. An archive
  * that opens must index, and every file must read without a crash; a file that reads to its
- * end must either match its content hash or be reported as corrupt. */
+ * end must either match its content hash or be reported as corrupt. Where a shard stored as
+ * its text also opens as bytes (arc_open_text, what reads use), each of its files' bytes
+ * equal what the grammar spells, unless those fail the file's content hash (which a whole
+ * read checks). */
 #include "fuzz.h"
 
 #include "../../engine/index/idx.h"
@@ -30,6 +33,60 @@ static void fix_checksums(unsigned char *p, size_t n)
         arc_table_seal(tab, nsec);
     }
     arc_header_seal(p);
+}
+
+/* Whether the grammar spells entry ent whole as its content hash says. */
+static int grammar_matches_hash(const arc *a, const idx *x, uint32_t ent)
+{
+    uint64_t size = a->ents[ent].size;
+    unsigned char *g = malloc(size ? size : 1);
+    int ok = idx_extract(x, ent, 0, g, (size_t)size) == (ssize_t)size &&
+             XXH3_64bits(g, size) == a->ents[ent].hash;
+    free(g);
+    return ok;
+}
+
+/* Entry ent's bytes [off, off + n) from the grammar (idx_extract) against the text path's
+ * `p`: equal, or the grammar's bytes of the whole file do not match its hash (a corrupt
+ * archive, which a whole read reports). */
+static void compare_text(const arc *a, const idx *x, uint32_t ent, uint64_t off,
+                         const unsigned char *p, uint64_t n)
+{
+    if (arc_entry_damaged(a, ent)) return;
+    unsigned char *g = malloc(n ? n : 1);
+    ssize_t k = idx_extract(x, ent, off, g, (size_t)n);
+    if (k != (ssize_t)n || memcmp(g, p, n))
+        FUZZ_CHECK(!grammar_matches_hash(a, x, ent),
+                   "a text shard's bytes differ from its grammar's, which match the hash");
+    free(g);
+}
+
+/* Every shard stored as its text that opens as bytes, against the grammar (a loaded); for a
+ * file cut over text shards, each part at its place. */
+static void check_text(const char *path, const arc *a, const idx *x)
+{
+    arc *m;
+    if (arc_open_meta(path, &m)) return;
+    for (uint32_t k = 0; k < m->nshards && m->nents == a->nents; k++) {
+        arc_text t;
+        if (!arc_open_text(m, k, -1, &t)) {
+            for (uint32_t i = 0; i < t.nids; i++)
+                compare_text(a, x, t.ids[i], 0, t.text + t.at[i], t.len[i]);
+            arc_text_free(&t);
+        }
+    }
+    for (uint32_t e = 0; e < m->nents && m->nents == a->nents; e++) {
+        uint32_t first, last;
+        if (!arc_entry_parts(m, e, &first, &last)) continue;
+        uint64_t off = 0;
+        for (uint32_t k = first; k <= last; off += m->shards[k++].bytes) {
+            arc_text t;
+            if (arc_open_text(m, k, e, &t)) continue;
+            compare_text(a, x, e, off, t.text + t.at[0], t.len[0]);
+            arc_text_free(&t);
+        }
+    }
+    arc_free(m);
 }
 
 static void exercise(const char *path)
@@ -74,6 +131,7 @@ static void exercise(const char *path)
         idx_file_footprint(x, i, &rules, &share);
     }
     idx_cursor_free(&c);
+    check_text(path, a, x);
     idx_free(x);
     arc_free(a);
 }
