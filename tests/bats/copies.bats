@@ -13,7 +13,7 @@ setup() {
     scratch_mnt
     T=$S/tree
     mkdir -p "$T/a" "$T/m" "$T/z"
-    python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(5).randbytes(20000))' >"$T/a/noise"
+    rand 5 20000 >"$T/a/noise"
     cp "$CORPORA/brown/cb01" "$T/a/text"
     # Between them and their copies, more than a shard of other files: other groups.
     cp "$CORPORA"/brown/ca0* "$T/m/"

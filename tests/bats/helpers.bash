@@ -33,6 +33,10 @@ sections() {
 # The number of shards of archive $1 (tadoc stat).
 shards_of() { "$TADOC" stat "$1" | awk '/^shards/ {print $2}'; }
 
+rand() { # SEED BYTES: that many pseudo-random bytes on stdout
+    python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(int(sys.argv[1])).randbytes(int(sys.argv[2])))' "$1" "$2"
+}
+
 flip_byte() { # FILE OFFSET
     local b
     b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')

@@ -25,10 +25,6 @@ teardown() {
     scratch_mnt_free
 }
 
-rand() { # SEED BYTES: that many pseudo-random bytes
-    python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(int(sys.argv[1])).randbytes(int(sys.argv[2])))' "$1" "$2"
-}
-
 # Stored and content bytes of the shards stored as text of archive $1, one line each.
 text_shards() {
     "$TADOC" stat "$1" | awk 'BEGIN {k = 0} /^shards/ {on = 1; next} /^sections/ {on = 0; sec = 1}
