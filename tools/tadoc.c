@@ -415,6 +415,7 @@ static int cmd_pack(int argc, char **argv)
                 "  bytes in   %llu\n  bytes out  %llu\n  ratio      %.2f\n"
                 "  tokens     %llu (%llu in the shards' dictionaries)\n"
                 "  rules      %llu in %llu segment(s)\n  shards     %llu\n"
+                "  copies     %llu files (%llu bytes) packed beside their first\n"
                 "  time       %.2f s (%.1f MB/s)\n  peak RSS   %.1f MB\n",
                 (unsigned long long)st.files, (unsigned long long)st.dirs,
                 (unsigned long long)st.links, (unsigned long long)st.special,
@@ -423,7 +424,8 @@ static int cmd_pack(int argc, char **argv)
                 st.bytes_out ? (double)st.bytes_in / (double)st.bytes_out : 0.0,
                 (unsigned long long)st.tokens, (unsigned long long)st.dict_tokens,
                 (unsigned long long)st.rules, (unsigned long long)st.segments,
-                (unsigned long long)st.shards, secs,
+                (unsigned long long)st.shards, (unsigned long long)st.copies,
+                (unsigned long long)st.copy_bytes, secs,
                 secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
     }
     /* As tar: the archive is written, but it may not hold what the tree holds now. */

@@ -771,6 +771,8 @@ static int plan_groups(packer *p)
             p->files[p->nfiles++] = j - 1;
             g->end++;
             bytes += sz;
+            p->st.copies++;
+            p->st.copy_bytes += sz;
         }
     }
     free(next);

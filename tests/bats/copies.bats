@@ -30,7 +30,11 @@ teardown() {
 }
 
 @test "copies: packed with the first, stored in next to nothing, read back exactly" {
-    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    run "$TADOC" pack "$T" -o "$S/a.tdc" --shard-size 32K
+    [ "$status" -eq 0 ]
+    # noise-copy, text-copy and text-copy2; not noise-other, nor the hard link
+    copied=$((20000 + 2 * $(stat -c %s "$T/a/text")))
+    [[ "$output" == *"copies     3 files ($copied bytes) packed beside their first"* ]]
     TADOC_NO_COPIES=1 "$TADOC" pack -q "$T" -o "$S/apart.tdc" --shard-size 32K
     [ "$(shards_of "$S/a.tdc")" -ge 4 ]
     a=$(stat -c %s "$S/a.tdc")
