@@ -188,18 +188,28 @@ int vol_spans_budget(vol *v)
     return 0;
 }
 
-/* What span [first, last] is expected to occupy, from the shard table: a text shard read as
- * its bytes, its payload and (while it decodes) its stored section. */
-static uint64_t span_estimate(const arc *meta, const span_key *key)
+/* The bytes of short rules a span of `content` bytes keeps expanded (span_load). */
+static uint64_t flat_bound(const vol *v, uint64_t content)
+{
+    uint64_t cap = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+    return content / 8 < cap ? content / 8 : cap;
+}
+
+/* What span [first, last] is expected to occupy, from the shard table, its short rules
+ * expanded included (a shard holding copies has more content than its grammar suggests); a
+ * text shard read as its bytes, its payload and (while it decodes) its stored section. */
+static uint64_t span_estimate(const vol *v, const arc *meta, const span_key *key)
 {
     if (key->text) {
         const arc_secinfo *d = &meta->secs[meta->shards[key->first].sec];
         return d->raw + d->stored + (16 << 10);
     }
-    uint64_t n = 0;
-    for (uint32_t k = key->first; k <= key->last; k++)
+    uint64_t n = 0, content = 0;
+    for (uint32_t k = key->first; k <= key->last; k++) {
         n += arc_shard_mem_estimate(meta, k);
-    return n;
+        content += meta->shards[k].bytes;
+    }
+    return n + flat_bound(v, content);
 }
 
 /* What span s occupies. */
@@ -245,10 +255,10 @@ static int span_load(vol *v, const arc *meta, const span_key *key, int flat, vol
     /* Short rules kept expanded, in an eighth of the span's content: reads then copy them
      * whole instead of descending token by token, about three times faster, for a build that
      * costs a fifth of the decoding. Without memory for it (-ENOMEM), reads descend. */
-    uint64_t content = 0, cap = v->o.cache_bytes ? v->o.cache_bytes : IDX_CACHE_DEFAULT;
+    uint64_t content = 0;
     for (uint32_t k = key->first; k <= key->last; k++)
         content += meta->shards[k].bytes;
-    s->flat = content / 8 < cap ? content / 8 : cap;
+    s->flat = flat_bound(v, content);
     if (flat) (void)idx_build_flat(s->x, s->flat, NULL);
     s->bytes = span_bytes(s);
     *out = s;
@@ -377,7 +387,7 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
         }
         if (!same && slot >= 0 && (!v->bud || took)) break;
         if (!same && slot >= 0) { /* room first; then look again, as others went on meanwhile */
-            took = span_estimate(v->smeta, key);
+            took = span_estimate(v, v->smeta, key);
             pthread_mutex_unlock(&v->splock);
             if (how != GET_AHEAD)
                 mbud_take(v->bud, took, how == GET_WAIT);
