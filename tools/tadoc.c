@@ -235,14 +235,12 @@ static void close_all(arc *a, idx *x)
 static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, uint64_t at,
                     hashck *hc)
 {
-    int64_t lo = find_u32(t->ids, t->nids, ce);
-    if (lo < 0) return tdc_error(-EIO, "entry %u: not in its shard", ce);
-    uint64_t n = t->len[lo];
-    if (off >= n) return 0;
-    if (len > n - off) len = n - off;
-    const unsigned char *p = t->text + t->at[lo] + off;
-    if (hc && hashck_feed(hc, at + off, p, (size_t)len)) return -EBADMSG;
-    return fio_write_all(1, p, (size_t)len, "stdout");
+    int64_t i = find_u32(t->ids, t->nids, ce);
+    if (i < 0) return tdc_error(-EIO, "entry %u: not in its shard", ce);
+    const unsigned char *p;
+    size_t n = arc_text_bytes(t, (uint32_t)i, off, len < SIZE_MAX ? (size_t)len : SIZE_MAX, &p);
+    if (hc && hashck_feed(hc, at + off, p, n)) return -EBADMSG;
+    return n ? fio_write_all(1, p, n, "stdout") : 0;
 }
 
 /* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the

@@ -507,15 +507,26 @@ static int start_file(sbuild *b, uint32_t ent, uint64_t left, int copy)
 /* Tokenize one file into the shard being built: gb's, or, for a file its first block shows
  * incompressible (with tb not NULL), tb's, a shard stored as its text. Records its size and
  * hash. */
+/* Open entry e of the tree for reading: the descriptor (or -1, errno set) and its path in
+ * *path (fresh; NULL without memory, which returns -1 with ENOMEM). */
+static int open_in_tree(const packer *p, const arc_entry *e, char **path)
+{
+    if (!(*path = malloc(strlen(p->top) + strlen(e->path) + 2))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    sprintf(*path, "%s/%s", p->top, e->path);
+    return open(*path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
 static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, int copy,
                      unsigned char *blk, size_t blksz)
 {
     sbuild *b = NULL;
     arc_entry *e = &gb->p->ents[ent];
-    char *path = malloc(strlen(gb->p->top) + strlen(e->path) + 2);
+    char *path;
+    int fd = open_in_tree(gb->p, e, &path);
     if (!path) return -ENOMEM;
-    sprintf(path, "%s/%s", gb->p->top, e->path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno != ENOENT) { /* removed since the walk: archived empty (note_change) */
         int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         free(path);
@@ -685,12 +696,11 @@ static int hash_same_sizes(packer *p)
             !(i + 1 < n && p->ents[v[i + 1]].size == e->size))
             continue;
         free(path);
-        if (!(path = malloc(strlen(p->top) + strlen(e->path) + 2))) {
+        int fd = open_in_tree(p, e, &path);
+        if (!path) {
             rc = -ENOMEM;
             break;
         }
-        sprintf(path, "%s/%s", p->top, e->path);
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) continue; /* pack_file says what is wrong */
         XXH3_state_t *hs = XXH3_createState();
         uint64_t left = e->size;

@@ -2013,6 +2013,14 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
     return rc;
 }
 
+size_t arc_text_bytes(const arc_text *t, uint32_t i, uint64_t off, size_t n,
+                      const unsigned char **p)
+{
+    uint64_t len = t->len[i];
+    *p = t->text + t->at[i] + (off < len ? off : len);
+    return off >= len ? 0 : n < len - off ? n : (size_t)(len - off);
+}
+
 void arc_text_free(arc_text *t)
 {
     free(t->payload);
@@ -2051,10 +2059,9 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
     for (size_t i = 0; !rc && i < v.n; i++)
         if (part >= 0 || meta->ents[v.p[i]].root_len) v.p[m++] = v.p[i];
     v.n = m;
-    if (!rc) rc = load_section(meta->fd, meta->path, &meta->secs[meta->shards[k].sec], &out->payload);
-    if (!rc)
-        rc = textshard_pieces(out->payload, meta->secs[meta->shards[k].sec].raw, &lens, &np,
-                              &out->text);
+    const arc_secinfo *dsec = &meta->secs[meta->shards[k].sec];
+    if (!rc) rc = load_section(meta->fd, meta->path, dsec, &out->payload);
+    if (!rc) rc = textshard_pieces(out->payload, dsec->raw, &lens, &np, &out->text);
     if (!rc && np != v.n) rc = -ENOTSUP;
     if (!rc && (!(order = malloc((v.n + 1) * sizeof *order)) ||
                 !(out->at = malloc((v.n + 1) * sizeof *out->at)) ||
@@ -2089,7 +2096,7 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
     }
     out->ids = v.p;
     out->nids = (uint32_t)v.n;
-    out->bytes = sizeof *out + meta->secs[meta->shards[k].sec].raw + v.n * (4 + 16);
+    out->bytes = sizeof *out + dsec->raw + v.n * (4 + 16);
     return 0;
 }
 

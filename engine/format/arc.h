@@ -388,6 +388,10 @@ typedef struct arc_text {
  * its pieces are not so (the caller loads the grammar, which judges the shard); -EBADMSG
  * (damaged), -EIO, -ENOMEM with a message. */
 int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out);
+
+/* Up to n bytes from byte `off` of the i-th entry of t: *p and how many (0 past its end). */
+size_t arc_text_bytes(const arc_text *t, uint32_t i, uint64_t off, size_t n,
+                      const unsigned char **p);
 void arc_text_free(arc_text *t);
 
 /* Whether regular entry `ent` of version 4 `meta` is read best shard by shard: its run fills

@@ -165,7 +165,8 @@ int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint
     uint64_t bytes = (uint64_t)(s.ids.p - text);
     root_syms = root_syms < bytes ? root_syms : bytes;
     ntokens = ntokens < root_syms ? ntokens : root_syms;
-    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) || dict_room(s.d, (size_t)ntokens, (size_t)bytes)))
+    if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) ||
+                dict_room(s.d, (size_t)ntokens, (size_t)bytes)))
         rc = -ENOMEM;
     if (!rc) mem_populate(g->root.p, (size_t)root_syms * sizeof *g->root.p);
     if (!rc) rc = tokenize(lens, np, text, dec_token, &s, runs, g);

@@ -178,11 +178,9 @@ void dict_fit(dict *d)
 
 int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id)
 {
-    if (d->table) { /* rebuilt from the tokens when a lookup needs it */
-        free(d->table);
-        d->table = NULL;
-        d->tcap = 0;
-    }
+    free(d->table); /* rebuilt from the tokens when a lookup needs it */
+    d->table = NULL;
+    d->tcap = 0;
     return push_token(d, p, n, id);
 }
 

@@ -678,9 +678,9 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
         if (!k && s->a) {
             k = idx_extract(s->x, (uint32_t)l, at, (char *)dst + done, want);
         } else if (!k) { /* a text shard's bytes */
-            uint64_t len = s->t.len[l];
-            k = at < len ? (ssize_t)(want < len - at ? want : len - at) : 0;
-            memcpy((char *)dst + done, s->t.text + s->t.at[l] + at, (size_t)k);
+            const unsigned char *p;
+            k = (ssize_t)arc_text_bytes(&s->t, (uint32_t)l, at, want, &p);
+            memcpy((char *)dst + done, p, (size_t)k);
         }
         int whole = s->k.part < 0;
         span_put(v, s);
