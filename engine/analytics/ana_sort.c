@@ -157,8 +157,13 @@ static int by_count_word(const void *x, const void *y, void *ctx)
 
 int ana_by_count(ana_crec *r, size_t n)
 {
+    /* the counting sort's table spans the small counts present, not all of them: most
+     * tables (a bucket of a merge, a small scope's) hold few records of low counts */
+    uint64_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].cnt < SMALL && r[i].cnt > top) top = r[i].cnt;
     ana_crec *o = malloc((n ? n : 1) * sizeof *o);
-    size_t *at = calloc(SMALL, sizeof *at);
+    size_t *at = calloc(top + 1, sizeof *at);
     if (!o || !at) {
         free(o);
         free(at);
@@ -175,7 +180,7 @@ int ana_by_count(ana_crec *r, size_t n)
      * largest count down */
     sort_r(o, big, sizeof *o, by_count_word, NULL);
     size_t s = big;
-    for (size_t c = SMALL; c-- > 0;) {
+    for (size_t c = top + 1; c-- > 0;) {
         size_t k = at[c];
         at[c] = s;
         s += k;

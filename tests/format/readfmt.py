@@ -12,6 +12,11 @@ usage: readfmt.py tree ARCHIVE     the tree the archive plus its journal shows
        readfmt.py cat ARCHIVE PATH the content of a regular file, as `tadoc cat` writes it
        readfmt.py records ARCHIVE  each journal record that replays: seq, type, body length,
                                    then the record's fields
+       readfmt.py each tree|archive|records ARCHIVE...
+                                   that command on each archive, its output to ARCHIVE.tree
+                                   (.archive, .records) and its message to that name plus
+                                   .err; on stdout a line per archive: the exit status a run
+                                   of it alone has, a tab, its path
 The tree listing is the one tests/tools/fmtdump prints (see there). Every rule FORMAT.md
 gives for a valid archive and for a journal record that applies is checked: exit 3 when the
 archive or journal breaks one, with a message on stderr.
@@ -988,13 +993,8 @@ def show(v):
     return str(v)
 
 
-def main(argv):
-    if len(argv) < 3:
-        sys.stderr.write(__doc__)
-        return 2
-    cmd, path = argv[1], argv[2]
+def run(cmd, path, argv, out):
     a = read_archive(path)
-    out = sys.stdout
     if cmd in ("tree", "archive"):
         nodes = model(a)
         if cmd == "tree":
@@ -1014,14 +1014,43 @@ def main(argv):
                 " -> " + e["link"].decode("utf-8", "surrogateescape") if e["type"] == LNK else ""))
     elif cmd == "cat":
         ino = [e["ino"] for e in a["ents"] if e["path"] == argv[3].encode()][0]
+        out.flush()
         sys.stdout.buffer.write(contents(a)[ino])
     elif cmd == "records":
         for s, typ, blen, f in read_journal(path + ".journal", a):
             out.write("%d\t%s\t%d\t%s\n" % (s, typ, blen, " ".join(
                 "%s=%s" % (k, show(v)) for k, v in f.items())))
-    else:
+
+
+def run_each(cmd, paths):
+    """tree, archive or records of several archives in one process (a test checks hundreds):
+    each one's output to PATH.CMD, its message to PATH.CMD.err, and a line "STATUS<TAB>PATH"
+    on stdout with the exit status a run of that archive alone has."""
+    for path in paths:
+        with open(path + "." + cmd, "w") as out, open(path + "." + cmd + ".err", "w") as err:
+            try:
+                run(cmd, path, None, out)
+                code = 0
+            except Bad as e:
+                err.write("readfmt: %s\n" % e)
+                code = 3
+            except Exception as e:  # what a lone run would end with a traceback for
+                err.write("readfmt: %r\n" % e)
+                code = 1
+        sys.stdout.write("%d\t%s\n" % (code, path))
+    return 0
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] not in ("tree", "archive", "ls", "cat", "records", "each"):
         sys.stderr.write(__doc__)
         return 2
+    if argv[1] == "each":
+        if len(argv) < 4 or argv[2] not in ("tree", "archive", "records"):
+            sys.stderr.write(__doc__)
+            return 2
+        return run_each(argv[2], argv[3:])
+    run(argv[1], argv[2], argv, sys.stdout)
     return 0
 
 
