@@ -110,16 +110,27 @@ endif
 SHLIB = $(BUILD)/libtadoc.so.$(VERSION)
 PCFILE = $(BUILD)/tadoc.pc
 
-.PHONY: tsan fuzz fuzz-build test-long all clean test demo bench deps format install lib tools deb
+.PHONY: FORCE tsan fuzz fuzz-build test-long all clean test demo bench deps format install lib \
+        tools deb
 .SECONDARY:
 all: $(TOOLS) $(MPI_BIN) $(HELPERS) $(UNIT_BIN) $(GPU_BIN) $(FUZZ_BIN)
 
-$(BUILD)/%.o: %.c
+# Objects are rebuilt when the flags change: a build folder made with CUDA and then without
+# (or with other CFLAGS) would otherwise link objects of both. $(BUILD)/.flags holds the
+# flags of the last build and changes only when they do.
+FLAGS_FILE = $(BUILD)/.flags
+FLAGS_NOW = $(CC) $(CFLAGS_ALL) | $(NVCC) $(NVFLAGS) | $(LDLIBS_ALL)
+$(FLAGS_FILE): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' >$@
+FORCE:
+
+$(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	@$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
@@ -134,7 +145,7 @@ $(GPULIB): $(CU_OBJ)
 tools: $(TOOLS)
 lib: $(LIBS) $(SHLIB) $(PCFILE)
 
-$(BUILD)/pic/%.o: %.c
+$(BUILD)/pic/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
 	@echo "  CC    $< (PIC)"
 	@$(CC) $(filter-out -DTDC_HAVE_CUDA,$(CFLAGS_ALL)) $(PICFLAGS) -MMD -MP -c $< -o $@
@@ -196,9 +207,12 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBS)
 deps:
 	@tools/deps.sh build test
 
+# The sanitizer builds leave the CUDA kernels out (GPU=0): the suite runs where there is no
+# GPU, the normal build compiles them and its tools take the no-GPU path in the tests that
+# use them, and nvcc would take a minute more of every run.
 test: deps
 	$(MAKE) all
-	$(MAKE) SAN=1 all
+	$(MAKE) SAN=1 GPU=0 all
 	$(MAKE) SAN=thread GPU=0 all
 	@BUILD=build/san TSAN_BUILD=build/tsan tests/run.sh
 

@@ -129,9 +129,9 @@ static void add_stats(compact_stats *st, const compact_stats *g)
 }
 
 /* Build entries map[0..n) of nw (content that moves) into one new shard, index `shard`. */
-static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32_t *map,
-                       uint32_t n, uint32_t shard, compact_read_fn fn, void *ctx, int level,
-                       compact_stats *st, arc_coded *out)
+static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32_t *map, uint32_t n,
+                       uint32_t shard, compact_read_fn fn, void *ctx, int level, compact_stats *st,
+                       arc_coded *out)
 {
     arc g = {0};
     int64_t *gsrc = malloc((n ? n : 1) * sizeof *gsrc);
@@ -228,9 +228,9 @@ static int part_end(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t want, 
  * from index *n on, as pack cuts such a file: each shard one part of it, cut where a token
  * ends, so that reads load the part of their bytes alone (arc_entry_parts) and no build
  * holds more than a shard's content. */
-static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size,
-                       compact_read_fn fn, void *ctx, int level, compact_stats *st,
-                       arc_coded **sh, uint32_t *n, uint32_t *cap)
+static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size, compact_read_fn fn,
+                       void *ctx, int level, compact_stats *st, arc_coded **sh, uint32_t *n,
+                       uint32_t *cap)
 {
     arc_entry *e = &nw->ents[i];
     part_rd rd = {fn, ctx, i, 0, 0, XXH3_createState()};
@@ -305,8 +305,8 @@ static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t
 }
 
 /* Bytes [at, at + len) of new entry `ent` appended to b, and to the file's hash. */
-static int read_text(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at, uint64_t len,
-                     buf *b, XXH3_state_t *hs)
+static int read_text(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at, uint64_t len, buf *b,
+                     XXH3_state_t *hs)
 {
     if (len > SIZE_MAX || buf_reserve(b, (size_t)len)) return tdc_error(-ENOMEM, "out of memory");
     for (uint64_t off = 0; off < len;) {
@@ -322,8 +322,8 @@ static int read_text(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at, u
 
 /* The pieces in text and lens coded as shard *n (stored as its text), their runs in *runs;
  * text and lens left empty. */
-static int text_shard(buf *text, vec64 *lens, vec64 *runs, int level, arc_coded **sh,
-                      uint32_t *n, uint32_t *cap)
+static int text_shard(buf *text, vec64 *lens, vec64 *runs, int level, arc_coded **sh, uint32_t *n,
+                      uint32_t *cap)
 {
     int rc = room(sh, *n, cap);
     runs->n = 0;
@@ -358,8 +358,7 @@ static int build_text(arc *nw, const int64_t *src, const uint32_t *map, uint32_t
             if (!rc) rc = read_text(fn, ctx, map[j], at, end - at, &text, hs);
             if (!rc && vec64_push(&lens, end - at)) rc = -ENOMEM;
             /* each part of a cut file a shard of its own; a group's files one together */
-            if (!rc && (cut || j + 1 == k))
-                rc = text_shard(&text, &lens, &runs, level, sh, n, cap);
+            if (!rc && (cut || j + 1 == k)) rc = text_shard(&text, &lens, &runs, level, sh, n, cap);
             if (!rc && cut) e->root_len += runs.p[0];
         }
         if (!rc) e->hash = XXH3_64bits_digest(hs);
@@ -409,7 +408,8 @@ uint64_t compact_shard_size(const arc *old, uint64_t asked)
 int compact_by_shards(const arc *old, uint64_t shard_size)
 {
     shard_size = compact_shard_size(old, shard_size);
-    return old->nshards > 1 || (old->nshards == 1 && old->shards[0].bytes >= shard_size / 2);
+    return old->nshards > 1 || (old->nshards == 1 &&
+                                (old->shards[0].bytes >= shard_size / 2 || arc_shard_text(old, 0)));
 }
 
 int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
@@ -447,8 +447,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
     uint32_t ntext = 0;
     if (!rc && (!text || !blk)) rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t i = 0; !rc && i < nw->nents; i++)
-        if (moves(&p, nw, src, i) &&
-            !(rc = text_file(old, nw, src, i, fn, ctx, blk, cc, &text[i])))
+        if (moves(&p, nw, src, i) && !(rc = text_file(old, nw, src, i, fn, ctx, blk, cc, &text[i])))
             ntext += text[i];
     ZSTD_freeCCtx(cc);
     /* Moving content, in path order, into groups of about the shard size: first the grammar
@@ -471,8 +470,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
             }
             if (!k && (n || ntext)) break;
             if (k == 1 && nw->ents[map[0]].size > p.shard_size) { /* a file of its own, cut */
-                rc = build_parts(old, nw, map[0], p.shard_size, fn, ctx, level, st, &sh, &n,
-                                 &cap);
+                rc = build_parts(old, nw, map[0], p.shard_size, fn, ctx, level, st, &sh, &n, &cap);
                 continue;
             }
             if ((rc = room(&sh, n, &cap))) break;

@@ -40,7 +40,8 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
 uint64_t compact_shard_size(const arc *old, uint64_t asked);
 
 /* Whether compaction of `old` goes shard by shard: it has several shards, or one large
- * enough (half of compact_shard_size) that copying it beats compressing it again. */
+ * enough (half of compact_shard_size) that copying it beats compressing it again, or one
+ * stored as its text (which one grammar of everything would not keep so). */
 int compact_by_shards(const arc *old, uint64_t shard_size);
 
 #endif

@@ -18,14 +18,15 @@
 #include "../base/err.h"
 #include "../base/par.h"
 #include "../base/fio.h"
+#include "../base/tok.h"
 
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
-#define CODEC_ZSTD_FRONT 2          /* dictionary only: zstd of dict_front_encode's output */
-#define CODEC_KIND 3                /* rules and root only: the kind layout (syms.h), raw */
-#define CODEC_ZSTD_KIND 4           /* rules and root only: zstd of the kind layout */
-#define CODEC_ZSTD_COLS 5           /* version 4 file table only: zstd of its columns (ftcols.h) */
-#define CODEC_ZSTD_TEXT 6 /* version 4, all three sections of a shard: its text (textshard.h) */
+#define CODEC_ZSTD_FRONT 2 /* dictionary only: zstd of dict_front_encode's output */
+#define CODEC_KIND 3       /* rules and root only: the kind layout (syms.h), raw */
+#define CODEC_ZSTD_KIND 4  /* rules and root only: zstd of the kind layout */
+#define CODEC_ZSTD_COLS 5  /* version 4 file table only: zstd of its columns (ftcols.h) */
+#define CODEC_ZSTD_TEXT 6  /* version 4, all three sections of a shard: its text (textshard.h) */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -142,7 +143,8 @@ uint8_t arc_type_of_mode(uint32_t mode)
 
 uint32_t arc_mode_of_type(uint8_t type)
 {
-    static const uint32_t bits[] = {0, S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK};
+    static const uint32_t bits[] = {0,       S_IFREG,  S_IFDIR, S_IFLNK,
+                                    S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK};
     return type < sizeof bits / sizeof *bits ? bits[type] : 0;
 }
 
@@ -340,8 +342,8 @@ static int code_section(uint32_t type, buf *raw, int level, unsigned plain, arc_
     if (rc) return rc;
     *s = (arc_secinfo){.type = type, .raw = raw->n};
     if (zn < raw->n) {
-        s->codec = front  ? CODEC_ZSTD_FRONT
-                   : cols ? CODEC_ZSTD_COLS
+        s->codec = front    ? CODEC_ZSTD_FRONT
+                   : cols   ? CODEC_ZSTD_COLS
                    : kinded ? CODEC_ZSTD_KIND
                             : CODEC_ZSTD;
         s->stored = zn;
@@ -365,25 +367,24 @@ static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level,
     memset(out, 0, sizeof *out);
     int rc = 0, kinded = !(plain & ARC_PLAIN_SYMS);
     if (check && dict_count(d) != g->ntokens)
-        return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u",
-                         g->ntokens, dict_count(d));
+        return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u", g->ntokens,
+                         dict_count(d));
     if (check && (rc = gram_check_root(g))) return rc;
-    out->info = (arc_shard){.bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens,
-                            .nrules = g->nrules};
+    out->info = (arc_shard){
+        .bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens, .nrules = g->nrules};
     buf b = {0};
     syms_kinds *k = NULL;
     for (uint32_t i = 0; i < 3 && !rc; i++) {
         uint32_t type = ARC_SEC_DICT + i;
         b.n = 0;
-        rc = type == ARC_SEC_DICT ? dict_encode(d, &b)
+        rc = type == ARC_SEC_DICT    ? dict_encode(d, &b)
              : type == ARC_SEC_RULES ? syms_enc_rules(g, d, kinded, &b, &k)
                                      : syms_enc_root(g, k, &b);
         if (rc == -ENOMEM)
             rc = tdc_error(rc, "out of memory encoding %s", arc_section_name(type));
         else if (rc) /* a grammar the kind layout cannot hold: keep why */
             rc = tdc_error_ctx(rc, "encoding %s", arc_section_name(type));
-        if (!rc)
-            rc = code_section(type, &b, level, plain, &out->secs[i], &out->data[i]);
+        if (!rc) rc = code_section(type, &b, level, plain, &out->secs[i], &out->data[i]);
     }
     syms_kinds_free(k);
     buf_free(&b);
@@ -650,7 +651,9 @@ static int write_tmp(const char *path, arc *a, int level, int check, char **tmpo
     if (!d && !(d = empty = dict_new())) return tdc_error(-ENOMEM, "out of memory");
     int rc = shard_encode(d, &a->g, content_bytes(a), level, a->plain, check, &c);
     dict_free(empty);
-    if (rc) return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject") : rc;
+    if (rc)
+        return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject")
+                     : rc;
     rc = write_coded(path, a, &c, 1, level, check, 1, NULL, tmpout);
     arc_coded_free(&c);
     return rc;
@@ -766,10 +769,10 @@ int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard)
     int rc = dec_str(r, &e->path, 0);
     if (!rc && rd_bytes(r, 1, &t)) rc = -EBADMSG;
     if (!rc) e->type = *t;
-    if (!rc && (rd_varint(r, &mode) || rd_varint(r, &uid) || rd_varint(r, &gid) ||
-                rd_varint(r, &zz) || rd_varint(r, &nsec) || rd_varint(r, &e->size) ||
-                (version >= 4 && rd_varint(r, shard)) || rd_varint(r, &e->root_start) ||
-                rd_varint(r, &e->root_len) || rd_u64(r, &e->hash)))
+    if (!rc &&
+        (rd_varint(r, &mode) || rd_varint(r, &uid) || rd_varint(r, &gid) || rd_varint(r, &zz) ||
+         rd_varint(r, &nsec) || rd_varint(r, &e->size) || (version >= 4 && rd_varint(r, shard)) ||
+         rd_varint(r, &e->root_start) || rd_varint(r, &e->root_len) || rd_u64(r, &e->hash)))
         rc = -EBADMSG;
     if (!rc) rc = dec_str(r, &e->link, 1);
     if (!rc && ((version >= 2 && rd_varint(r, &e->ino)) ||
@@ -1218,8 +1221,8 @@ static int check_kinds_agree(const arc *a)
             (is_text(&s[0]) && (s[1].raw || s[1].stored || s[2].raw || s[2].stored)))
             return tdc_error(-EBADMSG, "shard %u: stored as text in some sections only", k);
         if (is_kinded(&s[1]) != is_kinded(&s[2]))
-            return tdc_error(-EBADMSG, "shard %u: rules in the %s layout but root in the %s one",
-                             k, is_kinded(&s[1]) ? "kind" : "plain",
+            return tdc_error(-EBADMSG, "shard %u: rules in the %s layout but root in the %s one", k,
+                             is_kinded(&s[1]) ? "kind" : "plain",
                              is_kinded(&s[2]) ? "kind" : "plain");
     }
     return 0;
@@ -1303,8 +1306,8 @@ static int index_shards(arc *a)
     }
     for (uint32_t k = 0; k < a->nents; k++) {
         const arc_entry *e = &a->ents[a->byino[k]];
-        holds[a->byino[k]] = e->type == ARC_REG && e->root_len &&
-                             (!k || a->ents[a->byino[k - 1]].ino != e->ino);
+        holds[a->byino[k]] =
+            e->type == ARC_REG && e->root_len && (!k || a->ents[a->byino[k - 1]].ino != e->ino);
     }
     for (uint32_t i = 0; i < a->nents; i++)
         if (holds[i]) at[a->ents[i].shard + 1]++;
@@ -1628,8 +1631,7 @@ static int check_shard(const arc *a, uint32_t k, int rc, int check_root, dict **
 static int load_shard(const arc *a, uint32_t k, dict **d, gram *g)
 {
     const arc_shard *sh = &a->shards[k];
-    if (is_text(&a->secs[sh->sec]))
-        return check_shard(a, k, load_text(a, k, d, g), 0, d, g);
+    if (is_text(&a->secs[sh->sec])) return check_shard(a, k, load_text(a, k, d, g), 0, d, g);
     side_job j = {.a = a, .secs = &a->secs[sh->sec], .g = g};
     j.kinded = is_kinded(&j.secs[1]);
     pthread_mutex_init(&j.lock, NULL);
@@ -1728,8 +1730,7 @@ static int stand_in(const arc *a, uint32_t k, dict **d, gram *g)
      * more): a shard table that says more is not believed. */
     const arc_secinfo *s = &a->secs[sh->sec];
     uint64_t room = is_text(&s[0]) ? s[0].raw : s[2].raw / (is_kinded(&s[2]) ? 1 : 4);
-    if (sh->root_syms > room)
-        return tdc_error(-EBADMSG, "%s", sh->damage);
+    if (sh->root_syms > room) return tdc_error(-EBADMSG, "%s", sh->damage);
     if (sh->root_syms > SIZE_MAX / 8 || !(*d = dict_new()) || dict_intern(*d, tok, 1, &id) ||
         vec32_reserve(&g->root, sh->root_syms) || vec64_push(&g->rule_start, 0))
         return tdc_error(-ENOMEM, "out of memory");
@@ -1807,8 +1808,8 @@ int arc_entry_damaged(const arc *a, uint32_t ent)
     const arc_entry *e = &a->ents[ent];
     if (!e->damaged) return 0;
     if (e->damaged == ARC_NOT_LOADED)
-        return tdc_error(-EINVAL, "%s: '%s' is not in the shards loaded", a->path ? a->path : "archive",
-                         e->path);
+        return tdc_error(-EINVAL, "%s: '%s' is not in the shards loaded",
+                         a->path ? a->path : "archive", e->path);
     return arc_damage_error(a, ent, e->damaged - 1, a->shards[e->damaged - 1].damage);
 }
 
@@ -2044,6 +2045,14 @@ static int run_cmp(const void *a, const void *b, void *ctx)
     return (x->root_start > y->root_start) - (x->root_start < y->root_start);
 }
 
+static int count_token(void *ctx, const unsigned char *p, size_t n)
+{
+    (void)p;
+    (void)n;
+    ++*(uint64_t *)ctx;
+    return 0;
+}
+
 int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
 {
     memset(out, 0, sizeof *out);
@@ -2052,8 +2061,9 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
     uint64_t *lens = NULL;
     uint32_t *order = NULL;
     size_t np = 0;
-    int rc = part < 0 ? span_entries(meta, k, k, &v)
-                      : vec32_push(&v, (uint32_t)part) ? tdc_error(-ENOMEM, "out of memory") : 0;
+    int rc = part < 0                         ? span_entries(meta, k, k, &v)
+             : vec32_push(&v, (uint32_t)part) ? tdc_error(-ENOMEM, "out of memory")
+                                              : 0;
     /* Entries without content here (empty files) have no piece. */
     size_t m = 0;
     for (size_t i = 0; !rc && i < v.n; i++)
@@ -2062,7 +2072,7 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
     const arc_secinfo *dsec = &meta->secs[meta->shards[k].sec];
     if (!rc) rc = load_section(meta->fd, meta->path, dsec, &out->payload);
     if (!rc) rc = textshard_pieces(out->payload, dsec->raw, &lens, &np, &out->text);
-    if (!rc && np != v.n) rc = -ENOTSUP;
+    if (!rc && (part >= 0 ? np != 1 : np < v.n)) rc = -ENOTSUP;
     if (!rc && (!(order = malloc((v.n + 1) * sizeof *order)) ||
                 !(out->at = malloc((v.n + 1) * sizeof *out->at)) ||
                 !(out->len = malloc((v.n + 1) * sizeof *out->len))))
@@ -2073,20 +2083,29 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
         sort_r(order, v.n, sizeof *order, run_cmp, &(run_order){meta, v.p});
     }
     /* The runs tile the shard's root in the pieces' order, each as long in bytes as its
-     * piece (a part: the whole shard). */
+     * piece (a part: the whole shard). A piece whose place in the root no entry's run starts
+     * at is a file's that is gone (compaction copies a shard that lost a few files as it is):
+     * its tokens, counted, are its run. */
     const arc_shard *sh = &meta->shards[k];
     uint64_t at = 0, sym = sh->root_off;
-    for (size_t i = 0; !rc && i < v.n; i++) {
-        uint32_t l = order[i];
-        const arc_entry *e = &meta->ents[v.p[l]];
-        uint64_t want = part >= 0 ? sh->bytes : e->size;
-        if (lens[i] != want || (part < 0 && e->root_start != sym)) rc = -ENOTSUP;
-        sym += part >= 0 ? sh->root_syms : e->root_len;
-        out->at[l] = at;
-        out->len[l] = lens[i];
+    size_t j = 0;
+    for (size_t i = 0; !rc && i < np; i++) {
+        uint32_t l = j < v.n ? order[j] : 0;
+        const arc_entry *e = j < v.n ? &meta->ents[v.p[l]] : NULL;
+        if (e && (part >= 0 || e->root_start == sym)) {
+            if (lens[i] != (part >= 0 ? sh->bytes : e->size)) rc = -ENOTSUP;
+            sym += part >= 0 ? sh->root_syms : e->root_len;
+            out->at[l] = at;
+            out->len[l] = lens[i];
+            j++;
+        } else {
+            uint64_t n = 0;
+            tok_split(out->text + at, lens[i], count_token, &n);
+            sym += n;
+        }
         at += lens[i];
     }
-    if (!rc && sym != sh->root_off + sh->root_syms) rc = -ENOTSUP;
+    if (!rc && (j != v.n || sym != sh->root_off + sh->root_syms)) rc = -ENOTSUP;
     free(lens);
     free(order);
     if (rc) {

@@ -80,9 +80,9 @@ typedef struct arc_entry {
      * (arc_entry_damaged). Set by arc_load_data; ARC_NOT_LOADED after arc_load_span for a
      * file outside the shards loaded. */
     uint32_t damaged;
-    uint64_t hash;                 /* XXH3-64 of the content */
-    uint64_t ino;                  /* inode number, >= 1, below ARC_INO_MAX */
-    arc_xattr *xattrs;             /* user.* attributes, sorted by name */
+    uint64_t hash;     /* XXH3-64 of the content */
+    uint64_t ino;      /* inode number, >= 1, below ARC_INO_MAX */
+    arc_xattr *xattrs; /* user.* attributes, sorted by name */
     uint32_t nxattrs;
 } arc_entry;
 
@@ -193,14 +193,14 @@ typedef struct arc {
      * is byshard[shard_at[k] .. shard_at[k + 1]). A span's entries are found there, not by
      * going through every entry (which cost a cold read of the file table per span). */
     uint32_t *byshard, *shard_at;
-    uint32_t version;  /* format version read (arc_open*) */
-    char *path;        /* as opened (arc_open*) */
-    unsigned plain;    /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
-    int pending;       /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
-    int partial;       /* loaded by arc_load_span: only some shards (never written back) */
-    int piece;         /* one shard of an archive (arc_open_piece): each file's size is the
-                        * whole file's, its run only its part in that shard */
-    int fd;            /* the archive's file, open from arc_open_meta to arc_free */
+    uint32_t version; /* format version read (arc_open*) */
+    char *path;       /* as opened (arc_open*) */
+    unsigned plain;   /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
+    int pending;      /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
+    int partial;      /* loaded by arc_load_span: only some shards (never written back) */
+    int piece;        /* one shard of an archive (arc_open_piece): each file's size is the
+                       * whole file's, its run only its part in that shard */
+    int fd;           /* the archive's file, open from arc_open_meta to arc_free */
 } arc;
 
 /* A fresh random archive identity (never 0). */
@@ -382,11 +382,13 @@ typedef struct arc_text {
  * entries of arc_open_span(meta, k, k) or, with part >= 0, the part of that entry in shard k
  * (arc_open_part). Reading a file there is a copy, where its grammar would cost a tokenizing
  * of the whole shard; word queries and analytics need the grammar still. The shard's pieces
- * must be its files' runs one to one, in root order, the runs tiling its root and each piece
- * as long as its file (or part): what pack and compaction write (a run whose tokens do not
- * spell its piece is not seen here; a whole file's read then fails its content hash). 0; -ENOTSUP where the shard is not stored as its text or
- * its pieces are not so (the caller loads the grammar, which judges the shard); -EBADMSG
- * (damaged), -EIO, -ENOMEM with a message. */
+ * must be its files' runs, in root order, the runs tiling its root and each piece as long as
+ * its file (or part), save pieces of files no entry holds any more, whose tokens are counted
+ * to find the runs after them: what pack and compaction write (a run whose tokens do not
+ * spell its piece is not seen here; a whole file's read then fails its content hash). 0;
+ * -ENOTSUP where the shard is not stored as its text or its pieces are not so (the caller
+ * loads the grammar, which judges the shard); -EBADMSG (damaged), -EIO, -ENOMEM with a
+ * message. */
 int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out);
 
 /* Up to n bytes from byte `off` of the i-th entry of t: *p and how many (0 past its end). */

@@ -25,10 +25,34 @@ no_crash() { # STATUS WHAT
 
 cases() { grep -v '^#' "$C/MANIFEST" | awk -F'\t' -v k="$1" '$1 ~ k'; }
 
-# check_archive FILE CODE MSG DIR: verify, ls and cat of one damaged archive of the corpus,
-# copied into the directory DIR of its own (two run at once). Fails with a message.
+# in_two_slots PATTERN FN: FN FILE CODE MSG KEEP DIR for each case of the corpus whose file
+# matches PATTERN, two at a time (each process here is slow to start under ASan), DIR being
+# its slot's directory (a slot's last job is waited for before reuse). Sets n to the cases
+# run; fails after showing the output of each failed one.
+in_two_slots() {
+    local fn=$2 f code msg keep k bad=0 pid=()
+    n=0
+    while IFS=$'\t' read -r f code msg keep; do
+        k=$((n % 2))
+        if [ -n "${pid[k]:-}" ]; then
+            wait "${pid[k]}" || { cat "$S/log$k"; bad=1; }
+        fi
+        ("$fn" "$f" "$code" "$msg" "$keep" "$S/slot$k") >"$S/log$k" 2>&1 &
+        pid[k]=$!
+        n=$((n + 1))
+    done < <(cases "$1")
+    for k in 0 1; do
+        if [ -n "${pid[k]:-}" ]; then
+            wait "${pid[k]}" || { cat "$S/log$k"; bad=1; }
+        fi
+    done
+    [ "$bad" -eq 0 ]
+}
+
+# check_archive FILE CODE MSG KEEP DIR: verify, ls and cat of one damaged archive of the
+# corpus, copied into the directory DIR. Fails with a message.
 check_archive() {
-    local f=$1 code=$2 msg=$3 d=$4 p good st
+    local f=$1 code=$2 msg=$3 d=$5 p good st
     mkdir -p "$d"
     cp "$C/$f" "$d/x.tdc"
     rm -f "$d/x.tdc.journal"
@@ -64,24 +88,9 @@ check_archive() {
 @test "damaged archives: verify, ls and cat refuse each with its message and never print wrong bytes" {
     "$TADOC" cat "$C/base.tdc" a.txt >"$S/a.good"
     "$TADOC" cat "$C/base.tdc" d/b.c >"$S/b.good"
-    local n=0 k bad=0 pid=()
-    # two archives at a time, each in its slot k; a slot's last job is waited for before reuse
-    while IFS=$'\t' read -r f code msg _; do
-        k=$((n % 2))
-        if [ -n "${pid[k]:-}" ]; then
-            wait "${pid[k]}" || { cat "$S/log$k"; bad=1; }
-        fi
-        (check_archive "$f" "$code" "$msg" "$S/slot$k") >"$S/log$k" 2>&1 &
-        pid[k]=$!
-        n=$((n + 1))
-    done < <(cases '\.tdc$')
-    for k in 0 1; do
-        if [ -n "${pid[k]:-}" ]; then
-            wait "${pid[k]}" || { cat "$S/log$k"; bad=1; }
-        fi
-    done
+    in_two_slots '\.tdc$' check_archive
     echo "# $n damaged archives checked" >&3
-    [ "$bad" -eq 0 ] && [ "$n" -gt 100 ]
+    [ "$n" -gt 100 ]
 }
 
 @test "damaged archives: the mount with -o preload refuses each with exit 3 and the same message" {
@@ -149,38 +158,43 @@ check_archive() {
 }
 
 # Journal cases: base.tdc with the damaged journal beside it.
+# check_journal FILE CODE MSG KEEP DIR: verify, replay, ls and cat of base.tdc with one
+# damaged journal of the corpus, both copied into the directory DIR; KEEP is "-" or
+# RECORDS:BYTES, the good records that replay. Fails with a message.
+check_journal() {
+    local f=$1 code=$2 msg=$3 keep=$4 d=$5 st
+    mkdir -p "$d"
+    cp "$C/base.tdc" "$d/x.tdc"
+    cp "$C/$f" "$d/x.tdc.journal"
+    run timeout 20 "$TADOC" verify "$d/x.tdc"
+    no_crash "$status" "$f verify"
+    [ "$status" -eq "$code" ] || { echo "$f: verify status $status, want $code: $output"; false; }
+    [[ "$output" == *"$msg"* ]] || { echo "$f: verify says: $output; want: $msg"; false; }
+    st=0
+    timeout 20 "$TESTBIN/voldump" "$d/x.tdc" >"$d/got" 2>"$d/err" || st=$?
+    output=$(cat "$d/err")
+    no_crash "$st" "$f voldump"
+    if [ "$keep" != - ]; then
+        [ "$st" -eq 0 ] || { echo "$f: replay failed: $output"; false; }
+        cp "$C/base.tdc" "$d/y.tdc"
+        head -c "${keep#*:}" "$C/base.journal" >"$d/y.tdc.journal"
+        "$TESTBIN/voldump" "$d/y.tdc" >"$d/want" 2>/dev/null
+        cmp -s "$d/got" "$d/want" || { echo "$f: tree differs from the first ${keep%%:*} records"; false; }
+        [[ "$output" == *"${keep%%:*} records replayed"* ]] || { echo "$f: $output"; false; }
+    elif [ "$code" -eq 3 ]; then
+        [ "$st" -eq 3 ] || { echo "$f: voldump status $st: $output"; false; }
+    fi
+    # ls and cat show the archive as written: they must not trip over the journal.
+    run timeout 20 "$TADOC" ls "$d/x.tdc"
+    no_crash "$status" "$f ls"
+    [ "$status" -eq 0 ] || { echo "$f: ls: $output"; false; }
+    run timeout 20 "$TADOC" cat "$d/x.tdc" a.txt
+    no_crash "$status" "$f cat"
+    [ "$status" -eq 0 ] || { echo "$f: cat: $output"; false; }
+}
+
 @test "damaged journals: verify names the damage; the tree is exactly that of the good records" {
-    n=0
-    while IFS=$'\t' read -r f code msg keep; do
-        cp "$C/base.tdc" "$S/x.tdc"
-        cp "$C/$f" "$S/x.tdc.journal"
-        run timeout 20 "$TADOC" verify "$S/x.tdc"
-        no_crash "$status" "$f verify"
-        [ "$status" -eq "$code" ] || { echo "$f: verify status $status, want $code: $output"; false; }
-        [[ "$output" == *"$msg"* ]] || { echo "$f: verify says: $output; want: $msg"; false; }
-        st=0
-        timeout 20 "$TESTBIN/voldump" "$S/x.tdc" >"$S/got" 2>"$S/err" || st=$?
-        output=$(cat "$S/err")
-        no_crash "$st" "$f voldump"
-        if [ "$keep" != - ]; then
-            [ "$st" -eq 0 ] || { echo "$f: replay failed: $output"; false; }
-            cp "$C/base.tdc" "$S/y.tdc"
-            head -c "${keep#*:}" "$C/base.journal" >"$S/y.tdc.journal"
-            "$TESTBIN/voldump" "$S/y.tdc" >"$S/want" 2>/dev/null
-            cmp -s "$S/got" "$S/want" || { echo "$f: tree differs from the first ${keep%%:*} records"; false; }
-            [[ "$output" == *"${keep%%:*} records replayed"* ]] || { echo "$f: $output"; false; }
-        elif [ "$code" -eq 3 ]; then
-            [ "$st" -eq 3 ] || { echo "$f: voldump status $st: $output"; false; }
-        fi
-        # ls and cat show the archive as written: they must not trip over the journal.
-        run timeout 20 "$TADOC" ls "$S/x.tdc"
-        no_crash "$status" "$f ls"
-        [ "$status" -eq 0 ] || { echo "$f: ls: $output"; false; }
-        run timeout 20 "$TADOC" cat "$S/x.tdc" a.txt
-        no_crash "$status" "$f cat"
-        [ "$status" -eq 0 ]
-        n=$((n + 1))
-    done < <(cases '\.journal$')
+    in_two_slots '\.journal$' check_journal
     echo "# $n damaged journals checked" >&3
     [ "$n" -gt 40 ]
 }

@@ -3,7 +3,9 @@
 # their own (codec zstd-text): the archive is smaller than with every file in a grammar and
 # its text shards no larger than their bytes; unpack, cat at the cuts, verify, the six
 # analytics (against the plain pipelines) and the mount, with -o mem= too, read them exactly;
-# writes and compaction keep them stored as text; damage to one costs only its files.
+# writes and compaction keep them stored as text (a shard copied with removed files' pieces
+# still reads as text; an archive of one text shard stays text); damage to one costs only
+# its files.
 
 load helpers
 load ../oracles
@@ -137,4 +139,48 @@ text_loads() {
         [ "$status" -ne 0 ] && [[ "$output" == *"Input/output error"* ]]
     done
     fusermount3 -u "$M"
+}
+
+@test "text shards: one that lost a file and was copied by compaction still reads as text" {
+    mkdir "$S/few"
+    rand 10 96000 | split -b 6000 -d - "$S/few/r" # r00 to r15
+    "$TADOC" pack -q "$S/few" -o "$S/f.tdc" --shard-size 64K
+    [ "$(text_shards "$S/f.tdc" | wc -l)" -eq 2 ]
+    # r02, a tenth of its shard, is removed: too little for compaction to rebuild the shard,
+    # which it copies as it is, r02's piece in it.
+    mnt "$S/f.tdc" "$M"
+    rm "$M/r02" "$S/few/r02"
+    fusermount3 -u "$M"
+    before=$(text_shards "$S/f.tdc")
+    "$TADOC" compact "$S/f.tdc"
+    [ "$(text_shards "$S/f.tdc")" = "$before" ]
+    "$TADOC" verify "$S/f.tdc"
+    "$TADOC" cat "$S/f.tdc" r01 | cmp - "$S/few/r01"
+    # the mount reads both shards as text (the grammar of the copied one is never made)
+    mnt -o ro,mem=64K "$S/f.tdc" "$M"
+    diff -r "$S/few" "$M"
+    [ "$(text_loads "$M")" -ge 2 ]
+    fusermount3 -u "$M"
+}
+
+@test "text shards: an archive of one text shard stays text through compaction, new files beside" {
+    mkdir "$S/one"
+    rand 11 48000 | split -b 6000 -d - "$S/one/r" # r00 to r07
+    "$TADOC" pack -q "$S/one" -o "$S/o.tdc"
+    [ "$(text_shards "$S/o.tdc" | wc -l)" -eq 1 ]
+    [ "$("$TADOC" stat "$S/o.tdc" | awk '$1 == "shards" { print $2 }')" -eq 1 ]
+    mnt "$S/o.tdc" "$M"
+    for d in "$M" "$S/one"; do
+        rm "$d/r03"
+        printf 'plain words for a grammar\n' >"$d/notes.txt"
+    done
+    fusermount3 -u "$M"
+    "$TADOC" compact "$S/o.tdc"
+    "$TADOC" verify "$S/o.tdc"
+    # the seven random files in a text shard no larger than their bytes, the new text beside
+    read -r stored content < <(text_shards "$S/o.tdc")
+    [ "$content" -eq 42000 ] && [ "$stored" -le 42100 ]
+    rm -rf "$S/out"
+    "$TADOC" unpack "$S/o.tdc" "$S/out"
+    diff -r "$S/one" "$S/out"
 }
