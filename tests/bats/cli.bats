@@ -150,7 +150,10 @@ newline"
 }
 
 @test "a flipped byte in each section is caught by that section's checksum" {
-    "$TADOC" pack -q "$CORPORA/brown" -o "$S/b.tdc"
+    # a part of Brown (one grammar of it all takes 20 s to pack under ASan): every section
+    mkdir "$S/part"
+    cp "$CORPORA"/brown/c[ab]* "$S/part/"
+    "$TADOC" pack -q "$S/part" -o "$S/b.tdc"
     while read -r name off stored; do
         cp "$S/b.tdc" "$S/f.tdc"
         flip_byte "$S/f.tdc" $((off + stored / 3))
