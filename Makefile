@@ -209,11 +209,13 @@ deps:
 
 # The sanitizer builds leave the CUDA kernels out (GPU=0): the suite runs where there is no
 # GPU, the normal build compiles them and its tools take the no-GPU path in the tests that
-# use them, and nvcc would take a minute more of every run.
+# use them, and nvcc would take a minute more of every run. The builds use every CPU (CI
+# runs a plain `make test`).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	$(MAKE) all
-	$(MAKE) SAN=1 GPU=0 all
-	$(MAKE) SAN=thread GPU=0 all
+	$(MAKE) -j$(JOBS) all
+	$(MAKE) -j$(JOBS) SAN=1 GPU=0 all
+	$(MAKE) -j$(JOBS) SAN=thread GPU=0 all
 	@BUILD=build/san TSAN_BUILD=build/tsan tests/run.sh
 
 # The long random-operation runs: 100,000 fsx operations per file on a mounted archive, and
