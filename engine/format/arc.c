@@ -18,7 +18,6 @@
 #include "../base/err.h"
 #include "../base/par.h"
 #include "../base/fio.h"
-#include "../base/tok.h"
 
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
@@ -2045,14 +2044,6 @@ static int run_cmp(const void *a, const void *b, void *ctx)
     return (x->root_start > y->root_start) - (x->root_start < y->root_start);
 }
 
-static int count_token(void *ctx, const unsigned char *p, size_t n)
-{
-    (void)p;
-    (void)n;
-    ++*(uint64_t *)ctx;
-    return 0;
-}
-
 int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
 {
     memset(out, 0, sizeof *out);
@@ -2099,9 +2090,7 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
             out->len[l] = lens[i];
             j++;
         } else {
-            uint64_t n = 0;
-            tok_split(out->text + at, lens[i], count_token, &n);
-            sym += n;
+            sym += textshard_run(out->text + at, lens[i]);
         }
         at += lens[i];
     }

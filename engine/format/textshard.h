@@ -50,6 +50,9 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
 int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint64_t ntokens,
                       dict **d, gram *g, vec64 *runs);
 
+/* The root symbols of a piece of n bytes: its tokens, each piece being tokenized alone. */
+uint64_t textshard_run(const unsigned char *piece, size_t n);
+
 /* The pieces of a payload of n bytes without their tokens (for reads of its files' bytes):
  * *np lengths in *lens (fresh) and the pieces back to back at *text. 0; -EBADMSG with a
  * message (no piece, a piece of 0 bytes, lengths past the end); -ENOMEM. */
