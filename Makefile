@@ -189,7 +189,7 @@ $(BUILD)/tests/gpucheck: $(BUILD)/tests/gpu/gpucheck.o $(LIBS)
 # LZMA besides zstd; the archive itself needs neither.
 $(BUILD)/tests/codecs: $(BUILD)/tests/tools/codecs.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) -lhtscodecs -llzma $(LDLIBS_ALL)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) -lhtscodecs -llzma -lm $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/tools/%.o $(LIBS)
 	@mkdir -p $(dir $@)

@@ -13,8 +13,15 @@
  * arc_load_data (the dictionary and root on a second thread), best of five, in MB/s of
  * file content.
  *
- * usage: codecs [-q|-d] ARCHIVE...   (-q: only the zstd, xz and one order-1 candidate per
+ * With -m it estimates instead what whole-symbol context models would make of each shard's
+ * root and rules (either layout): the ideal code length (the sum of -log2 p, which an
+ * arithmetic coder reaches within a few bytes) of adaptive models that predict a symbol from
+ * the one or two before it, escaping to shorter contexts as PPM's method C does (no
+ * exclusion), against the stored sections; see model_shard.
+ *
+ * usage: codecs [-q|-d|-m] ARCHIVE...   (-q: only the zstd, xz and one order-1 candidate per
  * layout) */
+#include <math.h>
 #include <htscodecs/arith_dynamic.h>
 #include <htscodecs/rANS_static4x16.h>
 #include <lzma.h>
@@ -306,6 +313,156 @@ static void one_archive(const char *path)
     arc_free(a);
 }
 
+/* Counts of an adaptive context model: per context, its total and distinct symbols; per
+ * (context, symbol), its count. Open addressing on 64-bit keys (0 is free: keys are made
+ * nonzero). */
+typedef struct ctab {
+    uint64_t *key;
+    uint32_t *val;
+    size_t cap, n;
+} ctab;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ x >> 33;
+}
+
+static uint32_t *ctab_at(ctab *t, uint64_t k)
+{
+    k |= 1ULL << 63;
+    if (2 * (t->n + 1) > t->cap) {
+        ctab old = *t;
+        t->cap = old.cap ? 2 * old.cap : 1 << 16;
+        t->key = calloc(t->cap, sizeof *t->key);
+        t->val = calloc(t->cap, sizeof *t->val);
+        if (!t->key || !t->val) die("model: out of memory");
+        t->n = 0;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.key[i]) *ctab_at(t, old.key[i]) = old.val[i];
+        free(old.key);
+        free(old.val);
+    }
+    size_t i = mix(k) & (t->cap - 1);
+    while (t->key[i] && t->key[i] != k)
+        i = (i + 1) & (t->cap - 1);
+    if (!t->key[i]) t->key[i] = k, t->n++;
+    return &t->val[i];
+}
+
+static void ctab_free(ctab *t)
+{
+    free(t->key);
+    free(t->val);
+}
+
+/* One adaptive model of order `order` (0, 1 or 2 symbols of context) over an alphabet of
+ * `nsyms`: the bits it spends on symbol s after the symbols p1 (the one before) and p2. */
+typedef struct model {
+    int order;
+    ctab pair, tot, dist; /* (context, symbol) counts; per context: total, distinct */
+    uint64_t nsyms, seen;  /* alphabet size; distinct symbols seen at order 0 */
+} model;
+
+static double model_code(model *m, uint64_t p1, uint64_t p2, uint32_t s)
+{
+    double bits = 0;
+    for (int o = m->order; o >= 0; o--) {
+        uint64_t ctx = o == 2 ? (p2 << 32 | p1) * 3 + 2 : o == 1 ? p1 * 3 + 1 : 0;
+        uint64_t c = mix(ctx);
+        uint32_t *cnt = ctab_at(&m->pair, mix(c + 0x9e3779b97f4a7c15ULL * ((uint64_t)s + 1)));
+        uint32_t *tot = ctab_at(&m->tot, c), *dist = ctab_at(&m->dist, c);
+        double t = *tot, d = *dist;
+        int hit = *cnt > 0;
+        if (hit)
+            bits -= log2(*cnt / (t + d));
+        else if (t > 0)
+            bits -= log2(d / (t + d)); /* escape to the shorter context */
+        if (!*cnt) (*dist)++;
+        (*cnt)++;
+        (*tot)++;
+        if (hit) return bits;
+    }
+    /* New at order 0 as well: uniform over the symbols not seen yet. */
+    bits += log2((double)(m->nsyms - m->seen));
+    m->seen++;
+    return bits;
+}
+
+static void model_free(model *m)
+{
+    ctab_free(&m->pair);
+    ctab_free(&m->tot);
+    ctab_free(&m->dist);
+}
+
+/* Bytes the models of order 0, 1 and 2 would spend on n symbols s (one stream: a rule body
+ * starts after symbol `start`, the root after 0). */
+static void model_stream(model *m, const uint32_t *s, uint64_t n, uint64_t start, double *bits)
+{
+    uint64_t p1 = start, p2 = start;
+    for (uint64_t i = 0; i < n; i++) {
+        for (int o = 0; o < 3; o++)
+            bits[o] += model_code(&m[o], p1, p2, s[i]);
+        p2 = p1;
+        p1 = (uint64_t)s[i] + 1;
+    }
+}
+
+/* The context models' estimates for each shard's root and rules against the stored sizes. */
+static void model_archive(const char *path)
+{
+    arc *meta;
+    if (arc_open_meta(path, &meta)) die(path);
+    printf("\n### %s (%llu bytes, %u shards): whole-symbol context models, ideal code length\n\n",
+           path, (unsigned long long)meta->file_size, meta->nshards);
+    double stored[2] = {0, 0}, est[2][3] = {{0}};
+    uint64_t nsyms[2] = {0, 0};
+    for (uint32_t k = 0; k < meta->nshards; k++) {
+        if (arc_shard_text(meta, k)) continue;
+        arc *a;
+        uint32_t *ids, nids;
+        if (arc_open_span(meta, k, k, &a, &ids, &nids)) die(path);
+        const gram *g = &a->g;
+        uint64_t alpha = (uint64_t)g->ntokens + g->nrules;
+        for (int sec = 0; sec < 2; sec++) { /* 0 root, 1 rules */
+            model m[3] = {{.order = 0}, {.order = 1}, {.order = 2}};
+            for (int o = 0; o < 3; o++)
+                m[o].nsyms = alpha;
+            if (sec == 0) {
+                model_stream(m, g->root.p, g->root.n, 0, est[0]);
+                nsyms[0] += g->root.n;
+            } else {
+                for (uint32_t r = 1; r <= g->nrules; r++) {
+                    uint64_t n;
+                    const uint32_t *b = gram_body(g, r, &n);
+                    model_stream(m, b, n, (uint64_t)UINT32_MAX + 1, est[1]);
+                    nsyms[1] += n;
+                }
+            }
+            for (int o = 0; o < 3; o++)
+                model_free(&m[o]);
+            stored[sec] += (double)meta->secs[3 * k + (sec ? 1 : 2)].stored;
+        }
+        free(ids);
+        arc_free(a);
+    }
+    printf("| section | symbols | stored bytes | order 0 | order 1 | order 2 |\n");
+    printf("|---|---:|---:|---:|---:|---:|\n");
+    for (int sec = 0; sec < 2; sec++) {
+        printf("| %s | %llu | %.0f", sec ? "rules (bodies)" : "root",
+               (unsigned long long)nsyms[sec], stored[sec]);
+        for (int o = 0; o < 3; o++)
+            printf(" | %.0f (%+.1f%%)", est[sec][o] / 8,
+                   stored[sec] ? 100.0 * (est[sec][o] / 8 - stored[sec]) / stored[sec] : 0);
+        printf(" |\n");
+    }
+    arc_free(meta);
+}
+
 /* Decode the whole archive five times; print the best time and the content rate. */
 static void time_decode(const char *path)
 {
@@ -330,15 +487,18 @@ static void time_decode(const char *path)
 
 int main(int argc, char **argv)
 {
-    int i = 1, decode = 0;
+    int i = 1, decode = 0, est = 0;
     if (i < argc && !strcmp(argv[i], "-q")) quick = 1, i++;
     if (i < argc && !strcmp(argv[i], "-d")) decode = 1, i++;
+    if (i < argc && !strcmp(argv[i], "-m")) est = 1, i++;
     if (i >= argc) {
-        fprintf(stderr, "usage: codecs [-q|-d] ARCHIVE...\n");
+        fprintf(stderr, "usage: codecs [-q|-d|-m] ARCHIVE...\n");
         return 2;
     }
     for (; i < argc; i++)
-        if (decode)
+        if (est)
+            model_archive(argv[i]);
+        else if (decode)
             time_decode(argv[i]);
         else
             one_archive(argv[i]);
