@@ -4,6 +4,7 @@
 # TADOC_FREQ_ORDER=1 the text order within frequency classes, TADOC_NO_PRUNE=1 the inlining
 # of rules that do not pay for themselves, TADOC_NO_KIND=1 the kind layout of rules and root,
 # TADOC_NO_COLS=1 the file table in columns, TADOC_NO_TEXT=1 the shards stored as their text,
+# TADOC_NO_BARE=1 the text without token references, for grammar shards smaller so too,
 # TADOC_NO_COPIES=1 the copies of a file packed right after the first, in its shard),
 # each with its pack time and its whole-archive decode time (tests/codecs -d: best of five,
 # dictionary and root on a second thread), next to zstd -19 --long=27 and xz -9 of a tar of the
@@ -34,19 +35,21 @@ while IFS='|' read -r label envs; do
     rate=$(sed -n 's/.*: \([0-9]*\) MB\/s of content/\1/p' <<<"$d")
     echo "| $label | $sz | $(rel "$sz" "$zs") | $(rel "$sz" "$xs") | $(rel "$sz" "$qs") | $p | $ms | $rate |"
 done <<'EOF'
-none of the seven (zstd only, frequency order, every rule, plain layout, file table in rows, no text shard, copies apart)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1
-front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1
-class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1
-rule pruning alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1
-kind layout alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1
-file table in columns alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1
-text shards alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_COPIES=1
-copies with the first alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1
+none of the eight (zstd only, frequency order, every rule, plain layout, file table in rows, no text shard, no bare text, copies apart)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+front-coded dictionary alone|TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+class text order alone|TADOC_NO_FRONT=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+rule pruning alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+kind layout alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+file table in columns alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_TEXT=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+text shards alone (with references)|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_COPIES=1 TADOC_NO_BARE=1
+text shards and bare text alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_COPIES=1
+copies with the first alone|TADOC_NO_FRONT=1 TADOC_FREQ_ORDER=1 TADOC_NO_PRUNE=1 TADOC_NO_KIND=1 TADOC_NO_COLS=1 TADOC_NO_TEXT=1 TADOC_NO_BARE=1
 all but the kind layout|TADOC_NO_KIND=1
 all but the file table in columns|TADOC_NO_COLS=1
 all but text shards|TADOC_NO_TEXT=1
 all but copies with the first|TADOC_NO_COPIES=1
-all seven (the default)|TADOC_DEFAULTS=1
+all but bare text|TADOC_NO_BARE=1
+all eight (the default)|TADOC_DEFAULTS=1
 EOF
 echo "| zstd -19 --long=27 of a tar | $zs | | $(rel "$zs" "$xs") | $(rel "$zs" "$qs") | | | |"
 echo "| xz -9 of a tar | $xs | $(rel "$xs" "$zs") | | $(rel "$xs" "$qs") | | | |"

@@ -85,7 +85,7 @@ static const char usage_main[] =
     "                               mounted (its resident copy and cached results) when the\n"
     "                               mount shows the archive as written and every file\n"
     "  TADOC_NO_PRUNE, TADOC_FREQ_ORDER, TADOC_NO_FRONT, TADOC_NO_KIND, TADOC_NO_COLS,\n"
-    "  TADOC_NO_TEXT, TADOC_NO_COPIES=1\n"
+    "  TADOC_NO_TEXT, TADOC_NO_BARE, TADOC_NO_COPIES=1\n"
     "                               pack: size ablations\n"
     "\n"
     "exit status: 0 success, 1 operation failed, 2 usage error,\n"
@@ -293,13 +293,15 @@ static const char usage_pack[] =
     "                         40 bytes per token (default 25165824)\n"
     "  -q, --quiet            no progress bar and no summary\n"
     "\n"
-    "For the size measurements of bench/codecs.sh, seven environment variables switch off one\n"
+    "For the size measurements of bench/codecs.sh, eight environment variables switch off one\n"
     "size technique each when set to 1: TADOC_NO_PRUNE (keep every rule), TADOC_FREQ_ORDER\n"
     "(tokens in plain frequency order), TADOC_NO_FRONT (no front-coded dictionary),\n"
     "TADOC_NO_KIND (rules and root in the plain layout, not the kind layout), TADOC_NO_COLS\n"
     "(the file table in rows, not in columns), TADOC_NO_TEXT (no file stored as its text,\n"
-    "however incompressible) and TADOC_NO_COPIES (copies of a file packed in their own places,\n"
-    "not in the shard of the first).\n";
+    "however incompressible), TADOC_NO_BARE (no shard stored as its text without token\n"
+    "references, the form a shard takes where it is smaller as its text than as a grammar)\n"
+    "and TADOC_NO_COPIES (copies of a file packed in their own places, not in the shard of\n"
+    "the first).\n";
 
 /* 1 when environment variable `name` is "1" (the ablation switches of tadoc pack). */
 static int env_on(const char *name)
@@ -393,7 +395,8 @@ static int cmd_pack(int argc, char **argv)
     o.plain = (env_on("TADOC_NO_FRONT") ? ARC_PLAIN_DICT : 0) |
               (env_on("TADOC_NO_KIND") ? ARC_PLAIN_SYMS : 0) |
               (env_on("TADOC_NO_COLS") ? ARC_PLAIN_FILES : 0) |
-              (env_on("TADOC_NO_TEXT") ? ARC_PLAIN_TEXT : 0);
+              (env_on("TADOC_NO_TEXT") ? ARC_PLAIN_TEXT : 0) |
+              (env_on("TADOC_NO_BARE") ? ARC_PLAIN_BARE : 0);
     o.ctx = &pr;
     pack_stats st;
     vol_replace vr; /* packing over an archive: its journal must hold no edit, then goes */
@@ -412,7 +415,7 @@ static int cmd_pack(int argc, char **argv)
                 "packed %llu files, %llu dirs, %llu symlinks, %llu special files%s\n"
                 "  bytes in   %llu\n  bytes out  %llu\n  ratio      %.2f\n"
                 "  tokens     %llu (%llu in the shards' dictionaries)\n"
-                "  rules      %llu in %llu segment(s)\n  shards     %llu\n"
+                "  rules      %llu in %llu segment(s)\n  shards     %llu (%llu stored as text)\n"
                 "  copies     %llu files (%llu bytes) packed beside their first\n"
                 "  time       %.2f s (%.1f MB/s)\n  peak RSS   %.1f MB\n",
                 (unsigned long long)st.files, (unsigned long long)st.dirs,
@@ -422,7 +425,8 @@ static int cmd_pack(int argc, char **argv)
                 st.bytes_out ? (double)st.bytes_in / (double)st.bytes_out : 0.0,
                 (unsigned long long)st.tokens, (unsigned long long)st.dict_tokens,
                 (unsigned long long)st.rules, (unsigned long long)st.segments,
-                (unsigned long long)st.shards, (unsigned long long)st.copies,
+                (unsigned long long)st.shards, (unsigned long long)st.text_shards,
+                (unsigned long long)st.copies,
                 (unsigned long long)st.copy_bytes, secs,
                 secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
     }

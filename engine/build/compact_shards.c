@@ -327,7 +327,7 @@ static int text_shard(buf *text, vec64 *lens, vec64 *runs, int level, arc_coded 
 {
     int rc = room(sh, *n, cap);
     runs->n = 0;
-    if (!rc) rc = arc_text_shard_encode(lens->p, lens->n, text->p, level, &(*sh)[*n], runs);
+    if (!rc) rc = arc_text_shard_encode(lens->p, lens->n, text->p, level, 1, &(*sh)[*n], runs);
     if (!rc) ++*n;
     text->n = lens->n = 0;
     return rc;

@@ -89,6 +89,7 @@ typedef struct sbuild {
     size_t part0;  /* first part of this shard in g->parts */
     uint32_t ent;  /* the file being tokenized */
     int last_word; /* the file's last token so far is a word */
+    ZSTD_CCtx *cc; /* the quick passes' (NULL: no shard stored as its text) */
 } sbuild;
 
 /* The zstd level of the quick pass that finds incompressible files. */
@@ -146,8 +147,8 @@ static int close_text_shard(sbuild *b)
     vec64 runs = {0};
     int rc = shard_room(g);
     if (!rc)
-        rc = arc_text_shard_encode(b->lens.p, b->lens.n, b->raw.p, b->p->level, &g->sh[g->nsh],
-                                   &runs);
+        rc = arc_text_shard_encode(b->lens.p, b->lens.n, b->raw.p, b->p->level,
+                                   !(b->p->o->plain & ARC_PLAIN_BARE), &g->sh[g->nsh], &runs);
     if (!rc) {
         uint64_t start = 0;
         for (size_t k = 0; k < runs.n; k++) {
@@ -184,6 +185,104 @@ static int compress(sbuild *b, gbuild *gb)
     return rc;
 }
 
+/* A grammar shard's text, the other way to store it (bare text, textshard.h): on text whose
+ * words do not repeat in long runs (prose in many languages, code) zstd's long matches over
+ * the bytes beat the grammar's symbols. Worth coding at the archive's level (slow) only when
+ * a quick pass (BARE_TRY_LEVEL) shrunk by BARE_HOPE (what level 19 makes of the quick pass's
+ * size on text, with a margin) comes under the grammar; kept when it saves more than
+ * 1/BARE_MARGIN of the grammar's bytes, for a shard stored so loads its tokens by hashing
+ * them (analytics take longer to load it, and traverse a root without rules; reads are a
+ * copy). Shards under BARE_MIN keep their grammar: zstd often wins there by the grammar's
+ * fixed costs, a few hundred bytes, not worth the analytics' grammar. */
+#define BARE_MIN (1u << 20)
+#define BARE_TRY_LEVEL 3
+#define BARE_HOPE 0.72
+#define BARE_MARGIN 100
+
+typedef struct alt {
+    buf text;    /* the parts' bytes with content, back to back */
+    vec64 lens;  /* their lengths */
+    vec64 toks;  /* each part's token count (empty parts too) */
+    size_t hope; /* the quick pass's size, shrunk by BARE_HOPE; 0: not worth trying */
+} alt;
+
+static void alt_free(alt *a)
+{
+    buf_free(&a->text);
+    vec64_free(&a->lens);
+    vec64_free(&a->toks);
+}
+
+/* The text of b's shard from its tokens (each part ends with a barrier), and its hope. */
+static int bare_text(const sbuild *b, ZSTD_CCtx *cc, alt *a)
+{
+    uint64_t n = 0, len = 0;
+    for (size_t i = 0; i < b->toks.n; i++) {
+        uint32_t id = b->toks.p[i];
+        if (id == SEQ_BARRIER) {
+            if ((len && vec64_push(&a->lens, len)) || vec64_push(&a->toks, n)) return -ENOMEM;
+            n = len = 0;
+            continue;
+        }
+        size_t tn;
+        const unsigned char *t = dict_bytes(b->d, id, &tn);
+        if (buf_put(&a->text, t, tn)) return -ENOMEM;
+        len += tn;
+        n++;
+    }
+    if (!a->lens.n) return 0; /* empty files only */
+    size_t cap = ZSTD_compressBound(a->text.n), z;
+    void *out = malloc(cap);
+    if (!out) return -ENOMEM;
+    /* with long matching, as the sections are coded (copies of a file lie far apart) */
+    ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, BARE_TRY_LEVEL);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_enableLongDistanceMatching, 1);
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
+    z = ZSTD_compress2(cc, out, cap, a->text.p, a->text.n);
+    free(out);
+    a->hope = ZSTD_isError(z) ? 0 : (size_t)((double)z * BARE_HOPE);
+    return 0;
+}
+
+static uint64_t coded_bytes(const arc_coded *c)
+{
+    return c->secs[0].stored + c->secs[1].stored + c->secs[2].stored;
+}
+
+/* Store b's shard, just coded as a grammar in g->sh[g->nsh] with its parts' runs in le, as
+ * its bare text instead where that is worth it (bare_text) and the text's runs are the
+ * grammar's token counts (so its files read the same); else leave it. *swapped says which. */
+static int try_bare(sbuild *b, alt *a, arc_entry *le, int *swapped)
+{
+    group *g = b->g;
+    arc_coded *gc = &g->sh[g->nsh], tc;
+    vec64 runs = {0};
+    *swapped = 0;
+    if (!a->hope || a->hope >= coded_bytes(gc)) return 0;
+    int rc = arc_text_shard_encode(a->lens.p, a->lens.n, a->text.p, b->p->level, 2, &tc, &runs);
+    if (rc) return rc;
+    uint64_t g_bytes = coded_bytes(gc);
+    int keep = coded_bytes(&tc) < g_bytes - g_bytes / BARE_MARGIN && runs.n == a->lens.n &&
+               tc.info.bytes == gc->info.bytes;
+    for (size_t k = 0, r = 0; keep && k < a->toks.n; k++) /* pieces: the parts with content */
+        keep = !a->toks.p[k] || runs.p[r++] == a->toks.p[k];
+    for (size_t k = 0, r = 0, start = 0; keep && k < a->toks.n; k++) {
+        le[k].root_start = start;
+        le[k].root_len = a->toks.p[k] ? runs.p[r++] : 0;
+        start += le[k].root_len;
+    }
+    vec64_free(&runs);
+    if (!keep) {
+        arc_coded_free(&tc);
+        return 0;
+    }
+    arc_coded_free(gc);
+    *gc = tc;
+    *swapped = 1;
+    return 0;
+}
+
 /* Close the shard: compress, shape and code it; its parts get their runs. The builder is
  * left empty for the next shard. */
 static int close_shard(sbuild *b)
@@ -193,9 +292,13 @@ static int close_shard(sbuild *b)
     group *g = b->g;
     gbuild gb = {0};
     gram gr = {0};
+    alt a = {0};
     size_t np = g->nparts - b->part0;
     arc_entry *le = calloc(np ? np : 1, sizeof *le);
-    int rc = le ? compress(b, &gb) : -ENOMEM;
+    int rc = le ? 0 : -ENOMEM, bare = 0;
+    if (!rc && !(p->o->plain & ARC_PLAIN_BARE) && b->cc && b->bytes >= BARE_MIN)
+        rc = bare_text(b, b->cc, &a);
+    if (!rc) rc = compress(b, &gb);
     if (!rc) rc = gbuild_finish(&gb, dict_count(b->d), &gr);
     uint64_t start = 0;
     for (size_t k = 0; !rc && k < np; k++) {
@@ -208,16 +311,18 @@ static int close_shard(sbuild *b)
     if (!rc) rc = shape_grammar(&gr, &b->d, le, np, &so);
     if (!rc) rc = shard_room(g);
     if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain, &g->sh[g->nsh]);
+    if (!rc && a.hope && (rc = try_bare(b, &a, le, &bare))) arc_coded_free(&g->sh[g->nsh]);
     if (!rc) {
         for (size_t k = 0; k < np; k++) {
             g->parts[b->part0 + k].start = le[k].root_start;
             g->parts[b->part0 + k].len = le[k].root_len;
         }
-        g->nsh++;
         g->tokens += b->tokens;
-        g->dict_tokens += dict_count(b->d);
-        g->rules += gr.nrules;
+        g->dict_tokens += bare ? g->sh[g->nsh].info.ntokens : dict_count(b->d);
+        g->rules += bare ? 0 : gr.nrules;
+        g->nsh++;
     }
+    alt_free(&a);
     gbuild_free(&gb);
     gram_free(&gr);
     free(le);
@@ -595,6 +700,7 @@ static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
     sbuild b = {.p = p, .g = g, .d = dict_new()}, tb = {.p = p, .g = &tg, .text = 1};
     int text = !(p->o->plain & ARC_PLAIN_TEXT);
     ZSTD_CCtx *cc = text ? ZSTD_createCCtx() : NULL; /* the trials' (NULL: one each) */
+    b.cc = cc;
     int rc = b.d ? 0 : -ENOMEM;
     for (uint32_t i = g->first; i < g->end && !rc; i++)
         rc = pack_file(&b, text ? &tb : NULL, cc, p->files[i], p->copy[i], blk, blksz);
@@ -1118,6 +1224,8 @@ static int write_job(pack_job *p, const char *out, const char *over, pack_stats 
         st->rules += g->rules;
         st->segments += g->segments;
     }
+    for (uint32_t k = 0; k < n; k++)
+        st->text_shards += arc_coded_text(&sh[k]);
     st->bytes_out = a.file_size;
     st->shards = n;
     return rc;

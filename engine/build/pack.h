@@ -38,6 +38,7 @@ typedef struct pack_stats {
     uint64_t changed; /* files that changed while they were read (warned of) */
     uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments, shards;
     uint64_t copies, copy_bytes; /* files packed after a file of the same content */
+    uint64_t text_shards; /* shards stored as their text (textshard.h) */
 } pack_stats;
 
 #define PACK_SEG_DEFAULT (24u << 20)

@@ -26,6 +26,7 @@
 #define CODEC_ZSTD_KIND 4  /* rules and root only: zstd of the kind layout */
 #define CODEC_ZSTD_COLS 5  /* version 4 file table only: zstd of its columns (ftcols.h) */
 #define CODEC_ZSTD_TEXT 6  /* version 4, all three sections of a shard: its text (textshard.h) */
+#define CODEC_ZSTD_BARE 7  /* as CODEC_ZSTD_TEXT, without token references */
 #define RAW_MAX ((uint64_t)1 << 40) /* refuse to allocate more than 1 TiB for one section */
 
 static const char MAGIC[8] = {'T', 'A', 'D', 'O', 'C', 'F', 'S', 0};
@@ -115,6 +116,8 @@ const char *arc_codec_name(uint32_t codec)
         return "zstd-cols";
     case CODEC_ZSTD_TEXT:
         return "zstd-text";
+    case CODEC_ZSTD_BARE:
+        return "zstd-bare";
     }
     return "unknown";
 }
@@ -398,7 +401,7 @@ int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, un
 }
 
 int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int level,
-                          arc_coded *out, vec64 *runs)
+                          int bare, arc_coded *out, vec64 *runs)
 {
     memset(out, 0, sizeof *out);
     buf pay = {0};
@@ -407,9 +410,9 @@ int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *
     uint64_t bytes = 0;
     for (size_t i = 0; i < np; i++)
         bytes += lens[i];
-    int rc = textshard_encode(lens, np, text, &pay);
+    int rc = textshard_encode(lens, np, text, bare, &pay, &bare);
     /* the figures and runs the reader will find: from the reader's own tokenizing */
-    if (!rc) rc = textshard_grammar(pay.p, pay.n, 0, 0, &d, &g, runs);
+    if (!rc) rc = textshard_grammar(pay.p, pay.n, bare, 0, 0, &d, &g, runs);
     if (!rc) {
         out->info = (arc_shard){.bytes = bytes, .root_syms = g.root.n, .ntokens = g.ntokens};
         size_t zn = 0;
@@ -421,7 +424,7 @@ int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *
     for (uint32_t i = 0; i < 3 && !rc; i++) {
         arc_secinfo *s = &out->secs[i];
         s->type = ARC_SEC_DICT + i;
-        s->codec = CODEC_ZSTD_TEXT;
+        s->codec = bare ? CODEC_ZSTD_BARE : CODEC_ZSTD_TEXT;
         s->raw = i ? 0 : pay.n;
         if (i && !(out->data[i] = malloc(1))) rc = tdc_error(-ENOMEM, "out of memory");
         s->hash = XXH3_64bits(out->data[i], s->stored);
@@ -454,7 +457,12 @@ static int check_runs(const arc *a, uint64_t root_syms);
 /* A shard stored as its text has this codec on its three sections (textshard.h). */
 static int is_text(const arc_secinfo *s)
 {
-    return s->codec == CODEC_ZSTD_TEXT;
+    return s->codec == CODEC_ZSTD_TEXT || s->codec == CODEC_ZSTD_BARE;
+}
+
+int arc_coded_text(const arc_coded *c)
+{
+    return is_text(&c->secs[0]);
 }
 
 /* Runs given on-disk style (shard, start within it): inside the concatenated roots. */
@@ -1084,7 +1092,7 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
     unsigned char *st = NULL, *raw = NULL;
     int rc;
     int stored_raw = s->codec == CODEC_RAW || s->codec == CODEC_KIND ||
-                     (s->codec == CODEC_ZSTD_TEXT && s->type != ARC_SEC_DICT); /* empty */
+                     (is_text(s) && s->type != ARC_SEC_DICT); /* empty */
     if (s->raw > RAW_MAX || (stored_raw && s->raw != s->stored))
         return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
                          (unsigned long long)s->raw);
@@ -1199,6 +1207,7 @@ static int codec_fits(const arc_secinfo *s, uint32_t version)
     case CODEC_ZSTD_COLS:
         return s->type == ARC_SEC_FILES && version >= 4;
     case CODEC_ZSTD_TEXT:
+    case CODEC_ZSTD_BARE:
         return s->type <= ARC_SEC_ROOT && version >= 4;
     }
     return 0;
@@ -1216,8 +1225,9 @@ static int check_kinds_agree(const arc *a)
 {
     for (uint32_t k = 0; k < a->nshards; k++) {
         const arc_secinfo *s = &a->secs[3 * k];
-        if (is_text(&s[0]) != is_text(&s[1]) || is_text(&s[0]) != is_text(&s[2]) ||
-            (is_text(&s[0]) && (s[1].raw || s[1].stored || s[2].raw || s[2].stored)))
+        int text = is_text(&s[0]) || is_text(&s[1]) || is_text(&s[2]);
+        if ((text && (s[0].codec != s[1].codec || s[0].codec != s[2].codec)) ||
+            (text && (s[1].raw || s[1].stored || s[2].raw || s[2].stored)))
             return tdc_error(-EBADMSG, "shard %u: stored as text in some sections only", k);
         if (is_kinded(&s[1]) != is_kinded(&s[2]))
             return tdc_error(-EBADMSG, "shard %u: rules in the %s layout but root in the %s one", k,
@@ -1599,7 +1609,9 @@ static int load_text(const arc *a, uint32_t k, dict **d, gram *g)
     unsigned char *raw = NULL;
     *d = NULL;
     int rc = load_section(a->fd, a->path, dsec, &raw);
-    if (!rc) rc = textshard_grammar(raw, dsec->raw, sh->root_syms, sh->ntokens, d, g, NULL);
+    if (!rc)
+        rc = textshard_grammar(raw, dsec->raw, dsec->codec == CODEC_ZSTD_BARE, sh->root_syms,
+                               sh->ntokens, d, g, NULL);
     free(raw);
     return rc;
 }

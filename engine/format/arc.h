@@ -164,11 +164,12 @@ typedef struct arc_coded {
 
 /* Size techniques a writer can leave out (struct arc's plain), for the measurements of
  * bench/codecs.sh: the front-coded dictionary, the kind layout of the rules and root, the
- * file table's columns. */
+ * file table's columns, shards stored as their text. */
 #define ARC_PLAIN_DICT 1u
 #define ARC_PLAIN_SYMS 2u
 #define ARC_PLAIN_FILES 4u
 #define ARC_PLAIN_TEXT 8u /* pack: no shard stored as its text (textshard.h) */
+#define ARC_PLAIN_BARE 16u /* pack: no grammar shard stored as its bare text (textshard.h) */
 
 typedef struct arc {
     /* The grammar, whole: after arc_load_data the shards' grammars merged into one (token ids
@@ -263,10 +264,14 @@ int arc_shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, un
 
 /* Code one shard stored as its text (textshard.h): pieces lens[0..np) (np >= 1, each of at
  * least one byte, each one file's run in the shard, cut where a token ends), their bytes
- * text[0..sum) back to back. Each piece's number of root symbols is appended to runs.
- * Thread-safe. 0 or -ENOMEM. */
+ * text[0..sum) back to back; bare (codec zstd-bare: no token references) as `bare` says
+ * (textshard_encode: 1 where that saves a tenth, 2 always, 0 never). Each piece's number of
+ * root symbols is appended to runs. Thread-safe. 0 or -ENOMEM. */
 int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int level,
-                          arc_coded *out, vec64 *runs);
+                          int bare, arc_coded *out, vec64 *runs);
+
+/* Whether coded shard c is stored as its text (either codec). */
+int arc_coded_text(const arc_coded *c);
 void arc_coded_free(arc_coded *c);
 
 /* Shard k of an opened archive by reference, for a writer that keeps the shard as it is

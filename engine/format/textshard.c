@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "../base/err.h"
 #include "../base/tok.h"
@@ -70,18 +71,44 @@ static int enc_token(void *ctx, const unsigned char *t, size_t n)
     return buf_put_varint(e->refs, ref) ? -ENOMEM : 0;
 }
 
-int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text, buf *out)
+/* The zstd level of the quick pass that judges a bare payload, and what it must save. */
+#define BARE_LEVEL 1
+#define BARE_SAVES(bare, full) ((bare) <= (full) - (full) / 10)
+
+/* What the quick pass makes of n bytes at p: its size, or 0 without memory. */
+static size_t quick_size(const unsigned char *p, size_t n)
+{
+    size_t cap = ZSTD_compressBound(n), z;
+    void *out = malloc(cap);
+    z = out ? ZSTD_compress(out, cap, p, n, BARE_LEVEL) : 0;
+    free(out);
+    return ZSTD_isError(z) ? 0 : z;
+}
+
+int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int bare,
+                     buf *out, int *is_bare)
 {
     buf ids = {0};
     enc e = {.d = dict_new(), .refs = &ids};
     uint64_t sum = 0;
+    size_t at = out->n;
     int rc = e.d && !buf_put_varint(out, np) ? 0 : -ENOMEM;
     for (size_t i = 0; i < np && !rc; i++) {
         rc = buf_put_varint(out, lens[i]) ? -ENOMEM : 0;
         sum += lens[i];
     }
-    if (!rc) rc = tokenize(lens, np, text, enc_token, &e, NULL, NULL);
-    if (!rc && (buf_put(out, text, sum) || buf_put(out, ids.p, ids.n))) rc = -ENOMEM;
+    if (!rc && bare != 2) rc = tokenize(lens, np, text, enc_token, &e, NULL, NULL);
+    if (!rc && buf_put(out, text, sum)) rc = -ENOMEM;
+    if (!rc && bare == 1) { /* bare unless the references cost less than a tenth */
+        size_t zb = quick_size(out->p + at, out->n - at);
+        if (!rc && buf_put(out, ids.p, ids.n)) rc = -ENOMEM;
+        size_t zf = rc ? 0 : quick_size(out->p + at, out->n - at);
+        bare = zb && zf && BARE_SAVES(zb, zf);
+        if (bare) out->n -= ids.n;
+    } else if (!rc && !bare && buf_put(out, ids.p, ids.n)) {
+        rc = -ENOMEM;
+    }
+    *is_bare = !rc && bare;
     dict_free(e.d);
     buf_free(&ids);
     vec64_free(&e.last);
@@ -89,6 +116,7 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
 }
 
 typedef struct dec {
+    int bare; /* no references: every token looked up by its bytes */
     dict *d;
     gram *g;
     uint32_t *shortid;
@@ -104,6 +132,11 @@ static int dec_token(void *ctx, const unsigned char *t, size_t n)
 {
     dec *s = ctx;
     uint32_t id, *slot = n <= SHORT_MAX ? &s->shortid[short_slot(t, n)] : NULL;
+    if (s->bare) {
+        int rc = dict_count(s->d) >= TEXT_TOKENS_MAX ? TOO_MANY : dict_intern(s->d, t, n, &id);
+        if (rc) return rc == -EOVERFLOW ? TOO_MANY : rc;
+        return vec32_push(&s->g->root, id) ? -ENOMEM : 0;
+    }
     uint64_t r = 0;
     if (!slot && rd_varint(&s->ids, &r)) return BAD_ID;
     if (slot ? !*slot : !r) { /* new */
@@ -160,13 +193,13 @@ int textshard_pieces(const unsigned char *p, size_t n, uint64_t **lens, size_t *
     return read_lengths(p, n, lens, np, text, &ids);
 }
 
-int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint64_t ntokens,
-                      dict **d, gram *g, vec64 *runs)
+int textshard_grammar(const unsigned char *p, size_t n, int bare, uint64_t root_syms,
+                      uint64_t ntokens, dict **d, gram *g, vec64 *runs)
 {
     uint64_t *lens = NULL;
     size_t np = 0;
     const unsigned char *text = p;
-    dec s = {.g = g};
+    dec s = {.g = g, .bare = bare};
     int rc = read_lengths(p, n, &lens, &np, &text, &s.ids);
     if (!rc && (!(s.d = dict_new()) || !(s.shortid = calloc(SHORT_SLOTS, sizeof *s.shortid))))
         rc = -ENOMEM;
@@ -191,7 +224,9 @@ int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint
     free(lens);
     free(s.shortid);
     vec32_free(&s.longs);
-    if (rc == BAD_ID)
+    if (rc == BAD_ID && bare)
+        rc = tdc_error(-EBADMSG, "text shard: bytes after the pieces");
+    else if (rc == BAD_ID)
         rc = tdc_error(-EBADMSG, "text shard: token references missing, left over or to other bytes");
     else if (rc == TOO_MANY)
         rc = tdc_error(-EBADMSG, "text shard: more tokens than a shard may have");

@@ -22,7 +22,13 @@
  * its bytes). A file repeated in the shard repeats one distance, which zstd codes in next to
  * nothing; ids would differ token by token. The writer derives the shard
  * table's figures and the runs with the reader's own function (textshard_grammar), so the two
- * cannot disagree. */
+ * cannot disagree
+ *
+ * A *bare* payload (codec zstd-bare) has no references: the reader looks every token up by
+ * its bytes (a hash table), which makes a load slower. On text, where most tokens are long
+ * and come back, the references cost zstd nearly as much as the text itself; on bytes that do
+ * not compress, little. textshard_encode makes both and keeps the references unless the bare
+ * payload saves a tenth (judged by a quick zstd pass). */
 #ifndef TDC_TEXTSHARD_H
 #define TDC_TEXTSHARD_H
 
@@ -34,11 +40,13 @@
 #include "../grammar/gram.h"
 
 /* The payload of pieces lens[0..np) (np >= 1, each >= 1 byte) whose bytes are text[0..sum):
- * appended to out. 0, or -ENOMEM with a message. */
-int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text, buf *out);
+ * appended to out; bare where that saves a tenth with `bare` 1, always with 2, never with 0;
+ * *is_bare says which. 0, or -ENOMEM with a message. */
+int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int bare,
+                     buf *out, int *is_bare);
 
-/* The grammar of a payload of n bytes: *d (fresh) and g (zeroed by the caller: ntokens, no
- * rules, the root); with runs not NULL, each piece's number of root symbols appended to it.
+/* The grammar of a payload of n bytes (`bare`: without references): *d (fresh) and g
+ * (zeroed by the caller: ntokens, no rules, the root); with runs not NULL, each piece's number of root symbols appended to it.
  * root_syms and ntokens: what the shard table says the root and dictionary hold, room made
  * for them at once (0 when not known; a figure past what the payload can hold is not
  * believed, and the caller checks the grammar against the table after).
@@ -47,8 +55,8 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
  * references missing or left over, more tokens than a shard may have); -ENOMEM. On failure
  * *d is NULL
  * and g is freed. */
-int textshard_grammar(const unsigned char *p, size_t n, uint64_t root_syms, uint64_t ntokens,
-                      dict **d, gram *g, vec64 *runs);
+int textshard_grammar(const unsigned char *p, size_t n, int bare, uint64_t root_syms,
+                      uint64_t ntokens, dict **d, gram *g, vec64 *runs);
 
 /* The root symbols of a piece of n bytes: its tokens, each piece being tokenized alone. */
 uint64_t textshard_run(const unsigned char *piece, size_t n);

@@ -167,6 +167,9 @@ int dict_room(dict *d, size_t tokens, size_t bytes)
 
 void dict_fit(dict *d)
 {
+    free(d->table);
+    d->table = NULL;
+    d->tcap = 0;
     size_t want = d->blob.n + DICT_PAD;
     if (d->blob.cap <= want) return;
     unsigned char *q = realloc(d->blob.p, want); /* a shrink: in place, or the old kept */

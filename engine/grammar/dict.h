@@ -31,8 +31,9 @@ int dict_append(dict *d, const unsigned char *p, size_t n, uint32_t *id);
  * whose size is known before it is filled). 0 or -ENOMEM. */
 int dict_room(dict *d, size_t tokens, size_t bytes);
 
-/* Give back the room dict_room reserved beyond the tokens added since: for a bound that may be
- * well above the dictionary's size (a text shard reserves its text's). */
+/* Give back the room dict_room reserved beyond the tokens added since (for a bound that may be
+ * well above the dictionary's size: a text shard reserves its text's), and dict_intern's
+ * lookup table (rebuilt if it is needed again). */
 void dict_fit(dict *d);
 
 /* Room for `n` tokens in all before the table grows again (a hint: 0 or -ENOMEM). */

@@ -184,3 +184,55 @@ text_loads() {
     "$TADOC" unpack "$S/o.tdc" "$S/out"
     diff -r "$S/one" "$S/out"
 }
+
+# Codec of the dictionary section of each shard of archive $1, one line each.
+shard_codecs() {
+    "$TADOC" stat "$1" | awk '/^sections/ {on = 1} on && $1 == "dictionary" { print $2 }'
+}
+
+@test "bare text: a shard of text smaller under zstd than as a grammar is stored so, and reads, analyses and compacts as one" {
+    L=$CORPORA/linux-slice
+    "$TADOC" pack -q "$L" -o "$S/a.tdc"
+    TADOC_NO_BARE=1 "$TADOC" pack -q "$L" -o "$S/g.tdc"
+    [ "$(shard_codecs "$S/a.tdc")" = zstd-bare ]
+    [ "$(shard_codecs "$S/g.tdc")" != zstd-bare ]
+    a=$(stat -c %s "$S/a.tdc") g=$(stat -c %s "$S/g.tdc")
+    [ "$a" -lt $((g - g / 100)) ] || { echo "bare $a, grammar $g"; false; }
+    "$TADOC" verify "$S/a.tdc"
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    diff -r "$L" "$S/out"
+    [ "$(tree_meta "$L")" = "$(tree_meta "$S/out")" ]
+    # its tokens are the grammar's: every analytic, whole and of a scope, is the grammar's
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        cmp <("$TADOC" "$an" "$S/a.tdc") <("$TADOC" "$an" "$S/g.tdc") || { echo "$an"; false; }
+        cmp <("$TADOC" "$an" "$S/a.tdc" fs) <("$TADOC" "$an" "$S/g.tdc" fs) || { echo "$an fs"; false; }
+    done
+    f=kernel/sched/core.c
+    cmp <("$TADOC" search "$S/a.tdc" "$f" rq) <("$TADOC" search "$S/g.tdc" "$f" rq)
+    # the mount reads its files as text under a small budget; the word count needs its tokens
+    mnt -o ro,mem=64K "$S/a.tdc" "$M"
+    diff -r "$L" "$M"
+    [ "$(text_loads "$M")" -ge 1 ]
+    cmp "$M/.wordcount" <("$TADOC" wordcount "$S/g.tdc")
+    fusermount3 -u "$M"
+    # edits, then compaction: the shard is copied (its dead piece kept until a quarter is
+    # dead), the rewritten files beside; nothing goes back to the text with references
+    cp -r "$L" "$S/model"
+    mnt -o compact_threshold=0 "$S/a.tdc" "$M"
+    for d in "$M" "$S/model"; do
+        echo "/* appended */" >>"$d/$f"
+        cp "$L/fs/fuse/dev.c" "$d/fs/dev-copy.c"
+        rm "$d/lib/zstd/compress/zstd_lazy.c"
+    done
+    fusermount3 -u "$M"
+    "$TADOC" compact "$S/a.tdc"
+    "$TADOC" verify "$S/a.tdc"
+    shard_codecs "$S/a.tdc" | grep -qx zstd-bare
+    ! shard_codecs "$S/a.tdc" | grep -qx zstd-text
+    rewritten=$(cat "$S/model/$f" "$S/model/fs/dev-copy.c" | wc -c)
+    [ "$(stat -c %s "$S/a.tdc")" -le $((a + rewritten / 2)) ]
+    rm -rf "$S/out"
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    diff -r "$S/model" "$S/out"
+    cmp <("$TADOC" wordcount "$S/a.tdc") <(oracle_wordcount "$S/model")
+}

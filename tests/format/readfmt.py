@@ -304,14 +304,20 @@ def read_archive(path):
         typ, codec, off, stored, raw, h = entries[-1]
         # codecs: 0 raw, 1 zstd (any section), 2 zstd-front (dictionary), 3 kind and
         # 4 zstd-kind (rules and root: the kind layout, stored raw or as a zstd frame),
-        # 5 zstd-cols (a version 4 file table in columns)
-        if typ != want[i] or codec > 5 or off < 40 or off + stored > toff or \
+        # 5 zstd-cols (a version 4 file table in columns), 6 zstd-text and 7 zstd-bare (a
+        # version 4 shard's three sections: its text, with or without token references)
+        if typ != want[i] or codec > 7 or off < 40 or off + stored > toff or \
                 (codec == 2 and typ != 1) or (codec in (3, 4) and typ not in (2, 3)) or \
-                (codec == 5 and (typ != 4 or version < 4)):
+                (codec == 5 and (typ != 4 or version < 4)) or \
+                (codec in (6, 7) and (typ > 3 or version < 4)):
             raise Bad("section %d has a bad table entry" % i)
     kinded = [entries[3 * k + 1][1] in (3, 4) for k in range(nshards)]
     if any(kinded[k] != (entries[3 * k + 2][1] in (3, 4)) for k in range(nshards)):
         raise Bad("a shard's rules and root disagree on the kind layout")
+    text = [entries[3 * k][1] if entries[3 * k][1] in (6, 7) else 0 for k in range(nshards)]
+    if any({entries[3 * k + j][1] for j in range(3)} != {text[k]} for k in range(nshards)
+           if text[k] or any(entries[3 * k + j][1] in (6, 7) for j in range(3))):
+        raise Bad("a shard stored as its text has another codec on a section")
     # the tables are read first (as a mount does), then the grammars
     order = list(range(nsec - 2, nsec)) + list(range(nsec - 2)) if version >= 4 \
         else [3, 0, 1, 2]
@@ -319,13 +325,15 @@ def read_archive(path):
     secs = [None] * nsec
     for i, got in zip(order, sums):
         typ, codec, off, stored, raw, h = entries[i]
-        if raw > 1 << 40 or (codec in (0, 3) and raw != stored):
+        empty = codec in (6, 7) and typ != 1  # a text shard's rules and root hold nothing
+        if raw > 1 << 40 or ((codec in (0, 3) or empty) and raw != stored):
             raise Bad("section %d: impossible size" % i)
         body = data[off:off + stored]
         if got != h:
             raise Bad("section %d: checksum mismatch" % i)
-        secs[i] = body if codec in (0, 3) else unzstd(body, raw) if codec in (1, 4) \
-            else unfront(body, raw) if codec == 2 else uncols(body, raw)
+        secs[i] = body if codec in (0, 3) or empty else \
+            unzstd(body, raw) if codec in (1, 4, 6, 7) else \
+            unfront(body, raw) if codec == 2 else uncols(body, raw)
     a = {"version": version}
     if version >= 4:
         shards = read_shards(secs[nsec - 1], nshards)
@@ -338,7 +346,8 @@ def read_archive(path):
     a["shards"] = []
     off = 0
     for k in range(nshards):
-        g = read_grammar(secs[3 * k], secs[3 * k + 1], secs[3 * k + 2], kinded[k])
+        g = text_grammar(secs[3 * k], text[k] == 7) if text[k] else \
+            read_grammar(secs[3 * k], secs[3 * k + 1], secs[3 * k + 2], kinded[k])
         if shards and (len(g["root"]), len(g["toks"]), len(g["rules"]) - 1) != shards[k][1:]:
             raise Bad("shard %d: grammar does not match the shard table" % k)
         g["off"], g["index"] = off, k
@@ -392,6 +401,54 @@ def pieces(a, e, lengths=False):
             else:
                 out.append((g, syms))
     return out
+
+
+def tokens(text):
+    """Maximal runs of word bytes and of the other bytes, cut into pieces of 1024 bytes."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        w, j = is_word_byte(text[i]), i + 1
+        while j < n and j - i < 1024 and is_word_byte(text[j]) == w:
+            j += 1
+        out.append(text[i:j])
+        i = j
+    return out
+
+
+def text_grammar(payload, bare):
+    """A shard stored as its text (codec 6, or 7 for `bare`): each piece tokenized alone, ids
+    in order of first appearance, no rules. Codec 6 has a reference per long token (three
+    bytes or more): 0 for a new one, else how many long tokens back the same bytes came; its
+    short tokens, and codec 7's every token, are known by their bytes."""
+    r = Reader(payload, "text shard")
+    count = r.varint()
+    if not 1 <= count <= len(payload):
+        raise Bad("text shard: bad piece count")
+    lens = [r.varint() for _ in range(count)]
+    if any(n == 0 for n in lens) or sum(lens) > r.left():
+        raise Bad("text shard: bad piece lengths")
+    toks, known, root, longs = [], {}, [], []
+    pieces_ = [r.bytes(n) for n in lens]  # the references follow all of them
+    for piece in pieces_:
+        for t in tokens(piece):
+            if bare or len(t) <= 2:
+                if t not in known:
+                    known[t] = len(toks)
+                    toks.append(t)
+                root.append(known[t])
+                continue
+            d = r.varint()
+            if d == 0:
+                toks.append(t)
+                root.append(len(toks) - 1)
+            elif d > len(longs) or toks[longs[-d]] != t:
+                raise Bad("text shard: a reference past the long tokens or to other bytes")
+            else:
+                root.append(longs[-d])
+            longs.append(root[-1])
+    r.end()
+    return {"toks": toks, "lens": [len(t) for t in toks], "rules": [[]], "root": root,
+            "ln": [sum(len(toks[s_]) for s_ in root)]}
 
 
 def read_grammar(sdict, srules, sroot, kinded):

@@ -38,10 +38,10 @@ static int count_tok(void *ctx, const unsigned char *p, size_t n)
 }
 
 /* Each piece's run spells its bytes, holds the tokens tok_feed makes of the piece alone, and
- * tokens get their ids in order of first appearance. */
-static void test_pieces_roundtrip(void **state)
+ * tokens get their ids in order of first appearance; with references and bare (`bare` 0 or
+ * 2, as textshard_encode takes it). */
+static void pieces_roundtrip(int bare)
 {
-    (void)state;
     const char *pieces[] = {"hello, world\n", "world hello", ";;; \xff\xfe bytes \x01\x02"};
     uint64_t lens[3];
     buf text = {0}, pay = {0}, got = {0};
@@ -49,11 +49,13 @@ static void test_pieces_roundtrip(void **state)
         lens[i] = strlen(pieces[i]);
         assert_int_equal(buf_put(&text, pieces[i], lens[i]), 0);
     }
-    assert_int_equal(textshard_encode(lens, 3, text.p, &pay), 0);
+    int is_bare;
+    assert_int_equal(textshard_encode(lens, 3, text.p, bare, &pay, &is_bare), 0);
+    assert_int_equal(is_bare, bare == 2);
     dict *d;
     gram g = {0};
     vec64 runs = {0};
-    assert_int_equal(textshard_grammar(pay.p, pay.n, 0, 0, &d, &g, &runs), 0);
+    assert_int_equal(textshard_grammar(pay.p, pay.n, is_bare, 0, 0, &d, &g, &runs), 0);
     assert_int_equal(runs.n, 3);
     assert_int_equal(g.nrules, 0);
     assert_int_equal(g.ntokens, dict_count(d));
@@ -84,6 +86,13 @@ static void test_pieces_roundtrip(void **state)
     buf_free(&got);
 }
 
+static void test_pieces_roundtrip(void **state)
+{
+    (void)state;
+    pieces_roundtrip(0);
+    pieces_roundtrip(2);
+}
+
 typedef struct lens {
     size_t n, len[8192];
 } lens;
@@ -99,10 +108,10 @@ static int record_tok(void *ctx, const unsigned char *p, size_t n)
 
 /* Bytes of every kind (random, runs of one class longer than TOK_CAP), in pieces: the runs
  * hold the tokens tok_feed makes of each piece, token for token, and spell the piece; a
- * piece repeating earlier ones gets their ids (through the references back). */
-static void test_tokens_as_tok_feed(void **state)
+ * piece repeating earlier ones gets their ids (through the references back, or bare by the
+ * bytes). */
+static void tokens_as_tok_feed(int bare)
 {
-    (void)state;
     enum { N = 12000 };
     unsigned char *t = malloc(2 * N);
     uint32_t x = 12345;
@@ -115,12 +124,15 @@ static void test_tokens_as_tok_feed(void **state)
     memcpy(t + N, t + 3000, 5100); /* the second piece again */
     uint64_t pl[] = {3000, 5100, N - 8100, 5100};
     buf pay = {0}, got = {0};
-    assert_int_equal(textshard_encode(pl, 4, t, &pay), 0);
+    int is_bare;
+    assert_int_equal(textshard_encode(pl, 4, t, bare, &pay, &is_bare), 0);
+    assert_int_equal(is_bare, bare == 2);
     dict *d;
     gram g = {0};
     vec64 runs = {0};
     /* figures past what the payload can hold (a shard table not to be believed) */
-    assert_int_equal(textshard_grammar(pay.p, pay.n, UINT64_MAX, UINT64_MAX, &d, &g, &runs), 0);
+    assert_int_equal(
+        textshard_grammar(pay.p, pay.n, is_bare, UINT64_MAX, UINT64_MAX, &d, &g, &runs), 0);
     assert_int_equal(runs.n, 4);
     uint64_t at = 0, off = 0;
     for (int i = 0; i < 4; i++) {
@@ -153,6 +165,46 @@ static void test_tokens_as_tok_feed(void **state)
     free(t);
 }
 
+static void test_tokens_as_tok_feed(void **state)
+{
+    (void)state;
+    tokens_as_tok_feed(0);
+    tokens_as_tok_feed(2);
+}
+
+/* Judged (`bare` 1): text, whose long tokens come back, is bare; random bytes, whose
+ * references cost little, keep them. Both decode to the same tokens either way. */
+static void test_bare_judged(void **state)
+{
+    (void)state;
+    enum { N = 60000 };
+    unsigned char *t = malloc(N);
+    const char *words[] = {"alpha ", "beta\n", "gamma, ", "delta; ", "epsilon "};
+    size_t n = 0;
+    uint32_t x = 7;
+    while (n + 10 < N) {
+        x = x * 1103515245 + 12345;
+        const char *w = words[(x >> 16) % 5];
+        memcpy(t + n, w, strlen(w));
+        n += strlen(w);
+    }
+    uint64_t len = n;
+    buf pay = {0};
+    int is_bare;
+    assert_int_equal(textshard_encode(&len, 1, t, 1, &pay, &is_bare), 0);
+    assert_int_equal(is_bare, 1);
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1103515245 + 12345;
+        t[i] = (unsigned char)(x >> 16);
+    }
+    len = N;
+    pay.n = 0;
+    assert_int_equal(textshard_encode(&len, 1, t, 1, &pay, &is_bare), 0);
+    assert_int_equal(is_bare, 0);
+    buf_free(&pay);
+    free(t);
+}
+
 /* A long word is cut at TOK_CAP as the tokenizer cuts it. */
 static void test_long_word(void **state)
 {
@@ -161,10 +213,11 @@ static void test_long_word(void **state)
     memset(w, 'x', sizeof w);
     uint64_t len = sizeof w;
     buf pay = {0};
-    assert_int_equal(textshard_encode(&len, 1, w, &pay), 0);
+    int is_bare;
+    assert_int_equal(textshard_encode(&len, 1, w, 0, &pay, &is_bare), 0);
     dict *d;
     gram g = {0};
-    assert_int_equal(textshard_grammar(pay.p, pay.n, 0, 0, &d, &g, NULL), 0);
+    assert_int_equal(textshard_grammar(pay.p, pay.n, 0, 0, 0, &d, &g, NULL), 0);
     assert_int_equal(g.root.n, 3); /* 1024 + 1024 + 952 */
     assert_int_equal(dict_count(d), 2);
     dict_free(d);
@@ -194,11 +247,22 @@ static void test_rejects(void **state)
         {"reference to other bytes", {2, 3, 3, 'a', 'b', 'c', 'a', 'b', 'd', 0, 1}, 11},
         {"references left over", {1, 3, 'a', 'b', 'c', 0, 0}, 7},
     };
+    /* bare: the pieces' bytes end the payload */
+    static const unsigned char after[] = {1, 3, 'a', 'b', 'c', 0};
+    dict *bd = (dict *)1;
+    gram bg = {0};
+    assert_int_equal(textshard_grammar(after, sizeof after, 1, 0, 0, &bd, &bg, NULL), -EBADMSG);
+    assert_null(bd);
+    assert_int_equal(textshard_grammar(after, sizeof after - 1, 1, 0, 0, &bd, &bg, NULL), 0);
+    assert_int_equal(bg.root.n, 1);
+    dict_free(bd);
+    gram_free(&bg);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         dict *d = (dict *)1;
         gram g = {0};
         vec64 runs = {0};
-        int rc = textshard_grammar(bad[i].p, bad[i].n, UINT64_MAX, UINT64_MAX, &d, &g, &runs);
+        int rc =
+            textshard_grammar(bad[i].p, bad[i].n, 0, UINT64_MAX, UINT64_MAX, &d, &g, &runs);
         if (rc != -EBADMSG) fail_msg("%s: %d", bad[i].why, rc);
         assert_null(d);
         assert_int_equal(g.root.n, 0);
@@ -213,7 +277,9 @@ static void test_pieces(void **state)
     (void)state;
     uint64_t in[2] = {3, 5};
     buf pay = {0};
-    assert_int_equal(textshard_encode(in, 2, (const unsigned char *)"abc;defg", &pay), 0);
+    int is_bare;
+    assert_int_equal(textshard_encode(in, 2, (const unsigned char *)"abc;defg", 0, &pay, &is_bare),
+                     0);
     uint64_t *lens = NULL;
     size_t np = 0;
     const unsigned char *text;
@@ -313,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_pieces_roundtrip),
         cmocka_unit_test(test_long_word),
         cmocka_unit_test(test_tokens_as_tok_feed),
+        cmocka_unit_test(test_bare_judged),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_open_text),
