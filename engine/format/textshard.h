@@ -46,15 +46,14 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
                      buf *out, int *is_bare);
 
 /* The grammar of a payload of n bytes (`bare`: without references): *d (fresh) and g
- * (zeroed by the caller: ntokens, no rules, the root); with runs not NULL, each piece's number of root symbols appended to it.
- * root_syms and ntokens: what the shard table says the root and dictionary hold, room made
- * for them at once (0 when not known; a figure past what the payload can hold is not
- * believed, and the caller checks the grammar against the table after).
- * 0; -EBADMSG with a message for a payload the writer could not have made (no piece, a piece
- * of 0 bytes, lengths past the end, a reference past the long tokens seen or to other bytes,
- * references missing or left over, more tokens than a shard may have); -ENOMEM. On failure
- * *d is NULL
- * and g is freed. */
+ * (zeroed by the caller: ntokens, no rules, the root); with runs not NULL, each piece's
+ * number of root symbols appended to it. root_syms and ntokens: what the shard table says
+ * the root and dictionary hold, room made for them at once (0 when not known; a figure past
+ * what the payload can hold is not believed, and the caller checks the grammar against the
+ * table after). 0; -EBADMSG with a message for a payload the writer could not have made (no
+ * piece, a piece of 0 bytes, lengths past the end, a reference past the long tokens seen or
+ * to other bytes, references missing or left over, bare: bytes after the pieces; more tokens
+ * than a shard may have); -ENOMEM. On failure *d is NULL and g is freed. */
 int textshard_grammar(const unsigned char *p, size_t n, int bare, uint64_t root_syms,
                       uint64_t ntokens, dict **d, gram *g, vec64 *runs);
 
