@@ -132,9 +132,11 @@ static int dec_token(void *ctx, const unsigned char *t, size_t n)
 {
     dec *s = ctx;
     uint32_t id, *slot = n <= SHORT_MAX ? &s->shortid[short_slot(t, n)] : NULL;
-    if (s->bare) {
+    if (s->bare) { /* short tokens by their slot after their first time, as below */
+        if (slot && *slot) return vec32_push(&s->g->root, *slot - 1) ? -ENOMEM : 0;
         int rc = dict_count(s->d) >= TEXT_TOKENS_MAX ? TOO_MANY : dict_intern(s->d, t, n, &id);
         if (rc) return rc == -EOVERFLOW ? TOO_MANY : rc;
+        if (slot) *slot = id + 1;
         return vec32_push(&s->g->root, id) ? -ENOMEM : 0;
     }
     uint64_t r = 0;
@@ -214,7 +216,8 @@ int textshard_grammar(const unsigned char *p, size_t n, int bare, uint64_t root_
     root_syms = root_syms < bytes ? root_syms : bytes;
     ntokens = ntokens < root_syms ? ntokens : root_syms;
     if (!rc && (vec32_reserve(&g->root, (size_t)root_syms) ||
-                dict_room(s.d, (size_t)ntokens, (size_t)bytes)))
+                dict_room(s.d, (size_t)ntokens, (size_t)bytes) ||
+                (bare && dict_reserve(s.d, (size_t)ntokens))))
         rc = -ENOMEM;
     if (!rc) mem_populate(g->root.p, (size_t)root_syms * sizeof *g->root.p);
     if (!rc) rc = tokenize(lens, np, text, dec_token, &s, runs, g);

@@ -121,11 +121,21 @@ for src in tests/tmp/corpora/linux-slice tests/tmp/corpora/brown "$tmp/cut" "$tm
         status=1
         continue
     fi
-    build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q &&
+    # grammars (pack stores the Linux slice as its text, bare, checked after this loop)
+    TADOC_NO_BARE=1 build/rel/tadoc pack "$src" -o "$tmp/$name.tdc" -q &&
         build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} ${READS_ONLY:+--reads} "$tmp/$name.tdc" ${SEED:-} ||
         status=1
     echo
 done
+# The Linux slice as pack stores it: one shard of bare text (codec zstd-bare), whose grammar
+# is its tokens, found by their bytes.
+if [ -z "${READS_ONLY:-}" ]; then
+    build/rel/tadoc pack tests/tmp/corpora/linux-slice -o "$tmp/bare.tdc" -q &&
+        build/rel/tadoc stat "$tmp/bare.tdc" | grep -q zstd-bare &&
+        build/rel/tests/gpucheck ${ANALYTICS_ONLY:+--analytics} "$tmp/bare.tdc" ${SEED:-} ||
+        status=1
+    echo
+fi
 # An archive of several shards (merged into one grammar when read): every kernel again. Then
 # one whose copies of files were packed in the first one's shard, out of path order.
 if [ -z "${READS_ONLY:-}" ]; then
