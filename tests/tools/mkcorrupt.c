@@ -314,8 +314,10 @@ static void archive_cases(void)
     emit("hdr-tableoff.tdc", o.p, o.n, 3, "section table lies outside the file", NULL);
     memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_TYPE, 2), st32(e1 + ARC_SECENT_TYPE, 1), REHASH();
     emit("tab-typeswap.tdc", o.p, o.n, 3, "where a dictionary belongs", NULL);
-    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_CODEC, 7), REHASH();
-    emit("tab-codec7.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
+    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_CODEC, 8), REHASH(); /* past the last codec */
+    emit("tab-codec8.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
+    memcpy(o.p, save, o.n), st32(e0 + ARC_SECENT_CODEC, 7), REHASH(); /* bare: one section */
+    emit("tab-bare-one.tdc", o.p, o.n, 3, "stored as text in some sections only", NULL);
     memcpy(o.p, save, o.n), st64(e1 + ARC_SECENT_OFFSET, o.n), REHASH();
     emit("tab-offset.tdc", o.p, o.n, 3, "has a bad table entry", NULL);
     memcpy(o.p, save, o.n), st64(e1 + ARC_SECENT_STORED, o.n), REHASH();
@@ -836,7 +838,8 @@ int main(int argc, char **argv)
     if (!(manifest = fopen(path, "w"))) fz_die(path);
     fprintf(manifest, "# made by tests/tools/mkcorrupt (tests/corrupt/gen.sh); see its header\n");
     char *fix;
-    fz_fixture_plain = ARC_PLAIN_SYMS; /* the rules and root surgery edits the plain layout */
+    /* the surgery edits the plain layout of the rules and root, and the file table in rows */
+    fz_fixture_plain = ARC_PLAIN_SYMS | ARC_PLAIN_FILES;
     base = fz_fixture(&fix, &nbase);
     emit("base.tdc", base, nbase, 0, "ok:", NULL);
     /* The base journal: edits of every kind through the vol API. */
