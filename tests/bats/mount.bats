@@ -32,7 +32,8 @@ make_link_tree() {
 
 # Archives are packed once per file: packing takes seconds, mounting milliseconds.
 setup_file() {
-    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$BATS_FILE_TMPDIR/l.tdc"
+    # as a grammar (rules, shares): pack would store this text bare (textshards.bats mounts that)
+    TADOC_NO_BARE=1 "$TADOC" pack -q "$CORPORA/linux-slice" -o "$BATS_FILE_TMPDIR/l.tdc"
     "$TADOC" pack -q "$CORPORA/brown" -o "$BATS_FILE_TMPDIR/b.tdc"
     make_link_tree "$BATS_FILE_TMPDIR/links"
     "$TADOC" pack -q "$BATS_FILE_TMPDIR/links" -o "$BATS_FILE_TMPDIR/k.tdc"
