@@ -284,17 +284,21 @@ static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size,
     return rc;
 }
 
-/* Whether moving file i is stored as its text: its content comes from a shard stored so, or
- * it is new and its first bytes (read into blk, PACK_TEXT_SAMPLE bytes) do not compress
- * (the trial in cc, NULL: a context of its own). 0 or a negative errno. */
+/* Whether moving file i is stored as its text: its content comes from a shard stored so with
+ * token references (incompressible bytes), or it is new or from a bare shard and its first
+ * bytes (read into blk, PACK_TEXT_SAMPLE bytes) do not compress (the trial in cc, NULL: a
+ * context of its own). A bare shard's text goes to a grammar like any text: it was bare for
+ * being smaller so as a whole shard, which the few files a compaction moves are not (kept as
+ * text, they would pile up in small shards that zstd codes apart). 0 or a negative errno. */
 static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t i,
                      compact_read_fn fn, void *ctx, unsigned char *blk, ZSTD_CCtx *cc,
                      uint8_t *text)
 {
     const arc_entry *e = &nw->ents[i];
     *text = 0;
-    if (src[i] >= 0) {
-        *text = e->size && arc_shard_text(old, old->ents[src[i]].shard);
+    int from = src[i] >= 0 ? arc_shard_text(old, old->ents[src[i]].shard) : 2;
+    if (from != 2) {
+        *text = e->size && from;
         return 0;
     }
     if (e->size < PACK_TEXT_MIN) return 0;

@@ -1162,7 +1162,9 @@ int arc_shard_check(const arc *a, uint32_t k)
 
 int arc_shard_text(const arc *a, uint32_t k)
 {
-    return k < a->nshards && a->version >= 4 && is_text(&a->secs[a->shards[k].sec]);
+    if (k >= a->nshards || a->version < 4) return 0;
+    const arc_secinfo *s = &a->secs[a->shards[k].sec];
+    return s->codec == CODEC_ZSTD_BARE ? 2 : is_text(s);
 }
 
 int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)

@@ -284,7 +284,8 @@ int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out);
  * checksums, nothing decoded or held. 0, -EBADMSG (naming the section), -EIO or -ENOMEM. */
 int arc_shard_check(const arc *a, uint32_t k);
 
-/* 1 when shard k of an opened archive is stored as its text (textshard.h), else 0. */
+/* Whether shard k of an opened archive is stored as its text (textshard.h): 1 with token
+ * references (zstd-text), 2 bare (zstd-bare), else 0. */
 int arc_shard_text(const arc *a, uint32_t k);
 
 /* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):

@@ -16,7 +16,11 @@ setup() {
     packed
 }
 
-# The archive under test, a.tdc, packed from T, with its listing and words for ops.pl.
+# The archive under test, a.tdc, packed from T, with its listing and words for ops.pl. As
+# grammars (TADOC_NO_BARE=1, exported: near_pack's fresh pack too), whose compaction is what
+# these tests measure: pack would store this text bare, and compaction moves a bare shard's
+# edited files to grammars (textshards.bats).
+export TADOC_NO_BARE=1
 packed() {
     "$TADOC" pack -q "$T" -o "$S/a.tdc"
     "$TADOC" ls -l "$S/a.tdc" >"$S/ls"
