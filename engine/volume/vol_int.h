@@ -108,8 +108,8 @@ struct vol {
     uint64_t span_gen; /* bumped when a compaction puts a new archive's file table in smeta */
     pthread_cond_t spcond; /* a decoding ended */
     mbud *bud; /* the budget (o.mem) spans and analytics shard by shard share, or NULL */
-    /* Bytes freed spans gave back to the budget that may still be the allocator's, not yet
-     * returned by malloc_trim (an estimate; atomic), and how many may be (vol_span.c). */
+    /* Bytes freed spans gave back to the budget since the last malloc_trim (atomic), and
+     * how many may be before the next (vol_span.c). */
     uint64_t untrimmed, trim_slack;
     uint64_t span_trims; /* malloc_trim calls of dropped spans (atomic) */
     uint64_t early_reads; /* reads served from spans (atomic) */

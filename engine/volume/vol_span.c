@@ -37,9 +37,11 @@
 
 /* Under a budget, memory freed spans may leave in the allocator before malloc_trim returns
  * it: at most a quarter of the budget, and at most this. A trim returns every free page, and
- * the next span's decoding faults all of them in again, a large part of a span load; the next
- * spans decode into what is kept instead, so the daemon's resident memory may exceed the
- * budget by this much. */
+ * the next span's decoding faults all of them in again, a large part of a span load; between
+ * trims the next spans decode into what is kept, so the daemon's resident memory may exceed
+ * the budget by this much. The count is of bytes freed, whether or not later spans reused
+ * them: a span's large blocks often fit no hole another left (a shard stored as text is one
+ * block of its size), and counting loads as reuse let the held memory grow unbounded. */
 #define VOL_TRIM_SLACK (64ull << 20)
 
 /* What a span holds: shards [first, last], with every file inside them (part < 0) or the
@@ -85,24 +87,14 @@ static void span_free(vol *v, vol_span *s)
     arc_text_free(&s->t);
     free(s->ids);
     free(s);
-    /* Give the freed pages back: without a budget at once, under one once more than the
-     * slack may be held (the budget no longer counts them); spans loaded meanwhile reuse
-     * them. */
+    /* Give the freed pages back: without a budget at once, under one once spans freed more
+     * than the slack since the last trim (the budget no longer counts them). */
     if (!v->bud || __atomic_add_fetch(&v->untrimmed, taken, __ATOMIC_RELAXED) > v->trim_slack) {
         __atomic_store_n(&v->untrimmed, 0, __ATOMIC_RELAXED);
         __atomic_add_fetch(&v->span_trims, 1, __ATOMIC_RELAXED);
         malloc_trim(0);
     }
     if (taken) mbud_give(v->bud, taken);
-}
-
-/* A span taking `bytes` of the budget decodes into freed memory first (span_free). */
-static void reuse_untrimmed(vol *v, uint64_t bytes)
-{
-    uint64_t u = __atomic_load_n(&v->untrimmed, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(&v->untrimmed, &u, u > bytes ? u - bytes : 0, 0,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
 }
 
 /* Whether s is on the list of kept spans. v->splock held. */
@@ -429,7 +421,6 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
          * about its estimate, not its measured size. */
         uint64_t keep = rc ? 0 : took > s->bytes ? took : s->bytes;
         if (!rc) s->taken = keep;
-        reuse_untrimmed(v, keep);
         mbud_resize(v->bud, took, keep);
     }
     vol_span *gone = NULL;
@@ -556,10 +547,7 @@ static void *flat_main(void *arg)
     s->bytes = now;
     if (v->bud && now > was) s->taken = now;
     pthread_mutex_unlock(&v->splock);
-    if (v->bud && now > was) {
-        reuse_untrimmed(v, now - was);
-        mbud_resize(v->bud, was, now);
-    }
+    if (v->bud && now > was) mbud_resize(v->bud, was, now);
     span_put(v, s);
     job_end(v, 0);
     return NULL;
