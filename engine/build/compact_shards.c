@@ -7,6 +7,7 @@
 
 #include "../base/err.h"
 #include "../base/tok.h"
+#include "bare.h"
 #include "pack.h"
 
 /* The shard holding the last symbol of e's run (e's own shard for an empty run). */
@@ -128,6 +129,56 @@ static void add_stats(compact_stats *st, const compact_stats *g)
     st->full |= g->full;
 }
 
+/* Bytes [at, at + len) of new entry `ent` appended to b, and to the file's hash (hs, unless
+ * NULL). */
+static int read_text(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at, uint64_t len, buf *b,
+                     XXH3_state_t *hs)
+{
+    if (len > SIZE_MAX || buf_reserve(b, (size_t)len)) return tdc_error(-ENOMEM, "out of memory");
+    for (uint64_t off = 0; off < len;) {
+        size_t k = len - off < ((size_t)1 << 20) ? (size_t)(len - off) : (size_t)1 << 20;
+        int rc = fn(ctx, ent, at + off, b->p + b->n, k);
+        if (rc) return rc;
+        if (hs) XXH3_64bits_update(hs, b->p + b->n, k);
+        b->n += k;
+        off += k;
+    }
+    return 0;
+}
+
+/* The shard of group entries ge[0..n) (new entries map[0..n), `bytes` of content), coded as
+ * a grammar in *out, stored as its bare text instead where that is smaller (bare.h), as pack
+ * stores it: the entries' runs are then the text's. Its text is read again through fn. */
+static int group_bare(const uint32_t *map, uint32_t n, uint64_t bytes, compact_read_fn fn,
+                      void *ctx, int level, arc_entry *ge, arc_coded *out)
+{
+    if (bytes < BARE_MIN || bytes > SIZE_MAX) return 0;
+    buf text = {0};
+    vec64 lens = {0}, runs = {0};
+    arc_coded tc;
+    int rc = buf_reserve(&text, (size_t)bytes) ? -ENOMEM : 0;
+    for (uint32_t k = 0; k < n && !rc; k++) {
+        if (!ge[k].size) continue;
+        rc = read_text(fn, ctx, map[k], 0, ge[k].size, &text, NULL);
+        if (!rc && vec64_push(&lens, ge[k].size)) rc = -ENOMEM;
+    }
+    if (!rc && bare_worth(NULL, text.p, lens.p, lens.n, out) &&
+        (rc = bare_code(text.p, lens.p, lens.n, level, out, &tc, &runs)) == 1) {
+        arc_coded_free(out);
+        *out = tc;
+        for (uint32_t k = 0, r = 0, start = 0; k < n; k++) {
+            ge[k].root_start = start;
+            ge[k].root_len = ge[k].size ? runs.p[r++] : 0;
+            start += ge[k].root_len;
+        }
+        rc = 0;
+    }
+    buf_free(&text);
+    vec64_free(&lens);
+    vec64_free(&runs);
+    return rc == -ENOMEM ? tdc_error(rc, "out of memory storing a shard as its text") : rc;
+}
+
 /* Build entries map[0..n) of nw (content that moves) into one new shard, index `shard`. */
 static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32_t *map, uint32_t n,
                        uint32_t shard, compact_read_fn fn, void *ctx, int level, compact_stats *st,
@@ -148,6 +199,8 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
     compact_stats gs;
     if (!rc) rc = compact_build(old, &g, gsrc, group_read, &rd, COMPACT_MAY_REBUILD, &gs);
     if (!rc) rc = arc_shard_encode(g.dict, &g.g, bytes, level, 0, out);
+    if (!rc && (rc = group_bare(map, n, bytes, fn, ctx, level, g.ents, out))) arc_coded_free(out);
+    if (!rc) gs.rules_after = out->info.nrules; /* none where it went bare */
     for (uint32_t k = 0; !rc && k < n; k++) {
         arc_entry *e = &nw->ents[map[k]];
         e->shard = shard;
@@ -287,9 +340,10 @@ static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size,
 /* Whether moving file i is stored as its text: its content comes from a shard stored so with
  * token references (incompressible bytes), or it is new or from a bare shard and its first
  * bytes (read into blk, PACK_TEXT_SAMPLE bytes) do not compress (the trial in cc, NULL: a
- * context of its own). A bare shard's text goes to a grammar like any text: it was bare for
- * being smaller so as a whole shard, which the few files a compaction moves are not (kept as
- * text, they would pile up in small shards that zstd codes apart). 0 or a negative errno. */
+ * context of its own). A bare shard's files join the grammar groups like any text: kept as
+ * text shards of their own, the few files a compaction moves would pile up in small shards
+ * that zstd codes apart; a group as large as BARE_MIN is stored bare where that is smaller
+ * (group_bare), as pack stores it. 0 or a negative errno. */
 static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t i,
                      compact_read_fn fn, void *ctx, unsigned char *blk, ZSTD_CCtx *cc,
                      uint8_t *text)
@@ -306,22 +360,6 @@ static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t
     int rc = fn(ctx, i, 0, blk, n);
     if (!rc) *text = (uint8_t)pack_incompressible(cc, blk, n);
     return rc;
-}
-
-/* Bytes [at, at + len) of new entry `ent` appended to b, and to the file's hash. */
-static int read_text(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at, uint64_t len, buf *b,
-                     XXH3_state_t *hs)
-{
-    if (len > SIZE_MAX || buf_reserve(b, (size_t)len)) return tdc_error(-ENOMEM, "out of memory");
-    for (uint64_t off = 0; off < len;) {
-        size_t k = len - off < ((size_t)1 << 20) ? (size_t)(len - off) : (size_t)1 << 20;
-        int rc = fn(ctx, ent, at + off, b->p + b->n, k);
-        if (rc) return rc;
-        XXH3_64bits_update(hs, b->p + b->n, k);
-        b->n += k;
-        off += k;
-    }
-    return 0;
 }
 
 /* The pieces in text and lens coded as shard *n (stored as its text), their runs in *runs;

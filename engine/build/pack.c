@@ -14,8 +14,10 @@
 #include <zstd.h>
 
 #include "../format/arc.h"
+#include "../format/ztrial.h"
 #include "../base/err.h"
 #include "../grammar/seq.h"
+#include "bare.h"
 #include "shape.h"
 #include "../base/tok.h"
 
@@ -185,25 +187,11 @@ static int compress(sbuild *b, gbuild *gb)
     return rc;
 }
 
-/* A grammar shard's text, the other way to store it (bare text, textshard.h): on text whose
- * words do not repeat in long runs (prose in many languages, code) zstd's long matches over
- * the bytes beat the grammar's symbols. Worth coding at the archive's level (slow) only when
- * a quick pass (BARE_TRY_LEVEL) shrunk by BARE_HOPE (what level 19 makes of the quick pass's
- * size on text, with a margin) comes under the grammar; kept when it saves more than
- * 1/BARE_MARGIN of the grammar's bytes, for a shard stored so loads its tokens by hashing
- * them (analytics take longer to load it, and traverse a root without rules; reads are a
- * copy). Shards under BARE_MIN keep their grammar: zstd often wins there by the grammar's
- * fixed costs, a few hundred bytes, not worth the analytics' grammar. */
-#define BARE_MIN (1u << 20)
-#define BARE_TRY_LEVEL 3
-#define BARE_HOPE 0.72
-#define BARE_MARGIN 100
-
+/* A grammar shard's text, the other way to store it (bare.h). */
 typedef struct alt {
-    buf text;    /* the parts' bytes with content, back to back */
-    vec64 lens;  /* their lengths */
-    vec64 toks;  /* each part's token count (empty parts too) */
-    size_t hope; /* the quick pass's size, shrunk by BARE_HOPE; 0: not worth trying */
+    buf text;   /* the parts' bytes with content, back to back */
+    vec64 lens; /* their lengths */
+    vec64 toks; /* each part's token count (empty parts too) */
 } alt;
 
 static void alt_free(alt *a)
@@ -213,10 +201,12 @@ static void alt_free(alt *a)
     vec64_free(&a->toks);
 }
 
-/* The text of b's shard from its tokens (each part ends with a barrier), and its hope. */
-static int bare_text(const sbuild *b, ZSTD_CCtx *cc, alt *a)
+/* The text of b's shard from its tokens (each part ends with a barrier), before shaping
+ * renumbers them. */
+static int bare_text(const sbuild *b, alt *a)
 {
     uint64_t n = 0, len = 0;
+    if (buf_reserve(&a->text, (size_t)b->bytes)) return -ENOMEM;
     for (size_t i = 0; i < b->toks.n; i++) {
         uint32_t id = b->toks.p[i];
         if (id == SEQ_BARRIER) {
@@ -230,41 +220,22 @@ static int bare_text(const sbuild *b, ZSTD_CCtx *cc, alt *a)
         len += tn;
         n++;
     }
-    if (!a->lens.n) return 0; /* empty files only */
-    size_t cap = ZSTD_compressBound(a->text.n), z;
-    void *out = malloc(cap);
-    if (!out) return -ENOMEM;
-    /* with long matching, as the sections are coded (copies of a file lie far apart) */
-    ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
-    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, BARE_TRY_LEVEL);
-    ZSTD_CCtx_setParameter(cc, ZSTD_c_enableLongDistanceMatching, 1);
-    ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
-    z = ZSTD_compress2(cc, out, cap, a->text.p, a->text.n);
-    free(out);
-    a->hope = ZSTD_isError(z) ? 0 : (size_t)((double)z * BARE_HOPE);
     return 0;
 }
 
-static uint64_t coded_bytes(const arc_coded *c)
-{
-    return c->secs[0].stored + c->secs[1].stored + c->secs[2].stored;
-}
-
 /* Store b's shard, just coded as a grammar in g->sh[g->nsh] with its parts' runs in le, as
- * its bare text instead where that is worth it (bare_text) and the text's runs are the
- * grammar's token counts (so its files read the same); else leave it. *swapped says which. */
+ * its bare text instead where that is worth it (bare_worth, bare_code) and the text's runs
+ * are the grammar's token counts (so its files read the same); else leave it. *swapped says
+ * which. */
 static int try_bare(sbuild *b, alt *a, arc_entry *le, int *swapped)
 {
-    group *g = b->g;
-    arc_coded *gc = &g->sh[g->nsh], tc;
+    arc_coded *gc = &b->g->sh[b->g->nsh], tc;
     vec64 runs = {0};
     *swapped = 0;
-    if (!a->hope || a->hope >= coded_bytes(gc)) return 0;
-    int rc = arc_text_shard_encode(a->lens.p, a->lens.n, a->text.p, b->p->level, 2, &tc, &runs);
-    if (rc) return rc;
-    uint64_t g_bytes = coded_bytes(gc);
-    int keep = coded_bytes(&tc) < g_bytes - g_bytes / BARE_MARGIN && runs.n == a->lens.n &&
-               tc.info.bytes == gc->info.bytes;
+    if (!bare_worth(b->cc, a->text.p, a->lens.p, a->lens.n, gc)) return 0;
+    int keep = bare_code(a->text.p, a->lens.p, a->lens.n, b->p->level, gc, &tc, &runs);
+    if (keep < 0) return keep;
+    int better = keep;
     for (size_t k = 0, r = 0; keep && k < a->toks.n; k++) /* pieces: the parts with content */
         keep = !a->toks.p[k] || runs.p[r++] == a->toks.p[k];
     for (size_t k = 0, r = 0, start = 0; keep && k < a->toks.n; k++) {
@@ -273,10 +244,8 @@ static int try_bare(sbuild *b, alt *a, arc_entry *le, int *swapped)
         start += le[k].root_len;
     }
     vec64_free(&runs);
-    if (!keep) {
-        arc_coded_free(&tc);
-        return 0;
-    }
+    if (better && !keep) arc_coded_free(&tc);
+    if (!keep) return 0;
     arc_coded_free(gc);
     *gc = tc;
     *swapped = 1;
@@ -297,7 +266,7 @@ static int close_shard(sbuild *b)
     arc_entry *le = calloc(np ? np : 1, sizeof *le);
     int rc = le ? 0 : -ENOMEM, bare = 0;
     if (!rc && !(p->o->plain & ARC_PLAIN_BARE) && b->cc && b->bytes >= BARE_MIN)
-        rc = bare_text(b, b->cc, &a);
+        rc = bare_text(b, &a);
     if (!rc) rc = compress(b, &gb);
     if (!rc) rc = gbuild_finish(&gb, dict_count(b->d), &gr);
     uint64_t start = 0;
@@ -311,7 +280,7 @@ static int close_shard(sbuild *b)
     if (!rc) rc = shape_grammar(&gr, &b->d, le, np, &so);
     if (!rc) rc = shard_room(g);
     if (!rc) rc = arc_shard_encode(b->d, &gr, b->bytes, p->level, p->o->plain, &g->sh[g->nsh]);
-    if (!rc && a.hope && (rc = try_bare(b, &a, le, &bare))) arc_coded_free(&g->sh[g->nsh]);
+    if (!rc && a.lens.n && (rc = try_bare(b, &a, le, &bare))) arc_coded_free(&g->sh[g->nsh]);
     if (!rc) {
         for (size_t k = 0; k < np; k++) {
             g->parts[b->part0 + k].start = le[k].root_start;
@@ -580,16 +549,9 @@ static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, co
 int pack_incompressible(ZSTD_CCtx *cc, const unsigned char *p, size_t n)
 {
     if (n < PACK_TEXT_MIN) return 0;
-    size_t in = n < PACK_TEXT_SAMPLE ? n : PACK_TEXT_SAMPLE, cap = ZSTD_compressBound(in), z;
-    ZSTD_CCtx *own = cc ? NULL : ZSTD_createCCtx();
-    void *out = malloc(cap);
-    if (out && (cc || own))
-        z = ZSTD_compressCCtx(cc ? cc : own, out, cap, p, in, TEXT_LEVEL);
-    else
-        z = 0; /* no memory for the trial: kept in a grammar, which always works */
-    free(out);
-    ZSTD_freeCCtx(own);
-    return !ZSTD_isError(z) && z >= in - in / 10;
+    size_t in = n < PACK_TEXT_SAMPLE ? n : PACK_TEXT_SAMPLE;
+    size_t z = ztrial_size(cc, p, in, TEXT_LEVEL, 0); /* 0, no memory: a grammar works always */
+    return z >= in - in / 10;
 }
 
 /* A file of `left` bytes begins in builder b. A shard that filled up exactly at the end of

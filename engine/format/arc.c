@@ -13,8 +13,9 @@
 
 #include "arc_test.h"
 #include "ftcols.h"
-#include "textshard.h"
 #include "syms.h"
+#include "textshard.h"
+#include "ztrial.h"
 #include "../base/err.h"
 #include "../base/par.h"
 #include "../base/fio.h"
@@ -270,11 +271,7 @@ static int zstd_section(const void *p, size_t n, int level, uint32_t type, unsig
     if (cc) {
         ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
         ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, 2); /* ignored where zstd lacks threads */
-        if (level >= 10) {
-            /* Symbol streams repeat far apart: long-distance matching over a 128 MiB window. */
-            ZSTD_CCtx_setParameter(cc, ZSTD_c_enableLongDistanceMatching, 1);
-            ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 27);
-        }
+        if (level >= ZTRIAL_FAR_LEVEL) ztrial_far(cc);
         ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
         *zn = ZSTD_compress2(cc, *z, cap, p, n);
         ZSTD_freeCCtx(cc);
@@ -293,12 +290,8 @@ static int zstd_section(const void *p, size_t n, int level, uint32_t type, unsig
 /* zstd size of `n` bytes at the trial level (SIZE_MAX when that fails). */
 static size_t trial_size(const void *p, size_t n)
 {
-    size_t cap = ZSTD_compressBound(n);
-    void *z = malloc(cap ? cap : 1);
-    if (!z) return SIZE_MAX;
-    size_t r = ZSTD_compress(z, cap, p, n, TRIAL_LEVEL);
-    free(z);
-    return ZSTD_isError(r) ? SIZE_MAX : r;
+    size_t z = ztrial_size(NULL, p, n, TRIAL_LEVEL, 0);
+    return z ? z : SIZE_MAX;
 }
 
 /* Whether the dictionary is coded from its front coding (*front = 1, in *fc) or as it is:

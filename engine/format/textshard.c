@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
+#include "ztrial.h"
 #include "../base/err.h"
 #include "../base/tok.h"
 
@@ -75,16 +75,6 @@ static int enc_token(void *ctx, const unsigned char *t, size_t n)
 #define BARE_LEVEL 1
 #define BARE_SAVES(bare, full) ((bare) <= (full) - (full) / 10)
 
-/* What the quick pass makes of n bytes at p: its size, or 0 without memory. */
-static size_t quick_size(const unsigned char *p, size_t n)
-{
-    size_t cap = ZSTD_compressBound(n), z;
-    void *out = malloc(cap);
-    z = out ? ZSTD_compress(out, cap, p, n, BARE_LEVEL) : 0;
-    free(out);
-    return ZSTD_isError(z) ? 0 : z;
-}
-
 int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text, int bare,
                      buf *out, int *is_bare)
 {
@@ -100,9 +90,9 @@ int textshard_encode(const uint64_t *lens, size_t np, const unsigned char *text,
     if (!rc && bare != 2) rc = tokenize(lens, np, text, enc_token, &e, NULL, NULL);
     if (!rc && buf_put(out, text, sum)) rc = -ENOMEM;
     if (!rc && bare == 1) { /* bare unless the references cost less than a tenth */
-        size_t zb = quick_size(out->p + at, out->n - at);
+        size_t zb = ztrial_size(NULL, out->p + at, out->n - at, BARE_LEVEL, 0);
         if (!rc && buf_put(out, ids.p, ids.n)) rc = -ENOMEM;
-        size_t zf = rc ? 0 : quick_size(out->p + at, out->n - at);
+        size_t zf = rc ? 0 : ztrial_size(NULL, out->p + at, out->n - at, BARE_LEVEL, 0);
         bare = zb && zf && BARE_SAVES(zb, zf);
         if (bare) out->n -= ids.n;
     } else if (!rc && !bare && buf_put(out, ids.p, ids.n)) {

@@ -1,0 +1,43 @@
+#include "bare.h"
+
+#include "../format/ztrial.h"
+
+#define BARE_TRY_LEVEL 3
+#define BARE_HOPE 0.72
+#define BARE_MARGIN 100
+
+static uint64_t coded_bytes(const arc_coded *c)
+{
+    return c->secs[0].stored + c->secs[1].stored + c->secs[2].stored;
+}
+
+static uint64_t text_bytes(const uint64_t *lens, size_t np)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < np; i++)
+        n += lens[i];
+    return n;
+}
+
+int bare_worth(ZSTD_CCtx *cc, const unsigned char *text, const uint64_t *lens, size_t np,
+               const arc_coded *gc)
+{
+    uint64_t n = text_bytes(lens, np);
+    if (!np || n < BARE_MIN || n > SIZE_MAX) return 0;
+    size_t z = ztrial_size(cc, text, (size_t)n, BARE_TRY_LEVEL, 1);
+    return z && (uint64_t)((double)z * BARE_HOPE) < coded_bytes(gc);
+}
+
+int bare_code(const unsigned char *text, const uint64_t *lens, size_t np, int level,
+              const arc_coded *gc, arc_coded *tc, vec64 *runs)
+{
+    runs->n = 0;
+    int rc = arc_text_shard_encode(lens, np, text, level, 2, tc, runs);
+    if (rc) return rc;
+    uint64_t g = coded_bytes(gc);
+    if (coded_bytes(tc) < g - g / BARE_MARGIN && runs->n == np && tc->info.bytes == gc->info.bytes)
+        return 1;
+    arc_coded_free(tc);
+    runs->n = 0;
+    return 0;
+}
