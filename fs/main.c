@@ -151,20 +151,6 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
     return 1;
 }
 
-/* The default memory budget: 256 MiB, or an eighth of the memory this process may use (RAM,
- * or its control group's limit where that is lower, as in a container) where that is less,
- * 64 MiB at least. Reads go shard by shard within it at the speed of a larger budget (a
- * cold read of a whole tree evicts anyway) and with a fraction of the memory; a daemon
- * serving one corpus leaves the rest to the page cache, which holds the compressed archive,
- * and to the programs reading it. Analytics go shard by shard within it too, on every core. */
-static uint64_t default_mem(void)
-{
-    const uint64_t most = (uint64_t)256 << 20, least = (uint64_t)64 << 20;
-    uint64_t ram = fio_ram();
-    uint64_t m = ram / 8 < most ? ram / 8 : most;
-    return m > least ? m : least;
-}
-
 /* Background events: syslog, and the terminal of a foreground daemon. */
 static void log_event(void *ctx, const char *msg)
 {
@@ -326,7 +312,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
     }
-    uint64_t mem = 0, mem_auto = o.preload ? 0 : default_mem();
+    uint64_t mem = 0, mem_auto = o.preload ? 0 : vol_mem_default();
     if (o.mem && !strcmp(o.mem, "whole")) {
         mem_auto = 0;
     } else if (o.mem && (parse_size(o.mem, &mem) || !mem || o.preload)) {

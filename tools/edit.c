@@ -471,7 +471,13 @@ int cmd_compact(int argc, char **argv)
     }
     if (argc - optind != 1) return usage_err(usage_compact, "need ARCHIVE");
     vol *v = NULL;
-    vol_opts vo = {.writable = 1, .level = level, .shard_size = shard_size};
+    /* As the daemon does: an archive of shards compacted from its file table, shard by
+     * shard, never loaded whole (which takes many times the archive's size). */
+    vol_opts vo = {.writable = 1,
+                   .level = level,
+                   .shard_size = shard_size,
+                   .lazy = 1,
+                   .mem_auto = vol_mem_default()};
     jrnl_stats js;
     int rc = vol_open(argv[optind], &vo, &v, &js);
     if (rc) return fail(rc);

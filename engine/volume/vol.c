@@ -14,6 +14,7 @@
 
 #include "../backend/backend.h"
 #include "../base/err.h"
+#include "../base/fio.h"
 #include "jrec.h"
 #include "piece.h"
 #include "vol_int.h"
@@ -518,6 +519,14 @@ uint64_t vol_journal_max(uint64_t threshold)
     uint64_t floor = (uint64_t)256 << 20;
     if (threshold > UINT64_MAX / 4) return UINT64_MAX;
     return threshold * 4 > floor ? threshold * 4 : floor;
+}
+
+uint64_t vol_mem_default(void)
+{
+    const uint64_t most = (uint64_t)256 << 20, least = (uint64_t)64 << 20;
+    uint64_t ram = fio_ram();
+    uint64_t m = ram / 8 < most ? ram / 8 : most;
+    return m > least ? m : least;
 }
 
 /* Whether the journal holds more than journal_max (and a compaction would drain it). */

@@ -69,6 +69,15 @@ typedef struct vol_opts {
  * burst of changes never waits and a sustained one cannot outrun compaction without bound. */
 uint64_t vol_journal_max(uint64_t threshold);
 
+/* The default memory budget (vol_opts.mem_auto) of the daemon and of `tadoc compact`: 256
+ * MiB, or an eighth of the memory this process may use (RAM, or its control group's limit
+ * where that is lower, as in a container) where that is less, 64 MiB at least. Reads go shard
+ * by shard within it at the speed of a larger budget (a cold read of a whole tree evicts
+ * anyway) and with a fraction of the memory; a daemon serving one corpus leaves the rest to
+ * the page cache, which holds the compressed archive, and to the programs reading it.
+ * Analytics and compaction go shard by shard within it too. */
+uint64_t vol_mem_default(void);
+
 /* The steps of a compaction, in order (see vol_compact). */
 enum vol_step {
     VOL_STEP_BUILT = 1, /* the new archive exists in memory */
