@@ -423,7 +423,8 @@ int cmd_apply(int argc, char **argv)
     }
     vol *v = NULL;
     backend *be = NULL;
-    vol_opts vo = {.writable = 1};
+    /* The file table alone: edits need no content, extracts read their files' shards. */
+    vol_opts vo = {.writable = 1, .lazy = 1, .mem_auto = vol_mem_default()};
     int rc = backend_new(&tool_opts, &be);
     if (!rc) rc = vol_open(argv[optind], &vo, &v, NULL);
     if (rc) {
