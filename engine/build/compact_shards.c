@@ -166,7 +166,8 @@ static int group_bare(const uint32_t *map, uint32_t n, uint64_t bytes, compact_r
         (rc = bare_code(text.p, lens.p, lens.n, level, out, &tc, &runs)) == 1) {
         arc_coded_free(out);
         *out = tc;
-        for (uint32_t k = 0, r = 0, start = 0; k < n; k++) {
+        uint64_t start = 0;
+        for (uint32_t k = 0, r = 0; k < n; k++) {
             ge[k].root_start = start;
             ge[k].root_len = ge[k].size ? runs.p[r++] : 0;
             start += ge[k].root_len;
