@@ -490,6 +490,16 @@ uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k)
     return off;
 }
 
+/* The shard of archive a whose section lies at `offset`, or -1. */
+static int64_t shard_at(const arc *a, uint64_t offset)
+{
+    for (uint32_t k = 0; k < a->nshards; k++)
+        for (uint32_t i = 0; i < 3; i++)
+            if (a->shards[k].sec + i < a->nsecs && a->secs[a->shards[k].sec + i].offset == offset)
+                return k;
+    return -1;
+}
+
 /* Section s of archive `from` (s->offset is its place there) read in pieces and checked
  * against its checksum, and with fd >= 0 appended to fd (the file `tmp`) on the way: a
  * referenced shard written (arc_shard_ref), or a shard checked (arc_shard_check). */
@@ -506,12 +516,18 @@ static int pass_section(const arc *from, const arc_secinfo *s, int fd, const cha
             if (fd >= 0) rc = fio_write_all(fd, p, n, tmp);
         }
     }
-    if (!rc && XXH3_64bits_digest(hs) != s->hash)
-        rc = fd < 0 /* a check: named as a load names it */
-                 ? tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)",
-                             arc_section_name(s->type))
-                 : tdc_error(-EBADMSG, "%s: section %s at %llu: checksum mismatch", from->path,
-                             arc_section_name(s->type), (unsigned long long)s->offset);
+    if (!rc && XXH3_64bits_digest(hs) != s->hash) {
+        int64_t k = fd < 0 ? -1 : shard_at(from, s->offset);
+        if (fd < 0) /* a check: named as a load names it */
+            rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)",
+                           arc_section_name(s->type));
+        else if (k >= 0) /* a copy: the shard named as a load of the whole archive marks it */
+            rc = tdc_error(-EBADMSG, "%s: shard %lld: section %s: checksum mismatch (archive "
+                           "is corrupt)", from->path, (long long)k, arc_section_name(s->type));
+        else
+            rc = tdc_error(-EBADMSG, "%s: section %s at %llu: checksum mismatch", from->path,
+                           arc_section_name(s->type), (unsigned long long)s->offset);
+    }
     XXH3_freeState(hs);
     free(p);
     return rc;

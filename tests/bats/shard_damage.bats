@@ -161,9 +161,12 @@ check_reads() { # ARCHIVE MSG
     wait_unmounted "$M"
     [ -s "$S/x.tdc.journal" ]
     cp "$S/x.tdc.journal" "$S/before.journal"
+    # Opened as the daemon opens it (the file table alone), compaction finds the damage when
+    # it copies the shard, and names it.
     run "$TADOC" compact "$S/x.tdc"
     [ "$status" -eq 3 ]
-    [[ "$output" == *"not compacted: shard 3: section rules: checksum mismatch"* ]]
+    [[ "$output" == *"shard 3: section rules: checksum mismatch"* ]]
+    [[ "$output" == *"the archive and its journal are unchanged"* ]]
     cmp "$S/x.tdc" "$S/before.tdc"
     cmp "$S/x.tdc.journal" "$S/before.journal"
     run "$TADOC" compact --force "$S/x.tdc"
