@@ -399,6 +399,15 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     return ret;
 }
 
+/* How apply and compact open an archive: writable, as the daemon does, the file table
+ * alone under its default budget. Edits need no content, extracts read their files' shards,
+ * and an archive of shards compacts shard by shard, never loaded whole (which takes many
+ * times the archive's size). */
+static vol_opts writer_opts(void)
+{
+    return (vol_opts){.writable = 1, .lazy = 1, .mem_auto = vol_mem_default()};
+}
+
 int cmd_apply(int argc, char **argv)
 {
     static const struct option lo[] = {{"offsets", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {0, 0, 0, 0}};
@@ -423,8 +432,7 @@ int cmd_apply(int argc, char **argv)
     }
     vol *v = NULL;
     backend *be = NULL;
-    /* The file table alone: edits need no content, extracts read their files' shards. */
-    vol_opts vo = {.writable = 1, .lazy = 1, .mem_auto = vol_mem_default()};
+    vol_opts vo = writer_opts();
     int rc = backend_new(&tool_opts, &be);
     if (!rc) rc = vol_open(argv[optind], &vo, &v, NULL);
     if (rc) {
@@ -472,13 +480,9 @@ int cmd_compact(int argc, char **argv)
     }
     if (argc - optind != 1) return usage_err(usage_compact, "need ARCHIVE");
     vol *v = NULL;
-    /* As the daemon does: an archive of shards compacted from its file table, shard by
-     * shard, never loaded whole (which takes many times the archive's size). */
-    vol_opts vo = {.writable = 1,
-                   .level = level,
-                   .shard_size = shard_size,
-                   .lazy = 1,
-                   .mem_auto = vol_mem_default()};
+    vol_opts vo = writer_opts();
+    vo.level = level;
+    vo.shard_size = shard_size;
     jrnl_stats js;
     int rc = vol_open(argv[optind], &vo, &v, &js);
     if (rc) return fail(rc);

@@ -11,20 +11,10 @@ static uint64_t coded_bytes(const arc_coded *c)
     return c->secs[0].stored + c->secs[1].stored + c->secs[2].stored;
 }
 
-static uint64_t text_bytes(const uint64_t *lens, size_t np)
+int bare_worth(ZSTD_CCtx *cc, const unsigned char *text, size_t n, const arc_coded *gc)
 {
-    uint64_t n = 0;
-    for (size_t i = 0; i < np; i++)
-        n += lens[i];
-    return n;
-}
-
-int bare_worth(ZSTD_CCtx *cc, const unsigned char *text, const uint64_t *lens, size_t np,
-               const arc_coded *gc)
-{
-    uint64_t n = text_bytes(lens, np);
-    if (!np || n < BARE_MIN || n > SIZE_MAX) return 0;
-    size_t z = ztrial_size(cc, text, (size_t)n, BARE_TRY_LEVEL, 1);
+    if (n < BARE_MIN) return 0;
+    size_t z = ztrial_size(cc, text, n, BARE_TRY_LEVEL, 1);
     return z && (uint64_t)((double)z * BARE_HOPE) < coded_bytes(gc);
 }
 

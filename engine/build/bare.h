@@ -22,13 +22,13 @@
 
 #define BARE_MIN (1u << 20)
 
-/* Whether the shard's text, its np pieces lens[] back to back in text (each one file's run
- * or part, of one byte or more), may be smaller as bare text than the grammar coded in gc;
- * the quick pass runs in cc (NULL: a context of its own). */
-int bare_worth(ZSTD_CCtx *cc, const unsigned char *text, const uint64_t *lens, size_t np,
-               const arc_coded *gc);
+/* Whether the shard's text (its files' or parts' bytes back to back, n of them) may be
+ * smaller as bare text than the grammar coded in gc; the quick pass runs in cc (NULL: a
+ * context of its own). */
+int bare_worth(ZSTD_CCtx *cc, const unsigned char *text, size_t n, const arc_coded *gc);
 
-/* The pieces coded as bare text at `level` into *tc, their runs (the reader's tokens of each)
+/* The np pieces lens[] (each one file's run or part, of one byte or more) back to back in
+ * text, coded as bare text at `level` into *tc, their runs (the reader's tokens of each)
  * in *runs: 1 where that holds the same bytes in fewer than gc's bytes less 1/BARE_MARGIN
  * (tc and runs then the caller's), 0 where not (nothing kept), or -ENOMEM. */
 int bare_code(const unsigned char *text, const uint64_t *lens, size_t np, int level,

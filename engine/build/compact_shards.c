@@ -162,7 +162,7 @@ static int group_bare(const uint32_t *map, uint32_t n, uint64_t bytes, compact_r
         rc = read_text(fn, ctx, map[k], 0, ge[k].size, &text, NULL);
         if (!rc && vec64_push(&lens, ge[k].size)) rc = -ENOMEM;
     }
-    if (!rc && bare_worth(NULL, text.p, lens.p, lens.n, out) &&
+    if (!rc && bare_worth(NULL, text.p, text.n, out) &&
         (rc = bare_code(text.p, lens.p, lens.n, level, out, &tc, &runs)) == 1) {
         arc_coded_free(out);
         *out = tc;

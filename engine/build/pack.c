@@ -232,7 +232,7 @@ static int try_bare(sbuild *b, alt *a, arc_entry *le, int *swapped)
     arc_coded *gc = &b->g->sh[b->g->nsh], tc;
     vec64 runs = {0};
     *swapped = 0;
-    if (!bare_worth(b->cc, a->text.p, a->lens.p, a->lens.n, gc)) return 0;
+    if (!bare_worth(b->cc, a->text.p, a->text.n, gc)) return 0;
     int keep = bare_code(a->text.p, a->lens.p, a->lens.n, b->p->level, gc, &tc, &runs);
     if (keep < 0) return keep;
     int better = keep;

@@ -517,11 +517,11 @@ static int pass_section(const arc *from, const arc_secinfo *s, int fd, const cha
         }
     }
     if (!rc && XXH3_64bits_digest(hs) != s->hash) {
-        int64_t k = fd < 0 ? -1 : shard_at(from, s->offset);
+        int64_t k;
         if (fd < 0) /* a check: named as a load names it */
             rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)",
                            arc_section_name(s->type));
-        else if (k >= 0) /* a copy: the shard named as a load of the whole archive marks it */
+        else if ((k = shard_at(from, s->offset)) >= 0) /* a copy: as a whole load marks it */
             rc = tdc_error(-EBADMSG, "%s: shard %lld: section %s: checksum mismatch (archive "
                            "is corrupt)", from->path, (long long)k, arc_section_name(s->type));
         else
