@@ -162,7 +162,7 @@ $(PCFILE): lib/tadoc.pc.in Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
-$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(LIBS)
+$(BUILD)/tadoc: $(BUILD)/tools/tadoc.o $(BUILD)/tools/edit.o $(BUILD)/tools/extract.o $(LIBS)
 	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)
 
 MPI_OBJ = $(BUILD)/tools/tadoc_mpi.o $(BUILD)/tools/mpi_pack.o $(BUILD)/tools/mpi_query.o

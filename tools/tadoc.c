@@ -5,7 +5,6 @@
  *   1  operation failed (I/O error, missing file or path, out of memory)
  *   2  usage error
  *   3  the archive is corrupt, or verify found a mismatch */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -25,7 +24,6 @@
 #include "../engine/base/err.h"
 #include "../engine/base/fio.h"
 #include "../engine/base/heap.h"
-#include "../engine/volume/hashck.h"
 #include "../engine/volume/jrnl.h"
 #include "../engine/volume/vol.h"
 #include "../engine/build/pack.h"
@@ -134,7 +132,7 @@ static int count_record(void *ctx, const jrnl_rec *r)
 
 /* The commands that read the archive show it as last written: say so when its journal holds
  * edits not folded in yet (a mount or `tadoc apply` wrote them; `tadoc compact` folds them). */
-static void note_journal(const char *path, const arc *a)
+void note_journal(const char *path, const arc *a)
 {
     char *jp = malloc(strlen(path) + 16);
     jrnl *j = NULL;
@@ -153,124 +151,6 @@ static void note_journal(const char *path, const arc *a)
     free(jp);
 }
 
-static int open_all(const char *path, arc **a, idx **x)
-{
-    int rc = arc_open(path, a);
-    if (rc) return rc;
-    note_journal(path, *a);
-    if (x && (rc = idx_build(*a, x))) {
-        arc_free(*a);
-        *a = NULL;
-        return tdc_error_ctx(rc, "%s", path);
-    }
-    return 0;
-}
-
-
-/* A read of one file gets the index's cache of short rules when it takes at least this share
- * (1/N) of the loaded shards' content: the cache costs about a fifth of the decoding and makes
- * reads about three times faster, which breaks even about there (Linux, 16 MiB shards: a 4.6
- * MB file cats as fast either way). */
-#define READ_CACHE_SHARE 4
-
-/* The index of `a` (loaded, `content` bytes) for reading `bytes` of it. */
-static int index_for(const arc *a, uint64_t bytes, uint64_t content, idx **x)
-{
-    return bytes >= content / READ_CACHE_SHARE ? idx_build(a, x) : idx_build_base(a, x);
-}
-
-/* For reading up to `len` bytes of one file: open `path` and load only the shards that file
- * `name` spans (its content entry's), so that the first byte of a file of a large archive
- * comes at once; *ent is the entry of `name`. A file cut over shards of its own
- * (arc_entry_parts) is left to parts_out: nothing is loaded, *x is NULL and *ent is its
- * content entry. So is a file in a shard stored as its text, which *t then holds (else its
- * payload is NULL): its bytes need no tokens (text_out). */
-static int open_file(const char *path, const char *name, uint64_t len, arc **a, idx **x,
-                     uint32_t *ent, arc_text *t)
-{
-    uint32_t first, last;
-    *x = NULL;
-    memset(t, 0, sizeof *t);
-    int rc = arc_open_meta(path, a);
-    if (rc) return rc;
-    if ((rc = arc_find_file(*a, name, ent))) goto fail;
-    note_journal(path, *a);
-    int64_t ce = arc_ino_entry(*a, (*a)->ents[*ent].ino);
-    if (ce >= 0 && arc_entry_parts(*a, (uint32_t)ce, &first, &last)) {
-        *ent = (uint32_t)ce;
-        return 0;
-    }
-    arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
-    /* Where that fails (damage among others) the grammar's load says why. */
-    if (ce >= 0 && (*a)->ents[ce].size && first == last && arc_shard_text(*a, first) &&
-        !arc_open_text(*a, first, -1, t)) {
-        *ent = (uint32_t)ce;
-        return 0;
-    }
-    uint64_t content = 0;
-    for (uint32_t k = first; k <= last; k++)
-        content += (*a)->shards[k].bytes;
-    uint64_t size = (*a)->ents[*ent].size;
-    if ((rc = arc_load_span(*a, first, last))) goto fail;
-    if ((rc = index_for(*a, len < size ? len : size, content, x))) {
-        rc = tdc_error_ctx(rc, "%s", path);
-        goto fail;
-    }
-    return 0;
-fail:
-    arc_free(*a);
-    *a = NULL;
-    return rc;
-}
-
-static void close_all(arc *a, idx *x)
-{
-    idx_free(x);
-    arc_free(a);
-}
-
-/* Write bytes [off, off + len) of meta's entry ce (fewer at its end), which text shard t
- * holds (arc_open_text), through hc as copy_out does (at: where t's bytes begin in the file).
- * 0, -EBADMSG (no message) for a hash that differs, or a write's error. */
-static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, uint64_t at,
-                    hashck *hc)
-{
-    int64_t i = find_u32(t->ids, t->nids, ce);
-    if (i < 0) return tdc_error(-EIO, "entry %u: not in its shard", ce);
-    const unsigned char *p;
-    size_t n = arc_text_bytes(t, (uint32_t)i, off, len < SIZE_MAX ? (size_t)len : SIZE_MAX, &p);
-    if (hc && hashck_feed(hc, at + off, p, n)) return -EBADMSG;
-    return n ? fio_write_all(1, p, n, "stdout") : 0;
-}
-
-/* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
- * content-hash check first, at its offset in the file plus `at` (where the entry is a part of
- * the file): -EBADMSG (no message) when the file's hash differs. */
-static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, uint64_t at, int fd,
-                    const char *name, hashck *hc)
-{
-    static unsigned char blk[CHUNK];
-    idx_cursor c;
-    idx_cursor_init(&c);
-    int rc = 0;
-    while (len) {
-        ssize_t k = idx_read(x, &c, e, off, blk, len < CHUNK ? (size_t)len : CHUNK);
-        if (k < 0) {
-            rc = (int)k;
-            break;
-        }
-        if (k == 0) break;
-        if (hc && hashck_feed(hc, at + off, blk, (size_t)k)) {
-            rc = -EBADMSG;
-            break;
-        }
-        if ((rc = fio_write_all(fd, blk, (size_t)k, name))) break;
-        off += (uint64_t)k;
-        len -= (uint64_t)k;
-    }
-    idx_cursor_free(&c);
-    return rc;
-}
 
 /* ---------------- pack ---------------- */
 
@@ -435,143 +315,6 @@ static int cmd_pack(int argc, char **argv)
     return EX_OK;
 }
 
-/* ---------------- unpack ---------------- */
-
-static const char usage_unpack[] =
-    "usage: tadoc unpack ARCHIVE DIR\n"
-    "\n"
-    "Recreate the archived tree under DIR, which must not exist or be empty. Modes and times\n"
-    "are restored; owners too when run as root. Devices need root: without it each one is\n"
-    "reported and left out, and the exit status is 1.\n";
-
-static int restore_meta(const char *path, const arc_entry *e)
-{
-    for (uint32_t k = 0; k < e->nxattrs; k++) {
-        char name[300];
-        snprintf(name, sizeof name, "user.%s", e->xattrs[k].name);
-        if (lsetxattr(path, name, e->xattrs[k].val, e->xattrs[k].len, 0) < 0 && errno != ENOTSUP &&
-            errno != EPERM)
-            return tdc_error(-errno, "%s: set %s: %s", path, name, strerror(errno));
-    }
-    struct timespec ts[2] = {{e->mtime_sec, e->mtime_nsec}, {e->mtime_sec, e->mtime_nsec}};
-    if (geteuid() == 0 && lchown(path, e->uid, e->gid) < 0)
-        return tdc_error(-errno, "%s: chown: %s", path, strerror(errno));
-    if (e->type != ARC_LNK && chmod(path, e->mode) < 0)
-        return tdc_error(-errno, "%s: chmod: %s", path, strerror(errno));
-    if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) < 0)
-        return tdc_error(-errno, "%s: set times: %s", path, strerror(errno));
-    return 0;
-}
-
-static int cmd_unpack(int argc, char **argv)
-{
-    if (argc != 3) return usage_err(usage_unpack, "need ARCHIVE and DIR");
-    const char *dir = argv[2];
-    arc *a;
-    idx *x;
-    int rc = open_all(argv[1], &a, &x);
-    if (rc) return fail(rc);
-    if (mkdir(dir, 0700) < 0) {
-        DIR *d = errno == EEXIST ? opendir(dir) : NULL;
-        struct dirent *de;
-        int empty = d != NULL;
-        while (d && (de = readdir(d)))
-            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) empty = 0;
-        if (d) closedir(d);
-        if (!empty) {
-            rc = tdc_error(errno == EEXIST || d ? -EEXIST : -errno, "%s: %s", dir,
-                           d ? "directory is not empty" : strerror(errno));
-            goto out;
-        }
-    }
-    char *path = NULL;
-    uint64_t skipped = 0; /* names not created: devices without root, and their links */
-    uint64_t lost = 0;    /* files not created: their content lies in a damaged shard */
-    for (uint32_t i = 0; i < a->nents && !rc; i++) {
-        const arc_entry *e = &a->ents[i];
-        free(path);
-        if (!(path = malloc(strlen(dir) + strlen(e->path) + 2))) {
-            rc = -ENOMEM;
-            break;
-        }
-        sprintf(path, "%s%s%s", dir, i ? "/" : "", e->path);
-        if (i == 0) continue;
-        if (e->type == ARC_DIR) {
-            if (mkdir(path, 0700) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-        } else if (arc_ino_entry(a, e->ino) != (int64_t)i) {
-            /* Another name of a hard-linked inode: link it to the first (never following a
-             * symlink). */
-            const arc_entry *f = &a->ents[arc_ino_entry(a, e->ino)];
-            char *first = malloc(strlen(dir) + strlen(f->path) + 2);
-            if (!first) {
-                rc = -ENOMEM;
-                break;
-            }
-            sprintf(first, "%s/%s", dir, f->path);
-            if (linkat(AT_FDCWD, first, AT_FDCWD, path, 0) < 0) {
-                /* The first name may be a device left out for want of root, or a file of a
-                 * damaged shard (already reported). */
-                if (errno == ENOENT && (f->type == ARC_CHR || f->type == ARC_BLK))
-                    skipped++;
-                else if (errno == ENOENT && f->damaged)
-                    lost++;
-                else
-                    rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-            }
-            free(first);
-        } else if (e->type == ARC_LNK) {
-            if (symlink(e->link, path) < 0)
-                rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-            else
-                rc = restore_meta(path, e);
-        } else if (e->type != ARC_REG) {
-            if (mknod(path, arc_mode_of_type(e->type) | 0600, (dev_t)e->rdev) == 0) {
-                rc = restore_meta(path, e);
-            } else if (errno == EPERM && (e->type == ARC_CHR || e->type == ARC_BLK)) {
-                fprintf(stderr, "%s: warning: %s: device not created (needs root)\n", prog, path);
-                skipped++;
-            } else {
-                rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-            }
-        } else if (arc_entry_damaged(a, i)) {
-            fprintf(stderr, "%s: %s\n", prog, tdc_errmsg()); /* the others are restored */
-            lost++;
-        } else {
-            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-            if (fd < 0) {
-                rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-                break;
-            }
-            rc = copy_out(x, i, 0, e->size, 0, fd, path, NULL);
-            if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-            if (!rc) rc = restore_meta(path, e);
-        }
-    }
-    /* Directories last and deepest first, so their modes and times stick. */
-    for (uint32_t i = a->nents; i-- > 0 && !rc;) {
-        const arc_entry *e = &a->ents[i];
-        if (e->type != ARC_DIR) continue;
-        free(path);
-        if (!(path = malloc(strlen(dir) + strlen(e->path) + 2))) {
-            rc = -ENOMEM;
-            break;
-        }
-        sprintf(path, "%s%s%s", dir, i ? "/" : "", e->path);
-        rc = restore_meta(path, e);
-    }
-    free(path);
-    if (!rc && lost)
-        rc = tdc_error(-EBADMSG, "%llu files not restored: their content lies in damaged shards",
-                       (unsigned long long)lost);
-    if (!rc && skipped)
-        rc = tdc_error(-EPERM, "%llu device names not created: run as root to restore them",
-                       (unsigned long long)skipped);
-out:
-    close_all(a, x);
-    if (rc == -ENOMEM) tdc_error(rc, "out of memory");
-    return rc ? fail(rc) : EX_OK;
-}
-
 /* ---------------- ls / cat / extract ---------------- */
 
 static const char usage_ls[] =
@@ -611,130 +354,6 @@ static int cmd_ls(int argc, char **argv)
     }
     arc_free(a);
     return EX_OK;
-}
-
-static const char usage_cat[] =
-    "usage: tadoc cat ARCHIVE PATH\n"
-    "\n"
-    "Write the archived file PATH to standard output, extracted from the grammar, checking\n"
-    "its content hash (exit status 3 when the archive data is damaged).\n";
-
-static const char damaged_hash[] = "%s: content does not match its hash (archive data is damaged)";
-
-/* tadoc cat (with `check`: the whole file, its hash checked) and extract of content entry
- * ce of m (not loaded), cut over shards of its own (open_file left it): a part at a time,
- * each shard loaded alone with the file's part (arc_open_part), so memory stays one shard's
- * whatever the file's size. */
-static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64_t len,
-                     int check)
-{
-    uint32_t first, last;
-    int rc = 0;
-    arc_entry_parts(m, ce, &first, &last);
-    const arc_entry *f = &m->ents[ce];
-    hashck hc = {0};
-    if (check) hashck_init(&hc, f->hash, f->size);
-    uint64_t end = len > f->size || off > f->size - len ? f->size : off + len, at = 0;
-    /* The parts' sections against their checksums first, so that a damaged part fails the
-     * command before it writes anything, as for a file read whole. */
-    for (uint32_t k = first; !rc && k <= last && at < end; at += m->shards[k++].bytes) {
-        if (at + m->shards[k].bytes <= off || !(rc = arc_shard_check(m, k))) continue;
-        char why[512];
-        snprintf(why, sizeof why, "%s", tdc_errmsg());
-        rc = arc_damage_error(m, ce, k, why);
-    }
-    at = 0;
-    for (uint32_t k = first; !rc && k <= last && at < end; at += m->shards[k++].bytes) {
-        uint64_t n = m->shards[k].bytes;
-        if (at + n <= off) continue;
-        uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
-        arc_text t;
-        if (arc_shard_text(m, k) && !arc_open_text(m, k, ce, &t)) { /* checked above */
-            if ((rc = text_out(&t, ce, lo, hi - lo, at, check ? &hc : NULL)) == -EBADMSG)
-                tdc_error(rc, damaged_hash, name);
-            arc_text_free(&t);
-            continue;
-        }
-        arc *p = NULL;
-        idx *x = NULL;
-        if (!(rc = arc_open_part(m, ce, k, &p)) && !(rc = index_for(p, hi - lo, n, &x)) &&
-            !(rc = arc_entry_damaged(p, 0)) &&
-            (rc = copy_out(x, 0, lo, hi - lo, at, 1, "stdout", check ? &hc : NULL)) == -EBADMSG)
-            tdc_error(rc, damaged_hash, name);
-        close_all(p, x);
-    }
-    hashck_free(&hc);
-    return rc;
-}
-
-static int cmd_cat(int argc, char **argv)
-{
-    if (argc != 3) return usage_err(usage_cat, "need ARCHIVE and PATH");
-    arc *a;
-    idx *x;
-    uint32_t e;
-    arc_text t;
-    int rc = open_file(argv[1], argv[2], UINT64_MAX, &a, &x, &e, &t);
-    if (rc) return fail(rc);
-    if (t.payload) {
-        hashck hc = {0};
-        hashck_init(&hc, a->ents[e].hash, a->ents[e].size);
-        if ((rc = text_out(&t, e, 0, a->ents[e].size, 0, &hc)) == -EBADMSG)
-            tdc_error(rc, damaged_hash, argv[2]);
-        hashck_free(&hc);
-        arc_text_free(&t);
-    } else if (!x) {
-        rc = parts_out(a, e, argv[2], 0, UINT64_MAX, 1);
-    } else if (!(rc = arc_entry_damaged(a, e))) {
-        /* The content's hash is the archived one of the inode's first name. */
-        int64_t ce = arc_ino_entry(a, a->ents[e].ino);
-        hashck hc = {0};
-        if (ce >= 0) hashck_init(&hc, a->ents[ce].hash, a->ents[ce].size);
-        rc = copy_out(x, e, 0, a->ents[e].size, 0, 1, "stdout", &hc);
-        hashck_free(&hc);
-        if (rc == -EBADMSG) tdc_error(rc, damaged_hash, argv[2]);
-    }
-    close_all(a, x);
-    return rc ? fail(rc) : EX_OK;
-}
-
-static const char usage_extract[] =
-    "usage: tadoc extract ARCHIVE PATH OFFSET LENGTH\n"
-    "\n"
-    "Write LENGTH bytes of PATH starting at byte OFFSET (fewer at end of file, none past it).\n"
-    "Only the rules on the way to OFFSET are visited: the file is never expanded whole.\n";
-
-static int parse_u64(const char *s, uint64_t *v)
-{
-    char *end;
-    errno = 0;
-    if (!*s || *s == '-') return -1;
-    *v = strtoull(s, &end, 0);
-    return *end || errno ? -1 : 0;
-}
-
-static int cmd_extract(int argc, char **argv)
-{
-    uint64_t off, len;
-    if (argc != 5) return usage_err(usage_extract, "need ARCHIVE PATH OFFSET LENGTH");
-    if (parse_u64(argv[3], &off) || parse_u64(argv[4], &len))
-        return usage_err(usage_extract, "OFFSET and LENGTH must be non-negative integers");
-    arc *a;
-    idx *x;
-    uint32_t e;
-    arc_text t;
-    int rc = open_file(argv[1], argv[2], len, &a, &x, &e, &t);
-    if (rc) return fail(rc);
-    if (t.payload) {
-        rc = text_out(&t, e, off, len, 0, NULL);
-        arc_text_free(&t);
-    } else if (!x) {
-        rc = parts_out(a, e, argv[2], off, len, 0);
-    } else if (!(rc = arc_entry_damaged(a, e))) {
-        rc = copy_out(x, e, off, len, 0, 1, "stdout", NULL);
-    }
-    close_all(a, x);
-    return rc ? fail(rc) : EX_OK;
 }
 
 /* ---------------- stat / verify ---------------- */

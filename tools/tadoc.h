@@ -7,6 +7,7 @@
 
 #include "../engine/base/err.h"
 #include "../engine/backend/backend.h"
+#include "../engine/format/arc.h"
 #include "../engine/volume/vol.h"
 
 extern const char *prog;
@@ -19,6 +20,15 @@ int fail(int rc);
 
 /* Print msg (if any) and the usage text to stderr; returns EX_USAGE. */
 int usage_err(const char *usage, const char *msg);
+
+/* Say on stderr when the journal of archive `path` (opened as a) holds edits not folded in. */
+void note_journal(const char *path, const arc *a);
+
+/* Commands in extract.c: files out of an archive, loading only the shards they lie in. */
+extern const char usage_cat[], usage_extract[], usage_unpack[];
+int cmd_cat(int argc, char **argv);
+int cmd_extract(int argc, char **argv);
+int cmd_unpack(int argc, char **argv);
 
 /* Commands in edit.c: journaled batch operations and compaction. */
 extern const char usage_apply[], usage_compact[];

@@ -601,10 +601,11 @@ rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if rc == 0 else -1)' "$@"
 }
 
-@test "shards: tadoc apply and compact open the file table alone and never load the archive whole" {
+@test "shards: tadoc apply, compact and unpack open the file table alone and never load the archive whole" {
     # The normal build's tadoc, for its resident memory. A whole load (the word count with
-    # TADOC_SHARDS=whole) holds every shard's grammar at once; apply needs no content, and
-    # compaction copies the shards it keeps, so both hold a fraction of that.
+    # TADOC_SHARDS=whole) holds every shard's grammar at once; apply needs no content,
+    # compaction copies the shards it keeps, and unpack loads a shard's span at a time, so
+    # each holds a fraction of that.
     local tadoc
     tadoc=$(dirname "$TADOCFS_PLAIN")/tadoc
     cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
@@ -612,16 +613,17 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if rc == 0 else -1)
     [ "$(shards_of "$S/a.tdc")" -gt 150 ]
     printf 'append\tbrown/ca01\tone more line\n' >"$S/ops"
     printf 'one more line' >>"$T/brown/ca01"
-    local whole apply compact
+    local whole apply compact unpack
     whole=$(TADOC_SHARDS=whole peak_of "$tadoc" wordcount "$S/a.tdc")
     apply=$(peak_of "$tadoc" apply -q "$S/a.tdc" "$S/ops")
     compact=$(peak_of "$tadoc" compact "$S/a.tdc")
-    echo "# peak KiB: whole load $whole, apply $apply, compact $compact" >&3
-    [ "$apply" -gt 0 ] && [ "$compact" -gt 0 ]
+    unpack=$(peak_of "$tadoc" unpack "$S/a.tdc" "$S/out")
+    echo "# peak KiB: whole load $whole, apply $apply, compact $compact, unpack $unpack" >&3
+    [ "$apply" -gt 0 ] && [ "$compact" -gt 0 ] && [ "$unpack" -gt 0 ]
     [ "$apply" -lt $((whole / 2)) ]
     [ "$compact" -lt $((whole / 2)) ]
+    [ "$unpack" -lt $((whole / 2)) ]
     "$TADOC" verify "$S/a.tdc"
-    "$TADOC" unpack "$S/a.tdc" "$S/out"
     diff -r "$T" "$S/out"
 }
 

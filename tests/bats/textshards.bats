@@ -129,6 +129,17 @@ text_loads() {
         run "$TADOC" cat "$S/x.tdc" "$f"
         [ "$status" -eq 3 ]
     done
+    # unpack restores every other file, names each damaged one and leaves it out
+    run "$TADOC" unpack "$S/x.tdc" "$S/un"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"files not restored: their content lies in damaged shards"* ]]
+    for f in $bad; do
+        [ ! -e "$S/un/$f" ]
+        [[ "$output" == *"'$f' cannot be read: its content lies in a damaged shard (shard $k"* ]]
+    done
+    diff -r "$T" "$S/un" >"$S/d" || true
+    [ "$(grep -vc '^Only in' "$S/d")" -eq 0 ]
+    [ "$(wc -l <"$S/d")" -eq "$(echo "$bad" | wc -w)" ]
     # The mount under a budget, where reads of text shards copy their bytes: the same.
     mnt -o ro,mem=64K "$S/x.tdc" "$M"
     for f in text/cb01 text/mixed bin/small; do
