@@ -151,7 +151,6 @@ void note_journal(const char *path, const arc *a)
     free(jp);
 }
 
-
 /* ---------------- pack ---------------- */
 
 static const char usage_pack[] =
@@ -306,8 +305,7 @@ static int cmd_pack(int argc, char **argv)
                 (unsigned long long)st.tokens, (unsigned long long)st.dict_tokens,
                 (unsigned long long)st.rules, (unsigned long long)st.segments,
                 (unsigned long long)st.shards, (unsigned long long)st.text_shards,
-                (unsigned long long)st.copies,
-                (unsigned long long)st.copy_bytes, secs,
+                (unsigned long long)st.copies, (unsigned long long)st.copy_bytes, secs,
                 secs > 0 ? (double)st.bytes_in / secs / 1e6 : 0.0, (double)ru.ru_maxrss / 1024);
     }
     /* As tar: the archive is written, but it may not hold what the tree holds now. */
@@ -344,8 +342,9 @@ static int cmd_ls(int argc, char **argv)
             time_t t = (time_t)e->mtime_sec;
             struct tm tm;
             strftime(tb, sizeof tb, "%Y-%m-%d %H:%M", gmtime_r(&t, &tm));
-            printf("%c%04o %5u %5u %12llu %s %s", "?-dlpscb"[e->type], e -> mode, e -> uid, e -> gid,
-                   (unsigned long long)e -> size, tb, e -> path);
+            char type = "?-dlpscb"[e->type];
+            printf("%c%04o %5u %5u %12llu %s %s", type, e->mode, e->uid, e->gid,
+                   (unsigned long long)e->size, tb, e->path);
             if (e->type == ARC_LNK) printf(" -> %s", e->link);
             putchar('\n');
         } else {
@@ -450,7 +449,8 @@ static int cmd_stat(int argc, char **argv)
            (unsigned long long)bytes, (unsigned long long)nf, (unsigned long long)nd,
            (unsigned long long)nl, (unsigned long long)ns);
     printf("ratio        %.3f\n", a->file_size ? (double)bytes / (double)a->file_size : 0.0);
-    if (ndamaged) printf("grammar      %u damaged shards left out of the figures below\n", ndamaged);
+    if (ndamaged)
+        printf("grammar      %u damaged shards left out of the figures below\n", ndamaged);
     printf("dictionary   %llu tokens, %llu bytes%s\n", (unsigned long long)f.tokens,
            (unsigned long long)f.blob, a->nshards > 1 ? " (each shard's own, summed)" : "");
     printf("rules        %llu (plus the root%s)\n", (unsigned long long)f.rules,
@@ -459,8 +459,7 @@ static int cmd_stat(int argc, char **argv)
            (unsigned long long)f.root, over);
     printf("dag depth    %u\n", f.depth);
     printf("index        %llu bytes in memory%s (rules up to %u bytes kept flat)\n",
-           (unsigned long long)f.index, a->nshards > 1 ? ", each shard's own, summed" : "",
-           f.flat);
+           (unsigned long long)f.index, a->nshards > 1 ? ", each shard's own, summed" : "", f.flat);
     printf("shards       %u\n", a->nshards);
     printf("             %5s %12s %12s %10s %10s %12s\n", "shard", "content", "stored", "tokens",
            "rules", "root syms");
@@ -623,8 +622,7 @@ static int via_mount(const char *archive, const arc *a, uint32_t scope, int kind
     if (a->ents[scope].type != ARC_DIR || (scope && has_links(a))) return 1;
     char *path = malloc(strlen(m.mnt) + strlen(a->ents[scope].path) + 32);
     if (!path) return 1;
-    sprintf(path, "%s/%s%s%s", m.mnt, a->ents[scope].path, scope ? "/" : "",
-            ana_table[kind].vfile);
+    sprintf(path, "%s/%s%s%s", m.mnt, a->ents[scope].path, scope ? "/" : "", ana_table[kind].vfile);
     int fd = open(path, O_RDONLY | O_CLOEXEC), rc = fd < 0 ? 1 : 0;
     static char blk[CHUNK];
     for (ssize_t k; !rc && (k = read(fd, blk, sizeof blk)) != 0;)
@@ -687,10 +685,9 @@ static int run_analytic(int argc, char **argv, int kind)
         backend_scope_bytes(a, (uint32_t)first, end, &bytes, &all);
         unsigned cpus = backend_cpus();
         /* Asking the GPU whether the archive fits starts CUDA: only where the GPU can win. */
-        int could = o.mode == BACKEND_ON ||
-                    (o.mode == BACKEND_AUTO && bytes >= o.auto_min &&
-                     (backend_cli_gpu_wins(kind, bytes, all, cpus, 1) ||
-                      backend_cli_gpu_wins(kind, bytes, all, cpus, 0)));
+        int could = o.mode == BACKEND_ON || (o.mode == BACKEND_AUTO && bytes >= o.auto_min &&
+                                             (backend_cli_gpu_wins(kind, bytes, all, cpus, 1) ||
+                                              backend_cli_gpu_wins(kind, bytes, all, cpus, 0)));
         int fits = could && backend_gpu_fits(be, a);
         gpu = could && (o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, fits));
         whole = gpu && fits;
@@ -746,10 +743,9 @@ static int run_query(int argc, char **argv, const char *usage, int search)
         e = ce >= 0 ? (uint32_t)ce : e;
         arc_entry_shards(a, e, &first, &last);
         n = (size_t)last - first + 1;
-        rc = (parts = calloc(n, sizeof *parts))
-                 ? idx_query_parts(a, e, first, last + 1, argv[3], strlen(argv[3]), search, 0,
-                                   parts)
-                 : tdc_error(-ENOMEM, "out of memory");
+        rc = (parts = calloc(n, sizeof *parts)) ? idx_query_parts(a, e, first, last + 1, argv[3],
+                                                                  strlen(argv[3]), search, 0, parts)
+                                                : tdc_error(-ENOMEM, "out of memory");
         if (rc && a->version >= 4) rc = tdc_error_ctx(rc, "%s", argv[1]);
     }
     uint64_t base = 0, count = 0;
