@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 
 #include "../engine/base/buf.h"
 #include "../engine/base/fio.h"
+#include "../engine/base/par.h"
 #include "../engine/format/arc.h"
 #include "../engine/index/idx.h"
 #include "../engine/volume/hashck.h"
@@ -55,7 +58,7 @@ static int open_file(const char *path, const char *name, uint64_t len, arc **a, 
     arc_entry_shards(*a, ce >= 0 ? (uint32_t)ce : *ent, &first, &last);
     /* Where that fails (damage among others) the grammar's load says why. */
     if (ce >= 0 && (*a)->ents[ce].size && first == last && arc_shard_text(*a, first) &&
-        !arc_open_text(*a, first, -1, t)) {
+        !arc_open_text(*a, first, -1, 1, t)) {
         *ent = (uint32_t)ce;
         return 0;
     }
@@ -91,9 +94,10 @@ static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, 
     int64_t i = find_u32(t->ids, t->nids, ce);
     if (i < 0) return tdc_error(-EIO, "entry %u: not in its shard", ce);
     const unsigned char *p;
-    size_t n = arc_text_bytes(t, (uint32_t)i, off, len < SIZE_MAX ? (size_t)len : SIZE_MAX, &p);
-    if (hc && hashck_feed(hc, at + off, p, n)) return -EBADMSG;
-    return n ? fio_write_all(fd, p, n, to) : 0;
+    ssize_t n = arc_text_bytes(t, (uint32_t)i, off, len < SIZE_MAX ? (size_t)len : SIZE_MAX, &p);
+    if (n < 0) return (int)n;
+    if (hc && hashck_feed(hc, at + off, p, (size_t)n)) return -EBADMSG;
+    return n ? fio_write_all(fd, p, (size_t)n, to) : 0;
 }
 
 /* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
@@ -102,7 +106,9 @@ static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, 
 static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, uint64_t at, int fd,
                     const char *name, hashck *hc)
 {
-    static unsigned char blk[CHUNK];
+    size_t cap = len < CHUNK ? (size_t)len : CHUNK; /* its own: unpack's threads call it */
+    unsigned char *blk = malloc(cap ? cap : 1);
+    if (!blk) return tdc_error(-ENOMEM, "out of memory");
     idx_cursor c;
     idx_cursor_init(&c);
     int rc = 0;
@@ -122,6 +128,7 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, uint64
         len -= (uint64_t)k;
     }
     idx_cursor_free(&c);
+    free(blk);
     return rc;
 }
 
@@ -162,7 +169,7 @@ static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64
         if (at + n <= off) continue;
         uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
         arc_text t;
-        if (arc_shard_text(m, k) && !arc_open_text(m, k, ce, &t)) { /* checked above */
+        if (arc_shard_text(m, k) && !arc_open_text(m, k, ce, 1, &t)) { /* checked above */
             if ((rc = text_out(&t, ce, lo, hi - lo, at, check ? &hc : NULL, fd, to)) == -EBADMSG)
                 tdc_error(rc, damaged_hash, name);
             arc_text_free(&t);
@@ -180,35 +187,43 @@ static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64
     return rc;
 }
 
-int cmd_cat(int argc, char **argv)
+/* tadoc cat (`check`: the whole file, its content hash checked) and extract: bytes [off, off
+ * + len) of archived file `name` of archive `path` to standard output; an exit code. */
+static int file_out(const char *path, const char *name, uint64_t off, uint64_t len, int check)
 {
-    if (argc != 3) return usage_err(usage_cat, "need ARCHIVE and PATH");
     arc *a;
     idx *x;
     uint32_t e;
     arc_text t;
-    int rc = open_file(argv[1], argv[2], UINT64_MAX, &a, &x, &e, &t);
+    int rc = open_file(path, name, len, &a, &x, &e, &t);
     if (rc) return fail(rc);
+    /* The content's hash is the archived one of the inode's first name (open_file gives that
+     * entry for a text shard or a file in parts). */
+    int64_t ce = t.payload || !x ? (int64_t)e : arc_ino_entry(a, a->ents[e].ino);
+    hashck hc = {0};
+    if (check && ce >= 0) hashck_init(&hc, a->ents[ce].hash, a->ents[ce].size);
+    hashck *h = check ? &hc : NULL;
+    int hashed = 0; /* read here through h: -EBADMSG without a message is its finding */
     if (t.payload) {
-        hashck hc = {0};
-        hashck_init(&hc, a->ents[e].hash, a->ents[e].size);
-        if ((rc = text_out(&t, e, 0, a->ents[e].size, 0, &hc, 1, "stdout")) == -EBADMSG)
-            tdc_error(rc, damaged_hash, argv[2]);
-        hashck_free(&hc);
+        rc = text_out(&t, e, off, len, 0, h, 1, "stdout");
+        hashed = 1;
         arc_text_free(&t);
     } else if (!x) {
-        rc = parts_out(a, e, argv[2], 0, UINT64_MAX, 1, 1, "stdout");
+        rc = parts_out(a, e, name, off, len, check, 1, "stdout");
     } else if (!(rc = arc_entry_damaged(a, e))) {
-        /* The content's hash is the archived one of the inode's first name. */
-        int64_t ce = arc_ino_entry(a, a->ents[e].ino);
-        hashck hc = {0};
-        if (ce >= 0) hashck_init(&hc, a->ents[ce].hash, a->ents[ce].size);
-        rc = copy_out(x, e, 0, a->ents[e].size, 0, 1, "stdout", &hc);
-        hashck_free(&hc);
-        if (rc == -EBADMSG) tdc_error(rc, damaged_hash, argv[2]);
+        rc = copy_out(x, e, off, len, 0, 1, "stdout", h);
+        hashed = 1;
     }
+    if (hashed && check && rc == -EBADMSG) tdc_error(rc, damaged_hash, name);
+    hashck_free(&hc);
     close_all(a, x);
     return rc ? fail(rc) : EX_OK;
+}
+
+int cmd_cat(int argc, char **argv)
+{
+    if (argc != 3) return usage_err(usage_cat, "need ARCHIVE and PATH");
+    return file_out(argv[1], argv[2], 0, UINT64_MAX, 1);
 }
 
 const char usage_extract[] =
@@ -232,34 +247,22 @@ int cmd_extract(int argc, char **argv)
     if (argc != 5) return usage_err(usage_extract, "need ARCHIVE PATH OFFSET LENGTH");
     if (parse_u64(argv[3], &off) || parse_u64(argv[4], &len))
         return usage_err(usage_extract, "OFFSET and LENGTH must be non-negative integers");
-    arc *a;
-    idx *x;
-    uint32_t e;
-    arc_text t;
-    int rc = open_file(argv[1], argv[2], len, &a, &x, &e, &t);
-    if (rc) return fail(rc);
-    if (t.payload) {
-        rc = text_out(&t, e, off, len, 0, NULL, 1, "stdout");
-        arc_text_free(&t);
-    } else if (!x) {
-        rc = parts_out(a, e, argv[2], off, len, 0, 1, "stdout");
-    } else if (!(rc = arc_entry_damaged(a, e))) {
-        rc = copy_out(x, e, off, len, 0, 1, "stdout", NULL);
-    }
-    close_all(a, x);
-    return rc ? fail(rc) : EX_OK;
+    return file_out(argv[1], argv[2], off, len, 0);
 }
 
 /* ---------------- unpack ---------------- */
 
 const char usage_unpack[] =
-    "usage: tadoc unpack ARCHIVE DIR\n"
+    "usage: tadoc unpack [-j N] ARCHIVE DIR\n"
     "\n"
     "Recreate the archived tree under DIR, which must not exist or be empty. Modes and times\n"
     "are restored; owners too when run as root. Devices need root: without it each one is\n"
     "reported and left out, and the exit status is 1. A file with content in a damaged shard\n"
     "(or not matching its hash) is reported and left out, the rest restored, exit status 3.\n"
-    "Files are written shard by shard, so memory follows the largest shard, not the archive.\n";
+    "Files are written shard by shard, so memory follows the largest shard, not the archive.\n"
+    "\n"
+    "  -j, --jobs N   shards written at once, each by a thread holding it (default: one per\n"
+    "                 CPU, at most 4)\n";
 
 static int restore_meta(const char *path, const arc_entry *e)
 {
@@ -345,7 +348,7 @@ static int unp_text(unp_state *s, uint32_t k)
 {
     if (s->tk == (int64_t)k) return s->tstate;
     unp_drop(s);
-    int rc = arc_open_text(s->m, k, -1, &s->t);
+    int rc = arc_open_text(s->m, k, -1, 0, &s->t);
     if (rc && rc != -ENOTSUP && rc != -EBADMSG) return rc;
     if (rc == -EBADMSG) snprintf(s->twhy, sizeof s->twhy, "%s", tdc_errmsg());
     s->tk = k;
@@ -514,31 +517,124 @@ static int unp_root(const char *dir)
                      err == EEXIST ? "directory is not empty" : strerror(err));
 }
 
+/* The writing of files, shared by unpack's threads: groups of files that begin in one shard,
+ * taken in turn. */
+typedef struct unp_job {
+    const unp_file *files;
+    const uint32_t *group; /* group g is files [group[g], group[g + 1]) */
+    uint32_t ngroups;
+    uint32_t next; /* the next group to take */
+    int rc;        /* the first error, which stops every thread; its message in msg */
+    char msg[1024];
+    pthread_mutex_t mu;
+} unp_job;
+
+/* One thread's share: its own loaded span or text shard. */
+typedef struct unp_worker {
+    unp_job *job;
+    unp_state s;
+} unp_worker;
+
+static void *unp_work(void *arg)
+{
+    unp_worker *w = arg;
+    unp_job *j = w->job;
+    const arc *a = w->s.m;
+    for (;;) {
+        uint32_t g = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (g >= j->ngroups || __atomic_load_n(&j->rc, __ATOMIC_RELAXED)) break;
+        /* A span loaded for one file of the group holds every other one. */
+        uint32_t lo = j->group[g], hi = j->group[g + 1], last = j->files[lo].first;
+        for (uint32_t i = lo; i < hi; i++)
+            if (!j->files[i].parts && a->ents[j->files[i].ent].size && j->files[i].last > last)
+                last = j->files[i].last;
+        int rc = 0;
+        for (uint32_t i = lo; i < hi && !rc; i++)
+            rc = unp_write(&w->s, &j->files[i], last);
+        if (rc) {
+            pthread_mutex_lock(&j->mu);
+            if (!j->rc) {
+                snprintf(j->msg, sizeof j->msg, "%s", tdc_errmsg());
+                __atomic_store_n(&j->rc, rc, __ATOMIC_RELAXED);
+            }
+            pthread_mutex_unlock(&j->mu);
+            break;
+        }
+    }
+    unp_drop(&w->s);
+    return NULL;
+}
+
+/* Write files[0, n) (in shard order) on `threads` threads, s (possibly holding a load
+ * already) being the first one's state. Returns 0 or the first error, its message set. */
+static int unp_files(unp_state *s, const unp_file *files, uint32_t n, unsigned threads)
+{
+    uint32_t *group = malloc(((size_t)n + 2) * sizeof *group), ng = 0;
+    if (!group) return tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        if (!i || files[i].first != files[i - 1].first) group[ng++] = i;
+    group[ng] = n;
+    unp_job j = {.files = files, .group = group, .ngroups = ng};
+    pthread_mutex_init(&j.mu, NULL);
+    if (threads > ng) threads = ng ? ng : 1;
+    unp_worker *w = calloc(threads, sizeof *w);
+    if (!w) {
+        free(group);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    for (unsigned t = 0; t < threads; t++) {
+        w[t].job = &j;
+        w[t].s = t ? (unp_state){.m = s->m, .dir = s->dir, .tk = -1, .lost = s->lost} : *s;
+    }
+    par_run(threads, unp_work, w, sizeof *w);
+    *s = w[0].s; /* what it held is dropped */
+    for (unsigned t = 1; t < threads; t++)
+        s->nlost += w[t].s.nlost;
+    int rc = j.rc ? tdc_error(j.rc, "%s", j.msg) : 0;
+    pthread_mutex_destroy(&j.mu);
+    free(w);
+    free(group);
+    return rc;
+}
+
+/* unpack's threads by default: one per CPU, at most this many, as each holds a shard's
+ * span (tens of MB for a shard of 16 MiB) and more seldom pay on a disk. */
+#define UNP_THREADS_MAX 4
+
 int cmd_unpack(int argc, char **argv)
 {
-    if (argc != 3) return usage_err(usage_unpack, "need ARCHIVE and DIR");
-    unp_state s = {.dir = argv[2], .tk = -1};
-    int rc = arc_open_meta(argv[1], &s.m); /* the file table; shards load as files need them */
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+    int c;
+    static const struct option longs[] = {{"jobs", required_argument, NULL, 'j'}, {0}};
+    jobs = jobs < 1 ? 1 : jobs > UNP_THREADS_MAX ? UNP_THREADS_MAX : jobs;
+    while ((c = getopt_long(argc, argv, "j:", longs, NULL)) != -1) {
+        char *end;
+        if (c != 'j') return usage_err(usage_unpack, NULL);
+        jobs = strtol(optarg, &end, 10);
+        if (*end || jobs < 1 || jobs > 1024)
+            return usage_err(usage_unpack, "--jobs takes a number from 1 to 1024");
+    }
+    if (optind + 2 != argc) return usage_err(usage_unpack, "need ARCHIVE and DIR");
+    const char *path = argv[optind];
+    unp_state s = {.dir = argv[optind + 1], .tk = -1};
+    int rc = arc_open_meta(path, &s.m); /* the file table; shards load as files need them */
     if (rc) return fail(rc);
-    note_journal(argv[1], s.m);
+    note_journal(path, s.m);
     const arc *a = s.m;
     unp_file *files = malloc(((size_t)a->nents + 1) * sizeof *files);
     uint32_t n = 0;
     uint64_t skipped = 0; /* names not created: devices without root, and their links */
     if (!files || !(s.lost = calloc((size_t)a->nents + 1, 1)))
         rc = tdc_error(-ENOMEM, "out of memory");
+    /* An archive of one shard fails whole where its shard does (no file is lost alone):
+     * found before anything is made. */
+    if (!rc && a->nshards == 1 && (!arc_shard_text(a, 0) || (rc = unp_text(&s, 0)) == 0))
+        rc = unp_span(&s, 0, 0);
+    if (rc == 1) rc = 0;
     if (!rc) rc = unp_root(s.dir);
     if (!rc) rc = unp_names(&s, files, &n, &skipped);
     if (!rc) qsort(files, n, sizeof *files, unp_cmp);
-    for (uint32_t i = 0; i < n && !rc;) {
-        /* The files that begin in one shard: a span loaded for one of them holds them all. */
-        uint32_t end = i, last = files[i].first;
-        for (; end < n && files[end].first == files[i].first; end++)
-            if (!files[end].parts && a->ents[files[end].ent].size && files[end].last > last)
-                last = files[end].last;
-        for (; i < end && !rc; i++)
-            rc = unp_write(&s, &files[i], last);
-    }
+    if (!rc) rc = unp_files(&s, files, n, a->nshards == 1 ? 1 : (unsigned)jobs);
     unp_drop(&s);
     if (!rc) rc = unp_links_and_dirs(&s, &skipped);
     if (!rc && s.nlost)

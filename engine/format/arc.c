@@ -15,6 +15,7 @@
 #include "ftcols.h"
 #include "syms.h"
 #include "textshard.h"
+#include "zlazy.h"
 #include "ztrial.h"
 #include "../base/err.h"
 #include "../base/par.h"
@@ -1094,6 +1095,24 @@ static int uncols(const unsigned char *z, const arc_secinfo *s, const char *name
 
 /* Read, verify and expand one section into a fresh buffer of *n bytes: its raw bytes, or for
  * a front-coded dictionary with `front` set, the front coding (dict_front_load's input). */
+/* Section s's stored bytes, read and checked against its checksum, in *st (fresh). */
+static int read_stored(int fd, const char *path, const arc_secinfo *s, unsigned char **st)
+{
+    const char *name = arc_section_name(s->type);
+    if (!(*st = malloc(s->stored ? s->stored : 1)))
+        return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
+                         (unsigned long long)s->stored);
+    mem_populate(*st, s->stored);
+    int rc = fio_read_at(fd, *st, s->stored, s->offset, path);
+    if (!rc && XXH3_64bits(*st, s->stored) != s->hash)
+        rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
+    if (rc) {
+        free(*st);
+        *st = NULL;
+    }
+    return rc;
+}
+
 static int read_section(int fd, const char *path, const arc_secinfo *s, int front,
                         unsigned char **out, uint64_t *n)
 {
@@ -1105,15 +1124,7 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
     if (s->raw > RAW_MAX || (stored_raw && s->raw != s->stored))
         return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
                          (unsigned long long)s->raw);
-    if (!(st = malloc(s->stored ? s->stored : 1)))
-        return tdc_error(-ENOMEM, "section %s: cannot allocate %llu bytes", name,
-                         (unsigned long long)s->stored);
-    mem_populate(st, s->stored);
-    if ((rc = fio_read_at(fd, st, s->stored, s->offset, path))) goto fail;
-    if (XXH3_64bits(st, s->stored) != s->hash) {
-        rc = tdc_error(-EBADMSG, "section %s: checksum mismatch (archive is corrupt)", name);
-        goto fail;
-    }
+    if ((rc = read_stored(fd, path, s, &st))) return rc;
     *n = s->raw;
     if (stored_raw) {
         *out = st;
@@ -2036,16 +2047,19 @@ int arc_open_span(const arc *meta, uint32_t first, uint32_t last, arc **out, uin
     return rc;
 }
 
-size_t arc_text_bytes(const arc_text *t, uint32_t i, uint64_t off, size_t n,
-                      const unsigned char **p)
+ssize_t arc_text_bytes(const arc_text *t, uint32_t i, uint64_t off, size_t n,
+                       const unsigned char **p)
 {
     uint64_t len = t->len[i];
     *p = t->text + t->at[i] + (off < len ? off : len);
-    return off >= len ? 0 : n < len - off ? n : (size_t)(len - off);
+    n = off >= len ? 0 : n < len - off ? n : (size_t)(len - off);
+    int rc = n && t->lazy ? zlazy_need(t->lazy, (size_t)(*p - t->payload) + n) : 0;
+    return rc ? rc : (ssize_t)n;
 }
 
 void arc_text_free(arc_text *t)
 {
+    zlazy_free(t->lazy);
     free(t->payload);
     free(t->ids);
     free(t->at);
@@ -2067,7 +2081,35 @@ static int run_cmp(const void *a, const void *b, void *ctx)
     return (x->root_start > y->root_start) - (x->root_start < y->root_start);
 }
 
-int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
+/* Payloads from this size are opened lazily where asked (arc_open_text): below it, a read's
+ * share of the decoding is too small to matter. */
+#define TEXT_LAZY_MIN (256u << 10)
+
+/* Text shard section s's payload in t: decoded whole, or with `lazy` as far as its pieces'
+ * lengths, the rest on demand (zlazy.h). */
+static int text_payload(const arc *meta, const arc_secinfo *s, int lazy, arc_text *t)
+{
+    if (!lazy || s->raw < TEXT_LAZY_MIN || s->raw > RAW_MAX)
+        return load_section(meta->fd, meta->path, s, &t->payload);
+    unsigned char *st;
+    int rc = read_stored(meta->fd, meta->path, s, &st);
+    if (rc) return rc;
+    if (!(t->payload = malloc(s->raw))) {
+        free(st);
+        return tdc_error(-ENOMEM, "section dictionary: cannot allocate %llu bytes",
+                         (unsigned long long)s->raw);
+    }
+    if ((rc = zlazy_new(st, s->stored, t->payload, s->raw, "dictionary", &t->lazy))) return rc;
+    size_t head = 0;
+    for (size_t want = 4096; !rc; want *= 4) { /* as far as the lengths end */
+        rc = zlazy_need(t->lazy, want);
+        if (!rc && (!textshard_head(t->payload, zlazy_done(t->lazy), &head) || want >= s->raw))
+            break;
+    }
+    return rc ? rc : zlazy_need(t->lazy, head);
+}
+
+int arc_open_text(const arc *meta, uint32_t k, int64_t part, int lazy, arc_text *out)
 {
     memset(out, 0, sizeof *out);
     if (!meta->pending || !arc_shard_text(meta, k)) return -ENOTSUP;
@@ -2084,7 +2126,7 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
         if (part >= 0 || meta->ents[v.p[i]].root_len) v.p[m++] = v.p[i];
     v.n = m;
     const arc_secinfo *dsec = &meta->secs[meta->shards[k].sec];
-    if (!rc) rc = load_section(meta->fd, meta->path, dsec, &out->payload);
+    if (!rc) rc = text_payload(meta, dsec, lazy, out);
     if (!rc) rc = textshard_pieces(out->payload, dsec->raw, &lens, &np, &out->text);
     if (!rc && (part >= 0 ? np != 1 : np < v.n)) rc = -ENOTSUP;
     if (!rc && (!(order = malloc((v.n + 1) * sizeof *order)) ||
@@ -2112,7 +2154,8 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
             out->at[l] = at;
             out->len[l] = lens[i];
             j++;
-        } else {
+        } else if (!out->lazy ||
+                   !(rc = zlazy_need(out->lazy, (size_t)(out->text - out->payload + at + lens[i])))) {
             sym += textshard_run(out->text + at, lens[i]);
         }
         at += lens[i];
@@ -2127,7 +2170,7 @@ int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out)
     }
     out->ids = v.p;
     out->nids = (uint32_t)v.n;
-    out->bytes = sizeof *out + dsec->raw + v.n * (4 + 16);
+    out->bytes = sizeof *out + dsec->raw + v.n * (4 + 16) + (out->lazy ? zlazy_mem(out->lazy) : 0);
     return 0;
 }
 

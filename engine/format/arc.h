@@ -11,6 +11,7 @@
 #define TDC_ARC_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../grammar/dict.h"
 #include "../grammar/gram.h"
@@ -380,7 +381,8 @@ typedef struct arc_text {
     uint32_t *ids;             /* the entries read here, as arc_open_span's (ascending) */
     uint64_t *at, *len;        /* per entry: where its bytes begin in text, and how many */
     uint32_t nids;
-    uint64_t bytes; /* what it occupies */
+    uint64_t bytes;      /* what it occupies (at most) */
+    struct zlazy *lazy;  /* opened lazily: the payload decoded as far as reads went */
 } arc_text;
 
 /* Shard k of `meta` (opened by arc_open_meta, not loaded; only read), where it is stored as
@@ -391,15 +393,18 @@ typedef struct arc_text {
  * must be its files' runs, in root order, the runs tiling its root and each piece as long as
  * its file (or part), save pieces of files no entry holds any more, whose tokens are counted
  * to find the runs after them: what pack and compaction write (a run whose tokens do not
- * spell its piece is not seen here; a whole file's read then fails its content hash). 0;
- * -ENOTSUP where the shard is not stored as its text or its pieces are not so (the caller
- * loads the grammar, which judges the shard); -EBADMSG (damaged), -EIO, -ENOMEM with a
- * message. */
-int arc_open_text(const arc *meta, uint32_t k, int64_t part, arc_text *out);
+ * spell its piece is not seen here; a whole file's read then fails its content hash). With
+ * `lazy`, a large payload is decoded only as far as its lengths (and any gone file's piece)
+ * now, the rest as reads reach it (zlazy.h): a read of a few bytes costs a part of the
+ * shard's decoding, not all of it. 0; -ENOTSUP where the shard is not stored as its text or
+ * its pieces are not so (the caller loads the grammar, which judges the shard); -EBADMSG
+ * (damaged), -EIO, -ENOMEM with a message. */
+int arc_open_text(const arc *meta, uint32_t k, int64_t part, int lazy, arc_text *out);
 
-/* Up to n bytes from byte `off` of the i-th entry of t: *p and how many (0 past its end). */
-size_t arc_text_bytes(const arc_text *t, uint32_t i, uint64_t off, size_t n,
-                      const unsigned char **p);
+/* Up to n bytes from byte `off` of the i-th entry of t: *p and how many (0 past its end).
+ * Thread-safe. -EBADMSG with a message where a lazily opened payload turns out corrupt. */
+ssize_t arc_text_bytes(const arc_text *t, uint32_t i, uint64_t off, size_t n,
+                       const unsigned char **p);
 void arc_text_free(arc_text *t);
 
 /* Whether regular entry `ent` of version 4 `meta` is read best shard by shard: its run fills

@@ -197,6 +197,17 @@ static int read_lengths(const unsigned char *p, size_t n, uint64_t **lens, size_
     return 0;
 }
 
+int textshard_head(const unsigned char *p, size_t avail, size_t *len)
+{
+    rd r = {p, p + avail};
+    uint64_t count, l;
+    if (rd_varint(&r, &count) || count > avail) return 1;
+    for (uint64_t i = 0; i < count; i++)
+        if (rd_varint(&r, &l)) return 1;
+    *len = (size_t)(r.p - p);
+    return 0;
+}
+
 int textshard_pieces(const unsigned char *p, size_t n, uint64_t **lens, size_t *np,
                      const unsigned char **text)
 {

@@ -60,6 +60,12 @@ int textshard_grammar(const unsigned char *p, size_t n, int bare, uint64_t root_
 /* The root symbols of a piece of n bytes: its tokens, each piece being tokenized alone. */
 uint64_t textshard_run(const unsigned char *piece, size_t n);
 
+/* Where the pieces' lengths end in a payload of which only the first `avail` bytes are at
+ * hand (textshard_pieces reads them): 0 with that offset in *len, or 1 where more bytes are
+ * needed to tell (or the lengths are bad: textshard_pieces over the whole payload says
+ * why). */
+int textshard_head(const unsigned char *p, size_t avail, size_t *len);
+
 /* The pieces of a payload of n bytes without their tokens (for reads of its files' bytes):
  * *np lengths in *lens (fresh) and the pieces back to back at *text. 0; -EBADMSG with a
  * message (no piece, a piece of 0 bytes, lengths past the end); -ENOMEM. */

@@ -222,7 +222,7 @@ static int span_load(vol *v, const arc *meta, const span_key *key, int flat, vol
     int rc;
     /* A text shard's reads copy its bytes. Where its pieces are not its files' (or it is
      * damaged) the grammar's load below judges it and says why. */
-    if (key->text && !arc_open_text(meta, key->first, key->part, &s->t)) {
+    if (key->text && !arc_open_text(meta, key->first, key->part, !flat, &s->t)) {
         s->ids = s->t.ids;
         s->nids = s->t.nids;
         s->t.ids = NULL;
@@ -667,8 +667,8 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
             k = idx_extract(s->x, (uint32_t)l, at, (char *)dst + done, want);
         } else if (!k) { /* a text shard's bytes */
             const unsigned char *p;
-            k = (ssize_t)arc_text_bytes(&s->t, (uint32_t)l, at, want, &p);
-            memcpy((char *)dst + done, p, (size_t)k);
+            if ((k = arc_text_bytes(&s->t, (uint32_t)l, at, want, &p)) > 0)
+                memcpy((char *)dst + done, p, (size_t)k);
         }
         int whole = s->k.part < 0;
         span_put(v, s);

@@ -99,16 +99,18 @@ check_reads() { # ARCHIVE MSG
     damage 1 root
     damage 3 root
     (files_in_shard "$S/a.tdc" 1; files_in_shard "$S/a.tdc" 3) >"$S/bad"
-    run "$TADOC" unpack "$S/x.tdc" "$S/out"
-    [ "$status" -eq 3 ]
-    [[ "$output" == *"files not restored: their content lies in damaged shards"* ]]
-    while read -r p; do
-        if grep -qxF "$p" "$S/bad"; then
-            [ ! -e "$S/out/$p" ]
-        else
-            cmp "$S/out/$p" "$T/$p"
-        fi
-    done < <(tree_files)
+    for j in 1 3; do # one thread, and threads that each meet damage
+        run "$TADOC" unpack -j $j "$S/x.tdc" "$S/out$j"
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"$(wc -l <"$S/bad") files not restored: their content lies in damaged shards"* ]]
+        while read -r p; do
+            if grep -qxF "$p" "$S/bad"; then
+                [ ! -e "$S/out$j/$p" ]
+            else
+                cmp "$S/out$j/$p" "$T/$p"
+            fi
+        done < <(tree_files)
+    done
 }
 
 @test "shard damage: analytics over a damaged file fail, naming the shard; over others they are exact" {

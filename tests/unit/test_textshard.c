@@ -4,12 +4,16 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include "../../engine/build/pack.h"
 #include "../../engine/format/arc.h"
 #include "../../engine/format/textshard.h"
+#include "../../engine/format/zlazy.h"
 #include "../../engine/base/err.h"
 #include "../../engine/base/tok.h"
 #include "testutil.h"
@@ -302,15 +306,29 @@ static void put_file(const char *dir, const char *name, const unsigned char *p, 
     assert_int_equal(tu_put(dir, name, p, n), 0);
 }
 
+/* A directory of test files removed, and a fresh empty one for a tree to pack (`name` under
+ * $TMPDIR; the caller frees the path). */
+static void tree_drop(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static char *tree_new(const char *name)
+{
+    char *dir = tu_tmppath(name);
+    tree_drop(dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    return dir;
+}
+
 /* arc_open_text of each text shard of a packed tree: every file it holds (a part, for a file
  * cut over shards), with exactly that file's bytes; a grammar shard is -ENOTSUP. */
 static void test_open_text(void **state)
 {
     (void)state;
-    char *dir = tu_tmppath("tree"), *ar = tu_tmppath("t.tdc"), cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
-    assert_int_equal(mkdir(dir, 0755), 0);
+    char *dir = tree_new("tree"), *ar = tu_tmppath("t.tdc");
     enum { BIG = 150000, SMALL = 3000 };
     unsigned char *big = malloc(BIG), text[SMALL];
     uint64_t seed = 7;
@@ -333,7 +351,7 @@ static void test_open_text(void **state)
     for (uint32_t k = 0; k < m->nshards; k++) {
         arc_text t;
         if (!arc_shard_text(m, k)) {
-            assert_int_equal(arc_open_text(m, k, -1, &t), -ENOTSUP);
+            assert_int_equal(arc_open_text(m, k, -1, 0, &t), -ENOTSUP);
             continue;
         }
         texts++;
@@ -341,7 +359,7 @@ static void test_open_text(void **state)
         assert_int_equal(arc_find_file(m, "b-big", &big_ent), 0);
         uint32_t f, l;
         int64_t part = arc_entry_parts(m, big_ent, &f, &l) && k >= f && k <= l ? (int64_t)big_ent : -1;
-        assert_int_equal(arc_open_text(m, k, part, &t), 0);
+        assert_int_equal(arc_open_text(m, k, part, 0, &t), 0);
         for (uint32_t i = 0; i < t.nids; i++) {
             const arc_entry *e = &m->ents[t.ids[i]];
             const unsigned char *want = !strcmp(e->path, "a-rand") ? big + 1000
@@ -366,11 +384,130 @@ static void test_open_text(void **state)
     assert_int_equal(seen, 20000 + BIG + 9000); /* every incompressible byte, once */
     arc_free(m);
     unlink(ar);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    tree_drop(dir);
     free(big);
     free(dir);
     free(ar);
+}
+
+/* A lazily opened text shard (arc_open_text with lazy): open decodes its payload only as far
+ * as the pieces' lengths, a read near the start no further than a step past it, reads from
+ * four threads at once at random places agree with the files, and the whole is decoded once
+ * every byte was read. */
+enum { LAZY_A = 600000, LAZY_B = 300000, LAZY_READS = 300 };
+typedef struct lazy_reader {
+    const arc *m;
+    const arc_text *t;
+    const unsigned char *big;
+    uint64_t seed;
+    int bad;
+} lazy_reader;
+
+static void *lazy_read(void *arg)
+{
+    lazy_reader *r = arg;
+    for (int k = 0; k < LAZY_READS && !r->bad; k++) {
+        uint32_t i = (uint32_t)(tu_rand(&r->seed) % r->t->nids);
+        const arc_entry *e = &r->m->ents[r->t->ids[i]];
+        const unsigned char *want = !strcmp(e->path, "a-rand") ? r->big : r->big + 77;
+        uint64_t off = tu_rand(&r->seed) % (e->size + 10), n = tu_rand(&r->seed) % 70000;
+        const unsigned char *p;
+        ssize_t got = arc_text_bytes(r->t, i, off, (size_t)n, &p);
+        uint64_t expect = off >= e->size ? 0 : n < e->size - off ? n : e->size - off;
+        if (got != (ssize_t)expect || (expect && memcmp(p, want + off, (size_t)expect)))
+            r->bad = 1;
+    }
+    return NULL;
+}
+
+static void test_open_text_lazy(void **state)
+{
+    (void)state;
+    char *dir = tree_new("lazy"), *ar = tu_tmppath("l.tdc");
+    unsigned char *big = malloc(LAZY_A + 100);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < LAZY_A + 100; i++)
+        big[i] = (unsigned char)tu_rand(&seed);
+    put_file(dir, "a-rand", big, LAZY_A);
+    put_file(dir, "b-rand", big + 77, LAZY_B);
+    pack_opts o = {.shard_size = 4 << 20};
+    pack_stats st;
+    if (pack_dir(dir, ar, &o, &st)) fail_msg("%s", tdc_errmsg());
+    arc *m;
+    assert_int_equal(arc_open_meta(ar, &m), 0);
+    assert_int_equal(m->nshards, 1);
+    assert_true(arc_shard_text(m, 0));
+    arc_text t;
+    assert_int_equal(arc_open_text(m, 0, -1, 1, &t), 0);
+    assert_non_null(t.lazy);
+    assert_int_equal(t.nids, 2);
+    size_t raw = LAZY_A + LAZY_B, first = t.at[0] < t.at[1] ? 0 : 1;
+    assert_true(zlazy_done(t.lazy) < raw / 4);
+    const unsigned char *p;
+    assert_int_equal(arc_text_bytes(&t, (uint32_t)first, 1000, 4096, &p), 4096);
+    assert_memory_equal(p, first == 0 ? big + 1000 : big + 77 + 1000, 4096);
+    assert_true(zlazy_done(t.lazy) < raw / 2);
+    lazy_reader r[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (lazy_reader){m, &t, big, 100 + (uint64_t)i, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, lazy_read, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(r[i].bad, 0);
+    }
+    for (uint32_t i = 0; i < 2; i++)
+        assert_int_equal(arc_text_bytes(&t, i, 0, SIZE_MAX, &p), (ssize_t)t.len[i]);
+    assert_true(zlazy_done(t.lazy) >= raw);
+    arc_text_free(&t);
+    arc_free(m);
+    free(big);
+    unlink(ar);
+    tree_drop(dir);
+    free(dir);
+    free(ar);
+}
+
+/* zlazy over a frame damaged in its last quarter (its checksum recomputed) or cut short:
+ * the bytes before the damage decode, a read past it fails with a message, and so does every
+ * later one. */
+static void test_zlazy_damaged(void **state)
+{
+    (void)state;
+    enum { RAW = 1 << 20 };
+    unsigned char *src = malloc(RAW);
+    uint64_t seed = 5;
+    for (size_t i = 0; i < RAW; i++)
+        src[i] = (unsigned char)("abcdefgh"[(tu_rand(&seed) >> 40) % 8]);
+    size_t cap = ZSTD_compressBound(RAW);
+    unsigned char *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, src, RAW, 3);
+    assert_false(ZSTD_isError(zn));
+    assert_true(zn > 256 << 10); /* many steps of zlazy's */
+    for (int cut = 0; cut < 2; cut++) {
+        unsigned char *st = malloc(zn), *dst = malloc(RAW);
+        memcpy(st, z, zn);
+        if (!cut) /* the next block header reads as a reserved type */
+            memset(st + zn * 3 / 4, 0xff, zn - zn * 3 / 4);
+        zlazy *l;
+        assert_int_equal(zlazy_new(st, cut ? zn / 2 : zn, dst, RAW, "dictionary", &l), 0);
+        assert_int_equal(zlazy_need(l, 1000), 0);
+        assert_memory_equal(dst, src, 1000);
+        assert_int_equal(zlazy_need(l, RAW), -EBADMSG);
+        assert_non_null(strstr(tdc_errmsg(), "section dictionary: decompression failed"));
+        assert_int_equal(zlazy_need(l, RAW), -EBADMSG);
+        zlazy_free(l);
+        free(dst);
+    }
+    /* a frame declaring another size is refused at once */
+    unsigned char *st = malloc(zn), *dst = malloc(RAW);
+    memcpy(st, z, zn);
+    zlazy *l;
+    assert_int_equal(zlazy_new(st, zn, dst, RAW - 1, "dictionary", &l), -EBADMSG);
+    free(dst);
+    free(z);
+    free(src);
 }
 
 int main(void)
@@ -383,6 +520,8 @@ int main(void)
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_open_text),
+        cmocka_unit_test(test_open_text_lazy),
+        cmocka_unit_test(test_zlazy_damaged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
