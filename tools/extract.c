@@ -253,13 +253,15 @@ int cmd_extract(int argc, char **argv)
 /* ---------------- unpack ---------------- */
 
 const char usage_unpack[] =
-    "usage: tadoc unpack [-j N] ARCHIVE DIR\n"
+    "usage: tadoc unpack [-j N] ARCHIVE DIR [PATH...]\n"
     "\n"
     "Recreate the archived tree under DIR, which must not exist or be empty. Modes and times\n"
     "are restored; owners too when run as root. Devices need root: without it each one is\n"
     "reported and left out, and the exit status is 1. A file with content in a damaged shard\n"
     "(or not matching its hash) is reported and left out, the rest restored, exit status 3.\n"
     "Files are written shard by shard, so memory follows the largest shard, not the archive.\n"
+    "With PATHs, only those files and directories (with all they hold) are restored, and the\n"
+    "directories that lead to them; only the shards their content lies in are read.\n"
     "\n"
     "  -j, --jobs N   shards written at once, each by a thread holding it (default: one per\n"
     "                 CPU, at most 4)\n";
@@ -287,8 +289,10 @@ static int restore_meta(const char *path, const arc_entry *e)
  * its content lies in. They are written in shard order, not path order, so that each shard is
  * loaded about once (a span or a text shard at a time) however pack grouped the files. */
 typedef struct unp_file {
-    uint32_t first, last, ent;
-    int parts; /* cut over shards of its own (arc_entry_parts): written a part at a time */
+    uint32_t first, last;
+    uint32_t ent; /* the inode's content entry, read */
+    uint32_t out; /* the name written: the first one unpacked (unp_first) */
+    int parts;    /* cut over shards of its own (arc_entry_parts): written a part at a time */
 } unp_file;
 
 static int unp_cmp(const void *pa, const void *pb)
@@ -301,9 +305,10 @@ static int unp_cmp(const void *pa, const void *pb)
 
 /* What unpack holds loaded: one span of shards with its index, or one text shard. */
 typedef struct unp_state {
-    arc *m;          /* the archive: its file table alone (arc_open_meta) */
-    const char *dir; /* the tree's new root */
-    arc *span;       /* shards [sfirst, slast] (arc_open_span), or NULL */
+    arc *m;                   /* the archive: its file table alone (arc_open_meta) */
+    const char *dir;          /* the tree's new root */
+    const unsigned char *sel; /* per entry: unpacked (PATHs given), or NULL: every one */
+    arc *span;                /* shards [sfirst, slast] (arc_open_span), or NULL */
     idx *x;
     uint32_t *ids, nids, sfirst, slast;
     arc_text t; /* text shard tk, when tstate is 1 */
@@ -379,8 +384,8 @@ static int unp_write(unp_state *s, const unp_file *f, uint32_t span_last)
         whole && f->first == f->last && arc_shard_text(s->m, f->first) ? unp_text(s, f->first) : 0;
     int64_t j = -1;
     if (text == -EBADMSG) {
-        arc_damage_error(s->m, f->ent, f->first, s->twhy);
-        unp_lose(s, f->ent);
+        arc_damage_error(s->m, f->out, f->first, s->twhy);
+        unp_lose(s, f->out);
         return 0;
     }
     if (text < 0) return text;
@@ -390,11 +395,12 @@ static int unp_write(unp_state *s, const unp_file *f, uint32_t span_last)
         if ((j = find_u32(s->ids, s->nids, f->ent)) < 0)
             return tdc_error(-EIO, "%s: not in the shards its run names", e->path);
         if (arc_entry_damaged(s->span, (uint32_t)j)) {
-            unp_lose(s, f->ent);
+            unp_lose(s, f->out);
             return 0;
         }
     }
-    char *path = unp_path(s->dir, e, f->ent);
+    const arc_entry *o = &s->m->ents[f->out]; /* another name of e's inode, or e */
+    char *path = unp_path(s->dir, o, f->out);
     if (!path) return tdc_error(-ENOMEM, "out of memory");
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -413,15 +419,25 @@ static int unp_write(unp_state *s, const unp_file *f, uint32_t span_last)
     hashck_free(&hc);
     if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
     if (rc == -EBADMSG) {
-        if (!f->parts) tdc_error(rc, damaged_hash, e->path); /* parts_out said why */
+        if (!f->parts) tdc_error(rc, damaged_hash, o->path); /* parts_out said why */
         unlink(path);
-        unp_lose(s, f->ent);
+        unp_lose(s, f->out);
         rc = 0;
     } else if (!rc) {
-        rc = restore_meta(path, e);
+        rc = restore_meta(path, o);
     }
     free(path);
     return rc;
+}
+
+/* The first name of entry i's inode that is unpacked: the one made (with the content), the
+ * others linked to it. */
+static uint32_t unp_first(const unp_state *s, uint32_t i)
+{
+    uint32_t pos, n = arc_ino_links(s->m, s->m->ents[i].ino, &pos);
+    for (uint32_t k = 0; k < n; k++)
+        if (!s->sel || s->sel[s->m->byino[pos + k]]) return s->m->byino[pos + k];
+    return i;
 }
 
 /* The tree's names other than regular files' content: directories (created now, their
@@ -434,12 +450,15 @@ static int unp_names(unp_state *s, unp_file *files, uint32_t *nfiles, uint64_t *
     *nfiles = 0;
     for (uint32_t i = 1; i < a->nents && !rc; i++) {
         const arc_entry *e = &a->ents[i];
-        if (e->type != ARC_DIR && arc_ino_entry(a, e->ino) != (int64_t)i) continue; /* a link */
+        if ((s->sel && !s->sel[i]) || (e->type != ARC_DIR && unp_first(s, i) != i))
+            continue; /* not asked for, or a link */
         if (e->type == ARC_REG) {
             unp_file *f = &files[(*nfiles)++];
-            f->ent = i;
-            if (!(f->parts = arc_entry_parts(a, i, &f->first, &f->last)))
-                arc_entry_shards(a, i, &f->first, &f->last);
+            int64_t ce = arc_ino_entry(a, e->ino);
+            f->ent = ce >= 0 ? (uint32_t)ce : i;
+            f->out = i;
+            if (!(f->parts = arc_entry_parts(a, f->ent, &f->first, &f->last)))
+                arc_entry_shards(a, f->ent, &f->first, &f->last);
             continue;
         }
         char *path = unp_path(s->dir, e, i);
@@ -473,10 +492,10 @@ static int unp_links_and_dirs(unp_state *s, uint64_t *skipped)
     int rc = 0;
     for (uint32_t i = 1; i < a->nents && !rc; i++) {
         const arc_entry *e = &a->ents[i];
-        int64_t first = arc_ino_entry(a, e->ino);
-        if (e->type == ARC_DIR || first == (int64_t)i) continue;
+        uint32_t first = e->type == ARC_DIR ? i : unp_first(s, i);
+        if (first == i || (s->sel && !s->sel[i])) continue;
         const arc_entry *f = &a->ents[first];
-        char *path = unp_path(s->dir, e, i), *to = unp_path(s->dir, f, (uint32_t)first);
+        char *path = unp_path(s->dir, e, i), *to = unp_path(s->dir, f, first);
         if (!path || !to) {
             rc = tdc_error(-ENOMEM, "out of memory");
         } else if (linkat(AT_FDCWD, to, AT_FDCWD, path, 0) < 0) {
@@ -493,7 +512,7 @@ static int unp_links_and_dirs(unp_state *s, uint64_t *skipped)
     }
     for (uint32_t i = a->nents; i-- > 0 && !rc;) {
         const arc_entry *e = &a->ents[i];
-        if (e->type != ARC_DIR) continue;
+        if (e->type != ARC_DIR || (s->sel && !s->sel[i])) continue;
         char *path = unp_path(s->dir, e, i);
         rc = path ? restore_meta(path, e) : tdc_error(-ENOMEM, "out of memory");
         free(path);
@@ -597,6 +616,48 @@ static int unp_files(unp_state *s, const unp_file *files, uint32_t n, unsigned t
     return rc;
 }
 
+/* s->sel for the PATHs given (each a file or directory of the archive, with all it holds) and
+ * the directories that lead to them. -ENOENT with a message for a path not in the archive. */
+static int unp_select(unp_state *s, char **paths, int n)
+{
+    const arc *a = s->m;
+    unsigned char *sel = calloc((size_t)a->nents + 1, 1);
+    uint32_t *parent = malloc(((size_t)a->nents + 1) * sizeof *parent);
+    int rc = !sel || !parent || arc_parents(a, parent) ? tdc_error(-ENOMEM, "out of memory") : 0;
+    for (int k = 0; k < n && !rc; k++) {
+        const char *p = paths[k];
+        while (*p == '/')
+            p++;
+        size_t len = strlen(p);
+        while (len && p[len - 1] == '/')
+            len--;
+        char *want = strndup(p, len);
+        int64_t e = !want ? -ENOMEM : !len || !strcmp(want, ".") ? 0 : arc_lookup(a, want);
+        if (e < 0) {
+            rc = e == -ENOMEM
+                     ? tdc_error(-ENOMEM, "out of memory")
+                     : tdc_error(-ENOENT, "%s: '%s' is not in the archive", a->path, paths[k]);
+        } else {
+            for (uint32_t i = 0; i < a->nents; i++) /* it, and what lies under it */
+                if (!e || i == e ||
+                    (!strncmp(a->ents[i].path, want, len) && a->ents[i].path[len] == '/'))
+                    sel[i] = 1;
+            for (uint32_t d = parent[e];; d = parent[d]) { /* the way to it */
+                sel[d] = 1;
+                if (!d) break;
+            }
+        }
+        free(want);
+    }
+    free(parent);
+    if (rc) {
+        free(sel);
+        return rc;
+    }
+    s->sel = sel;
+    return 0;
+}
+
 /* unpack's threads by default: one per CPU, at most this many, as each holds a shard's
  * span (tens of MB for a shard of 16 MiB) and more seldom pay on a disk. */
 #define UNP_THREADS_MAX 4
@@ -614,7 +675,7 @@ int cmd_unpack(int argc, char **argv)
         if (*end || jobs < 1 || jobs > 1024)
             return usage_err(usage_unpack, "--jobs takes a number from 1 to 1024");
     }
-    if (optind + 2 != argc) return usage_err(usage_unpack, "need ARCHIVE and DIR");
+    if (optind + 2 > argc) return usage_err(usage_unpack, "need ARCHIVE and DIR");
     const char *path = argv[optind];
     unp_state s = {.dir = argv[optind + 1], .tk = -1};
     int rc = arc_open_meta(path, &s.m); /* the file table; shards load as files need them */
@@ -626,6 +687,7 @@ int cmd_unpack(int argc, char **argv)
     uint64_t skipped = 0; /* names not created: devices without root, and their links */
     if (!files || !(s.lost = calloc((size_t)a->nents + 1, 1)))
         rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc && optind + 2 < argc) rc = unp_select(&s, argv + optind + 2, argc - optind - 2);
     /* An archive of one shard fails whole where its shard does (no file is lost alone):
      * found before anything is made. */
     if (!rc && a->nshards == 1 && (!arc_shard_text(a, 0) || (rc = unp_text(&s, 0)) == 0))
@@ -645,6 +707,7 @@ int cmd_unpack(int argc, char **argv)
                        (unsigned long long)skipped);
     free(files);
     free(s.lost);
+    free((void *)s.sel);
     arc_free(s.m);
     return rc ? fail(rc) : EX_OK;
 }

@@ -202,6 +202,42 @@ newline"
     [ "$("$TADOC" cat "$S/good.tdc" a.txt)" = $'hello world\nhello world' ]
 }
 
+@test "unpack of some paths: those files and trees, the directories on the way, and a hard link whose first name is left out" {
+    T=$S/t
+    mkdir -p "$T/a/b" "$T/c/e" "$T/d"
+    cp "$CORPORA/brown/ca01" "$T/a/b/f1"
+    cp "$CORPORA/brown/ca02" "$T/c/e/g"
+    ln "$T/a/b/f1" "$T/c/link1" # its first name, a/b/f1, comes first in path order
+    ln -s ../a "$T/c/sym"
+    mkfifo "$T/d/fifo"
+    echo top >"$T/top"
+    chmod 750 "$T/c"
+    touch -d @1000000000 "$T/c"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 4K
+    [ "$(shards_of "$S/a.tdc")" -gt 3 ]
+    # c alone: its files, the link's content though a/b/f1 is not asked for, c's own metadata
+    "$TADOC" unpack -j 2 "$S/a.tdc" "$S/o1" c/
+    [ "$(cd "$S/o1" && find . | LC_ALL=C sort | tr '\n' ' ')" = ". ./c ./c/e ./c/e/g ./c/link1 ./c/sym " ]
+    cmp "$S/o1/c/link1" "$T/a/b/f1"
+    cmp "$S/o1/c/e/g" "$T/c/e/g"
+    [ "$(readlink "$S/o1/c/sym")" = ../a ]
+    [ "$(stat -c '%a %Y %h' "$S/o1/c" "$S/o1/c/link1")" = $'750 1000000000 3\n'"$(stat -c '%a %Y' "$T/a/b/f1") 1" ]
+    # with a/b too, the two names are one file again; a file and the root take part as well
+    "$TADOC" unpack "$S/a.tdc" "$S/o2" /a/b c top
+    [ "$(stat -c %i "$S/o2/a/b/f1")" = "$(stat -c %i "$S/o2/c/link1")" ]
+    [ "$(stat -c %h "$S/o2/a/b/f1")" -eq 2 ]
+    cmp "$S/o2/top" "$T/top"
+    [ ! -e "$S/o2/d" ]
+    "$TADOC" unpack "$S/a.tdc" "$S/o3" .
+    for f in a/b/f1 c/e/g c/link1 top; do cmp "$T/$f" "$S/o3/$f"; done
+    [ "$(tree_meta "$T")" = "$(tree_meta "$S/o3")" ]
+    # a path the archive does not hold: nothing made
+    run "$TADOC" unpack "$S/a.tdc" "$S/o4" c nope
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"'nope' is not in the archive"* ]]
+    [ ! -e "$S/o4" ]
+}
+
 @test "pack refuses a missing directory; unpack refuses a non-empty target" {
     run "$TADOC" pack "$S/nope" -o "$S/a.tdc"
     [ "$status" -eq 1 ] && [[ "$output" == *"No such file"* ]]
