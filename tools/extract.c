@@ -372,6 +372,14 @@ static int unp_span(unp_state *s, uint32_t first, uint32_t last)
     return (rc = idx_build(s->span, &s->x)) ? tdc_error_ctx(rc, "%s", s->m->path) : 0;
 }
 
+/* An archive of one shard fails whole where that shard does (no file is lost alone): its
+ * shard loaded before anything is made, and kept for the files. 0 or the error. */
+static int unp_one_shard(unp_state *s)
+{
+    int text = arc_shard_text(s->m, 0) ? unp_text(s, 0) : 0;
+    return text < 0 ? text : text ? 0 : unp_span(s, 0, 0);
+}
+
 /* Write file f to its path (span_last: where a span loaded for it ends, to serve the files
  * after it too). A file whose content is damaged (a shard's checksums or decoding, or its
  * content hash) is reported, counted and not left behind; returns 0 then, or an error that
@@ -688,11 +696,7 @@ int cmd_unpack(int argc, char **argv)
     if (!files || !(s.lost = calloc((size_t)a->nents + 1, 1)))
         rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc && optind + 2 < argc) rc = unp_select(&s, argv + optind + 2, argc - optind - 2);
-    /* An archive of one shard fails whole where its shard does (no file is lost alone):
-     * found before anything is made. */
-    if (!rc && a->nshards == 1 && (!arc_shard_text(a, 0) || (rc = unp_text(&s, 0)) == 0))
-        rc = unp_span(&s, 0, 0);
-    if (rc == 1) rc = 0;
+    if (!rc && a->nshards == 1) rc = unp_one_shard(&s);
     if (!rc) rc = unp_root(s.dir);
     if (!rc) rc = unp_names(&s, files, &n, &skipped);
     if (!rc) qsort(files, n, sizeof *files, unp_cmp);

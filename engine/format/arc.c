@@ -1093,8 +1093,6 @@ static int uncols(const unsigned char *z, const arc_secinfo *s, const char *name
     return rc;
 }
 
-/* Read, verify and expand one section into a fresh buffer of *n bytes: its raw bytes, or for
- * a front-coded dictionary with `front` set, the front coding (dict_front_load's input). */
 /* Section s's stored bytes, read and checked against its checksum, in *st (fresh). */
 static int read_stored(int fd, const char *path, const arc_secinfo *s, unsigned char **st)
 {
@@ -1113,6 +1111,8 @@ static int read_stored(int fd, const char *path, const arc_secinfo *s, unsigned 
     return rc;
 }
 
+/* Read, verify and expand one section into a fresh buffer of *n bytes: its raw bytes, or for
+ * a front-coded dictionary with `front` set, the front coding (dict_front_load's input). */
 static int read_section(int fd, const char *path, const arc_secinfo *s, int front,
                         unsigned char **out, uint64_t *n)
 {
