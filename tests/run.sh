@@ -23,29 +23,71 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-log_path=$san_dir/tsan:second_deadlock_stack
 
 tests/corpus.sh || { echo "0 passed, 1 failed"; exit 1; }
 log=$(mktemp)
-# BATS_ONLY=FILE.bats runs just that file (make test-long does), without the unit tests.
-if [ -z "${BATS_ONLY:-}" ]; then
-    for t in "$BUILD"/tests/test_*; do
-        echo "# unit: $(basename "$t")"
-        "$t" 2>&1 || echo "not ok - $(basename "$t") exited with status $?"
-    done | tee -a "$log"
+work=$(mktemp -d)
+
+# run_item ITEM: one unit test binary, one BATS file, or "tsan" (stress.bats on the
+# ThreadSanitizer build TSAN_BUILD), its TAP on stdout. A BATS file runs without its tests
+# tagged `alone` (they run after, on an idle machine).
+run_item() {
+    case "$1" in
+    tsan)
+        echo "# stress.bats on the ThreadSanitizer build $TSAN_BUILD"
+        TADOC="$top/$TSAN_BUILD/tadoc" TADOCFS="$top/$TSAN_BUILD/tadocfs" \
+            TESTBIN="$top/$TSAN_BUILD/tests" bats --tap tests/bats/stress.bats 2>&1 |
+            sed -E 's/^(not )?ok [0-9]+/& [tsan]/'
+        ;;
+    *.bats) bats --tap --filter-tags '!alone' "$1" 2>&1 ;;
+    *)
+        echo "# unit: $(basename "$1")"
+        "$1" 2>&1 || echo "not ok - $(basename "$1") exited with status $?"
+        ;;
+    esac
+}
+
+# lane: take the next item off the queue until it is empty; each item's output goes to the
+# log and to stdout whole, as the item ends.
+lane() {
+    local item out
+    while :; do
+        item=$(flock "$work/lock" sh -c 'head -1 "$1" && sed -i 1d "$1"' _ "$work/queue")
+        [ -n "$item" ] || return 0
+        out=$(mktemp -p "$work")
+        run_item "$item" >"$out"
+        flock "$work/lock" sh -c 'cat "$1" >>"$2"; cat "$1"' _ "$out" "$log"
+        rm -f "$out"
+    done
+}
+
+if [ -n "${BATS_ONLY:-}" ]; then # one file alone (make test-long, make tsan)
+    bats --tap "tests/bats/$BATS_ONLY" 2>&1 | tee -a "$log"
+else
+    # Every item runs in one of TEST_LANES lanes at once (default: one per CPU, at most 4), the
+    # files that take longest first so that the lanes end together; then the tests tagged
+    # `alone` (they time their own calls), one at a time.
+    lanes=${TEST_LANES:-$(nproc)}
+    [ "$lanes" -le 4 ] || lanes=4
+    long="crash analytics mpi corrupt shards edit space"
+    {
+        for f in $long; do echo "tests/bats/$f.bats"; done
+        for f in tests/bats/*.bats; do [[ " $long " == *" $(basename "$f" .bats) "* ]] || echo "$f"; done
+        [ -z "${TSAN_BUILD:-}" ] || echo tsan
+        ls -d "$BUILD"/tests/test_*
+    } >"$work/queue"
+    : >"$work/lock"
+    for _ in $(seq "$lanes"); do lane & done
+    wait
+    alone=$(grep -l '^# bats test_tags=.*\balone\b' tests/bats/*.bats)
+    [ -z "$alone" ] || bats --tap --filter-tags alone $alone 2>&1 | tee -a "$log"
 fi
-bats --tap "tests/bats/${BATS_ONLY:-}" 2>&1 | tee -a "$log"
 if [ -x tests/gpu/run.sh ] && ! nvidia-smi >/dev/null 2>&1; then
     echo "# tests/gpu/run.sh skipped: no NVIDIA GPU on this machine (run it on a GPU host)"
-fi
-# make test also runs the stress test on the ThreadSanitizer build (TSAN_BUILD=build/tsan).
-if [ -n "${TSAN_BUILD:-}" ] && [ -z "${BATS_ONLY:-}" ]; then
-    echo "# stress.bats on the ThreadSanitizer build $TSAN_BUILD"
-    TADOC="$top/$TSAN_BUILD/tadoc" TADOCFS="$top/$TSAN_BUILD/tadocfs" TESTBIN="$top/$TSAN_BUILD/tests" \
-        bats --tap tests/bats/stress.bats 2>&1 | sed -E 's/^(not )?ok [0-9]+/& [tsan]/' | tee -a "$log"
 fi
 for r in "$san_dir"/*; do
     [ -e "$r" ] || continue
     head -60 "$r" | sed 's/^/# /' | tee -a "$log"
     echo "not ok - sanitizer report $(basename "$r")" | tee -a "$log"
 done
-rm -rf "$san_dir"
+rm -rf "$san_dir" "$work"
 pass=$(grep -c '^ok ' "$log")
 fail=$(grep -c '^not ok ' "$log")
 rm -f "$log"

@@ -441,7 +441,9 @@ snapshot() { (cd "$M" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 md
 }
 
 # The daemon without a sanitizer (TADOCFS_PLAIN), since what is measured is how long a change
-# waits, not how fast the sanitizer runs.
+# waits, not how fast the sanitizer runs; tagged `alone`, so tests/run.sh runs it with nothing
+# else on the machine.
+# bats test_tags=alone
 @test "changes go on while background compactions run: no call waits 100 ms, the tree equals the model, also remounted" {
     fresh
     TADOCFS=$TADOCFS_PLAIN mount_a -o compact_threshold=256K
