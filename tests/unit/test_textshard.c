@@ -209,6 +209,66 @@ static void test_bare_judged(void **state)
     free(t);
 }
 
+/* Bare, words of 3 to 9 letters from a four-letter alphabet, far more of them than the
+ * decoder's table of short tokens has slots, so that words sharing their first bytes or their
+ * slot replace each other there all the time; the last word ends the text (its bytes are read
+ * without reading past them): every word spells its bytes, and two words have one id exactly
+ * when their bytes are equal. */
+static void test_bare_short_words(void **state)
+{
+    (void)state;
+    enum { WORDS = 150000 };
+    buf text = {0}, got = {0};
+    uint32_t x = 99;
+    for (int i = 0; i < WORDS; i++) {
+        x = x * 1103515245 + 12345;
+        size_t n = 3 + (x >> 16) % 7;
+        for (size_t k = 0; k < n; k++) {
+            x = x * 1103515245 + 12345;
+            assert_int_equal(buf_put(&text, &"abcd"[(x >> 16) % 4], 1), 0);
+        }
+        if (i + 1 < WORDS) assert_int_equal(buf_put(&text, " ", 1), 0);
+    }
+    uint64_t len = text.n;
+    buf pay = {0};
+    int is_bare;
+    assert_int_equal(textshard_encode(&len, 1, text.p, 2, &pay, &is_bare), 0);
+    assert_int_equal(is_bare, 1);
+    dict *d;
+    gram g = {0};
+    assert_int_equal(textshard_grammar(pay.p, pay.n, 1, 0, 0, &d, &g, NULL), 0);
+    assert_int_equal(g.root.n, 2 * WORDS - 1);
+    root_bytes(d, &g, 0, g.root.n, &got);
+    assert_int_equal(got.n, text.n);
+    assert_memory_equal(got.p, text.p, text.n);
+    /* one id per distinct token (a lookup of each id's bytes finds the first id that has
+     * them), numbered by first appearance */
+    for (uint32_t id = 0; id < dict_count(d); id++) {
+        size_t l;
+        const unsigned char *a = dict_bytes(d, id, &l);
+        uint32_t found;
+        assert_int_equal(dict_find(d, a, l, &found), 0);
+        assert_int_equal(found, id);
+    }
+    uint32_t *seen = calloc(dict_count(d), sizeof *seen);
+    uint32_t next = 0;
+    for (size_t i = 0; i < g.root.n; i++) {
+        uint32_t id = g.root.p[i];
+        assert_true(id < dict_count(d));
+        if (!seen[id]) {
+            assert_int_equal(id, next++);
+            seen[id] = 1;
+        }
+    }
+    assert_int_equal(next, dict_count(d));
+    free(seen);
+    dict_free(d);
+    gram_free(&g);
+    buf_free(&text);
+    buf_free(&pay);
+    buf_free(&got);
+}
+
 /* A long word is cut at TOK_CAP as the tokenizer cuts it. */
 static void test_long_word(void **state)
 {
@@ -517,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_long_word),
         cmocka_unit_test(test_tokens_as_tok_feed),
         cmocka_unit_test(test_bare_judged),
+        cmocka_unit_test(test_bare_short_words),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_open_text),
