@@ -9,9 +9,11 @@
  * gives its size, its size against the stored section, and its encode and decode speed in
  * MB/s of raw input on one thread.
  *
- * With -d it only times the whole archive's decode instead: arc_open_meta and
- * arc_load_data (the dictionary and root on a second thread), best of five, in MB/s of
- * file content.
+ * With -d it only times the archive's decode instead, with the heap set up as tadoc and the
+ * daemon set it (heap_huge), in MB/s of file content: whole (arc_open_meta and arc_load_data,
+ * the dictionary and root on a second thread, best of five) and shard by shard as a read or
+ * an analytic loads one (arc_open_piece of each shard alone on one thread, best of five
+ * each, the times summed).
  *
  * With -m it estimates instead what whole-symbol context models would make of each shard's
  * root and rules (either layout): the ideal code length (the sum of -log2 p, which an
@@ -35,6 +37,7 @@
 #include "../../engine/format/arc_test.h"
 #include "../../engine/base/buf.h"
 #include "../../engine/base/err.h"
+#include "../../engine/base/heap.h"
 
 /* htscodecs' flags beside the order (as in its rANS_static4x16pr.c, not in its headers). */
 #define X_PACK 0x80
@@ -463,7 +466,28 @@ static void model_archive(const char *path)
     arc_free(meta);
 }
 
-/* Decode the whole archive five times; print the best time and the content rate. */
+/* Each shard of `a` (opened by arc_open_meta) loaded alone, best of five: the sum of the
+ * times, in seconds. */
+static double time_shards(arc *a, const char *path)
+{
+    double sum = 0;
+    for (uint32_t k = 0; k < a->nshards; k++) {
+        double best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            arc *p;
+            double t0 = now();
+            if (arc_open_piece(a, k, &p)) die(path);
+            double t = now() - t0;
+            arc_piece_free(p);
+            if (t < best) best = t;
+        }
+        sum += best;
+    }
+    return sum;
+}
+
+/* Decode the whole archive five times, and each shard alone; print the best time of the
+ * whole, the sum of the shards' and the content rates. */
 static void time_decode(const char *path)
 {
     double best = 1e30;
@@ -480,9 +504,15 @@ static void time_decode(const char *path)
         size = a->file_size;
         arc_free(a);
     }
-    printf("%s: %llu bytes, %llu bytes of content, decoded in %.1f ms: %.0f MB/s of content\n",
+    arc *a;
+    if (arc_open_meta(path, &a)) die(path);
+    double shards = a->nshards ? time_shards(a, path) : 0;
+    arc_free(a);
+    printf("%s: %llu bytes, %llu bytes of content, decoded in %.1f ms: %.0f MB/s of content; "
+           "shard by shard in %.1f ms: %.0f MB/s of content\n",
            path, (unsigned long long)size, (unsigned long long)content, best * 1e3,
-           (double)content / 1e6 / best);
+           (double)content / 1e6 / best, shards * 1e3,
+           shards > 0 ? (double)content / 1e6 / shards : 0);
 }
 
 int main(int argc, char **argv)
@@ -495,6 +525,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: codecs [-q|-d|-m] ARCHIVE...\n");
         return 2;
     }
+    if (decode) heap_huge(HEAP_HUGE_MIN);
     for (; i < argc; i++)
         if (est)
             model_archive(argv[i]);
