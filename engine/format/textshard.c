@@ -128,8 +128,8 @@ static inline uint64_t near_bytes(const unsigned char *t, size_t n, const unsign
 }
 
 typedef struct dec {
-    int bare; /* no references: every token looked up by its bytes */
-    near *near; /* bare: NEAR_BITS-indexed */
+    int bare;                 /* no references: every token looked up by its bytes */
+    near *near;               /* bare: NEAR_BITS-indexed */
     const unsigned char *end; /* of the pieces' bytes */
     dict *d;
     gram *g;
