@@ -629,6 +629,7 @@ static int unp_files(unp_state *s, const unp_file *files, uint32_t n, unsigned t
 static int unp_select(unp_state *s, char **paths, int n)
 {
     const arc *a = s->m;
+    /* per entry: bit 1 unpacked; bit 2 a PATH or inside one, which its entries inherit */
     unsigned char *sel = calloc((size_t)a->nents + 1, 1);
     uint32_t *parent = malloc(((size_t)a->nents + 1) * sizeof *parent);
     int rc = !sel || !parent || arc_parents(a, parent) ? tdc_error(-ENOMEM, "out of memory") : 0;
@@ -641,22 +642,22 @@ static int unp_select(unp_state *s, char **paths, int n)
             len--;
         char *want = strndup(p, len);
         int64_t e = !want ? -ENOMEM : !len || !strcmp(want, ".") ? 0 : arc_lookup(a, want);
+        free(want);
         if (e < 0) {
             rc = e == -ENOMEM
                      ? tdc_error(-ENOMEM, "out of memory")
                      : tdc_error(-ENOENT, "%s: '%s' is not in the archive", a->path, paths[k]);
-        } else {
-            for (uint32_t i = 0; i < a->nents; i++) /* it, and what lies under it */
-                if (!e || i == e ||
-                    (!strncmp(a->ents[i].path, want, len) && a->ents[i].path[len] == '/'))
-                    sel[i] = 1;
-            for (uint32_t d = parent[e];; d = parent[d]) { /* the way to it */
-                sel[d] = 1;
-                if (!d) break;
-            }
+            continue;
         }
-        free(want);
+        sel[e] = 3;
+        for (uint32_t d = parent[e];; d = parent[d]) { /* the way to it */
+            sel[d] |= 1;
+            if (!d) break;
+        }
     }
+    /* in path order a directory comes before what it holds */
+    for (uint32_t i = 1; !rc && i < a->nents; i++)
+        if (sel[parent[i]] & 2) sel[i] = 3;
     free(parent);
     if (rc) {
         free(sel);
