@@ -836,9 +836,13 @@ static int sort_by_ino(arc *a)
     free(a->byino);
     if (!(a->byino = malloc((a->nents + 1) * sizeof *a->byino)))
         return tdc_error(-ENOMEM, "file table: out of memory");
-    for (uint32_t i = 0; i < a->nents; i++)
+    int sorted = 1;
+    for (uint32_t i = 0; i < a->nents; i++) {
         a->byino[i] = i;
-    sort_r(a->byino, a->nents, sizeof *a->byino, by_ino, a->ents);
+        if (i && a->ents[i].ino < a->ents[i - 1].ino) sorted = 0;
+    }
+    /* A packed archive numbers its entries in order: the sort is for archives since edited */
+    if (!sorted) sort_r(a->byino, a->nents, sizeof *a->byino, by_ino, a->ents);
     return 0;
 }
 

@@ -30,6 +30,10 @@ enum {
 #define T_CHR 6
 #define T_BLK 7
 
+/* Rows' bytes per byte of columns that ftcols_decode reserves for at most (front-coded paths
+ * come back whole). */
+#define ROWS_PER_COL_BYTE 8
+
 static uint64_t zig(uint64_t d)
 {
     return d << 1 ^ (uint64_t)((int64_t)d >> 63);
@@ -219,7 +223,11 @@ int ftcols_decode(const unsigned char *p, size_t n, uint64_t want, unsigned char
     state s = {0};
     size_t prev_at = 0;
     uint64_t prev_n = 0;
-    int rc = put_header(&o, id, prev_id, next, count);
+    /* The rows' declared size at once, rather than doubling up to it (each doubling copies
+     * what came before and touches fresh memory), as far as the columns can plausibly make:
+     * a declared size out of proportion to them grows as the rows come instead. */
+    int rc = buf_reserve(&o, want < ROWS_PER_COL_BYTE * n ? want : ROWS_PER_COL_BYTE * n);
+    if (!rc) rc = put_header(&o, id, prev_id, next, count);
     for (uint64_t i = 0; i < count && !rc && o.n <= want; i++)
         rc = decode_row(c, &o, &s, &prev_at, &prev_n);
     for (int k = 0; k < NCOLS && !rc; k++)

@@ -26,23 +26,42 @@ vnode *vol_node(const vol *v, uint64_t ino)
     return ino < v->cap ? v->nodes[ino] : NULL;
 }
 
+/* Room in v->nodes for inode numbers below `ino`. */
+static int reserve_nodes(vol *v, uint64_t ino)
+{
+    if (ino <= v->cap) return 0;
+    uint64_t cap = v->cap ? v->cap : 1024;
+    while (cap < ino)
+        cap *= 2;
+    vnode **p = realloc(v->nodes, cap * sizeof *p);
+    if (!p) return -ENOMEM;
+    memset(p + v->cap, 0, (cap - v->cap) * sizeof *p);
+    v->nodes = p;
+    v->cap = cap;
+    return 0;
+}
+
 static int put_node(vol *v, vnode *n)
 {
     if (n->ino >= ARC_INO_MAX) return tdc_error(-EOVERFLOW, "inode numbers exhausted");
-    if (n->ino >= v->cap) {
-        uint64_t cap = v->cap ? v->cap : 1024;
-        while (cap <= n->ino)
-            cap *= 2;
-        vnode **p = realloc(v->nodes, cap * sizeof *p);
-        if (!p) return -ENOMEM;
-        memset(p + v->cap, 0, (cap - v->cap) * sizeof *p);
-        v->nodes = p;
-        v->cap = cap;
-    }
+    if (reserve_nodes(v, n->ino + 1)) return -ENOMEM;
     v->nodes[n->ino] = n;
     v->ninodes++;
     if (n->ino >= v->next_ino) v->next_ino = n->ino + 1;
     return 0;
+}
+
+/* Whether p is part of the model's slab (not to be freed alone). */
+static int in_slab(const vol *v, const void *p)
+{
+    uintptr_t c = (uintptr_t)p, nodes = (uintptr_t)v->slab, names = (uintptr_t)v->slab_names;
+    return (c >= nodes && c < nodes + v->slab_nodes * sizeof *v->slab) ||
+           (c >= names && c < names + v->slab_bytes);
+}
+
+static void free_name(const vol *v, char *name)
+{
+    if (!in_slab(v, name)) free(name);
 }
 
 static void free_node(vol *v, vnode *n)
@@ -50,7 +69,7 @@ static void free_node(vol *v, vnode *n)
     v->nodes[n->ino] = NULL;
     v->ninodes--;
     for (uint32_t k = 0; k < n->nkids; k++)
-        free(n->kids[k].name);
+        free_name(v, n->kids[k].name);
     free(n->kids);
     for (uint32_t k = 0; k < n->nxa; k++) {
         free(n->xa[k].name);
@@ -62,7 +81,7 @@ static void free_node(vol *v, vnode *n)
         free(n->pt);
     }
     free(n->link);
-    free(n);
+    if (!in_slab(v, n)) free(n);
 }
 
 /* Position of `name` among a directory's children, or where it would go (*found 0). */
@@ -92,10 +111,11 @@ static vnode *kid(const vol *v, const vnode *d, const char *name)
     return found ? vol_node(v, d->kids[k].ino) : NULL;
 }
 
-static int add_kid(vnode *d, const char *name, uint64_t ino)
+/* Add the child `nm` (the directory's from here on, unless this fails) as `ino`. */
+static int put_kid(vnode *d, char *nm, uint64_t ino)
 {
     int found;
-    uint32_t k = kid_pos(d, name, &found);
+    uint32_t k = kid_pos(d, nm, &found);
     if (found) return -EEXIST;
     if (d->nkids == d->capkids) {
         uint32_t cap = d->capkids ? d->capkids * 2 : 8;
@@ -104,20 +124,26 @@ static int add_kid(vnode *d, const char *name, uint64_t ino)
         d->kids = p;
         d->capkids = cap;
     }
-    char *nm = strdup(name);
-    if (!nm) return -ENOMEM;
     memmove(d->kids + k + 1, d->kids + k, (d->nkids - k) * sizeof *d->kids);
     d->kids[k] = (vdent){nm, ino};
     d->nkids++;
     return 0;
 }
 
-static void del_kid(vnode *d, const char *name)
+static int add_kid(vnode *d, const char *name, uint64_t ino)
+{
+    char *nm = strdup(name);
+    int rc = nm ? put_kid(d, nm, ino) : -ENOMEM;
+    if (rc) free(nm);
+    return rc;
+}
+
+static void del_kid(const vol *v, vnode *d, const char *name)
 {
     int found;
     uint32_t k = kid_pos(d, name, &found);
     if (!found) return;
-    free(d->kids[k].name);
+    free_name(v, d->kids[k].name);
     memmove(d->kids + k, d->kids + k + 1, (d->nkids - k - 1) * sizeof *d->kids);
     d->nkids--;
 }
@@ -264,7 +290,7 @@ static int ap_unlink(vol *v, const jrec *r)
     struct timespec t = r->time;
     vnode *d = dir_node(v, r->dir), *n = d ? kid(v, d, name) : NULL;
     if (!n || (S_ISDIR(n->mode) && n->nkids)) return BAD("unlink");
-    del_kid(d, name);
+    del_kid(v, d, name);
     touch(d, t, 1);
     if (S_ISDIR(n->mode)) {
         d->nsub--;
@@ -315,7 +341,7 @@ static int ap_rename(vol *v, const jrec *r)
     } else {
         if (b) {
             if (S_ISDIR(b->mode) && b->nkids) return BAD("rename over a non-empty directory");
-            del_kid(d2, n2);
+            del_kid(v, d2, n2);
             if (S_ISDIR(b->mode)) {
                 d2->nsub--;
                 b->nlink = 1;
@@ -324,7 +350,7 @@ static int ap_rename(vol *v, const jrec *r)
             drop_name(v, b);
         }
         uint64_t ino = a->ino;
-        del_kid(d1, n1);
+        del_kid(v, d1, n1);
         if ((rc = add_kid(d2, n2, ino))) return rc;
         if (S_ISDIR(a->mode)) a->parent = p2, d1->nsub--, d2->nsub++;
         touch(a, t, 0);
@@ -581,51 +607,89 @@ void vol_unlock(vol *v)
 /* ---------------- building the model from the archive ---------------- */
 
 /* load_archive's nodes, entry by entry; pe: each entry's parent entry (arc_parents). */
-static int load_entries(vol *v, const uint32_t *pe)
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* The model's slab, sized for the archive's entries: an inode each (hard links leave a few
+ * unused) and their names; and, in nkids, how many children each entry has. */
+static int make_slab(vol *v, const uint32_t *pe, uint32_t *nkids)
 {
     const arc *a = v->a;
+    size_t bytes = 1;
+    uint64_t top = 1;
     for (uint32_t i = 0; i < a->nents; i++) {
+        if (i) nkids[pe[i]]++;
+        if (i) bytes += strlen(base_name(a->ents[i].path)) + 1;
+        if (a->ents[i].ino > top) top = a->ents[i].ino;
+    }
+    v->slab = calloc(a->nents ? a->nents : 1, sizeof *v->slab);
+    v->slab_names = malloc(bytes);
+    if (!v->slab || !v->slab_names) return -ENOMEM;
+    v->slab_bytes = bytes;
+    v->slab_nodes = a->nents;
+    return reserve_nodes(v, top + 1);
+}
+
+/* The node of entry i, new (from the slab, its children's room made), or NULL. */
+static vnode *entry_node(vol *v, uint32_t i, uint64_t parent, uint32_t nkids, size_t *used)
+{
+    const arc_entry *e = &v->a->ents[i];
+    vnode *n = &v->slab[(*used)++];
+    n->ino = e->ino;
+    n->mode = arc_mode_of_type(e->type) | e->mode;
+    n->rdev = e->rdev;
+    n->uid = e->uid;
+    n->gid = e->gid;
+    n->nlink = 1;
+    n->atime.tv_sec = n->mtime.tv_sec = n->ctime.tv_sec = (time_t)e->mtime_sec;
+    n->atime.tv_nsec = n->mtime.tv_nsec = n->ctime.tv_nsec = e->mtime_nsec;
+    n->size = e->size;
+    n->ent = i;
+    n->parent = parent;
+    if (put_node(v, n) || (e->link && !(n->link = strdup(e->link))) ||
+        (nkids && !(n->kids = malloc(nkids * sizeof *n->kids))))
+        return NULL;
+    n->capkids = nkids;
+    if (e->nxattrs && !(n->xa = calloc(e->nxattrs, sizeof *n->xa))) return NULL;
+    for (uint32_t k = 0; k < e->nxattrs; k++) {
+        n->nxa++; /* freed with the node from here on */
+        n->xa[k].name = strdup(e->xattrs[k].name);
+        n->xa[k].val = malloc(e->xattrs[k].len ? e->xattrs[k].len : 1);
+        n->xa[k].len = e->xattrs[k].len;
+        if (!n->xa[k].name || !n->xa[k].val) return NULL;
+        memcpy(n->xa[k].val, e->xattrs[k].val, e->xattrs[k].len);
+    }
+    return n;
+}
+
+/* The nodes of the archive's entries (pe: each entry's parent), all in the model's slab. A
+ * node half made on failure is the model's all the same, which free_model frees. */
+static int load_entries(vol *v, const uint32_t *pe, uint32_t *nkids)
+{
+    const arc *a = v->a;
+    int rc = make_slab(v, pe, nkids);
+    size_t used = 0, at = 0;
+    for (uint32_t i = 0; !rc && i < a->nents; i++) {
         const arc_entry *e = &a->ents[i];
         vnode *n = vol_node(v, e->ino);
         uint64_t parent = i ? a->ents[pe[i]].ino : 1;
-        if (n) { /* another name of a hard-linked file */
+        if (n) /* another name of a hard-linked file */
             n->nlink++;
-        } else {
-            if (!(n = calloc(1, sizeof *n))) return -ENOMEM;
-            n->ino = e->ino;
-            n->mode = arc_mode_of_type(e->type) | e->mode;
-            n->rdev = e->rdev;
-            n->uid = e->uid;
-            n->gid = e->gid;
-            n->nlink = 1;
-            n->atime.tv_sec = n->mtime.tv_sec = n->ctime.tv_sec = (time_t)e->mtime_sec;
-            n->atime.tv_nsec = n->mtime.tv_nsec = n->ctime.tv_nsec = e->mtime_nsec;
-            n->size = e->size;
-            n->ent = i;
-            n->parent = parent;
-            if ((e->link && !(n->link = strdup(e->link))) || put_node(v, n)) {
-                free(n->link);
-                free(n);
-                return -ENOMEM;
-            }
-            if (e->nxattrs && !(n->xa = calloc(e->nxattrs, sizeof *n->xa))) return -ENOMEM;
-            for (uint32_t k = 0; k < e->nxattrs; k++, n->nxa++) {
-                n->xa[k].name = strdup(e->xattrs[k].name);
-                n->xa[k].val = malloc(e->xattrs[k].len ? e->xattrs[k].len : 1);
-                n->xa[k].len = e->xattrs[k].len;
-                if (!n->xa[k].name || !n->xa[k].val) return -ENOMEM;
-                memcpy(n->xa[k].val, e->xattrs[k].val, e->xattrs[k].len);
-            }
-        }
-        if (i) {
-            vnode *d = vol_node(v, parent);
-            int rc =
-                add_kid(d, strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path, e->ino);
-            if (rc) return rc;
-            if (e->type == ARC_DIR) d->nsub++;
-        }
+        else if (!entry_node(v, i, parent, nkids[i], &used))
+            rc = -ENOMEM;
+        if (rc || !i) continue;
+        vnode *d = vol_node(v, parent);
+        const char *name = base_name(e->path);
+        size_t len = strlen(name) + 1;
+        memcpy(v->slab_names + at, name, len);
+        if ((rc = put_kid(d, v->slab_names + at, e->ino))) break;
+        at += len;
+        if (e->type == ARC_DIR) d->nsub++;
     }
-    return 0;
+    return rc;
 }
 
 /* Build the nodes of the archive's entries. */
@@ -634,12 +698,10 @@ static int load_archive(vol *v)
     const arc *a = v->a;
     v->next_ino = a->next_ino;
     uint32_t *pe = malloc((a->nents ? a->nents : 1) * sizeof *pe);
-    if (!pe || arc_parents(a, pe)) {
-        free(pe);
-        return -ENOMEM;
-    }
-    int rc = load_entries(v, pe);
+    uint32_t *nkids = calloc(a->nents ? a->nents : 1, sizeof *nkids);
+    int rc = !pe || !nkids || arc_parents(a, pe) ? -ENOMEM : load_entries(v, pe, nkids);
     free(pe);
+    free(nkids);
     return rc;
 }
 
@@ -650,6 +712,11 @@ static void free_model(vol *v)
     free(v->nodes);
     v->nodes = NULL;
     v->cap = v->ninodes = 0;
+    free(v->slab);
+    free(v->slab_names);
+    v->slab = NULL;
+    v->slab_names = NULL;
+    v->slab_nodes = v->slab_bytes = 0;
 }
 
 /* ---------------- a model for compaction to put in place ---------------- */
@@ -697,6 +764,17 @@ void vol_model_swap(vol *v, vol *w)
     w->nodes = nodes;
     w->cap = cap;
     w->ninodes = ninodes;
+    vnode *slab = v->slab;
+    char *names = v->slab_names;
+    size_t nn = v->slab_nodes, nb = v->slab_bytes;
+    v->slab = w->slab;
+    v->slab_names = w->slab_names;
+    v->slab_nodes = w->slab_nodes;
+    v->slab_bytes = w->slab_bytes;
+    w->slab = slab;
+    w->slab_names = names;
+    w->slab_nodes = nn;
+    w->slab_bytes = nb;
 }
 
 void vol_model_free(vol *w)
@@ -839,9 +917,6 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
      * for a ranked index). */
     if (o->lazy && !v->o.mem && v->a->version >= 4) v->o.mem = o->mem_auto;
     if (v->o.mem && (rc = vol_spans_budget(v))) goto fail;
-    /* The file table the spans load from, copied now rather than read again at the first
-     * read (when the copy cannot be made, that first read opens it). */
-    if (o->lazy && v->a->version >= 4) arc_meta_dup(v->a, &v->smeta);
     if (!o->lazy && (rc = vol_data(v))) goto fail;
     if ((rc = load_archive(v))) goto fail;
     v->replaying = 1;
@@ -924,9 +999,37 @@ static void log_load_failure(vol *v)
     v->o.log(v->o.log_ctx, line);
 }
 
+/* The file table the spans load from (v->smeta), copied from v->a rather than read again
+ * at the first read, and after the mount rather than before it; that first read waits for
+ * it (open_smeta) and, where the copy could not be made, opens it. `mine`: this thread is
+ * the one that will load v->a whole (dstate 1 is its). The copy is made under dlock while
+ * nobody loads v->a (load_data changes its entries), and kept only if no compaction put
+ * another file table in place meanwhile (span_gen). */
+static void copy_meta(vol *v, int mine)
+{
+    arc *m = NULL;
+    pthread_mutex_lock(&v->splock);
+    uint64_t gen = v->span_gen;
+    pthread_mutex_unlock(&v->splock);
+    pthread_mutex_lock(&v->dlock);
+    if ((v->dstate == 0 || (mine && v->dstate == 1)) && v->a->pending) arc_meta_dup(v->a, &m);
+    pthread_mutex_unlock(&v->dlock);
+    pthread_mutex_lock(&v->splock);
+    if (m && !v->smeta && v->span_gen == gen) {
+        v->smeta = m;
+        m = NULL;
+    }
+    v->smeta_pending = 0;
+    pthread_cond_broadcast(&v->spcond);
+    pthread_mutex_unlock(&v->splock);
+    arc_free(m);
+}
+
 static void *loader(void *p)
 {
     vol *v = p;
+    if (v->smeta_pending) copy_meta(v, !v->o.mem);
+    if (v->o.mem) return NULL; /* under a budget, started for the copy alone */
     if (v->o.load_hook) v->o.load_hook(v->o.load_ctx);
     pthread_mutex_lock(&v->dlock);
     int loaded_here = v->dstate == 1;
@@ -970,12 +1073,17 @@ int vol_data(vol *v)
 int vol_start(vol *v)
 {
     pthread_mutex_lock(&v->dlock);
-    if (v->dstate == 0 && !v->o.mem) { /* under a budget, only what needs it loads it all */
-        __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
-        v->loader_running = !pthread_create(&v->loader, NULL, loader, v);
-        if (!v->loader_running) /* the first reader loads it */
-            __atomic_store_n(&v->dstate, 0, __ATOMIC_RELAXED);
-    }
+    /* Under a budget, only what needs it loads it all. */
+    int load = v->dstate == 0 && !v->o.mem;
+    int copy = v->o.lazy && v->a->version >= 4 && v->a->pending && !v->loader_running;
+    if (load) __atomic_store_n(&v->dstate, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&v->splock);
+    v->smeta_pending = copy && !v->smeta;
+    if (load || v->smeta_pending) v->loader_running = !pthread_create(&v->loader, NULL, loader, v);
+    if (!v->loader_running) v->smeta_pending = 0; /* the first span opens it */
+    pthread_mutex_unlock(&v->splock);
+    if (load && !v->loader_running) /* the first reader loads it */
+        __atomic_store_n(&v->dstate, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&v->dlock);
     if (!v->o.writable || v->th_running) return 0;
     v->th_running = !pthread_create(&v->th, NULL, background, v);

@@ -57,6 +57,12 @@ struct vol {
     pthread_mutex_t cplock; /* one compaction at a time */
     vnode **nodes;          /* by inode number */
     uint64_t cap, ninodes, next_ino;
+    /* The archive's inodes and their names, each made in one block when the model is built
+     * (load_entries), which goes with the model (vol_model_swap) and is freed with it; what
+     * changes make later is allocated one by one. */
+    vnode *slab;
+    char *slab_names;
+    size_t slab_nodes, slab_bytes;
     uint64_t dirty_files;
     uint64_t compactions;
     int replaying;
@@ -89,6 +95,7 @@ struct vol {
     uint32_t nspans;
     uint64_t span_bytes; /* what they occupy */
     arc *smeta;          /* a copy of the file table the spans load from (freed by vol_close) */
+    int smeta_pending;   /* the loader thread is making smeta (vol_start): open_smeta waits */
     int spans_done;      /* the whole archive is loaded: no more spans */
     uint64_t span_loads, span_hits, span_evictions, span_ahead, span_text;
     uint32_t seq_next; /* the shard after the last one a read loaded: loads from there go on

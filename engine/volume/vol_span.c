@@ -264,10 +264,12 @@ static vol_span *find_span(vol *v, const span_key *key)
     return NULL;
 }
 
-/* Open the copy of the archive's file table that spans are loaded from, on first use.
- * v->splock held. */
+/* The copy of the archive's file table that spans are loaded from: the one the loader
+ * thread makes (waited for), else opened here on first use. v->splock held. */
 static int open_smeta(vol *v)
 {
+    while (v->smeta_pending)
+        pthread_cond_wait(&v->spcond, &v->splock);
     if (v->smeta) return 0;
     int rc = arc_open_meta(v->path, &v->smeta);
     if (!rc && v->smeta->id != v->a->id) rc = -EAGAIN; /* replaced since the mount */
