@@ -23,6 +23,7 @@
 #include "../engine/index/words.h"
 #include "../lib/env.h"
 #include "fs.h"
+#include "daemon.h"
 #include "killpriv.h"
 #include "loop.h"
 
@@ -242,6 +243,7 @@ int main(int argc, char **argv)
     struct fuse_session *se = NULL;
     options o = {.gpu_read_wait = BACKEND_READ_WAIT_US};
     fs_ctx c = {0};
+    daemon_link dl = {-1};
     int ret = EX_FAIL, rc;
 
     pthread_mutex_init(&c.slock, NULL);
@@ -308,6 +310,24 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    if (check_mountpoint(o.mountpoint)) goto out_args;
+    char *fsname = malloc(strlen(o.archive) + 64);
+    if (!fsname) goto out_args;
+    /* fsname is shown by mount(8) and df; commas would split the option list. */
+    sprintf(fsname, "-ofsname=%s,subtype=tadocfs,default_permissions%s",
+            strchr(o.archive, ',') ? "tadocfs" : o.archive, o.ro ? ",ro" : "");
+    rc = fuse_opt_add_arg(&args, fsname);
+    free(fsname);
+    if (rc || fuse_parse_cmdline(&args, &co) != 0) {
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    /* Fork while the process is small, and before CUDA starts (it does not survive a fork);
+     * from here on the daemon's messages reach the caller's terminal until it is ready. */
+    if (daemon_fork(co.foreground, &dl) < 0) {
+        fprintf(stderr, "tadocfs: cannot start the daemon: %s\n", strerror(errno));
+        goto out_args;
+    }
     if (gpu_mode == BACKEND_ON && !gpu_usable_probe()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
@@ -335,7 +355,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
         goto out_args;
     }
-    if (check_mountpoint(o.mountpoint)) goto out_args;
 
     /* Open and check the file table (with -o preload the whole archive) and replay the
      * journal before mounting, so errors reach the terminal. */
@@ -384,21 +403,10 @@ int main(int argc, char **argv)
     c.spill_at = c.vc.mem / 4 < FS_SPILL_AT ? c.vc.mem / 4 : FS_SPILL_AT;
     c.spill_dir = fio_tmpdir();
 
-    char *fsname = malloc(strlen(o.archive) + 64);
-    if (!fsname) goto out_arc;
-    /* fsname is shown by mount(8) and df; commas would split the option list. */
-    sprintf(fsname, "-ofsname=%s,subtype=tadocfs,default_permissions%s",
-            strchr(o.archive, ',') ? "tadocfs" : o.archive, o.ro ? ",ro" : "");
-    rc = fuse_opt_add_arg(&args, fsname);
-    free(fsname);
-    if (rc || fuse_parse_cmdline(&args, &co) != 0) {
-        ret = EX_USAGE;
-        goto out_arc;
-    }
     se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &c);
     if (!se) {
         ret = EX_USAGE;
-        goto out_opts;
+        goto out_arc;
     }
     if (fuse_set_signal_handlers(se) != 0) goto out_session;
     char *real = realpath(co.mountpoint, NULL);
@@ -411,7 +419,7 @@ int main(int argc, char **argv)
     c.se = se;
     fs_killpriv_arm(fuse_session_fd(se)); /* a GETXATTR less per write(2) */
     openlog("tadocfs", LOG_PID, LOG_DAEMON);
-    fuse_daemonize(co.foreground);
+    daemon_ready(&dl);
     if (vol_start(c.v)) {
         syslog(LOG_ERR, "%s", tdc_errmsg());
         goto out_unmount;
@@ -432,8 +440,6 @@ out_signals:
     fuse_remove_signal_handlers(se);
 out_session:
     fuse_session_destroy(se);
-out_opts:
-    free(co.mountpoint);
 out_arc:
     vol_close(c.v); /* writes out buffered records */
     sreg_free(&c.search);
@@ -447,6 +453,7 @@ out_arc:
     free(c.damaged);
 out_args:
     backend_free(c.be);
+    free(co.mountpoint);
     free(o.archive);
     free(o.mountpoint);
     free(o.gpu);
@@ -456,5 +463,6 @@ out_args:
     free(o.gpu_read_min);
     free(o.mem);
     fuse_opt_free_args(&args);
+    daemon_exit(&dl, ret); /* a daemon that never got ready: its status is the command's */
     return ret;
 }
