@@ -15,7 +15,11 @@ void heap_huge(size_t bytes)
      * freed; set it where that would end (its maximum), so that large blocks freed are
      * reused rather than mapped and faulted in again at each use. */
     mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD);
-    void *p = malloc(64 << 10); /* under the mmap threshold: from the heap, growing it */
+    /* A block larger than the free top of the heap (keepcost) and under the mmap threshold:
+     * the heap grows by it and the pad. One that fit the top would not grow it (the heap
+     * of a process that allocated a little first, or of a child after fork). */
+    size_t n = mallinfo2().keepcost + (64 << 10);
+    void *p = n < HEAP_MMAP_THRESHOLD ? malloc(n) : NULL;
     if (!p) return;
     uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
     free(p); /* the heap keeps the pad */

@@ -430,3 +430,22 @@ refused() { # KIND
     [[ "$output" == *"No such file"* ]]
     not_mounted "$M"
 }
+
+# heap_huge (engine/base/heap.c) grows the heap by its pad and advises huge pages over it,
+# also in the daemon forked after the options were parsed (whose heap had a free top that a
+# small block fits). The advice is a flag of the mapping, whether or not the kernel then has
+# huge pages to give.
+@test "the daemon's heap is grown by its pad and advised for huge pages" {
+    "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
+    "$TADOCFS_PLAIN" "$S/l.tdc" "$M"
+    local pid heap
+    pid=$(pgrep -n -f "$(basename "$TADOCFS_PLAIN") $S/l.tdc")
+    # KiB of the heap's mappings (the advice splits it), and of those advised (VmFlags hg)
+    heap=$(awk '/^[0-9a-f]+-[0-9a-f]+ / { h = / \[heap\]$/ } h && /^Size:/ { s = $2; all += s }
+        h && /^VmFlags:.* hg/ { hg += s } END { print all + 0, hg + 0 }' "/proc/$pid/smaps")
+    echo "heap, advised: $heap KiB"
+    [ "${heap% *}" -ge $((64 * 1024)) ] # the pad of HEAP_HUGE_MIN
+    if [ -e /sys/kernel/mm/transparent_hugepage/enabled ]; then
+        [ "${heap#* }" -ge $((60 * 1024)) ] # all of it but the ends, to 2 MiB boundaries
+    fi
+}
