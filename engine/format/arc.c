@@ -740,7 +740,14 @@ int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, i
 
 /* ---------------- decoding ---------------- */
 
-static int dec_str(rd *r, char **out, int allow_empty_null)
+/* Room for the strings of decoded entries: a block (struct arc's strs) or, with `p` NULL,
+ * an allocation per string. */
+typedef struct strblk {
+    char *p;
+    size_t n, cap;
+} strblk;
+
+static int dec_str(rd *r, char **out, int allow_empty_null, strblk *b)
 {
     uint64_t n;
     const unsigned char *p;
@@ -750,10 +757,26 @@ static int dec_str(rd *r, char **out, int allow_empty_null)
         return 0;
     }
     if (memchr(p, 0, n)) return -EBADMSG;
-    if (!(*out = malloc(n + 1))) return -ENOMEM;
+    if (b->p && n + 1 > b->cap - b->n) return -EBADMSG; /* its varint made room for the NUL */
+    if (!(*out = b->p ? b->p + b->n : malloc(n + 1))) return -ENOMEM;
+    if (b->p) b->n += n + 1;
     memcpy(*out, p, n);
     (*out)[n] = 0;
     return 0;
+}
+
+/* Whether s lies in the archive's block of strings (not to be freed alone). */
+static int in_strs(const arc *a, const char *s)
+{
+    uintptr_t p = (uintptr_t)s, b = a ? (uintptr_t)a->strs : 0;
+    return s && b && p >= b && p < b + a->nstrs;
+}
+
+/* String s of an entry of `from`, for an entry of `to`: where it lies in from's block, the
+ * same place in to's (a copy of it), else a copy of its own. */
+static char *str_for(const arc *from, arc *to, const char *s)
+{
+    return in_strs(from, s) ? to->strs + (s - from->strs) : strdup(s);
 }
 
 static int dec_xattrs(rd *r, arc_entry *e)
@@ -767,7 +790,8 @@ static int dec_xattrs(rd *r, arc_entry *e)
         uint64_t len;
         const unsigned char *v;
         e->nxattrs = (uint32_t)k + 1;
-        int rc = dec_str(r, &x->name, 0);
+        strblk own = {0};
+        int rc = dec_str(r, &x->name, 0, &own);
         if (rc) return rc;
         if (rd_varint(r, &len) || len > UINT32_MAX || rd_bytes(r, len, &v)) return -EBADMSG;
         if (!(x->val = malloc(len ? len : 1))) return -ENOMEM;
@@ -778,12 +802,12 @@ static int dec_xattrs(rd *r, arc_entry *e)
     return 0;
 }
 
-int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard)
+static int entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard, strblk *b)
 {
     uint64_t mode, uid, gid, zz, nsec;
     const unsigned char *t;
     *shard = 0;
-    int rc = dec_str(r, &e->path, 0);
+    int rc = dec_str(r, &e->path, 0, b);
     if (!rc && rd_bytes(r, 1, &t)) rc = -EBADMSG;
     if (!rc) e->type = *t;
     if (!rc &&
@@ -791,7 +815,7 @@ int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard)
          rd_varint(r, &nsec) || rd_varint(r, &e->size) || (version >= 4 && rd_varint(r, shard)) ||
          rd_varint(r, &e->root_start) || rd_varint(r, &e->root_len) || rd_u64(r, &e->hash)))
         rc = -EBADMSG;
-    if (!rc) rc = dec_str(r, &e->link, 1);
+    if (!rc) rc = dec_str(r, &e->link, 1, b);
     if (!rc && ((version >= 2 && rd_varint(r, &e->ino)) ||
                 (version >= 3 && is_dev(e->type) && rd_varint(r, &e->rdev))))
         rc = -EBADMSG;
@@ -807,6 +831,12 @@ int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard)
     e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
     e->mtime_nsec = (uint32_t)nsec;
     return 0;
+}
+
+int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard)
+{
+    strblk own = {0};
+    return entry_decode(r, version, e, shard, &own);
 }
 
 static int by_ino(const void *x, const void *y, void *ctx)
@@ -1022,15 +1052,19 @@ static int dec_files(arc *a, const unsigned char *p, size_t n, uint32_t version)
     if (rd_varint(&r, &cnt) || cnt == 0 || cnt > n)
         return tdc_error(-EBADMSG, "file table: bad entry count");
     if (version < 2) a->next_ino = cnt + 1;
-    if (!(a->ents = calloc(cnt, sizeof *a->ents)))
+    /* Every string of the rows is its bytes after a varint of their count: n bytes of rows
+     * hold no more than n bytes of strings with their NULs. */
+    if (!(a->ents = calloc(cnt, sizeof *a->ents)) || !(a->strs = malloc(n)))
         return tdc_error(-ENOMEM, "file table: out of memory");
     mem_populate(a->ents, cnt * sizeof *a->ents);
+    strblk blk = {a->strs, 0, n};
+    a->nstrs = n;
     for (uint64_t i = 0; i < cnt; i++) {
         arc_entry *e = &a->ents[i];
         uint64_t shard = 0;
         a->nents = (uint32_t)i + 1;
         e->ino = i + 1;
-        int rc = arc_entry_decode(&r, version, e, &shard);
+        int rc = entry_decode(&r, version, e, &shard, &blk);
         if (rc == -EBADMSG) return rc;
         if (rc)
             return tdc_error(-EBADMSG, "file table: entry %llu is truncated or malformed",
@@ -2254,13 +2288,17 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
     return 0;
 }
 
-int arc_entry_copy(const arc_entry *e, arc_entry *c)
+/* arc_entry_copy of an entry of `from` into `to`, whose block of strings is a copy of
+ * from's (both NULL: no blocks). */
+static int entry_copy(const arc *from, const arc_entry *e, arc *to, arc_entry *c)
 {
     *c = *e;
     c->path = c->link = NULL;
     c->xattrs = NULL;
     c->nxattrs = 0;
-    if (!(c->path = strdup(e->path)) || (e->link && !(c->link = strdup(e->link)))) return -ENOMEM;
+    if (!(c->path = str_for(from, to, e->path)) ||
+        (e->link && !(c->link = str_for(from, to, e->link))))
+        return -ENOMEM;
     if (!e->nxattrs) return 0;
     if (!(c->xattrs = calloc(e->nxattrs, sizeof *c->xattrs))) return -ENOMEM;
     for (uint32_t k = 0; k < e->nxattrs; k++, c->nxattrs++) {
@@ -2275,6 +2313,27 @@ int arc_entry_copy(const arc_entry *e, arc_entry *c)
     return 0;
 }
 
+int arc_entry_copy(const arc_entry *e, arc_entry *c)
+{
+    return entry_copy(NULL, e, NULL, c);
+}
+
+int arc_own_strs(arc *a)
+{
+    for (uint32_t i = 0; i < a->nents; i++) {
+        arc_entry *e = &a->ents[i];
+        char *p = in_strs(a, e->path) ? strdup(e->path) : e->path;
+        char *l = in_strs(a, e->link) ? strdup(e->link) : e->link;
+        if (p) e->path = p;
+        if (l) e->link = l;
+        if (!p || (e->link && !l)) return tdc_error(-ENOMEM, "out of memory");
+    }
+    free(a->strs);
+    a->strs = NULL;
+    a->nstrs = 0;
+    return 0;
+}
+
 int arc_meta_dup(const arc *meta, arc **out)
 {
     *out = NULL;
@@ -2282,10 +2341,16 @@ int arc_meta_dup(const arc *meta, arc **out)
     arc *a = calloc(1, sizeof *a);
     int rc = a ? span_shell(meta, a) : tdc_error(-ENOMEM, "out of memory");
     if (!rc && (!(a->ents = calloc(meta->nents ? meta->nents : 1, sizeof *a->ents)) ||
-                !(a->byino = malloc((meta->nents ? meta->nents : 1) * sizeof *a->byino))))
+                !(a->byino = malloc((meta->nents ? meta->nents : 1) * sizeof *a->byino)) ||
+                (meta->strs && !(a->strs = malloc(meta->nstrs ? meta->nstrs : 1)))))
         rc = tdc_error(-ENOMEM, "out of memory");
+    if (!rc && meta->strs) {
+        memcpy(a->strs, meta->strs, meta->nstrs);
+        a->nstrs = meta->nstrs;
+    }
     for (uint32_t i = 0; !rc && i < meta->nents; i++, a->nents++) /* counts a partial copy */
-        if (arc_entry_copy(&meta->ents[i], &a->ents[i])) rc = tdc_error(-ENOMEM, "out of memory");
+        if (entry_copy(meta, &meta->ents[i], a, &a->ents[i]))
+            rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc) memcpy(a->byino, meta->byino, meta->nents * sizeof *a->byino);
     if (!rc) rc = index_shards(a);
     if (rc) {
@@ -2399,8 +2464,13 @@ void arc_free(arc *a)
     if (!a) return;
     dict_free(a->dict);
     gram_free(&a->g);
-    for (uint32_t i = 0; i < a->nents; i++)
-        arc_entry_clear(&a->ents[i]);
+    for (uint32_t i = 0; i < a->nents; i++) {
+        arc_entry *e = &a->ents[i];
+        if (in_strs(a, e->path)) e->path = NULL;
+        if (in_strs(a, e->link)) e->link = NULL;
+        arc_entry_clear(e);
+    }
+    free(a->strs);
     free(a->ents);
     free(a->byino);
     free(a->byshard);

@@ -180,6 +180,11 @@ typedef struct arc {
     gram g;
     arc_entry *ents;
     uint32_t nents;
+    /* A file table read (arc_open*): the entries' paths and link targets, in one block
+     * rather than one allocation each; arc_free frees the block, not those strings. NULL
+     * where every string is its own (a writer's entries). */
+    char *strs;
+    size_t nstrs;
     arc_secinfo *secs; /* as read (arc_open*) */
     uint32_t nsecs;
     arc_shard *shards; /* as read (version 4; older versions: one shard) */
@@ -481,6 +486,11 @@ int arc_entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard);
 /* A copy of entry e in *c, its path, link target and attributes its own (what it has of them
  * on failure, for arc_entry_clear). 0 or -ENOMEM. */
 int arc_entry_copy(const arc_entry *e, arc_entry *c);
+
+/* Every entry's path and link target in an allocation of its own instead of the archive's
+ * block (strs), for a caller that replaces or frees them, or takes the entries away. 0 or
+ * -ENOMEM (then some are, and arc_free still frees each string once). */
+int arc_own_strs(arc *a);
 
 /* Free an archive from arc_open, or one assembled by a writer (frees dict, gram, entries). */
 void arc_free(arc *a);

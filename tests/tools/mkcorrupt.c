@@ -596,7 +596,7 @@ static void entry_cases(const char *basepath)
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         arc *a;
-        if (arc_open(basepath, &a)) fz_die("open base");
+        if (arc_open(basepath, &a) || arc_own_strs(a)) fz_die("open base");
         int64_t ia = arc_lookup(a, "a.txt"), id = arc_lookup(a, "d"), ib = arc_lookup(a, "d/b.c"),
                 il = arc_lookup(a, "d/l"), ih = arc_lookup(a, "d/hard"),
                 ie = arc_lookup(a, "d/e/empty"), ibin = arc_lookup(a, "d/bin");

@@ -1140,6 +1140,7 @@ static void rewrite(const char *path, int k, arc_coded *sub, void (*edit)(arc *w
 {
     arc *m;
     assert_int_equal(arc_open_meta(path, &m), 0);
+    assert_int_equal(arc_own_strs(m), 0); /* its entries are taken below */
     uint32_t n = m->nshards;
     arc_coded *c = calloc(n, sizeof *c);
     for (uint32_t s = 0; s < n; s++) {
