@@ -2,6 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../engine/base/err.h"
@@ -11,7 +14,7 @@ int daemon_fork(int foreground, daemon_link *l)
     int p[2];
     l->fd = -1;
     if (foreground) return 0;
-    if (pipe(p) < 0) return -1;
+    if (pipe2(p, O_CLOEXEC) < 0) return -1; /* no helper it execs holds it open */
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -31,7 +34,17 @@ int daemon_fork(int foreground, daemon_link *l)
     do
         n = read(p[0], &status, 1);
     while (n < 0 && errno == EINTR);
-    _exit(n == 1 ? status : EX_FAIL);
+    if (n == 1) _exit(status);
+    /* The child ended without a word (killed, or out of memory): say so, and how. */
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(st))
+        fprintf(stderr, "tadocfs: the daemon was killed by signal %d (%s) before it mounted\n",
+                WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        fprintf(stderr, "tadocfs: the daemon ended before it mounted\n");
+    _exit(EX_FAIL);
 }
 
 static void report(daemon_link *l, int status)

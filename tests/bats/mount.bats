@@ -449,3 +449,25 @@ refused() { # KIND
         [ "${heap#* }" -ge $((60 * 1024)) ] # all of it but the ends, to 2 MiB boundaries
     fi
 }
+
+# The command waits for the daemon it forked to say it is mounted (fs/daemon.c). One that
+# dies first, here blocked opening a FIFO as its archive and killed there, leaves the
+# command saying so instead of exiting 0 or silently.
+@test "a daemon killed before it mounts: the command says how and exits 1" {
+    mkfifo "$S/fifo.tdc"
+    "$TADOCFS" "$S/fifo.tdc" "$M" -o ro 2>"$S/err" &
+    local cmd=$! pids="" i
+    for i in $(seq 200); do # the command and the daemon it forked
+        pids=$(pgrep -f "$(basename "$TADOCFS") $S/fifo.tdc" || true)
+        [ "$(echo "$pids" | wc -w)" -eq 2 ] && break
+        sleep 0.05
+    done
+    [ "$(echo "$pids" | wc -w)" -eq 2 ]
+    kill -9 "$(pgrep -n -f "$(basename "$TADOCFS") $S/fifo.tdc")"
+    local st=0
+    wait "$cmd" || st=$?
+    cat "$S/err"
+    [ "$st" -eq 1 ]
+    grep -q "killed by signal 9 .* before it mounted" "$S/err"
+    not_mounted "$M"
+}
