@@ -606,7 +606,7 @@ void vol_unlock(vol *v)
 
 /* ---------------- building the model from the archive ---------------- */
 
-/* load_archive's nodes, entry by entry; pe: each entry's parent entry (arc_parents). */
+/* A path's last component. */
 static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
