@@ -67,6 +67,7 @@ typedef struct arc_entry {
     uint32_t uid, gid;
     int64_t mtime_sec;
     uint32_t mtime_nsec;
+    uint32_t nxattrs; /* of xattrs, below (here, where it fills what would be padding) */
     uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length;
                       0 for FIFOs, sockets and devices */
     uint64_t rdev; /* device number of ARC_CHR and ARC_BLK entries (as st_rdev), else 0 */
@@ -83,8 +84,7 @@ typedef struct arc_entry {
     uint32_t damaged;
     uint64_t hash;     /* XXH3-64 of the content */
     uint64_t ino;      /* inode number, >= 1, below ARC_INO_MAX */
-    arc_xattr *xattrs; /* user.* attributes, sorted by name */
-    uint32_t nxattrs;
+    arc_xattr *xattrs; /* user.* attributes, sorted by name (nxattrs of them) */
 } arc_entry;
 
 #define ARC_INO_MAX ((uint64_t)1 << 60)

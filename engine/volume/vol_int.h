@@ -32,15 +32,15 @@ typedef struct vnode {
     struct timespec atime, mtime, ctime;
     uint64_t size;
     uint64_t rdev; /* devices: st_rdev */
-    int64_t ent; /* archive entry with the original content or attributes, or -1 if new */
-    int edited;  /* attributes, names or content changed since the archive */
-    pt *pt;      /* piece table once the content is edited; NULL: content is `ent`'s */
+    int64_t ent;   /* archive entry with the original content or attributes, or -1 if new */
+    int edited;    /* attributes, names or content changed since the archive */
+    uint32_t nxa;  /* of xa, below (here, where it fills what would be padding) */
+    pt *pt;        /* piece table once the content is edited; NULL: content is `ent`'s */
     char *link;
     vdent *kids; /* directories: children sorted by name */
     uint32_t nkids, capkids;
     uint64_t parent; /* directories: the parent (the root is its own) */
-    arc_xattr *xa;   /* sorted by name */
-    uint32_t nxa;
+    arc_xattr *xa;   /* sorted by name (nxa of them) */
 } vnode;
 
 struct vol {
