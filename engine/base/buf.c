@@ -28,6 +28,12 @@ void mem_huge(void *p, size_t n)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it (EINVAL) */
 #endif
 
+int mem_within(const void *p, const void *base, size_t n)
+{
+    uintptr_t x = (uintptr_t)p, b = (uintptr_t)base;
+    return p && base && x >= b && x - b < n;
+}
+
 void mem_populate(void *p, size_t n)
 {
     if (n < POPULATE_MIN) return;

@@ -35,6 +35,10 @@ void mem_huge(void *p, size_t n);
  * spare would hold memory it never uses. Only advice; small buffers are left alone. */
 void mem_populate(void *p, size_t n);
 
+/* Whether p points into the block [base, base + n) (base may be NULL: never): what a
+ * structure that keeps many strings or records in one block asks before freeing one alone. */
+int mem_within(const void *p, const void *base, size_t n);
+
 /* Make room for at least `extra` more bytes (elements) beyond n (large ones get mem_huge). */
 int buf_reserve(buf *b, size_t extra);
 int vec32_reserve(vec32 *v, size_t extra);

@@ -768,8 +768,7 @@ static int dec_str(rd *r, char **out, int allow_empty_null, strblk *b)
 /* Whether s lies in the archive's block of strings (not to be freed alone). */
 static int in_strs(const arc *a, const char *s)
 {
-    uintptr_t p = (uintptr_t)s, b = a ? (uintptr_t)a->strs : 0;
-    return s && b && p >= b && p < b + a->nstrs;
+    return a && mem_within(s, a->strs, a->nstrs);
 }
 
 /* String s of an entry of `from`, for an entry of `to`: where it lies in from's block, the

@@ -54,9 +54,8 @@ static int put_node(vol *v, vnode *n)
 /* Whether p is part of the model's slab (not to be freed alone). */
 static int in_slab(const vol *v, const void *p)
 {
-    uintptr_t c = (uintptr_t)p, nodes = (uintptr_t)v->slab, names = (uintptr_t)v->slab_names;
-    return (c >= nodes && c < nodes + v->slab_nodes * sizeof *v->slab) ||
-           (c >= names && c < names + v->slab_bytes);
+    return mem_within(p, v->slab.nodes, v->slab.nnodes * sizeof *v->slab.nodes) ||
+           mem_within(p, v->slab.names, v->slab.nbytes);
 }
 
 static void free_name(const vol *v, char *name)
@@ -625,11 +624,11 @@ static int make_slab(vol *v, const uint32_t *pe, uint32_t *nkids)
         if (i) bytes += strlen(base_name(a->ents[i].path)) + 1;
         if (a->ents[i].ino > top) top = a->ents[i].ino;
     }
-    v->slab = calloc(a->nents ? a->nents : 1, sizeof *v->slab);
-    v->slab_names = malloc(bytes);
-    if (!v->slab || !v->slab_names) return -ENOMEM;
-    v->slab_bytes = bytes;
-    v->slab_nodes = a->nents;
+    v->slab.nodes = calloc(a->nents ? a->nents : 1, sizeof *v->slab.nodes);
+    v->slab.names = malloc(bytes);
+    if (!v->slab.nodes || !v->slab.names) return -ENOMEM;
+    v->slab.nbytes = bytes;
+    v->slab.nnodes = a->nents;
     return reserve_nodes(v, top + 1);
 }
 
@@ -637,7 +636,7 @@ static int make_slab(vol *v, const uint32_t *pe, uint32_t *nkids)
 static vnode *entry_node(vol *v, uint32_t i, uint64_t parent, uint32_t nkids, size_t *used)
 {
     const arc_entry *e = &v->a->ents[i];
-    vnode *n = &v->slab[(*used)++];
+    vnode *n = &v->slab.nodes[(*used)++];
     n->ino = e->ino;
     n->mode = arc_mode_of_type(e->type) | e->mode;
     n->rdev = e->rdev;
@@ -684,8 +683,8 @@ static int load_entries(vol *v, const uint32_t *pe, uint32_t *nkids)
         vnode *d = vol_node(v, parent);
         const char *name = base_name(e->path);
         size_t len = strlen(name) + 1;
-        memcpy(v->slab_names + at, name, len);
-        if ((rc = put_kid(d, v->slab_names + at, e->ino))) break;
+        memcpy(v->slab.names + at, name, len);
+        if ((rc = put_kid(d, v->slab.names + at, e->ino))) break;
         at += len;
         if (e->type == ARC_DIR) d->nsub++;
     }
@@ -712,11 +711,9 @@ static void free_model(vol *v)
     free(v->nodes);
     v->nodes = NULL;
     v->cap = v->ninodes = 0;
-    free(v->slab);
-    free(v->slab_names);
-    v->slab = NULL;
-    v->slab_names = NULL;
-    v->slab_nodes = v->slab_bytes = 0;
+    free(v->slab.nodes);
+    free(v->slab.names);
+    v->slab = (struct vslab){0};
 }
 
 /* ---------------- a model for compaction to put in place ---------------- */
@@ -764,17 +761,9 @@ void vol_model_swap(vol *v, vol *w)
     w->nodes = nodes;
     w->cap = cap;
     w->ninodes = ninodes;
-    vnode *slab = v->slab;
-    char *names = v->slab_names;
-    size_t nn = v->slab_nodes, nb = v->slab_bytes;
+    struct vslab slab = v->slab;
     v->slab = w->slab;
-    v->slab_names = w->slab_names;
-    v->slab_nodes = w->slab_nodes;
-    v->slab_bytes = w->slab_bytes;
     w->slab = slab;
-    w->slab_names = names;
-    w->slab_nodes = nn;
-    w->slab_bytes = nb;
 }
 
 void vol_model_free(vol *w)

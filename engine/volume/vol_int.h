@@ -60,9 +60,11 @@ struct vol {
     /* The archive's inodes and their names, each made in one block when the model is built
      * (load_entries), which goes with the model (vol_model_swap) and is freed with it; what
      * changes make later is allocated one by one. */
-    vnode *slab;
-    char *slab_names;
-    size_t slab_nodes, slab_bytes;
+    struct vslab {
+        vnode *nodes;
+        char *names;
+        size_t nnodes, nbytes;
+    } slab;
     uint64_t dirty_files;
     uint64_t compactions;
     int replaying;
