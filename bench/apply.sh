@@ -71,7 +71,7 @@ variant() {
     if grep -q '^nothing to compact' "$w/compact"; then
         comp="nothing to compact | - | - | $(mb "$asize") |"
     else
-        comp=$(perl -ne 'if (/(\d+) files rewritten \((\d+) bytes\).*archive (\d+) -> (\d+) bytes; build ([\d.]+) s, write ([\d.]+) s, switch ([\d.]+) s/) {
+        comp=$(perl -ne 'if (/(\d+) files rewritten \((\d+) bytes\).*archive (\d+) -> (\d+) bytes; build ([\d.]+) s on \d+ threads, write ([\d.]+) s, switch ([\d.]+) s/) {
             printf "%.1f s: %d files (%.1f MB) | %s / %s / %s | %.0f | %.1f → %.1f |", '"$cwall"', $1, $2 / 1e6, $5, $6, $7, '"$crss"' / 1024, $3 / 1e6, $4 / 1e6 }' "$w/compact")
         [ -n "$comp" ] || { echo "bench/apply.sh: unexpected tadoc compact output:" >&2; cat "$w/compact" >&2; exit 1; }
     fi

@@ -74,7 +74,7 @@ for p in $FRACTIONS; do
     /usr/bin/time -f '%e %M' -o "$w/time" "$tadoc" compact "${force[@]}" "$a" >"$w/compact" 2>&1 ||
         { cat "$w/compact" >&2; exit 1; }
     read -r cwall crss <"$w/time"
-    r=$(perl -ne 'if (/(\d+) files rewritten \((\d+) bytes\).*rules (\d+) -> (\d+) \((\d+) new\); archive (\d+) -> (\d+) bytes; build ([\d.]+) s, write ([\d.]+) s, switch ([\d.]+) s/) {
+    r=$(perl -ne 'if (/(\d+) files rewritten \((\d+) bytes\).*rules (\d+) -> (\d+) \((\d+) new\); archive (\d+) -> (\d+) bytes; build ([\d.]+) s on \d+ threads, write ([\d.]+) s, switch ([\d.]+) s/) {
         printf "%d (%.1f MB) | %s | %s | %s | %s | %.0f | %.2f → %.2f | %d → %d (%d new) |", $1, $2 / 1e6, '"$cwall"', $8, $9, $10, '"$crss"' / 1024, $6 / 1e6, $7 / 1e6, $3, $4, $5 }' "$w/compact")
     [ -n "$r" ] || { echo "bench/compact.sh: unexpected tadoc compact output:" >&2; cat "$w/compact" >&2; exit 1; }
     # Every appended file must end with its string: one extract per file, in one apply.

@@ -50,7 +50,7 @@ for r in $(seq "$ROUNDS"); do
     t0=$(now)
     "$tadoc" compact "${shard[@]}" "$a" >"$w/out"
     wall=$(since "$t0")
-    read -r b wr c sw nf nb rs < <(perl -ne 'print "$1 $2 $4 $3 $5 $6 $7\n" if /build ([\d.]+) s, write ([\d.]+) s, switch ([\d.]+) s; check ([\d.]+) s: (\d+) files \((\d+) bytes\) read back in ([\d.]+) s/' "$w/out") ||
+    read -r b wr c sw nf nb rs < <(perl -ne 'print "$1 $2 $4 $3 $5 $6 $7\n" if /build ([\d.]+) s on \d+ threads, write ([\d.]+) s, switch ([\d.]+) s; check ([\d.]+) s: (\d+) files \((\d+) bytes\) read back in ([\d.]+) s/' "$w/out") ||
         { echo "bench/compactcheck.sh: unexpected tadoc compact output:" >&2; cat "$w/out" >&2; exit 1; }
     after=$("$tadoc" stat "$a" | awk '/^shards/ { print $2 }')
     rows+=("$(awk -v r="$r" -v t="$wall" -v b="$b" -v wr="$wr" -v c="$c" -v sw="$sw" -v n="$after" -v nf="$nf" -v nb="$nb" -v rs="$rs" 'BEGIN {

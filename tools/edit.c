@@ -38,7 +38,7 @@ const char usage_apply[] =
     "The archive must not be mounted writable at the same time (the journal has one writer).\n";
 
 const char usage_compact[] =
-    "usage: tadoc compact [--level N] [--shard-size SIZE] [--force] ARCHIVE\n"
+    "usage: tadoc compact [--level N] [--shard-size SIZE] [-j N] [--force] ARCHIVE\n"
     "\n"
     "Fold ARCHIVE.journal into the archive: edited files are tokenized and compressed into new\n"
     "rules against the existing dictionary (or, when they are a quarter of the content or the\n"
@@ -53,6 +53,8 @@ const char usage_compact[] =
     "  -l, --level N          zstd level of the rewritten sections (default 9)\n"
     "  -S, --shard-size SIZE  content of the shards it builds, with K, M or G (default: as\n"
     "                         pack would choose for the archive, at least 64M)\n"
+    "  -j, --jobs N           shards built at once, shard by shard (default: one a core, those\n"
+    "                         past the first while the memory budget has room for them)\n"
     "  -f, --force            rewrite the archive even with an empty journal\n";
 
 enum { OP_INSERT, OP_APPEND, OP_EXTRACT, OP_WRITE, OP_TRUNCATE, OP_DELETE };
@@ -461,12 +463,16 @@ int cmd_apply(int argc, char **argv)
 int cmd_compact(int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"level", 1, 0, 'l'}, {"shard-size", 1, 0, 'S'}, {"force", 0, 0, 'f'}, {0, 0, 0, 0}};
-    int level = 0, force = 0, c;
+        {"level", 1, 0, 'l'}, {"shard-size", 1, 0, 'S'}, {"jobs", 1, 0, 'j'},
+        {"force", 0, 0, 'f'}, {0, 0, 0, 0}};
+    int level = 0, force = 0, jobs = 0, c;
     uint64_t shard_size = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:S:f", lo, NULL)) != -1) {
-        if (c == 'S') {
+    while ((c = getopt_long(argc, argv, "l:S:j:f", lo, NULL)) != -1) {
+        if (c == 'j') {
+            jobs = atoi(optarg);
+            if (jobs < 1 || jobs > 1024) return usage_err(usage_compact, "-j is 1..1024");
+        } else if (c == 'S') {
             if (parse_size(optarg, &shard_size) || shard_size < 1024)
                 return usage_err(usage_compact, "--shard-size must be a size of 1K or more");
         } else if (c == 'l') {
@@ -483,6 +489,7 @@ int cmd_compact(int argc, char **argv)
     vol_opts vo = writer_opts();
     vo.level = level;
     vo.shard_size = shard_size;
+    vo.compact_jobs = (unsigned)jobs;
     jrnl_stats js;
     int rc = vol_open(argv[optind], &vo, &v, &js);
     if (rc) return fail(rc);
@@ -501,11 +508,12 @@ int cmd_compact(int argc, char **argv)
     if (!rc)
         printf("compacted %" PRIu64 " records: %" PRIu64 " files rewritten (%" PRIu64
                " bytes) of %" PRIu64 " entries; rules %" PRIu64 " -> %" PRIu64 " (%" PRIu64
-               " new); archive %" PRIu64 " -> %" PRIu64 " bytes; build %.3f s, write %.3f s, "
+               " new); archive %" PRIu64 " -> %" PRIu64 " bytes; build %.3f s on %u threads, "
+               "write %.3f s, "
                "switch %.3f s; check %.3f s: %" PRIu64 " files (%" PRIu64 " bytes) read back in %.3f s\n",
                in.journal_records, st.dirty_files, st.dirty_bytes, st.files, st.rules_before,
                st.rules_after, st.rules_new, st.archive_before, st.archive_after, st.build_s,
-               st.write_s, st.swap_s, st.check_s, st.check_files, st.check_bytes,
+               st.build_threads, st.write_s, st.swap_s, st.check_s, st.check_files, st.check_bytes,
                st.check_read_s);
     vol_close(v);
     return rc ? fail(rc) : EX_OK;

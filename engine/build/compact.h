@@ -27,6 +27,7 @@ typedef struct compact_stats {
     uint64_t new_files, new_bytes;
     uint64_t rules_before, rules_new, rules_after;
     int full; /* every file was compressed again, not only the new ones */
+    unsigned workers; /* shard by shard: the workers that built shards (compact_workers) */
 } compact_stats;
 
 /* Compress everything again once the new bytes are at least this fraction (1/n) of all, or

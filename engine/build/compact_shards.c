@@ -1,11 +1,13 @@
 #include "compact_shards.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 #include <zstd.h>
 
 #include "../base/err.h"
+#include "../base/par.h"
 #include "../base/tok.h"
 #include "bare.h"
 #include "pack.h"
@@ -200,6 +202,9 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
     compact_stats gs;
     if (!rc) rc = compact_build(old, &g, gsrc, group_read, &rd, COMPACT_MAY_REBUILD, &gs);
     if (!rc) rc = arc_shard_encode(g.dict, &g.g, bytes, level, 0, out);
+    dict_free(g.dict); /* before the trial as text, which needs as much again */
+    gram_free(&g.g);
+    g.dict = NULL;
     if (!rc && (rc = group_bare(map, n, bytes, fn, ctx, level, g.ents, out))) arc_coded_free(out);
     if (!rc) gs.rules_after = out->info.nrules; /* none where it went bare */
     for (uint32_t k = 0; !rc && k < n; k++) {
@@ -210,49 +215,55 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
         e->hash = g.ents[k].hash;
     }
     if (!rc) add_stats(st, &gs);
-    dict_free(g.dict);
-    gram_free(&g.g);
     free(g.byino);
     free(g.ents);
     free(gsrc);
     return rc;
 }
 
-/* Room for shard n in *sh (of *cap). */
-static int room(arc_coded **sh, uint32_t n, uint32_t *cap)
+/* The shards made so far, in order. With a sink, each is written to it once made and keeps
+ * only its figures (arc_sink_put), so that a compaction holds no shard it has coded. */
+typedef struct shard_out {
+    arc_coded *sh;
+    uint32_t n, cap;
+    arc_sink *sink;
+} shard_out;
+
+/* Where the next shard goes (o->sh[o->n]), or NULL without memory. */
+static arc_coded *next_shard(shard_out *o)
 {
-    if (n < *cap) return 0;
-    arc_coded *t = realloc(*sh, (*cap ? 2 * *cap : 8) * sizeof **sh);
-    if (!t) return -ENOMEM;
-    *sh = t;
-    *cap = *cap ? 2 * *cap : 8;
-    return 0;
+    if (o->n == o->cap) {
+        uint32_t cap = o->cap ? 2 * o->cap : 8;
+        arc_coded *t = realloc(o->sh, cap * sizeof *t);
+        if (!t) return NULL;
+        o->sh = t;
+        o->cap = cap;
+    }
+    memset(&o->sh[o->n], 0, sizeof o->sh[o->n]);
+    return &o->sh[o->n];
 }
 
-/* Reads of the one entry of a part of file `ent`, which begins at byte `at` of it. The bytes
- * read in order, from the part's start on, go into the file's hash (the build reads each
- * file once, in order); `seq` is where the next such read begins, or UINT64_MAX once a read
- * came out of order (the hash is then made by reading the file again). */
+/* The next shard, made: counted, and written to the sink. */
+static int made(shard_out *o)
+{
+    arc_coded *c = &o->sh[o->n++];
+    return o->sink ? arc_sink_put(o->sink, c) : 0;
+}
+
+/* Reads of a part of file `ent` that begins at byte `at` of it, by a build of that part
+ * alone (its one entry). */
 typedef struct part_rd {
     compact_read_fn fn;
     void *ctx;
     uint32_t ent;
-    uint64_t at, seq;
-    XXH3_state_t *hs;
+    uint64_t at;
 } part_rd;
 
 static int part_read(void *ctx, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
     part_rd *r = ctx;
     (void)ent;
-    int rc = r->fn(r->ctx, r->ent, r->at + off, dst, n);
-    if (!rc && r->seq == r->at + off) {
-        XXH3_64bits_update(r->hs, dst, n);
-        r->seq += n;
-    } else {
-        r->seq = UINT64_MAX;
-    }
-    return rc;
+    return r->fn(r->ctx, r->ent, r->at + off, dst, n);
 }
 
 /* Where a part of file `ent` that should end near `want` ends: the first change between word
@@ -276,66 +287,6 @@ static int part_end(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t want, 
             }
     }
     return 0;
-}
-
-/* New file i of nw, larger than the shard size, built into new shards of about that size
- * from index *n on, as pack cuts such a file: each shard one part of it, cut where a token
- * ends, so that reads load the part of their bytes alone (arc_entry_parts) and no build
- * holds more than a shard's content. */
-static int build_parts(const arc *old, arc *nw, uint32_t i, uint64_t shard_size, compact_read_fn fn,
-                       void *ctx, int level, compact_stats *st, arc_coded **sh, uint32_t *n,
-                       uint32_t *cap)
-{
-    arc_entry *e = &nw->ents[i];
-    part_rd rd = {fn, ctx, i, 0, 0, XXH3_createState()};
-    uint64_t runs = 0;
-    uint32_t first = *n;
-    int rc = rd.hs ? 0 : -ENOMEM;
-    if (rd.hs) XXH3_64bits_reset(rd.hs);
-    while (!rc && rd.at < e->size) {
-        uint64_t end = e->size;
-        if (e->size - rd.at > shard_size)
-            rc = part_end(fn, ctx, i, rd.at + shard_size, e->size, &end);
-        if (rc || (rc = room(sh, *n, cap))) break;
-        arc g = {0};
-        int64_t gsrc = -1;
-        compact_stats gs;
-        if (!(g.ents = malloc(sizeof *g.ents))) {
-            rc = -ENOMEM;
-            break;
-        }
-        g.ents[0] = *e; /* borrowed strings, as build_group's */
-        g.ents[0].size = end - rd.at;
-        g.nents = 1;
-        rc = compact_build(old, &g, &gsrc, part_read, &rd, COMPACT_MAY_REBUILD, &gs);
-        if (!rc) rc = arc_shard_encode(g.dict, &g.g, end - rd.at, level, 0, &(*sh)[*n]);
-        if (!rc) {
-            runs += g.ents[0].root_len;
-            add_stats(st, &gs);
-            ++*n;
-        }
-        dict_free(g.dict);
-        gram_free(&g.g);
-        free(g.byino);
-        free(g.ents);
-        rd.at = end;
-    }
-    if (!rc && rd.seq != e->size) { /* read out of order: hash the file again */
-        unsigned char b[65536];
-        XXH3_64bits_reset(rd.hs);
-        for (uint64_t off = 0; !rc && off < e->size; off += sizeof b) {
-            size_t k = e->size - off < sizeof b ? (size_t)(e->size - off) : sizeof b;
-            if (!(rc = fn(ctx, i, off, b, k))) XXH3_64bits_update(rd.hs, b, k);
-        }
-    }
-    if (!rc) {
-        e->shard = first;
-        e->root_start = 0;
-        e->root_len = runs;
-        e->hash = XXH3_64bits_digest(rd.hs);
-    }
-    XXH3_freeState(rd.hs);
-    return rc;
 }
 
 /* Whether moving file i is stored as its text: its content comes from a shard stored so with
@@ -363,57 +314,82 @@ static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t
     return rc;
 }
 
-/* The pieces in text and lens coded as shard *n (stored as its text), their runs in *runs;
- * text and lens left empty. */
-static int text_shard(buf *text, vec64 *lens, vec64 *runs, int level, arc_coded **sh, uint32_t *n,
-                      uint32_t *cap)
-{
-    int rc = room(sh, *n, cap);
-    runs->n = 0;
-    if (!rc) rc = arc_text_shard_encode(lens->p, lens->n, text->p, level, 1, &(*sh)[*n], runs);
-    if (!rc) ++*n;
-    text->n = lens->n = 0;
-    return rc;
-}
+/* The new shards of a compaction as jobs, in the order of the shards they make, which
+ * compact_shards runs on its workers: a group of files built as a grammar (stored bare where
+ * that is smaller), a part of a file larger than the shard size built so, a group of files
+ * stored as their text, a part of such a file, and the hash of a file cut into parts (made
+ * apart, as its parts are built apart; no shard). */
+enum { JOB_GROUP, JOB_PART, JOB_TEXT, JOB_TEXT_PART, JOB_HASH };
 
-/* Entries map[0..k) of nw (each of at least one byte) stored as their text, from shard index
- * *n on: one shard holding a piece per file, or, for one file larger than the shard size,
- * shards of about that size, each one part of it cut where a token ends (part_end), as
- * build_parts cuts. */
-static int build_text(arc *nw, const int64_t *src, const uint32_t *map, uint32_t k,
-                      uint64_t shard_size, compact_read_fn fn, void *ctx, int level,
-                      compact_stats *st, arc_coded **sh, uint32_t *n, uint32_t *cap)
+typedef struct job {
+    uint8_t kind;
+    uint32_t first, k; /* JOB_GROUP, JOB_TEXT: entries map[first, first + k) of nw */
+    arc_entry e;       /* parts: the file's entry as it was before the jobs ran */
+    uint32_t ent;      /* parts, JOB_HASH: that entry's index */
+    uint64_t at, end;  /* parts: the file's bytes [at, end) */
+    uint32_t shard;    /* the shard made (not JOB_HASH) */
+    /* what the job made, read once it is done */
+    int rc;
+    char *err;     /* rc's message */
+    uint64_t runs; /* parts: the part's run */
+    uint64_t hash; /* JOB_HASH: made, or known before (archived content moving) */
+    uint8_t known;
+    compact_stats st;
+} job;
+
+typedef struct runner {
+    const arc *old;
+    arc *nw;
+    const int64_t *src;
+    const uint32_t *map;
+    compact_read_fn fn;
+    int level;
+    shard_out *o; /* o->sh holds a slot for every shard a job makes */
+    compact_stats *st;
+    job *jobs;
+    uint8_t *done;
+    uint32_t njobs, next, collected, window; /* no job taken `window` or more past collected */
+    int collecting, rc;
+    char *err;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+} runner;
+
+typedef struct worker {
+    runner *r;
+    void *ctx;       /* the worker's reading context (compact_workers' ctxs) */
+    mbud *bud;       /* NULL, or the budget a job of this worker takes `each` bytes of */
+    uint64_t each;
+    uint32_t jobs;   /* run so far */
+} worker;
+
+/* Files map[0..k) (each of at least one byte) stored as their text in shard *out, index
+ * `shard`, each entry's shard, run and hash set, the new ones counted in st. */
+static int text_group(arc *nw, const int64_t *src, const uint32_t *map, uint32_t k,
+                      uint32_t shard, compact_read_fn fn, void *ctx, int level, compact_stats *st,
+                      arc_coded *out)
 {
     buf text = {0};
     vec64 lens = {0}, runs = {0};
     XXH3_state_t *hs = XXH3_createState();
     int rc = hs ? 0 : -ENOMEM;
-    int cut = k == 1 && nw->ents[map[0]].size > shard_size;
     for (uint32_t j = 0; j < k && !rc; j++) {
         arc_entry *e = &nw->ents[map[j]];
         XXH3_64bits_reset(hs);
-        e->shard = *n; /* the group's shard, or the first part's */
-        e->root_start = e->root_len = 0;
-        for (uint64_t at = 0, end; !rc && at < e->size; at = end) {
-            end = e->size;
-            if (cut && e->size - at > shard_size)
-                rc = part_end(fn, ctx, map[j], at + shard_size, e->size, &end);
-            if (!rc) rc = read_text(fn, ctx, map[j], at, end - at, &text, hs);
-            if (!rc && vec64_push(&lens, end - at)) rc = -ENOMEM;
-            /* each part of a cut file a shard of its own; a group's files one together */
-            if (!rc && (cut || j + 1 == k)) rc = text_shard(&text, &lens, &runs, level, sh, n, cap);
-            if (!rc && cut) e->root_len += runs.p[0];
-        }
+        rc = read_text(fn, ctx, map[j], 0, e->size, &text, hs);
+        if (!rc && vec64_push(&lens, e->size)) rc = -ENOMEM;
         if (!rc) e->hash = XXH3_64bits_digest(hs);
         if (!rc && src[map[j]] == -1) {
             st->new_files++;
             st->new_bytes += e->size;
         }
     }
-    uint64_t start = 0;
-    for (uint32_t j = 0; !rc && !cut && j < k; j++) {
-        nw->ents[map[j]].root_start = start;
-        nw->ents[map[j]].root_len = runs.p[j];
+    if (!rc) rc = arc_text_shard_encode(lens.p, lens.n, text.p, level, 1, out, &runs);
+    for (uint32_t j = 0, start = 0; !rc && j < k; j++) {
+        arc_entry *e = &nw->ents[map[j]];
+        e->shard = shard;
+        e->root_start = start;
+        e->root_len = runs.p[j];
         start += runs.p[j];
     }
     XXH3_freeState(hs);
@@ -422,6 +398,265 @@ static int build_text(arc *nw, const int64_t *src, const uint32_t *map, uint32_t
     vec64_free(&runs);
     if (rc == -ENOMEM) tdc_error(rc, "out of memory storing files as their text");
     return rc;
+}
+
+/* A part of a file (job j) built into shard *out: as a grammar, or stored as its text. */
+static int build_part(runner *r, job *j, void *ctx, arc_coded *out)
+{
+    part_rd rd = {r->fn, ctx, j->ent, j->at};
+    uint64_t n = j->end - j->at;
+    if (j->kind == JOB_TEXT_PART) {
+        buf text = {0};
+        vec64 runs = {0};
+        int rc = read_text(part_read, &rd, 0, 0, n, &text, NULL);
+        if (!rc) rc = arc_text_shard_encode(&n, 1, text.p, r->level, 1, out, &runs);
+        if (!rc) j->runs = runs.p[0];
+        buf_free(&text);
+        vec64_free(&runs);
+        return rc == -ENOMEM ? tdc_error(rc, "out of memory storing a file as its text") : rc;
+    }
+    arc g = {0};
+    int64_t gsrc = -1;
+    if (!(g.ents = malloc(sizeof *g.ents))) return tdc_error(-ENOMEM, "out of memory");
+    g.ents[0] = j->e; /* borrowed strings, as build_group's */
+    g.ents[0].size = n;
+    g.nents = 1;
+    int rc = compact_build(r->old, &g, &gsrc, part_read, &rd, COMPACT_MAY_REBUILD, &j->st);
+    if (!rc) rc = arc_shard_encode(g.dict, &g.g, n, r->level, 0, out);
+    if (!rc) j->runs = g.ents[0].root_len;
+    dict_free(g.dict);
+    gram_free(&g.g);
+    free(g.byino);
+    free(g.ents);
+    return rc;
+}
+
+/* The content hash of file j->ent, read whole unless known. */
+static int hash_file(runner *r, job *j, void *ctx)
+{
+    if (j->known) return 0;
+    enum { PIECE = 1 << 20 };
+    unsigned char *b = malloc(PIECE);
+    XXH3_state_t *hs = XXH3_createState();
+    int rc = b && hs && XXH3_64bits_reset(hs) == XXH_OK ? 0 : tdc_error(-ENOMEM, "out of memory");
+    for (uint64_t off = 0; !rc && off < j->e.size; off += PIECE) {
+        size_t k = j->e.size - off < PIECE ? (size_t)(j->e.size - off) : PIECE;
+        if (!(rc = r->fn(ctx, j->ent, off, b, k))) XXH3_64bits_update(hs, b, k);
+    }
+    if (!rc) j->hash = XXH3_64bits_digest(hs);
+    XXH3_freeState(hs);
+    free(b);
+    return rc;
+}
+
+static int run_job(runner *r, job *j, void *ctx)
+{
+    arc_coded *out = &r->o->sh[j->shard];
+    switch (j->kind) {
+    case JOB_GROUP:
+        return build_group(r->old, r->nw, r->src, r->map + j->first, j->k, j->shard, r->fn, ctx,
+                           r->level, &j->st, out);
+    case JOB_TEXT:
+        return text_group(r->nw, r->src, r->map + j->first, j->k, j->shard, r->fn, ctx, r->level,
+                          &j->st, out);
+    case JOB_HASH:
+        return hash_file(r, j, ctx);
+    default:
+        return build_part(r, j, ctx, out);
+    }
+}
+
+/* Job j, done, taken in its turn: its shard put into the sink, its figures added, a cut
+ * file's entry given its shard, run and hash as its parts and hash come. */
+static int collect(runner *r, job *j)
+{
+    if (j->rc) return j->rc;
+    add_stats(r->st, &j->st);
+    arc_entry *e = &r->nw->ents[j->ent];
+    if (j->kind == JOB_HASH) {
+        e->hash = j->hash;
+        return 0;
+    }
+    if (j->kind == JOB_PART || j->kind == JOB_TEXT_PART) {
+        if (!j->at) {
+            e->shard = j->shard;
+            e->root_start = e->root_len = 0;
+        }
+        e->root_len += j->runs;
+    }
+    return r->o->sink ? arc_sink_put(r->o->sink, &r->o->sh[j->shard]) : 0;
+}
+
+/* A worker: takes the next job while it is within the window of the first not collected,
+ * runs it, and collects every job done in order from the first not collected (one worker
+ * at a time), so that shards reach the sink in order and no more than the window waits. */
+static void *work(void *p)
+{
+    worker *w = p;
+    runner *r = w->r;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        while (!r->rc && r->next < r->njobs && r->next >= r->collected + r->window)
+            pthread_cond_wait(&r->cv, &r->lock);
+        if (r->rc || r->next >= r->njobs) break;
+        if (w->bud) { /* the budget's room for a build, asked without the lock */
+            pthread_mutex_unlock(&r->lock);
+            int room = mbud_try(w->bud, w->each);
+            pthread_mutex_lock(&r->lock);
+            if (!room) { /* again once a job is collected: the budget may have room then */
+                if (!r->rc && r->next < r->njobs) pthread_cond_wait(&r->cv, &r->lock);
+                continue;
+            }
+            if (r->rc || r->next >= r->njobs) {
+                mbud_give(w->bud, w->each);
+                break;
+            }
+        }
+        job *j = &r->jobs[r->next++];
+        w->jobs++;
+        pthread_mutex_unlock(&r->lock);
+        j->rc = run_job(r, j, w->ctx);
+        if (j->rc) j->err = strdup(tdc_errmsg());
+        if (w->bud) mbud_give(w->bud, w->each);
+        pthread_mutex_lock(&r->lock);
+        r->done[j - r->jobs] = 1;
+        if (r->collecting) continue;
+        r->collecting = 1;
+        while (!r->rc && r->collected < r->njobs && r->done[r->collected]) {
+            job *c = &r->jobs[r->collected];
+            pthread_mutex_unlock(&r->lock);
+            int rc = collect(r, c);
+            char *err = rc && !c->rc ? strdup(tdc_errmsg()) : NULL;
+            pthread_mutex_lock(&r->lock);
+            r->collected++;
+            if (rc) {
+                r->rc = rc;
+                r->err = err ? err : c->err ? strdup(c->err) : NULL;
+            }
+            pthread_cond_broadcast(&r->cv);
+        }
+        r->collecting = 0;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+/* A job added to *jobs (of *cap); NULL without memory. */
+static job *add_job(job **jobs, uint32_t *n, uint32_t *cap, uint8_t kind)
+{
+    if (*n == *cap) {
+        uint32_t c = *cap ? 2 * *cap : 16;
+        job *t = realloc(*jobs, c * sizeof *t);
+        if (!t) return NULL;
+        *jobs = t;
+        *cap = c;
+    }
+    job *j = &(*jobs)[(*n)++];
+    memset(j, 0, sizeof *j);
+    j->kind = kind;
+    return j;
+}
+
+/* File i of nw, larger than the shard size, as jobs: its parts of about that size from shard
+ * *shard on, each cut where a token ends (part_end), as pack cuts such a file, so that reads
+ * load the part of their bytes alone (arc_entry_parts) and no build holds more than a
+ * shard's content; then its hash. */
+static int cut_jobs(const arc *old, const arc *nw, const int64_t *src, uint32_t i, int text,
+                    uint64_t shard_size, compact_read_fn fn, void *ctx, job **jobs, uint32_t *n,
+                    uint32_t *cap, uint32_t *shard)
+{
+    const arc_entry *e = &nw->ents[i];
+    for (uint64_t at = 0, end; at < e->size; at = end) {
+        end = e->size;
+        int rc = e->size - at > shard_size ? part_end(fn, ctx, i, at + shard_size, e->size, &end)
+                                            : 0;
+        job *j = rc ? NULL : add_job(jobs, n, cap, text ? JOB_TEXT_PART : JOB_PART);
+        if (rc) return rc;
+        if (!j) return tdc_error(-ENOMEM, "out of memory");
+        j->e = *e;
+        j->ent = i;
+        j->at = at;
+        j->end = end;
+        j->shard = (*shard)++;
+    }
+    job *j = add_job(jobs, n, cap, JOB_HASH);
+    if (!j) return tdc_error(-ENOMEM, "out of memory");
+    j->e = *e;
+    j->ent = i;
+    if (src[i] >= 0) { /* its archived content, moving: the hash it has */
+        j->hash = old->ents[src[i]].hash;
+        j->known = 1;
+    }
+    if (text && src[i] == -1) { /* a grammar part's build counts what it adds */
+        j->st.new_files = 1;
+        j->st.new_bytes = e->size;
+    }
+    return 0;
+}
+
+
+/* The jobs making the new shards from shard *shard on: moving content in path order, in
+ * groups of about the shard size, first the grammar shards, then those stored as their text
+ * (text[i], as pack decides). */
+static int make_jobs(const plan *p, const arc *nw, const int64_t *src, const uint8_t *text,
+                     uint32_t ntext, compact_read_fn fn, void *ctx, uint32_t *map, job **jobs,
+                     uint32_t *n, uint32_t *shard)
+{
+    uint32_t cap = 0, used = 0;
+    int rc = 0;
+    for (uint8_t pass = 0; pass < 2 && !rc; pass++) {
+        uint32_t first = 0;
+        while (!rc) {
+            uint32_t k = 0;
+            uint64_t bytes = 0;
+            for (; first < nw->nents; first++) {
+                if (!moves(p, nw, src, first) || text[first] != pass) continue;
+                if (k && bytes + nw->ents[first].size > p->shard_size) break;
+                map[used + k++] = first;
+                bytes += nw->ents[first].size;
+            }
+            if (pass ? !k : !k && (*shard || ntext)) break;
+            if (k == 1 && nw->ents[map[used]].size > p->shard_size) { /* a file of its own, cut */
+                rc = cut_jobs(p->old, nw, src, map[used], pass, p->shard_size, fn, ctx, jobs, n,
+                              &cap, shard);
+                continue;
+            }
+            job *j = add_job(jobs, n, &cap, pass ? JOB_TEXT : JOB_GROUP);
+            if (!j) return tdc_error(-ENOMEM, "out of memory");
+            j->first = used;
+            j->k = k;
+            j->shard = (*shard)++;
+            used += k;
+            if (!k) break; /* nothing at all: one empty shard */
+        }
+    }
+    return rc;
+}
+
+/* Run the jobs on the workers cw describes (the calling thread the first). */
+static int run_jobs(runner *r, const compact_workers *cw)
+{
+    unsigned nw = cw->n < r->njobs ? cw->n : r->njobs ? r->njobs : 1;
+    worker *w = calloc(nw, sizeof *w);
+    r->done = calloc(r->njobs ? r->njobs : 1, 1);
+    if (!w || !r->done) {
+        free(w);
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    for (unsigned t = 0; t < nw; t++)
+        w[t] = (worker){r, cw->ctxs[t], t ? cw->bud : NULL, cw->each, 0};
+    r->window = 2 * nw;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    par_run(nw, work, w, sizeof *w);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->lock);
+    for (unsigned t = 0; t < nw; t++)
+        r->st->workers += w[t].jobs > 0;
+    free(w);
+    if (!r->rc && r->collected < r->njobs) r->rc = tdc_error(-EAGAIN, "internal: jobs left");
+    if (r->rc) tdc_error(r->rc, "%s", r->err ? r->err : "compaction failed");
+    return r->rc;
 }
 
 static int by_u64(const void *a, const void *b)
@@ -455,84 +690,85 @@ int compact_by_shards(const arc *old, uint64_t shard_size)
                                 (old->shards[0].bytes >= shard_size / 2 || arc_shard_text(old, 0)));
 }
 
-int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
-                   uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
-                   uint32_t *nout)
+int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn,
+                   const compact_workers *cw, uint64_t shard_size, int level, arc_sink *sink,
+                   compact_stats *st, arc_coded **out, uint32_t *nout)
 {
     plan p = {.old = old, .shard_size = compact_shard_size(old, shard_size)};
-    arc_coded *sh = NULL;
-    uint32_t *map = malloc((nw->nents ? nw->nents : 1) * sizeof *map), n = 0, cap = 0;
+    shard_out o = {.sink = sink};
+    runner r = {.old = old, .nw = nw, .src = src, .fn = fn, .level = level, .o = &o, .st = st};
+    uint32_t *map = malloc((nw->nents ? nw->nents : 1) * sizeof *map);
     int rc = map ? make_plan(&p, nw, src) : -ENOMEM;
     memset(st, 0, sizeof *st);
     /* Old shards copied, in their order. */
     for (uint32_t s = 0; !rc && s < old->nshards; s++) {
         p.newidx[s] = -1;
         if (p.rebuild[s] || !p.live[s]) continue;
-        if ((rc = room(&sh, n, &cap))) break;
-        p.newidx[s] = n;
-        rc = arc_shard_ref(old, s, &sh[n]); /* copied by the writer */
-        if (!rc) st->rules_after += sh[n++].info.nrules;
+        arc_coded *c = next_shard(&o);
+        if (!c) {
+            rc = tdc_error(-ENOMEM, "out of memory");
+            break;
+        }
+        p.newidx[s] = o.n;
+        rc = arc_shard_ref(old, s, c); /* copied by the writer */
+        if (!rc) st->rules_after += c->info.nrules;
+        if (!rc) rc = made(&o);
     }
     /* Files in place: their run within the same shard, now numbered newidx. */
     for (uint32_t i = 0; !rc && i < nw->nents; i++) {
         arc_entry *e = &nw->ents[i];
         if (e->type != ARC_REG || src[i] < 0 || !in_place(&p, src[i])) continue;
-        const arc_entry *o = &old->ents[src[i]];
-        e->shard = (uint32_t)p.newidx[o->shard];
-        e->root_start = o->root_start - old->shards[o->shard].root_off;
-        e->root_len = o->root_len;
-        e->hash = o->hash;
+        const arc_entry *oe = &old->ents[src[i]];
+        e->shard = (uint32_t)p.newidx[oe->shard];
+        e->root_start = oe->root_start - old->shards[oe->shard].root_off;
+        e->root_len = oe->root_len;
+        e->hash = oe->hash;
     }
     /* Which moving files are stored as their text (as pack decides). */
     uint8_t *text = calloc(nw->nents ? nw->nents : 1, 1);
     unsigned char *blk = malloc(PACK_TEXT_SAMPLE);
     ZSTD_CCtx *cc = ZSTD_createCCtx();
-    uint32_t ntext = 0;
+    uint32_t ntext = 0, nsh = o.n;
     if (!rc && (!text || !blk)) rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t i = 0; !rc && i < nw->nents; i++)
-        if (moves(&p, nw, src, i) && !(rc = text_file(old, nw, src, i, fn, ctx, blk, cc, &text[i])))
+        if (moves(&p, nw, src, i) &&
+            !(rc = text_file(old, nw, src, i, fn, cw->ctxs[0], blk, cc, &text[i])))
             ntext += text[i];
     ZSTD_freeCCtx(cc);
-    /* Moving content, in path order, into groups of about the shard size: first the grammar
-     * shards, then those stored as their text. */
-    for (uint8_t pass = 0; pass < 2 && !rc; pass++) {
-        uint32_t first = 0;
-        while (!rc) {
-            uint32_t k = 0;
-            uint64_t bytes = 0;
-            for (; first < nw->nents; first++) {
-                if (!moves(&p, nw, src, first) || text[first] != pass) continue;
-                if (k && bytes + nw->ents[first].size > p.shard_size) break;
-                map[k++] = first;
-                bytes += nw->ents[first].size;
-            }
-            if (pass) {
-                if (!k) break;
-                rc = build_text(nw, src, map, k, p.shard_size, fn, ctx, level, st, &sh, &n, &cap);
-                continue;
-            }
-            if (!k && (n || ntext)) break;
-            if (k == 1 && nw->ents[map[0]].size > p.shard_size) { /* a file of its own, cut */
-                rc = build_parts(old, nw, map[0], p.shard_size, fn, ctx, level, st, &sh, &n, &cap);
-                continue;
-            }
-            if ((rc = room(&sh, n, &cap))) break;
-            rc = build_group(old, nw, src, map, k, n, fn, ctx, level, st, &sh[n]);
-            if (!rc) n++;
-            if (!k) break; /* nothing at all: one empty shard */
+    if (!rc)
+        rc = make_jobs(&p, nw, src, text, ntext, fn, cw->ctxs[0], map, &r.jobs, &r.njobs, &nsh);
+    /* A slot for each shard the jobs make, then the jobs on the workers. */
+    if (!rc && nsh > o.cap) {
+        arc_coded *t = realloc(o.sh, nsh * sizeof *t);
+        if (t) {
+            o.sh = t;
+            o.cap = nsh;
+        } else {
+            rc = tdc_error(-ENOMEM, "out of memory");
         }
     }
+    if (!rc) {
+        memset(o.sh + o.n, 0, (nsh - o.n) * sizeof *o.sh);
+        o.n = nsh;
+        r.map = map;
+        rc = run_jobs(&r, cw);
+    }
+    for (uint32_t j = 0; j < r.njobs; j++)
+        free(r.jobs[j].err);
+    free(r.jobs);
+    free(r.done);
+    free(r.err);
     plan_free(&p);
     free(map);
     free(text);
     free(blk);
     if (rc) {
-        for (uint32_t k = 0; k < n; k++)
-            arc_coded_free(&sh[k]);
-        free(sh);
+        for (uint32_t k = 0; k < o.n; k++)
+            arc_coded_free(&o.sh[k]);
+        free(o.sh);
         return rc;
     }
-    *out = sh;
-    *nout = n;
+    *out = o.sh;
+    *nout = o.n;
     return 0;
 }

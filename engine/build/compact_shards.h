@@ -15,18 +15,38 @@
 #ifndef TDC_COMPACT_SHARDS_H
 #define TDC_COMPACT_SHARDS_H
 
+#include "../base/mbud.h"
 #include "../format/arc.h"
 #include "compact.h"
 
-/* `nw` as for compact_build (entries, src, fn/ctx reading new content). Fills every entry's
+/* The workers compact_shards builds new shards on, a shard each at a time, the calling thread
+ * the first: n of them, worker t reading new content through fn with ctxs[t]. The first
+ * always works; each other takes `each` bytes of the budget `bud` (when not NULL) for each
+ * shard it builds, only while the budget has room for them (mbud_try), and stops otherwise. */
+typedef struct compact_workers {
+    void *const *ctxs;
+    unsigned n;
+    mbud *bud;
+    uint64_t each;
+} compact_workers;
+
+/* What building a shard holds, for a shard of `bytes` of content: measured with pack and
+ * compaction (the grammar's build, and after it the trial as text). */
+#define COMPACT_BUILD_MEM(bytes) ((bytes) * 12 + ((uint64_t)16 << 20))
+
+/* `nw` as for compact_build (entries, src, fn reading new content). Fills every entry's
  * run on-disk style (shard, root_start within it, root_len), the hashes of new content, and
- * *out and *n with the shards to write in order (arc_write_coded_tmp), each freed by the caller
- * with arc_coded_free and free(*out). `old` must be an opened archive, loaded or not, and
- * stay open until the shards are written (arc_shard_ref).
- * 0 or a negative errno with a message. */
-int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn, void *ctx,
-                   uint64_t shard_size, int level, compact_stats *st, arc_coded **out,
-                   uint32_t *n);
+ * *out and *n with the shards in order, each freed by the caller with arc_coded_free and
+ * free(*out). With a sink (arc_sink_open), each shard is put into it as soon as it is made
+ * and all before it are, so that no more than the shards being built and a few waiting
+ * their turn are held, and *out keeps their figures for arc_sink_finish; without, *out holds
+ * them whole for arc_write_coded_tmp. The shards are the same whatever the workers. `old`
+ * must be an opened archive, loaded or not, and stay open until the shards are written
+ * (arc_shard_ref). 0 or a negative errno with a message (the sink is then the caller's to
+ * abort). */
+int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn fn,
+                   const compact_workers *cw, uint64_t shard_size, int level, arc_sink *sink,
+                   compact_stats *st, arc_coded **out, uint32_t *n);
 
 /* The smallest shard size compaction aims at (tadoc pack --shard-size's least). */
 #define COMPACT_SHARD_MIN 1024

@@ -534,6 +534,17 @@ static int pass_section(const arc *from, const arc_secinfo *s, int fd, const cha
     return rc;
 }
 
+/* Shard c's three sections appended to fd (the file `tmp`): its data, or for a shard by
+ * reference its sections copied from its archive and checked. */
+static int put_sections(int fd, const char *tmp, const arc_coded *c)
+{
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = c->data[i] ? fio_write_all(fd, c->data[i], c->secs[i].stored, tmp)
+                        : pass_section(c->from, &c->secs[i], fd, tmp);
+    return rc;
+}
+
 /* Write the shards' sections, the file table, the shard table, the section table and the
  * header into a new temporary file, or, given `have`, into that file, which holds the shards'
  * sections already (arc_write_coded_over). `flat`: the shard is a->g, whose runs are already
@@ -575,16 +586,15 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     unsigned char hdr[ARC_HDR_SIZE] = {0};
     uint64_t off = ARC_HDR_SIZE;
     if (!have && (rc = fio_write_all(fd, hdr, ARC_HDR_SIZE, tmp))) goto fail;
-    for (uint32_t k = 0; k < n; k++)
+    for (uint32_t k = 0; k < n; k++) {
+        if (!have && (rc = put_sections(fd, tmp, &sh[k]))) goto fail;
         for (int i = 0; i < 3; i++) {
             arc_secinfo *s = &secs[nsecs++];
             *s = sh[k].secs[i];
             s->offset = off;
-            if (!have && (rc = sh[k].data[i] ? fio_write_all(fd, sh[k].data[i], s->stored, tmp)
-                                             : pass_section(sh[k].from, &sh[k].secs[i], fd, tmp)))
-                goto fail;
             off += s->stored;
         }
+    }
     if (have && (ftruncate(fd, (off_t)off) < 0 || lseek(fd, (off_t)off, SEEK_SET) < 0)) {
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
@@ -695,6 +705,60 @@ int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t 
     int rc = write_coded(tmp, a, sh, n, level, 1, 0, tmp, &t);
     free(t);
     return rc;
+}
+
+int arc_sink_open(arc_sink *s, const char *path)
+{
+    unsigned char hdr[ARC_HDR_SIZE] = {0};
+    s->fd = -1;
+    s->tmp = malloc(strlen(path) + 16);
+    if (!s->tmp) return tdc_error(-ENOMEM, "out of memory writing %s", path);
+    sprintf(s->tmp, "%s.tmpXXXXXX", path);
+    if ((s->fd = mkstemp(s->tmp)) < 0) {
+        int rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
+        free(s->tmp);
+        s->tmp = NULL;
+        return rc;
+    }
+    int rc = fio_write_all(s->fd, hdr, ARC_HDR_SIZE, s->tmp); /* written last, as arc_write's */
+    if (rc) arc_sink_abort(s);
+    return rc;
+}
+
+int arc_sink_put(arc_sink *s, arc_coded *c)
+{
+    int rc = put_sections(s->fd, s->tmp, c);
+    for (int i = 0; i < 3; i++) {
+        free(c->data[i]);
+        c->data[i] = NULL;
+    }
+    c->from = NULL;
+    return rc;
+}
+
+int arc_sink_finish(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, char **tmp)
+{
+    int rc = close(s->fd) < 0 ? tdc_error(-errno, "%s: %s", s->tmp, strerror(errno)) : 0;
+    s->fd = -1;
+    if (!rc && !n) rc = tdc_error(-EINVAL, "an archive has one shard at least");
+    if (!rc) rc = write_coded(s->tmp, a, sh, n, level, 1, 0, s->tmp, tmp);
+    if (rc) {
+        arc_sink_abort(s); /* the file is removed whichever step failed */
+        return rc;
+    }
+    free(s->tmp);
+    s->tmp = NULL;
+    return 0;
+}
+
+void arc_sink_abort(arc_sink *s)
+{
+    if (!s->tmp) return; /* closed, or never opened (a zeroed sink) */
+    if (s->fd >= 0) close(s->fd);
+    unlink(s->tmp);
+    free(s->tmp);
+    s->fd = -1;
+    s->tmp = NULL;
 }
 
 int arc_commit(const char *tmp, const char *path)

@@ -311,6 +311,23 @@ uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k);
  * removes `tmp`; on failure it is removed. */
 int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t n, int level);
 
+/* A temporary archive file written shard by shard as the shards are made, so that a writer
+ * holds none it has made (compaction): arc_sink_open creates PATH.tmpXXXXXX beside path;
+ * arc_sink_put appends the next shard's sections (its data, or by reference copied and
+ * checked as arc_write_coded_tmp does) and frees its data, keeping its figures; then
+ * arc_sink_finish with every shard put, in order (their figures), writes the rest as
+ * arc_write_coded_tmp does and gives the file's name in *tmp, or arc_sink_abort. Each
+ * returns 0 or a negative errno with a message; a failed open or finish leaves no file, a
+ * failed put leaves the sink for arc_sink_abort. */
+typedef struct arc_sink {
+    int fd;
+    char *tmp;
+} arc_sink;
+int arc_sink_open(arc_sink *s, const char *path);
+int arc_sink_put(arc_sink *s, arc_coded *c);
+int arc_sink_finish(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, char **tmp);
+void arc_sink_abort(arc_sink *s); /* removes the file; nothing for a finished or zeroed sink */
+
 /* arc_write_coded_tmp, then arc_commit. */
 int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level);
 

@@ -1788,9 +1788,9 @@ static void *compactor(void *p)
         else
             snprintf(msg, sizeof msg,
                      "compacted %" PRIu64 " dirty files (%" PRIu64 " bytes): archive %" PRIu64
-                     " -> %" PRIu64 " bytes in %.2f s",
+                     " -> %" PRIu64 " bytes in %.2f s (built on %u threads)",
                      st.dirty_files, st.dirty_bytes, st.archive_before, st.archive_after,
-                     st.build_s + st.write_s + st.swap_s);
+                     st.build_s + st.write_s + st.swap_s, st.build_threads);
         v->o.log(v->o.log_ctx, msg);
     }
     pthread_mutex_lock(&v->tlock);

@@ -38,6 +38,8 @@ typedef struct vol_opts {
     uint64_t journal_max;
     int level;                  /* zstd level of compacted archives (0: VOL_LEVEL_DEFAULT) */
     uint64_t shard_size; /* content of the shards compaction builds (0: compact_shard_size) */
+    unsigned compact_jobs; /* shards a compaction builds at once (0: one a core as memory
+                              allows, vol_compact.c's build_workers) */
     struct backend *be; /* serves reads (batched onto the GPU) and keeps the archive's GPU
                            copies: the caller's (engine/backend/backend.h), optional (NULL:
                            the CPU reads), and it outlives the volume */
@@ -240,6 +242,7 @@ typedef struct vol_compact_stats {
     uint64_t check_files, check_bytes; /* what the check before the rename read back */
     double build_s, write_s, check_s, swap_s;
     double check_read_s; /* of check_s: reading those files back (the rest: open and index) */
+    unsigned build_threads; /* that built the new grammar (shard by shard: one or more) */
 } vol_compact_stats;
 
 /* Fold the journal into a new archive, whose journal then holds only what was written

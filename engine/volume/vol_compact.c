@@ -40,15 +40,25 @@ static double secs(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-typedef struct cctx {
+typedef struct cctx cctx;
+
+/* A reader of the snapshot: a build's, or one per compaction worker (compact_workers). */
+typedef struct creader {
+    cctx *c;
+    vol_reader rd;
+} creader;
+
+struct cctx {
     vol *v;
     arc nw;
-    arc_coded *sh; /* shard by shard (compact_shards): the shards to write */
+    arc_coded *sh; /* shard by shard (compact_shards): the shards' figures, in order */
     uint32_t nsh;
+    arc_sink sink; /* shard by shard: the temporary archive the shards go to as made */
     size_t cap;
     int64_t *src;
     uint64_t *ino; /* per new entry */
-    vol_reader rd;
+    creader *rds;  /* nrds of them, the first the build's own */
+    unsigned nrds;
     int view; /* building an in-memory view, not an archive to write */
     const arc *old; /* the archive compacted: v->a loaded, or under a budget `meta` */
     arc *meta;      /* a copy of v->a's file table alone, which a load cannot change */
@@ -59,17 +69,18 @@ typedef struct cctx {
     uint32_t nsnap;
     uint32_t *first;
     uint64_t jfrom, seq0; /* the journal's end and last record when the snapshot was taken */
-} cctx;
+};
 
 static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
 {
-    cctx *c = p;
+    creader *r = p;
+    cctx *c = r->c;
     /* A file kept as archived: its entry in the old archive. */
     vnode kept = {.mode = S_IFREG, .ent = c->src[ent]};
     if (!c->snap[ent] && c->src[ent] < 0)
         return tdc_error(-EIO, "internal: no content for entry %u", ent);
     if (!c->snap[ent]) kept.size = c->old->ents[c->src[ent]].size;
-    ssize_t k = vol_read_locked(c->v, &c->rd, c->snap[ent] ? c->snap[ent] : &kept, off, dst, n);
+    ssize_t k = vol_read_locked(c->v, &r->rd, c->snap[ent] ? c->snap[ent] : &kept, off, dst, n);
     if (k < 0) return (int)k;
     return (size_t)k == n ? 0 : tdc_error(-EIO, "file changed size while compacting");
 }
@@ -183,7 +194,6 @@ static int snapshot(vol *v, cctx *c)
 {
     char *root = strdup("");
     c->v = v;
-    vol_reader_init(&c->rd);
     c->first = calloc(v->cap, sizeof *c->first);
     if (!root || !c->first) {
         free(root);
@@ -196,17 +206,58 @@ static int snapshot(vol *v, cctx *c)
     return rc;
 }
 
+/* How many shards a compaction builds at once (unless the options say): one a core, as many
+ * as the memory allows each (COMPACT_BUILD_MEM): under a budget the workers past the first
+ * take their share of it (compact_workers), else a quarter of the machine's memory bounds
+ * them. */
+static unsigned build_workers(const vol *v, uint64_t each)
+{
+    if (v->o.compact_jobs) return v->o.compact_jobs;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t n = cpus > 1 ? (uint64_t)cpus : 1;
+    if (!v->bud && pages > 0 && page > 0) {
+        uint64_t fit = (uint64_t)pages * (uint64_t)page / 4 / each;
+        if (fit < n) n = fit ? fit : 1;
+    }
+    return (unsigned)(n < 64 ? n : 64);
+}
+
+/* The snapshot's readers: n of them. */
+static int make_readers(cctx *c, unsigned n)
+{
+    if (!(c->rds = calloc(n, sizeof *c->rds))) return tdc_error(-ENOMEM, "out of memory");
+    c->nrds = n;
+    for (unsigned t = 0; t < n; t++) {
+        c->rds[t].c = c;
+        vol_reader_init(&c->rds[t].rd);
+    }
+    return 0;
+}
+
 /* Build the new archive's dictionary and grammar from the snapshot into c->nw. Needs no
  * lock: the snapshot reads archived bytes and journal records that no longer change. */
 static int build(vol *v, cctx *c, compact_stats *cs)
 {
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
     int rc;
-    if (!c->view && compact_by_shards(c->old, v->o.shard_size))
-        rc = compact_shards(c->old, &c->nw, c->src, read_new, c, v->o.shard_size, v->o.level, cs,
-                            &c->sh, &c->nsh);
-    else
-        rc = compact_build(c->old, &c->nw, c->src, read_new, c, flags, cs);
+    if (!c->view && compact_by_shards(c->old, v->o.shard_size)) {
+        uint64_t each = COMPACT_BUILD_MEM(compact_shard_size(c->old, v->o.shard_size));
+        unsigned n = build_workers(v, each);
+        void **ctxs = calloc(n, sizeof *ctxs);
+        rc = ctxs ? make_readers(c, n) : tdc_error(-ENOMEM, "out of memory");
+        for (unsigned t = 0; !rc && t < n; t++)
+            ctxs[t] = &c->rds[t];
+        compact_workers cw = {ctxs, n, v->bud, each};
+        if (!rc) rc = arc_sink_open(&c->sink, v->path);
+        if (!rc)
+            rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, v->o.shard_size,
+                                v->o.level, &c->sink, cs, &c->sh, &c->nsh);
+        free(ctxs);
+    } else {
+        rc = make_readers(c, 1);
+        if (!rc) rc = compact_build(c->old, &c->nw, c->src, read_new, &c->rds[0], flags, cs);
+    }
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] == -2) c->nw.ents[i].hash = c->nw.ents[c->first[c->ino[i]] - 1].hash;
     return rc;
@@ -214,7 +265,10 @@ static int build(vol *v, cctx *c, compact_stats *cs)
 
 static void cctx_free(cctx *c)
 {
-    vol_reader_free(&c->rd);
+    arc_sink_abort(&c->sink); /* a build that failed, or was not written */
+    for (unsigned t = 0; t < c->nrds; t++)
+        vol_reader_free(&c->rds[t].rd);
+    free(c->rds);
     for (uint32_t k = 0; k < c->nsh; k++)
         arc_coded_free(&c->sh[k]);
     free(c->sh);
@@ -519,8 +573,8 @@ static int compact(vol *v, vol_compact_stats *st)
     st->build_s = secs() - t0;
     double t1 = secs();
     if (!rc)
-        rc = c.nsh ? arc_write_coded_tmp(v->path, &c.nw, c.sh, c.nsh, v->o.level, &tmp)
-                   : arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
+        rc = c.sink.tmp ? arc_sink_finish(&c.sink, &c.nw, c.sh, c.nsh, v->o.level, &tmp)
+                        : arc_write_tmp(v->path, &c.nw, v->o.level, &tmp);
     st->write_s = secs() - t1;
     if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
     double t3 = secs();
@@ -548,6 +602,7 @@ static int compact(vol *v, vol_compact_stats *st)
         st->dirty_bytes = cs.new_bytes;
         st->rules_new = cs.rules_new;
         st->rules_after = cs.rules_after;
+        st->build_threads = cs.workers ? cs.workers : 1;
         st->files = c.nw.nents;
         st->archive_after = v->a->file_size;
         rc = after ? after : step_done(v, VOL_STEP_RESET, NULL);

@@ -752,6 +752,190 @@ static void test_damaged_shard_not_compacted(void **state)
     drop_copy(p);
 }
 
+/* Shards by reference of the archive at `path` and a writer's table of its entries, as a
+ * compaction that keeps every shard has them (freed by free_copy). */
+typedef struct copy_job {
+    arc *m;
+    arc w;
+    arc_coded *c;
+} copy_job;
+
+static void take_copy(const char *path, copy_job *j)
+{
+    assert_int_equal(arc_open_meta(path, &j->m), 0);
+    assert_int_equal(arc_own_strs(j->m), 0);
+    j->c = calloc(j->m->nshards, sizeof *j->c);
+    for (uint32_t s = 0; s < j->m->nshards; s++)
+        assert_int_equal(arc_shard_ref(j->m, s, &j->c[s]), 0);
+    j->w = (arc){.ents = j->m->ents, .nents = j->m->nents, .id = j->m->id};
+    j->m->ents = NULL;
+    j->m->nents = 0;
+    for (uint32_t i = 0; i < j->w.nents; i++)
+        j->w.ents[i].root_start -= j->m->shards[j->w.ents[i].shard].root_off;
+}
+
+static void free_copy(copy_job *j)
+{
+    for (uint32_t s = 0; s < j->m->nshards; s++)
+        arc_coded_free(&j->c[s]);
+    free(j->c);
+    for (uint32_t i = 0; i < j->w.nents; i++)
+        arc_entry_clear(&j->w.ents[i]);
+    free(j->w.ents);
+    free(j->w.byino);
+    arc_free(j->m);
+}
+
+static int temps_beside(const char *path)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "ls '%s'.tmp* >/dev/null 2>&1", path);
+    return system(cmd) == 0;
+}
+
+/* A sink (what compaction writes its shards to as it makes them) writes the same bytes as
+ * the writer given every shard at once, keeps only each shard's figures once it is put, and
+ * leaves no file when a shard it copies turns out damaged. */
+static void test_sink(void **state)
+{
+    (void)state;
+    char *one = tu_tmppath("all-at-once.tdc"), *two = tu_tmppath("by-sink.tdc");
+    copy_job j;
+    take_copy(sharded, &j);
+    char *t1, *t2;
+    if (arc_write_coded_tmp(one, &j.w, j.c, j.m->nshards, 3, &t1)) fail_msg("%s", tdc_errmsg());
+    arc_sink sk = {0};
+    arc_sink_abort(&sk); /* a zeroed sink: nothing to do */
+    assert_int_equal(arc_sink_open(&sk, two), 0);
+    for (uint32_t s = 0; s < j.m->nshards; s++) {
+        assert_int_equal(arc_sink_put(&sk, &j.c[s]), 0);
+        assert_null(j.c[s].from);
+        assert_true(j.c[s].secs[2].stored > 0);
+    }
+    if (arc_sink_finish(&sk, &j.w, j.c, j.m->nshards, 3, &t2)) fail_msg("%s", tdc_errmsg());
+    size_t n1, n2;
+    unsigned char *b1 = tu_slurp(t1, &n1), *b2 = tu_slurp(t2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(b1, b2, n1);
+    arc *r;
+    assert_int_equal(arc_open(t2, &r), 0);
+    assert_int_equal(r->nshards, 3);
+    assert_int_equal(r->ndamaged, 0);
+    arc_free(r);
+    unlink(t1);
+    unlink(t2);
+    free(b1);
+    free(b2);
+    free(t1);
+    free(t2);
+    free_copy(&j);
+
+    char *bad = damaged_copy(1, 2);
+    take_copy(bad, &j);
+    assert_int_equal(arc_sink_open(&sk, two), 0);
+    assert_int_equal(arc_sink_put(&sk, &j.c[0]), 0);
+    assert_int_equal(arc_sink_put(&sk, &j.c[1]), -EBADMSG);
+    assert_non_null(strstr(tdc_errmsg(), "shard 1"));
+    assert_true(temps_beside(two));
+    arc_sink_abort(&sk);
+    assert_false(temps_beside(two));
+    arc_sink_abort(&sk); /* twice: nothing */
+    free_copy(&j);
+    drop_copy(bad);
+    free(one);
+    free(two);
+}
+
+/* A copy of the three-shard archive with new content compacted in shards of 4 KiB on `jobs`
+ * workers: a file of words cut into parts, small files grouped, a file of random bytes
+ * stored as its text and cut too. Returns the copy's path; *want the random file's bytes. */
+static char *compact_on(const char *name, unsigned jobs, buf *want)
+{
+    char *p = copy_sharded(name);
+    vol_opts o = {.writable = 1, .shard_size = 4096, .compact_jobs = jobs};
+    vol *v;
+    vol_compact_stats st;
+    struct stat sb;
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    assert_int_equal(vol_mknode(v, 1, "cut", S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
+    assert_int_equal(vol_write(v, sb.st_ino, 0, big.p, big.n), 0);
+    for (int i = 0; i < 6; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "small%d", i);
+        assert_int_equal(vol_mknode(v, 1, n, S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
+        assert_int_equal(vol_write(v, sb.st_ino, 0, big.p + 100 * i, 700 + 300 * i), 0);
+    }
+    want->n = 0;
+    assert_int_equal(buf_reserve(want, 20000), 0);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < 20000; i++) { /* xorshift: bytes zstd cannot compress */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        want->p[want->n++] = (unsigned char)x;
+    }
+    assert_int_equal(vol_mknode(v, 1, "noise", S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
+    assert_int_equal(vol_write(v, sb.st_ino, 0, want->p, want->n), 0);
+    append_zz(v);
+    if (vol_compact(v, &st)) fail_msg("%s", tdc_errmsg());
+    vol_close(v);
+    return p;
+}
+
+/* A compaction shard by shard makes the same shards on one worker and on four: the same
+ * sections, the same runs and hashes, every file read back as written. */
+static void test_compaction_workers(void **state)
+{
+    (void)state;
+    buf noise = {0};
+    char *one = compact_on("jobs1.tdc", 1, &noise), *four = compact_on("jobs4.tdc", 4, &noise);
+    arc *a, *b;
+    assert_int_equal(arc_open(one, &a), 0);
+    assert_int_equal(arc_open(four, &b), 0);
+    assert_true(a->nshards > 8); /* parts of "cut" and of "noise", and groups */
+    assert_int_equal(a->nshards, b->nshards);
+    int text = 0;
+    for (uint32_t s = 0; s < a->nshards; s++) {
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(a->secs[a->shards[s].sec + i].hash,
+                             b->secs[b->shards[s].sec + i].hash);
+        text += arc_shard_text(a, s) != 0;
+    }
+    assert_true(text >= 2);
+    assert_int_equal(a->nents, b->nents);
+    for (uint32_t i = 0; i < a->nents; i++) {
+        assert_string_equal(a->ents[i].path, b->ents[i].path);
+        assert_int_equal(a->ents[i].root_start, b->ents[i].root_start);
+        assert_int_equal(a->ents[i].root_len, b->ents[i].root_len);
+        assert_int_equal(a->ents[i].hash, b->ents[i].hash);
+    }
+    idx *x;
+    assert_int_equal(idx_build(b, &x), 0);
+    for (uint32_t i = 0; i < b->nents; i++) { /* every file, moved or kept, reads back */
+        if (b->ents[i].type != ARC_REG || !b->ents[i].size) continue;
+        char *all = malloc(b->ents[i].size);
+        assert_int_equal(idx_extract(x, i, 0, all, b->ents[i].size), (ssize_t)b->ents[i].size);
+        assert_int_equal(XXH3_64bits(all, b->ents[i].size), b->ents[i].hash);
+        free(all);
+    }
+    int64_t e = arc_lookup(b, "cut"), n = arc_lookup(b, "noise");
+    assert_true(e > 0 && n > 0);
+    assert_int_equal(b->ents[e].size, big.n);
+    char *got = malloc(big.n);
+    assert_int_equal(idx_extract(x, (uint32_t)e, 0, got, big.n), (ssize_t)big.n);
+    assert_memory_equal(got, big.p, big.n);
+    assert_int_equal(idx_extract(x, (uint32_t)n, 0, got, noise.n), (ssize_t)noise.n);
+    assert_memory_equal(got, noise.p, noise.n);
+    assert_int_equal(b->ents[n].hash, XXH3_64bits(noise.p, noise.n));
+    free(got);
+    idx_free(x);
+    arc_free(a);
+    arc_free(b);
+    drop_copy(one);
+    drop_copy(four);
+    buf_free(&noise);
+}
+
 /* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
 static uint64_t shard_sig(const char *path, uint32_t k)
 {
@@ -1340,6 +1524,8 @@ int main(void)
         cmocka_unit_test(test_default_shard_size),
         cmocka_unit_test(test_default_budget),
         cmocka_unit_test(test_no_empty_shard),
+        cmocka_unit_test(test_sink),
+        cmocka_unit_test(test_compaction_workers),
         cmocka_unit_test(test_compaction_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
