@@ -357,17 +357,16 @@ typedef struct runner {
 
 typedef struct worker {
     runner *r;
-    void *ctx;       /* the worker's reading context (compact_workers' ctxs) */
-    mbud *bud;       /* NULL, or the budget a job of this worker takes `each` bytes of */
+    void *ctx; /* the worker's reading context (compact_workers' ctxs) */
+    mbud *bud; /* NULL, or the budget a job of this worker takes `each` bytes of */
     uint64_t each;
-    uint32_t jobs;   /* run so far */
+    uint32_t jobs; /* run so far */
 } worker;
 
 /* Files map[0..k) (each of at least one byte) stored as their text in shard *out, index
  * `shard`, each entry's shard, run and hash set, the new ones counted in st. */
-static int text_group(arc *nw, const int64_t *src, const uint32_t *map, uint32_t k,
-                      uint32_t shard, compact_read_fn fn, void *ctx, int level, compact_stats *st,
-                      arc_coded *out)
+static int text_group(arc *nw, const int64_t *src, const uint32_t *map, uint32_t k, uint32_t shard,
+                      compact_read_fn fn, void *ctx, int level, compact_stats *st, arc_coded *out)
 {
     buf text = {0};
     vec64 lens = {0}, runs = {0};
@@ -568,8 +567,8 @@ static int cut_jobs(const arc *old, const arc *nw, const int64_t *src, uint32_t 
     const arc_entry *e = &nw->ents[i];
     for (uint64_t at = 0, end; at < e->size; at = end) {
         end = e->size;
-        int rc = e->size - at > shard_size ? part_end(fn, ctx, i, at + shard_size, e->size, &end)
-                                            : 0;
+        int rc =
+            e->size - at > shard_size ? part_end(fn, ctx, i, at + shard_size, e->size, &end) : 0;
         job *j = rc ? NULL : add_job(jobs, n, cap, text ? JOB_TEXT_PART : JOB_PART);
         if (rc) return rc;
         if (!j) return tdc_error(-ENOMEM, "out of memory");
@@ -593,7 +592,6 @@ static int cut_jobs(const arc *old, const arc *nw, const int64_t *src, uint32_t 
     }
     return 0;
 }
-
 
 /* The jobs making the new shards from shard *shard on: moving content in path order, in
  * groups of about the shard size, first the grammar shards, then those stored as their text

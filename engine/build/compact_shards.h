@@ -11,7 +11,9 @@
  * from their text read through fn) and coded on its own. A file larger than the shard size
  * that moves is cut as pack cuts it, into shards of its own of about that size, each one
  * part (cut where a token ends), so that reads load a part at a time and no build holds
- * more than a shard's content. A file whose shards are all kept stays where it is. */
+ * more than a shard's content. A file whose shards are all kept stays where it is. The new
+ * shards are built on several workers at once and go to the writer as they are made, in
+ * order, so that what a compaction holds is the builds running, whatever the edit's size. */
 #ifndef TDC_COMPACT_SHARDS_H
 #define TDC_COMPACT_SHARDS_H
 

@@ -251,8 +251,8 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         compact_workers cw = {ctxs, n, v->bud, each};
         if (!rc) rc = arc_sink_open(&c->sink, v->path);
         if (!rc)
-            rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, v->o.shard_size,
-                                v->o.level, &c->sink, cs, &c->sh, &c->nsh);
+            rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, v->o.shard_size, v->o.level,
+                                &c->sink, cs, &c->sh, &c->nsh);
         free(ctxs);
     } else {
         rc = make_readers(c, 1);
