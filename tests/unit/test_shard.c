@@ -27,7 +27,7 @@
 static char *dir, *sharded, *whole;
 static char *mismatch; /* sharded, but the shard table gives shard 1 one rule too many */
 static char *badhash;  /* sharded, but a.txt's recorded hash is wrong */
-static buf big; /* the file cut over three shards */
+static buf big;        /* the file cut over three shards */
 
 static void put(const char *sub, const char *name, const void *p, size_t n)
 {
@@ -81,8 +81,7 @@ static void make_text(void)
  * space, or inside a word for an archive no pack writes), going on from shard 0 through shard
  * 1 into shard 2. With `mis`, also that archive with one rule too many in shard 1's
  * figures; with `bad`, also that archive with a.txt's recorded hash wrong. */
-static void write_sharded(const char *out, const char *mis, const char *bad, size_t c1,
-                          size_t c2)
+static void write_sharded(const char *out, const char *mis, const char *bad, size_t c1, size_t c2)
 {
     const char *a = "the quick brown fox jumps over the lazy dog\n";
     const char *z = "zeta eta alpha and the end\n";
@@ -145,8 +144,10 @@ static int setup(void **state)
     mkdir(dir, 0755);
     make_text();
     size_t c1 = 9000, c2 = 21000;
-    while (big.p[c1 - 1] != ' ') c1++;
-    while (big.p[c2 - 1] != ' ') c2++;
+    while (big.p[c1 - 1] != ' ')
+        c1++;
+    while (big.p[c2 - 1] != ' ')
+        c2++;
     write_sharded(sharded, mismatch, badhash, c1, c2);
     /* TDC_SHARD_KEEP=PATH: a copy of the three-shard archive (format.bats reads it) */
     const char *keep = getenv("TDC_SHARD_KEEP");
@@ -265,8 +266,7 @@ static void load_whole(vol *v)
 
 /* Load v's whole archive, read every file again (from it: the early reads stay at `reads`,
  * no span is kept), then free r and close v. */
-static void read_loaded_and_close(vol *v, vol_reader *r, const arc *a, const idx *x,
-                                  uint64_t reads)
+static void read_loaded_and_close(vol *v, vol_reader *r, const arc *a, const idx *x, uint64_t reads)
 {
     vol_info in;
     load_whole(v);
@@ -387,7 +387,7 @@ static void test_reads_under_a_budget(void **state)
             assert_int_equal(in.spans, 3);
             assert_int_equal(in.span_evictions, 0);
             one = in.span_bytes; /* the next pass has room for all but one byte of them */
-        } else if (pass == 1) { /* not room for all: spans dropped and loaded again */
+        } else if (pass == 1) {  /* not room for all: spans dropped and loaded again */
             assert_true(in.span_evictions >= 1);
             assert_true(in.span_loads > 3);
         } else { /* room for none: the span in use kept alone, loaded again on each switch */
@@ -498,8 +498,10 @@ static void test_analytics_by_shard(void **state)
     (void)state;
     char *cut = tu_tmppath("cutword.tdc");
     size_t c1 = 9000, c2 = 21000;
-    while (!(big.p[c1 - 1] != ' ' && big.p[c1] != ' ' && big.p[c1] != '.')) c1++;
-    while (big.p[c2 - 1] != ' ') c2++;
+    while (!(big.p[c1 - 1] != ' ' && big.p[c1] != ' ' && big.p[c1] != '.'))
+        c1++;
+    while (big.p[c2 - 1] != ' ')
+        c2++;
     write_sharded(cut, NULL, NULL, c1, c2);
     arc *m, *w, *cm, *cw;
     assert_int_equal(arc_open_meta(sharded, &m), 0);
@@ -849,10 +851,11 @@ static void test_sink(void **state)
 /* A copy of the three-shard archive with new content compacted in shards of 4 KiB on `jobs`
  * workers: a file of words cut into parts, small files grouped, a file of random bytes
  * stored as its text and cut too. Returns the copy's path; *want the random file's bytes. */
-static char *compact_on(const char *name, unsigned jobs, buf *want)
+static char *compact_on(const char *name, unsigned jobs, uint64_t mem, buf *want)
 {
     char *p = copy_sharded(name);
-    vol_opts o = {.writable = 1, .shard_size = 4096, .compact_jobs = jobs};
+    vol_opts o = {
+        .writable = 1, .shard_size = 4096, .compact_jobs = jobs, .lazy = !!mem, .mem = mem};
     vol *v;
     vol_compact_stats st;
     struct stat sb;
@@ -878,17 +881,43 @@ static char *compact_on(const char *name, unsigned jobs, buf *want)
     assert_int_equal(vol_write(v, sb.st_ino, 0, want->p, want->n), 0);
     append_zz(v);
     if (vol_compact(v, &st)) fail_msg("%s", tdc_errmsg());
+    assert_true(st.build_threads >= 1 && st.build_threads <= jobs);
     vol_close(v);
     return p;
 }
 
-/* A compaction shard by shard makes the same shards on one worker and on four: the same
- * sections, the same runs and hashes, every file read back as written. */
+/* The same sections, shard by shard, in the archives at paths p and q. */
+static void same_shards(const char *p, const char *q)
+{
+    arc *a, *b;
+    assert_int_equal(arc_open_meta(p, &a), 0);
+    assert_int_equal(arc_open_meta(q, &b), 0);
+    assert_int_equal(a->nshards, b->nshards);
+    for (uint32_t s = 0; s < a->nshards; s++)
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(a->secs[a->shards[s].sec + i].hash,
+                             b->secs[b->shards[s].sec + i].hash);
+    arc_free(a);
+    arc_free(b);
+}
+
+/* A compaction shard by shard makes the same shards on one worker and on four, and under a
+ * budget (the old archive then read by shard, not loaded) on one and on three with room for
+ * one build past the first at a time: the same sections, the same runs and hashes, every
+ * file read back as written. */
 static void test_compaction_workers(void **state)
 {
     (void)state;
     buf noise = {0};
-    char *one = compact_on("jobs1.tdc", 1, &noise), *four = compact_on("jobs4.tdc", 4, &noise);
+    uint64_t mem = COMPACT_BUILD_MEM(4096) * 3 / 2;
+    char *bud1 = compact_on("bud1.tdc", 1, mem, &noise),
+         *bud3 = compact_on("bud3.tdc", 3, mem, &noise);
+    same_shards(bud1, bud3);
+    drop_copy(bud1);
+    drop_copy(bud3);
+    char *one = compact_on("jobs1.tdc", 1, 0, &noise),
+         *four = compact_on("jobs4.tdc", 4, 0, &noise);
+    same_shards(one, four);
     arc *a, *b;
     assert_int_equal(arc_open(one, &a), 0);
     assert_int_equal(arc_open(four, &b), 0);
@@ -1062,7 +1091,7 @@ static void test_compaction_shard_size(void **state)
     assert_false(compact_by_shards(&a, 0)); /* small: one grammar, rebuilt whole */
     sh[0].bytes = 40 * M;
     assert_true(compact_by_shards(&a, 0)); /* large: copied when it stays, edits beside it */
-    a.nshards = 3; /* several: the size it was cut at, the median shard's */
+    a.nshards = 3;                         /* several: the size it was cut at, the median shard's */
     assert_int_equal(compact_shard_size(&a, 0), 40 * M);
     sh[1].bytes = 500 * M; /* one large file alone in a shard does not move it */
     sh[2].bytes = 3 * M;   /* nor does a small last shard */
@@ -1124,7 +1153,8 @@ static int hold_first(void *ctx, int step, const char *tmp)
     if (!h->in) {
         h->in = 1;
         pthread_cond_broadcast(&h->c);
-        while (!h->go) pthread_cond_wait(&h->c, &h->m);
+        while (!h->go)
+            pthread_cond_wait(&h->c, &h->m);
     }
     pthread_mutex_unlock(&h->m);
     return 0;
@@ -1158,8 +1188,11 @@ static void test_backlog(void **state)
     enum { T = 64 << 10 };
     char *p = copy_sharded("backlog.tdc");
     held h = {.m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER, .total = 2 << 20};
-    vol_opts o = {.writable = 1, .compact_threshold = T, .journal_max = 4 * T,
-                  .compact_step = hold_first, .step_ctx = &h};
+    vol_opts o = {.writable = 1,
+                  .compact_threshold = T,
+                  .journal_max = 4 * T,
+                  .compact_step = hold_first,
+                  .step_ctx = &h};
     vol *v;
     assert_int_equal(vol_open(p, &o, &v, NULL), 0);
     assert_int_equal(vol_start(v), 0);
@@ -1168,7 +1201,8 @@ static void test_backlog(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, write_on, &h), 0);
     pthread_mutex_lock(&h.m);
-    while (!h.in) pthread_cond_wait(&h.c, &h.m);
+    while (!h.in)
+        pthread_cond_wait(&h.c, &h.m);
     pthread_mutex_unlock(&h.m);
     /* until the writer stops for 300 ms, or ends */
     uint64_t last = UINT64_MAX, now;
@@ -1249,13 +1283,13 @@ static void test_same_content(void **state)
         assert_int_equal(arc_same_content(a, i, b, i), 1);
     assert_int_equal(arc_same_content(a, 1, b, 3), 0); /* another file */
     assert_int_equal(arc_same_content(a, 0, b, 0), 0); /* not a regular file */
-    b->ents[1].root_start++; /* a.txt one symbol on */
+    b->ents[1].root_start++;                           /* a.txt one symbol on */
     assert_int_equal(arc_same_content(a, 1, b, 1), 0);
     b->ents[1].root_start--;
     b->ents[3].hash ^= 1;
     assert_int_equal(arc_same_content(a, 3, b, 3), 0);
     b->ents[3].hash ^= 1;
-    b->secs[b->shards[1].sec + 2].hash ^= 1; /* shard 1's root stored otherwise */
+    b->secs[b->shards[1].sec + 2].hash ^= 1;           /* shard 1's root stored otherwise */
     assert_int_equal(arc_same_content(a, 2, b, 2), 0); /* big runs through it */
     assert_int_equal(arc_same_content(a, 1, b, 1), 1);
     assert_int_equal(arc_same_content(a, 3, b, 3), 1);
