@@ -559,6 +559,10 @@ EOF_PY
             i=$((i + 1))
         done < <(cd "$T" && find linux-slice -type f | sort | awk 'NR % 7 == 0')
         echo "new in round $round" | tee "$T/new$round" >"$M/new$round"
+        if [ "$round" = 1 ]; then # a large new file: parts of the shard size, built at once
+            (cd "$T/linux-slice" && find . -type f | sort | xargs cat) | head -c 1500000 |
+                tee "$T/large" >"$M/large"
+        fi
         sleep 1
         if [ "$round" = 2 ]; then
             cat "$M/linux-slice/.wordcount" >/dev/null
