@@ -37,6 +37,7 @@ typedef struct plan {
     uint64_t *dead;   /* per old shard: bytes of content no new entry keeps */
     uint64_t *live;   /* per old shard: bytes of content staying in place */
     int64_t *newidx;  /* per old shard: its index in the new archive, -1 when not copied */
+    uint8_t *reused;  /* per old shard: a part kept by the new version of its file */
 } plan;
 
 static void plan_free(plan *p)
@@ -47,6 +48,7 @@ static void plan_free(plan *p)
     free(p->dead);
     free(p->live);
     free(p->newidx);
+    free(p->reused);
 }
 
 /* 1 if old entry o keeps its place: its content is kept and none of its shards is rebuilt. */
@@ -76,7 +78,9 @@ static int make_plan(plan *p, const arc *nw, const int64_t *src)
     p->dead = calloc(ns, sizeof *p->dead);
     p->live = calloc(ns, sizeof *p->live);
     p->newidx = calloc(ns, sizeof *p->newidx);
-    if (!p->kept || !p->rebuild || !p->cut || !p->dead || !p->live || !p->newidx) return -ENOMEM;
+    p->reused = calloc(ns, 1);
+    if (!p->kept || !p->rebuild || !p->cut || !p->dead || !p->live || !p->newidx || !p->reused)
+        return -ENOMEM;
     int fresh = 0;
     for (uint32_t i = 0; i < nw->nents; i++) {
         if (src[i] >= 0) p->kept[src[i]] = 1;
@@ -317,15 +321,17 @@ static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t
 /* The new shards of a compaction as jobs, in the order of the shards they make, which
  * compact_shards runs on its workers: a group of files built as a grammar (stored bare where
  * that is smaller), a part of a file larger than the shard size built so, a group of files
- * stored as their text, a part of such a file, and the hash of a file cut into parts (made
+ * stored as their text, a part of such a file, a part of a file's old version that its new
+ * version begins with (kept as stored, JOB_KEEP), and the hash of a file cut into parts (made
  * apart, as its parts are built apart; no shard). */
-enum { JOB_GROUP, JOB_PART, JOB_TEXT, JOB_TEXT_PART, JOB_HASH };
+enum { JOB_GROUP, JOB_PART, JOB_TEXT, JOB_TEXT_PART, JOB_HASH, JOB_KEEP };
 
 typedef struct job {
     uint8_t kind;
     uint32_t first, k; /* JOB_GROUP, JOB_TEXT: entries map[first, first + k) of nw */
     arc_entry e;       /* parts: the file's entry as it was before the jobs ran */
     uint32_t ent;      /* parts, JOB_HASH: that entry's index */
+    uint32_t from;     /* JOB_KEEP: the old shard kept */
     uint64_t at, end;  /* parts: the file's bytes [at, end) */
     uint32_t shard;    /* the shard made (not JOB_HASH) */
     /* what the job made, read once it is done */
@@ -460,6 +466,10 @@ static int run_job(runner *r, job *j, void *ctx)
                           &j->st, out);
     case JOB_HASH:
         return hash_file(r, j, ctx);
+    case JOB_KEEP:
+        j->runs = r->old->shards[j->from].root_syms;
+        j->st.rules_after = r->old->shards[j->from].nrules;
+        return arc_shard_ref(r->old, j->from, out); /* copied by the writer */
     default:
         return build_part(r, j, ctx, out);
     }
@@ -476,7 +486,7 @@ static int collect(runner *r, job *j)
         e->hash = j->hash;
         return 0;
     }
-    if (j->kind == JOB_PART || j->kind == JOB_TEXT_PART) {
+    if (j->kind == JOB_PART || j->kind == JOB_TEXT_PART || j->kind == JOB_KEEP) {
         if (!j->at) {
             e->shard = j->shard;
             e->root_start = e->root_len = 0;
@@ -556,19 +566,69 @@ static job *add_job(job **jobs, uint32_t *n, uint32_t *cap, uint8_t kind)
     return j;
 }
 
+/* Whether new entry `ent` has a token boundary at byte `at` (0 < at < its size): a change
+ * between word and separator bytes there, as part_end cuts. 1, 0 or a negative errno. */
+static int boundary_at(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at)
+{
+    unsigned char b[2];
+    int rc = fn(ctx, ent, at - 1, b, 2);
+    return rc ? rc : tok_is_word_byte(b[0]) != tok_is_word_byte(b[1]);
+}
+
+/* The parts of file i's old version that its new version still begins with (cw->prefix),
+ * as jobs keeping them as stored from shard *shard on, *at set to where the rest begins.
+ * A part is kept when it lies within the unchanged bytes, holds at least half the shard size
+ * (a short last part is built again with what follows it, so that appends do not leave a
+ * trail of small parts) and still ends where a token ends. */
+static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i,
+                     const compact_workers *cw, compact_read_fn fn, job **jobs, uint32_t *n,
+                     uint32_t *cap, uint32_t *shard, uint64_t *at)
+{
+    const arc *old = p->old;
+    const arc_entry *e = &nw->ents[i];
+    int64_t o = -1;
+    uint32_t first, last;
+    uint64_t same = src[i] == -1 && cw->prefix ? cw->prefix(cw->ctxs[0], i, &o) : 0;
+    if (!same || o < 0 || (uint64_t)o >= old->nents ||
+        !arc_entry_parts(old, (uint32_t)o, &first, &last))
+        return 0;
+    for (uint32_t s = first; s <= last && !p->reused[s]; s++) {
+        uint64_t end = *at + old->shards[s].bytes;
+        if (end > same || old->shards[s].bytes < p->shard_size / 2) break;
+        int rc = end < e->size ? boundary_at(fn, cw->ctxs[0], i, end) : 1;
+        if (rc < 0) return rc;
+        if (!rc) break;
+        job *j = add_job(jobs, n, cap, JOB_KEEP);
+        if (!j) return tdc_error(-ENOMEM, "out of memory");
+        j->e = *e;
+        j->ent = i;
+        j->at = *at;
+        j->end = end;
+        j->from = s;
+        j->shard = (*shard)++;
+        p->reused[s] = 1;
+        *at = end;
+    }
+    return 0;
+}
+
 /* File i of nw, larger than the shard size, as jobs: its parts of about that size from shard
  * *shard on, each cut where a token ends (part_end), as pack cuts such a file, so that reads
  * load the part of their bytes alone (arc_entry_parts) and no build holds more than a
  * shard's content; then its hash. */
-static int cut_jobs(const arc *old, const arc *nw, const int64_t *src, uint32_t i, int text,
-                    uint64_t shard_size, compact_read_fn fn, void *ctx, job **jobs, uint32_t *n,
+static int cut_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i, int text,
+                    const compact_workers *cw, compact_read_fn fn, job **jobs, uint32_t *n,
                     uint32_t *cap, uint32_t *shard)
 {
+    const arc *old = p->old;
     const arc_entry *e = &nw->ents[i];
-    for (uint64_t at = 0, end; at < e->size; at = end) {
+    uint64_t shard_size = p->shard_size, at = 0;
+    void *ctx = cw->ctxs[0];
+    int rc = keep_jobs(p, nw, src, i, cw, fn, jobs, n, cap, shard, &at);
+    if (rc) return rc;
+    for (uint64_t end; at < e->size; at = end) {
         end = e->size;
-        int rc =
-            e->size - at > shard_size ? part_end(fn, ctx, i, at + shard_size, e->size, &end) : 0;
+        rc = e->size - at > shard_size ? part_end(fn, ctx, i, at + shard_size, e->size, &end) : 0;
         job *j = rc ? NULL : add_job(jobs, n, cap, text ? JOB_TEXT_PART : JOB_PART);
         if (rc) return rc;
         if (!j) return tdc_error(-ENOMEM, "out of memory");
@@ -597,8 +657,8 @@ static int cut_jobs(const arc *old, const arc *nw, const int64_t *src, uint32_t 
  * groups of about the shard size, first the grammar shards, then those stored as their text
  * (text[i], as pack decides). */
 static int make_jobs(const plan *p, const arc *nw, const int64_t *src, const uint8_t *text,
-                     uint32_t ntext, compact_read_fn fn, void *ctx, uint32_t *map, job **jobs,
-                     uint32_t *n, uint32_t *shard)
+                     uint32_t ntext, compact_read_fn fn, const compact_workers *cw, uint32_t *map,
+                     job **jobs, uint32_t *n, uint32_t *shard)
 {
     uint32_t cap = 0, used = 0;
     int rc = 0;
@@ -615,8 +675,7 @@ static int make_jobs(const plan *p, const arc *nw, const int64_t *src, const uin
             }
             if (pass ? !k : !k && (*shard || ntext)) break;
             if (k == 1 && nw->ents[map[used]].size > p->shard_size) { /* a file of its own, cut */
-                rc = cut_jobs(p->old, nw, src, map[used], pass, p->shard_size, fn, ctx, jobs, n,
-                              &cap, shard);
+                rc = cut_jobs(p, nw, src, map[used], pass, cw, fn, jobs, n, &cap, shard);
                 continue;
             }
             job *j = add_job(jobs, n, &cap, pass ? JOB_TEXT : JOB_GROUP);
@@ -733,8 +792,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
             !(rc = text_file(old, nw, src, i, fn, cw->ctxs[0], blk, cc, &text[i])))
             ntext += text[i];
     ZSTD_freeCCtx(cc);
-    if (!rc)
-        rc = make_jobs(&p, nw, src, text, ntext, fn, cw->ctxs[0], map, &r.jobs, &r.njobs, &nsh);
+    if (!rc) rc = make_jobs(&p, nw, src, text, ntext, fn, cw, map, &r.jobs, &r.njobs, &nsh);
     /* A slot for each shard the jobs make, then the jobs on the workers. */
     if (!rc && nsh > o.cap) {
         arc_coded *t = realloc(o.sh, nsh * sizeof *t);

@@ -30,6 +30,12 @@ typedef struct compact_workers {
     unsigned n;
     mbud *bud;
     uint64_t each;
+    /* Optional: how many leading bytes of new entry `ent` are, unchanged, the leading bytes
+     * of old entry *old (0, *old -1: none known). With it, a new file larger than the shard
+     * size whose old version was cut into parts keeps the parts it still begins with, each
+     * of at least half the shard size and ending where a token still ends, as stored; only
+     * the rest is built (an append to a large log builds its last part and the new bytes). */
+    uint64_t (*prefix)(void *ctx, uint32_t ent, int64_t *old);
 } compact_workers;
 
 /* What building a shard holds, for a shard of `bytes` of content: measured with pack and

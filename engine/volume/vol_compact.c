@@ -85,6 +85,25 @@ static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
     return (size_t)k == n ? 0 : tdc_error(-EIO, "file changed size while compacting");
 }
 
+/* How many leading bytes of new entry `ent` are its archived content's, unchanged, and
+ * which old entry that is (compact_workers' prefix): the pieces its table begins with that
+ * come from the archive at their own offsets. */
+static uint64_t same_prefix(void *p, uint32_t ent, int64_t *old)
+{
+    const creader *r = p;
+    const vnode *n = r->c->snap[ent];
+    uint64_t end = 0;
+    *old = -1;
+    if (!n || !n->pt || n->ent < 0) return 0;
+    for (size_t i = 0; i < n->pt->n; i++) {
+        const pt_piece *pc = &n->pt->p[i];
+        if (pc->kind != PT_BASE || pc->src != end) break;
+        end = pc->end;
+    }
+    if (end) *old = n->ent;
+    return end;
+}
+
 /* What reading node n's content needs, copied: the snapshot of a changed file. */
 static vnode *snap_node(const vnode *n)
 {
@@ -248,7 +267,7 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         rc = ctxs ? make_readers(c, n) : tdc_error(-ENOMEM, "out of memory");
         for (unsigned t = 0; !rc && t < n; t++)
             ctxs[t] = &c->rds[t];
-        compact_workers cw = {ctxs, n, v->bud, each};
+        compact_workers cw = {ctxs, n, v->bud, each, same_prefix};
         if (!rc) rc = arc_sink_open(&c->sink, v->path);
         if (!rc)
             rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, v->o.shard_size, v->o.level,

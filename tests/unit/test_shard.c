@@ -19,6 +19,7 @@
 #include "../../engine/build/compact_shards.h"
 #include "../../engine/backend/backend.h"
 #include "../../engine/base/err.h"
+#include "../../engine/base/tok.h"
 #include "../../engine/build/pack.h"
 #include "../../engine/volume/vol.h"
 #include "../../engine/index/idx.h"
@@ -965,6 +966,93 @@ static void test_compaction_workers(void **state)
     buf_free(&noise);
 }
 
+/* The byte where each part of file `name` ends in the archive at `path` (ends[0..*n)). */
+static void part_ends(const char *path, const char *name, uint64_t *ends, uint32_t *n)
+{
+    arc *a;
+    uint32_t first, last;
+    assert_int_equal(arc_open_meta(path, &a), 0);
+    int64_t e = arc_lookup(a, name);
+    assert_true(e > 0);
+    assert_true(arc_entry_parts(a, (uint32_t)e, &first, &last));
+    *n = 0;
+    for (uint64_t at = 0; first <= last; first++)
+        ends[(*n)++] = at += a->shards[first].bytes;
+    arc_free(a);
+}
+
+/* Compact v; the bytes it built anew. Then file `name` must read as want (n bytes) with its
+ * hash, in the archive at path. */
+static uint64_t compact_check(vol *v, const char *path, const char *name, const char *want,
+                              size_t n)
+{
+    vol_compact_stats st;
+    if (vol_compact(v, &st)) fail_msg("%s", tdc_errmsg());
+    arc *a;
+    idx *x;
+    assert_int_equal(arc_open(path, &a), 0);
+    assert_int_equal(idx_build(a, &x), 0);
+    int64_t e = arc_lookup(a, name);
+    assert_true(e > 0);
+    assert_int_equal(a->ents[e].size, n);
+    char *got = malloc(n);
+    assert_int_equal(idx_extract(x, (uint32_t)e, 0, got, n), (ssize_t)n);
+    assert_memory_equal(got, want, n);
+    assert_int_equal(a->ents[e].hash, XXH3_64bits(want, n));
+    free(got);
+    idx_free(x);
+    arc_free(a);
+    return st.dirty_bytes;
+}
+
+/* A file cut into parts keeps, through a compaction, the parts its new version still begins
+ * with: after an append only the short last part and the new bytes are built; after a cut
+ * back to a part's end and an append that joins a word across it, the parts before that one;
+ * after an edit in the first part, nothing. The file reads back exactly every time. */
+static void test_compaction_keeps_parts(void **state)
+{
+    (void)state;
+    char *p = copy_sharded("keep.tdc");
+    vol_opts o = {.writable = 1, .shard_size = 4096};
+    vol *v;
+    struct stat sb, in = {0};
+    buf want = {0};
+    uint64_t ends[64];
+    uint32_t n;
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    assert_int_equal(vol_mknode(v, 1, "log", S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
+    buf_put(&want, big.p, big.n);
+    assert_int_equal(vol_write(v, sb.st_ino, 0, want.p, want.n), 0);
+    assert_int_equal(compact_check(v, p, "log", (char *)want.p, want.n), want.n);
+    part_ends(p, "log", ends, &n);
+    assert_true(n >= 6);
+    /* an append: every part but a short last one is kept */
+    uint32_t full = ends[n - 1] - ends[n - 2] >= 2048 ? n : n - 1;
+    assert_int_equal(vol_write(v, sb.st_ino, want.n, " tail words\n", 12), 0);
+    buf_put(&want, " tail words\n", 12);
+    assert_int_equal(compact_check(v, p, "log", (char *)want.p, want.n), want.n - ends[full - 1]);
+    /* cut back to the end of a part after a word, and a word appended to it: that part's
+     * end is no longer where a token ends, so it is built again with what follows */
+    part_ends(p, "log", ends, &n);
+    uint32_t k = 2;
+    while (k < n - 1 && !tok_is_word_byte(want.p[ends[k] - 1]))
+        k++;
+    assert_true(k < n - 1);
+    in.st_size = (off_t)ends[k];
+    assert_int_equal(vol_setattr(v, sb.st_ino, VOL_SET_SIZE, &in, &sb), 0);
+    assert_int_equal(vol_write(v, sb.st_ino, ends[k], "zzz", 3), 0);
+    want.n = ends[k];
+    buf_put(&want, "zzz", 3);
+    assert_int_equal(compact_check(v, p, "log", (char *)want.p, want.n), want.n - ends[k - 1]);
+    /* an edit in the first part: nothing kept */
+    assert_int_equal(vol_write(v, sb.st_ino, 10, "X", 1), 0);
+    want.p[10] = 'X';
+    assert_int_equal(compact_check(v, p, "log", (char *)want.p, want.n), want.n);
+    vol_close(v);
+    buf_free(&want);
+    drop_copy(p);
+}
+
 /* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
 static uint64_t shard_sig(const char *path, uint32_t k)
 {
@@ -1560,6 +1648,7 @@ int main(void)
         cmocka_unit_test(test_no_empty_shard),
         cmocka_unit_test(test_sink),
         cmocka_unit_test(test_compaction_workers),
+        cmocka_unit_test(test_compaction_keeps_parts),
         cmocka_unit_test(test_compaction_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
