@@ -579,8 +579,9 @@ static int boundary_at(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at)
  * as jobs keeping them as stored from shard *shard on, *at set to where the rest begins.
  * A part is kept when it lies within the unchanged bytes, holds at least half the shard size
  * (a short last part is built again with what follows it, so that appends do not leave a
- * trail of small parts) and still ends where a token ends. */
-static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i,
+ * trail of small parts), is stored as the rest will be (as text with token references, or
+ * not: `text`) and still ends where a token ends. */
+static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i, int text,
                      const compact_workers *cw, compact_read_fn fn, job **jobs, uint32_t *n,
                      uint32_t *cap, uint32_t *shard, uint64_t *at)
 {
@@ -589,12 +590,13 @@ static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t 
     int64_t o = -1;
     uint32_t first, last;
     uint64_t same = src[i] == -1 && cw->prefix ? cw->prefix(cw->ctxs[0], i, &o) : 0;
-    if (!same || o < 0 || (uint64_t)o >= old->nents ||
+    if (!same || o < 0 || (uint64_t)o >= old->nents || p->kept[o] ||
         !arc_entry_parts(old, (uint32_t)o, &first, &last))
         return 0;
     for (uint32_t s = first; s <= last && !p->reused[s]; s++) {
         uint64_t end = *at + old->shards[s].bytes;
         if (end > same || old->shards[s].bytes < p->shard_size / 2) break;
+        if ((arc_shard_text(old, s) == 1) != text) break; /* stored as the rest will be */
         int rc = end < e->size ? boundary_at(fn, cw->ctxs[0], i, end) : 1;
         if (rc < 0) return rc;
         if (!rc) break;
@@ -624,7 +626,7 @@ static int cut_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i
     const arc_entry *e = &nw->ents[i];
     uint64_t shard_size = p->shard_size, at = 0;
     void *ctx = cw->ctxs[0];
-    int rc = keep_jobs(p, nw, src, i, cw, fn, jobs, n, cap, shard, &at);
+    int rc = keep_jobs(p, nw, src, i, text, cw, fn, jobs, n, cap, shard, &at);
     if (rc) return rc;
     for (uint64_t end; at < e->size; at = end) {
         end = e->size;
