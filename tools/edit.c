@@ -38,7 +38,7 @@ const char usage_apply[] =
     "The archive must not be mounted writable at the same time (the journal has one writer).\n";
 
 const char usage_compact[] =
-    "usage: tadoc compact [--level N] [--shard-size SIZE] [-j N] [--force] ARCHIVE\n"
+    "usage: tadoc compact [--level N] [--shard-size SIZE] [-j N] [--mem SIZE] [--force] ARCHIVE\n"
     "\n"
     "Fold ARCHIVE.journal into the archive: edited files are tokenized and compressed into new\n"
     "rules against the existing dictionary (or, when they are a quarter of the content or the\n"
@@ -55,6 +55,9 @@ const char usage_compact[] =
     "                         pack would choose for the archive, at least 64M)\n"
     "  -j, --jobs N           shards built at once, shard by shard (default: one a core, those\n"
     "                         past the first while the memory budget has room for them)\n"
+    "  -m, --mem SIZE         the memory budget the shards read and the builds past the first\n"
+    "                         share, with K, M or G (default 256M, or an eighth of the memory\n"
+    "                         where that is less)\n"
     "  -f, --force            rewrite the archive even with an empty journal\n";
 
 enum { OP_INSERT, OP_APPEND, OP_EXTRACT, OP_WRITE, OP_TRUNCATE, OP_DELETE };
@@ -464,12 +467,15 @@ int cmd_compact(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"level", 1, 0, 'l'}, {"shard-size", 1, 0, 'S'}, {"jobs", 1, 0, 'j'},
-        {"force", 0, 0, 'f'}, {0, 0, 0, 0}};
+        {"mem", 1, 0, 'm'},   {"force", 0, 0, 'f'},      {0, 0, 0, 0}};
     int level = 0, force = 0, jobs = 0, c;
-    uint64_t shard_size = 0;
+    uint64_t shard_size = 0, mem = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:S:j:f", lo, NULL)) != -1) {
-        if (c == 'j') {
+    while ((c = getopt_long(argc, argv, "l:S:j:m:f", lo, NULL)) != -1) {
+        if (c == 'm') {
+            if (parse_size(optarg, &mem) || mem < ((uint64_t)1 << 20))
+                return usage_err(usage_compact, "--mem must be a size of 1M or more");
+        } else if (c == 'j') {
             jobs = atoi(optarg);
             if (jobs < 1 || jobs > 1024) return usage_err(usage_compact, "-j is 1..1024");
         } else if (c == 'S') {
@@ -490,6 +496,7 @@ int cmd_compact(int argc, char **argv)
     vo.level = level;
     vo.shard_size = shard_size;
     vo.compact_jobs = (unsigned)jobs;
+    if (mem) vo.mem = mem;
     jrnl_stats js;
     int rc = vol_open(argv[optind], &vo, &v, &js);
     if (rc) return fail(rc);

@@ -238,3 +238,36 @@ old_compacted() {
     [ -p "$M/d/fifo" ]
     old_compacted
 }
+
+@test "tadoc compact -j and --mem: the same shards on one thread and on four; no build past the first where the budget has no room for one" {
+    local t=$S/t
+    mkdir -p "$t"
+    cp -r "$CORPORA/linux-slice" "$t/"
+    "$TADOC" pack -q "$t" -o "$S/b.tdc" --shard-size 64K
+    mkdir "$S/m"
+    mnt "$S/b.tdc" "$S/m"
+    (cd "$t/linux-slice" && find . -type f | sort | xargs cat) | head -c 1500000 |
+        tee "$t/large" >"$S/m/large"
+    printf 'appended\n' | tee -a "$t/linux-slice/Makefile" >>"$S/m/linux-slice/Makefile"
+    M=$S/m umnt "$S/b.tdc"
+    cp "$S/b.tdc" "$S/c.tdc"
+    cp "$S/b.tdc.journal" "$S/c.tdc.journal"
+    run "$TADOC" compact -j 1 "$S/b.tdc"
+    [ "$status" -eq 0 ] && [[ "$output" == *" on 1 threads,"* ]]
+    run "$TADOC" compact -j 4 --mem 1G "$S/c.tdc"
+    [ "$status" -eq 0 ] && [[ "$output" == *" threads,"* ]]
+    # every section of every shard, as `tadoc stat` lists them, the same
+    diff <("$TADOC" stat "$S/b.tdc" | awk '$1 ~ /^[0-9]+$/' ) <("$TADOC" stat "$S/c.tdc" | awk '$1 ~ /^[0-9]+$/')
+    [ "$("$TADOC" stat "$S/b.tdc" | awk '/^shards/ {print $2}')" -gt 20 ]
+    "$TADOC" unpack "$S/c.tdc" "$S/out"
+    diff -r "$t" "$S/out"
+    # A budget smaller than one build: the first worker alone.
+    "$TADOC" pack -q "$t" -o "$S/d.tdc" --shard-size 64K
+    mnt "$S/d.tdc" "$S/m"
+    printf 'more\n' >>"$S/m/large"
+    M=$S/m umnt "$S/d.tdc"
+    run "$TADOC" compact -j 4 --mem 1M "$S/d.tdc"
+    [ "$status" -eq 0 ] && [[ "$output" == *" on 1 threads,"* ]]
+    run "$TADOC" compact --mem 0 "$S/d.tdc"
+    [ "$status" -eq 2 ]
+}
