@@ -864,7 +864,7 @@ static char *compact_on(const char *name, unsigned jobs, uint64_t mem, buf *want
     assert_int_equal(vol_mknode(v, 1, "cut", S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
     assert_int_equal(vol_write(v, sb.st_ino, 0, big.p, big.n), 0);
     for (int i = 0; i < 6; i++) {
-        char n[16];
+        char n[32];
         snprintf(n, sizeof n, "small%d", i);
         assert_int_equal(vol_mknode(v, 1, n, S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
         assert_int_equal(vol_write(v, sb.st_ino, 0, big.p + 100 * i, 700 + 300 * i), 0);
