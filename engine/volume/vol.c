@@ -1775,7 +1775,7 @@ static void *compactor(void *p)
 {
     vol *v = p;
     vol_compact_stats st;
-    int rc = vol_compact(v, &st);
+    int rc = vol_compact_bg(v, &st);
     rbegin(v);
     uint64_t size = jrnl_size(v->j);
     rend(v);

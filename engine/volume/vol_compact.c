@@ -60,6 +60,7 @@ struct cctx {
     creader *rds;  /* nrds of them, the first the build's own */
     unsigned nrds;
     int view; /* building an in-memory view, not an archive to write */
+    int bg;   /* a background compaction (vol_compact_bg) */
     const arc *old; /* the archive compacted: v->a loaded, or under a budget `meta` */
     arc *meta;      /* a copy of v->a's file table alone, which a load cannot change */
     /* The snapshot the build reads, so that changes go on meanwhile: per new entry, for a
@@ -225,16 +226,18 @@ static int snapshot(vol *v, cctx *c)
     return rc;
 }
 
-/* How many shards a compaction builds at once (unless the options say): one a core, as many
+/* How many shards a compaction builds at once (unless the options say): one a core, or for a
+ * background compaction one on every other core (reads and changes keep the rest), as many
  * as the memory allows each (COMPACT_BUILD_MEM): under a budget the workers past the first
  * take their share of it (compact_workers), else a quarter of the machine's memory bounds
  * them. */
-static unsigned build_workers(const vol *v, uint64_t each)
+static unsigned build_workers(const vol *v, int bg, uint64_t each)
 {
     if (v->o.compact_jobs) return v->o.compact_jobs;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
     long page = sysconf(_SC_PAGESIZE);
     uint64_t n = cpus > 1 ? (uint64_t)cpus : 1;
+    if (bg && n > 1) n /= 2;
     if (!v->bud && pages > 0 && page > 0) {
         uint64_t fit = (uint64_t)pages * (uint64_t)page / 4 / each;
         if (fit < n) n = fit ? fit : 1;
@@ -262,7 +265,7 @@ static int build(vol *v, cctx *c, compact_stats *cs)
     int rc;
     if (!c->view && compact_by_shards(c->old, v->o.shard_size)) {
         uint64_t each = COMPACT_BUILD_MEM(compact_shard_size(c->old, v->o.shard_size));
-        unsigned n = build_workers(v, each);
+        unsigned n = build_workers(v, c->bg, each);
         void **ctxs = calloc(n, sizeof *ctxs);
         rc = ctxs ? make_readers(c, n) : tdc_error(-ENOMEM, "out of memory");
         for (unsigned t = 0; !rc && t < n; t++)
@@ -574,10 +577,10 @@ static int take_snapshot(vol *v, cctx *c, vol_compact_stats *st)
     return rc;
 }
 
-/* vol_compact under cplock. */
-static int compact(vol *v, vol_compact_stats *st)
+/* vol_compact under cplock; `bg` for a background one. */
+static int compact(vol *v, vol_compact_stats *st, int bg)
 {
-    cctx c = {.v = v};
+    cctx c = {.v = v, .bg = bg};
     arc *na = NULL;
     idx *nx = NULL;
     char *tmp = NULL;
@@ -634,15 +637,25 @@ static int compact(vol *v, vol_compact_stats *st)
     return rc;
 }
 
-int vol_compact(vol *v, vol_compact_stats *st)
+static int compact_locked(vol *v, vol_compact_stats *st, int bg)
 {
     memset(st, 0, sizeof *st);
     if (!v->o.writable) return tdc_error(-EROFS, "%s: opened read-only", v->path);
     pthread_mutex_lock(&v->cplock);
-    int rc = compact(v, st);
+    int rc = compact(v, st, bg);
     note_result(v, rc);
     pthread_mutex_unlock(&v->cplock);
     return rc;
+}
+
+int vol_compact(vol *v, vol_compact_stats *st)
+{
+    return compact_locked(v, st, 0);
+}
+
+int vol_compact_bg(vol *v, vol_compact_stats *st)
+{
+    return compact_locked(v, st, 1);
 }
 
 void vol_compact_error(vol *v, char *msg, size_t n)

@@ -189,6 +189,9 @@ int vol_model_check(const vol *v, const vol *w);
 void vol_model_swap(vol *v, vol *w);
 void vol_model_free(vol *w);
 
+/* vol_compact for the background compactor thread: on every other core (build_workers). */
+int vol_compact_bg(vol *v, vol_compact_stats *st);
+
 /* The lock discipline of vol.c, for vol_compact.c. */
 void vol_rdlock(vol *v);
 void vol_wrlock(vol *v);
