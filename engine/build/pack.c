@@ -71,6 +71,14 @@ struct pack_job {
     uint64_t done, total;
     int rc;
     char err[512];
+    /* pack_run_to: each group's shards written to the sink as soon as it and every group
+     * before it are packed, so that a pack holds the groups being packed and a few waiting
+     * their turn, not every coded shard; no group is taken `window` or more past next_put */
+    arc_sink *sink;
+    unsigned char *gdone; /* per group: packed */
+    size_t next_put, window;
+    int putting; /* a worker is putting groups into the sink */
+    pthread_cond_t turn; /* next_put moved, or a worker failed */
 };
 typedef struct pack_job packer;
 
@@ -683,6 +691,40 @@ static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
 }
 
 /* A worker: takes the next group until none is left or a worker failed. */
+/* The worker's failure rc recorded, unless one came first. Caller holds the lock. */
+static void failed(packer *p, int rc)
+{
+    if (!p->rc) {
+        p->rc = rc;
+        snprintf(p->err, sizeof p->err, "%s", tdc_errmsg());
+    }
+    pthread_cond_broadcast(&p->turn);
+}
+
+/* Group gi packed: with a sink, every packed group from next_put on put into it in order (by
+ * one worker at a time, without the lock while it writes). */
+static void put_ready(packer *p, size_t gi)
+{
+    pthread_mutex_lock(&p->lock);
+    p->gdone[gi] = 1;
+    if (!p->putting) {
+        p->putting = 1;
+        while (!p->rc && p->next_put < p->ngroups && p->gdone[p->next_put]) {
+            group *g = &p->groups[p->next_put];
+            pthread_mutex_unlock(&p->lock);
+            int rc = 0;
+            for (uint32_t k = 0; k < g->nsh && !rc; k++)
+                rc = arc_sink_put(p->sink, &g->sh[k]);
+            pthread_mutex_lock(&p->lock);
+            if (rc) failed(p, rc);
+            p->next_put++;
+            pthread_cond_broadcast(&p->turn);
+        }
+        p->putting = 0;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void *worker(void *arg)
 {
     packer *p = arg;
@@ -690,6 +732,9 @@ static void *worker(void *arg)
     unsigned char *blk = malloc(blksz);
     for (;;) {
         pthread_mutex_lock(&p->lock);
+        while (p->sink && !p->rc && p->next_group < p->ngroups &&
+               p->next_group >= p->next_put + p->window)
+            pthread_cond_wait(&p->turn, &p->lock);
         size_t gi = p->next_group;
         while (gi < p->ngroups && p->take && !p->take[gi])
             gi++;
@@ -702,11 +747,10 @@ static void *worker(void *arg)
         if (rc) {
             if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
             pthread_mutex_lock(&p->lock);
-            if (!p->rc) {
-                p->rc = rc;
-                snprintf(p->err, sizeof p->err, "%s", tdc_errmsg());
-            }
+            failed(p, rc);
             pthread_mutex_unlock(&p->lock);
+        } else if (p->sink) {
+            put_ready(p, gi);
         }
     }
     free(blk);
@@ -870,6 +914,7 @@ static int run_workers(packer *p)
     pthread_t *th = calloc(jobs, sizeof *th);
     size_t started = 0;
     if (!th) return -ENOMEM;
+    p->window = 2 * jobs;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
@@ -927,6 +972,7 @@ static packer *new_packer(const char *dir, const pack_opts *opts)
     p->shard_size = p->o->shard_size; /* 0: chosen by plan_groups from the content */
     p->level = p->o->level ? p->o->level : PACK_LEVEL_DEFAULT;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->turn, NULL);
     return p;
 }
 
@@ -1026,6 +1072,24 @@ int pack_run(pack_job *p, const unsigned char *take)
     p->next_group = 0;
     int rc = run_workers(p);
     if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
+    return rc;
+}
+
+int pack_run_to(pack_job *p, const char *out)
+{
+    if (p->sink) return tdc_error(-EINVAL, "packed twice");
+    p->sink = calloc(1, sizeof *p->sink);
+    p->gdone = calloc(p->ngroups ? p->ngroups : 1, 1);
+    if (!p->sink || !p->gdone) return tdc_error(-ENOMEM, "out of memory while packing");
+    int rc = arc_sink_open(p->sink, out);
+    if (rc) {
+        free(p->sink);
+        p->sink = NULL;
+        return rc;
+    }
+    p->next_put = 0;
+    rc = pack_run(p, NULL);
+    if (!rc && p->next_put != p->ngroups) rc = tdc_error(-EIO, "internal: groups left unwritten");
     return rc;
 }
 
@@ -1173,8 +1237,17 @@ static int write_job(pack_job *p, const char *out, const char *over, pack_stats 
     a.ents = p->ents;
     a.nents = (uint32_t)p->nents;
     a.plain = p->o->plain;
-    rc = over ? arc_write_coded_over(over, &a, sh, n, p->level)
-              : arc_write_coded(out, &a, sh, n, p->level);
+    if (p->sink) { /* pack_run_to wrote the shards */
+        char *tmp = NULL;
+        rc = arc_sink_finish(p->sink, &a, sh, n, p->level, &tmp);
+        free(p->sink);
+        p->sink = NULL;
+        if (!rc && (rc = arc_commit(tmp, out)) > 0) rc = -EIO; /* the message says why */
+        free(tmp);
+    } else {
+        rc = over ? arc_write_coded_over(over, &a, sh, n, p->level)
+                  : arc_write_coded(out, &a, sh, n, p->level);
+    }
     free(a.byino); /* the inode order arc_write's table check built */
     *st = p->st;
     for (size_t i = 0; i < p->nfiles; i++)
@@ -1220,6 +1293,10 @@ void pack_job_free(pack_job *p)
         arc_entry_clear(&p->ents[i]);
     free(p->ents);
     free(p->links);
+    if (p->sink) arc_sink_abort(p->sink); /* a pack that failed before it was written */
+    free(p->sink);
+    free(p->gdone);
+    pthread_cond_destroy(&p->turn);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -1229,7 +1306,7 @@ int pack_dir(const char *dir, const char *out, const pack_opts *opts, pack_stats
     pack_job *p;
     memset(stats, 0, sizeof *stats);
     int rc = pack_plan(dir, opts, &p);
-    if (!rc) rc = pack_run(p, NULL);
+    if (!rc) rc = pack_run_to(p, out);
     if (!rc) rc = pack_write(p, out, stats);
     pack_job_free(p);
     return rc;

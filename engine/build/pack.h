@@ -95,6 +95,11 @@ int pack_plan_decode(const char *dir, const pack_opts *opts, const unsigned char
 
 /* Pack the groups g with take[g] set (NULL: all) on opts->jobs threads. */
 int pack_run(pack_job *j, const unsigned char *take);
+/* Pack every group, each group's shards written as soon as it and those before it are packed
+ * into a temporary file beside `out` (arc_sink), which pack_write(j, out, ...) then
+ * completes and commits; so that no more than the groups being packed and a few waiting
+ * their turn are held. The file is removed if the pack fails or the job is freed unwritten. */
+int pack_run_to(pack_job *j, const char *out);
 /* Files this process found changed as it read them (pack_stats.changed) in its pack_run. */
 uint64_t pack_changed(const pack_job *j);
 /* The error a pack that wrote `out` but found `changed` files changed as it read them ends
@@ -115,7 +120,8 @@ int pack_group_decode(pack_job *j, uint32_t g, const unsigned char *p, size_t n)
 int pack_shards(pack_job *j, const arc_coded **sh, uint32_t *n);
 uint32_t pack_group_first_shard(const pack_job *j, uint32_t g);
 
-/* Write the archive: to a new file committed at `out` (every group packed here), or into
+/* Write the archive: to a new file committed at `out` (every group packed here; after
+ * pack_run_to, the file it wrote completed and committed), or into
  * `tmp`, which holds every shard's sections at arc_coded_offset (arc_write_coded_over; the
  * caller commits). *st: what the plan and the groups counted. */
 int pack_write(pack_job *j, const char *out, pack_stats *st);

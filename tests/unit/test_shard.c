@@ -1053,6 +1053,56 @@ static void test_compaction_keeps_parts(void **state)
     drop_copy(p);
 }
 
+/* pack_run_to writes each group's shards as it goes into a temporary file that pack_write
+ * completes and commits: the archive is the same as one packed with pack_run and pack_write
+ * (but for its id), and a job freed before pack_write leaves no file behind. */
+static void test_pack_streamed(void **state)
+{
+    (void)state;
+    char src[4096];
+    snprintf(src, sizeof src, "%s/all", dir);
+    pack_opts po = {.shard_size = 4096, .jobs = 3};
+    char *a = tu_tmppath("streamed.tdc"), *b = tu_tmppath("at-once.tdc");
+    pack_job *j;
+    pack_stats st;
+    assert_int_equal(pack_plan(src, &po, &j), 0);
+    assert_int_equal(pack_run_to(j, a), 0);
+    assert_int_equal(pack_run_to(j, a), -EINVAL);
+    assert_true(temps_beside(a));
+    assert_int_equal(pack_write(j, a, &st), 0);
+    assert_false(temps_beside(a));
+    pack_job_free(j);
+    assert_int_equal(pack_plan(src, &po, &j), 0);
+    assert_int_equal(pack_run(j, NULL), 0);
+    assert_int_equal(pack_write(j, b, &st), 0);
+    pack_job_free(j);
+    assert_true(st.shards > 4);
+    same_shards(a, b);
+    arc *x, *y;
+    assert_int_equal(arc_open(a, &x), 0);
+    assert_int_equal(arc_open(b, &y), 0);
+    assert_int_equal(x->nents, y->nents);
+    for (uint32_t i = 0; i < x->nents; i++) {
+        assert_string_equal(x->ents[i].path, y->ents[i].path);
+        assert_int_equal(x->ents[i].hash, y->ents[i].hash);
+        assert_int_equal(x->ents[i].root_start, y->ents[i].root_start);
+        assert_int_equal(x->ents[i].root_len, y->ents[i].root_len);
+    }
+    arc_free(x);
+    arc_free(y);
+    unlink(a);
+    unlink(b);
+    /* freed unwritten: the temporary file goes with it */
+    assert_int_equal(pack_plan(src, &po, &j), 0);
+    assert_int_equal(pack_run_to(j, a), 0);
+    assert_true(temps_beside(a));
+    pack_job_free(j);
+    assert_false(temps_beside(a));
+    assert_int_equal(access(a, F_OK), -1);
+    free(a);
+    free(b);
+}
+
 /* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
 static uint64_t shard_sig(const char *path, uint32_t k)
 {
@@ -1649,6 +1699,7 @@ int main(void)
         cmocka_unit_test(test_sink),
         cmocka_unit_test(test_compaction_workers),
         cmocka_unit_test(test_compaction_keeps_parts),
+        cmocka_unit_test(test_pack_streamed),
         cmocka_unit_test(test_compaction_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
