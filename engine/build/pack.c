@@ -914,7 +914,7 @@ static int run_workers(packer *p)
     pthread_t *th = calloc(jobs, sizeof *th);
     size_t started = 0;
     if (!th) return -ENOMEM;
-    p->window = 2 * jobs;
+    p->window = 4 * jobs; /* room for groups slower than the others */
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
