@@ -49,12 +49,18 @@ typedef struct fs_ctx {
     uint64_t *damaged;     /* inodes whose content failed its hash; reads fail */
     size_t ndamaged;
     vcache vc; /* virtual file texts computed so far (its own lock) */
+    pthread_mutex_t hlock;     /* guards handles */
+    struct fs_handle *handles; /* the open file and directory handles (fs_handles_free) */
     const char *spill_dir; /* where texts of virtual files larger than spill_at go (vtext.h) */
     uint64_t spill_at;
 } fs_ctx;
 
 /* The operation table; every handler replies exactly once. */
 extern const struct fuse_lowlevel_ops fs_ops;
+
+/* Free the handles the kernel never released, after the session ended: a RELEASE queued
+ * behind the unmount's DESTROY is dropped when the kernel aborts the connection. */
+void fs_handles_free(fs_ctx *c);
 
 /* Reads and writes up to this size are quick (fs_quick) where they need not wait: larger ones
  * go to the workers, so that parallel readers of large files extract on several cores. */

@@ -249,6 +249,7 @@ int main(int argc, char **argv)
     pthread_mutex_init(&c.slock, NULL);
     pthread_mutex_init(&c.vlock, NULL);
     pthread_mutex_init(&c.dlock, NULL);
+    pthread_mutex_init(&c.hlock, NULL);
     pthread_mutex_init(&c.vc.lock, NULL);
     sreg_init(&c.search);
     c.owner = (uint32_t)getuid();
@@ -441,12 +442,14 @@ out_signals:
 out_session:
     fuse_session_destroy(se);
 out_arc:
+    fs_handles_free(&c);
     vol_close(c.v); /* writes out buffered records */
     sreg_free(&c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
     pthread_mutex_destroy(&c.vlock);
     pthread_mutex_destroy(&c.dlock);
+    pthread_mutex_destroy(&c.hlock);
     vcache_clear(&c.vc);
     pthread_mutex_destroy(&c.vc.lock);
     free(c.vsize);

@@ -36,7 +36,36 @@
 _Static_assert(SEARCH_DIR < 8, "a virtual file's kind is 3 bits of its inode number");
 
 /* Per-open state: a regular file (reader and running hash) or a computed virtual file. */
+/* What every open file and directory handle begins with: its place among c->handles. */
+typedef struct fs_handle {
+    struct fs_handle *prev, *next;
+    int dir;
+} fs_handle;
+
+static void handle_add(fs_ctx *c, fs_handle *h, int dir)
+{
+    h->dir = dir;
+    pthread_mutex_lock(&c->hlock);
+    h->prev = NULL;
+    h->next = c->handles;
+    if (c->handles) c->handles->prev = h;
+    c->handles = h;
+    pthread_mutex_unlock(&c->hlock);
+}
+
+static void handle_del(fs_ctx *c, fs_handle *h)
+{
+    pthread_mutex_lock(&c->hlock);
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        c->handles = h->next;
+    if (h->next) h->next->prev = h->prev;
+    pthread_mutex_unlock(&c->hlock);
+}
+
 typedef struct fs_file {
+    fs_handle h;
     pthread_mutex_t lock;
     int virt;
     vtext *vt;  /* the virtual file's text (a reference) */
@@ -47,6 +76,8 @@ typedef struct fs_file {
 
 /* A directory handle: a snapshot of the entries, taken at opendir and at rewinddir. */
 typedef struct fs_dir {
+    fs_handle h;
+    uint64_t ino; /* the directory's (a virtual one's too) */
     vol_dirent *ents;
     size_t n;
     uint64_t parent;
@@ -622,7 +653,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOMEM);
         return;
     }
+    d->ino = ino;
     if (!vino_of(ino, &dir, &kind) && kind == SEARCH_DIR) {
+        handle_add(c, &d->h, 1);
         fi->fh = (uint64_t)(uintptr_t)d; /* lists nothing: every word is there */
         fuse_reply_open(req, fi);
         return;
@@ -636,6 +669,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     /* Counted like an open file: a directory removed while open keeps its attributes
      * (fstat, fchmod) until the handle goes, as on ext4. */
     vol_ref(c->v, ino, 1);
+    handle_add(c, &d->h, 1);
     fi->fh = (uint64_t)(uintptr_t)d;
     /* The kernel may keep the listing and answer the next listings of this directory from it
      * (a READDIR round trip less each): a listing changes only through this mount, and the
@@ -714,12 +748,19 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, fi, 1);
 }
 
-static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* A directory handle freed: at its RELEASEDIR, or at exit (fs_handles_free). */
+static void dir_free(fs_ctx *c, fs_dir *d)
 {
-    fs_dir *d = (fs_dir *)(uintptr_t)fi->fh;
-    if (is_real(ino)) vol_ref(ctx_of(req)->v, ino, -1);
+    handle_del(c, &d->h);
+    if (is_real(d->ino)) vol_ref(c->v, d->ino, -1);
     vol_list_free(d->ents, d->n);
     free(d);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    dir_free(ctx_of(req), (fs_dir *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -945,6 +986,7 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     }
     pthread_mutex_init(&f->lock, NULL);
     f->virt = 1;
+    handle_add(c, &f->h, 0);
     if (!search) vsize_set(c, ino, key, f->vt->n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->direct_io = 1;
@@ -967,6 +1009,7 @@ static fs_file *new_file(fs_ctx *c, uint64_t ino)
     if (vol_clean_hash(c->v, ino, &want) && !vol_getattr(c->v, ino, &st))
         hashck_init(&f->hc, want, (uint64_t)st.st_size);
     vol_ref(c->v, ino, 1);
+    handle_add(c, &f->h, 0);
     return f;
 }
 
@@ -1115,21 +1158,38 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
         fuse_reply_write(req, size);
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* A file handle freed: at its RELEASE, or at exit (fs_handles_free). */
+static void file_free(fs_ctx *c, fs_file *f)
 {
-    fs_ctx *c = ctx_of(req);
-    fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    handle_del(c, &f->h);
     pthread_mutex_lock(&f->lock); /* wait for a read still answering from this handle */
     pthread_mutex_unlock(&f->lock);
     if (!f->virt) {
         vol_reader_free(&f->rd);
-        vol_ref(c->v, ino, -1);
+        vol_ref(c->v, f->ino, -1);
     }
     vtext_put(f->vt);
     hashck_free(&f->hc);
     pthread_mutex_destroy(&f->lock);
     free(f);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    file_free(ctx_of(req), (fs_file *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
+}
+
+void fs_handles_free(fs_ctx *c)
+{
+    while (c->handles) {
+        fs_handle *h = c->handles;
+        if (h->dir)
+            dir_free(c, (fs_dir *)h);
+        else
+            file_free(c, (fs_file *)h);
+    }
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,

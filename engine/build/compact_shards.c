@@ -390,7 +390,8 @@ static int text_group(arc *nw, const int64_t *src, const uint32_t *map, uint32_t
         }
     }
     if (!rc) rc = arc_text_shard_encode(lens.p, lens.n, text.p, level, 1, out, &runs);
-    for (uint32_t j = 0, start = 0; !rc && j < k; j++) {
+    uint64_t start = 0;
+    for (uint32_t j = 0; !rc && j < k; j++) {
         arc_entry *e = &nw->ents[map[j]];
         e->shard = shard;
         e->root_start = start;
@@ -580,7 +581,8 @@ static int boundary_at(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at)
  * A part is kept when it lies within the unchanged bytes, holds at least half the shard size
  * (a short last part is built again with what follows it, so that appends do not leave a
  * trail of small parts), is stored as the rest will be (as text with token references, or
- * not: `text`) and still ends where a token ends. */
+ * not: `text`) and still ends where a token ends (looked at only where the unchanged bytes
+ * end: before that, both bytes around its end are as they were). */
 static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i, int text,
                      const compact_workers *cw, compact_read_fn fn, job **jobs, uint32_t *n,
                      uint32_t *cap, uint32_t *shard, uint64_t *at)
@@ -597,7 +599,8 @@ static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t 
         uint64_t end = *at + old->shards[s].bytes;
         if (end > same || old->shards[s].bytes < p->shard_size / 2) break;
         if ((arc_shard_text(old, s) == 1) != text) break; /* stored as the rest will be */
-        int rc = end < e->size ? boundary_at(fn, cw->ctxs[0], i, end) : 1;
+        /* inside the unchanged bytes a part still ends as it did; at their end, look */
+        int rc = end == same && end < e->size ? boundary_at(fn, cw->ctxs[0], i, end) : 1;
         if (rc < 0) return rc;
         if (!rc) break;
         job *j = add_job(jobs, n, cap, JOB_KEEP);
