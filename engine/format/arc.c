@@ -549,10 +549,18 @@ static int put_sections(int fd, const char *tmp, const arc_coded *c)
  * header into a new temporary file, or, given `have`, into that file, which holds the shards'
  * sections already (arc_write_coded_over). `flat`: the shard is a->g, whose runs are already
  * archive-wide (every entry is written as shard 0). */
+/* The name of a temporary file beside `path`, for mkstemp (malloc'ed; NULL without memory). */
+static char *tmp_name(const char *path)
+{
+    char *t = malloc(strlen(path) + 16);
+    if (t) sprintf(t, "%s.tmpXXXXXX", path);
+    return t;
+}
+
 static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
                        int check, int flat, const char *have, char **tmpout)
 {
-    char *tmp = have ? strdup(have) : malloc(strlen(path) + 16);
+    char *tmp = have ? strdup(have) : tmp_name(path);
     buf b = {0};
     unsigned char *data = NULL;
     arc_secinfo *secs = calloc((size_t)n * 3 + 2, sizeof *secs);
@@ -578,7 +586,6 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
     if (check && (rc = check_before_write(a, shards, n, flat))) goto fail_early;
-    if (!have) sprintf(tmp, "%s.tmpXXXXXX", path);
     if ((fd = have ? open(tmp, O_WRONLY | O_CLOEXEC) : mkstemp(tmp)) < 0) {
         rc = tdc_error(-errno, "%s: cannot %s: %s", tmp, have ? "open" : "create", strerror(errno));
         goto fail_early;
@@ -711,9 +718,7 @@ int arc_sink_open(arc_sink *s, const char *path)
 {
     unsigned char hdr[ARC_HDR_SIZE] = {0};
     s->fd = -1;
-    s->tmp = malloc(strlen(path) + 16);
-    if (!s->tmp) return tdc_error(-ENOMEM, "out of memory writing %s", path);
-    sprintf(s->tmp, "%s.tmpXXXXXX", path);
+    if (!(s->tmp = tmp_name(path))) return tdc_error(-ENOMEM, "out of memory writing %s", path);
     if ((s->fd = mkstemp(s->tmp)) < 0) {
         int rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
         free(s->tmp);
