@@ -545,10 +545,6 @@ static int put_sections(int fd, const char *tmp, const arc_coded *c)
     return rc;
 }
 
-/* Write the shards' sections, the file table, the shard table, the section table and the
- * header into a new temporary file, or, given `have`, into that file, which holds the shards'
- * sections already (arc_write_coded_over). `flat`: the shard is a->g, whose runs are already
- * archive-wide (every entry is written as shard 0). */
 /* The name of a temporary file beside `path`, for mkstemp (malloc'ed; NULL without memory). */
 static char *tmp_name(const char *path)
 {
@@ -557,27 +553,79 @@ static char *tmp_name(const char *path)
     return t;
 }
 
-static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
-                       int check, int flat, const char *have, char **tmpout)
+int arc_sink_open(arc_sink *s, const char *path)
 {
-    char *tmp = have ? strdup(have) : tmp_name(path);
+    unsigned char hdr[ARC_HDR_SIZE] = {0};
+    s->fd = -1;
+    if (!(s->tmp = tmp_name(path))) return tdc_error(-ENOMEM, "out of memory writing %s", path);
+    if ((s->fd = mkstemp(s->tmp)) < 0) {
+        int rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
+        free(s->tmp);
+        s->tmp = NULL;
+        return rc;
+    }
+    int rc = fio_write_all(s->fd, hdr, ARC_HDR_SIZE, s->tmp); /* written last, as arc_write's */
+    if (rc) arc_sink_abort(s);
+    return rc;
+}
+
+/* A sink over the existing file `tmp`, which holds the shards' sections already
+ * (arc_write_coded_over): its finish writes the rest after them. A failure removes it. */
+static int sink_over(arc_sink *s, const char *tmp)
+{
+    s->fd = -1;
+    if (!(s->tmp = strdup(tmp))) return tdc_error(-ENOMEM, "out of memory writing %s", tmp);
+    if ((s->fd = open(tmp, O_WRONLY | O_CLOEXEC)) < 0) {
+        int rc = tdc_error(-errno, "%s: cannot open: %s", tmp, strerror(errno));
+        arc_sink_abort(s);
+        return rc;
+    }
+    return 0;
+}
+
+int arc_sink_put(arc_sink *s, arc_coded *c)
+{
+    int rc = put_sections(s->fd, s->tmp, c);
+    for (int i = 0; i < 3; i++) {
+        free(c->data[i]);
+        c->data[i] = NULL;
+    }
+    c->from = NULL;
+    return rc;
+}
+
+/* What follows the sections of shards sh[0..n) in the sink's file (which end where
+ * arc_coded_offset(sh, n) says): the file table, the shard table, the section table and the
+ * header, then the file synced and closed, its name given in *tmpout. `check`: the tables
+ * are checked first (check_before_write); `flat`: the shard is a->g, whose runs are already
+ * archive-wide (every entry is written as shard 0). A failure removes the file. */
+static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, int check,
+                    int flat, char **tmpout)
+{
+    const char *tmp = s->tmp;
     buf b = {0};
     unsigned char *data = NULL;
     arc_secinfo *secs = calloc((size_t)n * 3 + 2, sizeof *secs);
-    arc_shard *shards = calloc(n, sizeof *shards);
+    arc_shard *shards = calloc(n ? n : 1, sizeof *shards);
     uint32_t nsecs = 0;
-    int fd = -1, rc;
+    int rc = 0;
     *tmpout = NULL;
-    if (!tmp || !secs || !shards) {
-        rc = tdc_error(-ENOMEM, "out of memory writing %s", path);
-        goto fail_early;
+    if (!secs || !shards) {
+        rc = tdc_error(-ENOMEM, "out of memory writing %s", tmp);
+        goto fail;
     }
-    uint64_t root = 0;
+    uint64_t root = 0, off = ARC_HDR_SIZE;
     for (uint32_t k = 0; k < n; k++) {
         shards[k] = sh[k].info;
         shards[k].root_off = root;
         shards[k].sec = 3 * k;
         root += sh[k].info.root_syms;
+        for (int i = 0; i < 3; i++) {
+            arc_secinfo *si = &secs[nsecs++];
+            *si = sh[k].secs[i];
+            si->offset = off;
+            off += si->stored;
+        }
     }
     if (!a->id) a->id = arc_new_id();
     a->next_ino = 2;
@@ -585,24 +633,8 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
         if (!a->ents[i].ino) a->ents[i].ino = (uint64_t)i + 1;
         if (a->ents[i].ino >= a->next_ino) a->next_ino = a->ents[i].ino + 1;
     }
-    if (check && (rc = check_before_write(a, shards, n, flat))) goto fail_early;
-    if ((fd = have ? open(tmp, O_WRONLY | O_CLOEXEC) : mkstemp(tmp)) < 0) {
-        rc = tdc_error(-errno, "%s: cannot %s: %s", tmp, have ? "open" : "create", strerror(errno));
-        goto fail_early;
-    }
-    unsigned char hdr[ARC_HDR_SIZE] = {0};
-    uint64_t off = ARC_HDR_SIZE;
-    if (!have && (rc = fio_write_all(fd, hdr, ARC_HDR_SIZE, tmp))) goto fail;
-    for (uint32_t k = 0; k < n; k++) {
-        if (!have && (rc = put_sections(fd, tmp, &sh[k]))) goto fail;
-        for (int i = 0; i < 3; i++) {
-            arc_secinfo *s = &secs[nsecs++];
-            *s = sh[k].secs[i];
-            s->offset = off;
-            off += s->stored;
-        }
-    }
-    if (have && (ftruncate(fd, (off_t)off) < 0 || lseek(fd, (off_t)off, SEEK_SET) < 0)) {
+    if (check && (rc = check_before_write(a, shards, n, flat))) goto fail;
+    if (ftruncate(s->fd, (off_t)off) < 0 || lseek(s->fd, (off_t)off, SEEK_SET) < 0) {
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
     }
@@ -613,12 +645,12 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
             rc = tdc_error(-ENOMEM, "out of memory encoding %s", arc_section_name(type));
             goto fail;
         }
-        arc_secinfo *s = &secs[nsecs];
-        if ((rc = code_section(type, &b, level, a->plain, s, &data))) goto fail;
-        s->offset = off;
+        arc_secinfo *si = &secs[nsecs];
+        if ((rc = code_section(type, &b, level, a->plain, si, &data))) goto fail;
+        si->offset = off;
         nsecs++;
-        rc = fio_write_all(fd, data, s->stored, tmp);
-        off += s->stored;
+        rc = fio_write_all(s->fd, data, si->stored, tmp);
+        off += si->stored;
         free(data);
         data = NULL;
         if (rc) goto fail;
@@ -626,44 +658,75 @@ static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n
     /* Section table, then its checksum. */
     b.n = 0;
     if (buf_reserve(&b, (size_t)nsecs * ARC_SECENT_SIZE + 8)) {
-        rc = -ENOMEM;
+        rc = tdc_error(-ENOMEM, "out of memory writing %s", tmp);
         goto fail;
     }
     for (uint32_t i = 0; i < nsecs; i++)
         arc_secent_encode(b.p + (size_t)i * ARC_SECENT_SIZE, &secs[i]);
     arc_table_seal(b.p, nsecs);
     b.n = (size_t)nsecs * ARC_SECENT_SIZE + 8;
-    if ((rc = fio_write_all(fd, b.p, b.n, tmp))) goto fail;
+    if ((rc = fio_write_all(s->fd, b.p, b.n, tmp))) goto fail;
+    unsigned char hdr[ARC_HDR_SIZE];
     arc_header_encode(hdr, &(arc_header){.version = ARC_VERSION, .nsec = nsecs, .table = off});
-    if (pwrite(fd, hdr, ARC_HDR_SIZE, 0) != ARC_HDR_SIZE) {
+    if (pwrite(s->fd, hdr, ARC_HDR_SIZE, 0) != ARC_HDR_SIZE) {
         rc = tdc_error(-errno, "%s: write header: %s", tmp, strerror(errno));
         goto fail;
     }
     a->file_size = off + b.n;
-    if (fsync(fd) < 0) {
+    if (fsync(s->fd) < 0) {
         rc = tdc_error(-errno, "%s: fsync: %s", tmp, strerror(errno));
         goto fail;
     }
+    int fd = s->fd;
+    s->fd = -1;
     if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
-        fd = -1;
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
     }
-    buf_free(&b);
-    free(secs);
-    free(shards);
-    *tmpout = tmp;
-    return 0;
+    *tmpout = s->tmp;
+    s->tmp = NULL;
 fail:
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-fail_early:
+    if (rc) arc_sink_abort(s);
     free(data);
     buf_free(&b);
     free(secs);
     free(shards);
-    free(tmp);
     return rc;
+}
+
+int arc_sink_finish(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, char **tmp)
+{
+    if (n) return sink_end(s, a, sh, n, level, 1, 0, tmp);
+    arc_sink_abort(s);
+    return tdc_error(-EINVAL, "an archive has one shard at least");
+}
+
+void arc_sink_abort(arc_sink *s)
+{
+    if (!s->tmp) return; /* finished, or never opened (a zeroed sink) */
+    if (s->fd >= 0) close(s->fd);
+    unlink(s->tmp);
+    free(s->tmp);
+    s->fd = -1;
+    s->tmp = NULL;
+}
+
+/* Shards sh[0..n) (left as they are) and the rest into a new temporary file beside path,
+ * named in *tmpout; `check` and `flat` as sink_end's. */
+static int write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
+                       int check, int flat, char **tmpout)
+{
+    arc_sink s;
+    *tmpout = NULL;
+    int rc = arc_sink_open(&s, path);
+    if (rc) return rc;
+    for (uint32_t k = 0; k < n && !rc; k++)
+        rc = put_sections(s.fd, s.tmp, &sh[k]);
+    if (rc) {
+        arc_sink_abort(&s);
+        return rc;
+    }
+    return sink_end(&s, a, sh, n, level, check, flat, tmpout);
 }
 
 /* Content bytes of a single-grammar archive: every regular entry that holds its data. */
@@ -688,7 +751,7 @@ static int write_tmp(const char *path, arc *a, int level, int check, char **tmpo
     if (rc)
         return check ? tdc_error_ctx(rc, "refusing to write an archive the reader would reject")
                      : rc;
-    rc = write_coded(path, a, &c, 1, level, check, 1, NULL, tmpout);
+    rc = write_coded(path, a, &c, 1, level, check, 1, tmpout);
     arc_coded_free(&c);
     return rc;
 }
@@ -702,68 +765,18 @@ int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t 
                         char **tmp)
 {
     if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
-    return write_coded(path, a, sh, n, level, 1, 0, NULL, tmp);
+    return write_coded(path, a, sh, n, level, 1, 0, tmp);
 }
 
 int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t n, int level)
 {
+    arc_sink s;
     char *t = NULL;
     if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
-    int rc = write_coded(tmp, a, sh, n, level, 1, 0, tmp, &t);
+    int rc = sink_over(&s, tmp);
+    if (!rc) rc = sink_end(&s, a, sh, n, level, 1, 0, &t);
     free(t);
     return rc;
-}
-
-int arc_sink_open(arc_sink *s, const char *path)
-{
-    unsigned char hdr[ARC_HDR_SIZE] = {0};
-    s->fd = -1;
-    if (!(s->tmp = tmp_name(path))) return tdc_error(-ENOMEM, "out of memory writing %s", path);
-    if ((s->fd = mkstemp(s->tmp)) < 0) {
-        int rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
-        free(s->tmp);
-        s->tmp = NULL;
-        return rc;
-    }
-    int rc = fio_write_all(s->fd, hdr, ARC_HDR_SIZE, s->tmp); /* written last, as arc_write's */
-    if (rc) arc_sink_abort(s);
-    return rc;
-}
-
-int arc_sink_put(arc_sink *s, arc_coded *c)
-{
-    int rc = put_sections(s->fd, s->tmp, c);
-    for (int i = 0; i < 3; i++) {
-        free(c->data[i]);
-        c->data[i] = NULL;
-    }
-    c->from = NULL;
-    return rc;
-}
-
-int arc_sink_finish(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, char **tmp)
-{
-    int rc = close(s->fd) < 0 ? tdc_error(-errno, "%s: %s", s->tmp, strerror(errno)) : 0;
-    s->fd = -1;
-    if (!rc && !n) rc = tdc_error(-EINVAL, "an archive has one shard at least");
-    if (!rc) rc = write_coded(s->tmp, a, sh, n, level, 1, 0, s->tmp, tmp);
-    if (rc) {
-        arc_sink_abort(s); /* the file is removed whichever step failed */
-        return rc;
-    }
-    free(s->tmp);
-    s->tmp = NULL;
-    return 0;
-}
-
-void arc_sink_abort(arc_sink *s)
-{
-    if (!s->tmp) return; /* closed, or never opened (a zeroed sink) */
-    if (s->fd >= 0) close(s->fd);
-    unlink(s->tmp);
-    free(s->tmp);
-    s->fd = -1;
-    s->tmp = NULL;
 }
 
 int arc_commit(const char *tmp, const char *path)
