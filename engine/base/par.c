@@ -46,3 +46,34 @@ int par_deal(uint32_t *ids, size_t n, const uint64_t *size, int parts, int *owne
     free(load);
     return 0;
 }
+
+int par_order_init(par_order *q, size_t n, size_t window)
+{
+    *q = (par_order){.n = n, .window = window ? window : 1};
+    return (q->done = calloc(n ? n : 1, 1)) ? 0 : -ENOMEM;
+}
+
+void par_order_free(par_order *q)
+{
+    free(q->done);
+    q->done = NULL;
+}
+
+int par_order_done(par_order *q, size_t i, pthread_mutex_t *lock, pthread_cond_t *cv,
+                   const int *stop, int (*put)(void *ctx, size_t i), void *ctx)
+{
+    q->done[i] = 1;
+    if (q->busy) return 0;
+    q->busy = 1;
+    int rc = 0;
+    while (!rc && !*stop && q->next < q->n && q->done[q->next]) {
+        size_t k = q->next;
+        pthread_mutex_unlock(lock);
+        rc = put(ctx, k);
+        pthread_mutex_lock(lock);
+        q->next++;
+        pthread_cond_broadcast(cv);
+    }
+    q->busy = 0;
+    return rc;
+}

@@ -225,35 +225,6 @@ static int build_group(const arc *old, arc *nw, const int64_t *src, const uint32
     return rc;
 }
 
-/* The shards made so far, in order. With a sink, each is written to it once made and keeps
- * only its figures (arc_sink_put), so that a compaction holds no shard it has coded. */
-typedef struct shard_out {
-    arc_coded *sh;
-    uint32_t n, cap;
-    arc_sink *sink;
-} shard_out;
-
-/* Where the next shard goes (o->sh[o->n]), or NULL without memory. */
-static arc_coded *next_shard(shard_out *o)
-{
-    if (o->n == o->cap) {
-        uint32_t cap = o->cap ? 2 * o->cap : 8;
-        arc_coded *t = realloc(o->sh, cap * sizeof *t);
-        if (!t) return NULL;
-        o->sh = t;
-        o->cap = cap;
-    }
-    memset(&o->sh[o->n], 0, sizeof o->sh[o->n]);
-    return &o->sh[o->n];
-}
-
-/* The next shard, made: counted, and written to the sink. */
-static int made(shard_out *o)
-{
-    arc_coded *c = &o->sh[o->n++];
-    return o->sink ? arc_sink_put(o->sink, c) : 0;
-}
-
 /* Reads of a part of file `ent` that begins at byte `at` of it, by a build of that part
  * alone (its one entry). */
 typedef struct part_rd {
@@ -318,20 +289,27 @@ static int text_file(const arc *old, const arc *nw, const int64_t *src, uint32_t
     return rc;
 }
 
-/* The new shards of a compaction as jobs, in the order of the shards they make, which
- * compact_shards runs on its workers: a group of files built as a grammar (stored bare where
- * that is smaller), a part of a file larger than the shard size built so, a group of files
- * stored as their text, a part of such a file, a part of a file's old version that its new
- * version begins with (kept as stored, JOB_KEEP), and the hash of a file cut into parts (made
- * apart, as its parts are built apart; no shard). */
-enum { JOB_GROUP, JOB_PART, JOB_TEXT, JOB_TEXT_PART, JOB_HASH, JOB_KEEP };
+/* The shards of a compaction as jobs, in the order of the shards they make, which
+ * compact_shards runs on its workers: an old shard copied as it is stored (JOB_COPY), a group
+ * of files built as a grammar (stored bare where that is smaller), a part of a file larger
+ * than the shard size built so, a group of files stored as their text, a part of such a
+ * file, a part of a file's old version that its new version begins with (kept as stored,
+ * JOB_KEEP), and the hash of a file cut into parts (made apart, as its parts are built
+ * apart; no shard). */
+enum { JOB_COPY, JOB_GROUP, JOB_PART, JOB_TEXT, JOB_TEXT_PART, JOB_HASH, JOB_KEEP };
+
+/* Whether a job of this kind builds a shard (and holds COMPACT_BUILD_MEM while it runs). */
+static int builds(uint8_t kind)
+{
+    return kind != JOB_COPY && kind != JOB_HASH && kind != JOB_KEEP;
+}
 
 typedef struct job {
     uint8_t kind;
     uint32_t first, k; /* JOB_GROUP, JOB_TEXT: entries map[first, first + k) of nw */
     arc_entry e;       /* parts: the file's entry as it was before the jobs ran */
     uint32_t ent;      /* parts, JOB_HASH: that entry's index */
-    uint32_t from;     /* JOB_KEEP: the old shard kept */
+    uint32_t from;     /* JOB_COPY, JOB_KEEP: the old shard kept */
     uint64_t at, end;  /* parts: the file's bytes [at, end) */
     uint32_t shard;    /* the shard made (not JOB_HASH) */
     /* what the job made, read once it is done */
@@ -343,6 +321,11 @@ typedef struct job {
     compact_stats st;
 } job;
 
+typedef struct joblist {
+    job *p;
+    uint32_t n, cap;
+} joblist;
+
 typedef struct runner {
     const arc *old;
     arc *nw;
@@ -350,23 +333,24 @@ typedef struct runner {
     const uint32_t *map;
     compact_read_fn fn;
     int level;
-    shard_out *o; /* o->sh holds a slot for every shard a job makes */
+    arc_coded *sh; /* a slot for every shard a job makes */
+    arc_sink *sink;
     compact_stats *st;
-    job *jobs;
-    uint8_t *done;
-    uint32_t njobs, next, collected, window; /* no job taken `window` or more past collected */
-    int collecting, rc;
+    joblist jobs;
+    uint32_t next;   /* the next job to take */
+    par_order order; /* the jobs collected in order (collect) */
+    int rc;
     char *err;
     pthread_mutex_t lock;
-    pthread_cond_t cv;
+    pthread_cond_t cv; /* a job collected, or the jobs failed */
 } runner;
 
 typedef struct worker {
     runner *r;
-    void *ctx; /* the worker's reading context (compact_workers' ctxs) */
-    mbud *bud; /* NULL, or the budget a job of this worker takes `each` bytes of */
+    void *ctx; /* the worker's reading context (compact_workers' ctx) */
+    mbud *bud; /* NULL, or the budget each build of this worker takes `each` bytes of */
     uint64_t each;
-    uint32_t jobs; /* run so far */
+    uint32_t builds; /* run so far */
 } worker;
 
 /* Files map[0..k) (each of at least one byte) stored as their text in shard *out, index
@@ -457,7 +441,7 @@ static int hash_file(runner *r, job *j, void *ctx)
 
 static int run_job(runner *r, job *j, void *ctx)
 {
-    arc_coded *out = &r->o->sh[j->shard];
+    arc_coded *out = &r->sh[j->shard];
     switch (j->kind) {
     case JOB_GROUP:
         return build_group(r->old, r->nw, r->src, r->map + j->first, j->k, j->shard, r->fn, ctx,
@@ -467,6 +451,7 @@ static int run_job(runner *r, job *j, void *ctx)
                           &j->st, out);
     case JOB_HASH:
         return hash_file(r, j, ctx);
+    case JOB_COPY:
     case JOB_KEEP:
         j->runs = r->old->shards[j->from].root_syms;
         j->st.rules_after = r->old->shards[j->from].nrules;
@@ -476,92 +461,84 @@ static int run_job(runner *r, job *j, void *ctx)
     }
 }
 
-/* Job j, done, taken in its turn: its shard put into the sink, its figures added, a cut
- * file's entry given its shard, run and hash as its parts and hash come. */
-static int collect(runner *r, job *j)
+/* Job k, done, taken in its turn (par_order's put): its shard put into the sink, its
+ * figures added, a cut file's entry given its shard, run and hash as its parts and hash come. */
+static int collect(void *ctx, size_t k)
 {
-    if (j->rc) return j->rc;
+    runner *r = ctx;
+    job *j = &r->jobs.p[k];
+    if (j->rc) return tdc_error(j->rc, "%s", j->err ? j->err : "compaction failed");
     add_stats(r->st, &j->st);
-    arc_entry *e = &r->nw->ents[j->ent];
     if (j->kind == JOB_HASH) {
-        e->hash = j->hash;
+        r->nw->ents[j->ent].hash = j->hash;
         return 0;
     }
     if (j->kind == JOB_PART || j->kind == JOB_TEXT_PART || j->kind == JOB_KEEP) {
+        arc_entry *e = &r->nw->ents[j->ent];
         if (!j->at) {
             e->shard = j->shard;
             e->root_start = e->root_len = 0;
         }
         e->root_len += j->runs;
     }
-    return r->o->sink ? arc_sink_put(r->o->sink, &r->o->sh[j->shard]) : 0;
+    return r->sink ? arc_sink_put(r->sink, &r->sh[j->shard]) : 0;
 }
 
 /* A worker: takes the next job while it is within the window of the first not collected,
- * runs it, and collects every job done in order from the first not collected (one worker
- * at a time), so that shards reach the sink in order and no more than the window waits. */
+ * and a build only while the budget has room for it; runs it; collects every job done in
+ * order (par_order_done), so that shards reach the sink in order. */
 static void *work(void *p)
 {
     worker *w = p;
     runner *r = w->r;
     pthread_mutex_lock(&r->lock);
     for (;;) {
-        while (!r->rc && r->next < r->njobs && r->next >= r->collected + r->window)
+        while (!r->rc && r->next < r->jobs.n && !par_order_room(&r->order, r->next))
             pthread_cond_wait(&r->cv, &r->lock);
-        if (r->rc || r->next >= r->njobs) break;
-        if (w->bud) { /* the budget's room for a build, asked without the lock */
+        if (r->rc || r->next >= r->jobs.n) break;
+        int took = w->bud && builds(r->jobs.p[r->next].kind);
+        if (took) { /* the budget's room for a build, asked without the lock */
             pthread_mutex_unlock(&r->lock);
             int room = mbud_try(w->bud, w->each);
             pthread_mutex_lock(&r->lock);
             if (!room) { /* again once a job is collected: the budget may have room then */
-                if (!r->rc && r->next < r->njobs) pthread_cond_wait(&r->cv, &r->lock);
+                if (!r->rc && r->next < r->jobs.n) pthread_cond_wait(&r->cv, &r->lock);
                 continue;
             }
-            if (r->rc || r->next >= r->njobs) {
+            if (r->rc || r->next >= r->jobs.n) {
                 mbud_give(w->bud, w->each);
                 break;
             }
         }
-        job *j = &r->jobs[r->next++];
-        w->jobs++;
+        job *j = &r->jobs.p[r->next++];
+        w->builds += builds(j->kind);
         pthread_mutex_unlock(&r->lock);
         j->rc = run_job(r, j, w->ctx);
         if (j->rc) j->err = strdup(tdc_errmsg());
-        if (w->bud) mbud_give(w->bud, w->each);
+        if (took) mbud_give(w->bud, w->each);
         pthread_mutex_lock(&r->lock);
-        r->done[j - r->jobs] = 1;
-        if (r->collecting) continue;
-        r->collecting = 1;
-        while (!r->rc && r->collected < r->njobs && r->done[r->collected]) {
-            job *c = &r->jobs[r->collected];
-            pthread_mutex_unlock(&r->lock);
-            int rc = collect(r, c);
-            char *err = rc && !c->rc ? strdup(tdc_errmsg()) : NULL;
-            pthread_mutex_lock(&r->lock);
-            r->collected++;
-            if (rc) {
-                r->rc = rc;
-                r->err = err ? err : c->err ? strdup(c->err) : NULL;
-            }
-            pthread_cond_broadcast(&r->cv);
+        int rc = par_order_done(&r->order, (size_t)(j - r->jobs.p), &r->lock, &r->cv, &r->rc,
+                                collect, r);
+        if (rc && !r->rc) {
+            r->rc = rc;
+            r->err = strdup(tdc_errmsg());
         }
-        r->collecting = 0;
     }
     pthread_mutex_unlock(&r->lock);
     return NULL;
 }
 
-/* A job added to *jobs (of *cap); NULL without memory. */
-static job *add_job(job **jobs, uint32_t *n, uint32_t *cap, uint8_t kind)
+/* A job added to the list; NULL without memory. */
+static job *add_job(joblist *l, uint8_t kind)
 {
-    if (*n == *cap) {
-        uint32_t c = *cap ? 2 * *cap : 16;
-        job *t = realloc(*jobs, c * sizeof *t);
+    if (l->n == l->cap) {
+        uint32_t c = l->cap ? 2 * l->cap : 16;
+        job *t = realloc(l->p, c * sizeof *t);
         if (!t) return NULL;
-        *jobs = t;
-        *cap = c;
+        l->p = t;
+        l->cap = c;
     }
-    job *j = &(*jobs)[(*n)++];
+    job *j = &l->p[l->n++];
     memset(j, 0, sizeof *j);
     j->kind = kind;
     return j;
@@ -584,14 +561,14 @@ static int boundary_at(compact_read_fn fn, void *ctx, uint32_t ent, uint64_t at)
  * not: `text`) and still ends where a token ends (looked at only where the unchanged bytes
  * end: before that, both bytes around its end are as they were). */
 static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i, int text,
-                     const compact_workers *cw, compact_read_fn fn, job **jobs, uint32_t *n,
-                     uint32_t *cap, uint32_t *shard, uint64_t *at)
+                     const compact_workers *cw, compact_read_fn fn, joblist *jobs, uint32_t *shard,
+                     uint64_t *at)
 {
     const arc *old = p->old;
     const arc_entry *e = &nw->ents[i];
     int64_t o = -1;
     uint32_t first, last;
-    uint64_t same = src[i] == -1 && cw->prefix ? cw->prefix(cw->ctxs[0], i, &o) : 0;
+    uint64_t same = src[i] == -1 && cw->prefix ? cw->prefix(cw->ctx, i, &o) : 0;
     if (!same || o < 0 || (uint64_t)o >= old->nents || p->kept[o] ||
         !arc_entry_parts(old, (uint32_t)o, &first, &last))
         return 0;
@@ -600,10 +577,10 @@ static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t 
         if (end > same || old->shards[s].bytes < p->shard_size / 2) break;
         if ((arc_shard_text(old, s) == 1) != text) break; /* stored as the rest will be */
         /* inside the unchanged bytes a part still ends as it did; at their end, look */
-        int rc = end == same && end < e->size ? boundary_at(fn, cw->ctxs[0], i, end) : 1;
+        int rc = end == same && end < e->size ? boundary_at(fn, cw->ctx, i, end) : 1;
         if (rc < 0) return rc;
         if (!rc) break;
-        job *j = add_job(jobs, n, cap, JOB_KEEP);
+        job *j = add_job(jobs, JOB_KEEP);
         if (!j) return tdc_error(-ENOMEM, "out of memory");
         j->e = *e;
         j->ent = i;
@@ -622,19 +599,18 @@ static int keep_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t 
  * load the part of their bytes alone (arc_entry_parts) and no build holds more than a
  * shard's content; then its hash. */
 static int cut_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i, int text,
-                    const compact_workers *cw, compact_read_fn fn, job **jobs, uint32_t *n,
-                    uint32_t *cap, uint32_t *shard)
+                    const compact_workers *cw, compact_read_fn fn, joblist *jobs, uint32_t *shard)
 {
     const arc *old = p->old;
     const arc_entry *e = &nw->ents[i];
     uint64_t shard_size = p->shard_size, at = 0;
-    void *ctx = cw->ctxs[0];
-    int rc = keep_jobs(p, nw, src, i, text, cw, fn, jobs, n, cap, shard, &at);
+    void *ctx = cw->ctx;
+    int rc = keep_jobs(p, nw, src, i, text, cw, fn, jobs, shard, &at);
     if (rc) return rc;
     for (uint64_t end; at < e->size; at = end) {
         end = e->size;
         rc = e->size - at > shard_size ? part_end(fn, ctx, i, at + shard_size, e->size, &end) : 0;
-        job *j = rc ? NULL : add_job(jobs, n, cap, text ? JOB_TEXT_PART : JOB_PART);
+        job *j = rc ? NULL : add_job(jobs, text ? JOB_TEXT_PART : JOB_PART);
         if (rc) return rc;
         if (!j) return tdc_error(-ENOMEM, "out of memory");
         j->e = *e;
@@ -643,7 +619,7 @@ static int cut_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i
         j->end = end;
         j->shard = (*shard)++;
     }
-    job *j = add_job(jobs, n, cap, JOB_HASH);
+    job *j = add_job(jobs, JOB_HASH);
     if (!j) return tdc_error(-ENOMEM, "out of memory");
     j->e = *e;
     j->ent = i;
@@ -663,9 +639,9 @@ static int cut_jobs(const plan *p, const arc *nw, const int64_t *src, uint32_t i
  * (text[i], as pack decides). */
 static int make_jobs(const plan *p, const arc *nw, const int64_t *src, const uint8_t *text,
                      uint32_t ntext, compact_read_fn fn, const compact_workers *cw, uint32_t *map,
-                     job **jobs, uint32_t *n, uint32_t *shard)
+                     joblist *jobs, uint32_t *shard)
 {
-    uint32_t cap = 0, used = 0;
+    uint32_t used = 0;
     int rc = 0;
     for (uint8_t pass = 0; pass < 2 && !rc; pass++) {
         uint32_t first = 0;
@@ -680,10 +656,10 @@ static int make_jobs(const plan *p, const arc *nw, const int64_t *src, const uin
             }
             if (pass ? !k : !k && (*shard || ntext)) break;
             if (k == 1 && nw->ents[map[used]].size > p->shard_size) { /* a file of its own, cut */
-                rc = cut_jobs(p, nw, src, map[used], pass, cw, fn, jobs, n, &cap, shard);
+                rc = cut_jobs(p, nw, src, map[used], pass, cw, fn, jobs, shard);
                 continue;
             }
-            job *j = add_job(jobs, n, &cap, pass ? JOB_TEXT : JOB_GROUP);
+            job *j = add_job(jobs, pass ? JOB_TEXT : JOB_GROUP);
             if (!j) return tdc_error(-ENOMEM, "out of memory");
             j->first = used;
             j->k = k;
@@ -698,25 +674,23 @@ static int make_jobs(const plan *p, const arc *nw, const int64_t *src, const uin
 /* Run the jobs on the workers cw describes (the calling thread the first). */
 static int run_jobs(runner *r, const compact_workers *cw)
 {
-    unsigned nw = cw->n < r->njobs ? cw->n : r->njobs ? r->njobs : 1;
+    unsigned nw = cw->n < r->jobs.n ? cw->n : r->jobs.n ? r->jobs.n : 1;
     worker *w = calloc(nw, sizeof *w);
-    r->done = calloc(r->njobs ? r->njobs : 1, 1);
-    if (!w || !r->done) {
+    if (!w || par_order_init(&r->order, r->jobs.n, 2 * nw)) {
         free(w);
         return tdc_error(-ENOMEM, "out of memory");
     }
     for (unsigned t = 0; t < nw; t++)
-        w[t] = (worker){r, cw->ctxs[t], t ? cw->bud : NULL, cw->each, 0};
-    r->window = 2 * nw;
+        w[t] = (worker){r, (char *)cw->ctx + t * cw->stride, t ? cw->bud : NULL, cw->each, 0};
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cv, NULL);
     par_run(nw, work, w, sizeof *w);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->lock);
     for (unsigned t = 0; t < nw; t++)
-        r->st->workers += w[t].jobs > 0;
+        r->st->workers += w[t].builds > 0;
     free(w);
-    if (!r->rc && r->collected < r->njobs) r->rc = tdc_error(-EAGAIN, "internal: jobs left");
+    if (!r->rc && r->order.next < r->jobs.n) r->rc = tdc_error(-EAGAIN, "internal: jobs left");
     if (r->rc) tdc_error(r->rc, "%s", r->err ? r->err : "compaction failed");
     return r->rc;
 }
@@ -757,24 +731,22 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
                    compact_stats *st, arc_coded **out, uint32_t *nout)
 {
     plan p = {.old = old, .shard_size = compact_shard_size(old, shard_size)};
-    shard_out o = {.sink = sink};
-    runner r = {.old = old, .nw = nw, .src = src, .fn = fn, .level = level, .o = &o, .st = st};
-    uint32_t *map = malloc((nw->nents ? nw->nents : 1) * sizeof *map);
+    runner r = {.old = old, .nw = nw, .src = src, .fn = fn, .level = level, .sink = sink, .st = st};
+    uint32_t *map = malloc((nw->nents ? nw->nents : 1) * sizeof *map), nsh = 0;
     int rc = map ? make_plan(&p, nw, src) : -ENOMEM;
     memset(st, 0, sizeof *st);
     /* Old shards copied, in their order. */
     for (uint32_t s = 0; !rc && s < old->nshards; s++) {
         p.newidx[s] = -1;
         if (p.rebuild[s] || !p.live[s]) continue;
-        arc_coded *c = next_shard(&o);
-        if (!c) {
+        job *j = add_job(&r.jobs, JOB_COPY);
+        if (!j) {
             rc = tdc_error(-ENOMEM, "out of memory");
             break;
         }
-        p.newidx[s] = o.n;
-        rc = arc_shard_ref(old, s, c); /* copied by the writer */
-        if (!rc) st->rules_after += c->info.nrules;
-        if (!rc) rc = made(&o);
+        j->from = s;
+        j->shard = nsh;
+        p.newidx[s] = nsh++;
     }
     /* Files in place: their run within the same shard, now numbered newidx. */
     for (uint32_t i = 0; !rc && i < nw->nents; i++) {
@@ -790,46 +762,37 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
     uint8_t *text = calloc(nw->nents ? nw->nents : 1, 1);
     unsigned char *blk = malloc(PACK_TEXT_SAMPLE);
     ZSTD_CCtx *cc = ZSTD_createCCtx();
-    uint32_t ntext = 0, nsh = o.n;
+    uint32_t ntext = 0;
     if (!rc && (!text || !blk)) rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t i = 0; !rc && i < nw->nents; i++)
         if (moves(&p, nw, src, i) &&
-            !(rc = text_file(old, nw, src, i, fn, cw->ctxs[0], blk, cc, &text[i])))
+            !(rc = text_file(old, nw, src, i, fn, cw->ctx, blk, cc, &text[i])))
             ntext += text[i];
     ZSTD_freeCCtx(cc);
-    if (!rc) rc = make_jobs(&p, nw, src, text, ntext, fn, cw, map, &r.jobs, &r.njobs, &nsh);
+    if (!rc) rc = make_jobs(&p, nw, src, text, ntext, fn, cw, map, &r.jobs, &nsh);
     /* A slot for each shard the jobs make, then the jobs on the workers. */
-    if (!rc && nsh > o.cap) {
-        arc_coded *t = realloc(o.sh, nsh * sizeof *t);
-        if (t) {
-            o.sh = t;
-            o.cap = nsh;
-        } else {
-            rc = tdc_error(-ENOMEM, "out of memory");
-        }
-    }
+    if (!rc && !(r.sh = calloc(nsh ? nsh : 1, sizeof *r.sh)))
+        rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc) {
-        memset(o.sh + o.n, 0, (nsh - o.n) * sizeof *o.sh);
-        o.n = nsh;
         r.map = map;
         rc = run_jobs(&r, cw);
     }
-    for (uint32_t j = 0; j < r.njobs; j++)
-        free(r.jobs[j].err);
-    free(r.jobs);
-    free(r.done);
+    for (uint32_t j = 0; j < r.jobs.n; j++)
+        free(r.jobs.p[j].err);
+    free(r.jobs.p);
+    par_order_free(&r.order);
     free(r.err);
     plan_free(&p);
     free(map);
     free(text);
     free(blk);
     if (rc) {
-        for (uint32_t k = 0; k < o.n; k++)
-            arc_coded_free(&o.sh[k]);
-        free(o.sh);
+        for (uint32_t k = 0; r.sh && k < nsh; k++)
+            arc_coded_free(&r.sh[k]);
+        free(r.sh);
         return rc;
     }
-    *out = o.sh;
-    *nout = o.n;
+    *out = r.sh;
+    *nout = nsh;
     return 0;
 }

@@ -22,11 +22,13 @@
 #include "compact.h"
 
 /* The workers compact_shards builds new shards on, a shard each at a time, the calling thread
- * the first: n of them, worker t reading new content through fn with ctxs[t]. The first
- * always works; each other takes `each` bytes of the budget `bud` (when not NULL) for each
- * shard it builds, only while the budget has room for them (mbud_try), and stops otherwise. */
+ * the first: n of them, worker t reading new content through fn with the context at
+ * (char *)ctx + t * stride. The first always works; each other takes `each` bytes of the
+ * budget `bud` (when not NULL) for each shard it builds, only while the budget has room for
+ * them (mbud_try), and waits otherwise. */
 typedef struct compact_workers {
-    void *const *ctxs;
+    void *ctx;
+    size_t stride;
     unsigned n;
     mbud *bud;
     uint64_t each;

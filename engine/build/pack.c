@@ -16,6 +16,7 @@
 #include "../format/arc.h"
 #include "../format/ztrial.h"
 #include "../base/err.h"
+#include "../base/par.h"
 #include "../grammar/seq.h"
 #include "bare.h"
 #include "shape.h"
@@ -73,12 +74,10 @@ struct pack_job {
     char err[512];
     /* pack_run_to: each group's shards written to the sink as soon as it and every group
      * before it are packed, so that a pack holds the groups being packed and a few waiting
-     * their turn, not every coded shard; no group is taken `window` or more past next_put */
+     * their turn, not every coded shard (`order`, over the groups) */
     arc_sink *sink;
-    unsigned char *gdone; /* per group: packed */
-    size_t next_put, window;
-    int putting; /* a worker is putting groups into the sink */
-    pthread_cond_t turn; /* next_put moved, or a worker failed */
+    par_order order;
+    pthread_cond_t turn; /* a group was written, or a worker failed */
 };
 typedef struct pack_job packer;
 
@@ -701,27 +700,23 @@ static void failed(packer *p, int rc)
     pthread_cond_broadcast(&p->turn);
 }
 
-/* Group gi packed: with a sink, every packed group from next_put on put into it in order (by
- * one worker at a time, without the lock while it writes). */
+/* Group gi's shards into the sink (par_order's put). */
+static int put_group(void *ctx, size_t gi)
+{
+    packer *p = ctx;
+    const group *g = &p->groups[gi];
+    int rc = 0;
+    for (uint32_t k = 0; k < g->nsh && !rc; k++)
+        rc = arc_sink_put(p->sink, &g->sh[k]);
+    return rc;
+}
+
+/* Group gi packed: with a sink, it and the packed groups after it written in their turn. */
 static void put_ready(packer *p, size_t gi)
 {
     pthread_mutex_lock(&p->lock);
-    p->gdone[gi] = 1;
-    if (!p->putting) {
-        p->putting = 1;
-        while (!p->rc && p->next_put < p->ngroups && p->gdone[p->next_put]) {
-            group *g = &p->groups[p->next_put];
-            pthread_mutex_unlock(&p->lock);
-            int rc = 0;
-            for (uint32_t k = 0; k < g->nsh && !rc; k++)
-                rc = arc_sink_put(p->sink, &g->sh[k]);
-            pthread_mutex_lock(&p->lock);
-            if (rc) failed(p, rc);
-            p->next_put++;
-            pthread_cond_broadcast(&p->turn);
-        }
-        p->putting = 0;
-    }
+    int rc = par_order_done(&p->order, gi, &p->lock, &p->turn, &p->rc, put_group, p);
+    if (rc) failed(p, rc);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -733,7 +728,7 @@ static void *worker(void *arg)
     for (;;) {
         pthread_mutex_lock(&p->lock);
         while (p->sink && !p->rc && p->next_group < p->ngroups &&
-               p->next_group >= p->next_put + p->window)
+               !par_order_room(&p->order, p->next_group))
             pthread_cond_wait(&p->turn, &p->lock);
         size_t gi = p->next_group;
         while (gi < p->ngroups && p->take && !p->take[gi])
@@ -914,7 +909,7 @@ static int run_workers(packer *p)
     pthread_t *th = calloc(jobs, sizeof *th);
     size_t started = 0;
     if (!th) return -ENOMEM;
-    p->window = 4 * jobs; /* room for groups slower than the others */
+    p->order.window = 4 * jobs; /* room for groups slower than the others */
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, (size_t)256 << 20); /* Sequitur recurses */
@@ -1079,17 +1074,16 @@ int pack_run_to(pack_job *p, const char *out)
 {
     if (p->sink) return tdc_error(-EINVAL, "packed twice");
     p->sink = calloc(1, sizeof *p->sink);
-    p->gdone = calloc(p->ngroups ? p->ngroups : 1, 1);
-    if (!p->sink || !p->gdone) return tdc_error(-ENOMEM, "out of memory while packing");
+    if (!p->sink || par_order_init(&p->order, p->ngroups, 1))
+        return tdc_error(-ENOMEM, "out of memory while packing");
     int rc = arc_sink_open(p->sink, out);
     if (rc) {
         free(p->sink);
         p->sink = NULL;
         return rc;
     }
-    p->next_put = 0;
     rc = pack_run(p, NULL);
-    if (!rc && p->next_put != p->ngroups) rc = tdc_error(-EIO, "internal: groups left unwritten");
+    if (!rc && p->order.next != p->ngroups) rc = tdc_error(-EIO, "internal: groups left unwritten");
     return rc;
 }
 
@@ -1295,7 +1289,7 @@ void pack_job_free(pack_job *p)
     free(p->links);
     if (p->sink) arc_sink_abort(p->sink); /* a pack that failed before it was written */
     free(p->sink);
-    free(p->gdone);
+    par_order_free(&p->order);
     pthread_cond_destroy(&p->turn);
     pthread_mutex_destroy(&p->lock);
     free(p);

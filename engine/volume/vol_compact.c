@@ -266,16 +266,12 @@ static int build(vol *v, cctx *c, compact_stats *cs)
     if (!c->view && compact_by_shards(c->old, v->o.shard_size)) {
         uint64_t each = COMPACT_BUILD_MEM(compact_shard_size(c->old, v->o.shard_size));
         unsigned n = build_workers(v, c->bg, each);
-        void **ctxs = calloc(n, sizeof *ctxs);
-        rc = ctxs ? make_readers(c, n) : tdc_error(-ENOMEM, "out of memory");
-        for (unsigned t = 0; !rc && t < n; t++)
-            ctxs[t] = &c->rds[t];
-        compact_workers cw = {ctxs, n, v->bud, each, same_prefix};
+        rc = make_readers(c, n);
+        compact_workers cw = {c->rds, sizeof *c->rds, n, v->bud, each, same_prefix};
         if (!rc) rc = arc_sink_open(&c->sink, v->path);
         if (!rc)
             rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, v->o.shard_size, v->o.level,
                                 &c->sink, cs, &c->sh, &c->nsh);
-        free(ctxs);
     } else {
         rc = make_readers(c, 1);
         if (!rc) rc = compact_build(c->old, &c->nw, c->src, read_new, &c->rds[0], flags, cs);
