@@ -10,7 +10,9 @@
 # dictionary and root on a second thread) and its rate loading each shard alone on one core
 # (as a read or an analytic does; best of five a shard), next to zstd -19 --long=27 and xz -9 of a tar of the
 # tree and mksquashfs (zstd level 19, 1 MiB blocks) of the tree, made in the same run.
-# usage: bench/codecs.sh BUILD_DIR NAME TREE   (prints a markdown table on stdout)
+# NO_PEERS=1 leaves the peers out (their columns '-'): for a tree whose tar takes zstd -19 and
+# xz -9 half an hour each, where another table of the same tree has them.
+# usage: [NO_PEERS=1] bench/codecs.sh BUILD_DIR NAME TREE   (prints a markdown table on stdout)
 set -euo pipefail
 build=$1 name=$2 tree=$3
 w=$(mktemp -d "${BENCH_TMP:-/tmp}/codecbench.XXXXXX")
@@ -21,13 +23,17 @@ echo "### $name: $(awk -v b="$bytes" 'BEGIN{printf "%.1f", b/1e6}') MB of conten
 echo
 echo "| archive | bytes | vs zstd -19 --long=27 | vs xz -9 | vs squashfs | pack s | decode ms | decode MB/s of content | shard by shard, MB/s of content a core |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-tar cf "$w/t.tar" -C "$tree" .
-zs=$(zstd -19 --long=27 -q -c <"$w/t.tar" | wc -c)
-xs=$(xz -9 -c <"$w/t.tar" | wc -c)
-mksquashfs "$tree" "$w/t.sqfs" -comp zstd -Xcompression-level 19 -b 1M -noappend -quiet \
-    -no-progress >/dev/null
-qs=$(stat -c %s "$w/t.sqfs")
-rel() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }'; }
+zs='' xs='' qs=''
+if [ -z "${NO_PEERS:-}" ]; then
+    tar cf "$w/t.tar" -C "$tree" .
+    zs=$(zstd -19 --long=27 -q -c <"$w/t.tar" | wc -c)
+    xs=$(xz -9 -c <"$w/t.tar" | wc -c)
+    mksquashfs "$tree" "$w/t.sqfs" -comp zstd -Xcompression-level 19 -b 1M -noappend -quiet \
+        -no-progress >/dev/null
+    qs=$(stat -c %s "$w/t.sqfs")
+    rm -f "$w/t.tar" "$w/t.sqfs"
+fi
+rel() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", 100 * (a - b) / b }' || echo -; }
 while IFS='|' read -r label envs; do
     p=$(env $envs /usr/bin/time -f '%e' -o "$w/time" "$build/tadoc" pack -q "$tree" -o "$w/a.tdc" && cat "$w/time")
     sz=$(stat -c %s "$w/a.tdc")
@@ -53,6 +59,7 @@ all but copies with the first|TADOC_NO_COPIES=1
 all but bare text|TADOC_NO_BARE=1
 all eight (the default)|TADOC_DEFAULTS=1
 EOF
+[ -n "${NO_PEERS:-}" ] && exit 0
 echo "| zstd -19 --long=27 of a tar | $zs | | $(rel "$zs" "$xs") | $(rel "$zs" "$qs") | | | | |"
 echo "| xz -9 of a tar | $xs | $(rel "$xs" "$zs") | | $(rel "$xs" "$qs") | | | | |"
 echo "| mksquashfs, zstd 19, 1 MiB blocks | $qs | $(rel "$qs" "$zs") | $(rel "$qs" "$xs") | | | | | |"
