@@ -505,9 +505,10 @@ static void *work(void *p)
                 if (!r->rc && r->next < r->jobs.n) pthread_cond_wait(&r->cv, &r->lock);
                 continue;
             }
-            if (r->rc || r->next >= r->jobs.n) {
-                mbud_give(w->bud, w->each);
-                break;
+            if (r->rc || r->next >= r->jobs.n || !par_order_room(&r->order, r->next)) {
+                mbud_give(w->bud, w->each); /* others took jobs meanwhile: look again */
+                if (r->rc || r->next >= r->jobs.n) break;
+                continue;
             }
         }
         job *j = &r->jobs.p[r->next++];
