@@ -1,0 +1,149 @@
+/* par: threads that each get their own argument, and par_order, the in-order hand-off that
+ * pack and compaction write their shards through: items finished out of order by several
+ * threads are handed on exactly once each, in order, by one thread at a time, none started a
+ * window or more past the first not handed on; a failed hand-off stops the rest. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "../../engine/base/par.h"
+#include "testutil.h"
+
+typedef struct slot {
+    unsigned t;
+    unsigned ran;
+} slot;
+
+static void *mark(void *p)
+{
+    slot *s = p;
+    s->ran++;
+    return NULL;
+}
+
+static void test_run(void **state)
+{
+    (void)state;
+    slot s[5] = {{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}};
+    par_run(5, mark, s, sizeof *s);
+    for (unsigned t = 0; t < 5; t++) {
+        assert_int_equal(s[t].t, t);
+        assert_int_equal(s[t].ran, 1);
+    }
+}
+
+#define NITEMS 3000
+#define NTHREADS 6
+#define WINDOW 5
+
+typedef struct order_run {
+    par_order q;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    size_t taken;   /* the next item to start */
+    int rc;         /* the first failure, under lock */
+    size_t fail_at; /* put fails for this item (NITEMS: never) */
+    size_t log[NITEMS], nlog;
+    int putting;     /* a put is running (atomic): two at once is a failure */
+    int overlap;     /* two puts ran at once */
+    int past_window; /* an item was started a window or more past the first not handed on */
+    uint64_t seed;
+} order_run;
+
+static int put(void *ctx, size_t i)
+{
+    order_run *r = ctx;
+    if (__atomic_exchange_n(&r->putting, 1, __ATOMIC_SEQ_CST)) r->overlap = 1;
+    r->log[r->nlog++] = i;
+    if (i % 7 == 0) sched_yield();
+    __atomic_store_n(&r->putting, 0, __ATOMIC_SEQ_CST);
+    return i == r->fail_at ? -EIO : 0;
+}
+
+static void *worker(void *p)
+{
+    order_run *r = p;
+    pthread_mutex_lock(&r->lock);
+    uint64_t seed = (r->seed += 7919);
+    for (;;) {
+        while (!r->rc && r->taken < NITEMS && !par_order_room(&r->q, r->taken))
+            pthread_cond_wait(&r->cv, &r->lock);
+        if (r->rc || r->taken >= NITEMS) break;
+        size_t i = r->taken++;
+        if (i >= r->q.next + WINDOW) r->past_window = 1;
+        pthread_mutex_unlock(&r->lock);
+        for (unsigned k = tu_rand(&seed) % 4; k; k--) /* items finish out of order */
+            sched_yield();
+        pthread_mutex_lock(&r->lock);
+        int rc = par_order_done(&r->q, i, &r->lock, &r->cv, &r->rc, put, r);
+        if (rc && !r->rc) {
+            r->rc = rc;
+            pthread_cond_broadcast(&r->cv);
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+static order_run *order_threads(size_t fail_at)
+{
+    order_run *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    assert_int_equal(par_order_init(&r->q, NITEMS, WINDOW), 0);
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->fail_at = fail_at;
+    r->seed = 1;
+    par_run(NTHREADS, worker, r, 0);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->lock);
+    assert_false(r->overlap);
+    assert_false(r->past_window);
+    return r;
+}
+
+static void order_free(order_run *r)
+{
+    par_order_free(&r->q);
+    free(r);
+}
+
+static void test_order(void **state)
+{
+    (void)state;
+    order_run *r = order_threads(NITEMS);
+    assert_int_equal(r->rc, 0);
+    assert_int_equal(r->nlog, NITEMS);
+    assert_int_equal(r->q.next, NITEMS);
+    for (size_t i = 0; i < NITEMS; i++)
+        assert_int_equal(r->log[i], i);
+    order_free(r);
+}
+
+static void test_order_fails(void **state)
+{
+    (void)state;
+    order_run *r = order_threads(1000);
+    assert_int_equal(r->rc, -EIO);
+    assert_int_equal(r->nlog, 1001); /* up to the failed one, nothing after it */
+    for (size_t i = 0; i < r->nlog; i++)
+        assert_int_equal(r->log[i], i);
+    assert_int_equal(r->q.next, 1001);
+    assert_true(r->taken <= 1001 + WINDOW);
+    order_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run),
+        cmocka_unit_test(test_order),
+        cmocka_unit_test(test_order_fails),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
