@@ -733,6 +733,8 @@ static void test_shard_table_disagreement(void **state)
 }
 
 /* A compaction of an archive with a damaged shard is refused: the archive stays as it was. */
+static int temps_beside(const char *path);
+
 static void test_damaged_shard_not_compacted(void **state)
 {
     (void)state;
@@ -746,6 +748,7 @@ static void test_damaged_shard_not_compacted(void **state)
     append_zz(v);
     assert_int_equal(vol_compact(v, &st), -EBADMSG);
     assert_non_null(strstr(tdc_errmsg(), "shard 1"));
+    assert_false(temps_beside(p)); /* the copy failed on a worker: the sink is removed */
     vol_close(v);
     unsigned char *after = tu_slurp(p, &n1);
     assert_int_equal(n0, n1);
