@@ -28,16 +28,21 @@ typedef struct par_order {
     unsigned char *done; /* per item: finished */
     size_t n, next, window;
     int busy; /* a thread is handing on */
+    /* Optional (NULL: every item weighs 1): cum[i] = the weights of items 0..i-1, n + 1 of
+     * them, set by the caller; the window then bounds the weight from `next` on, so that
+     * items that hold nothing while they wait (weight 0) never hold the others back. */
+    const uint64_t *cum;
 } par_order;
 
 /* 0 or -ENOMEM. */
 int par_order_init(par_order *q, size_t n, size_t window);
 void par_order_free(par_order *q);
 
-/* Whether item i may be started now. */
+/* Whether item i may be started now: what lies from `next` up to it weighs less than the
+ * window. */
 static inline int par_order_room(const par_order *q, size_t i)
 {
-    return i < q->next + q->window;
+    return q->cum ? q->cum[i] - q->cum[q->next] < q->window : i < q->next + q->window;
 }
 
 /* Item i finished; called with `lock` held, returns with it held. Hands on (put(ctx, item),

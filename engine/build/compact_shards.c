@@ -339,6 +339,7 @@ typedef struct runner {
     joblist jobs;
     uint32_t next;   /* the next job to take */
     par_order order; /* the jobs collected in order (collect) */
+    uint64_t *cum;   /* the order's weights: builds before each job */
     int rc;
     char *err;
     pthread_mutex_t lock;
@@ -677,10 +678,18 @@ static int run_jobs(runner *r, const compact_workers *cw)
 {
     unsigned nw = cw->n < r->jobs.n ? cw->n : r->jobs.n ? r->jobs.n : 1;
     worker *w = calloc(nw, sizeof *w);
-    if (!w || par_order_init(&r->order, r->jobs.n, 2 * nw)) {
+    r->cum = malloc((r->jobs.n + 1) * sizeof *r->cum);
+    if (!w || !r->cum || par_order_init(&r->order, r->jobs.n, 2 * nw)) {
         free(w);
         return tdc_error(-ENOMEM, "out of memory");
     }
+    /* The window counts the builds alone: a copied or kept shard, or a hash, holds nothing
+     * while it waits for its turn, and the copies before the first build must not hold the
+     * builds back. */
+    r->cum[0] = 0;
+    for (uint32_t k = 0; k < r->jobs.n; k++)
+        r->cum[k + 1] = r->cum[k] + builds(r->jobs.p[k].kind);
+    r->order.cum = r->cum;
     for (unsigned t = 0; t < nw; t++)
         w[t] = (worker){r, (char *)cw->ctx + t * cw->stride, t ? cw->bud : NULL, cw->each, 0};
     pthread_mutex_init(&r->lock, NULL);
@@ -782,6 +791,7 @@ int compact_shards(const arc *old, arc *nw, const int64_t *src, compact_read_fn 
         free(r.jobs.p[j].err);
     free(r.jobs.p);
     par_order_free(&r.order);
+    free(r.cum);
     free(r.err);
     plan_free(&p);
     free(map);
