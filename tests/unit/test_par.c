@@ -52,6 +52,8 @@ typedef struct order_run {
     int putting;     /* a put is running (atomic): two at once is a failure */
     int overlap;     /* two puts ran at once */
     int past_window; /* an item was started a window or more past the first not handed on */
+    size_t ahead;    /* the most items from the first not handed on to one started */
+    uint64_t cum[NITEMS + 1]; /* weights, when the run has them */
     uint64_t seed;
 } order_run;
 
@@ -75,7 +77,9 @@ static void *worker(void *p)
             pthread_cond_wait(&r->cv, &r->lock);
         if (r->rc || r->taken >= NITEMS) break;
         size_t i = r->taken++;
-        if (i >= r->q.next + WINDOW) r->past_window = 1;
+        uint64_t w = r->q.cum ? r->q.cum[i] - r->q.cum[r->q.next] : i - r->q.next;
+        if (w >= WINDOW) r->past_window = 1;
+        if (i - r->q.next > r->ahead) r->ahead = i - r->q.next;
         pthread_mutex_unlock(&r->lock);
         for (unsigned k = tu_rand(&seed) % 4; k; k--) /* items finish out of order */
             sched_yield();
@@ -90,11 +94,17 @@ static void *worker(void *p)
     return NULL;
 }
 
-static order_run *order_threads(size_t fail_at)
+/* With `every` > 0, one item in `every` weighs 1 and the others nothing. */
+static order_run *order_threads(size_t fail_at, unsigned every)
 {
     order_run *r = calloc(1, sizeof *r);
     assert_non_null(r);
     assert_int_equal(par_order_init(&r->q, NITEMS, WINDOW), 0);
+    if (every) {
+        for (size_t i = 0; i < NITEMS; i++)
+            r->cum[i + 1] = r->cum[i] + (i % every == 0);
+        r->q.cum = r->cum;
+    }
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->fail_at = fail_at;
@@ -116,7 +126,7 @@ static void order_free(order_run *r)
 static void test_order(void **state)
 {
     (void)state;
-    order_run *r = order_threads(NITEMS);
+    order_run *r = order_threads(NITEMS, 0);
     assert_int_equal(r->rc, 0);
     assert_int_equal(r->nlog, NITEMS);
     assert_int_equal(r->q.next, NITEMS);
@@ -128,7 +138,7 @@ static void test_order(void **state)
 static void test_order_fails(void **state)
 {
     (void)state;
-    order_run *r = order_threads(1000);
+    order_run *r = order_threads(1000, 0);
     assert_int_equal(r->rc, -EIO);
     assert_int_equal(r->nlog, 1001); /* up to the failed one, nothing after it */
     for (size_t i = 0; i < r->nlog; i++)
@@ -138,12 +148,26 @@ static void test_order_fails(void **state)
     order_free(r);
 }
 
+/* Items that weigh nothing do not count against the window: more of them are in flight. */
+static void test_order_weights(void **state)
+{
+    (void)state;
+    order_run *r = order_threads(NITEMS, 8);
+    assert_int_equal(r->rc, 0);
+    assert_int_equal(r->nlog, NITEMS);
+    for (size_t i = 0; i < NITEMS; i++)
+        assert_int_equal(r->log[i], i);
+    assert_true(r->ahead >= WINDOW); /* past what unit weights allow */
+    order_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run),
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_order_fails),
+        cmocka_unit_test(test_order_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
