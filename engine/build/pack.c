@@ -1232,12 +1232,9 @@ static int write_job(pack_job *p, const char *out, const char *over, pack_stats 
     a.nents = (uint32_t)p->nents;
     a.plain = p->o->plain;
     if (p->sink) { /* pack_run_to wrote the shards */
-        char *tmp = NULL;
-        rc = arc_sink_finish(p->sink, &a, sh, n, p->level, &tmp);
+        rc = arc_sink_commit(p->sink, &a, sh, n, p->level, out);
         free(p->sink);
         p->sink = NULL;
-        if (!rc && (rc = arc_commit(tmp, out)) > 0) rc = -EIO; /* the message says why */
-        free(tmp);
     } else {
         rc = over ? arc_write_coded_over(over, &a, sh, n, p->level)
                   : arc_write_coded(out, &a, sh, n, p->level);

@@ -610,6 +610,10 @@ static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int le
     uint32_t nsecs = 0;
     int rc = 0;
     *tmpout = NULL;
+    if (!n) {
+        rc = tdc_error(-EINVAL, "an archive has one shard at least");
+        goto fail;
+    }
     if (!secs || !shards) {
         rc = tdc_error(-ENOMEM, "out of memory writing %s", tmp);
         goto fail;
@@ -696,9 +700,7 @@ fail:
 
 int arc_sink_finish(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, char **tmp)
 {
-    if (n) return sink_end(s, a, sh, n, level, 1, 0, tmp);
-    arc_sink_abort(s);
-    return tdc_error(-EINVAL, "an archive has one shard at least");
+    return sink_end(s, a, sh, n, level, 1, 0, tmp);
 }
 
 void arc_sink_abort(arc_sink *s)
@@ -764,7 +766,6 @@ int arc_write_tmp(const char *path, arc *a, int level, char **tmp)
 int arc_write_coded_tmp(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level,
                         char **tmp)
 {
-    if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
     return write_coded(path, a, sh, n, level, 1, 0, tmp);
 }
 
@@ -772,7 +773,6 @@ int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t 
 {
     arc_sink s;
     char *t = NULL;
-    if (!n) return tdc_error(-EINVAL, "an archive has one shard at least");
     int rc = sink_over(&s, tmp);
     if (!rc) rc = sink_end(&s, a, sh, n, level, 1, 0, &t);
     free(t);
@@ -797,6 +797,14 @@ static int commit_written(int rc, char *tmp, const char *path)
     if (!rc && (rc = arc_commit(tmp, path)) > 0) rc = -EIO;
     free(tmp);
     return rc;
+}
+
+int arc_sink_commit(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level,
+                    const char *path)
+{
+    char *tmp = NULL;
+    int rc = arc_sink_finish(s, a, sh, n, level, &tmp);
+    return commit_written(rc, tmp, path);
 }
 
 int arc_write_unchecked(const char *path, arc *a, int level)

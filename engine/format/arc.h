@@ -326,6 +326,10 @@ typedef struct arc_sink {
 int arc_sink_open(arc_sink *s, const char *path);
 int arc_sink_put(arc_sink *s, arc_coded *c);
 int arc_sink_finish(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level, char **tmp);
+/* arc_sink_finish, then arc_commit of the file over `path` (a failed fsync of the directory
+ * after the rename counts as -EIO, as arc_write_coded's). */
+int arc_sink_commit(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int level,
+                    const char *path);
 void arc_sink_abort(arc_sink *s); /* removes the file; nothing for a finished or zeroed sink */
 
 /* arc_write_coded_tmp, then arc_commit. */
