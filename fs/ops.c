@@ -35,7 +35,6 @@
 #define SEARCH_DIR ANA_NIDS
 _Static_assert(SEARCH_DIR < 8, "a virtual file's kind is 3 bits of its inode number");
 
-/* Per-open state: a regular file (reader and running hash) or a computed virtual file. */
 /* What every open file and directory handle begins with: its place among c->handles. */
 typedef struct fs_handle {
     struct fs_handle *prev, *next;
@@ -64,6 +63,7 @@ static void handle_del(fs_ctx *c, fs_handle *h)
     pthread_mutex_unlock(&c->hlock);
 }
 
+/* Per-open state: a regular file (reader and running hash) or a computed virtual file. */
 typedef struct fs_file {
     fs_handle h;
     pthread_mutex_t lock;

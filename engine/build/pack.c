@@ -689,7 +689,6 @@ static int pack_group(packer *p, group *g, unsigned char *blk, size_t blksz)
     return rc;
 }
 
-/* A worker: takes the next group until none is left or a worker failed. */
 /* The worker's failure rc recorded, unless one came first. Caller holds the lock. */
 static void failed(packer *p, int rc)
 {
@@ -720,6 +719,7 @@ static void put_ready(packer *p, size_t gi)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* A worker: takes the next group until none is left or a worker failed. */
 static void *worker(void *arg)
 {
     packer *p = arg;
