@@ -123,15 +123,21 @@ static void order_free(order_run *r)
     free(r);
 }
 
+/* The run ended with `rc`, items 0..n-1 handed on, each once, in order, and no other. */
+static void handed_on(const order_run *r, int rc, size_t n)
+{
+    assert_int_equal(r->rc, rc);
+    assert_int_equal(r->nlog, n);
+    assert_int_equal(r->q.next, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(r->log[i], i);
+}
+
 static void test_order(void **state)
 {
     (void)state;
     order_run *r = order_threads(NITEMS, 0);
-    assert_int_equal(r->rc, 0);
-    assert_int_equal(r->nlog, NITEMS);
-    assert_int_equal(r->q.next, NITEMS);
-    for (size_t i = 0; i < NITEMS; i++)
-        assert_int_equal(r->log[i], i);
+    handed_on(r, 0, NITEMS);
     order_free(r);
 }
 
@@ -139,11 +145,7 @@ static void test_order_fails(void **state)
 {
     (void)state;
     order_run *r = order_threads(1000, 0);
-    assert_int_equal(r->rc, -EIO);
-    assert_int_equal(r->nlog, 1001); /* up to the failed one, nothing after it */
-    for (size_t i = 0; i < r->nlog; i++)
-        assert_int_equal(r->log[i], i);
-    assert_int_equal(r->q.next, 1001);
+    handed_on(r, -EIO, 1001); /* up to the failed one, nothing after it */
     assert_true(r->taken <= 1001 + WINDOW);
     order_free(r);
 }
@@ -153,10 +155,7 @@ static void test_order_weights(void **state)
 {
     (void)state;
     order_run *r = order_threads(NITEMS, 8);
-    assert_int_equal(r->rc, 0);
-    assert_int_equal(r->nlog, NITEMS);
-    for (size_t i = 0; i < NITEMS; i++)
-        assert_int_equal(r->log[i], i);
+    handed_on(r, 0, NITEMS);
     assert_true(r->ahead >= WINDOW); /* past what unit weights allow */
     order_free(r);
 }
