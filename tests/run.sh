@@ -82,9 +82,13 @@ fi
 if [ -x tests/gpu/run.sh ] && ! nvidia-smi >/dev/null 2>&1; then
     echo "# tests/gpu/run.sh skipped: no NVIDIA GPU on this machine (run it on a GPU host)"
 fi
+# Each report whole, then its first lines again and its summary next to its verdict: a CI log
+# that keeps only its tail still shows what failed where.
 for r in "$san_dir"/*; do
     [ -e "$r" ] || continue
-    head -60 "$r" | sed 's/^/# /' | tee -a "$log"
+    sed 's/^/# /' "$r" | tee -a "$log"
+    { grep -m1 -A12 -E '^(==[0-9]+==ERROR|WARNING: ThreadSanitizer|.*runtime error)' "$r"
+      grep -m1 '^SUMMARY' "$r"; } | sed 's/^/# again: /' | tee -a "$log"
     echo "not ok - sanitizer report $(basename "$r")" | tee -a "$log"
 done
 rm -rf "$san_dir" "$work"

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -868,18 +870,12 @@ static void test_sink(void **state)
     free(two);
 }
 
-/* A copy of the three-shard archive with new content compacted in shards of 4 KiB on `jobs`
- * workers: a file of words cut into parts, small files grouped, a file of random bytes
- * stored as its text and cut too. Returns the copy's path; *want the random file's bytes. */
-static char *compact_on(const char *name, unsigned jobs, uint64_t mem, buf *want)
+/* New content for a compaction in shards of 4 KiB: a file of words ("cut", to be cut into
+ * parts), small files to be grouped, a file of random bytes ("noise", stored as its text and
+ * cut too), whose bytes go to *want. */
+static void new_content(vol *v, buf *want)
 {
-    char *p = copy_sharded(name);
-    vol_opts o = {
-        .writable = 1, .shard_size = 4096, .compact_jobs = jobs, .lazy = !!mem, .mem = mem};
-    vol *v;
-    vol_compact_stats st;
     struct stat sb;
-    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
     assert_int_equal(vol_mknode(v, 1, "cut", S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
     assert_int_equal(vol_write(v, sb.st_ino, 0, big.p, big.n), 0);
     for (int i = 0; i < 6; i++) {
@@ -900,6 +896,19 @@ static char *compact_on(const char *name, unsigned jobs, uint64_t mem, buf *want
     assert_int_equal(vol_mknode(v, 1, "noise", S_IFREG | 0644, 0, 0, NULL, 0, &sb), 0);
     assert_int_equal(vol_write(v, sb.st_ino, 0, want->p, want->n), 0);
     append_zz(v);
+}
+
+/* A copy of the three-shard archive with new_content compacted in shards of 4 KiB on `jobs`
+ * workers. Returns the copy's path; *want the random file's bytes. */
+static char *compact_on(const char *name, unsigned jobs, uint64_t mem, buf *want)
+{
+    char *p = copy_sharded(name);
+    vol_opts o = {
+        .writable = 1, .shard_size = 4096, .compact_jobs = jobs, .lazy = !!mem, .mem = mem};
+    vol *v;
+    vol_compact_stats st;
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    new_content(v, want);
     if (vol_compact(v, &st)) fail_msg("%s", tdc_errmsg());
     assert_true(st.build_threads >= 1 && st.build_threads <= jobs);
     vol_close(v);
@@ -993,6 +1002,91 @@ static void test_compaction_workers(void **state)
     drop_copy(one);
     drop_copy(four);
     buf_free(&noise);
+}
+
+/* Files this process writes stop growing at `lim` bytes, as a full disk stops them (write
+ * fails with EFBIG; SIGXFSZ is ignored), until fsize_unlimit. */
+static struct rlimit fsize_was;
+static void (*xfsz_was)(int);
+
+static void fsize_limit(rlim_t lim)
+{
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &fsize_was), 0);
+    xfsz_was = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit r = {lim, fsize_was.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &r), 0);
+}
+
+static void fsize_unlimit(void)
+{
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &fsize_was), 0);
+    signal(SIGXFSZ, xfsz_was);
+}
+
+/* File `name` of v reads back as the n bytes at want. */
+static void reads_as(vol *v, const char *name, const void *want, size_t n)
+{
+    uint64_t ino;
+    vol_reader r;
+    char *got = malloc(n + 1);
+    vol_reader_init(&r);
+    assert_int_equal(vol_resolve(v, name, &ino), 0);
+    assert_int_equal(vol_read(v, &r, ino, 0, got, n + 1), (ssize_t)n);
+    assert_memory_equal(got, want, n);
+    vol_reader_free(&r);
+    free(got);
+}
+
+/* A compaction that cannot write its new archive wherever the file stops growing (a file
+ * size limit, as a full disk would stop it): it fails with EFBIG, leaves no temporary file
+ * and the archive byte for byte as it was, and the changes still read back; run on four
+ * workers, so that the failure meets builds in flight and shards waiting for their turn. */
+static void test_compaction_out_of_space(void **state)
+{
+    (void)state;
+    char *p = copy_sharded("space.tdc"), j[1024];
+    snprintf(j, sizeof j, "%s.journal", p);
+    vol_opts o = {.writable = 1, .shard_size = 4096, .compact_jobs = 4};
+    vol *v;
+    vol_compact_stats st;
+    buf noise = {0};
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    new_content(v, &noise);
+    vol_close(v);
+    size_t na, nj, nfull;
+    unsigned char *arch = tu_slurp(p, &na), *jrnl = tu_slurp(j, &nj);
+    assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+    assert_int_equal(vol_compact(v, &st), 0);
+    vol_close(v);
+    free(tu_slurp(p, &nfull)); /* the size the new archive takes */
+    enum { STEPS = 24 };
+    for (int k = 0; k <= STEPS; k++) {
+        rlim_t lim = k < STEPS ? (rlim_t)(nfull * k / STEPS) : (rlim_t)nfull - 1;
+        assert_int_equal(tu_put("/", p, arch, na), 0);
+        assert_int_equal(tu_put("/", j, jrnl, nj), 0);
+        assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+        fsize_limit(lim);
+        int rc = vol_compact(v, &st);
+        fsize_unlimit();
+        if (rc != -EFBIG) fail_msg("limit %llu: %d: %s", (unsigned long long)lim, rc, tdc_errmsg());
+        assert_false(temps_beside(p));
+        size_t n;
+        unsigned char *now = tu_slurp(p, &n);
+        assert_int_equal(n, na);
+        assert_memory_equal(now, arch, na);
+        free(now);
+        reads_as(v, "cut", big.p, big.n); /* the changes are still there, also remounted */
+        reads_as(v, "noise", noise.p, noise.n);
+        vol_close(v);
+        assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+        reads_as(v, "cut", big.p, big.n);
+        reads_as(v, "small5", big.p + 500, 2200);
+        vol_close(v);
+    }
+    free(arch);
+    free(jrnl);
+    buf_free(&noise);
+    drop_copy(p);
 }
 
 /* The byte where each part of file `name` ends in the archive at `path` (ends[0..*n)). */
@@ -1124,6 +1218,41 @@ static void test_pack_streamed(void **state)
     assert_int_equal(access(a, F_OK), -1);
     free(a);
     free(b);
+}
+
+/* A pack whose archive cannot grow past a limit, wherever that falls (shards on three
+ * workers, handed to the file in order, or the tables): it fails with EFBIG and leaves
+ * neither the archive nor a temporary file. */
+static void test_pack_out_of_space(void **state)
+{
+    (void)state;
+    char src[4096];
+    snprintf(src, sizeof src, "%s/all", dir);
+    pack_opts po = {.shard_size = 4096, .jobs = 3};
+    char *a = tu_tmppath("full.tdc");
+    pack_job *j;
+    pack_stats st;
+    size_t nfull;
+    assert_int_equal(pack_plan(src, &po, &j), 0);
+    assert_int_equal(pack_run_to(j, a), 0);
+    assert_int_equal(pack_write(j, a, &st), 0);
+    pack_job_free(j);
+    free(tu_slurp(a, &nfull));
+    unlink(a);
+    enum { STEPS = 24 };
+    for (int k = 0; k <= STEPS; k++) {
+        rlim_t lim = k < STEPS ? (rlim_t)(nfull * k / STEPS) : (rlim_t)nfull - 1;
+        assert_int_equal(pack_plan(src, &po, &j), 0);
+        fsize_limit(lim);
+        int rc = pack_run_to(j, a);
+        if (!rc) rc = pack_write(j, a, &st);
+        fsize_unlimit();
+        if (rc != -EFBIG) fail_msg("limit %llu: %d: %s", (unsigned long long)lim, rc, tdc_errmsg());
+        pack_job_free(j);
+        assert_false(temps_beside(a));
+        assert_int_equal(access(a, F_OK), -1);
+    }
+    free(a);
 }
 
 /* The stored hash of each shard's sections, to tell a copied shard from a rebuilt one. */
@@ -1716,8 +1845,10 @@ int main(void)
         cmocka_unit_test(test_no_empty_shard),
         cmocka_unit_test(test_sink),
         cmocka_unit_test(test_compaction_workers),
+        cmocka_unit_test(test_compaction_out_of_space),
         cmocka_unit_test(test_compaction_keeps_parts),
         cmocka_unit_test(test_pack_streamed),
+        cmocka_unit_test(test_pack_out_of_space),
         cmocka_unit_test(test_compaction_shard_size),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
