@@ -1053,7 +1053,7 @@ static void test_compaction_out_of_space(void **state)
     assert_int_equal(vol_open(p, &o, &v, NULL), 0);
     new_content(v, &noise);
     vol_close(v);
-    size_t na, nj, nfull;
+    size_t na = 0, nj = 0, nfull = 0;
     unsigned char *arch = tu_slurp(p, &na), *jrnl = tu_slurp(j, &nj);
     assert_int_equal(vol_open(p, &o, &v, NULL), 0);
     assert_int_equal(vol_compact(v, &st), 0);
@@ -1232,7 +1232,7 @@ static void test_pack_out_of_space(void **state)
     char *a = tu_tmppath("full.tdc");
     pack_job *j;
     pack_stats st;
-    size_t nfull;
+    size_t nfull = 0;
     assert_int_equal(pack_plan(src, &po, &j), 0);
     assert_int_equal(pack_run_to(j, a), 0);
     assert_int_equal(pack_write(j, a, &st), 0);
