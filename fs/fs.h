@@ -53,7 +53,23 @@ typedef struct fs_ctx {
     struct fs_handle *handles; /* the open file and directory handles (fs_handles_free) */
     const char *spill_dir; /* where texts of virtual files larger than spill_at go (vtext.h) */
     uint64_t spill_at;
+    /* -o noopen (NULL: off): the read state of files the kernel opens without the daemon,
+     * FS_KEPT_FILES slots taken by inode (fs_kept_init) */
+    struct fs_file *kept;
 } fs_ctx;
+
+/* Read states kept for files opened without the daemon: slots taken by inode, so that
+ * readers of this many files at once each keep their own. */
+#define FS_KEPT_FILES 64
+
+/* -o noopen: OPEN of a regular file is answered ENOSYS, which puts the kernel in its no-open
+ * mode for the connection: it opens and closes regular files without a request, and keeps
+ * their pages between opens. Reads then carry no handle and use the kept read states. No
+ * virtual files (their text is per caller, computed at the open, and the page cache would
+ * share it); read-only mounts only (an unlinked file lives until its last RELEASE, an
+ * O_TRUNC open truncates in the OPEN). 0 or -ENOMEM. */
+int fs_kept_init(fs_ctx *c);
+void fs_kept_free(fs_ctx *c);
 
 /* The operation table; every handler replies exactly once. */
 extern const struct fuse_lowlevel_ops fs_ops;

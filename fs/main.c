@@ -39,7 +39,7 @@ typedef struct options {
     char *gpu_read_min;
     char *mem;
     unsigned gpu_read_wait;
-    int ro, preload;
+    int ro, preload, noopen;
     unsigned uid, gid;
     int uid_set, gid_set;
     int help, version;
@@ -58,6 +58,7 @@ static const struct fuse_opt spec[] = {
     {"ro", offsetof(options, ro), 1},
     {"rw", offsetof(options, ro), 0},
     {"preload", offsetof(options, preload), 1},
+    {"noopen", offsetof(options, noopen), 1},
     {"uid=%u", offsetof(options, uid), 0},
     {"uid=", offsetof(options, uid_set), 1},
     {"gid=%u", offsetof(options, gid), 0},
@@ -90,6 +91,10 @@ static const char usage[] =
     "                         and for parallel callers (default 10; the others are\n"
     "                         answered by the thread that reads them)\n"
     "  -o ro                  read-only (the journal is replayed but never written)\n"
+    "  -o noopen              with ro: the kernel opens and closes files without asking the\n"
+    "                         daemon and keeps their pages between opens (two requests\n"
+    "                         less per file read); no virtual files (.wordcount and the\n"
+    "                         others: each caller's text needs its open)\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
     "                         (permissions are always checked by the kernel against the\n"
     "                         files' modes: default_permissions is implied)\n"
@@ -311,6 +316,11 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    if (o.noopen && !o.ro) {
+        fprintf(stderr, "tadocfs: noopen needs ro (a writable mount needs every open)\n");
+        ret = EX_USAGE;
+        goto out_args;
+    }
     if (check_mountpoint(o.mountpoint)) goto out_args;
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_args;
@@ -386,6 +396,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: %s.journal: already folded into the archive; discarded\n",
                 o.archive);
     c.ro = o.ro;
+    if (o.noopen && fs_kept_init(&c)) {
+        fprintf(stderr, "tadocfs: out of memory\n");
+        goto out_arc;
+    }
     c.uid = o.uid_set ? o.uid : (uint32_t)-1;
     c.gid = o.gid_set ? o.gid : (uint32_t)-1;
     /* Every change goes through this daemon, which tells the kernel about it. */
@@ -443,6 +457,7 @@ out_session:
     fuse_session_destroy(se);
 out_arc:
     fs_handles_free(&c);
+    fs_kept_free(&c);
     vol_close(c.v); /* writes out buffered records */
     sreg_free(&c.search);
     idx_words_free(c.words);

@@ -370,8 +370,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     int rc = vol_lookup(c->v, parent, name, &st);
     if (rc == -ENOENT) {
-        /* A real entry of the same name wins over a virtual file. */
-        for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
+        /* A real entry of the same name wins over a virtual file; noopen shows none. */
+        for (uint32_t k = 0; !c->kept && k <= SEARCH_DIR; k++) {
             if (strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) continue;
             struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
             if (vattr(c, req, ve.ino, &ve.attr)) break;
@@ -996,21 +996,64 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
 
 /* ---------------- files ---------------- */
 
+/* f's read state for file `ino`: a fresh reader, and the hash check of an unchanged file
+ * (they carry their archived hash: it is checked as they are read in order). */
+static void read_state(fs_ctx *c, fs_file *f, uint64_t ino)
+{
+    f->ino = ino;
+    vol_reader_init(&f->rd);
+    uint64_t want;
+    struct stat st;
+    if (vol_clean_hash(c->v, ino, &want) && !vol_getattr(c->v, ino, &st))
+        hashck_init(&f->hc, want, (uint64_t)st.st_size);
+}
+
 static fs_file *new_file(fs_ctx *c, uint64_t ino)
 {
     fs_file *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     pthread_mutex_init(&f->lock, NULL);
-    f->ino = ino;
-    vol_reader_init(&f->rd);
-    /* Unchanged files carry their archived hash: check it as they are read in order. */
-    uint64_t want;
-    struct stat st;
-    if (vol_clean_hash(c->v, ino, &want) && !vol_getattr(c->v, ino, &st))
-        hashck_init(&f->hc, want, (uint64_t)st.st_size);
+    read_state(c, f, ino);
     vol_ref(c->v, ino, 1);
     handle_add(c, &f->h, 0);
     return f;
+}
+
+/* The kept read state of file `ino` read without an open (noopen), locked: its slot, given
+ * to `ino` if another file had it; NULL while a read of another file or of this one holds
+ * it (the read then takes a reader of its own: a reader only saves work, and the hash check
+ * of a file read out of turn stops, as it does for a reader that seeks). */
+static fs_file *kept_file(fs_ctx *c, uint64_t ino)
+{
+    fs_file *f = &c->kept[XXH3_64bits(&ino, sizeof ino) % FS_KEPT_FILES];
+    if (pthread_mutex_trylock(&f->lock)) return NULL;
+    if (f->ino != ino) {
+        vol_reader_free(&f->rd);
+        hashck_free(&f->hc);
+        read_state(c, f, ino);
+    }
+    return f;
+}
+
+int fs_kept_init(fs_ctx *c)
+{
+    if (!(c->kept = calloc(FS_KEPT_FILES, sizeof *c->kept))) return -ENOMEM;
+    for (size_t i = 0; i < FS_KEPT_FILES; i++) {
+        pthread_mutex_init(&c->kept[i].lock, NULL);
+        vol_reader_init(&c->kept[i].rd);
+    }
+    return 0;
+}
+
+void fs_kept_free(fs_ctx *c)
+{
+    for (size_t i = 0; c->kept && i < FS_KEPT_FILES; i++) {
+        vol_reader_free(&c->kept[i].rd);
+        hashck_free(&c->kept[i].hc);
+        pthread_mutex_destroy(&c->kept[i].lock);
+    }
+    free(c->kept);
+    c->kept = NULL;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1018,6 +1061,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fs_ctx *c = ctx_of(req);
     if (!is_real(ino)) {
         open_virtual(req, c, ino, fi);
+        return;
+    }
+    if (c->kept) { /* noopen: the kernel opens the files itself from now on */
+        fuse_reply_err(req, ENOSYS);
         return;
     }
     struct stat st;
@@ -1087,7 +1134,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
-    fs_file *f = (fs_file *)(uintptr_t)fi->fh;
+    fs_file *f = (fs_file *)(uintptr_t)fi->fh; /* NULL: opened without the daemon (noopen) */
     if (size > rcap) {
         unsigned char *b = realloc(rbuf, size);
         if (!b) {
@@ -1099,7 +1146,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         pthread_once(&rbuf_once, rbuf_key_init);
         pthread_setspecific(rbuf_key, rbuf);
     }
-    if (f->virt) {
+    if (f && f->virt) {
         /* The kernel may release a handle while a read of it is still being answered: copy
          * under the handle's lock (which release takes) and reply from this thread's buffer. */
         pthread_mutex_lock(&f->lock);
@@ -1115,7 +1162,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, EIO);
         return;
     }
-    pthread_mutex_lock(&f->lock);
+    fs_file own = {.ino = ino}; /* noopen, the file's slot busy: a reader of this read's own */
+    if (f)
+        pthread_mutex_lock(&f->lock);
+    else if (!(f = kept_file(c, ino)))
+        vol_reader_init(&(f = &own)->rd);
     ssize_t n = vol_read(c->v, &f->rd, ino, (uint64_t)off, rbuf, size);
     int bad = 0;
     if (n > 0 && hashck_feed(&f->hc, (uint64_t)off, rbuf, (size_t)n)) {
@@ -1124,7 +1175,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         uint64_t want;
         bad = vol_clean_hash(c->v, ino, &want) && want == f->hc.want;
     }
-    pthread_mutex_unlock(&f->lock);
+    if (f == &own)
+        vol_reader_free(&own.rd);
+    else
+        pthread_mutex_unlock(&f->lock);
     if (n < 0) {
         syslog(LOG_ERR, "inode %llu: read at %lld: %s", (unsigned long long)ino, (long long)off,
                tdc_errmsg());
@@ -1146,8 +1200,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 {
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
-    if (f->virt || c->ro) {
-        fuse_reply_err(req, f->virt ? EBADF : EROFS);
+    if (c->ro || f->virt) {
+        fuse_reply_err(req, c->ro ? EROFS : EBADF);
         return;
     }
     int rc = logged(kill_suidgid(req, c, ino), "write");

@@ -342,6 +342,37 @@ refused() { # KIND
     [ "$(readlink "$M/d/l")" = a.txt ]
 }
 
+@test "noopen: files opened and closed without a request, read byte for byte, their pages kept; no virtual files; a bad hash still fails with EIO" {
+    run mnt "$A/l.tdc" "$M" -o noopen
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"noopen needs ro"* ]]
+    not_mounted "$M"
+    "$TADOCFS" -d -o ro,noopen "$A/l.tdc" "$M" 3>&- 2>"$S/d.log" &
+    pid=$!
+    wait_mounted "$M"
+    diff -r "$L" "$M"
+    reads=$(grep -c 'opcode: READ ' "$S/d.log")
+    [ "$reads" -gt 200 ]
+    diff -r "$L" "$M" # from the pages the kernel kept: no READ
+    [ "$(grep -c 'opcode: READ ' "$S/d.log")" -eq "$reads" ]
+    for v in .wordcount kernel/.sort .search; do
+        run cat "$M/$v"
+        [ "$status" -ne 0 ] && [[ "$output" == *"No such file"* ]]
+    done
+    fusermount3 -u "$M"
+    wait "$pid"
+    # Two reads of every file: one OPEN (answered ENOSYS, after which the kernel sends none)
+    # and no RELEASE.
+    [ "$(grep -c 'opcode: OPEN ' "$S/d.log")" -eq 1 ]
+    [ "$(grep -c 'opcode: RELEASE ' "$S/d.log")" -eq 0 ]
+    "$TESTBIN/mkbad" badhash "$S/bad.tdc"
+    mnt "$S/bad.tdc" "$M" -o ro,noopen
+    run cat "$M/a.txt"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"Input/output error"* ]]
+    [ "$(readlink "$M/d/l")" = a.txt ]
+}
+
 @test "a stale mount left by a killed daemon is refused with exit 1 and a hint, then cleans up" {
     "$TADOCFS" -f "$A/l.tdc" "$M" 3>&- 2>"$S/fg.log" &
     pid=$!
