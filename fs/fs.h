@@ -64,10 +64,11 @@ typedef struct fs_ctx {
 
 /* -o noopen: OPEN of a regular file is answered ENOSYS, which puts the kernel in its no-open
  * mode for the connection: it opens and closes regular files without a request, and keeps
- * their pages between opens. Reads then carry no handle and use the kept read states. No
- * virtual files (their text is per caller, computed at the open, and the page cache would
- * share it); read-only mounts only (an unlinked file lives until its last RELEASE, an
- * O_TRUNC open truncates in the OPEN). 0 or -ENOMEM. */
+ * their pages between opens. Reads and writes then carry no handle (a CREATE makes none
+ * either) and reads use the kept read states; an O_TRUNC open truncates through SETATTR
+ * (atomic_o_trunc off); an unlinked file stays readable while the kernel holds a lookup of
+ * it (counted from the entries replied until FORGET). No virtual files: their text is per
+ * caller, computed at the open, and the page cache would share it. 0 or -ENOMEM. */
 int fs_kept_init(fs_ctx *c);
 void fs_kept_free(fs_ctx *c);
 

@@ -91,10 +91,10 @@ static const char usage[] =
     "                         and for parallel callers (default 10; the others are\n"
     "                         answered by the thread that reads them)\n"
     "  -o ro                  read-only (the journal is replayed but never written)\n"
-    "  -o noopen              with ro: the kernel opens and closes files without asking the\n"
-    "                         daemon and keeps their pages between opens (two requests\n"
-    "                         less per file read); no virtual files (.wordcount and the\n"
-    "                         others: each caller's text needs its open)\n"
+    "  -o noopen              the kernel opens and closes files without asking the daemon\n"
+    "                         and keeps their pages between opens (two requests less per\n"
+    "                         file read or appended to); no virtual files (.wordcount and\n"
+    "                         the others: each caller's text needs its open)\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
     "                         (permissions are always checked by the kernel against the\n"
     "                         files' modes: default_permissions is implied)\n"
@@ -313,11 +313,6 @@ int main(int argc, char **argv)
     uint64_t read_min = BACKEND_READ_MIN_BYTES;
     if (o.gpu_read_min && parse_size(o.gpu_read_min, &read_min)) {
         fprintf(stderr, "tadocfs: gpu_read_min= must be a number of bytes (K, M, G allowed)\n");
-        ret = EX_USAGE;
-        goto out_args;
-    }
-    if (o.noopen && !o.ro) {
-        fprintf(stderr, "tadocfs: noopen needs ro (a writable mount needs every open)\n");
         ret = EX_USAGE;
         goto out_args;
     }

@@ -217,6 +217,15 @@ static void owners(const fs_ctx *c, struct stat *st)
     if (c->gid != (uint32_t)-1) st->st_gid = c->gid;
 }
 
+/* With noopen on a writable mount, the kernel's lookup count of each inode is what keeps an
+ * unlinked file readable until the kernel forgets the inode (vol_ref; opens and releases do
+ * otherwise): taken before each entry goes to the kernel, given back at FORGET or when the
+ * reply does not reach it. */
+static void lookup_ref(fs_ctx *c, uint64_t ino, int delta)
+{
+    if (c->kept && !c->ro && ino) vol_ref(c->v, ino, delta);
+}
+
 static void reply_entry(fuse_req_t req, fs_ctx *c, const struct stat *st)
 {
     struct fuse_entry_param e;
@@ -226,7 +235,8 @@ static void reply_entry(fuse_req_t req, fs_ctx *c, const struct stat *st)
     e.attr = *st;
     owners(c, &e.attr);
     e.attr_timeout = e.entry_timeout = c->timeout;
-    fuse_reply_entry(req, &e);
+    lookup_ref(c, e.ino, 1);
+    if (fuse_reply_entry(req, &e)) lookup_ref(c, e.ino, -1);
 }
 
 static void reply_rc(fuse_req_t req, int rc)
@@ -339,11 +349,13 @@ int fs_quick(void *ctx, const void *msg, size_t len)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    fs_ctx *c = userdata;
     /* Large requests: 1 MiB reads, writes and readahead where the kernel allows them. */
     conn->max_readahead = 1 << 20;
     conn->max_write = 1 << 20;
     if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+    /* noopen: no OPEN carries O_TRUNC; the kernel truncates through SETATTR instead. */
+    if (c->kept) conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -709,6 +721,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ENOMEM);
         return;
     }
+    off_t last = off - 1; /* the last entry put in the reply */
     for (off_t k = off; k < (off_t)d->n + 2; k++) {
         uint64_t ent = k == 0 ? ino : k == 1 ? d->parent : d->ents[k - 2].ino;
         const char *name = k == 0 ? "." : k == 1 ? ".." : d->ents[k - 2].name;
@@ -731,8 +744,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         if (need > size - used) break;
         used += need;
+        if (plus && k >= 2) lookup_ref(c, ent, 1);
+        last = k;
     }
-    fuse_reply_buf(req, b, used);
+    if (fuse_reply_buf(req, b, used))
+        for (off_t k = off < 2 ? 2 : off; plus && k <= last; k++)
+            lookup_ref(c, d->ents[k - 2].ino, -1);
     free(b);
 }
 
@@ -1100,8 +1117,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fs_ctx *c = ctx_of(req);
     struct stat st;
     int rc = make(req, parent, name, S_IFREG | (mode & 07777), NULL, 0, &st);
-    fs_file *f = rc ? NULL : new_file(c, st.st_ino);
-    if (!rc && !f) rc = -ENOMEM;
+    /* noopen: no handle, as for the files the kernel opens itself (it sends no RELEASE for
+     * this one either once it is in its no-open mode; the lookup keeps the file). */
+    fs_file *f = rc || c->kept ? NULL : new_file(c, st.st_ino);
+    if (!rc && !f && !c->kept) rc = -ENOMEM;
     if (rc) {
         reply_rc(req, rc);
         return;
@@ -1116,7 +1135,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = 1;
     fi->noflush = 1; /* as op_open */
-    fuse_reply_create(req, &e, fi);
+    lookup_ref(c, e.ino, 1);
+    if (fuse_reply_create(req, &e, fi)) lookup_ref(c, e.ino, -1);
 }
 
 /* Each loop thread's read buffer, freed when the thread ends (libfuse retires idle ones). */
@@ -1200,7 +1220,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 {
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
-    if (c->ro || f->virt) {
+    if (c->ro || (f && f->virt)) { /* f NULL: opened without the daemon (noopen) */
         fuse_reply_err(req, c->ro ? EROFS : EBADF);
         return;
     }
@@ -1231,7 +1251,7 @@ static void file_free(fs_ctx *c, fs_file *f)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    file_free(ctx_of(req), (fs_file *)(uintptr_t)fi->fh);
+    if (fi->fh) file_free(ctx_of(req), (fs_file *)(uintptr_t)fi->fh); /* 0: noopen's */
     fuse_reply_err(req, 0);
 }
 
@@ -1525,7 +1545,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
  * last one. Other inodes keep no per-reference state here. */
 static void forget_one(fs_ctx *c, fuse_ino_t ino, uint64_t n)
 {
-    if (is_sfile(ino)) sreg_forget(&c->search, ino - FS_SEARCH_BASE, n);
+    if (is_sfile(ino))
+        sreg_forget(&c->search, ino - FS_SEARCH_BASE, n);
+    else if (is_real(ino))
+        lookup_ref(c, ino, -(int)n);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

@@ -343,10 +343,6 @@ refused() { # KIND
 }
 
 @test "noopen: files opened and closed without a request, read byte for byte, their pages kept; no virtual files; a bad hash still fails with EIO" {
-    run mnt "$A/l.tdc" "$M" -o noopen
-    [ "$status" -eq 2 ]
-    [[ "$output" == *"noopen needs ro"* ]]
-    not_mounted "$M"
     "$TADOCFS" -d -o ro,noopen "$A/l.tdc" "$M" 3>&- 2>"$S/d.log" &
     pid=$!
     wait_mounted "$M"
