@@ -1542,7 +1542,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 }
 
 /* The kernel drops n references of inode `ino`: a search file's registry entry goes with its
- * last one. Other inodes keep no per-reference state here. */
+ * last one, and with noopen on a writable mount a real inode's count (lookup_ref) goes down
+ * by n. Other inodes keep no per-reference state here. */
 static void forget_one(fs_ctx *c, fuse_ino_t ino, uint64_t n)
 {
     if (is_sfile(ino))
