@@ -1042,7 +1042,7 @@ static fs_file *new_file(fs_ctx *c, uint64_t ino)
  * of a file read out of turn stops, as it does for a reader that seeks). */
 static fs_file *kept_file(fs_ctx *c, uint64_t ino)
 {
-    fs_file *f = &c->kept[XXH3_64bits(&ino, sizeof ino) % FS_KEPT_FILES];
+    fs_file *f = &c->kept[ino % FS_KEPT_FILES]; /* numbers are given in order: spread */
     if (pthread_mutex_trylock(&f->lock)) return NULL;
     if (f->ino != ino) {
         vol_reader_free(&f->rd);

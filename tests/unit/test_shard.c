@@ -1004,6 +1004,14 @@ static void test_compaction_workers(void **state)
     buf_free(&noise);
 }
 
+/* The file size limits the out-of-space tests try, for a file of `full` bytes: step k of
+ * LIMIT_STEPS from 0 up, and at the last step one byte short of the whole. */
+#define LIMIT_STEPS 24
+static rlim_t limit_at(size_t full, int k)
+{
+    return k < LIMIT_STEPS ? (rlim_t)(full * (size_t)k / LIMIT_STEPS) : (rlim_t)full - 1;
+}
+
 /* Files this process writes stop growing at `lim` bytes, as a full disk stops them (write
  * fails with EFBIG; SIGXFSZ is ignored), until fsize_unlimit. */
 static struct rlimit fsize_was;
@@ -1059,9 +1067,8 @@ static void test_compaction_out_of_space(void **state)
     assert_int_equal(vol_compact(v, &st), 0);
     vol_close(v);
     free(tu_slurp(p, &nfull)); /* the size the new archive takes */
-    enum { STEPS = 24 };
-    for (int k = 0; k <= STEPS; k++) {
-        rlim_t lim = k < STEPS ? (rlim_t)(nfull * k / STEPS) : (rlim_t)nfull - 1;
+    for (int k = 0; k <= LIMIT_STEPS; k++) {
+        rlim_t lim = limit_at(nfull, k);
         assert_int_equal(tu_put("/", p, arch, na), 0);
         assert_int_equal(tu_put("/", j, jrnl, nj), 0);
         assert_int_equal(vol_open(p, &o, &v, NULL), 0);
@@ -1239,9 +1246,8 @@ static void test_pack_out_of_space(void **state)
     pack_job_free(j);
     free(tu_slurp(a, &nfull));
     unlink(a);
-    enum { STEPS = 24 };
-    for (int k = 0; k <= STEPS; k++) {
-        rlim_t lim = k < STEPS ? (rlim_t)(nfull * k / STEPS) : (rlim_t)nfull - 1;
+    for (int k = 0; k <= LIMIT_STEPS; k++) {
+        rlim_t lim = limit_at(nfull, k);
         assert_int_equal(pack_plan(src, &po, &j), 0);
         fsize_limit(lim);
         int rc = pack_run_to(j, a);
