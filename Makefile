@@ -181,6 +181,11 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) -lcmocka $(LDLIBS_ALL)
 
+# The daemon's registry of virtual inodes, tested alone (fs/ is no library).
+$(BUILD)/tests/test_sreg: $(BUILD)/tests/unit/test_sreg.o $(BUILD)/fs/sreg.o $(BUILD)/fs/vtext.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) -lcmocka $(LDLIBS_ALL)
+
 $(BUILD)/tests/gpucheck: $(BUILD)/tests/gpu/gpucheck.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(filter-out %.a,$^) $(LINK_LIBS) $(LDLIBS_ALL)

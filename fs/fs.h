@@ -53,7 +53,7 @@ typedef struct fs_ctx {
     struct fs_handle *handles; /* the open file and directory handles (fs_handles_free) */
     const char *spill_dir; /* where texts of virtual files larger than spill_at go (vtext.h) */
     uint64_t spill_at;
-    /* -o noopen (NULL: off): the read state of files the kernel opens without the daemon,
+    /* noopen (NULL: -o open): the read state of files the kernel opens without the daemon,
      * FS_KEPT_FILES slots taken by inode (fs_kept_init) */
     struct fs_file *kept;
 } fs_ctx;
@@ -62,13 +62,14 @@ typedef struct fs_ctx {
  * readers of this many files at once each keep their own. */
 #define FS_KEPT_FILES 64
 
-/* -o noopen: OPEN of a regular file is answered ENOSYS, which puts the kernel in its no-open
- * mode for the connection: it opens and closes regular files without a request, and keeps
- * their pages between opens. Reads and writes then carry no handle (a CREATE makes none
- * either) and reads use the kept read states; an O_TRUNC open truncates through SETATTR
- * (atomic_o_trunc off); an unlinked file stays readable while the kernel holds a lookup of
- * it (counted from the entries replied until FORGET). No virtual files: their text is per
- * caller, computed at the open, and the page cache would share it. 0 or -ENOMEM. */
+/* The default (noopen; -o open turns it off): OPEN is answered ENOSYS, which puts the kernel
+ * in its no-open mode for the connection: it opens and closes regular files without a
+ * request, and keeps their pages between opens. Reads and writes then carry no handle (a
+ * CREATE makes none either) and reads use the kept read states; an O_TRUNC open truncates
+ * through SETATTR (atomic_o_trunc off); an unlinked file stays readable while the kernel
+ * holds a lookup of it (counted from the entries replied until FORGET). A virtual file's
+ * text, per caller, is computed at its lookup and has an inode of its own (kept_vfile in
+ * ops.c), so that the kept pages serve it to no one else. 0 or -ENOMEM. */
 int fs_kept_init(fs_ctx *c);
 void fs_kept_free(fs_ctx *c);
 

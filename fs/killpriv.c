@@ -1,10 +1,11 @@
-/* killpriv: ask the kernel for FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot (killpriv.h).
+/* killpriv: ask the kernel for FUSE_HANDLE_KILLPRIV_V2 and FUSE_PARALLEL_DIROPS, which
+ * libfuse 3.14 cannot (killpriv.h).
  *
  * libfuse writes its replies with writev(2) on the device. This file defines writev for the
  * daemon, which the dynamic linker binds libfuse's calls to (an executable's symbols come
  * first); it passes every call on to the next writev (the C library's, or a sanitizer's in
  * front of it, which must see every reply: ThreadSanitizer orders a reply before the request
- * another thread reads next), and sets the flag in the one reply it looks at: the first one
+ * another thread reads next), and sets the flags in the one reply it looks at: the first one
  * written on the device after fs_killpriv_arm, which is the answer to FUSE_INIT (the kernel
  * sends nothing else before INIT is answered). Where libfuse does not write that way (a
  * libfuse built statically, or with its own I/O), nothing is set and the kernel goes on
@@ -44,7 +45,7 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
         if (h && iov[0].iov_len == sizeof *h && !h->error &&
             iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
             struct fuse_init_out *o = iov[1].iov_base; /* libfuse's reply, not yet sent */
-            o->flags |= FUSE_HANDLE_KILLPRIV_V2;
+            o->flags |= FUSE_HANDLE_KILLPRIV_V2 | FUSE_PARALLEL_DIROPS;
         }
     }
     return next_writev ? next_writev(fd, iov, n) : syscall(SYS_writev, fd, iov, n);

@@ -39,7 +39,7 @@ typedef struct options {
     char *gpu_read_min;
     char *mem;
     unsigned gpu_read_wait;
-    int ro, preload, noopen;
+    int ro, preload, open;
     unsigned uid, gid;
     int uid_set, gid_set;
     int help, version;
@@ -58,7 +58,8 @@ static const struct fuse_opt spec[] = {
     {"ro", offsetof(options, ro), 1},
     {"rw", offsetof(options, ro), 0},
     {"preload", offsetof(options, preload), 1},
-    {"noopen", offsetof(options, noopen), 1},
+    {"open", offsetof(options, open), 1},
+    {"noopen", offsetof(options, open), 0},
     {"uid=%u", offsetof(options, uid), 0},
     {"uid=", offsetof(options, uid_set), 1},
     {"gid=%u", offsetof(options, gid), 0},
@@ -91,10 +92,12 @@ static const char usage[] =
     "                         and for parallel callers (default 10; the others are\n"
     "                         answered by the thread that reads them)\n"
     "  -o ro                  read-only (the journal is replayed but never written)\n"
-    "  -o noopen              the kernel opens and closes files without asking the daemon\n"
+    "  -o open                every open and close of a regular file is a request to the\n"
+    "                         daemon, and a virtual file is computed at its open; by\n"
+    "                         default (noopen) the kernel opens and closes files itself\n"
     "                         and keeps their pages between opens (two requests less per\n"
-    "                         file read or appended to); no virtual files (.wordcount and\n"
-    "                         the others: each caller's text needs its open)\n"
+    "                         file read or appended to), and a virtual file is computed\n"
+    "                         when its name is looked up\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
     "                         (permissions are always checked by the kernel against the\n"
     "                         files' modes: default_permissions is implied)\n"
@@ -391,7 +394,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: %s.journal: already folded into the archive; discarded\n",
                 o.archive);
     c.ro = o.ro;
-    if (o.noopen && fs_kept_init(&c)) {
+    if (!o.open && fs_kept_init(&c)) {
         fprintf(stderr, "tadocfs: out of memory\n");
         goto out_arc;
     }

@@ -165,34 +165,43 @@ static int is_sfile(fuse_ino_t ino)
     return ino >= FS_SEARCH_BASE && !(ino & VINO_BIT);
 }
 
-/* 0 with the directory and word (copied, when `word` is not NULL) of search file inode
- * `ino`; -1 if it is not one the kernel holds. */
-static int sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, char **word)
+/* 0 with the directory and kind of registered inode `ino` (a search file, or noopen's
+ * virtual file), a copy of its word when `word` is not NULL, a reference to its text (or
+ * NULL) when `text` is not NULL; -1 if it is not one the kernel holds. */
+static int sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, uint32_t *kind, char **word,
+                    vtext **text)
 {
     if (!is_sfile(ino)) return -1;
-    return sreg_get(&c->search, ino - FS_SEARCH_BASE, dir, word);
+    return sreg_get(&c->search, ino - FS_SEARCH_BASE, dir, kind, word, text);
 }
 
 /* Attributes of any virtual inode; 0 if `ino` is one whose directory still exists. The size
- * of a virtual file is the one last computed for the visible set of req's caller (0 when
- * none was, or when that set is not known without a snapshot): never another set's. */
+ * of a virtual file is its own text's (noopen), else the one last computed for the visible
+ * set of req's caller (0 when none was, or when that set is not known without a snapshot):
+ * never another set's. */
 static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
 {
     uint64_t dir;
     uint32_t kind = 0;
-    int search = 0;
+    vtext *t = NULL;
+    int reg = 0;
     if (vino_of(ino, &dir, &kind)) {
-        if (sfile_of(c, ino, &dir, NULL) < 0) return -1;
-        search = 1;
+        if (sfile_of(c, ino, &dir, &kind, NULL, &t) < 0) return -1;
+        reg = 1;
     }
-    if (vol_getattr(c->v, dir, st) || !S_ISDIR(st->st_mode)) return -1;
+    int isdir = !reg && kind == SEARCH_DIR;
+    if (vol_getattr(c->v, dir, st) || !S_ISDIR(st->st_mode)) {
+        vtext_put(t);
+        return -1;
+    }
     st->st_ino = (ino_t)ino;
-    st->st_mode = !search && kind == SEARCH_DIR ? S_IFDIR | 0555 : S_IFREG | 0444;
-    st->st_nlink = !search && kind == SEARCH_DIR ? 2 : 1;
+    st->st_mode = isdir ? S_IFDIR | 0555 : S_IFREG | 0444;
+    st->st_nlink = isdir ? 2 : 1;
     uint64_t key[2];
-    st->st_size = search || kind == SEARCH_DIR || caller_key(req, c, dir, key)
-                      ? 0
-                      : (off_t)vsize_get(c, ino, key);
+    st->st_size = t                                           ? (off_t)t->n
+                  : reg || isdir || caller_key(req, c, dir, key) ? 0
+                                                               : (off_t)vsize_get(c, ino, key);
+    vtext_put(t);
     st->st_blocks = (st->st_size + 511) / 512;
     if (c->uid != (uint32_t)-1) st->st_uid = c->uid;
     if (c->gid != (uint32_t)-1) st->st_gid = c->gid;
@@ -204,7 +213,8 @@ static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
 static int search_register(fs_ctx *c, uint64_t dir, const char *word, fuse_ino_t *ino)
 {
     uint32_t slot;
-    int rc = sreg_ref(&c->search, dir, word, &slot);
+    sreg_key k = {.dir = dir, .kind = SEARCH_DIR, .word = word};
+    int rc = sreg_ref(&c->search, &k, &slot, NULL);
     if (!rc) *ino = (fuse_ino_t)(FS_SEARCH_BASE + slot);
     return rc;
 }
@@ -287,6 +297,15 @@ static void set_damaged(fs_ctx *c, uint64_t ino)
 
 /* ---------------- the request loop's policy ---------------- */
 
+/* 1 if the name of n bytes (a lookup's, NUL-terminated within them) is a virtual file's. */
+static int is_vname(const char *name, size_t n)
+{
+    if (!n || name[n - 1] || name[0] != '.') return 0;
+    for (uint32_t k = 0; k < SEARCH_DIR; k++)
+        if (!strcmp(name, ana_table[k].vfile)) return 1;
+    return 0;
+}
+
 int fs_quick(void *ctx, const void *msg, size_t len)
 {
     fs_ctx *c = ctx;
@@ -300,7 +319,8 @@ int fs_quick(void *ctx, const void *msg, size_t len)
     case FUSE_BATCH_FORGET:
     case FUSE_INTERRUPT:
         return 1;
-    case FUSE_LOOKUP:
+    case FUSE_LOOKUP: /* noopen computes a virtual file's text at its lookup */
+        return is_real(h->nodeid) && !(c->kept && is_vname(arg, alen));
     case FUSE_GETATTR:
     case FUSE_OPENDIR:
     case FUSE_READDIR:
@@ -358,6 +378,25 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (c->kept) conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
+static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
+                      struct fuse_entry_param *e);
+
+/* noopen: answer a lookup with virtual file `kind` of `dir` (`.search/word` when word is not
+ * NULL) as req's caller sees it now. */
+static void lookup_kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind,
+                              const char *word)
+{
+    struct fuse_entry_param e;
+    int rc = kept_vfile(req, c, dir, kind, word, &e);
+    if (rc) {
+        syslog(LOG_ERR, "virtual file of directory %llu: %s", (unsigned long long)dir,
+               tdc_errmsg());
+        reply_rc(req, rc == -ENOMEM ? -ENOMEM : rc == -ENOENT ? -ENOENT : -EIO);
+    } else if (fuse_reply_entry(req, &e)) {
+        sreg_forget(&c->search, e.ino - FS_SEARCH_BASE, 1);
+    }
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fs_ctx *c = ctx_of(req);
@@ -366,6 +405,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct stat st;
     if (!vino_of(parent, &sdir, &skind) && skind == SEARCH_DIR) {
         /* Any name inside .search is a word to look for. */
+        if (c->kept) {
+            lookup_kept_vfile(req, c, sdir, SEARCH_DIR, name);
+            return;
+        }
         fuse_ino_t ino = 0;
         if (search_register(c, sdir, name, &ino) || vattr(c, req, ino, &st)) {
             if (ino) sreg_forget(&c->search, ino - FS_SEARCH_BASE, 1);
@@ -373,7 +416,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return;
         }
         struct fuse_entry_param se = {.ino = ino, .generation = 1, .attr = st};
-        fuse_reply_entry(req, &se);
+        if (fuse_reply_entry(req, &se)) sreg_forget(&c->search, ino - FS_SEARCH_BASE, 1);
         return;
     }
     if (!is_real(parent)) {
@@ -382,9 +425,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     int rc = vol_lookup(c->v, parent, name, &st);
     if (rc == -ENOENT) {
-        /* A real entry of the same name wins over a virtual file; noopen shows none. */
-        for (uint32_t k = 0; !c->kept && k <= SEARCH_DIR; k++) {
+        /* A real entry of the same name wins over a virtual file. */
+        for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
             if (strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) continue;
+            if (c->kept && k != SEARCH_DIR) {
+                lookup_kept_vfile(req, c, parent, k, NULL);
+                return;
+            }
             struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
             if (vattr(c, req, ve.ino, &ve.attr)) break;
             fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
@@ -975,7 +1022,7 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     uint32_t kind;
     char *word = NULL;
     int search = vino_of(ino, &dir, &kind) != 0;
-    if (search && sfile_of(c, ino, &dir, &word) < 0) {
+    if (search && sfile_of(c, ino, &dir, &kind, &word, NULL) < 0) {
         fuse_reply_err(req, ENOENT);
         return;
     }
@@ -1009,6 +1056,57 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     fi->direct_io = 1;
     fi->noflush = 1;
     fuse_reply_open(req, fi);
+}
+
+/* noopen: the tag of the text req's caller would read now (sreg_key): who it is (zeros for
+ * one who sees everything) and the state of the vol. */
+static int caller_tag(fuse_req_t req, fs_ctx *c, uint64_t tag[4])
+{
+    fs_who who;
+    int rc = fs_who_of(req, c, &who);
+    if (rc) return rc;
+    tag[0] = tag[1] = 0;
+    if (!who.all) {
+        uint64_t seed = (uint64_t)who.uid << 32 | who.gid;
+        XXH128_hash_t h =
+            XXH3_128bits_withSeed(who.groups, who.ngroups * sizeof *who.groups, seed);
+        tag[0] = h.low64 | 1; /* never everyone's */
+        tag[1] = h.high64;
+    }
+    vol_state(c->v, tag + 2);
+    fs_who_free(&who);
+    return 0;
+}
+
+/* noopen: the entry of virtual file `kind` of `dir` (`.search/word` when word is not NULL) as
+ * req's caller sees it now, with a reference to it. The kernel keeps a file's pages between
+ * opens, so each text has an inode of its own, registered under the caller's credentials
+ * and the vol's state (caller_tag): its text is computed here, when the registry has none
+ * for the key, so that its size is right from the first stat, and it stays the inode's
+ * while the kernel holds it. Entries are not cached: every path walk looks the name up
+ * again, and another caller's walk, or a walk after a change, finds another inode. */
+static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
+                      struct fuse_entry_param *e)
+{
+    sreg_key k = {.dir = dir, .kind = kind, .word = word ? word : ""};
+    uint32_t slot;
+    vtext *t = NULL;
+    int rc = caller_tag(req, c, k.tag);
+    if (!rc) rc = sreg_ref(&c->search, &k, &slot, &t);
+    if (rc) return rc;
+    if (!t) {
+        uint64_t key[2];
+        rc = virtual_text(req, c, dir, kind, word, &t, key);
+        if (!rc) sreg_set_text(&c->search, slot, t);
+    }
+    vtext_put(t);
+    memset(e, 0, sizeof *e);
+    e->ino = FS_SEARCH_BASE + slot;
+    e->generation = 1;
+    e->attr_timeout = c->timeout; /* fixed while the inode lives */
+    if (!rc && vattr(c, req, e->ino, &e->attr)) rc = -ENOENT; /* its directory went */
+    if (rc) sreg_forget(&c->search, slot, 1);
+    return rc;
 }
 
 /* ---------------- files ---------------- */
@@ -1076,12 +1174,12 @@ void fs_kept_free(fs_ctx *c)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_ctx *c = ctx_of(req);
-    if (!is_real(ino)) {
-        open_virtual(req, c, ino, fi);
-        return;
-    }
     if (c->kept) { /* noopen: the kernel opens the files itself from now on */
         fuse_reply_err(req, ENOSYS);
+        return;
+    }
+    if (!is_real(ino)) {
+        open_virtual(req, c, ino, fi);
         return;
     }
     struct stat st;
@@ -1150,6 +1248,28 @@ static void rbuf_key_init(void)
     pthread_key_create(&rbuf_key, free);
 }
 
+/* Up to `size` bytes at `off` of a virtual file into this thread's read buffer: of its open
+ * handle's text, or (f NULL: noopen) of its registered inode's; the count or -EIO. */
+static ssize_t virtual_read(fs_ctx *c, fs_file *f, fuse_ino_t ino, off_t off, size_t size)
+{
+    if (f) {
+        /* The kernel may release a handle while a read of it is still being answered: copy
+         * under the handle's lock (which release takes) and reply from this thread's buffer. */
+        pthread_mutex_lock(&f->lock);
+        ssize_t n = vtext_read(f->vt, (uint64_t)off, rbuf, size);
+        pthread_mutex_unlock(&f->lock);
+        return n;
+    }
+    uint64_t dir;
+    uint32_t kind;
+    vtext *t = NULL;
+    ssize_t n = sfile_of(c, ino, &dir, &kind, NULL, &t) || !t
+                    ? -EIO
+                    : vtext_read(t, (uint64_t)off, rbuf, size);
+    vtext_put(t);
+    return n;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -1166,12 +1286,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         pthread_once(&rbuf_once, rbuf_key_init);
         pthread_setspecific(rbuf_key, rbuf);
     }
-    if (f && f->virt) {
-        /* The kernel may release a handle while a read of it is still being answered: copy
-         * under the handle's lock (which release takes) and reply from this thread's buffer. */
-        pthread_mutex_lock(&f->lock);
-        ssize_t n = vtext_read(f->vt, (uint64_t)off, rbuf, size);
-        pthread_mutex_unlock(&f->lock);
+    if ((f && f->virt) || !is_real(ino)) {
+        ssize_t n = virtual_read(c, f, ino, off, size);
         if (n < 0)
             fuse_reply_err(req, EIO);
         else
@@ -1220,8 +1336,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 {
     fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh;
-    if (c->ro || (f && f->virt)) { /* f NULL: opened without the daemon (noopen) */
-        fuse_reply_err(req, c->ro ? EROFS : EBADF);
+    /* f NULL: opened without the daemon (noopen), where a virtual file is refused here (root
+     * passes the kernel's permission check of the open) */
+    if (c->ro || (f && f->virt) || !is_real(ino)) {
+        fuse_reply_err(req, c->ro ? EROFS : EACCES);
         return;
     }
     int rc = logged(kill_suidgid(req, c, ino), "write");

@@ -13,30 +13,40 @@ void sreg_init(sreg *r)
 
 void sreg_free(sreg *r)
 {
-    for (uint32_t i = 0; i < r->n; i++)
-        free(r->ents[i].word);
+    for (uint32_t i = 0; i < r->n; i++) {
+        free((char *)r->ents[i].k.word);
+        vtext_put(r->ents[i].text);
+    }
     free(r->ents);
     free(r->bucket);
     pthread_mutex_destroy(&r->lock);
 }
 
-static uint32_t bucket_of(const sreg *r, uint64_t dir, const char *word)
+static uint32_t bucket_of(const sreg *r, const sreg_key *k)
 {
-    return (uint32_t)(XXH3_64bits_withSeed(word, strlen(word), dir) & (r->nbucket - 1));
+    uint64_t f[6] = {k->dir, k->kind, k->tag[0], k->tag[1], k->tag[2], k->tag[3]};
+    uint64_t seed = XXH3_64bits(f, sizeof f);
+    return (uint32_t)(XXH3_64bits_withSeed(k->word, strlen(k->word), seed) & (r->nbucket - 1));
 }
 
-/* The slot + 1 of (dir, word), 0 if absent. */
-static uint32_t find(const sreg *r, uint64_t dir, const char *word)
+static int same(const sreg_key *a, const sreg_key *b)
+{
+    return a->dir == b->dir && a->kind == b->kind && !memcmp(a->tag, b->tag, sizeof a->tag) &&
+           !strcmp(a->word, b->word);
+}
+
+/* The slot + 1 of key k, 0 if absent. */
+static uint32_t find(const sreg *r, const sreg_key *k)
 {
     if (!r->nbucket) return 0;
-    for (uint32_t s = r->bucket[bucket_of(r, dir, word)]; s; s = r->ents[s - 1].next)
-        if (r->ents[s - 1].dir == dir && !strcmp(r->ents[s - 1].word, word)) return s;
+    for (uint32_t s = r->bucket[bucket_of(r, k)]; s; s = r->ents[s - 1].next)
+        if (same(&r->ents[s - 1].k, k)) return s;
     return 0;
 }
 
 static void link_in(sreg *r, uint32_t slot)
 {
-    uint32_t *b = &r->bucket[bucket_of(r, r->ents[slot].dir, r->ents[slot].word)];
+    uint32_t *b = &r->bucket[bucket_of(r, &r->ents[slot].k)];
     r->ents[slot].next = *b;
     *b = slot + 1;
 }
@@ -52,7 +62,7 @@ static int grow_buckets(sreg *r)
     r->bucket = b;
     r->nbucket = nb;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->ents[i].word) link_in(r, i);
+        if (r->ents[i].k.word) link_in(r, i);
     return 0;
 }
 
@@ -75,44 +85,60 @@ static int new_slot(sreg *r, uint32_t *slot)
     return 0;
 }
 
-/* A new entry for (dir, word) with one reference. 0 or -ENOMEM. */
-static int add(sreg *r, uint64_t dir, const char *word, uint32_t *slot)
+/* A new entry for key k with one reference. 0 or -ENOMEM. */
+static int add(sreg *r, const sreg_key *k, uint32_t *slot)
 {
-    char *w = strdup(word);
+    char *w = strdup(k->word);
     /* Where the buckets cannot grow, the chains get longer: only none at all fails. */
     if (!w || (grow_buckets(r) && !r->nbucket) || new_slot(r, slot)) {
         free(w);
         return -ENOMEM;
     }
-    r->ents[*slot] = (sreg_ent){.dir = dir, .word = w, .nlookup = 1};
+    r->ents[*slot] = (sreg_ent){.k = *k, .nlookup = 1};
+    r->ents[*slot].k.word = w;
     r->live++;
     link_in(r, *slot);
     return 0;
 }
 
-int sreg_ref(sreg *r, uint64_t dir, const char *word, uint32_t *slot)
+int sreg_ref(sreg *r, const sreg_key *k, uint32_t *slot, vtext **text)
 {
     int rc = 0;
     pthread_mutex_lock(&r->lock);
-    uint32_t s = find(r, dir, word);
+    uint32_t s = find(r, k);
     if (s) {
-        *slot = s - 1;
-        r->ents[*slot].nlookup++;
+        sreg_ent *e = &r->ents[(*slot = s - 1)];
+        if (!e->nlookup++) {
+            e->idle = 0;
+            r->idle--;
+        }
     } else {
-        rc = add(r, dir, word, slot);
+        rc = add(r, k, slot);
     }
+    if (text) *text = rc ? NULL : vtext_ref(r->ents[*slot].text);
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
 
-int sreg_get(sreg *r, uint64_t slot, uint64_t *dir, char **word)
+void sreg_set_text(sreg *r, uint32_t slot, vtext *text)
+{
+    pthread_mutex_lock(&r->lock);
+    if (slot < r->n && r->ents[slot].k.word && !r->ents[slot].text)
+        r->ents[slot].text = vtext_ref(text);
+    pthread_mutex_unlock(&r->lock);
+}
+
+int sreg_get(sreg *r, uint64_t slot, uint64_t *dir, uint32_t *kind, char **word, vtext **text)
 {
     int rc = -1;
     pthread_mutex_lock(&r->lock);
-    if (slot < r->n && r->ents[slot].word) {
-        *dir = r->ents[slot].dir;
+    if (slot < r->n && r->ents[slot].k.word) {
+        const sreg_ent *e = &r->ents[slot];
+        *dir = e->k.dir;
+        *kind = e->k.kind;
         rc = 0;
-        if (word && !(*word = strdup(r->ents[slot].word))) rc = -1;
+        if (word && !(*word = strdup(e->k.word))) rc = -1;
+        if (!rc && text) *text = vtext_ref(e->text);
     }
     pthread_mutex_unlock(&r->lock);
     return rc;
@@ -121,23 +147,44 @@ int sreg_get(sreg *r, uint64_t slot, uint64_t *dir, char **word)
 /* Take `slot` out of its hash chain and put it on the free list. */
 static void release(sreg *r, uint32_t slot)
 {
-    uint32_t *p = &r->bucket[bucket_of(r, r->ents[slot].dir, r->ents[slot].word)];
+    uint32_t *p = &r->bucket[bucket_of(r, &r->ents[slot].k)];
     while (*p != slot + 1)
         p = &r->ents[*p - 1].next;
     *p = r->ents[slot].next;
-    free(r->ents[slot].word);
+    free((char *)r->ents[slot].k.word);
+    vtext_put(r->ents[slot].text);
     r->ents[slot] = (sreg_ent){.next = r->free};
     r->free = slot + 1;
     r->live--;
 }
 
+/* Past SREG_LINGER lingering entries, the one idle longest goes. */
+static void trim_idle(sreg *r)
+{
+    while (r->idle > SREG_LINGER) {
+        uint32_t old = 0;
+        for (uint32_t i = 0; i < r->n; i++)
+            if (r->ents[i].k.word && r->ents[i].idle &&
+                (!old || r->ents[i].idle < r->ents[old - 1].idle))
+                old = i + 1;
+        r->idle--;
+        release(r, old - 1);
+    }
+}
+
 void sreg_forget(sreg *r, uint64_t slot, uint64_t n)
 {
     pthread_mutex_lock(&r->lock);
-    if (slot < r->n && r->ents[slot].word) {
+    if (slot < r->n && r->ents[slot].k.word && r->ents[slot].nlookup) {
         sreg_ent *e = &r->ents[slot];
         e->nlookup = n < e->nlookup ? e->nlookup - n : 0;
-        if (!e->nlookup) release(r, (uint32_t)slot);
+        if (!e->nlookup && !e->text) {
+            release(r, (uint32_t)slot);
+        } else if (!e->nlookup) {
+            e->idle = ++r->tick;
+            r->idle++;
+            trim_idle(r);
+        }
     }
     pthread_mutex_unlock(&r->lock);
 }

@@ -73,7 +73,7 @@ void vtext_w_free(vtext_w *w)
 
 vtext *vtext_ref(vtext *t)
 {
-    __atomic_fetch_add(&t->refs, 1, __ATOMIC_RELAXED);
+    if (t) __atomic_fetch_add(&t->refs, 1, __ATOMIC_RELAXED);
     return t;
 }
 

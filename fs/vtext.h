@@ -48,7 +48,7 @@ int vtext_w_finish(vtext_w *w, vtext **out);
 /* Free what w holds (a text not finished). */
 void vtext_w_free(vtext_w *w);
 
-/* One more reference to t (thread-safe); t is returned. */
+/* One more reference to t (thread-safe); t is returned. NULL is allowed. */
 vtext *vtext_ref(vtext *t);
 
 /* Drop a reference; the last frees t (and closes its file). NULL is allowed. */

@@ -500,6 +500,7 @@ static int commit(vol *v, uint32_t type, const buf *head, const void *data, size
         v->broken = 1;
         return rc;
     }
+    __atomic_add_fetch(&v->changes, 1, __ATOMIC_RELEASE);
     if (v->o.compact_threshold && jrnl_size(v->j) > v->o.compact_threshold) vol_compact_async(v);
     return 0;
 }
@@ -1576,6 +1577,14 @@ void vol_ref(vol *v, uint64_t ino, int delta)
         n && __atomic_add_fetch(&n->opens, (uint32_t)delta, __ATOMIC_RELAXED) == 0 && n->nlink == 0;
     rend(v);
     if (orphan) free_orphan(v, ino);
+}
+
+void vol_state(vol *v, uint64_t st[2])
+{
+    rbegin(v); /* no swap halfway: the generation goes with the count it was made from */
+    st[0] = v->gen;
+    st[1] = __atomic_load_n(&v->changes, __ATOMIC_ACQUIRE);
+    rend(v);
 }
 
 int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash)

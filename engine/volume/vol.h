@@ -217,6 +217,11 @@ int vol_read_ready(vol *v, uint64_t ino, uint64_t off, size_t n);
  * freed at its last release. */
 void vol_ref(vol *v, uint64_t ino, int delta);
 
+/* The state of everything the vol shows, as two numbers that differ for any two states: the
+ * archive generation and the count of changes applied since the open. What is computed from
+ * the vol (a virtual file's text) can be named by it. Thread-safe. */
+void vol_state(vol *v, uint64_t st[2]);
+
 /* XXH3-64 of the archived content when `ino` is unchanged since the archive was written
  * (1 returned, *hash set); 0 for an edited or new file. */
 int vol_clean_hash(vol *v, uint64_t ino, uint64_t *hash);

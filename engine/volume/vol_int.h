@@ -50,6 +50,7 @@ struct vol {
     idx *x;
     jrnl *j;
     uint64_t gen;           /* archive generation: bumps when compaction swaps the archive */
+    uint64_t changes;       /* changes applied since the open (atomic; vol_state) */
     pthread_rwlock_t lock;  /* the model: shared by readers, exclusive for changes */
     pthread_rwlock_t alock; /* the archive: shared by analytics, exclusive for a swap */
     pthread_mutex_t wlock;  /* serialises changes; a compaction holds them off only while it

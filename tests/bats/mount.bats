@@ -135,8 +135,10 @@ mount_meta() {
 
 @test "lookups are answered while an analytic computes on a worker; -s serves the same tree" {
     mnt "$A/b.tdc" "$M"
-    # The virtual file is computed at open, on one of the workers; each stat of a file not
-    # seen before is a LOOKUP answered by the thread reading the requests.
+    # The virtual file is computed at its lookup (at its open with -o open), on one of the
+    # workers; each stat of a file not seen before is a LOOKUP of the same directory (the
+    # kernel sends them beside each other: parallel dirops), answered by the thread reading
+    # the requests.
     cat "$M/.seqcount" >"$S/seq" &
     local job=$! n=0 most=0 t0 t1 f
     for f in $(ls "$B" | head -300); do
@@ -342,8 +344,8 @@ refused() { # KIND
     [ "$(readlink "$M/d/l")" = a.txt ]
 }
 
-@test "noopen: files opened and closed without a request, read byte for byte, their pages kept; no virtual files; a bad hash still fails with EIO" {
-    "$TADOCFS" -d -o ro,noopen "$A/l.tdc" "$M" 3>&- 2>"$S/d.log" &
+@test "no-open mode (default): files opened and closed without a request, their pages kept; virtual files per caller and state; a bad hash still fails with EIO" {
+    "$TADOCFS" -d -o ro "$A/l.tdc" "$M" 3>&- 2>"$S/d.log" &
     pid=$!
     wait_mounted "$M"
     diff -r "$L" "$M"
@@ -351,22 +353,52 @@ refused() { # KIND
     [ "$reads" -gt 200 ]
     diff -r "$L" "$M" # from the pages the kernel kept: no READ
     [ "$(grep -c 'opcode: READ ' "$S/d.log")" -eq "$reads" ]
-    for v in .wordcount kernel/.sort .search; do
-        run cat "$M/$v"
-        [ "$status" -ne 0 ] && [[ "$output" == *"No such file"* ]]
-    done
+    # a virtual file: computed at its lookup, its size right at the first stat, read twice
+    # from the kernel's pages (one inode: no second text, no second READ)
+    [ "$(stat -c %s "$M/kernel/.sort")" -eq "$("$TADOC" sort "$A/l.tdc" kernel | wc -c)" ]
+    cmp "$M/kernel/.sort" <("$TADOC" sort "$A/l.tdc" kernel)
+    reads=$(grep -c 'opcode: READ ' "$S/d.log")
+    cmp "$M/kernel/.sort" <("$TADOC" sort "$A/l.tdc" kernel)
+    [ "$(grep -c 'opcode: READ ' "$S/d.log")" -eq "$reads" ]
+    [ "$(cat "$M/.search/static" | wc -l)" -gt 10 ]
+    run sh -c "echo x >'$M/.wordcount'"
+    [ "$status" -ne 0 ]
     fusermount3 -u "$M"
     wait "$pid"
-    # Two reads of every file: one OPEN (answered ENOSYS, after which the kernel sends none)
-    # and no RELEASE.
+    # One OPEN (answered ENOSYS, after which the kernel sends none) and no RELEASE.
     [ "$(grep -c 'opcode: OPEN ' "$S/d.log")" -eq 1 ]
     [ "$(grep -c 'opcode: RELEASE ' "$S/d.log")" -eq 0 ]
     "$TESTBIN/mkbad" badhash "$S/bad.tdc"
-    mnt "$S/bad.tdc" "$M" -o ro,noopen
+    mnt "$S/bad.tdc" "$M" -o ro
     run cat "$M/a.txt"
     [ "$status" -ne 0 ]
     [[ "$output" == *"Input/output error"* ]]
     [ "$(readlink "$M/d/l")" = a.txt ]
+}
+
+@test "no-open mode: a virtual file follows changes, root cannot write it, and -o open still computes at the open" {
+    cp "$A/l.tdc" "$S/w.tdc"
+    mnt "$S/w.tdc" "$M"
+    cmp "$M/kernel/.wordcount" <("$TADOC" wordcount "$S/w.tdc" kernel)
+    exec 5<"$M/kernel/.wordcount" # a text kept open across the change below
+    before=$(stat -c %s "$M/kernel/.wordcount")
+    echo "zebrafish zebrafish" >"$M/kernel/new.c"
+    grep -q $'^2\tzebrafish$' "$M/kernel/.wordcount"
+    [ "$(stat -c %s "$M/kernel/.wordcount")" -gt "$before" ]
+    [ "$(grep -c . "$M/kernel/.search/zebrafish")" -eq 2 ]
+    ! grep -q zebrafish <&5 # the one opened before the change is the text of its state
+    exec 5<&-
+    # root opens it (the kernel's check passes root), the daemon refuses the write
+    run sh -c "echo x >>'$M/kernel/.wordcount'"
+    [ "$status" -ne 0 ]
+    run truncate -s 0 "$M/kernel/.wordcount"
+    [ "$status" -ne 0 ] && [[ "$output" == *"Permission denied"* ]]
+    grep -q $'^2\tzebrafish$' "$M/kernel/.wordcount"
+    fusermount3 -u "$M"
+    mnt "$S/w.tdc" "$M" -o open
+    [ "$(stat -c %s "$M/kernel/.wordcount")" -eq 0 ] # not computed before its open
+    grep -q $'^2\tzebrafish$' "$M/kernel/.wordcount"
+    [ "$(stat -c %s "$M/kernel/.wordcount")" -gt "$before" ]
 }
 
 @test "a stale mount left by a killed daemon is refused with exit 1 and a hint, then cleans up" {
