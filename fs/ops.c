@@ -68,7 +68,7 @@ typedef struct fs_file {
     fs_handle h;
     pthread_mutex_t lock;
     int virt;
-    vtext *vt;  /* the virtual file's text (a reference) */
+    vtext *vt; /* the virtual file's text (a reference) */
     uint64_t ino;
     vol_reader rd;
     hashck hc; /* the content-hash check of an unchanged file read in order */
@@ -198,9 +198,9 @@ static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
     st->st_mode = isdir ? S_IFDIR | 0555 : S_IFREG | 0444;
     st->st_nlink = isdir ? 2 : 1;
     uint64_t key[2];
-    st->st_size = t                                           ? (off_t)t->n
+    st->st_size = t                                              ? (off_t)t->n
                   : reg || isdir || caller_key(req, c, dir, key) ? 0
-                                                               : (off_t)vsize_get(c, ino, key);
+                                                                 : (off_t)vsize_get(c, ino, key);
     vtext_put(t);
     st->st_blocks = (st->st_size + 511) / 512;
     if (c->uid != (uint32_t)-1) st->st_uid = c->uid;
@@ -1068,8 +1068,7 @@ static int caller_tag(fuse_req_t req, fs_ctx *c, uint64_t tag[4])
     tag[0] = tag[1] = 0;
     if (!who.all) {
         uint64_t seed = (uint64_t)who.uid << 32 | who.gid;
-        XXH128_hash_t h =
-            XXH3_128bits_withSeed(who.groups, who.ngroups * sizeof *who.groups, seed);
+        XXH128_hash_t h = XXH3_128bits_withSeed(who.groups, who.ngroups * sizeof *who.groups, seed);
         tag[0] = h.low64 | 1; /* never everyone's */
         tag[1] = h.high64;
     }
@@ -1103,8 +1102,9 @@ static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, co
     memset(e, 0, sizeof *e);
     e->ino = FS_SEARCH_BASE + slot;
     e->generation = 1;
-    e->attr_timeout = c->timeout; /* fixed while the inode lives */
-    if (!rc && vattr(c, req, e->ino, &e->attr)) rc = -ENOENT; /* its directory went */
+    e->attr_timeout = c->timeout; /* they stay as they are while the inode lives */
+    /* ENOENT: its directory went meanwhile */
+    if (!rc && vattr(c, req, e->ino, &e->attr)) rc = -ENOENT;
     if (rc) sreg_forget(&c->search, slot, 1);
     return rc;
 }
@@ -1428,7 +1428,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
  * and the root's archive-wide ones (compact_error only while there is one). */
 static const char *const file_attrs[] = {"size", "share", "rules", "pending"};
 static const char *const root_attrs[] = {
-    "archive_size", "files",   "ratio",       "rules",         "journal_bytes", "journal_records",
+    "archive_size", "files",       "ratio",   "rules",       "journal_bytes", "journal_records",
     "dirty_files",  "compactions", "backend", "shard_cache", "virtual_texts", "compact_error"};
 #define NFILE_ATTRS (sizeof file_attrs / sizeof *file_attrs)
 #define NROOT_ATTRS (sizeof root_attrs / sizeof *root_attrs)
@@ -1491,9 +1491,9 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
                      " evictions; %d whole-archive; %" PRIu64 " budget, %" PRIu64 " used, %" PRIu64
                      " peak, %" PRIu64 " waits, %" PRIu64 " over, %" PRIu64 " trims",
                      in.early_reads, in.spans, in.span_bytes, in.span_loads, in.span_text,
-                     in.span_ahead,
-                     in.span_hits, in.span_evictions, in.whole, in.budget, in.budget_used,
-                     in.budget_peak, in.budget_waits, in.budget_over, in.span_trims);
+                     in.span_ahead, in.span_hits, in.span_evictions, in.whole, in.budget,
+                     in.budget_used, in.budget_peak, in.budget_waits, in.budget_over,
+                     in.span_trims);
         else if (!strcmp(name, "virtual_texts")) /* the cache of virtual files' texts */
             vcache_describe(&c->vc, v, n);
         else if (!strcmp(name, "compact_error")) /* why the last compaction failed */

@@ -38,10 +38,10 @@ typedef struct sreg_ent {
 typedef struct sreg {
     pthread_mutex_t lock;
     sreg_ent *ents;
-    uint32_t n, cap;  /* slots used so far, allocated */
-    uint32_t free;    /* the first free slot + 1, 0: none */
-    uint32_t live;    /* entries in use */
-    uint32_t idle;    /* of them, lingering without references */
+    uint32_t n, cap; /* slots used so far, allocated */
+    uint32_t free;   /* the first free slot + 1, 0: none */
+    uint32_t live;   /* entries in use */
+    uint32_t idle;   /* of them, lingering without references */
     uint64_t tick;
     uint32_t *bucket; /* the first slot + 1 of each hash chain */
     uint32_t nbucket; /* a power of two */
