@@ -2466,7 +2466,9 @@ uint64_t arc_mem(const arc *a)
     for (uint32_t i = 0; i < a->nents; i++)
         n += a->ents[i].path ? strlen(a->ents[i].path) + 1 : 0;
     const dict *d = a->dict;
-    if (d) n += d->offs.cap * 8 + d->blob.cap + d->tcap * 8 + d->word.cap;
+    /* tcap atomically: a lookup may build the table meanwhile (dict_find) */
+    if (d) n += d->offs.cap * 8 + d->blob.cap + __atomic_load_n(&d->tcap, __ATOMIC_RELAXED) * 8 +
+                d->word.cap;
     const gram *g = &a->g; /* what the arrays hold, room to grow included */
     return n + (g->root.cap + g->syms.cap + g->topo.cap) * 4 + g->rule_start.cap * 8;
 }

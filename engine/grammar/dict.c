@@ -87,7 +87,9 @@ static int rehash(dict *d, size_t need)
         }
     }
     uint64_t *old = d->table;
-    d->tcap = cap;
+    /* atomic: what a span occupies (arc_mem) is counted while its dict's finders may build
+     * its table */
+    __atomic_store_n(&d->tcap, cap, __ATOMIC_RELAXED);
     __atomic_store_n(&d->table, t, __ATOMIC_RELEASE); /* tcap first: see dict_find */
     free(old);
     return 0;
