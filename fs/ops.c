@@ -958,10 +958,11 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
 
 /* The text of virtual file `kind` of directory `dir`, or with a word of `.search/word`, as
  * the caller of req may see it: over the files it may reach (fs/perm.h), from the cache of
- * texts when one was computed for the same scope, archive generation and visible set. The
- * key of that set goes to key; *out gets a reference to the text. */
+ * texts when one was computed for the same scope, archive generation and visible set, else
+ * computed (into a spill file from spill_at bytes on, vtext.h). The key of that set goes to
+ * key; *out gets a reference to the text. */
 static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
-                        vtext **out, uint64_t key[2])
+                        uint64_t spill_at, vtext **out, uint64_t key[2])
 {
     fs_who who;
     vol_view w;
@@ -989,7 +990,7 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
                         .vis = {key[0], key[1]}};
         if (!(*out = vcache_get(&c->vc, &k))) {
             vtext_w t;
-            vtext_w_init(&t, c->spill_dir, c->spill_at);
+            vtext_w_init(&t, c->spill_dir, spill_at);
             rc = word ? search_text(c, &w, word, vis, &t) : analytic_text(c, &w, kind, vis, &t);
             /* the file table alone would not do, or the spans went with a whole load */
             if ((rc == -ENOTSUP || rc == -EAGAIN) && w.a->pending) {
@@ -1039,7 +1040,8 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     uint64_t key[2];
     int rc = !f || (search && !word)
                  ? -ENOMEM
-                 : virtual_text(req, c, dir, search ? SEARCH_DIR : kind, word, &f->vt, key);
+                 : virtual_text(req, c, dir, search ? SEARCH_DIR : kind, word, c->spill_at,
+                                &f->vt, key);
     free(word);
     if (rc) {
         syslog(LOG_ERR, "virtual file of directory %llu: %s", (unsigned long long)dir,
@@ -1094,8 +1096,10 @@ static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, co
     if (!rc) rc = sreg_ref(&c->search, &k, &slot, &t);
     if (rc) return rc;
     if (!t) {
-        uint64_t key[2];
-        rc = virtual_text(req, c, dir, kind, word, &t, key);
+        /* The texts the kernel holds stay in memory up to the bound of the cache of texts;
+         * past it they go to spill files however small. */
+        uint64_t key[2], spill_at = sreg_mem(&c->search) < c->vc.mem ? c->spill_at : 0;
+        rc = virtual_text(req, c, dir, kind, word, spill_at, &t, key);
         if (!rc) sreg_set_text(&c->search, slot, t);
     }
     vtext_put(t);

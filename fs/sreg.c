@@ -123,9 +123,19 @@ int sreg_ref(sreg *r, const sreg_key *k, uint32_t *slot, vtext **text)
 void sreg_set_text(sreg *r, uint32_t slot, vtext *text)
 {
     pthread_mutex_lock(&r->lock);
-    if (slot < r->n && r->ents[slot].k.word && !r->ents[slot].text)
+    if (slot < r->n && r->ents[slot].k.word && !r->ents[slot].text) {
         r->ents[slot].text = vtext_ref(text);
+        if (text->fd < 0) r->mem += text->n;
+    }
     pthread_mutex_unlock(&r->lock);
+}
+
+uint64_t sreg_mem(sreg *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t n = r->mem;
+    pthread_mutex_unlock(&r->lock);
+    return n;
 }
 
 int sreg_get(sreg *r, uint64_t slot, uint64_t *dir, uint32_t *kind, char **word, vtext **text)
@@ -152,6 +162,8 @@ static void release(sreg *r, uint32_t slot)
         p = &r->ents[*p - 1].next;
     *p = r->ents[slot].next;
     free((char *)r->ents[slot].k.word);
+    const vtext *t = r->ents[slot].text;
+    if (t && t->fd < 0) r->mem -= t->n;
     vtext_put(r->ents[slot].text);
     r->ents[slot] = (sreg_ent){.next = r->free};
     r->free = slot + 1;

@@ -43,6 +43,7 @@ typedef struct sreg {
     uint32_t live;   /* entries in use */
     uint32_t idle;   /* of them, lingering without references */
     uint64_t tick;
+    uint64_t mem;     /* bytes of the texts held in memory (not spilled) */
     uint32_t *bucket; /* the first slot + 1 of each hash chain */
     uint32_t nbucket; /* a power of two */
 } sreg;
@@ -56,6 +57,9 @@ int sreg_ref(sreg *r, const sreg_key *k, uint32_t *slot, vtext **text);
 
 /* Give the entry of `slot` its text (a reference is taken) unless it has one. */
 void sreg_set_text(sreg *r, uint32_t slot, vtext *text);
+
+/* The bytes of the texts the entries hold in memory (not spilled). */
+uint64_t sreg_mem(sreg *r);
 
 /* The directory and kind of `slot`, a copy of its word when `word` is not NULL (the caller
  * frees it), and a reference to its text (or NULL) when `text` is not NULL; 0, or -1 when

@@ -443,6 +443,19 @@ peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
     echo "trims $trims, evictions $evictions"
     [ "$trims" -gt 0 ]
     [ "$trims" -lt "$evictions" ]
+    # The virtual files the kernel holds (every directory's .wordcount, looked up and kept
+    # in the kernel's cache of entries): their texts stay in memory up to the bound of the
+    # cache of texts (a quarter of the budget), past it they go to spill files.
+    local sum=0 big=0 d size spilled
+    while IFS= read -r d; do
+        size=$(stat -c %s "$d/.wordcount")
+        sum=$((sum + size))
+        [ "$size" -lt 131072 ] || big=$((big + 1)) # spilled anyway (vtext.h)
+    done < <(find "$M" -type d)
+    spilled=$(find "/proc/$pid/fd" -lname '*(deleted)' | wc -l)
+    echo "virtual texts held: $sum bytes, $big of 128K or more, $spilled spilled"
+    [ "$sum" -gt $((4 * 524288)) ]
+    [ "$spilled" -gt $((big + 5)) ] # small ones too, once the bound was reached
     # The budget, 2 MiB, plus the fixed overhead: the file table, libfuse's threads and
     # buffers, one span being decoded per reading thread, the allocator's slack.
     peak=$(peak_kib "$pid")
