@@ -1068,11 +1068,9 @@ static int caller_tag(fuse_req_t req, fs_ctx *c, uint64_t tag[4])
     int rc = fs_who_of(req, c, &who);
     if (rc) return rc;
     tag[0] = tag[1] = 0;
-    if (!who.all) {
-        uint64_t seed = (uint64_t)who.uid << 32 | who.gid;
-        XXH128_hash_t h = XXH3_128bits_withSeed(who.groups, who.ngroups * sizeof *who.groups, seed);
-        tag[0] = h.low64 | 1; /* never everyone's */
-        tag[1] = h.high64;
+    if (!who.all) { /* uid and gid as they are (never both 0: root sees everything) */
+        tag[0] = (uint64_t)who.uid << 32 | who.gid;
+        tag[1] = XXH3_64bits(who.groups, who.ngroups * sizeof *who.groups);
     }
     vol_state(c->v, tag + 2);
     fs_who_free(&who);
