@@ -101,6 +101,22 @@ static int add(sreg *r, const sreg_key *k, uint32_t *slot)
     return 0;
 }
 
+/* Take lingering `slot` out of the list of lingering entries. */
+static void unlinger(sreg *r, uint32_t slot)
+{
+    sreg_ent *e = &r->ents[slot];
+    if (e->older)
+        r->ents[e->older - 1].newer = e->newer;
+    else
+        r->oldest = e->newer;
+    if (e->newer)
+        r->ents[e->newer - 1].older = e->older;
+    else
+        r->newest = e->older;
+    e->older = e->newer = 0;
+    r->idle--;
+}
+
 int sreg_ref(sreg *r, const sreg_key *k, uint32_t *slot, vtext **text)
 {
     int rc = 0;
@@ -108,10 +124,7 @@ int sreg_ref(sreg *r, const sreg_key *k, uint32_t *slot, vtext **text)
     uint32_t s = find(r, k);
     if (s) {
         sreg_ent *e = &r->ents[(*slot = s - 1)];
-        if (!e->nlookup++) {
-            e->idle = 0;
-            r->idle--;
-        }
+        if (!e->nlookup++) unlinger(r, *slot);
     } else {
         rc = add(r, k, slot);
     }
@@ -174,13 +187,9 @@ static void release(sreg *r, uint32_t slot)
 static void trim_idle(sreg *r)
 {
     while (r->idle > SREG_LINGER) {
-        uint32_t old = 0;
-        for (uint32_t i = 0; i < r->n; i++)
-            if (r->ents[i].k.word && r->ents[i].idle &&
-                (!old || r->ents[i].idle < r->ents[old - 1].idle))
-                old = i + 1;
-        r->idle--;
-        release(r, old - 1);
+        uint32_t old = r->oldest - 1;
+        unlinger(r, old);
+        release(r, old);
     }
 }
 
@@ -193,7 +202,12 @@ void sreg_forget(sreg *r, uint64_t slot, uint64_t n)
         if (!e->nlookup && !e->text) {
             release(r, (uint32_t)slot);
         } else if (!e->nlookup) {
-            e->idle = ++r->tick;
+            e->older = r->newest; /* the newest lingering entry */
+            if (r->newest)
+                r->ents[r->newest - 1].newer = (uint32_t)slot + 1;
+            else
+                r->oldest = (uint32_t)slot + 1;
+            r->newest = (uint32_t)slot + 1;
             r->idle++;
             trim_idle(r);
         }

@@ -31,21 +31,23 @@ typedef struct sreg_ent {
     sreg_key k;       /* k.word owned; NULL: a free slot */
     vtext *text;      /* a reference, or NULL (not computed, or computed at open) */
     uint64_t nlookup; /* references the kernel holds */
-    uint64_t idle;    /* when its last reference went (the registry's tick), 0: referenced */
-    uint32_t next;    /* the next slot + 1 in its hash chain, or in the free list; 0: none */
+    /* lingering: its neighbours + 1 in the list of lingering entries, oldest first (0:
+     * none); both 0 and not the list's head while referenced */
+    uint32_t older, newer;
+    uint32_t next; /* the next slot + 1 in its hash chain, or in the free list; 0: none */
 } sreg_ent;
 
 typedef struct sreg {
     pthread_mutex_t lock;
     sreg_ent *ents;
-    uint32_t n, cap; /* slots used so far, allocated */
-    uint32_t free;   /* the first free slot + 1, 0: none */
-    uint32_t live;   /* entries in use */
-    uint32_t idle;   /* of them, lingering without references */
-    uint64_t tick;
-    uint64_t mem;     /* bytes of the texts held in memory (not spilled) */
-    uint32_t *bucket; /* the first slot + 1 of each hash chain */
-    uint32_t nbucket; /* a power of two */
+    uint32_t n, cap;         /* slots used so far, allocated */
+    uint32_t free;           /* the first free slot + 1, 0: none */
+    uint32_t live;           /* entries in use */
+    uint32_t idle;           /* of them, lingering without references */
+    uint32_t oldest, newest; /* the list of lingering entries: slot + 1, 0 when empty */
+    uint64_t mem;            /* bytes of the texts held in memory (not spilled) */
+    uint32_t *bucket;        /* the first slot + 1 of each hash chain */
+    uint32_t nbucket;        /* a power of two */
 } sreg;
 
 void sreg_init(sreg *r);

@@ -112,6 +112,29 @@ static void test_linger(void **state)
     assert_int_equal(sreg_get(&r, slot[5], &dir, &kind, NULL, &t), 0);
     assert_int_equal(t->n, 3);
     vtext_put(t);
+    /* taken back from the middle of the list, 5 lingers again as the newest: two more
+     * lingering entries push out 2 and 3, the oldest, and not 5 */
+    sreg_forget(&r, slot[5], 1);
+    for (uint32_t i = 100; i < 102; i++) {
+        k = key(i, 0, "", 1);
+        assert_int_equal(sreg_ref(&r, &k, &s, NULL), 0);
+        vtext *made = text_of("more");
+        sreg_set_text(&r, s, made);
+        vtext_put(made);
+        sreg_forget(&r, s, 1);
+    }
+    assert_int_equal(r.idle, SREG_LINGER);
+    for (uint32_t i = 2; i < 6; i++) {
+        k = key(i, 0, "", 1);
+        assert_int_equal(sreg_ref(&r, &k, &s, &t), 0);
+        if (i < 4) {
+            assert_null(t); /* gone: a new entry */
+        } else {
+            assert_non_null(t);
+            assert_int_equal(s, slot[i]);
+            vtext_put(t);
+        }
+    }
     sreg_free(&r); /* frees what lingers and what is held */
 }
 
