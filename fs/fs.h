@@ -56,6 +56,7 @@ typedef struct fs_ctx {
     /* noopen (NULL: -o open): the read state of files the kernel opens without the daemon,
      * FS_KEPT_FILES slots taken by inode (fs_kept_init) */
     struct fs_file *kept;
+    struct fs_push *push; /* read-only and noopen: the files stored ahead (push.h), or NULL */
 } fs_ctx;
 
 /* Read states kept for files opened without the daemon: slots taken by inode, so that

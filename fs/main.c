@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "killpriv.h"
 #include "loop.h"
+#include "push.h"
 
 #define TADOCFS_VERSION "0.1.0"
 
@@ -437,6 +438,9 @@ int main(int argc, char **argv)
         syslog(LOG_ERR, "%s", tdc_errmsg());
         goto out_unmount;
     }
+    /* The files after one read stored ahead in the kernel's cache: read-only mounts in the
+     * no-open mode (push.h); without the thread reads only go their usual way. */
+    if (c.ro && c.kept && fs_push_start(&c)) syslog(LOG_WARNING, "no read-ahead thread");
     if (co.singlethread) {
         rc = fuse_session_loop(se);
     } else {
@@ -448,6 +452,7 @@ int main(int argc, char **argv)
      * exits, as is the end of fs_loop. */
     ret = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? EX_OK : EX_FAIL;
 out_unmount:
+    fs_push_stop(&c);
     fuse_session_unmount(se);
 out_signals:
     fuse_remove_signal_handlers(se);

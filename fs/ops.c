@@ -20,6 +20,7 @@
 #include "../engine/volume/hashck.h"
 #include "../engine/index/words.h"
 #include "perm.h"
+#include "push.h"
 
 #define USER_PREFIX "user."
 #define TADOC_PREFIX "user.tadoc."
@@ -1332,6 +1333,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 (unsigned long long)ino);
         fuse_reply_err(req, EIO);
     } else {
+        /* the start of a file read without an open: store the next files ahead (push.h) */
+        if (c->push && !off && !fi->fh) fs_push_hint(c, ino);
         fuse_reply_buf(req, (const char *)rbuf, (size_t)n);
     }
 }

@@ -344,13 +344,17 @@ refused() { # KIND
     [ "$(readlink "$M/d/l")" = a.txt ]
 }
 
-@test "no-open mode (default): files opened and closed without a request, their pages kept; virtual files per caller and state; a bad hash still fails with EIO" {
+@test "no-open mode (default): files opened and closed without a request, their pages kept, read-only ones stored ahead; virtual files per caller and state; a bad hash still fails with EIO" {
     "$TADOCFS" -d -o ro "$A/l.tdc" "$M" 3>&- 2>"$S/d.log" &
     pid=$!
     wait_mounted "$M"
     diff -r "$L" "$M"
+    # read-only: the files after one read are stored ahead in the kernel's cache (push.h),
+    # so most small files are read with no READ at all
+    files=$(find "$L" -type f | wc -l)
     reads=$(grep -c 'opcode: READ ' "$S/d.log")
-    [ "$reads" -gt 200 ]
+    echo "$files files, $reads READs"
+    [ "$reads" -gt 0 ] && [ "$reads" -lt $((files / 2)) ]
     diff -r "$L" "$M" # from the pages the kernel kept: no READ
     [ "$(grep -c 'opcode: READ ' "$S/d.log")" -eq "$reads" ]
     # a virtual file: computed at its lookup, its size right at the first stat, read twice
