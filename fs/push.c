@@ -18,15 +18,18 @@ typedef struct fs_push {
     vol_reader rd;
 } fs_push;
 
-/* Store file `ino` in the kernel's cache if it is small, unchanged and whole: 0, or -ENOENT
- * when the kernel does not hold the inode (the reader has not listed its directory yet). */
+/* Store file `ino` in the kernel's cache if it is small, unchanged, at hand and whole: 0, or
+ * -ENOENT when the kernel does not hold the inode (the reader has not listed its directory yet). */
 static int store(fs_push *p, uint64_t ino)
 {
     fs_ctx *c = p->c;
     struct stat st;
     uint64_t want;
+    /* only what is at hand: a store never loads a shard (under a budget it would take the
+     * room of the reader's) */
     if (vol_getattr(c->v, ino, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-        (size_t)st.st_size > PUSH_BYTES || !vol_clean_hash(c->v, ino, &want))
+        (size_t)st.st_size > PUSH_BYTES || !vol_clean_hash(c->v, ino, &want) ||
+        !vol_read_ready(c->v, ino, 0, (size_t)st.st_size))
         return 0;
     size_t n = (size_t)st.st_size, got = 0;
     while (got < n) {

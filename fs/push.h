@@ -6,10 +6,11 @@
  * reader opens it, and no request is sent at all. Files are taken in inode order, which is the
  * order of their paths in the archive (the order a recursive reader goes in). A READ at the
  * start of a file is the hint: the files after it are stored, up to a window, each one whole,
- * small (at most PUSH_BYTES), unchanged, and checked against its archived content hash before
- * it is stored (a damaged file is left to its READ, which fails with EIO). Read-only mounts
- * only: on a writable one a store could land after a write to the same file and put back what
- * it replaced. The guess costs decoding where the reader does not go on in order. */
+ * small (at most PUSH_BYTES), unchanged, at hand (its shard decoded already: a store never
+ * loads one) and checked against its archived content hash before it is stored (a damaged file is
+ * left to its READ, which fails with EIO). Read-only mounts only: on a writable one a store could
+ * land after a write to the same file and put back what it replaced. The guess costs decoding where
+ * the reader does not go on in order. */
 #ifndef TDC_FS_PUSH_H
 #define TDC_FS_PUSH_H
 

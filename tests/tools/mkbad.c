@@ -1,7 +1,7 @@
 /* mkbad: write small archives whose checksums are valid but whose content is wrong in one
  * way, to test that the reader rejects each with a clear message.
  * usage: mkbad KIND OUT   (KIND: good dotdot absolute dup order cycle range root0 size
- *                           noparent rootrange linktarget hugelen badhash) */
+ *                           noparent rootrange linktarget hugelen badhash badhash2) */
 #include <stdio.h>
 #include <xxhash.h>
 #include <stdlib.h>
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     uint32_t root[] = {4 + 2, 3, 4 + 2};
     for (int i = 0; i < 3; i++)
         vec32_push(&g->root, root[i]);
-    static arc_entry ents[4];
+    static arc_entry ents[5];
     ents[0] = (arc_entry){.path = "", .type = ARC_DIR, .mode = 0755};
     ents[1] = (arc_entry){.path = "a.txt",
                           .type = ARC_REG,
@@ -59,6 +59,20 @@ int main(int argc, char **argv)
     if (!strcmp(k, "good") || !strcmp(k, "hugelen")) {
     } else if (!strcmp(k, "badhash")) {
         ents[1].hash ^= 1; /* sections intact, content hash wrong: caught only when read */
+    } else if (!strcmp(k, "badhash2")) {
+        /* a.txt sound, then b.txt ("hello world", the root's fourth symbol) whose content
+         * hash is wrong: a reader of a.txt makes the daemon look at b.txt next */
+        vec32_push(&g->root, 4 + 2);
+        ents[4] = ents[3];
+        ents[3] = ents[2];
+        ents[2] = (arc_entry){.path = "b.txt",
+                              .type = ARC_REG,
+                              .mode = 0644,
+                              .size = 11,
+                              .root_start = 3,
+                              .root_len = 1,
+                              .hash = XXH3_64bits("hello world", 11) ^ 1};
+        a.nents = 5;
     } else if (!strcmp(k, "dotdot")) {
         ents[3].path = "d/../../etc";
     } else if (!strcmp(k, "absolute")) {
