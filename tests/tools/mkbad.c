@@ -65,13 +65,12 @@ int main(int argc, char **argv)
         vec32_push(&g->root, 4 + 2);
         ents[4] = ents[3];
         ents[3] = ents[2];
-        ents[2] = (arc_entry){.path = "b.txt",
-                              .type = ARC_REG,
-                              .mode = 0644,
-                              .size = 11,
-                              .root_start = 3,
-                              .root_len = 1,
-                              .hash = XXH3_64bits("hello world", 11) ^ 1};
+        ents[2] = ents[1];
+        ents[2].path = "b.txt";
+        ents[2].size = 11;
+        ents[2].root_start = 3;
+        ents[2].root_len = 1;
+        ents[2].hash = XXH3_64bits("hello world", 11) ^ 1;
         a.nents = 5;
     } else if (!strcmp(k, "dotdot")) {
         ents[3].path = "d/../../etc";
