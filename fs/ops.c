@@ -961,31 +961,25 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
 }
 
 /* The text of virtual file `kind` of directory `dir`, or with a word of `.search/word`, as
- * the caller of req may see it: over the files it may reach (fs/perm.h), from the cache of
+ * caller `who` may see it: over the files it may reach (fs/perm.h), from the cache of
  * texts when one was computed for the same scope, archive generation and visible set, else
  * computed (into a spill file from spill_at bytes on, vtext.h). The key of that set goes to
  * key; *out gets a reference to the text. */
-static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
+static int virtual_text(const fs_who *who, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
                         uint64_t spill_at, vtext **out, uint64_t key[2])
 {
-    fs_who who;
     vol_view w;
     unsigned char *vis = NULL;
-    int rc = fs_who_of(req, c, &who);
-    if (rc) return rc;
     /* A search under -o mem= goes span by span over the file table alone where it can; a
      * view that is not the file table needs its index. */
-    rc = vol_view_open(c->v, dir, word != NULL && !c->mem, &w);
+    int rc = vol_view_open(c->v, dir, word != NULL && !c->mem, &w);
     if (!rc && word && !w.a->pending && !w.x) {
         vol_view_close(&w);
         rc = vol_view_open(c->v, dir, 1, &w);
     }
-    if (rc) {
-        fs_who_free(&who);
-        return rc;
-    }
+    if (rc) return rc;
     uint32_t first = (uint32_t)w.ent, end = ana_subtree_end(w.a, first);
-    if (!(rc = fs_vis_build(c, &who, w.a, first, end, &vis))) {
+    if (!(rc = fs_vis_build(c, who, w.a, first, end, &vis))) {
         fs_vis_key(vis, first, end, key);
         vcache_key k = {.dir = dir,
                         .gen = w.own ? 0 : w.gen, /* snapshots are not kept */
@@ -1015,7 +1009,6 @@ static int virtual_text(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, 
     }
     free(vis);
     vol_view_close(&w);
-    fs_who_free(&who);
     return rc;
 }
 
@@ -1042,10 +1035,12 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     }
     fs_file *f = calloc(1, sizeof *f);
     uint64_t key[2];
-    int rc = !f || (search && !word)
-                 ? -ENOMEM
-                 : virtual_text(req, c, dir, search ? SEARCH_DIR : kind, word, c->spill_at,
-                                &f->vt, key);
+    fs_who who;
+    int rc = !f || (search && !word) ? -ENOMEM : fs_who_of(req, c, &who);
+    if (!rc) {
+        rc = virtual_text(&who, c, dir, search ? SEARCH_DIR : kind, word, c->spill_at, &f->vt, key);
+        fs_who_free(&who);
+    }
     free(word);
     if (rc) {
         syslog(LOG_ERR, "virtual file of directory %llu: %s", (unsigned long long)dir,
@@ -1064,21 +1059,16 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     fuse_reply_open(req, fi);
 }
 
-/* noopen: the tag of the text req's caller would read now (sreg_key): who it is (zeros for
+/* noopen: the tag of the text caller `who` would read now (sreg_key): who it is (zeros for
  * one who sees everything) and the state of the vol. */
-static int caller_tag(fuse_req_t req, fs_ctx *c, uint64_t tag[4])
+static void caller_tag(const fs_who *who, fs_ctx *c, uint64_t tag[4])
 {
-    fs_who who;
-    int rc = fs_who_of(req, c, &who);
-    if (rc) return rc;
     tag[0] = tag[1] = 0;
-    if (!who.all) { /* uid and gid as they are (never both 0: root sees everything) */
-        tag[0] = (uint64_t)who.uid << 32 | who.gid;
-        tag[1] = XXH3_64bits(who.groups, who.ngroups * sizeof *who.groups);
+    if (!who->all) { /* uid and gid as they are (never both 0: root sees everything) */
+        tag[0] = (uint64_t)who->uid << 32 | who->gid;
+        tag[1] = XXH3_64bits(who->groups, who->ngroups * sizeof *who->groups);
     }
     vol_state(c->v, tag + 2);
-    fs_who_free(&who);
-    return 0;
 }
 
 /* noopen: the entry of virtual file `kind` of `dir` (`.search/word` when word is not NULL) as
@@ -1094,25 +1084,32 @@ static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, co
     sreg_key k = {.dir = dir, .kind = kind, .word = word ? word : ""};
     uint32_t slot;
     vtext *t = NULL;
-    int rc = caller_tag(req, c, k.tag);
-    if (!rc) rc = sreg_ref(&c->search, &k, &slot, &t);
+    fs_who who;
+    int rc = fs_who_of(req, c, &who);
     if (rc) return rc;
-    if (!t) {
+    caller_tag(&who, c, k.tag);
+    if (!(rc = sreg_ref(&c->search, &k, &slot, &t)) && !t) {
         /* The texts the kernel holds stay in memory up to the bound of the cache of texts;
          * past it they go to spill files however small. */
         uint64_t key[2], spill_at = sreg_mem(&c->search) < c->vc.mem ? c->spill_at : 0;
-        rc = virtual_text(req, c, dir, kind, word, spill_at, &t, key);
-        if (!rc) sreg_set_text(&c->search, slot, t);
+        rc = virtual_text(&who, c, dir, kind, word, spill_at, &t, key);
+        if (!rc)
+            sreg_set_text(&c->search, slot, t);
+        else
+            sreg_forget(&c->search, slot, 1);
     }
+    fs_who_free(&who);
+    if (rc) return rc;
     vtext_put(t);
     memset(e, 0, sizeof *e);
     e->ino = FS_SEARCH_BASE + slot;
     e->generation = 1;
-    e->attr_timeout = c->timeout; /* they stay as they are while the inode lives */
-    /* ENOENT: its directory went meanwhile */
-    if (!rc && vattr(c, req, e->ino, &e->attr)) rc = -ENOENT;
-    if (rc) sreg_forget(&c->search, slot, 1);
-    return rc;
+    e->attr_timeout = c->timeout;          /* they stay as they are while the inode lives */
+    if (vattr(c, req, e->ino, &e->attr)) { /* its directory went meanwhile */
+        sreg_forget(&c->search, slot, 1);
+        return -ENOENT;
+    }
+    return 0;
 }
 
 /* ---------------- files ---------------- */
