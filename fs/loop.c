@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Consecutive requests after each of which the next was already waiting on the device: the
  * sign of callers in parallel that calls a worker to read the device beside the reading
@@ -39,9 +42,9 @@ struct loop {
     job *head, *tail;    /* the workers' requests, oldest first */
     job *spare;          /* answered jobs whose buffers await reuse */
     unsigned nspare, most_spare;
-    unsigned idle;    /* workers waiting */
-    unsigned want;    /* readers asked for and not yet started */
-    int done;         /* no more requests come: the workers finish the queue and end */
+    unsigned idle; /* workers waiting (read without the lock by spin_wait) */
+    unsigned want; /* readers asked for and not yet started */
+    int done;      /* no more requests come: the workers finish the queue and end */
 };
 
 /* Whether a request waits on the device. */
@@ -49,6 +52,27 @@ static int waiting(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+/* Before the reading thread blocks on the device: poll it for up to `us` microseconds, as
+ * long as a core is left for the busy workers. A caller that sends one request after the
+ * other (a shell appending, a tar) then finds this thread awake: its request is answered
+ * without first waking a sleeping thread, which on a virtual machine costs as much as the
+ * answer. Returns when a request waits or the time is up. */
+static void spin_wait(loop *l, unsigned workers, unsigned ncpu, unsigned us)
+{
+    unsigned idle = __atomic_load_n(&l->idle, __ATOMIC_RELAXED);
+    if (workers - (idle < workers ? idle : workers) + 1 >= ncpu) return;
+    uint64_t end = now_us() + us;
+    while (!waiting(l->fd) && now_us() < end) {
+    }
 }
 
 /* A worker reading the device: it answers every request it reads (whatever it costs), for
@@ -73,10 +97,10 @@ static void *worker_main(void *arg)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        l->idle++;
+        __atomic_add_fetch(&l->idle, 1, __ATOMIC_RELAXED);
         while (!l->head && !l->want && !l->done)
             pthread_cond_wait(&l->more, &l->lock);
-        l->idle--;
+        __atomic_sub_fetch(&l->idle, 1, __ATOMIC_RELAXED);
         job *j = l->head;
         if (j) {
             l->head = j->next;
@@ -167,8 +191,11 @@ static void finish(loop *l, worker *w, unsigned n)
     }
 }
 
-int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void *ctx)
+int fs_loop(struct fuse_session *se, unsigned workers, unsigned spin_us, fs_loop_quick quick,
+            void *ctx)
 {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned ncpu = online > 0 ? (unsigned)online : 1;
     loop l = {.se = se, .fd = fuse_session_fd(se), .most_spare = workers + 1};
     pthread_mutex_init(&l.lock, NULL);
     pthread_cond_init(&l.more, NULL);
@@ -181,8 +208,17 @@ int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void
     }
     struct fuse_buf b = {0};
     int rc = 0, run = 0;
+    /* Spin only while the requests come closer together than the spin lasts: a caller
+     * that pauses longer, or an idle mount, costs no CPU beyond one spin. */
+    int spin = 0;
+    uint64_t answered = 0;
     while (!fuse_session_exited(se)) {
+        if (spin) spin_wait(&l, n, ncpu, spin_us);
         int res = fuse_session_receive_buf(se, &b);
+        if (spin_us) {
+            uint64_t t = now_us();
+            spin = answered && t - answered <= spin_us;
+        }
         if (res == -EINTR) continue;
         if (res <= 0) { /* 0: unmounted or exited */
             rc = res;
@@ -192,6 +228,7 @@ int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void
          * everything is. */
         int here = !n || (b.flags & FUSE_BUF_IS_FD) || quick(ctx, b.mem, b.size);
         if (here || hand_over(&l, &b)) fuse_session_process_buf(se, &b);
+        if (spin_us) answered = now_us();
         run = n && waiting(l.fd) ? run + 1 : 0;
         if (run >= BACKLOG_RUN) {
             call_reader(&l);

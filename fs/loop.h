@@ -20,6 +20,11 @@
 /* libfuse's default for its multithreaded loop's max_threads. */
 #define FS_WORKERS 10
 
+/* How long the reading thread polls the device before it sleeps, while requests come that
+ * close together (-o spin): longer than a shell's or a tar's time between two requests, short
+ * enough that a caller that stops costs a negligible moment of one core. */
+#define FS_SPIN_US 50
+
 /* Whether the request `msg` (`len` bytes as read from the device: a header, then its
  * arguments) is answered by the thread that read it rather than handed to a worker. */
 typedef int (*fs_loop_quick)(void *ctx, const void *msg, size_t len);
@@ -27,7 +32,9 @@ typedef int (*fs_loop_quick)(void *ctx, const void *msg, size_t len);
 /* Serve se's requests until it is unmounted or exited (a signal): 0, or a negative errno
  * when reading the device failed. `workers` threads take the requests that `quick` does not
  * and help read (none: everything is answered by the reading thread); every request taken
- * is answered before this returns. */
-int fs_loop(struct fuse_session *se, unsigned workers, fs_loop_quick quick, void *ctx);
+ * is answered before this returns. While requests arrive less than `spin_us` apart, the
+ * reading thread polls for the next that long before it blocks (0: it always blocks). */
+int fs_loop(struct fuse_session *se, unsigned workers, unsigned spin_us, fs_loop_quick quick,
+            void *ctx);
 
 #endif

@@ -40,6 +40,7 @@ typedef struct options {
     char *gpu_read_min;
     char *mem;
     unsigned gpu_read_wait;
+    unsigned spin;
     int ro, preload, open;
     unsigned uid, gid;
     int uid_set, gid_set;
@@ -55,6 +56,7 @@ static const struct fuse_opt spec[] = {
     {"journal_max=%s", offsetof(options, journal_max), 0},
     {"gpu_read_min=%s", offsetof(options, gpu_read_min), 0},
     {"gpu_read_wait=%u", offsetof(options, gpu_read_wait), 0},
+    {"spin=%u", offsetof(options, spin), 0},
     {"mem=%s", offsetof(options, mem), 0},
     {"ro", offsetof(options, ro), 1},
     {"rw", offsetof(options, ro), 0},
@@ -92,6 +94,10 @@ static const char usage[] =
     "  -o max_threads=N       worker threads for requests that decode, compute or wait,\n"
     "                         and for parallel callers (default 10; the others are\n"
     "                         answered by the thread that reads them)\n"
+    "  -o spin=US             while requests follow each other closer than US\n"
+    "                         microseconds, the thread that reads them polls for the next\n"
+    "                         one that long before it sleeps (default 50; 0 = never): a\n"
+    "                         request less to wake a thread for\n"
     "  -o ro                  read-only (the journal is replayed but never written; the\n"
     "                         small files after one read are stored ahead in the kernel's\n"
     "                         cache)\n"
@@ -252,7 +258,7 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct fuse_cmdline_opts co = {0};
     struct fuse_session *se = NULL;
-    options o = {.gpu_read_wait = BACKEND_READ_WAIT_US};
+    options o = {.gpu_read_wait = BACKEND_READ_WAIT_US, .spin = FS_SPIN_US};
     fs_ctx c = {0};
     daemon_link dl = {-1};
     int ret = EX_FAIL, rc;
@@ -448,7 +454,8 @@ int main(int argc, char **argv)
     } else {
         /* Quick requests on the thread reading the device, the rest on max_threads workers
          * (libfuse's option; its default otherwise). */
-        rc = fs_loop(se, co.max_threads <= 100000 ? co.max_threads : FS_WORKERS, fs_quick, &c);
+        rc = fs_loop(se, co.max_threads <= 100000 ? co.max_threads : FS_WORKERS, o.spin, fs_quick,
+                     &c);
     }
     /* libfuse's loop reports the signal that ended it; SIGTERM, SIGINT and SIGHUP are clean
      * exits, as is the end of fs_loop. */

@@ -375,6 +375,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_readahead = 1 << 20;
     conn->max_write = 1 << 20;
     if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+    /* Attributes with every block of a listing, not only the first: a tar lists a directory
+     * whole before it stats the entries, and "auto" left a LOOKUP per entry past that block. */
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
     /* noopen on a kernel that would fail every open answered ENOSYS (one without the no-open
      * mode): the usual mode instead. No request has come yet. */
     if (c->kept && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) fs_kept_free(c);

@@ -493,6 +493,28 @@ refused() { # KIND
     [[ "$output" == *"gpu_read_min="* ]]
 }
 
+@test "-o spin: the thread reading requests polls between close ones, not on an idle mount" {
+    cp "$A/b.tdc" "$S/a.tdc"
+    mnt "$S/a.tdc" "$M" -o compact_threshold=0
+    local pid c0 c1 i
+    pid=$(pgrep -f -- "$S/a.tdc $M")
+    for i in $(seq 3000); do echo "line $i" >>"$M/app"; done
+    [ "$(wc -l <"$M/app")" -eq 3000 ]
+    # Idle: the daemon's user and system time (clock ticks, /proc/PID/stat) stays still.
+    sleep 0.2
+    c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    sleep 1
+    c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    echo "daemon CPU over 1 s idle after the appends: $((c1 - c0)) ticks"
+    [ $((c1 - c0)) -le 5 ]
+    fusermount3 -u "$M"
+    mnt "$S/a.tdc" "$M" -o spin=0
+    seq 3000 | sed 's/^/line /' | cmp - "$M/app"
+    for i in $(seq 1000); do echo "more $i" >>"$M/app"; done
+    [ "$(wc -l <"$M/app")" -eq 4000 ]
+    cmp "$B/ca01" "$M/ca01"
+}
+
 @test "--help and --version exit 0; bad usage exits 2, a bad mountpoint or archive 1" {
     run "$TADOCFS" --help
     [ "$status" -eq 0 ]
