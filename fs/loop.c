@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -62,7 +63,8 @@ static uint64_t now_us(void)
 }
 
 /* Before the reading thread blocks on the device: poll it for up to `us` microseconds, as
- * long as a core is left for the busy workers. A caller that sends one request after the
+ * long as a core is left for the busy workers, yielding the core between polls to whatever
+ * else wants it (a warm tar and the wc it writes to keep two cores busy themselves). A caller that sends one request after the
  * other (a shell appending, a tar) then finds this thread awake: its request is answered
  * without first waking a sleeping thread, which on a virtual machine costs as much as the
  * answer. Returns when a request waits or the time is up. */
@@ -71,8 +73,8 @@ static void spin_wait(loop *l, unsigned workers, unsigned ncpu, unsigned us)
     unsigned idle = __atomic_load_n(&l->idle, __ATOMIC_RELAXED);
     if (workers - (idle < workers ? idle : workers) + 1 >= ncpu) return;
     uint64_t end = now_us() + us;
-    while (!waiting(l->fd) && now_us() < end) {
-    }
+    while (!waiting(l->fd) && now_us() < end)
+        sched_yield();
 }
 
 /* A worker reading the device: it answers every request it reads (whatever it costs), for
