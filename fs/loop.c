@@ -64,10 +64,11 @@ static uint64_t now_us(void)
 
 /* Before the reading thread blocks on the device: poll it for up to `us` microseconds, as
  * long as a core is left for the busy workers, yielding the core between polls to whatever
- * else wants it (a warm tar and the wc it writes to keep two cores busy themselves). A caller that sends one request after the
- * other (a shell appending, a tar) then finds this thread awake: its request is answered
- * without first waking a sleeping thread, which on a virtual machine costs as much as the
- * answer. Returns when a request waits or the time is up. */
+ * else wants it (a warm tar and the wc it writes to keep two cores busy themselves). A
+ * caller that sends one request after the other (a shell appending, a tar) then finds this
+ * thread awake: its request is answered without first waking a sleeping thread, which on a
+ * virtual machine costs as much as the answer. Returns when a request waits or the time is
+ * up. */
 static void spin_wait(loop *l, unsigned workers, unsigned ncpu, unsigned us)
 {
     unsigned idle = __atomic_load_n(&l->idle, __ATOMIC_RELAXED);
