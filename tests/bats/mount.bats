@@ -344,6 +344,21 @@ refused() { # KIND
     [ "$(readlink "$M/d/l")" = a.txt ]
 }
 
+@test "a listing carries every entry's attributes, in every block: stats after it send no LOOKUP" {
+    "$TADOCFS" -d -o ro "$A/b.tdc" "$M" 3>&- 2>"$S/d.log" &
+    pid=$!
+    wait_mounted "$M"
+    [ "$(ls "$M" | wc -l)" -eq "$(ls "$B" | wc -l)" ]
+    # 505 entries take several blocks, each a READDIRPLUS (readdirplus "auto" would have sent
+    # plain READDIRs after the first, and a LOOKUP per entry at the stats)
+    [ "$(grep -c 'opcode: READDIRPLUS ' "$S/d.log")" -gt 1 ]
+    [ "$(grep -c 'opcode: READDIR ' "$S/d.log")" -eq 0 ]
+    diff <(cd "$B" && stat -c '%n %s %Y' -- *) <(cd "$M" && stat -c '%n %s %Y' -- *)
+    [ "$(grep -c 'opcode: LOOKUP ' "$S/d.log")" -eq 0 ]
+    fusermount3 -u "$M"
+    wait "$pid"
+}
+
 @test "no-open mode (default): files opened and closed without a request, their pages kept, read-only ones stored ahead; virtual files per caller and state; a bad hash still fails with EIO" {
     "$TADOCFS" -d -o ro "$A/l.tdc" "$M" 3>&- 2>"$S/d.log" &
     pid=$!
