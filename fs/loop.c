@@ -62,20 +62,22 @@ static uint64_t now_us(void)
     return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
 }
 
-/* Before the reading thread blocks on the device: poll it for up to `us` microseconds, as
- * long as a core is left for the busy workers, yielding the core between polls to whatever
- * else wants it (a warm tar and the wc it writes to keep two cores busy themselves). A
- * caller that sends one request after the other (a shell appending, a tar) then finds this
- * thread awake: its request is answered without first waking a sleeping thread, which on a
- * virtual machine costs as much as the answer. Returns when a request waits or the time is
- * up. */
-static void spin_wait(loop *l, unsigned workers, unsigned ncpu, unsigned us)
+/* Before the reading thread blocks on the device: poll it until `until` (microseconds,
+ * now_us), as long as a core is left for the busy workers, yielding the core between polls
+ * to whatever else wants it (a warm tar and the wc it writes to keep two cores busy
+ * themselves). A caller that sends one request after the other (a shell appending, a tar)
+ * then finds this thread awake: its request is answered without first waking a sleeping
+ * thread, which on a virtual machine costs as much as the answer. 1 when a request came
+ * while it polled, 0 when it did not poll or the time ran out. */
+static int spin_wait(loop *l, unsigned workers, unsigned ncpu, uint64_t until)
 {
     unsigned idle = __atomic_load_n(&l->idle, __ATOMIC_RELAXED);
-    if (workers - (idle < workers ? idle : workers) + 1 >= ncpu) return;
-    uint64_t end = now_us() + us;
-    while (!waiting(l->fd) && now_us() < end)
+    if (workers - (idle < workers ? idle : workers) + 1 >= ncpu) return 0;
+    for (;;) {
+        if (waiting(l->fd)) return 1;
+        if (now_us() >= until) return 0;
         sched_yield();
+    }
 }
 
 /* A worker reading the device: it answers every request it reads (whatever it costs), for
@@ -211,17 +213,15 @@ int fs_loop(struct fuse_session *se, unsigned workers, unsigned spin_us, fs_loop
     }
     struct fuse_buf b = {0};
     int rc = 0, run = 0;
-    /* Spin only while the requests come closer together than the spin lasts: a caller
-     * that pauses longer, or an idle mount, costs no CPU beyond one spin. */
+    /* Spin only while the requests come closer together than the spin lasts (from the
+     * last answer to the next request): a caller that pauses longer, or an idle mount,
+     * costs no CPU beyond one spin. A request found by the spin needs no clock read. */
     int spin = 0;
-    uint64_t answered = 0;
+    uint64_t answered = 0; /* when the last answer went (now_us), 0: none yet */
     while (!fuse_session_exited(se)) {
-        if (spin) spin_wait(&l, n, ncpu, spin_us);
+        int found = spin && spin_wait(&l, n, ncpu, answered + spin_us);
         int res = fuse_session_receive_buf(se, &b);
-        if (spin_us) {
-            uint64_t t = now_us();
-            spin = answered && t - answered <= spin_us;
-        }
+        if (spin_us && !found) spin = answered && now_us() - answered <= spin_us;
         if (res == -EINTR) continue;
         if (res <= 0) { /* 0: unmounted or exited */
             rc = res;
