@@ -69,29 +69,34 @@ static void *push_main(void *arg)
     return NULL;
 }
 
+/* Free p, whose thread is not running (never started, or joined). */
+static void push_free(fs_push *p)
+{
+    vol_reader_free(&p->rd);
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->lock);
+    free(p->buf);
+    free(p);
+}
+
 int fs_push_start(fs_ctx *c)
 {
     fs_push *p = calloc(1, sizeof *p);
-    if (p) p->buf = malloc(PUSH_BYTES);
-    if (!p || !p->buf) {
-        if (p) free(p->buf);
-        free(p);
-        return -ENOMEM;
-    }
+    if (!p) return -ENOMEM;
     p->c = c;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     vol_reader_init(&p->rd);
-    if (pthread_create(&p->th, NULL, push_main, p)) {
-        vol_reader_free(&p->rd);
-        pthread_cond_destroy(&p->cond);
-        pthread_mutex_destroy(&p->lock);
-        free(p->buf);
-        free(p);
-        return -EAGAIN;
-    }
-    c->push = p;
-    return 0;
+    int rc = 0;
+    if (!(p->buf = malloc(PUSH_BYTES)))
+        rc = -ENOMEM;
+    else if (pthread_create(&p->th, NULL, push_main, p))
+        rc = -EAGAIN;
+    if (rc)
+        push_free(p);
+    else
+        c->push = p;
+    return rc;
 }
 
 void fs_push_hint(fs_ctx *c, uint64_t ino)
@@ -112,10 +117,6 @@ void fs_push_stop(fs_ctx *c)
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
     pthread_join(p->th, NULL);
-    vol_reader_free(&p->rd);
-    pthread_cond_destroy(&p->cond);
-    pthread_mutex_destroy(&p->lock);
-    free(p->buf);
-    free(p);
+    push_free(p);
     c->push = NULL;
 }

@@ -101,6 +101,19 @@ static int add(sreg *r, const sreg_key *k, uint32_t *slot)
     return 0;
 }
 
+/* Put `slot`, whose last reference went, at the newest end of the list of lingering
+ * entries. */
+static void linger(sreg *r, uint32_t slot)
+{
+    r->ents[slot].older = r->newest;
+    if (r->newest)
+        r->ents[r->newest - 1].newer = slot + 1;
+    else
+        r->oldest = slot + 1;
+    r->newest = slot + 1;
+    r->idle++;
+}
+
 /* Take lingering `slot` out of the list of lingering entries. */
 static void unlinger(sreg *r, uint32_t slot)
 {
@@ -202,13 +215,7 @@ void sreg_forget(sreg *r, uint64_t slot, uint64_t n)
         if (!e->nlookup && !e->text) {
             release(r, (uint32_t)slot);
         } else if (!e->nlookup) {
-            e->older = r->newest; /* the newest lingering entry */
-            if (r->newest)
-                r->ents[r->newest - 1].newer = (uint32_t)slot + 1;
-            else
-                r->oldest = (uint32_t)slot + 1;
-            r->newest = (uint32_t)slot + 1;
-            r->idle++;
+            linger(r, (uint32_t)slot);
             trim_idle(r);
         }
     }
