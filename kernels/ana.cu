@@ -387,12 +387,17 @@ static __device__ __forceinline__ void seq_put(u64 *key, uint32_t *lo, u64 at, c
 
 /* ---- scope kernels ---- */
 
-__global__ void k_cutscan(dg d, dscope s, uint32_t *flag)
+/* flag: set where a root symbol of the scope holds a word cut at TOK_CAP; ecut (or NULL): one
+ * byte per entry, set for the entries (fent) of the files that hold one. */
+__global__ void k_cutscan(dg d, dscope s, const uint32_t *fent, uint8_t *ecut, uint32_t *flag)
 {
     GRID_LOOP(i, s.nroot)
     {
         uint32_t f = file_of(s, i), x = d.root[s.frs[f] + (i - s.fpre[f])];
-        if (x >= d.nt ? d.cut[x - d.nt] : (d.tflag[x] & TF_CUT)) *flag = 1;
+        if (x >= d.nt ? d.cut[x - d.nt] : (d.tflag[x] & TF_CUT)) {
+            *flag = 1;
+            if (ecut) ecut[fent[f]] = 1;
+        }
     }
 }
 
@@ -1495,9 +1500,19 @@ static int run(call &c, int kind, uint32_t first, uint32_t end, const unsigned c
         (rc = upload_vis(c, first, end, vis, &dvis)))
         return rc;
     if (per_file && (rc = scope_prefix(c, first))) return rc;
-    k_cutscan<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, (uint32_t *)(c.ctr + 5));
+    uint8_t *ecut = NULL;
+    if (c.o.cut) {
+        if ((rc = c.t.get(&ecut, g->nents))) return rc;
+        CK(cudaMemsetAsync(ecut, 0, g->nents, g->st));
+    }
+    k_cutscan<<<blocks(c.s.nroot, TPB), TPB, 0, g->st>>>(c.d, c.s, c.x.fent, ecut,
+                                                         (uint32_t *)(c.ctr + 5));
     CK_LAUNCH("k_cutscan");
     if ((rc = counters(c, 8))) return rc;
+    if (c.ctr_h[5] && ecut) {
+        CK(cudaMemcpyAsync(c.o.cut, ecut, g->nents, cudaMemcpyDeviceToHost, g->st));
+        CK(cudaStreamSynchronize(g->st));
+    }
     if (c.ctr_h[5])
         return tdc_error(-ENOTSUP, "gpu: analytics: the scope holds words longer than %d bytes",
                          TOK_CAP);

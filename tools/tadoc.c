@@ -679,7 +679,7 @@ static int run_analytic(int argc, char **argv, int kind)
      * every core; where auto's threshold (or on) gives the scope to the GPU, whole on one GPU
      * when it fits there (faster), else one shard at a time on every GPU. One that cannot be
      * (a word cut between shards) is loaded whole. */
-    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE, gpu = 0;
+    int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE, gpu = 0, done = 0;
     if (!whole) {
         uint64_t bytes, all;
         backend_scope_bytes(a, (uint32_t)first, end, &bytes, &all);
@@ -690,10 +690,25 @@ static int run_analytic(int argc, char **argv, int kind)
                                               backend_cli_gpu_wins(kind, bytes, all, cpus, 0)));
         int fits = could && backend_gpu_fits(be, a);
         gpu = could && (o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, fits));
-        whole = gpu && fits;
+        /* Whole on the GPU; where it leaves the whole to the CPU (a word longer than TOK_CAP
+         * in the scope, keys too wide), shard by shard from a copy of the file table taken
+         * before the load, each shard on the GPU that takes it: never the whole grammar on
+         * the CPU, which runs on fewer threads than the shards do. */
+        arc *meta = NULL;
+        if (gpu && fits && !(rc = arc_meta_dup(a, &meta)) && !(rc = arc_load_data(a)) &&
+            (rc = backend_gpu_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out)) == 1) {
+            rc = 0;
+            gpu = o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, 0);
+            arc_free(a);
+            a = meta;
+            meta = NULL;
+        } else if (gpu && fits) {
+            done = !rc;
+        }
+        arc_free(meta);
     }
     int fd = 1;
-    if (!whole) { /* written out as the merge makes it, never held whole */
+    if (!whole && !done && !rc) { /* written out as the merge makes it, never held whole */
         backend_set_mode(be, gpu ? BACKEND_ON : BACKEND_OFF);
         rc = backend_by_shard_to(be, NULL, kind, a, (uint32_t)first, end, NULL, to_fd, &fd);
         if (rc == -ENOTSUP) {

@@ -144,6 +144,7 @@ void backend_gpu_args(const backend_opts *o, const arc *a, uint32_t first, gpu_a
     out->traversal = o->ana.traversal;
     out->verbose = o->ana.verbose > 0;
     out->wide_seq = o->wide_seq;
+    out->cut = NULL;
 }
 
 static void account(backend *b, int cpu, size_t bytes)
@@ -270,9 +271,11 @@ void backend_drop(backend *b, const gpu_gram *g)
 
 /* Analytic `kind` of the files of [first, end) visible in vis from the GPU, appended to out:
  * 0, 1 when the GPU does not take it (mode, size, busy, a scope it leaves to the CPU: cut long
- * words, keys too wide), or -1 when it failed (out is left as it was). */
-static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t first,
-                    uint32_t end, const unsigned char *vis, buf *out)
+ * words, keys too wide), or -1 when it failed (out is left as it was). With cut (one byte
+ * per entry, zeroed) where the scope holds words longer than TOK_CAP, the files that hold
+ * them are marked there. */
+static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end,
+                    const unsigned char *vis, buf *out, unsigned char *cut)
 {
     int m = backend_mode(b);
     if (m == BACKEND_OFF) return 1;
@@ -292,6 +295,7 @@ static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t f
     gpu_gram *g = NULL;
     gpu_ana_args args;
     backend_gpu_args(&b->o, a, first, &args);
+    args.cut = cut;
     if (gen) {
         s = slot(b, a, gen);
         rc = s < 0 ? -1 : gpu_analytic(b->res[s].g, kind, first, end, vis, &args, out);
@@ -301,6 +305,8 @@ static int gpu_text(backend *b, const arc *a, uint64_t gen, int kind, uint32_t f
     }
     if (rc && rc != -ENOTSUP && s >= 0) backend_drop(b, b->res[s].g); /* may be unusable */
     pthread_mutex_unlock(&b->gpu_lock);
+    if (rc && b->o.ana.verbose)
+        fprintf(stderr, "tadoc: %s: not on the GPU: %s\n", ana_table[kind].name, tdc_errmsg());
     return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;
 }
 #endif
@@ -322,22 +328,100 @@ static int served(backend *b, int r, int kind, const arc *a, uint32_t first, uin
     return rc;
 }
 
-int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
-                     uint32_t end, const unsigned char *vis, buf *out)
+#ifdef TDC_HAVE_CUDA
+/* The GPU left the scope to the CPU because files in it hold words longer than TOK_CAP
+ * (marked in cut; the GPU does not join a word's TOK_CAP pieces): those files on the CPU, the
+ * others on the GPU, and the two outputs merged as the shards' parts are (ana_merge; no file
+ * is in both, so no edges). Nearly always a few files: a whole archive stays on the GPU
+ * instead of going to the CPU whole. 0; 1 where the GPU does not take the rest; -1 where
+ * either side or the merge failed. */
+static int split(backend *b, const arc *a, uint64_t gen, int kind, uint32_t first, uint32_t end,
+                 const unsigned char *vis, const unsigned char *cut, buf *out)
+{
+    unsigned char *rest = malloc(a->nents), *own = malloc(a->nents);
+    buf g = {0}, c = {0};
+    ana_merge *m = NULL;
+    int r = rest && own ? 0 : -1;
+    uint32_t nown = 0;
+    for (uint32_t e = 0; !r && e < a->nents; e++) {
+        rest[e] = ana_visible(vis, e) && !cut[e];
+        own[e] = ana_visible(vis, e) && cut[e];
+        nown += own[e];
+    }
+    if (!r && b->o.ana.verbose)
+        fprintf(stderr, "tadoc: %s: %u files with such words on the CPU, the rest on the GPU\n",
+                ana_table[kind].name, nown);
+    if (!r && !(r = gpu_text(b, a, gen, kind, first, end, rest, &g, NULL))) {
+        ana_opts o = *ana_ctx_opts(b->ana);
+        int rc = ana_table[kind].cpu(b->ana, a, first, end, own, &c);
+        if (!rc) rc = ana_merge_new(kind, a, first, end, vis, &m);
+        if (!rc && o.spill_dir) ana_merge_spill(m, o.spill_dir, o.spill_at);
+        if (!rc) rc = ana_merge_part(m, &g);
+        if (!rc) rc = ana_merge_part(m, &c);
+        if (!rc) rc = ana_merge_finish(m, out);
+        r = rc ? -1 : 0;
+    }
+    ana_merge_free(m);
+    buf_free(&g);
+    buf_free(&c);
+    free(rest);
+    free(own);
+    return r;
+}
+#endif
+
+/* backend_gpu_analytic, with cut as gpu_text's. */
+static int gpu_try(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+                   const unsigned char *vis, buf *out, unsigned char *cut)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
     /* A file of the scope in a damaged shard: no numbers rather than wrong ones. */
     int dmg = arc_range_damaged(a, first, end, vis);
     if (dmg) return tdc_error_ctx(dmg, "%s", ana_table[kind].name);
-    size_t n0 = out->n;
 #ifdef TDC_HAVE_CUDA
-    int r = gpu_text(b, a, gen, kind, first, end, vis, out);
+    size_t n0 = out->n;
+    int r = gpu_text(b, a, gen, kind, first, end, vis, out, cut);
+    if (r == 0) {
+        account(b, 0, out->n - n0);
+        return 0;
+    }
+    if (r < 0) backend_fallback(b);
+    out->n = n0;
 #else
+    (void)b;
     (void)gen;
-    int r = 1;
+    (void)out;
+    (void)cut;
 #endif
-    return served(b, r, kind, a, first, end, vis, out, n0, 1);
+    return 1;
+}
+
+int backend_gpu_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
+                         uint32_t end, const unsigned char *vis, buf *out)
+{
+    return gpu_try(b, kind, a, gen, first, end, vis, out, NULL);
+}
+
+int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
+                     const unsigned char *vis, buf *out)
+{
+    size_t n0 = out->n;
+    unsigned char *cut = calloc(a->nents ? a->nents : 1, 1);
+    int r = gpu_try(b, kind, a, gen, first, end, vis, out, cut);
+#ifdef TDC_HAVE_CUDA
+    int any = 0;
+    for (uint32_t e = first; r == 1 && cut && e < end && !any; e++)
+        any = cut[e];
+    if (any && (r = split(b, a, gen, kind, first, end, vis, cut, out)) == 0)
+        account(b, 0, out->n - n0);
+    if (r < 0 && any) {
+        backend_fallback(b);
+        r = 1;
+    }
+#endif
+    free(cut);
+    return r <= 0 ? r : served(b, 1, kind, a, first, end, vis, out, n0, 1);
 }
 
 #ifdef TDC_HAVE_CUDA

@@ -130,12 +130,22 @@ int backend_wordcount(ana_ctx *c, const arc *a, gpu_gram *g, uint32_t first, uin
  * GPU (the mode): the archive is uploaded and indexed once per (a, gen) and stays resident.
  * `gen` names the archive's contents for the resident copies: give a new value whenever `a`
  * may be another archive or changed (after a compaction, or a pointer reused), or 0 for a
- * short-lived archive (such as an in-memory snapshot) that must not stay. Any GPU failure
- * falls back to the CPU (counted in backend_stats). Returns 0, -EINVAL for an unknown kind,
+ * short-lived archive (such as an in-memory snapshot) that must not stay. Files of the scope
+ * that hold words longer than TOK_CAP (which the GPU does not join) go to the CPU and the rest
+ * to the GPU, the two outputs merged as the shards' parts are. Any GPU failure falls back to
+ * the CPU (counted in backend_stats). Returns 0, -EINVAL for an unknown kind,
  * -EBADMSG when a visible file of the scope lies in a damaged shard (arc_range_damaged: no
  * numbers rather than wrong ones), or the ana_* error. */
 int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out);
+
+/* backend_analytic's GPU half: 0 where the GPU served it (appended to out), 1 where it did
+ * not (the mode, the size, a scope it leaves to the CPU, or a failure, counted as a
+ * fallback; out is left as it was), or backend_analytic's errors for a bad kind, scope or
+ * damaged shard. For a caller with a better CPU path than one whole grammar (tadoc's
+ * analytics go shard by shard on every core). */
+int backend_gpu_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
+                         uint32_t end, const unsigned char *vis, buf *out);
 
 /* backend_analytic for `meta`, an archive of several shards opened by arc_open_meta and not
  * loaded: shard by shard (ana_by_shard with the analytics context c, or b's own when NULL:

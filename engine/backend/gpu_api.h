@@ -150,6 +150,9 @@ typedef struct gpu_ana_args {
                       small archives; they are needed from 2^21 words) */
     size_t prefix; /* bytes the output strips from archive paths: ana_scope_prefix of the
                       scope's first entry (the per-file analytics) */
+    unsigned char *cut; /* NULL, or one byte per entry (zeroed by the caller): where the call
+                           fails for words longer than TOK_CAP, set to 1 for the scope's files
+                           that hold them */
 } gpu_ana_args;
 
 /* The six analytics of engine/analytics/ana.h on the device (G-TADOC IV-B..IV-D), over the regular files

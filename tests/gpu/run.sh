@@ -26,7 +26,8 @@ make -j"$(nproc)" GPU=1 "${flags[@]}" build/rel/tadoc build/rel/tests/gpucheck >
 tmp=tests/tmp/gpu
 rm -rf "$tmp"
 mkdir -p "$tmp/cut"
-# The GPU word count leaves files with cut long words to the CPU: cover that hand-over.
+# The GPU word count leaves files with cut long words to the CPU: cover that hand-over (tadoc
+# on the one-shard archive: that file on the CPU, the other on the GPU, the outputs merged).
 { head -c 3000 /dev/zero | tr '\0' x; echo " and a few words"; } >"$tmp/cut/long.txt"
 printf 'short words only\nwords again\n' >"$tmp/cut/short.txt"
 # Hard links: word queries on a link go to the entry that holds the content.
@@ -165,7 +166,7 @@ if [ -n "${ANALYTICS_ONLY:-}" ]; then
     exit $status
 fi
 # The tool: TADOC_GPU=on against off, every analytic, whole archive and a subtree.
-for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards copies); do
+for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards copies cut); do
     for an in wordcount sort invindex termvector seqcount rankedinvindex; do
         for scope in "" $([ $name = edge ] && echo dir) $([ $name = copies ] && echo z) \
             $([[ $name = linux-slice || $name = shards ]] && echo kernel); do

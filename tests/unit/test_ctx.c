@@ -180,6 +180,13 @@ static void test_backends_apart(void **state)
     assert_int_equal(backend_options(b1)->mode, BACKEND_OFF);
     assert_int_equal(backend_options(b2)->mode, BACKEND_ON);
     assert_int_equal(backend_analytic(b1, ANA_NIDS, A, 1, 0, A->nents, NULL, &x), -EINVAL);
+    /* the GPU half alone: off (or no GPU) leaves it to the caller, out untouched, uncounted */
+    x.n = 0;
+    assert_int_equal(backend_gpu_analytic(b1, ANA_SEQCOUNT, A, 1, 0, A->nents, NULL, &x), 1);
+    assert_int_equal(x.n, 0);
+    assert_int_equal(cpu_requests(b1), 2);
+    assert_int_equal(backend_gpu_analytic(b1, ANA_NIDS, A, 1, 0, A->nents, NULL, &x), -EINVAL);
+    assert_int_equal(backend_gpu_analytic(b1, ANA_SEQCOUNT, A, 1, 1, 0, NULL, &x), -EINVAL);
     backend_free(b1);
     backend_free(b2);
     buf_free(&x);
