@@ -2,7 +2,8 @@
 # Mounted reads: tadocfs next to squashfs (mksquashfs zstd -19, 1 MiB blocks, read through
 # squashfuse_ll) and the raw tree, all in this one run, plus the FUSE ceiling of this machine
 # (bench/fuseceil: one file served from memory with direct_io) and each mounted read speed as
-# a share of it. usage: [ARCHIVE=a.tdc] [SQFS=img.sqfs] bench/mount.sh BUILD_DIR TREE NAME
+# a share of it; the cold tars and the grep again in ROUNDS interleaved rounds (default 3).
+# usage: [ARCHIVE=a.tdc] [SQFS=img.sqfs] [ROUNDS=N] bench/mount.sh BUILD_DIR TREE NAME
 # (markdown on stdout; needs root)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -251,6 +252,37 @@ for k in tadocfs squashfs open; do
         { echo "bench/mount.sh: $k: grep results differ from the tree" >&2; exit 1; }
 done
 
+# The headline comparisons again in ROUNDS rounds (default 3), the two file systems' runs
+# interleaved and their order swapped every round, each after a drop of the page cache and a
+# fresh mount: one run of each is a sample on a machine whose runs spread 10-30%, the medians
+# of rounds are the measure. Times into T[ROW,KIND] as a space-separated list.
+declare -A T
+rounds=${ROUNDS:-3}
+round_run() { # ROW KIND
+    local t0
+    drop_caches
+    case $1 in
+    tarro) RO=1 mount_fs "$2" ;;
+    *) mount_fs "$2" ;;
+    esac
+    t0=$(now)
+    case $1 in
+    grep) (cd "$mnt" && { grep -r -c static . >/dev/null || true; }) ;;
+    *) (cd "$mnt" && tar cf - . | wc -c >/dev/null) ;;
+    esac
+    T[$1,$2]+="$(since "$t0") "
+    umount_fs
+}
+for ((r = 1; r <= rounds; r++)); do
+    order="tadocfs squashfs"
+    [ $((r % 2)) -eq 0 ] && order="squashfs tadocfs"
+    for row in tarcold tarro grep; do
+        for k in $order; do round_run "$row" "$k"; done
+    done
+done
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END {
+    printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # The FUSE ceiling: the same sequential reader and fio runs on fuseceil's one file.
 mkdir -p "$w/ceil"
 "$build/bench/fuseceil" "$w/ceil" "$CEIL_MB"
@@ -294,6 +326,23 @@ row "\`tar cf - . \\| wc -c\`, cold, mounted \`-o ro,open\`" taropen
 row "\`tar cf - . \\| wc -c\`, warm, mounted \`-o ro,open\`" tarwarmopen
 row "\`grep -r -c static .\`, cold, mounted \`-o ro,open\`" grepopen
 row "daemon RSS after the tars (MB)" rss
+echo
+echo "The same in $rounds rounds, the two file systems interleaved (their order swapped every round),"
+echo "each run after a drop of the page cache and a fresh mount; seconds, each round's, then the"
+echo "median, and squashfuse_ll's median over tadocfs's:"
+echo
+echo "| | tadocfs | squashfuse_ll | tadocfs faster by (medians) |"
+echo "|---|---|---|---|"
+for row in tarcold tarro grep; do
+    case $row in
+    tarcold) label="\`tar cf - . \\| wc -c\`, cold" ;;
+    tarro) label="\`tar cf - . \\| wc -c\`, cold, mounted \`-o ro\`" ;;
+    grep) label="\`grep -r -c static .\`, cold" ;;
+    esac
+    mt=$(median "${T[$row,tadocfs]}") ms=$(median "${T[$row,squashfs]}")
+    printf '| %s | %s(median %s) | %s(median %s) | %sx |\n' "$label" "$(sed 's/ /, /g; s/, $/ /' <<<"${T[$row,tadocfs]}")" "$mt" \
+        "$(sed 's/ /, /g; s/, $/ /' <<<"${T[$row,squashfs]}")" "$ms" "$(awk -v a="$mt" -v b="$ms" 'BEGIN { printf "%.2f", b / a }')"
+done
 echo
 echo "Sequential reads of every file, read(2) of the given size, cold; the FUSE ceiling reads"
 echo "one ${CEIL_MB} MiB file served from memory with direct_io. MB/s, and the share of the ceiling:"
