@@ -24,9 +24,11 @@
 #include "../engine/base/err.h"
 #include "../engine/base/fio.h"
 #include "../engine/base/heap.h"
+#include "../engine/base/tok.h"
 #include "../engine/volume/jrnl.h"
 #include "../engine/volume/vol.h"
 #include "../engine/build/pack.h"
+#include "../engine/grammar/dict.h"
 #include "../engine/index/idx.h"
 #include "../engine/index/query.h"
 #include "../lib/env.h"
@@ -693,10 +695,13 @@ static int run_analytic(int argc, char **argv, int kind)
         /* Whole on the GPU; where it leaves the whole to the CPU (a word longer than TOK_CAP
          * in the scope, keys too wide), shard by shard from a copy of the file table taken
          * before the load, each shard on the GPU that takes it: never the whole grammar on
-         * the CPU, which runs on fewer threads than the shards do. */
+         * the CPU, which runs on fewer threads than the shards do. The GPU refuses cut words
+         * only after the upload, its index and the ranking of the words: a dictionary without
+         * a word token of TOK_CAP bytes has none, one with such a token skips all that. */
         arc *meta = NULL;
         if (gpu && fits && !(rc = arc_meta_dup(a, &meta)) && !(rc = arc_load_data(a)) &&
-            (rc = backend_gpu_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out)) == 1) {
+            (dict_has_word_of(a->dict, TOK_CAP) ||
+             (rc = backend_gpu_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out)) == 1)) {
             rc = 0;
             gpu = o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, 0);
             arc_free(a);

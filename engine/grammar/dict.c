@@ -34,6 +34,13 @@ uint32_t dict_count(const dict *d)
     return (uint32_t)(d->offs.n - 1);
 }
 
+int dict_has_word_of(const dict *d, size_t cap)
+{
+    for (uint32_t id = 0; id < dict_count(d); id++)
+        if (dict_is_word(d, id) && d->offs.p[id + 1] - d->offs.p[id] == cap) return 1;
+    return 0;
+}
+
 uint64_t dict_blob_size(const dict *d)
 {
     return d->blob.n;

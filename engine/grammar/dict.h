@@ -44,6 +44,10 @@ int dict_find(const dict *d, const unsigned char *p, size_t n, uint32_t *id);
 
 uint32_t dict_count(const dict *d);
 
+/* Whether some word token is `cap` bytes long. The tokenizer cuts a longer word into pieces
+ * of TOK_CAP bytes, so where no word token is TOK_CAP long no word was cut. */
+int dict_has_word_of(const dict *d, size_t cap);
+
 /* Total bytes of all tokens. */
 uint64_t dict_blob_size(const dict *d);
 

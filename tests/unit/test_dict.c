@@ -28,6 +28,32 @@ static void test_intern_find(void **state)
     dict_free(d);
 }
 
+static int intern_tok(void *ctx, const unsigned char *p, size_t n)
+{
+    uint32_t id;
+    return dict_intern(ctx, p, n, &id);
+}
+
+/* A word longer than TOK_CAP leaves a word token of TOK_CAP bytes; a separator run of that
+ * length, or shorter words, none (the GPU's whole-archive analytics rely on it). */
+static void test_has_word_of(void **state)
+{
+    (void)state;
+    static unsigned char t[3 * TOK_CAP];
+    struct {
+        size_t word, sep; /* a run of word bytes, then of separators */
+        int want;
+    } c[] = {{TOK_CAP - 1, TOK_CAP, 0}, {TOK_CAP, 1, 1}, {2 * TOK_CAP + 7, 3, 1}, {5, 2, 0}};
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        dict *d = dict_new();
+        memset(t, 'x', c[i].word);
+        memset(t + c[i].word, '-', c[i].sep);
+        assert_int_equal(tok_split(t, c[i].word + c[i].sep, intern_tok, d), 0);
+        assert_int_equal(dict_has_word_of(d, TOK_CAP), c[i].want);
+        dict_free(d);
+    }
+}
+
 /* Many tokens force rehashing; every id must survive it and the encoding round trip. */
 static void test_many_roundtrip(void **state)
 {
@@ -214,7 +240,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intern_find),    cmocka_unit_test(test_many_roundtrip),
         cmocka_unit_test(test_decode_rejects), cmocka_unit_test(test_front_roundtrip),
-        cmocka_unit_test(test_front_rejects),
+        cmocka_unit_test(test_front_rejects),  cmocka_unit_test(test_has_word_of),
     };
     return cmocka_run_group_tests_name("dict", tests, NULL, NULL);
 }
