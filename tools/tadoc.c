@@ -704,6 +704,9 @@ static int run_analytic(int argc, char **argv, int kind)
              (rc = backend_gpu_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out)) == 1)) {
             rc = 0;
             gpu = o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, 0);
+            /* The refused upload goes: its device memory back for the shards, and no
+             * resident copy is left keyed by the address of an archive freed here. */
+            backend_release(be, a);
             arc_free(a);
             a = meta;
             meta = NULL;
