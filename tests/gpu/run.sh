@@ -222,10 +222,11 @@ fuseflags=(CFLAGS="-I$PWD/shared-dev/include -I$PWD/shared-dev/include/fuse3"
     LDFLAGS="-L$PWD/shared-dev/lib")
 export LD_LIBRARY_PATH="$PWD/shared-dev/lib:${LD_LIBRARY_PATH:-}" PATH="$PATH:$PWD/shared-dev/bin"
 # getfattr (the attr package) may be missing there: python3 reads the attribute instead.
-backend_of() {
-    getfattr --only-values -n user.tadoc.backend "$1" 2>/dev/null ||
-        python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.tadoc.backend").decode())' "$1"
+xattr_of() { # NAME PATH: the daemon's user.tadoc.NAME (getfattr is not on every GPU host)
+    getfattr --only-values -n "user.tadoc.$1" "$2" 2>/dev/null ||
+        python3 -c 'import os, sys; print(os.getxattr(sys.argv[2], "user.tadoc." + sys.argv[1]).decode())' "$1" "$2"
 }
+backend_of() { xattr_of backend "$1"; }
 if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; then
     m=$tmp/mnt
     mkdir -p "$m"
@@ -262,6 +263,27 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
             umount "$m" 2>/dev/null || fusermount3 -u "$m"
         done
     done
+    # Files with words longer than TOK_CAP in the daemon's whole grammar: those files go to the
+    # CPU, the rest to the GPU, the outputs merged (backend_analytic); once the archive is
+    # loaded every analytic must equal the CPU's and count as served by the GPU.
+    if [ -z "${READS_ONLY:-}" ]; then
+        if build/rel/tadocfs -o gpu=on,mem=whole "$tmp/cut.tdc" "$m"; then
+            for _ in $(seq 1 600); do
+                xattr_of shard_cache "$m" | grep -q '; 1 whole-archive' && break
+                sleep 0.1
+            done
+            for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+                cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$tmp/cut.tdc") ||
+                    { echo "gpu=on .$an of cut differs from the CPU"; status=1; }
+            done
+            backend_of "$m" | grep -q '^gpu: [1-9]' ||
+                { echo "gpu=on: the cut archive's analytics were not split: $(backend_of "$m")"; status=1; }
+            umount "$m" 2>/dev/null || fusermount3 -u "$m"
+        else
+            echo "mount -o gpu=on of cut FAILED"
+            status=1
+        fi
+    fi
     # Under -o mem= with gpu=on, the virtual files of the sharded archive go shard by shard
     # through the GPU (the whole archive never loaded) and equal the CPU's; with gpu=auto, those
     # the GPU computes faster shard by shard on this host's CPUs (backend_cli_gpu_wins: the
