@@ -370,9 +370,10 @@ static int split(backend *b, const arc *a, uint64_t gen, int kind, uint32_t firs
 }
 #endif
 
-/* backend_gpu_analytic, with cut as gpu_text's. */
+/* backend_gpu_analytic; with `split`, a scope the GPU refuses for words longer than TOK_CAP
+ * goes to split (the files that hold them on the CPU, the rest on the GPU). */
 static int gpu_try(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
-                   const unsigned char *vis, buf *out, unsigned char *cut)
+                   const unsigned char *vis, buf *out, int split_cut)
 {
     if (kind < 0 || kind >= ANA_NIDS) return tdc_error(-EINVAL, "unknown analytic %d", kind);
     if (first > end || end > a->nents) return tdc_error(-EINVAL, "analytics: bad scope");
@@ -381,7 +382,13 @@ static int gpu_try(backend *b, int kind, const arc *a, uint64_t gen, uint32_t fi
     if (dmg) return tdc_error_ctx(dmg, "%s", ana_table[kind].name);
 #ifdef TDC_HAVE_CUDA
     size_t n0 = out->n;
-    int r = gpu_text(b, a, gen, kind, first, end, vis, out, cut);
+    unsigned char *cut =
+        split_cut && backend_mode(b) != BACKEND_OFF ? calloc(a->nents ? a->nents : 1, 1) : NULL;
+    int r = gpu_text(b, a, gen, kind, first, end, vis, out, cut), any = 0;
+    for (uint32_t e = first; r == 1 && cut && e < end && !any; e++)
+        any = cut[e];
+    if (any) r = split(b, a, gen, kind, first, end, vis, cut, out);
+    free(cut);
     if (r == 0) {
         account(b, 0, out->n - n0);
         return 0;
@@ -392,7 +399,7 @@ static int gpu_try(backend *b, int kind, const arc *a, uint64_t gen, uint32_t fi
     (void)b;
     (void)gen;
     (void)out;
-    (void)cut;
+    (void)split_cut;
 #endif
     return 1;
 }
@@ -400,27 +407,14 @@ static int gpu_try(backend *b, int kind, const arc *a, uint64_t gen, uint32_t fi
 int backend_gpu_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first,
                          uint32_t end, const unsigned char *vis, buf *out)
 {
-    return gpu_try(b, kind, a, gen, first, end, vis, out, NULL);
+    return gpu_try(b, kind, a, gen, first, end, vis, out, 0);
 }
 
 int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t first, uint32_t end,
                      const unsigned char *vis, buf *out)
 {
     size_t n0 = out->n;
-    unsigned char *cut = calloc(a->nents ? a->nents : 1, 1);
-    int r = gpu_try(b, kind, a, gen, first, end, vis, out, cut);
-#ifdef TDC_HAVE_CUDA
-    int any = 0;
-    for (uint32_t e = first; r == 1 && cut && e < end && !any; e++)
-        any = cut[e];
-    if (any && (r = split(b, a, gen, kind, first, end, vis, cut, out)) == 0)
-        account(b, 0, out->n - n0);
-    if (r < 0 && any) {
-        backend_fallback(b);
-        r = 1;
-    }
-#endif
-    free(cut);
+    int r = gpu_try(b, kind, a, gen, first, end, vis, out, 1);
     return r <= 0 ? r : served(b, 1, kind, a, first, end, vis, out, n0, 1);
 }
 
