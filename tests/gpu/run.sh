@@ -227,6 +227,15 @@ xattr_of() { # NAME PATH: the daemon's user.tadoc.NAME (getfattr is not on every
         python3 -c 'import os, sys; print(os.getxattr(sys.argv[2], "user.tadoc." + sys.argv[1]).decode())' "$1" "$2"
 }
 backend_of() { xattr_of backend "$1"; }
+# Every virtual analytic of mount MNT against `tadoc` on the CPU for ARCHIVE; a difference is
+# reported as WHAT .ANALYTIC and fails the run.
+virtual_equal() { # MNT ARCHIVE WHAT
+    local an
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        cmp -s <(cat "$1/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$2") ||
+            { echo "$3 .$an differs from the CPU"; status=1; }
+    done
+}
 if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; then
     m=$tmp/mnt
     mkdir -p "$m"
@@ -245,10 +254,7 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
                 diff -r "$src" "$m" >/dev/null || { echo "gpu=$mode mount of $name differs"; status=1; }
             fi
             if [ $mode = on ]; then
-                for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-                    cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$a") ||
-                        { echo "gpu=on .$an of $name differs from the CPU"; status=1; }
-                done
+                virtual_equal "$m" "$a" "gpu=on, $name:"
             fi
             t0=$(date +%s.%N)
             for _ in 1 2 3 4 5; do cat "$m/.wordcount" >/dev/null; done
@@ -272,10 +278,7 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
                 xattr_of shard_cache "$m" | grep -q '; 1 whole-archive' && break
                 sleep 0.1
             done
-            for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-                cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$tmp/cut.tdc") ||
-                    { echo "gpu=on .$an of cut differs from the CPU"; status=1; }
-            done
+            virtual_equal "$m" "$tmp/cut.tdc" "gpu=on, cut:"
             backend_of "$m" | grep -q '^gpu: [1-9]' ||
                 { echo "gpu=on: the cut archive's analytics were not split: $(backend_of "$m")"; status=1; }
             umount "$m" 2>/dev/null || fusermount3 -u "$m"
@@ -294,10 +297,7 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
             status=1
             continue
         fi
-        for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-            cmp -s <(cat "$m/.$an") <(TADOC_GPU=off build/rel/tadoc $an "$tmp/shards.tdc") ||
-                { echo "gpu=$mode,mem=1M .$an of shards differs from the CPU"; status=1; }
-        done
+        virtual_equal "$m" "$tmp/shards.tdc" "gpu=$mode,mem=1M, shards:"
         backend_of "$m" | grep -q 'shard parts by gpu: 0: [1-9]' ||
             { echo "gpu=$mode,mem=1M: no shard part on the GPU: $(backend_of "$m")"; status=1; }
         echo "mount shards gpu=$mode,mem=1M: every virtual file shard by shard equals the CPU; $(backend_of "$m")"
