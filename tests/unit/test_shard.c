@@ -1012,6 +1012,18 @@ static rlim_t limit_at(size_t full, int k)
     return k < LIMIT_STEPS ? (rlim_t)(full * (size_t)k / LIMIT_STEPS) : (rlim_t)full - 1;
 }
 
+/* An archive's random identity sits in a compressed section, so a write can come out a few
+ * bytes shorter than the one that measured `full`. Where a job under limit *lim succeeded
+ * (rc 0) and the file it wrote at `path` fits the limit, it is tried again one byte under that
+ * file (1; at most a few times); any other result is left to the caller (0). */
+static int shorter_this_time(int rc, const char *path, rlim_t *lim, int *tries)
+{
+    struct stat st;
+    if (rc || stat(path, &st) || (rlim_t)st.st_size > *lim || ++*tries > 8) return 0;
+    *lim = (rlim_t)st.st_size - 1;
+    return 1;
+}
+
 /* Files this process writes stop growing at `lim` bytes, as a full disk stops them (write
  * fails with EFBIG; SIGXFSZ is ignored), until fsize_unlimit. */
 static struct rlimit fsize_was;
@@ -1067,14 +1079,17 @@ static void test_compaction_out_of_space(void **state)
     assert_int_equal(vol_compact(v, &st), 0);
     vol_close(v);
     free(tu_slurp(p, &nfull)); /* the size the new archive takes */
-    for (int k = 0; k <= LIMIT_STEPS; k++) {
+    for (int k = 0, tries = 0; k <= LIMIT_STEPS; k++) {
         rlim_t lim = limit_at(nfull, k);
-        assert_int_equal(tu_put("/", p, arch, na), 0);
-        assert_int_equal(tu_put("/", j, jrnl, nj), 0);
-        assert_int_equal(vol_open(p, &o, &v, NULL), 0);
-        fsize_limit(lim);
-        int rc = vol_compact(v, &st);
-        fsize_unlimit();
+        int rc;
+        do {
+            assert_int_equal(tu_put("/", p, arch, na), 0);
+            assert_int_equal(tu_put("/", j, jrnl, nj), 0);
+            assert_int_equal(vol_open(p, &o, &v, NULL), 0);
+            fsize_limit(lim);
+            rc = vol_compact(v, &st);
+            fsize_unlimit();
+        } while (shorter_this_time(rc, p, &lim, &tries) && (vol_close(v), 1));
         if (rc != -EFBIG) fail_msg("limit %llu: %d: %s", (unsigned long long)lim, rc, tdc_errmsg());
         assert_false(temps_beside(p));
         size_t n;
@@ -1246,13 +1261,16 @@ static void test_pack_out_of_space(void **state)
     pack_job_free(j);
     free(tu_slurp(a, &nfull));
     unlink(a);
-    for (int k = 0; k <= LIMIT_STEPS; k++) {
+    for (int k = 0, tries = 0; k <= LIMIT_STEPS; k++) {
         rlim_t lim = limit_at(nfull, k);
-        assert_int_equal(pack_plan(src, &po, &j), 0);
-        fsize_limit(lim);
-        int rc = pack_run_to(j, a);
-        if (!rc) rc = pack_write(j, a, &st);
-        fsize_unlimit();
+        int rc;
+        do {
+            assert_int_equal(pack_plan(src, &po, &j), 0);
+            fsize_limit(lim);
+            rc = pack_run_to(j, a);
+            if (!rc) rc = pack_write(j, a, &st);
+            fsize_unlimit();
+        } while (shorter_this_time(rc, a, &lim, &tries) && (pack_job_free(j), unlink(a), 1));
         if (rc != -EFBIG) fail_msg("limit %llu: %d: %s", (unsigned long long)lim, rc, tdc_errmsg());
         pack_job_free(j);
         assert_false(temps_beside(a));
