@@ -173,19 +173,21 @@ int mpi_make_tmp(const char *out, char *tmp, size_t cap)
     int rank, rc = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (!rank) {
-        if (snprintf(tmp, cap, "%s.tmpXXXXXX", out) >= (int)cap) {
+        arc_target t;
+        if ((rc = arc_target_of(out, &t))) {
+            /* refused: nothing is created */
+        } else if (snprintf(tmp, cap, "%s.tmpXXXXXX", t.path) >= (int)cap) {
             rc = tdc_error(-ENAMETOOLONG, "%s: name too long", out);
         } else {
-            mode_t mask = umask(0); /* a new file's mode, not mkstemp's 0600 */
-            umask(mask);
             int fd = mkstemp(tmp);
             if (fd < 0)
                 rc = tdc_error(-errno, "%s: cannot create: %s", tmp, strerror(errno));
-            else if (fchmod(fd, 0666 & ~mask) < 0)
-                rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
+            else
+                rc = arc_target_apply(&t, fd, tmp); /* the mode, not mkstemp's 0600 */
             if (fd >= 0) close(fd);
             if (rc && fd >= 0) unlink(tmp);
         }
+        arc_target_free(&t);
     }
     MPI_Bcast(tmp, (int)cap, MPI_CHAR, 0, MPI_COMM_WORLD);
     return mpi_agree(rc);
@@ -639,7 +641,7 @@ int mpi_write_ranges(const char *file, const mpi_range *out, int rank, int size)
     mpi_block b = {off, n, out->fd < 0 ? out->mem.p : NULL, out->fd};
     rc = mpi_agree(mpi_write_blocks(tmp, &b, 1));
     if (!rank) {
-        if (!rc && rename(tmp, file)) rc = tdc_error(-errno, "%s: %s", file, strerror(errno));
+        if (!rc && (rc = arc_commit(tmp, file)) > 0) rc = -EIO; /* renamed, not synced */
         if (rc) unlink(tmp);
     }
     return mpi_agree(rc);

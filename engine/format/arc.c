@@ -553,18 +553,95 @@ static char *tmp_name(const char *path)
     return t;
 }
 
+/* The process's umask, read without changing it (umask(2) sets it, racing other threads). */
+static mode_t cur_umask(void)
+{
+    mode_t m = 022;
+    char line[128];
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f) return m;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Umask:", 6)) {
+            m = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
+            break;
+        }
+    fclose(f);
+    return m;
+}
+
+int arc_target_of(const char *path, arc_target *t)
+{
+    struct stat st;
+    memset(t, 0, sizeof *t);
+    if (lstat(path, &st) < 0) {
+        if (errno != ENOENT) return tdc_error(-errno, "%s: %s", path, strerror(errno));
+        t->mode = 0666 & ~cur_umask();
+        if (!(t->path = strdup(path))) return tdc_error(-ENOMEM, "out of memory");
+        return 0;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        if (!(t->path = realpath(path, NULL)) || stat(t->path, &st) < 0) {
+            int rc = tdc_error(errno == ENOENT ? -EINVAL : -errno,
+                               "%s: a symbolic link to %s; give a regular file", path,
+                               errno == ENOENT ? "nothing" : strerror(errno));
+            arc_target_free(t);
+            return rc;
+        }
+    } else if (!(t->path = strdup(path))) {
+        return tdc_error(-ENOMEM, "out of memory");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
+        int rc = tdc_error(dir ? -EISDIR : -EINVAL, "%s: %s; an archive is written to a new or a regular file",
+                           path, dir ? "is a directory" : "not a regular file");
+        arc_target_free(t);
+        return rc;
+    }
+    t->mode = st.st_mode & 07777;
+    t->uid = st.st_uid;
+    t->gid = st.st_gid;
+    t->exists = 1;
+    return 0;
+}
+
+void arc_target_free(arc_target *t)
+{
+    free(t->path);
+    t->path = NULL;
+}
+
+int arc_target_apply(const arc_target *t, int fd, const char *name)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) return tdc_error(-errno, "%s: %s", name, strerror(errno));
+    /* The owner first: a change of owner clears the set-id bits, which the mode then gives
+     * back. One the caller may not give (another user's file) stays the caller's. */
+    if (t->exists && (st.st_uid != t->uid || st.st_gid != t->gid) &&
+        fchown(fd, t->uid, t->gid) < 0 && errno != EPERM)
+        return tdc_error(-errno, "%s: %s", name, strerror(errno));
+    if (fchmod(fd, t->mode) < 0) return tdc_error(-errno, "%s: %s", name, strerror(errno));
+    return 0;
+}
+
 int arc_sink_open(arc_sink *s, const char *path)
 {
     unsigned char hdr[ARC_HDR_SIZE] = {0};
     s->fd = -1;
-    if (!(s->tmp = tmp_name(path))) return tdc_error(-ENOMEM, "out of memory writing %s", path);
+    s->tmp = NULL;
+    int rc = arc_target_of(path, &s->to);
+    if (rc) return rc;
+    if (!(s->tmp = tmp_name(s->to.path))) {
+        arc_target_free(&s->to);
+        return tdc_error(-ENOMEM, "out of memory writing %s", path);
+    }
     if ((s->fd = mkstemp(s->tmp)) < 0) {
-        int rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
+        rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
         free(s->tmp);
         s->tmp = NULL;
+        arc_target_free(&s->to);
         return rc;
     }
-    int rc = fio_write_all(s->fd, hdr, ARC_HDR_SIZE, s->tmp); /* written last, as arc_write's */
+    rc = fio_write_all(s->fd, hdr, ARC_HDR_SIZE, s->tmp); /* written last, as arc_write's */
     if (rc) arc_sink_abort(s);
     return rc;
 }
@@ -573,13 +650,16 @@ int arc_sink_open(arc_sink *s, const char *path)
  * (arc_write_coded_over): its finish writes the rest after them. A failure removes it. */
 static int sink_over(arc_sink *s, const char *tmp)
 {
+    struct stat st;
     s->fd = -1;
+    memset(&s->to, 0, sizeof s->to);
     if (!(s->tmp = strdup(tmp))) return tdc_error(-ENOMEM, "out of memory writing %s", tmp);
-    if ((s->fd = open(tmp, O_WRONLY | O_CLOEXEC)) < 0) {
+    if ((s->fd = open(tmp, O_WRONLY | O_CLOEXEC)) < 0 || fstat(s->fd, &st) < 0) {
         int rc = tdc_error(-errno, "%s: cannot open: %s", tmp, strerror(errno));
         arc_sink_abort(s);
         return rc;
     }
+    s->to.mode = st.st_mode & 07777; /* as its creator made it */
     return 0;
 }
 
@@ -681,14 +761,16 @@ static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int le
         rc = tdc_error(-errno, "%s: fsync: %s", tmp, strerror(errno));
         goto fail;
     }
+    if ((rc = arc_target_apply(&s->to, s->fd, tmp))) goto fail;
     int fd = s->fd;
     s->fd = -1;
-    if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
+    if (close(fd) < 0) {
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
     }
     *tmpout = s->tmp;
     s->tmp = NULL;
+    arc_target_free(&s->to);
 fail:
     if (rc) arc_sink_abort(s);
     free(data);
@@ -709,6 +791,7 @@ void arc_sink_abort(arc_sink *s)
     if (s->fd >= 0) close(s->fd);
     unlink(s->tmp);
     free(s->tmp);
+    arc_target_free(&s->to);
     s->fd = -1;
     s->tmp = NULL;
 }
@@ -781,13 +864,19 @@ int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t 
 
 int arc_commit(const char *tmp, const char *path)
 {
-    if (rename(tmp, path) < 0) {
-        int rc = tdc_error(-errno, "rename %s to %s: %s", tmp, path, strerror(errno));
+    arc_target t;
+    int rc = arc_target_of(path, &t);
+    if (!rc && rename(tmp, t.path) < 0)
+        rc = tdc_error(-errno, "rename %s to %s: %s", tmp, t.path, strerror(errno));
+    if (rc) {
         unlink(tmp);
+        arc_target_free(&t);
         return rc;
     }
     /* Make the rename itself durable. */
-    return fio_sync_dir(path) ? 1 : 0;
+    rc = fio_sync_dir(t.path) ? 1 : 0;
+    arc_target_free(&t);
+    return rc;
 }
 
 /* A written temporary file committed; an fsync failure of the directory counts as -EIO

@@ -311,6 +311,24 @@ uint64_t arc_coded_offset(const arc_coded *sh, uint32_t k);
  * removes `tmp`; on failure it is removed. */
 int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t n, int level);
 
+/* Where an archive written to `path` goes: `path` itself where nothing is there (the new
+ * file's mode 0666 less the umask), the regular file there (its mode and owner kept), or the
+ * regular file a symbolic link there names (the link stays a link). Anything else at `path`,
+ * a directory, device, FIFO, socket or dangling link, is refused: the rename that commits an
+ * archive would replace it. 0 with t->path malloc'ed (arc_target_free), or a negative errno
+ * with a message. */
+typedef struct arc_target {
+    char *path;
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+    int exists;
+} arc_target;
+int arc_target_of(const char *path, arc_target *t);
+void arc_target_free(arc_target *t);
+/* Give the open file fd t's mode and, where t exists, its owner (where the caller may). */
+int arc_target_apply(const arc_target *t, int fd, const char *name);
+
 /* A temporary archive file written shard by shard as the shards are made, so that a writer
  * holds none it has made (compaction): arc_sink_open creates PATH.tmpXXXXXX beside path;
  * arc_sink_put appends the next shard's sections (its data, or by reference copied and
@@ -322,6 +340,7 @@ int arc_write_coded_over(const char *tmp, arc *a, const arc_coded *sh, uint32_t 
 typedef struct arc_sink {
     int fd;
     char *tmp;
+    arc_target to; /* where the archive goes; the mode and owner the new file takes */
 } arc_sink;
 int arc_sink_open(arc_sink *s, const char *path);
 int arc_sink_put(arc_sink *s, arc_coded *c);
@@ -335,7 +354,8 @@ void arc_sink_abort(arc_sink *s); /* removes the file; nothing for a finished or
 /* arc_write_coded_tmp, then arc_commit. */
 int arc_write_coded(const char *path, arc *a, const arc_coded *sh, uint32_t n, int level);
 
-/* Rename the temporary file `tmp` over `path` and make the rename durable (directory
+/* Rename the temporary file `tmp` over `path` (over the file a link there names: see
+ * arc_target_of, which must have placed `tmp` beside it) and make the rename durable (directory
  * fsync). 0 when done; a negative errno when the rename failed (`tmp` is removed and `path`
  * is as it was); 1 when renamed but the directory fsync failed (tdc_errmsg says why: the
  * rename is in place but not yet durable). */

@@ -250,6 +250,28 @@ newline"
     [ "$(cat "$S/busy/keep")" = x ]
 }
 
+@test "pack -o writes a new or a regular file: a FIFO, device, directory or dangling link is left as it was; a link's file is replaced, mode and link kept" {
+    mkdir -p "$S/in" "$S/dir" && echo hello world >"$S/in/f"
+    mkfifo "$S/fifo"
+    mknod "$S/null" c 1 3
+    ln -s nowhere "$S/dangling"
+    for o in fifo null dir dangling; do
+        run "$TADOC" pack -q "$S/in" -o "$S/$o"
+        [ "$status" -eq 1 ] && [[ "$output" == *"$S/$o: "* ]]
+    done
+    [ -p "$S/fifo" ] && [ -c "$S/null" ] && [ -d "$S/dir" ] && [ -L "$S/dangling" ]
+    [ -z "$(ls "$S/dir")" ] && [ "$(ls "$S" | grep -c tmp)" -eq 0 ]
+    echo old >"$S/target" && chmod 640 "$S/target" && ln -s target "$S/link"
+    "$TADOC" pack -q "$S/in" -o "$S/link"
+    [ -L "$S/link" ] && [ "$(stat -c %a "$S/target")" = 640 ]
+    [ "$("$TADOC" cat "$S/target" f)" = "hello world" ]
+    "$TADOC" compact "$S/link"
+    [ -L "$S/link" ] && [ "$(stat -c %a "$S/target")" = 640 ]
+    [ "$("$TADOC" cat "$S/link" f)" = "hello world" ]
+    (umask 077 && "$TADOC" pack -q "$S/in" -o "$S/private.tdc")
+    [ "$(stat -c %a "$S/private.tdc")" = 600 ]
+}
+
 @test "pack of a file appended to while it is read: a warning naming it, exit 1, a valid archive of what was read" {
     mkdir -p "$S/in"
     cat "$CORPORA"/brown/c* | head -c 3000000 >"$S/in/grow.log"
