@@ -232,12 +232,13 @@ const char usage_extract[] =
     "Write LENGTH bytes of PATH starting at byte OFFSET (fewer at end of file, none past it).\n"
     "Only the rules on the way to OFFSET are visited: the file is never expanded whole.\n";
 
+/* A decimal number (as every number tadoc reads: "010" is ten, not eight). */
 static int parse_u64(const char *s, uint64_t *v)
 {
     char *end;
     errno = 0;
-    if (!*s || *s == '-') return -1;
-    *v = strtoull(s, &end, 0);
+    if (*s < '0' || *s > '9') return -1;
+    *v = strtoull(s, &end, 10);
     return *end || errno ? -1 : 0;
 }
 

@@ -795,6 +795,16 @@ static int cmd_search(int argc, char **argv)
     return run_query(argc, argv, usage_search, 1);
 }
 
+/* A command's exit status `rc`, made a failure where what it printed to stdout through stdio
+ * did not all reach it (a full disk, a closed pipe): the output is not there to rely on. */
+static int out_written(int rc)
+{
+    int e = fflush(stdout) ? errno : ferror(stdout) ? EIO : 0;
+    if (!e) return rc;
+    fprintf(stderr, "%s: stdout: write: %s\n", prog, strerror(e));
+    return rc ? rc : EX_FAIL;
+}
+
 int main(int argc, char **argv)
 {
     /* A command runs its own function; an analytic (ana_table) runs run_analytic. */
@@ -831,10 +841,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
-        return cmds[i].fn(argc - 1, argv + 1);
+        return out_written(cmds[i].fn(argc - 1, argv + 1));
     }
     int kind = ana_find(argv[1]);
-    if (kind >= 0) return run_analytic(argc - 1, argv + 1, kind);
+    if (kind >= 0) return out_written(run_analytic(argc - 1, argv + 1, kind));
     fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
     fputs(usage_main, stderr);
     return EX_USAGE;

@@ -21,6 +21,8 @@ teardown() { rm -rf "$S"; }
     [ "$status" -eq 2 ]
     run "$TADOC" extract a b -1 5
     [ "$status" -eq 2 ]
+    run "$TADOC" extract a b 0x10 5
+    [ "$status" -eq 2 ]
 }
 
 make_odd_tree() {
@@ -96,6 +98,9 @@ newline"
         cmp <("$TADOC" extract "$S/l.tdc" "$f" "$off" "$len") \
             <(dd if="$CORPORA/linux-slice/$f" bs=1 skip="$off" count="$len" status=none)
     done
+    f=${files[0]} # numbers are decimal: 010 is byte ten
+    cmp <("$TADOC" extract "$S/l.tdc" "$f" 010 5) \
+        <(dd if="$CORPORA/linux-slice/$f" bs=1 skip=10 count=5 status=none)
     run "$TADOC" extract "$S/l.tdc" no/such/file 0 1
     [ "$status" -eq 1 ] && [[ "$output" == *"no such file"* ]]
 }
@@ -270,6 +275,16 @@ newline"
     [ "$("$TADOC" cat "$S/link" f)" = "hello world" ]
     (umask 077 && "$TADOC" pack -q "$S/in" -o "$S/private.tdc")
     [ "$(stat -c %a "$S/private.tdc")" = 600 ]
+}
+
+@test "a command whose output cannot be written (a full disk) fails with a message" {
+    mkdir -p "$S/in" && echo hello world >"$S/in/f"
+    "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    for c in "ls -l" stat verify wordcount "cat A f" "count A f hello" "extract A f 0 5"; do
+        [[ "$c" == *" A "* ]] && c=${c/ A / $S/a.tdc } || c="$c $S/a.tdc"
+        run bash -c "'$TADOC' $c >/dev/full"
+        [ "$status" -eq 1 ] && [[ "$output" == *"stdout: write: No space left"* ]]
+    done
 }
 
 @test "pack of a file appended to while it is read: a warning naming it, exit 1, a valid archive of what was read" {
