@@ -1601,7 +1601,7 @@ int arc_open_meta(const char *path, arc **out)
     struct stat st;
     int rc;
     if (!a) return tdc_error(-ENOMEM, "out of memory");
-    a->fd = open(path, O_RDONLY | O_CLOEXEC);
+    a->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO's open waits */
     if (a->fd < 0) {
         rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         goto fail;
@@ -1619,6 +1619,7 @@ int arc_open_meta(const char *path, arc **out)
         rc = tdc_error(-EINVAL, "%s: not a regular file", path);
         goto fail;
     }
+    fcntl(a->fd, F_SETFL, fcntl(a->fd, F_GETFL) & ~O_NONBLOCK);
     a->file_size = (uint64_t)st.st_size;
     if (a->file_size < ARC_HDR_SIZE) {
         rc = tdc_error(-EBADMSG, "%s: too short to be an archive (%llu bytes)", path,

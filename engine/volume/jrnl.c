@@ -266,7 +266,8 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
         rc = tdc_error(-ENOMEM, "out of memory");
         goto fail;
     }
-    j->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    /* O_NONBLOCK: the open of a FIFO would wait for a writer (refused below). */
+    j->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);
     if (j->fd < 0 && errno != ENOENT) {
         rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         goto fail;
@@ -279,6 +280,11 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
             rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             goto fail;
         }
+        if (!S_ISREG(sb.st_mode)) {
+            rc = tdc_error(-EINVAL, "%s: the journal is not a regular file", path);
+            goto fail;
+        }
+        fcntl(j->fd, F_SETFL, fcntl(j->fd, F_GETFL) & ~O_NONBLOCK);
         if ((uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
             jrnl_header_decode(h, &hid)) {
             rc = tdc_error(-EBADMSG,

@@ -185,6 +185,15 @@ newline"
     [ "$status" -eq 1 ] && [[ "$output" == *"No such file"* ]]
     run "$TADOC" ls "$S"
     [ "$status" -eq 1 ] && [[ "$output" == *"not a regular file"* ]]
+    mkfifo "$S/fifo.tdc" # refused, not waited on
+    run timeout 10 "$TADOC" ls "$S/fifo.tdc"
+    [ "$status" -eq 1 ] && [[ "$output" == *"not a regular file"* ]]
+    "$TADOC" pack -q "$S/t" -o "$S/z.tdc"
+    mkfifo "$S/z.tdc.journal"
+    mkdir "$S/mnt"
+    run timeout 10 "$TADOCFS" -o ro "$S/z.tdc" "$S/mnt"
+    [ "$status" -eq 1 ] && [[ "$output" == *"journal is not a regular file"* ]]
+    ! mountpoint -q "$S/mnt"
 }
 
 @test "archives with valid checksums but bad content are rejected with a message naming the problem" {
