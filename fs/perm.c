@@ -123,52 +123,27 @@ void fs_vis_key(const unsigned char *vis, uint32_t first, uint32_t end, uint64_t
     key[1] = h.high64 ? h.high64 : 1; /* never {0, 0}, which names "everything" */
 }
 
-/* 1 when regular entry e is a further name of a hard-linked file whose content the analytics
- * of [first, end) under vis would not count: its holder is outside the scope or hidden. */
-static int orphan_link(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
-                       uint32_t e)
-{
-    const arc_entry *x = &a->ents[e];
-    if (x->type != ARC_REG || x->root_len || !x->size || !ana_visible(vis, e)) return 0;
-    int64_t h = arc_ino_entry(a, x->ino);
-    return h >= 0 && (uint32_t)h != e &&
-           ((uint32_t)h < first || (uint32_t)h >= end || !ana_visible(vis, (uint32_t)h));
-}
-
 int fs_vis_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end, arc **out)
 {
     *out = NULL;
-    arc *cp = NULL;
-    uint64_t *done = NULL; /* inodes already given a name here (few: a linear search) */
-    size_t ndone = 0;
-    for (uint32_t e = first; e < end; e++) {
-        if (!orphan_link(a, vis, first, end, e)) continue;
-        uint64_t ino = a->ents[e].ino;
-        size_t k = 0;
-        while (k < ndone && done[k] != ino)
-            k++;
-        if (k < ndone) continue; /* an earlier visible name holds it */
-        uint64_t *d = realloc(done, (ndone + 1) * sizeof *d);
-        if (!d) goto nomem;
-        done = d;
-        done[ndone++] = ino;
-        if (!cp) {
-            if (!(cp = malloc(sizeof *cp))) goto nomem;
-            *cp = *a;
-            if (!(cp->ents = malloc((size_t)a->nents * sizeof *cp->ents))) goto nomem;
-            memcpy(cp->ents, a->ents, (size_t)a->nents * sizeof *cp->ents);
-        }
-        const arc_entry *h = &a->ents[arc_ino_entry(a, ino)];
-        cp->ents[e].root_start = h->root_start;
-        cp->ents[e].root_len = h->root_len;
+    uint32_t e = first;
+    while (e < end && !ana_orphan_link(a, vis, first, end, e))
+        e++;
+    if (e == end) return 0; /* the usual case: no copy */
+    arc *cp = malloc(sizeof *cp);
+    if (!cp) return -ENOMEM;
+    *cp = *a;
+    if (!(cp->ents = malloc((size_t)a->nents * sizeof *cp->ents))) {
+        free(cp);
+        return -ENOMEM;
     }
-    free(done);
+    memcpy(cp->ents, a->ents, (size_t)a->nents * sizeof *cp->ents);
+    if (ana_relink(a, vis, first, end, cp->ents)) {
+        fs_vis_relink_free(cp);
+        return -ENOMEM;
+    }
     *out = cp;
     return 0;
-nomem:
-    free(done);
-    fs_vis_relink_free(cp);
-    return -ENOMEM;
 }
 
 void fs_vis_relink_free(arc *cp)

@@ -596,22 +596,12 @@ static int mount_of(void *ctx, const char *mnt, const char *type, const char *de
     return 0;
 }
 
-/* 1 when a regular file of a has another name (a hard link). */
-static int has_links(const arc *a)
-{
-    for (uint32_t i = 0; i < a->nents; i++)
-        if (a->ents[i].type == ARC_REG && arc_ino_entry(a, a->ents[i].ino) != (int64_t)i) return 1;
-    return 0;
-}
-
 /* TADOC_VIA_MOUNT=1: analytic `kind` of directory `scope` read from the virtual file of a
  * tadocfs daemon that has `archive` mounted, to stdout: its resident copy (on the GPU where it
  * has one) and its cached results answer, with no archive load here. Only where the output is
  * the one tadoc computes: the caller sees every file through the mount (root or its owner),
- * the mount shows the archive as written (its journal holds no record), and the scope is the
- * whole archive or the archive has no hard links (the mount counts a link's content in any
- * directory holding one of its names). 0 when served; 1 when not (compute it here); a
- * negative errno when copying failed midway. */
+ * and the mount shows the archive as written (its journal holds no record). 0 when served; 1
+ * when not (compute it here); a negative errno when copying failed midway. */
 static int via_mount(const char *archive, const arc *a, uint32_t scope, int kind)
 {
     char *real = realpath(archive, NULL), v[32];
@@ -621,7 +611,7 @@ static int via_mount(const char *archive, const arc *a, uint32_t scope, int kind
     if (!m.mnt[0]) return 1;
     ssize_t n = getxattr(m.mnt, "user.tadoc.journal_records", v, sizeof v - 1);
     if (n <= 0 || (v[n] = 0, strcmp(v, "0"))) return 1;
-    if (a->ents[scope].type != ARC_DIR || (scope && has_links(a))) return 1;
+    if (a->ents[scope].type != ARC_DIR) return 1;
     char *path = malloc(strlen(m.mnt) + strlen(a->ents[scope].path) + 32);
     if (!path) return 1;
     sprintf(path, "%s/%s%s%s", m.mnt, a->ents[scope].path, scope ? "/" : "", ana_table[kind].vfile);
@@ -661,6 +651,13 @@ static int run_analytic(int argc, char **argv, int kind)
             return fail(-ENOENT);
         }
     }
+    uint32_t end = ana_subtree_end(a, (uint32_t)first);
+    /* a hard-linked file whose first name is outside the scope counts under its name inside,
+     * as the mount's virtual files count it: this process's copy of the file table says so */
+    if ((rc = ana_relink(a, NULL, (uint32_t)first, end, a->ents))) {
+        arc_free(a);
+        return fail(tdc_error(rc, "out of memory"));
+    }
     if (env_on("TADOC_VIA_MOUNT") && (rc = via_mount(argv[1], a, (uint32_t)first, kind)) <= 0) {
         arc_free(a);
         return rc ? fail(rc) : EX_OK;
@@ -670,7 +667,6 @@ static int run_analytic(int argc, char **argv, int kind)
     o.auto_min = BACKEND_CLI_AUTO_MIN_BYTES;
     backend *be = NULL;
     buf out = {0};
-    uint32_t end = ana_subtree_end(a, (uint32_t)first);
     /* As sort(1) does, a merge of the shards' outputs that would hold more than
      * TADOC_MERGE_MEM goes on in an unlinked file. By default as much as the daemon's merges
      * hold under its default budget: on Linux 6.1 its sequence counts took 83-87 s and

@@ -128,6 +128,18 @@ int ana_threads(const ana_ctx *c);
 int ana_scope_files(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
                     vec32 *out);
 
+/* Hard links: analytics count a hard-linked file's content once, under the name that holds
+ * it (the first in path order). Where that name is outside [first, end) or hidden by `vis`
+ * but another name of the file is visible there, the content counts under the first such name
+ * instead, as a pipeline over the files of the scope would count it. ana_orphan_link: 1 when
+ * entry e is such a name (one to give the content to, or a later one of the same file).
+ * ana_relink: each file's first such name gets the holder's root run in `ents` (a's entry
+ * table, or a copy of it for a's reader to keep its own). 0 or -ENOMEM. */
+int ana_orphan_link(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
+                    uint32_t e);
+int ana_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
+               arc_entry *ents);
+
 /* Bytes to strip from archive paths so they are relative to the scope starting at `first`:
  * its directory, or for a single file its parent directory. */
 size_t ana_scope_prefix(const arc *a, uint32_t first);

@@ -797,6 +797,43 @@ size_t ana_scope_prefix(const arc *a, uint32_t first)
     return slash ? (size_t)(slash - p) + 1 : 0;
 }
 
+int ana_orphan_link(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
+                    uint32_t e)
+{
+    const arc_entry *x = &a->ents[e];
+    if (x->type != ARC_REG || x->root_len || !x->size || !ana_visible(vis, e)) return 0;
+    int64_t h = arc_ino_entry(a, x->ino);
+    return h >= 0 && (uint32_t)h != e &&
+           ((uint32_t)h < first || (uint32_t)h >= end || !ana_visible(vis, (uint32_t)h));
+}
+
+int ana_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t end,
+               arc_entry *ents)
+{
+    uint64_t *done = NULL; /* inodes already given a name here (few: a linear search) */
+    size_t ndone = 0;
+    for (uint32_t e = first; e < end; e++) {
+        if (!ana_orphan_link(a, vis, first, end, e)) continue;
+        uint64_t ino = a->ents[e].ino;
+        size_t k = 0;
+        while (k < ndone && done[k] != ino)
+            k++;
+        if (k < ndone) continue; /* an earlier visible name holds it */
+        uint64_t *d = realloc(done, (ndone + 1) * sizeof *d);
+        if (!d) {
+            free(done);
+            return -ENOMEM;
+        }
+        done = d;
+        done[ndone++] = ino;
+        const arc_entry *h = &a->ents[arc_ino_entry(a, ino)];
+        ents[e].root_start = h->root_start;
+        ents[e].root_len = h->root_len;
+    }
+    free(done);
+    return 0;
+}
+
 int ana_scope_files(const arc *a, uint32_t first, uint32_t end, const unsigned char *vis,
                     vec32 *out)
 {

@@ -81,6 +81,28 @@ traversals_match() {
     done
 }
 
+@test "a hard link whose first name lies outside the scope counts in it, on several shards, as the pipelines and the mount count it" {
+    mkdir -p "$S/t/s"
+    cat "$CORPORA"/brown/ca0* >"$S/t/a"
+    ln "$S/t/a" "$S/t/s/b"
+    echo a zed of its own >"$S/t/s/z"
+    "$TADOC" pack -q --shard-size 64K "$S/t" -o "$S/h.tdc"
+    [ "$("$TADOC" stat "$S/h.tdc" | awk '$1 == "shards" {print $2}')" -gt 2 ]
+    mkdir "$S/mnt"
+    "$TADOCFS" -o ro "$S/h.tdc" "$S/mnt"
+    local a
+    for a in wordcount sort invindex termvector seqcount rankedinvindex; do
+        "oracle_$a" "$S/t/s" >"$S/want"
+        "$TADOC" "$a" "$S/h.tdc" s >"$S/got"
+        cmp "$S/want" "$S/got"
+        cmp "$S/want" "$S/mnt/s/.$a"
+        "oracle_$a" "$S/t/s/b" >"$S/want"
+        "$TADOC" "$a" "$S/h.tdc" s/b >"$S/got"
+        cmp "$S/want" "$S/got"
+    done
+    fusermount3 -u "$S/mnt"
+}
+
 @test "the selector: top-down for whole-scope analytics, forced traversals obeyed, estimates reported" {
     TADOC_NO_BARE=1 "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
     for a in wordcount sort seqcount; do
