@@ -600,7 +600,9 @@ ssize_t idx_read(const idx *x, idx_cursor *c, uint32_t ent, uint64_t off, void *
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
     if (a->ents[ent].damaged) return arc_entry_damaged(a, ent); /* never the stand-in's bytes */
     ent = (uint32_t)arc_ino_entry(a, a->ents[ent].ino); /* hard links: the content holder */
-    uint64_t size = a->ents[ent].size;
+    /* a piece (arc_open_piece) holds one shard's part of the file: its run's bytes are the
+     * extent to read, the recorded size is the whole file's */
+    uint64_t size = a->piece ? idx_run_bytes(x, ent) : a->ents[ent].size;
     if (off >= size || n == 0) return 0;
     if (n > size - off) n = (size_t)(size - off);
     if (n > SSIZE_MAX) n = SSIZE_MAX;

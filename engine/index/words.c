@@ -221,6 +221,57 @@ static int word_token(const idx_words *w, const char *word, size_t n, uint32_t *
     return dict_find(w->a->dict, (const unsigned char *)word, n, t);
 }
 
+/* 1 when the word is one the tokenizer cuts across tokens: TOK_CAP word bytes or more (a
+ * word of exactly TOK_CAP bytes is one token, but so is each full piece of a longer one). */
+static int long_word(const char *word, size_t n)
+{
+    if (n < TOK_CAP) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!tok_is_word_byte((unsigned char)word[i])) return 0;
+    return 1;
+}
+
+/* Occurrences of a long word (long_word) in entry `ent`: no token answers for it, so the
+ * file's text is read through a cursor, block by block, and every maximal run of word bytes
+ * equal to it counts (with its offset when out is not NULL). Such words are rare and the read
+ * is the one a `grep -w` would make. */
+static int scan_long(const idx_words *w, uint32_t ent, const char *word, size_t n,
+                     uint64_t *count, vec64 *out)
+{
+    enum { BLK = 1 << 16 };
+    unsigned char *b = malloc(BLK);
+    idx_cursor c;
+    idx_cursor_init(&c);
+    uint64_t off = 0, start = 0, run = 0;
+    int same = 0, rc = b ? 0 : -ENOMEM;
+    ssize_t k = 0;
+    *count = 0;
+    /* a run ends at a separator byte or at the end of the file (k == 0) */
+    for (int end = 0; !rc && !end; off += (uint64_t)k) {
+        if ((k = b ? idx_read(w->x, &c, ent, off, b, BLK) : 0) < 0) {
+            rc = (int)k;
+            break;
+        }
+        end = k == 0;
+        for (ssize_t i = 0; i < k + end && !rc; i++) {
+            if (i < k && tok_is_word_byte(b[i])) {
+                if (!run) start = off + (uint64_t)i, same = 1;
+                same = same && run < n && (unsigned char)word[run] == b[i];
+                run++;
+                continue;
+            }
+            if (run == n && same) {
+                (*count)++;
+                if (out && vec64_push(out, start)) rc = -ENOMEM;
+            }
+            run = 0;
+        }
+    }
+    idx_cursor_free(&c);
+    free(b);
+    return rc == -ENOMEM ? tdc_error(rc, "word index: out of memory") : rc;
+}
+
 /* Start a query: check the entry, find the word's token, take the lock and mark the rules
  * holding it (all over the grammar, or within the file's rules when that is cheaper). Returns 1
  * with the lock held when there is something to look for, 0 when the word is not in the dictionary
@@ -249,6 +300,7 @@ int idx_count(idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *
     uint32_t t;
     *count = 0;
     int rc = begin(w, ent, word, n, &t);
+    if (!rc && long_word(word, n)) return scan_long(w, ent, word, n, count, NULL);
     if (rc <= 0) return rc;
     const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     for (uint64_t i = f->root_start; i < f->root_start + f->root_len; i++) {
@@ -266,7 +318,9 @@ int idx_search(idx_words *w, uint32_t ent, const char *word, size_t n, vec64 *ou
 {
     const gram *g = &w->a->g;
     uint32_t t;
+    uint64_t nlong;
     int rc = begin(w, ent, word, n, &t);
+    if (!rc && long_word(word, n)) return scan_long(w, ent, word, n, &nlong, out);
     if (rc <= 0) return rc;
     rc = 0;
     /* Depth-first over the file, descending only into rules that hold the word. */

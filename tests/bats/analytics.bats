@@ -230,6 +230,18 @@ traversals_match() {
     done
     run "$TADOC" count "$S/l.tdc" kernel "static"
     [ "$status" -eq 1 ] && [[ "$output" == *"not a regular file"* ]]
+    # words of 1024 bytes or more, which the tokenizer cuts into pieces: a piece alone, the
+    # word of exactly one piece and longer words are each counted apart, on several shards
+    mkdir "$S/long"
+    local w1 w2 w3
+    w1=$(head -c 1024 /dev/zero | tr '\0' c) w2=$(head -c 2048 /dev/zero | tr '\0' c)
+    w3=$(head -c 3000 /dev/zero | tr '\0' c)
+    for i in $(seq 1 40); do printf '%s x %s %s.%s y\n' "$w1" "$w3" "$w2" "$w1"; done >"$S/long/f"
+    "$TADOC" pack -q --shard-size 64K "$S/long" -o "$S/long.tdc"
+    for w in "$w1" "$w2" "$w3" "${w3}c" "${w1:0:1023}" x; do
+        cmp <("$TADOC" search "$S/long.tdc" f "$w") <(oracle_search "$S/long/f" "$w")
+        [ "$("$TADOC" count "$S/long.tdc" f "$w")" -eq "$(oracle_search "$S/long/f" "$w" | wc -l)" ]
+    done
 }
 
 @test "mounted .search/WORD lists path:offset of every occurrence in the subtree" {
