@@ -235,8 +235,8 @@ static int long_word(const char *word, size_t n)
  * file's text is read through a cursor, block by block, and every maximal run of word bytes
  * equal to it counts (with its offset when out is not NULL). Such words are rare and the read
  * is the one a `grep -w` would make. */
-static int scan_long(const idx_words *w, uint32_t ent, const char *word, size_t n,
-                     uint64_t *count, vec64 *out)
+static int scan_long(const idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *count,
+                     vec64 *out)
 {
     enum { BLK = 1 << 16 };
     unsigned char *b = malloc(BLK);
