@@ -635,15 +635,7 @@ static int unp_select(unp_state *s, char **paths, int n)
     uint32_t *parent = malloc(((size_t)a->nents + 1) * sizeof *parent);
     int rc = !sel || !parent || arc_parents(a, parent) ? tdc_error(-ENOMEM, "out of memory") : 0;
     for (int k = 0; k < n && !rc; k++) {
-        const char *p = paths[k];
-        while (*p == '/')
-            p++;
-        size_t len = strlen(p);
-        while (len && p[len - 1] == '/')
-            len--;
-        char *want = strndup(p, len);
-        int64_t e = !want ? -ENOMEM : !len || !strcmp(want, ".") ? 0 : arc_lookup(a, want);
-        free(want);
+        int64_t e = arc_lookup_user(a, paths[k]);
         if (e < 0) {
             rc = e == -ENOMEM
                      ? tdc_error(-ENOMEM, "out of memory")

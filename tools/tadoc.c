@@ -641,14 +641,12 @@ static int run_analytic(int argc, char **argv, int kind)
     note_journal(argv[1], a);
     int64_t first = 0;
     if (argc == 3) {
-        const char *p = argv[2];
-        while (*p == '/')
-            p++;
-        first = arc_lookup(a, p);
+        first = arc_lookup_user(a, argv[2]);
         if (first < 0) {
             arc_free(a);
-            tdc_error(-ENOENT, "%s: no such path in the archive", argv[2]);
-            return fail(-ENOENT);
+            return fail(first == -ENOMEM
+                            ? tdc_error(-ENOMEM, "out of memory")
+                            : tdc_error(-ENOENT, "%s: no such path in the archive", argv[2]));
         }
     }
     uint32_t end = ana_subtree_end(a, (uint32_t)first);

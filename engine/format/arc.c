@@ -197,11 +197,31 @@ int64_t arc_lookup(const arc *a, const char *path)
     return -ENOENT;
 }
 
+int64_t arc_lookup_user(const arc *a, const char *path)
+{
+    char *norm = malloc(strlen(path) + 1), *o = norm;
+    if (!norm) return -ENOMEM;
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n && !(n == 1 && *p == '.')) {
+            if (o != norm) *o++ = '/';
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    *o = 0;
+    int64_t i = arc_lookup(a, norm);
+    free(norm);
+    return i;
+}
+
 int arc_find_file(const arc *a, const char *path, uint32_t *ent)
 {
-    while (path[0] == '/')
-        path++;
-    int64_t i = arc_lookup(a, path);
+    int64_t i = arc_lookup_user(a, path);
+    if (i == -ENOMEM) return tdc_error(-ENOMEM, "out of memory");
     if (i < 0) return tdc_error(-ENOENT, "%s: no such file in the archive", path);
     if (a->ents[i].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
     *ent = (uint32_t)i;

@@ -539,4 +539,9 @@ void arc_free(arc *a);
 /* Index of the entry with this path, or -ENOENT. */
 int64_t arc_lookup(const arc *a, const char *path);
 
+/* arc_lookup of a path as a person writes it: slashes at either end or doubled and "."
+ * components are ignored, so "/", "." and "" are the root and "dir/" is "dir". -ENOENT or
+ * -ENOMEM. */
+int64_t arc_lookup_user(const arc *a, const char *path);
+
 #endif

@@ -296,6 +296,25 @@ newline"
     done
 }
 
+@test "paths are taken as written: slashes at either end or doubled and . components" {
+    mkdir -p "$S/in/sub" && echo hello world >"$S/in/sub/f" && echo other >"$S/in/g"
+    "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    for p in sub/f /sub/f ./sub//f sub/./f; do
+        [ "$("$TADOC" cat "$S/a.tdc" "$p")" = "hello world" ]
+        [ "$("$TADOC" count "$S/a.tdc" "$p" hello)" = 1 ]
+    done
+    for p in sub/ /sub// ./sub; do
+        cmp <("$TADOC" wordcount "$S/a.tdc" "$p") <("$TADOC" wordcount "$S/a.tdc" sub)
+    done
+    for p in / . ./; do
+        cmp <("$TADOC" termvector "$S/a.tdc" "$p") <("$TADOC" termvector "$S/a.tdc")
+    done
+    run "$TADOC" cat "$S/a.tdc" /
+    [ "$status" -eq 1 ] && [[ "$output" == *"/: not a regular file"* ]]
+    run "$TADOC" wordcount "$S/a.tdc" sub/../g
+    [ "$status" -eq 1 ] && [[ "$output" == *"no such path"* ]]
+}
+
 @test "pack of a file appended to while it is read: a warning naming it, exit 1, a valid archive of what was read" {
     mkdir -p "$S/in"
     cat "$CORPORA"/brown/c* | head -c 3000000 >"$S/in/grow.log"
