@@ -545,7 +545,8 @@ static void note_change(packer *p, const arc_entry *e, int fd, uint64_t want, co
     if (p->o->warn) {
         char msg[PATH_MAX + 128];
         if (fd < 0)
-            snprintf(msg, sizeof msg, "%s: removed before it was read (archived empty)", path);
+            snprintf(msg, sizeof msg,
+                     "%s: removed or no regular file before it was read (archived empty)", path);
         else
             snprintf(msg, sizeof msg, "%s: changed as it was read (archived: %llu bytes as read)",
                      path, (unsigned long long)e->size);
@@ -581,16 +582,27 @@ static int start_file(sbuild *b, uint32_t ent, uint64_t left, int copy)
 /* Tokenize one file into the shard being built: gb's, or, for a file its first block shows
  * incompressible (with tb not NULL), tb's, a shard stored as its text. Records its size and
  * hash. */
-/* Open entry e of the tree for reading: the descriptor (or -1, errno set) and its path in
- * *path (fresh; NULL without memory, which returns -1 with ENOMEM). */
+/* Open regular entry e of the tree for reading: the descriptor (or -1, errno set) and its
+ * path in *path (fresh; NULL without memory, which returns -1 with ENOMEM). A file the walk
+ * saw that is gone or is no regular file any more (a symlink, a directory, a FIFO, whose open
+ * O_NONBLOCK keeps from waiting) is -1 with ENOENT: archived empty, as one removed. */
 static int open_in_tree(const packer *p, const arc_entry *e, char **path)
 {
+    struct stat st;
     if (!(*path = malloc(strlen(p->top) + strlen(e->path) + 2))) {
         errno = ENOMEM;
         return -1;
     }
     sprintf(*path, "%s/%s", p->top, e->path);
-    return open(*path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(*path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) errno = ENOENT;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        errno = ENOENT;
+        return -1;
+    }
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
 }
 
 static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, int copy,
@@ -601,7 +613,7 @@ static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, int co
     char *path;
     int fd = open_in_tree(gb->p, e, &path);
     if (!path) return -ENOMEM;
-    if (fd < 0 && errno != ENOENT) { /* removed since the walk: archived empty (note_change) */
+    if (fd < 0 && errno != ENOENT) { /* gone since the walk: archived empty (note_change) */
         int rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         free(path);
         return rc;

@@ -339,19 +339,25 @@ newline"
     [ "$status" -eq 0 ] && [ -z "$output" ]
 }
 
-@test "pack of a tree a file is removed from after the walk: archived empty with a warning, exit 1" {
+@test "pack of a tree a file is removed from or replaced by a FIFO, link or directory after the walk: archived empty with a warning, exit 1" {
     mkdir -p "$S/in"
     # Packed first (path order), in shards of its own whose compression takes long enough
     # (a second, more under a sanitizer) that the removal falls after the walk and before the
     # next group is read.
     cat "$CORPORA"/brown/c* | head -c 5000000 >"$S/in/a-big.txt"
-    echo gone >"$S/in/z-gone.txt"
-    (sleep 0.2; rm "$S/in/z-gone.txt") &
-    run "$TADOC" pack -j 1 --shard-size 256K "$S/in" -o "$S/a.tdc"
+    local f
+    for f in gone fifo link dir; do echo "$f" >"$S/in/z-$f.txt"; done
+    (
+        sleep 0.2
+        cd "$S/in" && rm z-*.txt && mkfifo z-fifo.txt && ln -s a-big.txt z-link.txt && mkdir z-dir.txt
+    ) &
+    run timeout 120 "$TADOC" pack -j 1 --shard-size 256K "$S/in" -o "$S/a.tdc"
     wait
     [ "$status" -eq 1 ]
-    [[ "$output" == *"warning: $S/in/z-gone.txt: removed before it was read (archived empty)"* ]]
+    for f in gone fifo link dir; do
+        [[ "$output" == *"warning: $S/in/z-$f.txt: removed or no regular file before it was read (archived empty)"* ]]
+        [ "$("$TADOC" ls -l "$S/a.tdc" | awk -v f="z-$f.txt" '$NF == f {print $4}')" = 0 ]
+    done
     "$TADOC" verify "$S/a.tdc"
     cmp <("$TADOC" cat "$S/a.tdc" a-big.txt) "$S/in/a-big.txt"
-    [ "$("$TADOC" ls -l "$S/a.tdc" | awk '$NF == "z-gone.txt" {print $4}')" = 0 ]
 }
