@@ -106,6 +106,19 @@ int usage_err(const char *usage, const char *msg)
 
 /* Parse options common to every subcommand: --help prints `usage` to stdout. Returns -1 to
  * continue, or an exit code. */
+/* For a command of arguments alone (no options but --help; argv[0] is its name): the first
+ * "--", which ends the options as usual (`tadoc cat A -- -h` reads a file named -h), taken out
+ * of argv. The new argc. */
+static int drop_dashdash(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv); /* with NULL */
+            return argc - 1;
+        }
+    return argc;
+}
+
 static int want_help(int argc, char **argv, const char *usage)
 {
     for (int i = 1; i < argc; i++) {
@@ -634,6 +647,7 @@ static int run_analytic(int argc, char **argv, int kind)
              ana_table[kind].doc);
     int h = want_help(argc, argv, usage);
     if (h >= 0) return h;
+    argc = drop_dashdash(argc, argv);
     if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
     arc *a;
     int rc = arc_open_meta(argv[1], &a);
@@ -806,17 +820,18 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-    } cmds[] = {{"pack", cmd_pack, usage_pack},
-                {"unpack", cmd_unpack, usage_unpack},
-                {"ls", cmd_ls, usage_ls},
-                {"cat", cmd_cat, usage_cat},
-                {"extract", cmd_extract, usage_extract},
-                {"stat", cmd_stat, usage_stat},
-                {"verify", cmd_verify, usage_verify},
-                {"count", cmd_count, usage_count},
-                {"search", cmd_search, usage_search},
-                {"apply", cmd_apply, usage_apply},
-                {"compact", cmd_compact, usage_compact}};
+        int plain; /* arguments alone: no options parsed (drop_dashdash) */
+    } cmds[] = {{"pack", cmd_pack, usage_pack, 0},
+                {"unpack", cmd_unpack, usage_unpack, 0},
+                {"ls", cmd_ls, usage_ls, 0},
+                {"cat", cmd_cat, usage_cat, 1},
+                {"extract", cmd_extract, usage_extract, 1},
+                {"stat", cmd_stat, usage_stat, 1},
+                {"verify", cmd_verify, usage_verify, 1},
+                {"count", cmd_count, usage_count, 1},
+                {"search", cmd_search, usage_search, 1},
+                {"apply", cmd_apply, usage_apply, 0},
+                {"compact", cmd_compact, usage_compact, 0}};
     if (argc < 2) return usage_err(usage_main, "missing command");
     /* The environment (usage_main lists it) sets the engine's options for this process. */
     backend_opts_init(&tool_opts);
@@ -835,6 +850,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
+        if (cmds[i].plain) argc = drop_dashdash(argc - 1, argv + 1) + 1;
         return out_written(cmds[i].fn(argc - 1, argv + 1));
     }
     int kind = ana_find(argv[1]);

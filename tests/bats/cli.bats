@@ -313,6 +313,13 @@ newline"
     [ "$status" -eq 1 ] && [[ "$output" == *"/: not a regular file"* ]]
     run "$TADOC" wordcount "$S/a.tdc" sub/../g
     [ "$status" -eq 1 ] && [[ "$output" == *"no such path"* ]]
+    # "--" ends the options: a file named -h
+    echo dash >"$S/in/-h" && "$TADOC" pack -q "$S/in" -o "$S/d.tdc"
+    [ "$("$TADOC" cat "$S/d.tdc" -- -h)" = dash ]
+    [ "$("$TADOC" extract "$S/d.tdc" -- -h 1 3)" = ash ]
+    [ "$("$TADOC" count "$S/d.tdc" -- -h dash)" = 1 ]
+    [ "$("$TADOC" wordcount -- "$S/d.tdc" -h)" = "$(printf '1\tdash')" ]
+    [[ "$("$TADOC" cat "$S/d.tdc" -h)" == "usage: tadoc cat"* ]]
 }
 
 @test "pack of a file appended to while it is read: a warning naming it, exit 1, a valid archive of what was read" {
