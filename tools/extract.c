@@ -535,12 +535,14 @@ static int unp_root(const char *dir)
     if (mkdir(dir, 0700) == 0) return 0;
     int err = errno;
     DIR *d = err == EEXIST ? opendir(dir) : NULL;
+    if (err == EEXIST && !d) err = errno; /* not a directory (a file, a dangling link) */
     struct dirent *de;
     int empty = d != NULL;
     while (d && (de = readdir(d)))
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) empty = 0;
     if (d) closedir(d);
     if (empty) return 0;
+    if (err == ENOENT) err = ENOTDIR; /* a link to nothing: there, but no directory */
     return tdc_error(err == EEXIST ? -EEXIST : -err, "%s: %s", dir,
                      err == EEXIST ? "directory is not empty" : strerror(err));
 }

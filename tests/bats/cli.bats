@@ -262,6 +262,8 @@ newline"
     run "$TADOC" unpack "$S/a.tdc" "$S/busy"
     [ "$status" -eq 1 ] && [[ "$output" == *"not empty"* ]]
     [ "$(cat "$S/busy/keep")" = x ]
+    run "$TADOC" unpack "$S/a.tdc" "$S/busy/keep"
+    [ "$status" -eq 1 ] && [[ "$output" == *"keep: Not a directory"* ]]
 }
 
 @test "pack -o writes a new or a regular file: a FIFO, device, directory or dangling link is left as it was; a link's file is replaced, mode and link kept" {
