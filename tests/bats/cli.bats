@@ -264,6 +264,12 @@ newline"
     [ "$(cat "$S/busy/keep")" = x ]
     run "$TADOC" unpack "$S/a.tdc" "$S/busy/keep"
     [ "$status" -eq 1 ] && [[ "$output" == *"keep: Not a directory"* ]]
+    # a path longer than the system takes: the message keeps its reason, the path gives way
+    local d200
+    d200=$(printf 'd%.0s' $(seq 1 200))
+    (mkdir "$S/deep" && cd "$S/deep" && for _ in $(seq 1 30); do mkdir "$d200" && cd "$d200"; done)
+    run "$TADOC" pack -q "$S/deep" -o "$S/deep.tdc"
+    [ "$status" -eq 1 ] && [[ "$output" == *"[...]"*": File name too long" ]]
 }
 
 @test "pack -o writes a new or a regular file: a FIFO, device, directory or dangling link is left as it was; a link's file is replaced, mode and link kept" {
