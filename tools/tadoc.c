@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -357,9 +358,12 @@ static int cmd_ls(int argc, char **argv)
             time_t t = (time_t)e->mtime_sec;
             struct tm tm;
             strftime(tb, sizeof tb, "%Y-%m-%d %H:%M", gmtime_r(&t, &tm));
-            char type = "?-dlpscb"[e->type];
-            printf("%c%04o %5u %5u %12llu %s %s", type, e->mode, e->uid, e->gid,
-                   (unsigned long long)e->size, tb, e->path);
+            char type = "?-dlpscb"[e->type], size[32];
+            if (e->type == ARC_CHR || e->type == ARC_BLK) /* "major, minor", as ls(1) */
+                snprintf(size, sizeof size, "%u, %u", major(e->rdev), minor(e->rdev));
+            else
+                snprintf(size, sizeof size, "%llu", (unsigned long long)e->size);
+            printf("%c%04o %5u %5u %12s %s %s", type, e->mode, e->uid, e->gid, size, tb, e->path);
             if (e->type == ARC_LNK) printf(" -> %s", e->link);
             putchar('\n');
         } else {

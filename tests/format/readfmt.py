@@ -1064,8 +1064,10 @@ def run(cmd, path, argv, out):
         listing(nodes, out)
     elif cmd == "ls":
         for e in a["ents"][1:]:
-            out.write("%s%04o %5d %5d %12d %s %s%s\n" % (
-                TYPE_CHARS[e["type"]], e["mode"], e["uid"], e["gid"], e["size"],
+            size = ("%d, %d" % (os.major(e["rdev"]), os.minor(e["rdev"]))
+                    if e["type"] in (CHR, BLK) else "%d" % e["size"])
+            out.write("%s%04o %5d %5d %12s %s %s%s\n" % (
+                TYPE_CHARS[e["type"]], e["mode"], e["uid"], e["gid"], size,
                 time.strftime("%Y-%m-%d %H:%M", time.gmtime(e["mtime"])),
                 e["path"].decode("utf-8", "surrogateescape"),
                 " -> " + e["link"].decode("utf-8", "surrogateescape") if e["type"] == LNK else ""))
