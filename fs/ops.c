@@ -1400,6 +1400,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     struct stat st;
     /* Plain allocation only: the size grows to off + len, with zeros. */
     int rc = mode & ~FALLOC_FL_KEEP_SIZE ? -EOPNOTSUPP : c->ro ? -EROFS : 0;
+    if (!rc && (uint64_t)off + (uint64_t)len > VOL_MAX_FILE) rc = -EFBIG;
     if (!rc) rc = logged(kill_suidgid(req, c, ino), "fallocate");
     if (!rc) rc = vol_getattr(c->v, ino, &st);
     if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > st.st_size) {
@@ -1641,10 +1642,17 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
     fs_ctx *c = ctx_of(req);
     int rc = !is_real(ino) ? -EACCES : c->ro ? -EROFS : 0;
     if (!rc && strncmp(name, USER_PREFIX, strlen(USER_PREFIX))) rc = -ENOTSUP;
-    if (!rc && !strcmp(name, TADOC_PREFIX "compact")) {
+    if (!rc && !strcmp(name, TADOC_PREFIX "compact") && ino != 1) {
+        rc = -EINVAL;
+    } else if (!rc && !strcmp(name, TADOC_PREFIX "compact") && size == 10 &&
+               !memcmp(value, "background", 10)) {
+        /* Started, not waited for: the kernel holds the mountpoint's directory locked for
+         * as long as this call runs, and every lookup there would wait with it. */
+        rc = vol_compact_start(c->v);
+    } else if (!rc && !strcmp(name, TADOC_PREFIX "compact")) {
         /* Recompress now; the call returns when the new archive is in place. */
         vol_compact_stats st;
-        rc = ino == 1 ? logged(vol_compact(c->v, &st), "compact") : -EINVAL;
+        rc = logged(vol_compact(c->v, &st), "compact");
         if (!rc)
             syslog(LOG_INFO, "compacted %" PRIu64 " dirty files in %.2f s", st.dirty_files,
                    st.build_s + st.write_s + st.check_s + st.swap_s);

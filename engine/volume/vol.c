@@ -1085,7 +1085,7 @@ void vol_close(vol *v)
     if (!v) return;
     if (v->th_running) {
         pthread_mutex_lock(&v->tlock);
-        v->stop = 1;
+        __atomic_store_n(&v->stop, 1, __ATOMIC_RELAXED); /* read_new looks without the lock */
         pthread_cond_signal(&v->tcond);
         pthread_cond_broadcast(&v->drained);
         pthread_mutex_unlock(&v->tlock);
@@ -1349,6 +1349,8 @@ int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, str
             rc = -EINVAL;
         else if (in->st_size < 0)
             rc = -EINVAL;
+        else if ((uint64_t)in->st_size > VOL_MAX_FILE)
+            rc = -EFBIG;
         else
             rc = log_truncate(v, ino, (uint64_t)in->st_size);
     }
@@ -1385,7 +1387,8 @@ static int data_op(vol *v, uint32_t type, uint64_t ino, uint64_t off, const void
         rc = -EISDIR;
     else if (!S_ISREG(f->mode))
         rc = -EINVAL;
-    else if (off > (uint64_t)INT64_MAX - n)
+    else if (off > VOL_MAX_FILE || n > VOL_MAX_FILE - off ||
+             (type == JR_INSERT && n > VOL_MAX_FILE - f->size))
         rc = -EFBIG;
     else if (type == JR_INSERT && off > f->size)
         rc = -EINVAL;
@@ -1808,7 +1811,7 @@ static void *compactor(void *p)
     pthread_cond_broadcast(&v->drained);
     /* What was written meanwhile stayed in the journal: enough of it is compacted next. */
     if (!rc && size > v->o.compact_threshold) {
-        v->want_compact = 1;
+        v->want_compact = WANT_THRESHOLD;
         pthread_cond_signal(&v->tcond);
     }
     pthread_mutex_unlock(&v->tlock);
@@ -1826,7 +1829,7 @@ static void *background(void *p)
         int compact = v->want_compact;
         v->want_compact = 0;
         pthread_mutex_unlock(&v->tlock);
-        if (compact) {
+        if (compact == WANT_THRESHOLD) {
             /* The request may predate the last compaction (a write raced it): only compact
              * when the journal is still past the threshold. */
             rbegin(v);
@@ -1847,11 +1850,24 @@ static void *background(void *p)
     return NULL;
 }
 
-void vol_compact_async(vol *v)
+/* Ask the background thread for a compaction: `want` WANT_THRESHOLD (if the journal is still
+ * past the threshold then) or WANT_NOW (whatever its size); a request for now stays one. */
+static int ask_compaction(vol *v, int want)
 {
-    if (!v->th_running) return;
+    if (!v->th_running) return -EROFS;
     pthread_mutex_lock(&v->tlock);
-    v->want_compact = 1;
+    if (v->want_compact != WANT_NOW) v->want_compact = want;
     pthread_cond_signal(&v->tcond);
     pthread_mutex_unlock(&v->tlock);
+    return 0;
+}
+
+void vol_compact_async(vol *v)
+{
+    ask_compaction(v, WANT_THRESHOLD);
+}
+
+int vol_compact_start(vol *v)
+{
+    return ask_compaction(v, WANT_NOW);
 }

@@ -91,6 +91,11 @@ enum vol_step {
 
 #define VOL_LEVEL_DEFAULT 9
 #define VOL_NAME_MAX 255
+/* The largest size a file may grow to through writes, truncates and fallocate (EFBIG past
+ * it). A compaction stores a file's holes as the zero bytes they read as, about a second and
+ * a half per GiB on one core: a terabyte takes it most of an hour, and a size near 2^63, which
+ * ext4 would refuse too, years. */
+#define VOL_MAX_FILE ((uint64_t)1 << 40)
 
 /* Replacing an archive by a new one (tadoc pack -o over it): the journal beside the old one
  * names the old archive, so it must go, and it may only go if it holds no edit.
@@ -269,6 +274,11 @@ void vol_compact_error(vol *v, char *msg, size_t n);
 
 /* Ask the background thread to compact soon (returns at once). */
 void vol_compact_async(vol *v);
+
+/* Ask the background thread for a compaction now, whatever the journal's size; one already
+ * running answers it. Returns at once: 0, or -EROFS where no thread runs (read-only). The
+ * compactions count (vol_info) goes up when it is done; vol_compact_error says why it failed. */
+int vol_compact_start(vol *v);
 
 typedef struct vol_info {
     uint64_t journal_bytes, journal_records;

@@ -17,6 +17,10 @@
  * per CPU but the reader's, up to this. */
 #define VOL_AHEAD_MAX 8
 
+/* What the background thread is asked for (vol.want_compact): a compaction if the journal is
+ * still past compact_threshold when it looks, or one now whatever its size. */
+enum { WANT_THRESHOLD = 1, WANT_NOW = 2 };
+
 typedef struct vdent {
     char *name;
     uint64_t ino;
@@ -74,7 +78,7 @@ struct vol {
     pthread_t th;
     pthread_mutex_t tlock;
     pthread_cond_t tcond;
-    int stop, want_compact, th_running;
+    int stop, want_compact, th_running; /* want_compact: 0, WANT_THRESHOLD or WANT_NOW */
     pthread_t cth;    /* a background compaction, in a thread of its own */
     int cth_joinable; /* cth was started and not joined yet */
     int compacting;   /* cth has not finished (tlock) */

@@ -271,3 +271,41 @@ old_compacted() {
     run "$TADOC" compact --mem 0 "$S/d.tdc"
     [ "$status" -eq 2 ]
 }
+
+@test "user.tadoc.compact=background returns at once and the mount's root stays usable; sizes past the largest file are EFBIG" {
+    M=$S/m
+    mkdir "$M"
+    mnt -o compact_threshold=0 "$S/a.tdc" "$M"
+    # a file grown to the largest size a file may have: holes, which a compaction stores as
+    # zeros (a few seconds); past it, EFBIG for truncate, write and fallocate alike
+    truncate -s 4G "$M/holes"
+    run truncate -s $(((1 << 40) + 1)) "$M/holes"
+    [ "$status" -ne 0 ] && [[ "$output" == *"File too large"* ]]
+    run python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for f in (lambda: os.pwrite(fd, b"x", 1 << 40), lambda: os.posix_fallocate(fd, (1 << 40) - 1, 2)):
+    try:
+        f()
+        print("accepted")
+    except OSError as e:
+        print(e.strerror)' "$M/holes"
+    [ "$output" = "$(printf 'File too large\nFile too large')" ]
+    [ "$(stat -c %s "$M/holes")" = $((4 << 30)) ]
+    before=$(getfattr --only-values -n user.tadoc.compactions "$M")
+    setfattr -n user.tadoc.compact -v background "$M"
+    # returned before the compaction ended (4 GiB of zeros take it seconds), and the root
+    # answers lookups and changes meanwhile
+    [ "$(getfattr --only-values -n user.tadoc.compactions "$M")" = "$before" ]
+    [ ! -e "$M/not-there" ] && echo made >"$M/during" && [ "$(cat "$M/during")" = made ]
+    for _ in $(seq 600); do
+        [ "$(getfattr --only-values -n user.tadoc.compactions "$M")" -gt "$before" ] && break
+        sleep 0.1
+    done
+    [ "$(getfattr --only-values -n user.tadoc.compactions "$M")" -gt "$before" ]
+    ! getfattr -n user.tadoc.compact_error "$M" 2>/dev/null
+    [ "$(stat -c %s "$M/holes")" = $((4 << 30)) ] && [ "$(cat "$M/during")" = made ]
+    cmp <(head -c 1M "$M/holes") <(head -c 1M /dev/zero)
+    run setfattr -n user.tadoc.compact -v background "$M/during"
+    [ "$status" -ne 0 ]
+    umnt "$S/a.tdc"
+}
