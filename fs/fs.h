@@ -32,6 +32,7 @@ typedef struct fs_ctx {
     backend *be; /* the daemon's backend: mode, thresholds and analytics options from -o and
                     the environment; GPU copies, read batcher, counters */
     int ro;
+    int novirtual;           /* -o novirtual: no virtual files; their names are plain names */
     uint32_t uid, gid;       /* (uint32_t)-1: show the archived owners */
     uint32_t owner;          /* the uid that started the daemon: sees every virtual file whole */
     double timeout;          /* entry and attribute cache timeout, seconds */

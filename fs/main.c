@@ -41,7 +41,7 @@ typedef struct options {
     char *mem;
     unsigned gpu_read_wait;
     unsigned spin;
-    int ro, preload, open;
+    int ro, preload, open, novirtual;
     unsigned uid, gid;
     int uid_set, gid_set;
     int help, version;
@@ -63,6 +63,7 @@ static const struct fuse_opt spec[] = {
     {"preload", offsetof(options, preload), 1},
     {"open", offsetof(options, open), 1},
     {"noopen", offsetof(options, open), 0},
+    {"novirtual", offsetof(options, novirtual), 1},
     {"uid=%u", offsetof(options, uid), 0},
     {"uid=", offsetof(options, uid_set), 1},
     {"gid=%u", offsetof(options, gid), 0},
@@ -107,6 +108,8 @@ static const char usage[] =
     "                         and keeps their pages between opens (two requests less per\n"
     "                         file read or appended to), and a virtual file is computed\n"
     "                         when its name is looked up\n"
+    "  -o novirtual           no virtual files (.wordcount, .search, ...): those names are\n"
+    "                         plain names, for trees that hold files of those names\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
     "                         (permissions are always checked by the kernel against the\n"
     "                         files' modes: default_permissions is implied)\n"
@@ -403,6 +406,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: %s.journal: already folded into the archive; discarded\n",
                 o.archive);
     c.ro = o.ro;
+    c.novirtual = o.novirtual;
     if (!o.open && fs_kept_init(&c)) {
         fprintf(stderr, "tadocfs: out of memory\n");
         goto out_arc;

@@ -321,7 +321,7 @@ int fs_quick(void *ctx, const void *msg, size_t len)
     case FUSE_INTERRUPT:
         return 1;
     case FUSE_LOOKUP: /* noopen computes a virtual file's text at its lookup */
-        return is_real(h->nodeid) && !(c->kept && is_vname(arg, alen));
+        return is_real(h->nodeid) && !(c->kept && !c->novirtual && is_vname(arg, alen));
     case FUSE_GETATTR:
     case FUSE_OPENDIR:
     case FUSE_READDIR:
@@ -433,7 +433,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = vol_lookup(c->v, parent, name, &st);
     if (rc == -ENOENT) {
         /* A real entry of the same name wins over a virtual file. */
-        for (uint32_t k = 0; k <= SEARCH_DIR; k++) {
+        for (uint32_t k = 0; k <= SEARCH_DIR && !c->novirtual; k++) {
             if (strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) continue;
             if (c->kept && k != SEARCH_DIR) {
                 lookup_kept_vfile(req, c, parent, k, NULL);

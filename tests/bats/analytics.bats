@@ -173,6 +173,28 @@ traversals_match() {
     [ "$status" -ne 0 ]
 }
 
+@test "-o novirtual: a tree with files named as the virtual ones copies in; mounted again without it, those files win" {
+    mkdir -p "$S/t" "$S/in/d/.search" "$S/mnt"
+    echo seed >"$S/t/seed"
+    "$TADOC" pack -q "$S/t" -o "$S/v.tdc"
+    echo real sort >"$S/in/.sort"
+    echo real count >"$S/in/d/.wordcount"
+    echo word list >"$S/in/d/.search/words"
+    mkdir "$S/in/.seqcount"
+    "$TADOCFS" -o novirtual "$S/v.tdc" "$S/mnt"
+    [ ! -e "$S/mnt/.wordcount" ] && [ ! -e "$S/mnt/.search" ]
+    cp -a "$S/in/." "$S/mnt/"
+    for f in .sort d/.wordcount d/.search/words; do cmp "$S/in/$f" "$S/mnt/$f"; done
+    [ -d "$S/mnt/.seqcount" ] && [ "$(ls -a "$S/mnt" | grep -c '^\.sort$')" = 1 ]
+    fusermount3 -u "$S/mnt"
+    wait_unmounted "$S/mnt"
+    "$TADOCFS" "$S/v.tdc" "$S/mnt"
+    for f in .sort d/.wordcount d/.search/words; do cmp "$S/in/$f" "$S/mnt/$f"; done
+    [ -d "$S/mnt/.seqcount" ]
+    [ "$(head -1 "$S/mnt/d/.sort")" = "$(printf 'count\t1')" ] # the virtual files of the rest
+    fusermount3 -u "$S/mnt"
+}
+
 @test "large virtual files go to a spill file in TMPDIR: unlinked, read exactly at any offset, shared by later opens" {
     "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
     "$TADOC" seqcount "$S/l.tdc" >"$S/want"
