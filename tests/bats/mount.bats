@@ -573,23 +573,32 @@ refused() { # KIND
 }
 
 # The command waits for the daemon it forked to say it is mounted (fs/daemon.c). One that
-# dies first, here blocked opening a FIFO as its archive and killed there, leaves the
-# command saying so instead of exiting 0 or silently.
+# dies first, here blocked opening its archive, which lies in another mount whose daemon is
+# stopped, and killed there, leaves the command saying so instead of exiting 0 or silently.
 @test "a daemon killed before it mounts: the command says how and exits 1" {
-    mkfifo "$S/fifo.tdc"
-    "$TADOCFS" "$S/fifo.tdc" "$M" -o ro 2>"$S/err" &
+    mkdir -p "$S/t" "$S/outer"
+    echo inner >"$S/t/f" && "$TADOC" pack -q "$S/t" -o "$S/t/inner.tdc"
+    "$TADOC" pack -q "$S/t" -o "$S/outer.tdc"
+    mnt "$S/outer.tdc" "$S/outer" -o ro
+    local outer
+    outer=$(pgrep -n -f "$(basename "$TADOCFS") $S/outer.tdc")
+    kill -STOP "$outer"
+    mnt "$S/outer/inner.tdc" "$M" -o ro 2>"$S/err" &
     local cmd=$! pids="" i
     for i in $(seq 200); do # the command and the daemon it forked
-        pids=$(pgrep -f "$(basename "$TADOCFS") $S/fifo.tdc" || true)
+        pids=$(pgrep -f "$(basename "$TADOCFS") $S/outer/inner.tdc" || true)
         [ "$(echo "$pids" | wc -w)" -eq 2 ] && break
         sleep 0.05
     done
-    [ "$(echo "$pids" | wc -w)" -eq 2 ]
-    kill -9 "$(pgrep -n -f "$(basename "$TADOCFS") $S/fifo.tdc")"
+    local n
+    n=$(echo "$pids" | wc -w)
+    [ "$n" -eq 2 ] && kill -9 "$(pgrep -n -f "$(basename "$TADOCFS") $S/outer/inner.tdc")"
     local st=0
     wait "$cmd" || st=$?
+    kill -CONT "$outer"
+    fusermount3 -u "$S/outer"
     cat "$S/err"
-    [ "$st" -eq 1 ]
+    [ "$n" -eq 2 ] && [ "$st" -eq 1 ]
     grep -q "killed by signal 9 .* before it mounted" "$S/err"
     not_mounted "$M"
 }
