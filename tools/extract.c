@@ -84,12 +84,40 @@ static void close_all(arc *a, idx *x)
     arc_free(a);
 }
 
+/* Write n bytes at fd's position; with `holes` (a file unpack made), 4 KiB blocks of zeros
+ * are skipped over instead (the file's size is set at its end), so a sparse file comes back
+ * sparse, as `cp --sparse=auto` makes it, and takes no more room than it took. */
+static int out_bytes(int fd, const unsigned char *p, size_t n, const char *to, int holes)
+{
+    enum { BLK = 4096 };
+    static const unsigned char zeros[BLK];
+    if (!holes) return fio_write_all(fd, p, n, to);
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i; /* the zero blocks from i */
+        while (n - j >= BLK && !memcmp(p + j, zeros, BLK))
+            j += BLK;
+        if (j > i) {
+            if (lseek(fd, (off_t)(j - i), SEEK_CUR) < 0)
+                return tdc_error(-errno, "%s: %s", to, strerror(errno));
+            i = j;
+            continue;
+        }
+        while (j < n && (n - j < BLK || memcmp(p + j, zeros, BLK))) /* up to the next ones */
+            j += n - j < BLK ? n - j : BLK;
+        int rc = fio_write_all(fd, p + i, j - i, to);
+        if (rc) return rc;
+        i = j;
+    }
+    return 0;
+}
+
 /* Write bytes [off, off + len) of meta's entry ce (fewer at its end), which text shard t
  * holds (arc_open_text), into fd (named `to` in messages), through hc as copy_out does (at:
  * where t's bytes begin in the file). 0, -EBADMSG (no message) for a hash that differs, or a
  * write's error. */
 static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, uint64_t at,
-                    hashck *hc, int fd, const char *to)
+                    hashck *hc, int fd, const char *to, int holes)
 {
     int64_t i = find_u32(t->ids, t->nids, ce);
     if (i < 0) return tdc_error(-EIO, "entry %u: not in its shard", ce);
@@ -97,14 +125,14 @@ static int text_out(const arc_text *t, uint32_t ce, uint64_t off, uint64_t len, 
     ssize_t n = arc_text_bytes(t, (uint32_t)i, off, len < SIZE_MAX ? (size_t)len : SIZE_MAX, &p);
     if (n < 0) return (int)n;
     if (hc && hashck_feed(hc, at + off, p, (size_t)n)) return -EBADMSG;
-    return n ? fio_write_all(fd, p, (size_t)n, to) : 0;
+    return n ? out_bytes(fd, p, (size_t)n, to, holes) : 0;
 }
 
 /* Stream `len` bytes of entry `e` from `off` into fd. With hc, each block goes through the
  * content-hash check first, at its offset in the file plus `at` (where the entry is a part of
  * the file): -EBADMSG (no message) when the file's hash differs. */
 static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, uint64_t at, int fd,
-                    const char *name, hashck *hc)
+                    const char *name, hashck *hc, int holes)
 {
     size_t cap = len < CHUNK ? (size_t)len : CHUNK; /* its own: unpack's threads call it */
     unsigned char *blk = malloc(cap ? cap : 1);
@@ -123,7 +151,7 @@ static int copy_out(const idx *x, uint32_t e, uint64_t off, uint64_t len, uint64
             rc = -EBADMSG;
             break;
         }
-        if ((rc = fio_write_all(fd, blk, (size_t)k, name))) break;
+        if ((rc = out_bytes(fd, blk, (size_t)k, name, holes))) break;
         off += (uint64_t)k;
         len -= (uint64_t)k;
     }
@@ -146,7 +174,7 @@ static const char damaged_hash[] = "%s: content does not match its hash (archive
  * the file's part (arc_open_part), so memory stays one shard's whatever the file's size. A
  * damaged part fails it (-EBADMSG, with a message) before anything is written. */
 static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64_t len, int check,
-                     int fd, const char *to)
+                     int fd, const char *to, int holes)
 {
     uint32_t first, last;
     int rc = 0;
@@ -170,7 +198,8 @@ static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64
         uint64_t lo = off > at ? off - at : 0, hi = end - at < n ? end - at : n;
         arc_text t;
         if (arc_shard_text(m, k) && !arc_open_text(m, k, ce, 1, &t)) { /* checked above */
-            if ((rc = text_out(&t, ce, lo, hi - lo, at, check ? &hc : NULL, fd, to)) == -EBADMSG)
+            if ((rc = text_out(&t, ce, lo, hi - lo, at, check ? &hc : NULL, fd, to, holes)) ==
+                -EBADMSG)
                 tdc_error(rc, damaged_hash, name);
             arc_text_free(&t);
             continue;
@@ -179,7 +208,7 @@ static int parts_out(arc *m, uint32_t ce, const char *name, uint64_t off, uint64
         idx *x = NULL;
         if (!(rc = arc_open_part(m, ce, k, &p)) && !(rc = index_for(p, hi - lo, n, &x)) &&
             !(rc = arc_entry_damaged(p, 0)) &&
-            (rc = copy_out(x, 0, lo, hi - lo, at, fd, to, check ? &hc : NULL)) == -EBADMSG)
+            (rc = copy_out(x, 0, lo, hi - lo, at, fd, to, check ? &hc : NULL, holes)) == -EBADMSG)
             tdc_error(rc, damaged_hash, name);
         close_all(p, x);
     }
@@ -205,13 +234,13 @@ static int file_out(const char *path, const char *name, uint64_t off, uint64_t l
     hashck *h = check ? &hc : NULL;
     int hashed = 0; /* read here through h: -EBADMSG without a message is its finding */
     if (t.payload) {
-        rc = text_out(&t, e, off, len, 0, h, 1, "stdout");
+        rc = text_out(&t, e, off, len, 0, h, 1, "stdout", 0);
         hashed = 1;
         arc_text_free(&t);
     } else if (!x) {
-        rc = parts_out(a, e, name, off, len, check, 1, "stdout");
+        rc = parts_out(a, e, name, off, len, check, 1, "stdout", 0);
     } else if (!(rc = arc_entry_damaged(a, e))) {
-        rc = copy_out(x, e, off, len, 0, 1, "stdout", h);
+        rc = copy_out(x, e, off, len, 0, 1, "stdout", h, 0);
         hashed = 1;
     }
     if (hashed && check && rc == -EBADMSG) tdc_error(rc, damaged_hash, name);
@@ -420,12 +449,15 @@ static int unp_write(unp_state *s, const unp_file *f, uint32_t span_last)
     hashck hc = {0};
     hashck_init(&hc, e->hash, e->size);
     if (f->parts)
-        rc = parts_out(s->m, f->ent, e->path, 0, UINT64_MAX, 1, fd, path);
+        rc = parts_out(s->m, f->ent, e->path, 0, UINT64_MAX, 1, fd, path, 1);
     else if (text)
-        rc = text_out(&s->t, f->ent, 0, e->size, 0, &hc, fd, path);
+        rc = text_out(&s->t, f->ent, 0, e->size, 0, &hc, fd, path, 1);
     else if (whole)
-        rc = copy_out(s->x, (uint32_t)j, 0, e->size, 0, fd, path, &hc);
+        rc = copy_out(s->x, (uint32_t)j, 0, e->size, 0, fd, path, &hc, 1);
     hashck_free(&hc);
+    /* the size, where the file ends in zeros skipped over (out_bytes) */
+    if (!rc && ftruncate(fd, (off_t)e->size) < 0)
+        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
     if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
     if (rc == -EBADMSG) {
         if (!f->parts) tdc_error(rc, damaged_hash, o->path); /* parts_out said why */

@@ -65,6 +65,19 @@ newline"
     cmp <("$TADOC" cat "$S/a.tdc" one-token-1MB) "$S/in/one-token-1MB"
 }
 
+@test "unpack writes runs of zeros as holes: a sparse file comes back sparse, byte for byte" {
+    mkdir -p "$S/in"
+    truncate -s 64M "$S/in/sparse"
+    printf 'middle' | dd of="$S/in/sparse" bs=1 seek=30000000 conv=notrunc status=none
+    printf 'text then zeros' >"$S/in/tail" && truncate -s 1M "$S/in/tail"
+    echo plain >"$S/in/plain"
+    "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    "$TADOC" unpack "$S/a.tdc" "$S/out"
+    for f in sparse tail plain; do cmp "$S/in/$f" "$S/out/$f"; done
+    [ "$(stat -c %s "$S/out/tail")" = 1048576 ]
+    [ "$(du -k "$S/out/sparse" | cut -f1)" -lt 1024 ]
+}
+
 @test "round trip of a slice of the Linux 6.1 tree, random extracts agree" {
     "$TADOC" pack -q "$CORPORA/linux-slice" -o "$S/l.tdc"
     "$TADOC" unpack "$S/l.tdc" "$S/out"
