@@ -298,13 +298,22 @@ static void set_damaged(fs_ctx *c, uint64_t ino)
 
 /* ---------------- the request loop's policy ---------------- */
 
+/* The kind of virtual file `name` names in a directory (an analytic's, or SEARCH_DIR for
+ * .search), or -1 for any other name. */
+static int vkind_of_name(const char *name)
+{
+    if (name[0] != '.') return -1;
+    for (uint32_t k = 0; k <= SEARCH_DIR; k++)
+        if (!strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) return (int)k;
+    return -1;
+}
+
 /* 1 if the name of n bytes (a lookup's, NUL-terminated within them) is a virtual file's. */
 static int is_vname(const char *name, size_t n)
 {
-    if (!n || name[n - 1] || name[0] != '.') return 0;
-    for (uint32_t k = 0; k < SEARCH_DIR; k++)
-        if (!strcmp(name, ana_table[k].vfile)) return 1;
-    return 0;
+    if (!n || name[n - 1]) return 0;
+    int k = vkind_of_name(name);
+    return k >= 0 && k != SEARCH_DIR;
 }
 
 int fs_quick(void *ctx, const void *msg, size_t len)
@@ -433,14 +442,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = vol_lookup(c->v, parent, name, &st);
     if (rc == -ENOENT) {
         /* A real entry of the same name wins over a virtual file. */
-        for (uint32_t k = 0; k <= SEARCH_DIR && !c->novirtual; k++) {
-            if (strcmp(name, k == SEARCH_DIR ? ".search" : ana_table[k].vfile)) continue;
-            if (c->kept && k != SEARCH_DIR) {
-                lookup_kept_vfile(req, c, parent, k, NULL);
-                return;
-            }
-            struct fuse_entry_param ve = {.ino = vino(parent, k), .generation = 1};
-            if (vattr(c, req, ve.ino, &ve.attr)) break;
+        int k = c->novirtual ? -1 : vkind_of_name(name);
+        if (k >= 0 && c->kept && k != SEARCH_DIR) {
+            lookup_kept_vfile(req, c, parent, (uint32_t)k, NULL);
+            return;
+        }
+        struct fuse_entry_param ve = {.ino = k >= 0 ? vino(parent, (uint32_t)k) : 0,
+                                      .generation = 1};
+        if (k >= 0 && !vattr(c, req, ve.ino, &ve.attr)) {
             fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
             return;
         }
@@ -703,6 +712,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     unsigned vf = (flags & RENAME_NOREPLACE ? VOL_RENAME_NOREPLACE : 0) |
                   (flags & RENAME_EXCHANGE ? VOL_RENAME_EXCHANGE : 0);
     if (!rc && (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))) rc = -EINVAL;
+    /* A virtual file's name is taken, as for an open with O_CREAT: a rename onto it would make
+     * a real file that every caller then reads as that directory's analytic. */
+    struct stat st;
+    if (!rc && !c->novirtual && vkind_of_name(newname) >= 0 &&
+        vol_lookup(c->v, newparent, newname, &st) == -ENOENT)
+        rc = -EACCES;
     if (!rc) rc = logged(vol_rename(c->v, parent, name, newparent, newname, vf), "rename");
     reply_rc(req, rc);
 }

@@ -171,6 +171,14 @@ traversals_match() {
     [[ "$output" != *".wordcount"* ]]
     run sh -c "echo x > '$S/mnt/.wordcount'"
     [ "$status" -ne 0 ]
+    # nor can a rename put a file or a directory in a virtual file's place
+    echo spoof >"$S/mnt/lib/t" && mkdir "$S/mnt/lib/d"
+    run mv "$S/mnt/lib/t" "$S/mnt/lib/.wordcount"
+    [ "$status" -ne 0 ] && [[ "$output" == *"Permission denied"* ]]
+    run mv -T "$S/mnt/lib/d" "$S/mnt/lib/.search"
+    [ "$status" -ne 0 ] && [[ "$output" == *"Permission denied"* ]]
+    cmp "$S/mnt/lib/.wordcount" <(oracle_wordcount "$S/mnt/lib")
+    rm "$S/mnt/lib/t" && rmdir "$S/mnt/lib/d"
 }
 
 @test "-o novirtual: a tree with files named as the virtual ones copies in; mounted again without it, those files win" {
