@@ -1538,6 +1538,9 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
         return 0;
     }
     if (strcmp(name, "share") && strcmp(name, "rules")) return -ENODATA;
+    /* The file's place in a grammar every file shaped: its share moves with private files'
+     * content, so it is the archive-wide attributes' readers' alone. */
+    if (!all) return -ENODATA;
     if (!clean) return -ENODATA; /* edited: its grammar share is known after compaction */
     const idx *x;
     const arc *a;
@@ -1636,8 +1639,11 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     size_t nta = ino == 1              ? (sees_all(req, c) ? NROOT_ATTRS : 0)
                  : S_ISREG(st.st_mode) ? NFILE_ATTRS
                                        : 0;
+    int all = sees_all(req, c);
     for (size_t i = 0; !rc && i < nta; i++) {
         if (ta == root_attrs && !root_attr_listed(c, ta[i])) continue;
+        if (ta == file_attrs && !all && (!strcmp(ta[i], "share") || !strcmp(ta[i], "rules")))
+            continue;
         rc = buf_put(&out, TADOC_PREFIX, strlen(TADOC_PREFIX)) ||
                      buf_put(&out, ta[i], strlen(ta[i]) + 1)
                  ? -ENOMEM

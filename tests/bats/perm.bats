@@ -261,6 +261,13 @@ backend_cpu_requests() {
     nobody getfattr -n user.tadoc.size "$M/pub/p.txt" >/dev/null
     run nobody getfattr -n user.tadoc.size "$M/pub/hidden.txt"
     [ "$status" -ne 0 ]
+    # a file's place in the grammar moves with private files' content: archive-wide readers'
+    for a in share rules; do
+        getfattr -n "user.tadoc.$a" "$M/pub/p.txt" >/dev/null
+        run nobody getfattr -n "user.tadoc.$a" "$M/pub/p.txt"
+        [ "$status" -ne 0 ] || { echo "user.tadoc.$a shown"; false; }
+    done
+    [ "$(nobody getfattr -d -m - "$M/pub/p.txt" 2>/dev/null | grep -c '^user.tadoc')" -eq 2 ] # size, pending
     run nobody getfattr -d -m - "$M/pub"
     [[ "$output" != *tadoc* ]]
 }
