@@ -612,8 +612,9 @@ int arc_target_of(const char *path, arc_target *t)
     }
     if (!S_ISREG(st.st_mode)) {
         int dir = S_ISDIR(st.st_mode);
-        int rc = tdc_error(dir ? -EISDIR : -EINVAL, "%s: %s; an archive is written to a new or a regular file",
-                           path, dir ? "is a directory" : "not a regular file");
+        int rc = tdc_error(dir ? -EISDIR : -EINVAL,
+                           "%s: %s; an archive is written to a new or a regular file", path,
+                           dir ? "is a directory" : "not a regular file");
         arc_target_free(t);
         return rc;
     }
