@@ -309,3 +309,25 @@ for f in (lambda: os.pwrite(fd, b"x", 1 << 40), lambda: os.posix_fallocate(fd, (
     [ "$status" -ne 0 ]
     umnt "$S/a.tdc"
 }
+
+@test "an unmount stops a compaction in flight: the daemon exits at once, the archive and the journal stay" {
+    M=$S/m
+    mkdir "$M"
+    mnt -o compact_threshold=0 "$S/a.tdc" "$M"
+    # 64 GiB of holes: a compaction writing them out as zeros would run for minutes
+    truncate -s 64G "$M/holes"
+    before=$(sha256sum <"$S/a.tdc")
+    setfattr -n user.tadoc.compact -v background "$M"
+    sleep 1
+    fusermount3 -u "$M"
+    local gone=0
+    for _ in $(seq 300); do
+        pgrep -f -- "$S/a.tdc $M" >/dev/null || { gone=1; break; }
+        sleep 0.1
+    done
+    [ "$gone" = 1 ]
+    [ "$(sha256sum <"$S/a.tdc")" = "$before" ] && [ "$(temps)" = 0 ]
+    mnt -o ro "$S/a.tdc" "$M"
+    [ "$(stat -c %s "$M/holes")" = $((64 << 30)) ]
+    umnt "$S/a.tdc"
+}
