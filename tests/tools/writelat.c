@@ -8,11 +8,12 @@
  * 16 KiB of generated text (words of a fixed vocabulary, so that a compaction has real work),
  * overwrites of up to 4 KiB inside a file, truncations, fsyncs, and renames of a file over
  * another. Prints one line:
- *   "calls N max_ms X p99_ms Y slowest CALL bytes B fsync_ms F model_fsync_ms G"
+ *   "calls N max_ms X p99_ms Y slowest CALL bytes B fsync_ms F model_fsync_ms G fsync_p99_ms P"
  * where N, Y and X are of the mount's calls (open, write, pwrite, ftruncate, fsync, close,
- * rename; X of all but fsync, the slowest being CALL), B the bytes written, and F and G the
- * longest fsync on the mount and on the model directory: an fsync waits for the disk, which
- * other writers share. Exit 1 with a message when a call fails on either side. */
+ * rename; X of all but fsync, the slowest being CALL), B the bytes written, F and G the
+ * longest fsync on the mount and on the model directory (an fsync waits for the disk, which
+ * other writers share), and P the 99th percentile of the mount's fsyncs. Exit 1 with a
+ * message when a call fails on either side. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -43,8 +44,8 @@ static double now_ms(void)
 }
 
 static char words[NWORDS][12];
-static double *lat;
-static size_t ncalls;
+static double *lat, *flat; /* the mount's calls' times, and its fsyncs' */
+static size_t ncalls, nfsyncs;
 static double worst, fsync_worst[2];
 static const char *worst_call = "none";
 static const char *side[2] = {"mount", "model"};
@@ -61,9 +62,10 @@ static long done(int d, const char *name, double t0, long r)
 {
     double ms = now_ms() - t0;
     if (d == 0 && ncalls < MAXCALLS) lat[ncalls++] = ms;
-    if (!strcmp(name, "fsync"))
+    if (!strcmp(name, "fsync")) {
         fsync_worst[d] = ms > fsync_worst[d] ? ms : fsync_worst[d];
-    else if (d == 0 && ms > worst)
+        if (d == 0 && nfsyncs < MAXCALLS) flat[nfsyncs++] = ms;
+    } else if (d == 0 && ms > worst)
         worst = ms, worst_call = name;
     if (r < 0) die(name, d);
     return r;
@@ -103,7 +105,8 @@ int main(int argc, char **argv)
     const char *dir[2] = {argv[1], argv[2]};
     double end = now_ms() + atof(argv[3]) * 1e3;
     uint64_t s = argc > 4 ? strtoull(argv[4], NULL, 10) * 2654435761u + 1 : 1;
-    if (!(lat = malloc(MAXCALLS * sizeof *lat))) return 2;
+    if (!(lat = malloc(MAXCALLS * sizeof *lat)) || !(flat = malloc(MAXCALLS * sizeof *flat)))
+        return 2;
     for (int w = 0; w < NWORDS; w++) {
         int l = 2 + (int)(rnd(&s) % 9);
         for (int i = 0; i < l; i++)
@@ -161,11 +164,14 @@ int main(int argc, char **argv)
         }
     }
     qsort(lat, ncalls, sizeof *lat, cmp);
+    qsort(flat, nfsyncs, sizeof *flat, cmp);
     double p99 = ncalls ? lat[ncalls * 99 / 100] : 0;
+    double fp99 = nfsyncs ? flat[nfsyncs * 99 / 100] : 0;
     printf("calls %zu max_ms %.1f p99_ms %.2f slowest %s bytes %llu fsync_ms %.1f "
-           "model_fsync_ms %.1f\n",
+           "model_fsync_ms %.1f fsync_p99_ms %.1f\n",
            ncalls, worst, p99, worst_call, (unsigned long long)bytes, fsync_worst[0],
-           fsync_worst[1]);
+           fsync_worst[1], fp99);
     free(lat);
+    free(flat);
     return 0;
 }
