@@ -91,25 +91,22 @@ static int out_bytes(int fd, const unsigned char *p, size_t n, const char *to, i
 {
     enum { BLK = 4096 };
     static const unsigned char zeros[BLK];
-    if (!holes) return fio_write_all(fd, p, n, to);
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i; /* the zero blocks from i */
-        while (n - j >= BLK && !memcmp(p + j, zeros, BLK))
-            j += BLK;
-        if (j > i) {
-            if (lseek(fd, (off_t)(j - i), SEEK_CUR) < 0)
-                return tdc_error(-errno, "%s: %s", to, strerror(errno));
-            i = j;
+    size_t done = 0, i = 0; /* bytes written or skipped; the block looked at */
+    while (holes && i < n) {
+        if (n - i < BLK || memcmp(p + i, zeros, BLK)) {
+            i += BLK;
             continue;
         }
-        while (j < n && (n - j < BLK || memcmp(p + j, zeros, BLK))) /* up to the next ones */
-            j += n - j < BLK ? n - j : BLK;
-        int rc = fio_write_all(fd, p + i, j - i, to);
+        size_t j = i + BLK; /* the run of zero blocks from i */
+        while (n - j >= BLK && !memcmp(p + j, zeros, BLK))
+            j += BLK;
+        int rc = i > done ? fio_write_all(fd, p + done, i - done, to) : 0;
         if (rc) return rc;
-        i = j;
+        if (lseek(fd, (off_t)(j - i), SEEK_CUR) < 0)
+            return tdc_error(-errno, "%s: %s", to, strerror(errno));
+        done = i = j;
     }
-    return 0;
+    return done < n ? fio_write_all(fd, p + done, n - done, to) : 0;
 }
 
 /* Write bytes [off, off + len) of meta's entry ce (fewer at its end), which text shard t

@@ -105,8 +105,6 @@ int usage_err(const char *usage, const char *msg)
     return EX_USAGE;
 }
 
-/* Parse options common to every subcommand: --help prints `usage` to stdout. Returns -1 to
- * continue, or an exit code. */
 /* For a command of arguments alone (no options but --help; argv[0] is its name): the first
  * "--", which ends the options as usual (`tadoc cat A -- -h` reads a file named -h), taken out
  * of argv. The new argc. */
@@ -120,6 +118,8 @@ static int drop_dashdash(int argc, char **argv)
     return argc;
 }
 
+/* Parse options common to every subcommand: --help prints `usage` to stdout. Returns -1 to
+ * continue, or an exit code. */
 static int want_help(int argc, char **argv, const char *usage)
 {
     for (int i = 1; i < argc; i++) {

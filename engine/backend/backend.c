@@ -187,9 +187,7 @@ int backend_stats(backend *b, char *out, size_t n)
 
 uint32_t backend_word_token(const arc *a, const char *word, size_t n)
 {
-    if (n == 0 || n >= TOK_CAP) return GPU_NO_WORD; /* longer words are cut across tokens */
-    for (size_t i = 0; i < n; i++)
-        if (!tok_is_word_byte((unsigned char)word[i])) return GPU_NO_WORD;
+    if (n >= TOK_CAP || !tok_is_word(word, n)) return GPU_NO_WORD; /* longer: cut in tokens */
     uint32_t t;
     if (dict_find(a->dict, (const unsigned char *)word, n, &t)) return GPU_NO_WORD;
     return t;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -143,4 +144,24 @@ int fio_mounts(int (*fn)(void *ctx, const char *mnt, const char *type, const cha
     }
     if (f) fclose(f);
     return rc;
+}
+
+int fio_open_file(const char *path, int flags, struct stat *st)
+{
+    int fd = open(path, flags | O_NONBLOCK);
+    if (fd < 0) return -1;
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        int e = S_ISREG(st->st_mode) ? errno : EINVAL;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    /* a regular file's reads ignore O_NONBLOCK, but the descriptor is left as asked */
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }

@@ -9,6 +9,13 @@
 /* Write all n bytes at the current position (retrying short writes and EINTR). */
 int fio_write_all(int fd, const void *p, size_t n, const char *path);
 
+struct stat;
+
+/* open(path, flags) of a file that must be a regular one, without waiting where it is not (a
+ * FIFO's open waits for the other end): the descriptor, its fstat in *st; or -1 with errno
+ * set, EINVAL for something other than a regular file. */
+int fio_open_file(const char *path, int flags, struct stat *st);
+
 /* Write all n bytes at offset `off`. */
 int fio_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *path);
 

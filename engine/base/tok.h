@@ -18,6 +18,14 @@ static inline int tok_is_word_byte(unsigned char c)
            c >= 0x80;
 }
 
+/* 1 when the n bytes are one word (all word bytes, n > 0): a word a query may look for. */
+static inline int tok_is_word(const char *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!tok_is_word_byte((unsigned char)w[i])) return 0;
+    return n > 0;
+}
+
 /* Called once per token; a non-zero return stops tokenizing and is passed back. */
 typedef int (*tok_emit_fn)(void *ctx, const unsigned char *p, size_t n);
 

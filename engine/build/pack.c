@@ -16,6 +16,7 @@
 #include "../format/arc.h"
 #include "../format/ztrial.h"
 #include "../base/err.h"
+#include "../base/fio.h"
 #include "../base/par.h"
 #include "../grammar/seq.h"
 #include "bare.h"
@@ -585,7 +586,7 @@ static int start_file(sbuild *b, uint32_t ent, uint64_t left, int copy)
 /* Open regular entry e of the tree for reading: the descriptor (or -1, errno set) and its
  * path in *path (fresh; NULL without memory, which returns -1 with ENOMEM). A file the walk
  * saw that is gone or is no regular file any more (a symlink, a directory, a FIFO, whose open
- * O_NONBLOCK keeps from waiting) is -1 with ENOENT: archived empty, as one removed. */
+ * fio_open_file keeps from waiting) is -1 with ENOENT: archived empty, as one removed. */
 static int open_in_tree(const packer *p, const arc_entry *e, char **path)
 {
     struct stat st;
@@ -594,14 +595,8 @@ static int open_in_tree(const packer *p, const arc_entry *e, char **path)
         return -1;
     }
     sprintf(*path, "%s/%s", p->top, e->path);
-    int fd = open(*path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) errno = ENOENT;
-    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
-        close(fd);
-        errno = ENOENT;
-        return -1;
-    }
-    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int fd = fio_open_file(*path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, &st);
+    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == EINVAL)) errno = ENOENT;
     return fd;
 }
 

@@ -1622,9 +1622,10 @@ int arc_open_meta(const char *path, arc **out)
     struct stat st;
     int rc;
     if (!a) return tdc_error(-ENOMEM, "out of memory");
-    a->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO's open waits */
+    a->fd = fio_open_file(path, O_RDONLY | O_CLOEXEC, &st);
     if (a->fd < 0) {
-        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        rc = errno == EINVAL ? tdc_error(-EINVAL, "%s: not a regular file", path)
+                             : tdc_error(-errno, "%s: %s", path, strerror(errno));
         goto fail;
     }
     a->pending = 1;
@@ -1632,15 +1633,6 @@ int arc_open_meta(const char *path, arc **out)
         rc = tdc_error(-ENOMEM, "out of memory");
         goto fail;
     }
-    if (fstat(a->fd, &st) < 0) {
-        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = tdc_error(-EINVAL, "%s: not a regular file", path);
-        goto fail;
-    }
-    fcntl(a->fd, F_SETFL, fcntl(a->fd, F_GETFL) & ~O_NONBLOCK);
     a->file_size = (uint64_t)st.st_size;
     if (a->file_size < ARC_HDR_SIZE) {
         rc = tdc_error(-EBADMSG, "%s: too short to be an archive (%llu bytes)", path,

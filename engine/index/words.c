@@ -215,9 +215,8 @@ static int mark(idx_words *w, uint32_t t, const uint32_t *run, uint64_t len, uin
 /* Token id of a whole word, or -ENOENT when the dictionary does not hold it as a word. */
 static int word_token(const idx_words *w, const char *word, size_t n, uint32_t *t)
 {
-    if (n == 0 || n >= TOK_CAP) return -ENOENT; /* longer words are cut across tokens */
-    for (size_t i = 0; i < n; i++)
-        if (!tok_is_word_byte((unsigned char)word[i])) return -ENOENT;
+    /* longer words are cut across tokens (long_word) */
+    if (n >= TOK_CAP || !tok_is_word(word, n)) return -ENOENT;
     return dict_find(w->a->dict, (const unsigned char *)word, n, t);
 }
 
@@ -225,10 +224,7 @@ static int word_token(const idx_words *w, const char *word, size_t n, uint32_t *
  * word of exactly TOK_CAP bytes is one token, but so is each full piece of a longer one). */
 static int long_word(const char *word, size_t n)
 {
-    if (n < TOK_CAP) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!tok_is_word_byte((unsigned char)word[i])) return 0;
-    return 1;
+    return n >= TOK_CAP && tok_is_word(word, n);
 }
 
 /* Occurrences of a long word (long_word) in entry `ent`: no token answers for it, so the

@@ -266,25 +266,17 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
         rc = tdc_error(-ENOMEM, "out of memory");
         goto fail;
     }
-    /* O_NONBLOCK: the open of a FIFO would wait for a writer (refused below). */
-    j->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);
-    if (j->fd < 0 && errno != ENOENT) {
-        rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-        goto fail;
-    }
     unsigned char h[JRNL_HDR];
     uint64_t hid = 0;
     struct stat sb;
+    j->fd = fio_open_file(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, &sb);
+    if (j->fd < 0 && errno != ENOENT) {
+        rc = errno == EINVAL || errno == EISDIR
+                 ? tdc_error(-EINVAL, "%s: the journal is not a regular file", path)
+                 : tdc_error(-errno, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
     if (j->fd >= 0) {
-        if (fstat(j->fd, &sb) < 0) {
-            rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
-            goto fail;
-        }
-        if (!S_ISREG(sb.st_mode)) {
-            rc = tdc_error(-EINVAL, "%s: the journal is not a regular file", path);
-            goto fail;
-        }
-        fcntl(j->fd, F_SETFL, fcntl(j->fd, F_GETFL) & ~O_NONBLOCK);
         if ((uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
             jrnl_header_decode(h, &hid)) {
             rc = tdc_error(-EBADMSG,
