@@ -388,6 +388,7 @@ static const char usage_stat[] =
 typedef struct gram_figs {
     uint64_t tokens, blob, rules, syms, root, index;
     uint32_t depth, flat;
+    int long_words; /* a dictionary holds a word token of TOK_CAP bytes */
 } gram_figs;
 
 static int add_figs(const arc *a, gram_figs *f)
@@ -403,6 +404,7 @@ static int add_figs(const arc *a, gram_figs *f)
     f->root += a->g.root.n;
     f->index += idx_mem(x);
     f->depth = depth > f->depth ? depth : f->depth;
+    f->long_words |= dict_has_word_of(a->dict, TOK_CAP);
     f->flat = idx_flat_max(x) > f->flat ? idx_flat_max(x) : f->flat;
     idx_free(x);
     return 0;
@@ -477,6 +479,11 @@ static int cmd_stat(int argc, char **argv)
     printf("symbols      %llu in rules, %llu in the root%s\n", (unsigned long long)f.syms,
            (unsigned long long)f.root, over);
     printf("dag depth    %u\n", f.depth);
+    int hl = arc_long_words(a);
+    printf("long words   %s of %u bytes or more (%s)\n", f.long_words ? "some" : "none", TOK_CAP,
+           hl == ARC_LONG_UNKNOWN                 ? "not recorded in the header"
+           : (hl == ARC_LONG_YES) == f.long_words ? "as the header says"
+                                                  : "the header says otherwise");
     printf("index        %llu bytes in memory%s (rules up to %u bytes kept flat)\n",
            (unsigned long long)f.index, a->nshards > 1 ? ", each shard's own, summed" : "", f.flat);
     printf("shards       %u\n", a->nshards);
@@ -548,6 +555,7 @@ static int cmd_verify(int argc, char **argv)
     note_journal(argv[1], a);
     idx_span_check sc = {.on_bad = on_bad_file, .on_damage = on_damaged_shard, .ctx = a->path};
     rc = idx_check_spans(a, NULL, &sc);
+    int long_words = arc_long_words(a);
     arc_free(a);
     uint64_t files = sc.files, bytes = sc.bytes;
     if (rc && !sc.bad && !sc.damaged) return fail(rc);
@@ -556,6 +564,12 @@ static int cmd_verify(int argc, char **argv)
                 (unsigned long long)files);
         if (sc.damaged) fprintf(stderr, "; damaged shards: %u", sc.damaged);
         fputc('\n', stderr);
+        return EX_CORRUPT;
+    }
+    /* the header's record of long words: only the analytics' choice of the GPU follows it */
+    if (long_words != ARC_LONG_UNKNOWN && (long_words == ARC_LONG_YES) != sc.long_words) {
+        fprintf(stderr, "%s: %s: the header says %s word of %u bytes or more, the shards hold %s\n",
+                prog, argv[1], sc.long_words ? "no" : "a", TOK_CAP, sc.long_words ? "one" : "none");
         return EX_CORRUPT;
     }
     printf("ok: %llu files, %llu bytes verified\n", (unsigned long long)files,
@@ -702,14 +716,17 @@ static int run_analytic(int argc, char **argv, int kind)
         int could = o.mode == BACKEND_ON || (o.mode == BACKEND_AUTO && bytes >= o.auto_min &&
                                              (backend_cli_gpu_wins(kind, bytes, all, cpus, 1) ||
                                               backend_cli_gpu_wins(kind, bytes, all, cpus, 0)));
-        int fits = could && backend_gpu_fits(be, a);
+        /* where the header says a word of TOK_CAP bytes is in the archive, the GPU would
+         * refuse it whole (below) after the load: shard by shard at once */
+        int fits = could && arc_long_words(a) != ARC_LONG_YES && backend_gpu_fits(be, a);
         gpu = could && (o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, fits));
         /* Whole on the GPU; where it leaves the whole to the CPU (a word longer than TOK_CAP
          * in the scope, keys too wide), shard by shard from a copy of the file table taken
          * before the load, each shard on the GPU that takes it: never the whole grammar on
          * the CPU, which runs on fewer threads than the shards do. The GPU refuses cut words
          * only after the upload, its index and the ranking of the words: a dictionary without
-         * a word token of TOK_CAP bytes has none, one with such a token skips all that. */
+         * a word token of TOK_CAP bytes has none, one with such a token skips all that (an
+         * archive whose writer did not record it in the header). */
         arc *meta = NULL;
         if (gpu && fits && !(rc = arc_meta_dup(a, &meta)) && !(rc = arc_load_data(a)) &&
             (dict_has_word_of(a->dict, TOK_CAP) ||

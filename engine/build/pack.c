@@ -1114,7 +1114,8 @@ int pack_group_encode(const pack_job *p, uint32_t gi, buf *b)
     for (uint32_t k = 0; !rc && k < g->nsh; k++) {
         const arc_shard *s = &g->sh[k].info;
         rc = buf_put_varint(b, s->bytes) || buf_put_varint(b, s->root_syms) ||
-             buf_put_varint(b, s->ntokens) || buf_put_varint(b, s->nrules);
+             buf_put_varint(b, s->ntokens) || buf_put_varint(b, s->nrules) ||
+             buf_put_varint(b, s->long_words);
         for (int i = 0; !rc && i < 3; i++)
             rc = put_sec(b, &g->sh[k].secs[i]);
     }
@@ -1159,10 +1160,12 @@ static int group_decode(pack_job *p, group *g, rd *r)
     for (; g->nsh < nsh; g->nsh++) {
         arc_shard *s = &g->sh[g->nsh].info;
         if (rd_varint(r, &s->bytes) || rd_varint(r, &s->root_syms) ||
-            rd_upto(r, UINT32_MAX, &x[0]) || rd_upto(r, UINT32_MAX, &x[1]))
+            rd_upto(r, UINT32_MAX, &x[0]) || rd_upto(r, UINT32_MAX, &x[1]) ||
+            rd_upto(r, ARC_LONG_YES, &x[2]))
             return -EBADMSG;
         s->ntokens = (uint32_t)x[0];
         s->nrules = (uint32_t)x[1];
+        s->long_words = (uint8_t)x[2];
         for (int i = 0; i < 3; i++)
             if (get_sec(r, &g->sh[g->nsh].secs[i])) return -EBADMSG;
     }

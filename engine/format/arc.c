@@ -20,6 +20,7 @@
 #include "../base/err.h"
 #include "../base/par.h"
 #include "../base/fio.h"
+#include "../base/tok.h"
 
 #define CODEC_RAW 0
 #define CODEC_ZSTD 1
@@ -43,6 +44,7 @@ void arc_header_encode(unsigned char h[ARC_HDR_SIZE], const arc_header *hd)
     memset(h, 0, ARC_HDR_SIZE);
     memcpy(h + ARC_HDR_MAGIC, MAGIC, sizeof MAGIC);
     st32(h + ARC_HDR_VERSION, hd->version);
+    st32(h + ARC_HDR_FLAGS, hd->flags);
     st64(h + ARC_HDR_TABLE, hd->table);
     st32(h + ARC_HDR_NSEC, hd->nsec);
     arc_header_seal(h);
@@ -51,6 +53,7 @@ void arc_header_encode(unsigned char h[ARC_HDR_SIZE], const arc_header *hd)
 int arc_header_decode(const unsigned char h[ARC_HDR_SIZE], arc_header *hd)
 {
     hd->version = le32(h + ARC_HDR_VERSION);
+    hd->flags = le32(h + ARC_HDR_FLAGS);
     hd->table = le64(h + ARC_HDR_TABLE);
     hd->nsec = le32(h + ARC_HDR_NSEC);
     if (memcmp(h + ARC_HDR_MAGIC, MAGIC, sizeof MAGIC)) return -1;
@@ -376,6 +379,12 @@ static int code_section(uint32_t type, buf *raw, int level, unsigned plain, arc_
     return 0;
 }
 
+/* ARC_LONG_* of a shard's dictionary. */
+static uint8_t long_of(const dict *d)
+{
+    return dict_has_word_of(d, TOK_CAP) ? ARC_LONG_YES : ARC_LONG_NO;
+}
+
 /* arc_shard_encode; `check` 0 codes what the reader would refuse (test generators). */
 static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level, unsigned plain,
                         int check, arc_coded *out)
@@ -386,8 +395,11 @@ static int shard_encode(const dict *d, const gram *g, uint64_t bytes, int level,
         return tdc_error(-EINVAL, "shard: grammar of %u tokens over a dictionary of %u", g->ntokens,
                          dict_count(d));
     if (check && (rc = gram_check_root(g))) return rc;
-    out->info = (arc_shard){
-        .bytes = bytes, .root_syms = g->root.n, .ntokens = g->ntokens, .nrules = g->nrules};
+    out->info = (arc_shard){.bytes = bytes,
+                            .root_syms = g->root.n,
+                            .ntokens = g->ntokens,
+                            .nrules = g->nrules,
+                            .long_words = long_of(d)};
     buf b = {0};
     syms_kinds *k = NULL;
     for (uint32_t i = 0; i < 3 && !rc; i++) {
@@ -428,7 +440,8 @@ int arc_text_shard_encode(const uint64_t *lens, size_t np, const unsigned char *
     /* the figures and runs the reader will find: from the reader's own tokenizing */
     if (!rc) rc = textshard_grammar(pay.p, pay.n, bare, 0, 0, &d, &g, runs);
     if (!rc) {
-        out->info = (arc_shard){.bytes = bytes, .root_syms = g.root.n, .ntokens = g.ntokens};
+        out->info = (arc_shard){
+            .bytes = bytes, .root_syms = g.root.n, .ntokens = g.ntokens, .long_words = long_of(d)};
         size_t zn = 0;
         rc = zstd_section(pay.p, pay.n, level, ARC_SEC_DICT, &out->data[0], &zn);
         out->secs[0].stored = zn;
@@ -720,7 +733,10 @@ static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int le
         goto fail;
     }
     uint64_t root = 0, off = ARC_HDR_SIZE;
+    uint32_t flags = ARC_HF_LONG_KNOWN;
     for (uint32_t k = 0; k < n; k++) {
+        if (sh[k].info.long_words == ARC_LONG_UNKNOWN) flags &= ~ARC_HF_LONG_KNOWN;
+        if (sh[k].info.long_words == ARC_LONG_YES) flags |= ARC_HF_LONG;
         shards[k] = sh[k].info;
         shards[k].root_off = root;
         shards[k].sec = 3 * k;
@@ -772,7 +788,10 @@ static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int le
     b.n = (size_t)nsecs * ARC_SECENT_SIZE + 8;
     if ((rc = fio_write_all(s->fd, b.p, b.n, tmp))) goto fail;
     unsigned char hdr[ARC_HDR_SIZE];
-    arc_header_encode(hdr, &(arc_header){.version = ARC_VERSION, .nsec = nsecs, .table = off});
+    if (!(flags & ARC_HF_LONG_KNOWN)) flags = 0;
+    arc_header_encode(
+        hdr, &(arc_header){.version = ARC_VERSION, .nsec = nsecs, .flags = flags, .table = off});
+    a->flags = flags;
     if (pwrite(s->fd, hdr, ARC_HDR_SIZE, 0) != ARC_HDR_SIZE) {
         rc = tdc_error(-errno, "%s: write header: %s", tmp, strerror(errno));
         goto fail;
@@ -1396,12 +1415,48 @@ static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned
     return read_section(fd, path, s, 0, out, &n);
 }
 
+int arc_long_words(const arc *a)
+{
+    if (!(a->flags & ARC_HF_LONG_KNOWN)) return ARC_LONG_UNKNOWN;
+    return a->flags & ARC_HF_LONG ? ARC_LONG_YES : ARC_LONG_NO;
+}
+
+static int load_text(const arc *a, uint32_t k, dict **d, gram *g);
+
+/* ARC_LONG_* of shard k: where the header does not say, its dictionary decoded alone (a text
+ * shard's text tokenized), so that a writer copying the shard as stored can record it; a
+ * dictionary that cannot be decoded leaves it unknown (the copy's own check says why). */
+static uint8_t shard_long_words(const arc *a, uint32_t k)
+{
+    const arc_shard *sh = &a->shards[k];
+    if (sh->long_words != ARC_LONG_UNKNOWN || a->version < 4) return sh->long_words;
+    const arc_secinfo *s = &a->secs[sh->sec];
+    dict *d = NULL;
+    gram g = {0};
+    int rc;
+    if (is_text(s)) {
+        rc = load_text(a, k, &d, &g);
+        gram_free(&g);
+    } else {
+        int front = s->codec == CODEC_ZSTD_FRONT;
+        unsigned char *raw = NULL;
+        uint64_t n;
+        rc = read_section(a->fd, a->path, s, front, &raw, &n);
+        if (!rc) rc = front ? dict_front_load(raw, n, s->raw, &d) : dict_decode(raw, n, &d);
+        free(raw);
+    }
+    uint8_t r = rc ? ARC_LONG_UNKNOWN : long_of(d);
+    dict_free(d);
+    return r;
+}
+
 int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out)
 {
     memset(out, 0, sizeof *out);
     if (k >= a->nshards || !a->path || a->fd < 0) return tdc_error(-EINVAL, "no shard %u", k);
     out->info = a->shards[k];
     out->info.damage = NULL; /* the archive's */
+    out->info.long_words = shard_long_words(a, k);
     for (int i = 0; i < 3; i++)
         out->secs[i] = a->secs[a->shards[k].sec + i];
     out->from = a;
@@ -1545,6 +1600,8 @@ static int dec_shards(arc *a, const unsigned char *p, size_t n)
         s->nrules = (uint32_t)nr;
         s->root_off = root;
         s->sec = 3 * k;
+        /* one shard's answer where the header's says it for every shard */
+        s->long_words = arc_long_words(a) == ARC_LONG_NO ? ARC_LONG_NO : ARC_LONG_UNKNOWN;
         root += s->root_syms;
     }
     if (r.p != r.end) return tdc_error(-EBADMSG, "shard table: trailing bytes");
@@ -1651,6 +1708,7 @@ int arc_open_meta(const char *path, arc **out)
         goto fail;
     }
     a->version = hd.version;
+    a->flags = hd.flags;
     if (a->version < 1 || a->version > ARC_VERSION) {
         rc = tdc_error(-EBADMSG, "%s: unsupported archive version %u", path, a->version);
         goto fail;

@@ -94,10 +94,11 @@ typedef struct arc_secinfo {
     uint64_t offset, stored, raw, hash;
 } arc_secinfo;
 
-/* The header: field offsets (bytes 12..15 and 28..31 are zero). */
+/* The header: field offsets (bytes 28..31 are zero). */
 #define ARC_HDR_SIZE 40
 #define ARC_HDR_MAGIC 0   /* 8 bytes, "TADOCFS\0" */
 #define ARC_HDR_VERSION 8 /* u32 */
+#define ARC_HDR_FLAGS 12  /* u32: ARC_HF_* */
 #define ARC_HDR_TABLE 16  /* u64: offset of the section table */
 #define ARC_HDR_NSEC 24   /* u32: number of sections */
 #define ARC_HDR_SUM 32    /* u64: XXH3-64 of the bytes before it */
@@ -112,9 +113,14 @@ typedef struct arc_secinfo {
 #define ARC_SECENT_RAW 24    /* u64 */
 #define ARC_SECENT_HASH 32   /* u64: XXH3-64 of the stored bytes */
 
+/* Header flags: facts a writer records for readers to plan by; never needed to read the
+ * archive (a reader ignores bits it does not know, and writers before them wrote 0). */
+#define ARC_HF_LONG_KNOWN 1u /* the writer recorded ARC_HF_LONG */
+#define ARC_HF_LONG 2u       /* a shard's dictionary holds a word token of TOK_CAP bytes */
+
 /* The header's fields. */
 typedef struct arc_header {
-    uint32_t version, nsec;
+    uint32_t version, nsec, flags;
     uint64_t table; /* offset of the section table */
 } arc_header;
 
@@ -146,10 +152,15 @@ typedef struct arc_shard {
     uint32_t ntokens;   /* tokens of its dictionary */
     uint32_t nrules;    /* rules besides its root */
     uint32_t sec;       /* index in a->secs of its dictionary section (rules and root follow) */
+    uint8_t long_words; /* ARC_LONG_*: whether its dictionary holds a word of TOK_CAP bytes */
     /* Why the shard could not be loaded (its checksum, decoding or shard-table figures
      * failed), malloc'ed; NULL for a shard that loaded. See arc_load_data. */
     char *damage;
 } arc_shard;
+
+/* Whether a dictionary holds a word token of TOK_CAP bytes (a word that long or longer: the
+ * tokenizer cuts longer words into such tokens): what the GPU's analytics leave to the CPU. */
+enum { ARC_LONG_UNKNOWN, ARC_LONG_NO, ARC_LONG_YES };
 
 /* A shard coded for writing (arc_shard_encode): its three sections as they go to disk. Pack
  * codes shards on worker threads and hands them to arc_write_coded. */
@@ -201,6 +212,7 @@ typedef struct arc {
      * going through every entry (which cost a cold read of the file table per span). */
     uint32_t *byshard, *shard_at;
     uint32_t version; /* format version read (arc_open*) */
+    uint32_t flags;   /* header flags read (arc_open*): ARC_HF_* */
     char *path;       /* as opened (arc_open*) */
     unsigned plain;   /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
     int pending;      /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
@@ -209,6 +221,11 @@ typedef struct arc {
                        * whole file's, its run only its part in that shard */
     int fd;           /* the archive's file, open from arc_open_meta to arc_free */
 } arc;
+
+/* ARC_LONG_YES when a shard of archive `a` (arc_open*) holds a word of TOK_CAP bytes or more,
+ * ARC_LONG_NO when none does, ARC_LONG_UNKNOWN when its writer did not record it (from the
+ * header: nothing is loaded). */
+int arc_long_words(const arc *a);
 
 /* A fresh random archive identity (never 0). */
 uint64_t arc_new_id(void);

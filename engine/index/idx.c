@@ -9,6 +9,7 @@
 
 #include "../base/err.h"
 #include "../base/par.h"
+#include "../base/tok.h"
 
 /* The expanded bytes of every rule of at most `max` bytes. Readers take one snapshot of
  * idx.fc per call, so a cache published meanwhile is used from their next call on. */
@@ -870,6 +871,7 @@ static int check_span(const arc *meta, uint32_t first, uint32_t last, unsigned c
     unsigned char *sel = NULL;
     int rc = arc_open_span(meta, first, last, &s, &ids, &nids);
     if (!rc) rc = idx_build_base(s, &x);
+    if (!rc) st->long_words |= dict_has_word_of(s->dict, TOK_CAP);
     if (!rc && !(sel = calloc(nids ? nids : 1, 1))) rc = tdc_error(-ENOMEM, "out of memory");
     for (uint32_t l = 0; !rc && l < nids; l++) {
         sel[l] = todo[ids[l]];
@@ -915,6 +917,7 @@ static int check_parts(const arc *meta, uint32_t ent, uint32_t first, uint32_t l
         idx *x = NULL;
         uint64_t n = 0;
         if (!(rc = arc_open_part(meta, ent, k, &s)) && !(rc = idx_build_base(s, &x))) {
+            st->long_words |= dict_has_word_of(s->dict, TOK_CAP);
             if (!st->loaded[k] && s->shards[k].damage) {
                 st->damaged++;
                 if (st->on_damage) st->on_damage(st->ctx, k, s->shards[k].damage);
@@ -955,6 +958,7 @@ int idx_check_spans(const arc *meta, const unsigned char *only, idx_span_check *
 {
     st->files = st->bytes = st->bad = 0;
     st->damaged = 0;
+    st->long_words = 0;
     unsigned char *todo = malloc(meta->nents ? meta->nents : 1);
     st->loaded = calloc(meta->nshards ? meta->nshards : 1, 1);
     int rc = todo && st->loaded ? 0 : tdc_error(-ENOMEM, "out of memory");
@@ -994,6 +998,7 @@ int idx_check_spans(const arc *meta, const unsigned char *only, idx_span_check *
         arc *p = NULL;
         if (st->loaded[k] || meta->version < 4) continue;
         rc = arc_open_piece(meta, k, &p);
+        if (!rc) st->long_words |= dict_has_word_of(p->dict, TOK_CAP);
         arc_piece_free(p);
         if (rc == -EBADMSG && meta->nshards > 1) {
             st->damaged++;

@@ -115,6 +115,7 @@ typedef struct idx_span_check {
     uint64_t files, bytes; /* checked */
     uint64_t bad;          /* files on_bad heard of */
     uint32_t damaged;      /* damaged shards found */
+    int long_words;        /* a decoded shard's dictionary holds a word token of TOK_CAP bytes */
     unsigned char *loaded; /* the check's own: per shard, decoded yet */
 } idx_span_check;
 

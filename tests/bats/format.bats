@@ -164,6 +164,62 @@ agree() { # ARCHIVE
     [ "$status" -eq 3 ] || ! diff -q "$S/c" <(printf '%s\n' "$output")
 }
 
+# ARCHIVE FLAGS COPY: COPY is ARCHIVE with the header's flags set to FLAGS, its hash resealed.
+set_flags() {
+    python3 - "$@" "$READFMT" <<'EOF'
+import os, struct, sys
+sys.path.insert(0, os.path.dirname(sys.argv[4]))
+import readfmt
+d = bytearray(open(sys.argv[1], "rb").read())
+d[12:16] = struct.pack("<I", int(sys.argv[2]))
+d[32:40] = struct.pack("<Q", readfmt.xxh3(bytes(d[:32])))
+open(sys.argv[3], "wb").write(d)
+EOF
+}
+
+@test "format: the header records whether a shard holds a word of 1024 bytes or more; compaction keeps it, and learns it for an archive without" {
+    local t=$S/lw
+    mkdir -p "$t/w" "$t/b"
+    cp "$CORPORA"/brown/ca0* "$t/w/"
+    # the long word in a shard stored as its text (the file starts as random bytes)
+    { rand 1 100000; head -c 2000 /dev/zero | tr '\0' x; rand 2 1000; } >"$t/b/bin"
+    "$TADOC" pack -q -S 64K "$t" -o "$S/some.tdc"
+    "$TADOC" pack -q -S 64K "$t/w" -o "$S/none.tdc"
+    "$TADOC" stat "$S/some.tdc" | grep -q zstd-text
+    "$TADOC" stat "$S/none.tdc" | grep -qE '^shards +[2-9]'
+    [ "$(python3 "$READFMT" long "$S/some.tdc")" = "header yes, shards yes" ]
+    [ "$(python3 "$READFMT" long "$S/none.tdc")" = "header no, shards no" ]
+    "$TADOC" stat "$S/some.tdc" | grep -q '^long words   some of 1024 bytes or more (as the header says)$'
+    # compactions copy the shards of unchanged files as stored and keep what the header said
+    printf 'append\tw/ca01\tmore words\n' | "$TADOC" apply "$S/some.tdc" -
+    printf 'append\tca01\tmore words\n' | "$TADOC" apply "$S/none.tdc" -
+    for a in some none; do
+        "$TADOC" compact "$S/$a.tdc" >/dev/null
+        "$TADOC" verify "$S/$a.tdc"
+    done
+    [ "$(python3 "$READFMT" long "$S/some.tdc")" = "header yes, shards yes" ]
+    [ "$(python3 "$READFMT" long "$S/none.tdc")" = "header no, shards no" ]
+    # an archive whose writer did not record it (flags 0, as written before the flag) reads
+    # and verifies as before, and its first compaction decodes the dictionaries of the shards
+    # it copies (the text shard's text) to record it
+    set_flags "$S/some.tdc" 0 "$S/old.tdc"
+    [ "$(python3 "$READFMT" long "$S/old.tdc")" = "header unrecorded, shards yes" ]
+    "$TADOC" stat "$S/old.tdc" | grep -q '^long words   some .*(not recorded in the header)$'
+    "$TADOC" verify "$S/old.tdc"
+    printf 'append\tw/ca02\tmore\n' | "$TADOC" apply "$S/old.tdc" -
+    "$TADOC" compact "$S/old.tdc" >/dev/null
+    [ "$(python3 "$READFMT" long "$S/old.tdc")" = "header yes, shards yes" ]
+    # a header that says otherwise: verify says so; the analytics do not depend on it
+    set_flags "$S/some.tdc" 1 "$S/lie.tdc"
+    run "$TADOC" verify "$S/lie.tdc"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"the header says no word of 1024 bytes or more, the shards hold one"* ]]
+    "$TADOC" stat "$S/lie.tdc" | grep -q '(the header says otherwise)$'
+    for an in wordcount seqcount; do
+        cmp <("$TADOC" $an "$S/lie.tdc") <("$TADOC" $an "$S/some.tdc")
+    done
+}
+
 @test "format: the journal's records replay to the same tree, every record type present" {
     local a=$BATS_FILE_TMPDIR/j.tdc
     python3 "$READFMT" records "$a" >"$S/recs"

@@ -12,6 +12,9 @@ usage: readfmt.py tree ARCHIVE     the tree the archive plus its journal shows
        readfmt.py cat ARCHIVE PATH the content of a regular file, as `tadoc cat` writes it
        readfmt.py records ARCHIVE  each journal record that replays: seq, type, body length,
                                    then the record's fields
+       readfmt.py long ARCHIVE     "header H, shards S": what the header's flags record of
+                                   words of 1024 bytes or more (yes, no, unrecorded) and
+                                   whether a shard's dictionary holds such a word (yes, no)
        readfmt.py each tree|archive|records ARCHIVE...
                                    that command on each archive, its output to ARCHIVE.tree
                                    (.archive, .records) and its message to that name plus
@@ -334,7 +337,7 @@ def read_archive(path):
         secs[i] = body if codec in (0, 3) or empty else \
             unzstd(body, raw) if codec in (1, 4, 6, 7) else \
             unfront(body, raw) if codec == 2 else uncols(body, raw)
-    a = {"version": version}
+    a = {"version": version, "flags": u32(hdr, 12)}
     if version >= 4:
         shards = read_shards(secs[nsec - 1], nshards)
         files = secs[nsec - 2]
@@ -1075,6 +1078,11 @@ def run(cmd, path, argv, out):
         ino = [e["ino"] for e in a["ents"] if e["path"] == argv[3].encode()][0]
         out.flush()
         sys.stdout.buffer.write(contents(a)[ino])
+    elif cmd == "long":
+        f = a["flags"]
+        held = any(len(t) == 1024 and is_word_byte(t[0]) for g in a["shards"] for t in g["toks"])
+        out.write("header %s, shards %s\n" % (("yes" if f & 2 else "no") if f & 1 else "unrecorded",
+                                                "yes" if held else "no"))
     elif cmd == "records":
         for s, typ, blen, f in read_journal(path + ".journal", a):
             out.write("%d\t%s\t%d\t%s\n" % (s, typ, blen, " ".join(
@@ -1101,7 +1109,7 @@ def run_each(cmd, paths):
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("tree", "archive", "ls", "cat", "records", "each"):
+    if len(argv) < 3 or argv[1] not in ("tree", "archive", "ls", "cat", "records", "long", "each"):
         sys.stderr.write(__doc__)
         return 2
     if argv[1] == "each":
