@@ -662,6 +662,7 @@ int arc_sink_open(arc_sink *s, const char *path)
     unsigned char hdr[ARC_HDR_SIZE] = {0};
     s->fd = -1;
     s->tmp = NULL;
+    s->long_seen = 0;
     int rc = arc_target_of(path, &s->to);
     if (rc) return rc;
     if (!(s->tmp = tmp_name(s->to.path))) {
@@ -697,6 +698,8 @@ static int sink_over(arc_sink *s, const char *tmp)
     return 0;
 }
 
+static uint8_t shard_long_words(const arc *a, uint32_t k);
+
 int arc_sink_put(arc_sink *s, arc_coded *c)
 {
     int rc = put_sections(s->fd, s->tmp, c);
@@ -704,8 +707,32 @@ int arc_sink_put(arc_sink *s, arc_coded *c)
         free(c->data[i]);
         c->data[i] = NULL;
     }
+    /* the header's record (long_flags) needs it once `from` is gone */
+    if (!rc && c->from && !s->long_seen && c->info.long_words == ARC_LONG_UNKNOWN)
+        c->info.long_words = shard_long_words(c->from, c->from_shard);
+    s->long_seen |= c->info.long_words == ARC_LONG_YES;
     c->from = NULL;
     return rc;
+}
+
+/* The header's flags for the shards sh[0..n): ARC_HF_LONG where one holds a word of TOK_CAP
+ * bytes. Where none is known to and a shard copied as stored is not known (its archive's
+ * header did not say "none"), such shards' dictionaries are decoded until one holds such a
+ * word; 0 where one stays unknown. */
+static uint32_t long_flags(const arc_coded *sh, uint32_t n)
+{
+    int unknown = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (sh[k].info.long_words == ARC_LONG_YES) return ARC_HF_LONG_KNOWN | ARC_HF_LONG;
+        unknown |= sh[k].info.long_words == ARC_LONG_UNKNOWN;
+    }
+    for (uint32_t k = 0; unknown && k < n; k++) {
+        if (sh[k].info.long_words != ARC_LONG_UNKNOWN) continue;
+        uint8_t l = sh[k].from ? shard_long_words(sh[k].from, sh[k].from_shard) : ARC_LONG_UNKNOWN;
+        if (l == ARC_LONG_YES) return ARC_HF_LONG_KNOWN | ARC_HF_LONG;
+        if (l == ARC_LONG_UNKNOWN) return 0;
+    }
+    return ARC_HF_LONG_KNOWN;
 }
 
 /* What follows the sections of shards sh[0..n) in the sink's file (which end where
@@ -733,10 +760,8 @@ static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int le
         goto fail;
     }
     uint64_t root = 0, off = ARC_HDR_SIZE;
-    uint32_t flags = ARC_HF_LONG_KNOWN;
+    uint32_t flags = long_flags(sh, n);
     for (uint32_t k = 0; k < n; k++) {
-        if (sh[k].info.long_words == ARC_LONG_UNKNOWN) flags &= ~ARC_HF_LONG_KNOWN;
-        if (sh[k].info.long_words == ARC_LONG_YES) flags |= ARC_HF_LONG;
         shards[k] = sh[k].info;
         shards[k].root_off = root;
         shards[k].sec = 3 * k;
@@ -788,7 +813,6 @@ static int sink_end(arc_sink *s, arc *a, const arc_coded *sh, uint32_t n, int le
     b.n = (size_t)nsecs * ARC_SECENT_SIZE + 8;
     if ((rc = fio_write_all(s->fd, b.p, b.n, tmp))) goto fail;
     unsigned char hdr[ARC_HDR_SIZE];
-    if (!(flags & ARC_HF_LONG_KNOWN)) flags = 0;
     arc_header_encode(
         hdr, &(arc_header){.version = ARC_VERSION, .nsec = nsecs, .flags = flags, .table = off});
     a->flags = flags;
@@ -1424,8 +1448,8 @@ int arc_long_words(const arc *a)
 static int load_text(const arc *a, uint32_t k, dict **d, gram *g);
 
 /* ARC_LONG_* of shard k: where the header does not say, its dictionary decoded alone (a text
- * shard's text tokenized), so that a writer copying the shard as stored can record it; a
- * dictionary that cannot be decoded leaves it unknown (the copy's own check says why). */
+ * shard's text tokenized); a dictionary that cannot be decoded leaves it unknown (a writer
+ * copying the shard checks it and says why). */
 static uint8_t shard_long_words(const arc *a, uint32_t k)
 {
     const arc_shard *sh = &a->shards[k];
@@ -1456,7 +1480,7 @@ int arc_shard_ref(const arc *a, uint32_t k, arc_coded *out)
     if (k >= a->nshards || !a->path || a->fd < 0) return tdc_error(-EINVAL, "no shard %u", k);
     out->info = a->shards[k];
     out->info.damage = NULL; /* the archive's */
-    out->info.long_words = shard_long_words(a, k);
+    out->from_shard = k;
     for (int i = 0; i < 3; i++)
         out->secs[i] = a->secs[a->shards[k].sec + i];
     out->from = a;

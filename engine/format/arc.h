@@ -172,6 +172,7 @@ typedef struct arc_coded {
      * secs[i].offset there, and the writer copies them, checking each against its checksum;
      * `from` must stay open until the write. */
     const struct arc *from;
+    uint32_t from_shard; /* its index there */
 } arc_coded;
 
 /* Size techniques a writer can leave out (struct arc's plain), for the measurements of
@@ -349,7 +350,9 @@ int arc_target_apply(const arc_target *t, int fd, const char *name);
 /* A temporary archive file written shard by shard as the shards are made, so that a writer
  * holds none it has made (compaction): arc_sink_open creates PATH.tmpXXXXXX beside path;
  * arc_sink_put appends the next shard's sections (its data, or by reference copied and
- * checked as arc_write_coded_tmp does) and frees its data, keeping its figures; then
+ * checked as arc_write_coded_tmp does) and frees its data, keeping its figures (a shard by
+ * reference also gets whether it holds a word of TOK_CAP bytes, which the header records,
+ * where no shard put before was found to); then
  * arc_sink_finish with every shard put, in order (their figures), writes the rest as
  * arc_write_coded_tmp does and gives the file's name in *tmp, or arc_sink_abort. Each
  * returns 0 or a negative errno with a message; a failed open or finish leaves no file, a
@@ -358,6 +361,7 @@ typedef struct arc_sink {
     int fd;
     char *tmp;
     arc_target to; /* where the archive goes; the mode and owner the new file takes */
+    int long_seen; /* a shard put holds a word of TOK_CAP bytes (the header will say so) */
 } arc_sink;
 int arc_sink_open(arc_sink *s, const char *path);
 int arc_sink_put(arc_sink *s, arc_coded *c);
