@@ -1418,9 +1418,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     if (!rc && (uint64_t)off + (uint64_t)len > VOL_MAX_FILE) rc = -EFBIG;
     if (!rc) rc = logged(kill_suidgid(req, c, ino), "fallocate");
     if (!rc) rc = vol_getattr(c->v, ino, &st);
-    if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > st.st_size) {
-        struct stat in = {.st_size = off + len};
-        rc = logged(vol_setattr(c->v, ino, VOL_SET_SIZE, &in, NULL), "fallocate");
+    if (!rc) { /* as ext4, the times move whether or not the size does */
+        struct stat in = {.st_size = off + len, .st_mtim = now()};
+        unsigned grow = !(mode & FALLOC_FL_KEEP_SIZE) && off + len > st.st_size;
+        rc = logged(vol_setattr(c->v, ino, VOL_SET_MTIME | (grow ? VOL_SET_SIZE : 0), &in, NULL),
+                    "fallocate");
     }
     reply_rc(req, rc);
 }
@@ -1447,15 +1449,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* ---------------- extended attributes ---------------- */
-
-/* The tadoc attributes listxattr names, so that getfattr -d shows them: a regular file's own,
- * and the root's archive-wide ones (compact_error only while there is one). */
-static const char *const file_attrs[] = {"size", "share", "rules", "pending"};
-static const char *const root_attrs[] = {
-    "archive_size", "files",       "ratio",   "rules",       "journal_bytes", "journal_records",
-    "dirty_files",  "compactions", "backend", "shard_cache", "virtual_texts", "compact_error"};
-#define NFILE_ATTRS (sizeof file_attrs / sizeof *file_attrs)
-#define NROOT_ATTRS (sizeof root_attrs / sizeof *root_attrs)
 
 /* The archive's rule count into v: from the shard table (an archive of shards), or the
  * grammar's (an older archive: waits for a lazy mount's load). */
@@ -1610,45 +1603,24 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     buf_free(&b);
 }
 
-/* Whether listxattr names root attribute `name` now: compact_error only after a failure. */
-static int root_attr_listed(fs_ctx *c, const char *name)
-{
-    char why[256];
-    if (strcmp(name, "compact_error")) return 1;
-    vol_compact_error(c->v, why, sizeof why);
-    return why[0] != 0;
-}
-
+/* Only the attributes stored: the computed user.tadoc.* ones are read by name and never
+ * listed, so that cp -a, tar --xattrs and rsync -X neither copy them out as stored
+ * attributes nor fail to remove them from what they copy in (they cannot be removed), as
+ * CephFS stopped listing its virtual ones. */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     fs_ctx *c = ctx_of(req);
-    struct stat st;
     buf names = {0}, out = {0};
     if (!is_real(ino)) {
         fuse_reply_xattr(req, 0); /* virtual files have no attributes */
         return;
     }
-    int rc = vol_getattr(c->v, ino, &st);
-    if (!rc) rc = vol_listxattr(c->v, ino, &names);
+    int rc = vol_listxattr(c->v, ino, &names);
     for (size_t i = 0; !rc && i < names.n; i += strlen((char *)names.p + i) + 1)
         rc = buf_put(&out, USER_PREFIX, strlen(USER_PREFIX)) ||
                      buf_put(&out, names.p + i, strlen((char *)names.p + i) + 1)
                  ? -ENOMEM
                  : 0;
-    const char *const *ta = ino == 1 ? root_attrs : file_attrs;
-    size_t nta = ino == 1              ? (sees_all(req, c) ? NROOT_ATTRS : 0)
-                 : S_ISREG(st.st_mode) ? NFILE_ATTRS
-                                       : 0;
-    int all = sees_all(req, c);
-    for (size_t i = 0; !rc && i < nta; i++) {
-        if (ta == root_attrs && !root_attr_listed(c, ta[i])) continue;
-        if (ta == file_attrs && !all && (!strcmp(ta[i], "share") || !strcmp(ta[i], "rules")))
-            continue;
-        rc = buf_put(&out, TADOC_PREFIX, strlen(TADOC_PREFIX)) ||
-                     buf_put(&out, ta[i], strlen(ta[i]) + 1)
-                 ? -ENOMEM
-                 : 0;
-    }
     if (rc)
         reply_rc(req, rc);
     else

@@ -6,7 +6,7 @@ pkgs=()
 for what in "$@"; do
     case "$what" in
     build) pkgs+=(gcc make pkg-config libfuse3-dev fuse3 libzstd-dev libxxhash-dev libhtscodecs-dev liblzma-dev) ;;
-    test) pkgs+=(libcmocka-dev bats attr xxhash zstd linux-source-6.1 npm xz-utils vim git perl tar python3 util-linux
+    test) pkgs+=(libcmocka-dev bats attr xxhash zstd linux-source-6.1 npm xz-utils vim git perl tar python3 util-linux rsync
                  openmpi-bin libopenmpi-dev # tadoc-mpi and its tests (mpi.bats)
                  debhelper dpkg-dev fakeroot lintian man-db) ;; # the last line: deb.bats, man.bats
     demo) pkgs+=(fuse3 util-linux diffutils) ;;          # tools/demo.sh: fusermount3, mountpoint, diff

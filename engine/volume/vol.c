@@ -1634,12 +1634,19 @@ static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, siz
     vnode *n = vol_node(v, ino);
     int rc = n ? 0 : -ENOENT, have = 0;
     if (!rc && (!name[0] || strlen(name) > VOL_NAME_MAX)) rc = name[0] ? -ERANGE : -EINVAL;
-    for (uint32_t k = 0; !rc && k < n->nxa; k++)
+    /* the names as listxattr(2) returns them: "user." prefixed, each NUL-terminated */
+    size_t list = rc ? 0 : strlen(name) + 6;
+    for (uint32_t k = 0; !rc && k < n->nxa; k++) {
         have |= !strcmp(n->xa[k].name, name);
+        list += strlen(n->xa[k].name) + 6;
+    }
     if (!rc && set && (flags & 1) && have) rc = -EEXIST;
     if (!rc && set && (flags & 2) && !have) rc = -ENODATA;
     if (!rc && !set && !have) rc = -ENODATA;
     if (!rc && len > 65536) rc = -E2BIG;
+    /* a name more would make a list no listxattr could return (XATTR_LIST_MAX): as a full
+     * ext4 inode, no room */
+    if (!rc && set && !have && list > 65536) rc = -ENOSPC;
     if (!rc) {
         jrec r = {.type = set ? JR_SETXATTR : JR_RMXATTR, .ino = ino, .time = now()};
         set_str(r.name, sizeof r.name, name);

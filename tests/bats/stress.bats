@@ -41,7 +41,7 @@ teardown() {
     echo "$output" | sed 's/^/# /' >&3
     [ "$status" -eq 0 ]
     [[ "$output" == *" 0 mismatches, 0 in the final check"* ]]
-    getfattr -d "$M" >&3 2>/dev/null || true
+    for a in shard_cache backend; do getfattr -n "user.tadoc.$a" "$M" >&3 2>/dev/null || true; done
     fusermount3 -u "$M"
     for _ in $(seq 100); do awk -v m="$M" '$2 == m { f = 1 } END { exit !f }' /proc/mounts || break; sleep 0.1; done
     "$TADOC" verify "$S/a.tdc"

@@ -55,9 +55,6 @@ static const struct {
     {"getxattr trusted.t f =", NULL, "only user.* attributes are stored"},
     {"getxattr trusted.t d =", NULL, "only user.* attributes are stored"},
     {"getxattr trusted.t l =", NULL, "only user.* attributes are stored"},
-    /* Every regular file also lists the computed user.tadoc.* attributes (size, share,
-     * rules, pending), so its list is longer than ext4's. */
-    {"listxattr file", NULL, "regular files list the computed user.tadoc.* attributes"},
     /* Each directory resolves the analytics files (.wordcount, ...) and .search, which
      * exist without being listed. */
     {"lstat .wordcount", NULL, "analytics files exist in every directory"},
