@@ -3,6 +3,7 @@
  * usage: tadocfs ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
  * Exit status: 0 clean unmount, 1 mount or I/O failure, 2 usage error, 3 corrupt archive. */
 #include <dirent.h>
+#include <libgen.h>
 #include <errno.h>
 #include <malloc.h>
 #include <inttypes.h>
@@ -256,6 +257,36 @@ static int check_mountpoint(const char *mp)
     return 0;
 }
 
+/* 1 when directory `dir` (a real path) is `mp` (a real path) or lies below it. */
+static int dir_under(const char *dir, const char *mp)
+{
+    size_t n = strlen(mp);
+    if (!strcmp(mp, "/")) return 1;
+    return !strncmp(dir, mp, n) && (dir[n] == 0 || dir[n] == '/');
+}
+
+/* A writable mount whose archive's directory (as named, or the file's own after symlinks) is
+ * the mountpoint or below it would write its journal and compactions through itself, which
+ * the kernel holds while it waits for them: refused (-o ro writes nothing by path). */
+static int check_archive_outside(const char *archive, const char *mp)
+{
+    char *m = realpath(mp, NULL), *named = strdup(archive), *file = realpath(archive, NULL);
+    char *d1 = named ? realpath(dirname(named), NULL) : NULL;
+    char *d2 = file ? realpath(dirname(file), NULL) : NULL;
+    int bad = m && ((d1 && dir_under(d1, m)) || (d2 && dir_under(d2, m)));
+    if (bad)
+        fprintf(stderr,
+                "tadocfs: %s lies under the mountpoint %s: its journal and compactions would go "
+                "through the mount itself; mount it elsewhere, or with -o ro\n",
+                archive, mp);
+    free(m);
+    free(named);
+    free(file);
+    free(d1);
+    free(d2);
+    return bad ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -332,6 +363,7 @@ int main(int argc, char **argv)
         goto out_args;
     }
     if (check_mountpoint(o.mountpoint)) goto out_args;
+    if (!o.ro && check_archive_outside(o.archive, o.mountpoint)) goto out_args;
     char *fsname = malloc(strlen(o.archive) + 64);
     if (!fsname) goto out_args;
     /* fsname is shown by mount(8) and df; commas would split the option list. */

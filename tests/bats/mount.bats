@@ -249,6 +249,25 @@ assert os.stat(p).st_size == 100
 ' "$M/f"
 }
 
+@test "an archive under its own mountpoint is refused for a writable mount (it would write through itself), served with -o ro" {
+    mkdir -p "$S/d/sub"
+    cp "$A/k.tdc" "$S/d/a.tdc"
+    ln -s d/a.tdc "$S/link.tdc"
+    for mp in "$S/d" "$S"; do
+        run mnt "$S/d/a.tdc" "$mp"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"lies under the mountpoint"* ]]
+        not_mounted "$mp"
+    done
+    run mnt "$S/link.tdc" "$S/d" # the file behind the link is there
+    [ "$status" -eq 1 ]
+    mnt -o ro "$S/d/a.tdc" "$S/d"
+    diff -r --no-dereference "$K" "$S/d"
+    fusermount3 -u "$S/d"
+    mnt "$S/d/a.tdc" "$S/d/sub" # below the archive's directory: nothing goes through it
+    fusermount3 -u "$S/d/sub"
+}
+
 # "path size share rules" for every regular file, read by name (they are never listed).
 tadoc_xattrs() {
     python3 -c '
