@@ -585,10 +585,17 @@ static int cmd_verify(int argc, char **argv)
     if (js.dropped) {
         /* A record cut short is what a crash mid-append leaves; anything else is damage. */
         int torn = !strncmp(js.why, "torn", 4);
-        printf("journal: %llu records apply; %llu bytes after them are %s (%s) and will be "
-               "dropped at the next writable open\n",
-               (unsigned long long)js.records, (unsigned long long)js.dropped,
-               torn ? "a torn last record" : "damaged", js.why);
+        if (js.intact_at)
+            printf("journal: %llu records apply; %llu bytes after them are damaged (%s), and an "
+                   "intact record follows at offset %llu: writable opens refuse the journal "
+                   "until it is cut or moved aside\n",
+                   (unsigned long long)js.records, (unsigned long long)js.dropped, js.why,
+                   (unsigned long long)js.intact_at);
+        else
+            printf("journal: %llu records apply; %llu bytes after them are %s (%s) and will be "
+                   "dropped at the next writable open\n",
+                   (unsigned long long)js.records, (unsigned long long)js.dropped,
+                   torn ? "a torn last record" : "damaged", js.why);
         if (!torn) return EX_CORRUPT;
     }
     if (js.stale)

@@ -170,6 +170,42 @@ static const char *read_rec(const jrnl *j, uint64_t off, uint64_t size, uint64_t
     return NULL;
 }
 
+/* Offset of the first intact record numbered above `seq` after offset `off` (where a record
+ * is damaged or torn) in j's file, which ends at `size`, or 0: looked for at every byte from
+ * where the record's length says the next starts (from the next byte where that length is
+ * impossible: it may be what is damaged; so a record's own data, which may hold anything, is
+ * not searched unless its length is), the file read a chunk at a time and only a plausible
+ * header (length, a number between seq and what the bytes left could hold) read whole. */
+static uint64_t intact_after(const jrnl *j, uint64_t off, uint64_t size, uint64_t seq, buf *b,
+                             int *rc)
+{
+    enum { CHUNK = 1 << 20 };
+    unsigned char h[JRNL_REC_BODY], *c = malloc(CHUNK + JRNL_REC_BODY);
+    uint64_t found = 0, most = seq + (size - off) / JRNL_REC_OVERHEAD;
+    if (!c) {
+        *rc = tdc_error(-ENOMEM, "journal: out of memory");
+        return 0;
+    }
+    /* an intact record numbered s at p, as read_rec checks it */
+#define INTACT_AT(p, hp)                                                                           \
+    (le32((hp) + JRNL_REC_LEN) <= JRNL_MAX_BODY && le64((hp) + JRNL_REC_SEQ) > seq &&              \
+     le64((hp) + JRNL_REC_SEQ) <= most && !read_rec(j, p, size, le64((hp) + JRNL_REC_SEQ), b, rc))
+    uint64_t from = off + 1;
+    if (size - off >= JRNL_REC_BODY && !(*rc = fio_read_at(j->fd, h, sizeof h, off, j->path))) {
+        uint64_t next = off + JRNL_REC_OVERHEAD + (uint64_t)le32(h + JRNL_REC_LEN);
+        if (next < size) from = next;
+    }
+    for (uint64_t p = from; !found && !*rc && p + JRNL_REC_OVERHEAD <= size; p += CHUNK) {
+        size_t n = (size_t)(size - p < CHUNK + JRNL_REC_BODY ? size - p : CHUNK + JRNL_REC_BODY);
+        if ((*rc = fio_read_at(j->fd, c, n, p, j->path))) break;
+        for (size_t i = 0; !found && !*rc && i < CHUNK && i + JRNL_REC_BODY <= n; i++)
+            if (INTACT_AT(p + i, c + i)) found = p + i;
+    }
+#undef INTACT_AT
+    free(c);
+    return *rc ? 0 : found;
+}
+
 /* The record read whole in b, as given to a jrnl_apply_fn: `off` is where it starts. */
 static jrnl_rec rec_of(const buf *b, uint64_t off)
 {
@@ -201,6 +237,9 @@ static int replay(jrnl *j, uint64_t size, jrnl_apply_fn fn, void *ctx, jrnl_stat
         }
         if (strncmp(why, "torn", 4) && zero_tail(j, off, size))
             why = "torn record (zero-filled tail)";
+        else if (!(st->intact_at = intact_after(j, off, size, j->seq, &b, &rc)) && rc)
+            break;
+        if (st->intact_at && !strncmp(why, "torn", 4)) why = "damaged record length";
         st->dropped = size - off;
         snprintf(st->why, sizeof st->why, "%s at offset %llu after record %llu", why,
                  (unsigned long long)off, (unsigned long long)j->seq);
@@ -301,6 +340,16 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
     if (j->fd >= 0) {
         uint64_t end;
         if ((rc = replay(j, (uint64_t)sb.st_size, fn, ctx, st, &end))) goto fail;
+        if (writable && st->intact_at) {
+            rc = tdc_error(-EBADMSG,
+                           "%s: damaged, not torn: %s, and an intact record follows at offset "
+                           "%llu; nothing was cut. Mount read-only (-o ro) to read the edits "
+                           "before the damage; 'truncate -s %llu %s' keeps only those, moving "
+                           "the journal aside keeps none",
+                           path, st->why, (unsigned long long)st->intact_at,
+                           (unsigned long long)end, path);
+            goto fail;
+        }
         if (writable && end < (uint64_t)sb.st_size && ftruncate(j->fd, (off_t)end) < 0) {
             rc = tdc_error(-errno, "%s: cannot cut the damaged tail: %s", path, strerror(errno));
             goto fail;

@@ -86,20 +86,25 @@ typedef int (*jrnl_apply_fn)(void *ctx, const jrnl_rec *r);
 typedef struct jrnl_stats {
     uint64_t records; /* records replayed */
     uint64_t dropped; /* bytes after the last good record (torn or corrupt tail) */
+    /* Where those bytes hold an intact record further on (damage, not a torn tail), its
+     * offset: a writable open then refuses the journal (cutting would drop that record), a
+     * read-only one replays the records before the damage. 0: none. */
+    uint64_t intact_at;
     uint64_t stale;   /* bytes of a journal already folded into the archive, discarded */
     char why[128];    /* why the tail was dropped */
 } jrnl_stats;
 
 /* Open the journal at `path` for the archive with identity `id` (compacted from `prev_id`)
  * and replay its records through `fn` in order; a non-zero return from `fn` stops and is
- * returned. A missing journal is empty (created when `writable`). A next journal (jrnl_next)
- * bound to `id` is the journal: a compaction stopped between its two renames (it is renamed
- * into place when `writable`, and read where it lies otherwise); a next journal bound to
- * anything else is removed when `writable`. A journal of the archive `prev_id` was folded in
- * by such a compaction: it is discarded (replaced with an empty one when writable). A
- * journal of any other archive, or with a damaged header, is refused with -EBADMSG and a
- * message; nothing is changed. When `writable`, a dropped tail is cut off so new records
- * follow the last good one. */
+ * returned. A torn or damaged tail is cut off when `writable`, unless an intact record lies
+ * after the damage (-EBADMSG, the file left as it is; see jrnl_stats). A missing journal is empty
+ * (created when `writable`). A next journal (jrnl_next) bound to `id` is the journal: a compaction
+ * stopped between its two renames (it is renamed into place when `writable`, and read where it lies
+ * otherwise); a next journal bound to anything else is removed when `writable`. A journal of the
+ * archive `prev_id` was folded in by such a compaction: it is discarded (replaced with an empty one
+ * when writable). A journal of any other archive, or with a damaged header, is refused with
+ * -EBADMSG and a message; nothing is changed. When `writable`, a dropped tail is cut off so new
+ * records follow the last good one. */
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out);
 

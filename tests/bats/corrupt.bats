@@ -231,3 +231,33 @@ check_journal() {
     done < <(cases '\.journal$')
     echo "# $n journals mounted" >&3
 }
+
+@test "a journal damaged before intact records is refused by writable opens and left as it is; cut as told, it opens" {
+    cp "$C/base.tdc" "$S/x.tdc"
+    cp "$C/j-flip-05.journal" "$S/x.tdc.journal"
+    printf 'append\ta.txt\tmore\n' >"$S/ops"
+    for cmd in "$TADOC compact $S/x.tdc" "$TADOC apply $S/x.tdc $S/ops" "$TADOCFS $S/x.tdc $M"; do
+        run $cmd 3>&-
+        [ "$status" -eq 3 ] || { echo "$cmd: status $status: $output"; false; }
+        [[ "$output" == *"damaged, not torn: checksum mismatch at offset 269 after record 5, and an intact record follows"* ]]
+        [[ "$output" == *"truncate -s 269 "* ]]
+        cmp "$S/x.tdc.journal" "$C/j-flip-05.journal"
+        cmp "$S/x.tdc" "$C/base.tdc"
+        not_mounted "$M"
+    done
+    run "$TADOC" verify "$S/x.tdc"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"an intact record follows at offset"* ]]
+    # the five records before the damage, read-only
+    mnt -o ro "$S/x.tdc" "$M"
+    find "$M" | LC_ALL=C sort >"$S/ro"
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    truncate -s 269 "$S/x.tdc.journal"
+    mnt "$S/x.tdc" "$M"
+    [ "$(find "$M" | LC_ALL=C sort)" = "$(cat "$S/ro")" ]
+    fusermount3 -u "$M"
+    # damage in the last record (nothing intact after it) is a torn tail: cut, as before
+    cp "$C/j-flip-11.journal" "$S/x.tdc.journal"
+    "$TADOC" compact "$S/x.tdc" 2>&1 | grep -q "dropped"
+}
