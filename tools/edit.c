@@ -264,7 +264,8 @@ static int do_change(vol *v, const op *o)
         return rc ? tdc_error(rc, "line %zu: delete %s: %s", o->line, o->name, strerror(-rc)) : 0;
     }
     rc = vol_getattr(v, o->ino, &st);
-    if (rc) return rc;
+    if (rc) /* removed by a line before: vol answers with an errno alone */
+        return tdc_error(rc, "line %zu: %s", o->line, strerror(-rc));
     if (o->kind == OP_WRITE) return vol_write(v, o->ino, o->off, o->text.p, o->text.n);
     if (o->kind == OP_TRUNCATE) {
         struct stat in = {.st_size = (off_t)o->off}, out;
@@ -362,6 +363,8 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     free(line);
     vol_reader rd;
     vol_reader_init(&rd);
+    vol_mark mark; /* a batch that stops midway is undone */
+    vol_mark_get(v, &mark);
     double t0 = secs();
     if (!rc && ret == EX_OK && !batch) {
         for (size_t i = 0; i < nops && !rc; i++)
@@ -400,7 +403,17 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     free(ops);
     vol_reader_free(&rd);
     fflush(stdout);
-    if (rc) return fail(rc);
+    if (rc) {
+        int ex = fail(rc), u = vol_undo(v, &mark);
+        if (u)
+            fprintf(stderr,
+                    "%s: the batch stopped midway and could not be undone (%s): the "
+                    "journal holds its changes before the failed line\n",
+                    prog, tdc_errmsg());
+        else
+            fprintf(stderr, "%s: nothing of the batch was applied\n", prog);
+        return ex;
+    }
     return ret;
 }
 

@@ -431,6 +431,19 @@ uint64_t jrnl_records(const jrnl *j)
     return j->seq;
 }
 
+int jrnl_cut(jrnl *j, uint64_t end, uint64_t seq)
+{
+    if (!j->writable || end > j->end || seq > j->seq)
+        return tdc_error(-EINVAL, "%s: no such place to cut at", j->path);
+    if (ftruncate(j->fd, (off_t)end) < 0 || fdatasync(j->fd) < 0)
+        return tdc_error(-errno, "%s: cannot cut back to %llu bytes: %s", j->path,
+                         (unsigned long long)end, strerror(errno));
+    __atomic_store_n(&j->end, end, __ATOMIC_RELEASE);
+    j->seq = seq;
+    if (j->handed > end) j->handed = end;
+    return 0;
+}
+
 int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jrnl_next *n)
 {
     memset(n, 0, sizeof *n);

@@ -131,6 +131,11 @@ int jrnl_sync(jrnl *j);
 uint64_t jrnl_size(const jrnl *j);
 uint64_t jrnl_records(const jrnl *j);
 
+/* Cut journal j back to `end`, where record `seq` ends (jrnl_size and jrnl_records taken
+ * before), synced: the records after it are gone. What replayed them is the caller's to
+ * drop. */
+int jrnl_cut(jrnl *j, uint64_t end, uint64_t seq);
+
 /* The journal of the archive a compaction is about to put in place: `ARCHIVE.journal.next`,
  * bound to the new archive, receiving the records appended to the current journal since the
  * compaction took its snapshot, renumbered from 1. The records are copied while changes go

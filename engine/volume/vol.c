@@ -1669,6 +1669,21 @@ int vol_removexattr(vol *v, uint64_t ino, const char *name)
 
 /* ---------------- durability ---------------- */
 
+void vol_mark_get(vol *v, vol_mark *m)
+{
+    pthread_mutex_lock(&v->wlock);
+    *m = v->j ? (vol_mark){jrnl_size(v->j), jrnl_records(v->j)} : (vol_mark){0, 0};
+    pthread_mutex_unlock(&v->wlock);
+}
+
+int vol_undo(vol *v, const vol_mark *m)
+{
+    pthread_mutex_lock(&v->wlock);
+    int rc = v->j ? jrnl_cut(v->j, m->end, m->seq) : 0;
+    pthread_mutex_unlock(&v->wlock);
+    return rc;
+}
+
 int vol_sync(vol *v)
 {
     int rc = 0;

@@ -245,6 +245,15 @@ int vol_removexattr(vol *v, uint64_t ino, const char *name);
  * of this process keeps them without it: each is written to the journal file at once). */
 int vol_sync(vol *v);
 
+/* A place in the journal (vol_mark) and the changes since it undone (vol_undo): the
+ * journal is cut back there, synced. The volume's tree still shows them: vol_close is all
+ * that may follow. For a batch that stops midway (tadoc apply). */
+typedef struct vol_mark {
+    uint64_t end, seq;
+} vol_mark;
+void vol_mark_get(vol *v, vol_mark *m);
+int vol_undo(vol *v, const vol_mark *m);
+
 typedef struct vol_compact_stats {
     uint64_t dirty_files, dirty_bytes, files;
     uint64_t rules_before, rules_after, rules_new;

@@ -617,6 +617,14 @@ apply_case() { # sequence|batch
     [ "$status" -ne 0 ]
     [[ "$output" == *"line 3: offset $((size + 1)) is past the end ($size bytes)"* ]]
     cmp "$A.journal" "$S/journal.before"
+    # in sequence, a line that fails when it runs undoes the lines before it: the journal is
+    # cut back to where the batch began
+    printf 'append\tkernel/sched/rt.c\tx\ndelete\tkernel/sched/rt.c\ninsert\tkernel/sched/rt.c\t0\ty\n' >"$S/bad"
+    run "$TADOC" apply -q "$A" "$S/bad"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"line 3: No such file or directory"* ]]
+    [[ "$output" == *"nothing of the batch was applied"* ]]
+    cmp "$A.journal" "$S/journal.before"
     mount_a
     same_tree "$X" "$M"
 }
