@@ -373,6 +373,19 @@ fail:
     return rc;
 }
 
+/* -EIO where j's file was cut below its last record or removed (replaced by a rename) since
+ * it was opened: a record written now would follow a hole, or go to a file no open finds. */
+static int still_there(const jrnl *j)
+{
+    struct stat sb;
+    if (fstat(j->fd, &sb) < 0) return tdc_error(-errno, "%s: %s", j->path, strerror(errno));
+    if (sb.st_nlink && (uint64_t)sb.st_size >= j->end) return 0;
+    return tdc_error(-EIO,
+                     "%s: the journal was %s while this writer had it open; nothing more is "
+                     "written to it (a new open replays what it holds)",
+                     j->path, sb.st_nlink ? "cut short" : "removed or replaced");
+}
+
 int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void *data, size_t dn,
                 uint64_t *data_off)
 {
@@ -392,7 +405,8 @@ int jrnl_append(jrnl *j, uint32_t type, const void *head, size_t hn, const void 
     /* A record only partly written is not acknowledged: the next one overwrites it, or
      * replay drops it as a torn tail. */
     uint64_t at = j->end;
-    int rc = fio_pwritev_all(j->fd, v, 4, at, j->path);
+    int rc = still_there(j);
+    if (!rc) rc = fio_pwritev_all(j->fd, v, 4, at, j->path);
     if (rc) return rc;
     if (data_off) *data_off = at + JRNL_REC_BODY + hn;
     j->seq++;
@@ -418,7 +432,7 @@ int jrnl_sync(jrnl *j)
     if (!j->writable) return 0;
     if (fdatasync(j->fd) < 0)
         return tdc_error(-errno, "%s: fdatasync: %s", j->path, strerror(errno));
-    return 0;
+    return still_there(j);
 }
 
 uint64_t jrnl_size(const jrnl *j)
@@ -529,8 +543,11 @@ void jrnl_close(jrnl *j)
 {
     if (!j) return;
     if (j->writable && j->fd >= 0) {
-        /* Cut what a failed append may have left after the last record. */
-        if (ftruncate(j->fd, (off_t)j->end) < 0) (void)0;
+        /* Cut what a failed append may have left after the last record (never grown: a
+         * file cut short by someone else is not padded with zeros). */
+        struct stat sb;
+        if (!fstat(j->fd, &sb) && (uint64_t)sb.st_size > j->end && ftruncate(j->fd, (off_t)j->end))
+            (void)0;
         fdatasync(j->fd);
     }
     if (j->fd >= 0) close(j->fd);

@@ -268,6 +268,30 @@ assert os.stat(p).st_size == 100
     fusermount3 -u "$S/d/sub"
 }
 
+@test "a journal cut short or replaced under the daemon: writes and fsync fail with EIO, never a hole of zeros or a write to a file no open finds" {
+    cp "$A/k.tdc" "$S/j.tdc"
+    mnt "$S/j.tdc" "$M"
+    echo new >"$M/nf"
+    truncate -s 32 "$S/j.tdc.journal"
+    run python3 -c 'import sys; open(sys.argv[1], "a").write("more")' "$M/hello.txt"
+    [ "$status" -ne 0 ] && [[ "$output" == *"Input/output error"* ]]
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    [ "$(stat -c %s "$S/j.tdc.journal")" = 32 ] # not padded back with zeros
+    mnt "$S/j.tdc" "$M"
+    echo x >>"$M/hello.txt"
+    cp "$S/j.tdc.journal" "$S/copy"
+    mv "$S/copy" "$S/j.tdc.journal"
+    run sh -c "echo y >>'$M/hello.txt'"
+    [ "$status" -ne 0 ]
+    run sync "$M/hello.txt"
+    [ "$status" -ne 0 ]
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    mnt "$S/j.tdc" "$M"
+    [ "$(tail -c 2 "$M/hello.txt")" = "x" ]
+}
+
 # "path size share rules" for every regular file, read by name (they are never listed).
 tadoc_xattrs() {
     python3 -c '
