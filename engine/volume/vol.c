@@ -819,7 +819,7 @@ static int take_lock(const char *archive, int *fd)
     if (*fd < 0 || locked < 0)
         rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
                        errno == EWOULDBLOCK ? "the archive is in use by another writer "
-                                              "(a mount, compact or apply)"
+                                              "(a mount, compact, apply or pack)"
                                             : strerror(errno));
     free(lp);
     return rc;
@@ -832,11 +832,18 @@ int vol_replace_begin(const char *archive, vol_replace *r)
     sprintf(r->jpath, "%s.journal", archive);
     struct stat sb;
     int rc = 0;
-    if (stat(r->jpath, &sb) < 0) {
-        if (errno != ENOENT) rc = tdc_error(-errno, "%s: %s", r->jpath, strerror(errno));
-        free(r->jpath);
-        r->jpath = NULL; /* no journal: nothing to guard */
+    if (stat(r->jpath, &sb) < 0 && errno != ENOENT) {
+        rc = tdc_error(-errno, "%s: %s", r->jpath, strerror(errno));
+        vol_replace_end(r, 0);
         return rc;
+    }
+    /* Held until the new archive is in place, so that a writer opening the old one meanwhile
+     * neither takes its temporary file for a dead writer's (remove_stale_temps) nor starts
+     * a journal on an archive about to be replaced. */
+    if (stat(archive, &sb) < 0 && errno == ENOENT && stat(r->jpath, &sb) < 0) {
+        free(r->jpath);
+        r->jpath = NULL; /* nothing there to guard */
+        return 0;
     }
     if ((rc = take_lock(archive, &r->lockfd))) {
         vol_replace_end(r, 0);

@@ -467,7 +467,10 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     rc = jrnl_next_copy(v->j, jn, jrnl_size(v->j), vol_model_replay, w);
     if (!rc) rc = vol_model_check(v, w);
     if (!rc) rc = jrnl_next_sync(jn);
-    if (!rc && (rc = arc_commit(tmp, v->path)) > 0) rc = 0; /* the journal's rename syncs */
+    /* renamed but its directory not synced: reported once the switch is made, since a later
+     * sync of the directory (the journal's rename) need not mean that one is on disk */
+    int unsynced = 0;
+    if (!rc && (rc = arc_commit(tmp, v->path)) > 0) unsynced = 1, rc = 0;
     if (rc) {
         vol_unlock(v);
         pthread_mutex_unlock(&v->wlock);
@@ -481,6 +484,11 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     int jrc = jrnl_next_commit(v->j, jn); /* its message names the next journal */
     if (jrc && !*after)
         *after = tdc_error_ctx(jrc, "the archive is replaced, and its journal stays the next one");
+    if (unsynced && !*after)
+        *after = tdc_error(-EIO,
+                           "%s: the archive is replaced, but its directory could not be "
+                           "synced: it may not survive a crash until a sync succeeds",
+                           v->path);
     /* A whole load another caller began meanwhile (vol_data: not under these locks) ends
      * first, since it works on v->a; the switch and the state change under dlock, so that the
      * next load takes the new archive. */
