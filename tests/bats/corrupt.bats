@@ -257,6 +257,8 @@ check_journal() {
     mnt "$S/x.tdc" "$M"
     [ "$(find "$M" | LC_ALL=C sort)" = "$(cat "$S/ro")" ]
     fusermount3 -u "$M"
+    wait_unmounted "$M"
+    flock -w 10 "$S/x.tdc.lock" true # the daemon is gone
     # damage in the last record (nothing intact after it) is a torn tail: cut, as before
     cp "$C/j-flip-11.journal" "$S/x.tdc.journal"
     "$TADOC" compact "$S/x.tdc" 2>&1 | grep -q "dropped"

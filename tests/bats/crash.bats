@@ -459,9 +459,10 @@ expect_log() {
 
 # Mount a damaged journal: it must mount, say how much it dropped and why, show edits
 # 1..GOOD, leave the file untouched with -o ro and cut it at CUT when writable, and take new
-# appends after it.
-damaged_mount() { # GOOD CUT WHY
-    local good=$1 cut=$2 why=$3 size
+# appends after it. With "intact" (damage before intact records, not a crash's tail), a
+# writable mount refuses it instead, leaving it as it is, until it is cut at CUT as told.
+damaged_mount() { # GOOD CUT WHY [intact]
+    local good=$1 cut=$2 why=$3 intact=${4:-} size
     size=$(stat -c %s "$J")
     cp "$J" "$S/damaged.journal"
     # verify: a torn last record is what a crash leaves (not an error); other damage is.
@@ -486,8 +487,18 @@ damaged_mount() { # GOOD CUT WHY
     cmp "$J" "$S/damaged.journal"
     run mnt "$S/a.tdc" "$M"
     echo "rw: $output"
-    [ "$status" -eq 0 ]
-    [[ "$output" == *"journal: dropped $((size - cut)) bytes ($why"*"; cut off"* ]]
+    if [ -n "$intact" ]; then
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"damaged, not torn: $why at offset $cut "*"truncate -s $cut "* ]]
+        not_mounted "$M"
+        cmp "$J" "$S/damaged.journal"
+        truncate -s "$cut" "$J"
+        run mnt "$S/a.tdc" "$M"
+        [ "$status" -eq 0 ] && [ -z "$output" ]
+    else
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"journal: dropped $((size - cut)) bytes ($why"*"; cut off"* ]]
+    fi
     expect_log "$good"
     [ "$(stat -c %s "$J")" -eq "$cut" ]
     printf 'after damage\n' >>"$M/log.txt"
@@ -499,7 +510,7 @@ damaged_mount() { # GOOD CUT WHY
     umnt "$S/a.tdc"
 }
 
-@test "a journal with a flipped byte in a record: mounts, reports the dropped bytes, applies the records before it only" {
+@test "a journal with a flipped byte in a record: mounts read-only with the records before it; writable once cut there as told, or at once where it is the last" {
     make_edits
     local r20 r21
     r20=$(rec_of 20)
@@ -509,12 +520,12 @@ damaged_mount() { # GOOD CUT WHY
     for off in $((r21 - 10)) $((r20 + 9)) $((r21 - 3)); do
         cp "$S/good.journal" "$J"
         flip_byte "$J" "$off"
-        damaged_mount 19 "$r20" "checksum mismatch"
+        damaged_mount 19 "$r20" "checksum mismatch" intact
     done
-    # The first record, and the very last byte of the last one.
+    # The first record, and the very last byte of the last one (a crash's tail).
     cp "$S/good.journal" "$J"
     flip_byte "$J" 40
-    damaged_mount 0 32 "checksum mismatch"
+    damaged_mount 0 32 "checksum mismatch" intact
     cp "$S/good.journal" "$J"
     flip_byte "$J" $(($(stat -c %s "$J") - 1))
     damaged_mount 29 "$(rec_of 30)" "checksum mismatch"
@@ -541,7 +552,7 @@ damaged_mount() { # GOOD CUT WHY
     damaged_mount 30 "$size" "torn record (zero-filled tail)"
 }
 
-@test "a journal record with a bogus length: mounts, drops it and what follows" {
+@test "a journal record with a bogus length: the records after it are found, so it is damage: read-only, or writable once cut" {
     make_edits
     local r10 size
     r10=$(rec_of 10)
@@ -551,8 +562,8 @@ damaged_mount() { # GOOD CUT WHY
         put_u32 "$J" "$r10" "$len"
         local why="checksum mismatch"
         [ "$len" -gt 67108864 ] && why="impossible record length"
-        [ "$len" -le 67108864 ] && [ $((r10 + 24 + len)) -gt "$size" ] && why="torn record"
-        damaged_mount 9 "$r10" "$why"
+        [ "$len" -le 67108864 ] && [ $((r10 + 24 + len)) -gt "$size" ] && why="damaged record length"
+        damaged_mount 9 "$r10" "$why" intact
     done
 }
 

@@ -193,7 +193,8 @@ mount_meta() {
     printf 'x\n' >"$S/src/sub/f"
     setfattr -n user.note -v hello "$S/src/ca01"
     setfattr -n user.d -v dir "$S/src/sub"
-    mnt "$A/k.tdc" "$M"
+    cp "$A/k.tdc" "$S/r.tdc" # written to: a copy
+    mnt "$S/r.tdc" "$M"
     rsync -aX "$S/src/" "$M/in/" # a new directory
     rsync -aX "$S/src/" "$M/"    # the mount's root
     echo edited >>"$M/in/ca02"   # a file with unsaved edits
@@ -231,7 +232,8 @@ assert sum(len(n) + 1 for n in names) <= 65536, len(names)
 }
 
 @test "fallocate moves a file's times as ext4 does, whether or not the size grows" {
-    mnt "$A/k.tdc" "$M"
+    cp "$A/k.tdc" "$S/f.tdc" # written to: a copy
+    mnt "$S/f.tdc" "$M"
     printf 'some text\n' >"$M/f"
     python3 -c '
 import os, sys, time

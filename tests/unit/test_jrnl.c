@@ -224,9 +224,11 @@ static void check_prefix(const seen *s, const rec *R, size_t k, jrnl *j, const c
 
 /* Open `path` (read-only, then writable) expecting the first k records of R, `dropped` bytes
  * of damage after them, and a file cut at R[k].start by the writable open, after which a new
- * record follows. `why` (optional) must appear in st.why. */
-static void expect_damage(const char *path, const rec *R, size_t k, uint64_t dropped,
-                          const char *why, const char *what, int writable_too)
+ * record follows. `why` (optional) must appear in st.why. Where the read-only open finds an
+ * intact record after the damage (returned), the writable open must refuse the file and
+ * leave it as it is; it is then cut there by hand, as the refusal says, and opened. */
+static uint64_t expect_damage(const char *path, const rec *R, size_t k, uint64_t dropped,
+                              const char *why, const char *what, int writable_too)
 {
     seen s;
     jrnl_stats st;
@@ -257,8 +259,23 @@ static void expect_damage(const char *path, const rec *R, size_t k, uint64_t dro
     free(before);
     free(after);
     assert_int_equal(size, n0);
-    if (!writable_too) return;
+    uint64_t intact = st.intact_at;
+    if (intact && (intact <= good || intact >= size))
+        fail_msg("%s: intact record at %llu, outside the damage", what, (unsigned long long)intact);
+    if (!writable_too) return intact;
 
+    if (intact) {
+        seen_init(&s);
+        rc = jrnl_open(path, ID1, ID2, 1, collect, &s, &st, &j);
+        if (rc != -EBADMSG || !strstr(tdc_errmsg(), "damaged, not torn"))
+            fail_msg("%s: writable open of damage before an intact record: %d %s", what, rc,
+                     tdc_errmsg());
+        seen_free(&s);
+        if (file_size(path) != size) fail_msg("%s: the refused journal was changed", what);
+        assert_int_equal(truncate(path, (off_t)good), 0);
+        dropped = 0;
+    }
+    seen_init(&s);
     rc = jrnl_open(path, ID1, ID2, 1, collect, &s, &st, &j);
     if (rc) fail_msg("%s: writable open failed: %d %s", what, rc, tdc_errmsg());
     check_prefix(&s, R, k, j, what);
@@ -290,6 +307,7 @@ static void expect_damage(const char *path, const rec *R, size_t k, uint64_t dro
     assert_int_equal(st.why[0], 0);
     jrnl_close(j);
     seen_free(&s);
+    return intact;
 }
 
 /* ---------------- crafting records by hand (the documented layout) ---------------- */
@@ -467,7 +485,13 @@ static void test_every_flip(void **state)
             put_file(Q, img, size);
             img[pos] ^= x;
             /* Writable checks on every byte of the last record, sampled elsewhere. */
-            expect_damage(Q, R, k, size - R[k].start, NULL, what, t == 0 || pos % 7 == 0);
+            uint64_t intact =
+                expect_damage(Q, R, k, size - R[k].start, NULL, what, t == 0 || pos % 7 == 0);
+            /* with the length intact, the next record is found: damage, not a torn tail */
+            if (k + 1 < n && pos >= R[k].start + 4 && intact != R[k + 1].start)
+                fail_msg("%s: intact record found at %llu, want %llu", what,
+                         (unsigned long long)intact, (unsigned long long)R[k + 1].start);
+            if (k + 1 == n && intact) fail_msg("%s: an intact record after the last", what);
             flips++;
         }
     }
@@ -534,8 +558,9 @@ static void test_bogus_lengths(void **state)
             {0xffffffffu, "impossible record length"},
             {JRNL_MAX_BODY + 1, "impossible record length"},
             {0x80000000u, "impossible record length"},
-            {(uint32_t)room + 1, "torn record"},
-            {JRNL_MAX_BODY, "torn record"},
+            /* with records after it, a length past the end is damage to the length */
+            {(uint32_t)room + 1, k + 1 < n ? "damaged record length" : "torn record"},
+            {JRNL_MAX_BODY, k + 1 < n ? "damaged record length" : "torn record"},
             {len + 1, "checksum mismatch"},
             {len ? len - 1 : 3, "checksum mismatch"},
             {0, "checksum mismatch"},
@@ -550,7 +575,9 @@ static void test_bogus_lengths(void **state)
             st32(img + R[k].start, cases[c].len);
             put_file(Q, img, size);
             memcpy(img + R[k].start, save, 4);
-            expect_damage(Q, R, k, size - R[k].start, cases[c].why, what, 1);
+            uint64_t intact = expect_damage(Q, R, k, size - R[k].start, cases[c].why, what, 1);
+            if ((k + 1 < n) != (intact != 0))
+                fail_msg("%s: intact record at %llu", what, (unsigned long long)intact);
         }
     }
     free(img);
@@ -591,9 +618,25 @@ static void test_sequence_and_type(void **state)
         seen s;
         jrnl_stats st;
         jrnl *j;
-        seen_init(&s);
-        assert_int_equal(jrnl_open(Q, ID1, 0, 1, collect, &s, &st, &j), 0);
         size_t k = cases[c].good;
+        uint64_t good = k ? ends[k - 1] : JRNL_HDR;
+        seen_init(&s);
+        if (k < 3) { /* a good record follows the bad one: damage, refused until cut */
+            if (jrnl_open(Q, ID1, 0, 1, collect, &s, &st, &j) != -EBADMSG ||
+                !strstr(tdc_errmsg(), "an intact record follows"))
+                fail_msg("case %zu: writable open: %s", c, tdc_errmsg());
+            assert_int_equal(file_size(Q), b.n);
+            seen_free(&s);
+            seen_init(&s);
+            assert_int_equal(jrnl_open(Q, ID1, 0, 0, collect, &s, &st, &j), 0);
+            assert_true(st.intact_at > good);
+            jrnl_close(j);
+            seen_free(&s);
+            seen_init(&s);
+            assert_int_equal(truncate(Q, (off_t)good), 0);
+            b.n = good;
+        }
+        assert_int_equal(jrnl_open(Q, ID1, 0, 1, collect, &s, &st, &j), 0);
         if (s.n != k) fail_msg("case %zu: %zu records, want %zu", c, s.n, k);
         for (size_t i = 0; i < k; i++) {
             assert_int_equal(s.r[i].type, cases[c].type[i]);
@@ -601,9 +644,8 @@ static void test_sequence_and_type(void **state)
             assert_int_equal(s.r[i].len, strlen(bodies[i]));
             assert_memory_equal(s.r[i].body, bodies[i], s.r[i].len);
         }
-        uint64_t good = k ? ends[k - 1] : JRNL_HDR;
         assert_int_equal(st.dropped, b.n - good);
-        if (cases[c].why && !strstr(st.why, cases[c].why))
+        if (cases[c].why && b.n > good && !strstr(st.why, cases[c].why))
             fail_msg("case %zu: why \"%s\", want \"%s\"", c, st.why, cases[c].why);
         assert_int_equal(file_size(Q), good);
         /* The next record takes the next sequence number. */
