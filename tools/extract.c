@@ -302,7 +302,7 @@ static int restore_meta(const char *path, const arc_entry *e)
             errno != EPERM)
             return tdc_error(-errno, "%s: set %s: %s", path, name, strerror(errno));
     }
-    struct timespec ts[2] = {{e->mtime_sec, e->mtime_nsec}, {e->mtime_sec, e->mtime_nsec}};
+    struct timespec ts[2] = {{e->atime_sec, e->atime_nsec}, {e->mtime_sec, e->mtime_nsec}};
     if (geteuid() == 0 && lchown(path, e->uid, e->gid) < 0)
         return tdc_error(-errno, "%s: chown: %s", path, strerror(errno));
     if (e->type != ARC_LNK && chmod(path, e->mode) < 0)

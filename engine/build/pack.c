@@ -352,6 +352,11 @@ static int add_entry(packer *p, const char *path, const struct stat *sb, uint8_t
     e->gid = sb->st_gid;
     e->mtime_sec = sb->st_mtim.tv_sec;
     e->mtime_nsec = (uint32_t)sb->st_mtim.tv_nsec;
+    /* The tree's modification time as all three, as squashfs keeps them: the source's
+     * access times are what pack's own reads make them, and a new archive's files change
+     * nothing yet. */
+    e->atime_sec = e->ctime_sec = e->mtime_sec;
+    e->atime_nsec = e->ctime_nsec = e->mtime_nsec;
     /* Directories keep their on-disk size so a mount shows the same st_size. */
     e->size = type == ARC_LNK ? 0 : (uint64_t)sb->st_size;
     return 0;

@@ -264,6 +264,29 @@ int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
     for (uint32_t k = 0; k < e->nxattrs; k++)
         if (enc_str(b, e->xattrs[k].name) || buf_put_str(b, e->xattrs[k].val, e->xattrs[k].len))
             return -ENOMEM;
+    /* version 5: the change and access times, each as its difference from mtime (0 0 where
+     * they are equal, which costs nothing once compressed) */
+    const int64_t d[4] = {e->ctime_sec - e->mtime_sec, (int64_t)e->ctime_nsec - e->mtime_nsec,
+                          e->atime_sec - e->mtime_sec, (int64_t)e->atime_nsec - e->mtime_nsec};
+    for (int k = 0; k < 4; k++)
+        if (buf_put_varint(b, (uint64_t)d[k] << 1 ^ (uint64_t)(d[k] >> 63))) return -ENOMEM;
+    return 0;
+}
+
+/* ctime and atime of e from the differences z a row holds (arc_entry_encode; zeros before
+ * version 5: mtime's); -1 when a result is out of range. */
+static int times_from(const uint64_t z[4], arc_entry *e)
+{
+    int64_t d[4];
+    for (int k = 0; k < 4; k++)
+        d[k] = (int64_t)(z[k] >> 1) ^ -(int64_t)(z[k] & 1);
+    int64_t cn = (int64_t)e->mtime_nsec + d[1], an = (int64_t)e->mtime_nsec + d[3];
+    if (cn < 0 || cn >= 1000000000 || an < 0 || an >= 1000000000) return -1;
+    /* seconds wrap as the writer's differences did */
+    e->ctime_sec = (int64_t)((uint64_t)e->mtime_sec + (uint64_t)d[0]);
+    e->atime_sec = (int64_t)((uint64_t)e->mtime_sec + (uint64_t)d[2]);
+    e->ctime_nsec = (uint32_t)cn;
+    e->atime_nsec = (uint32_t)an;
     return 0;
 }
 
@@ -350,7 +373,7 @@ static int code_section(uint32_t type, buf *raw, int level, unsigned plain, arc_
     int front = 0, cols = 0, rc = 0;
     if (type == ARC_SEC_DICT && !(plain & ARC_PLAIN_DICT)) rc = dict_layout(raw, &fc, &front);
     if (type == ARC_SEC_FILES && !(plain & ARC_PLAIN_FILES)) {
-        rc = ftcols_encode(raw->p, raw->n, &fc);
+        rc = ftcols_encode(raw->p, raw->n, ARC_VERSION, &fc);
         if (rc == -ENOMEM) return tdc_error(rc, "out of memory coding the file table's columns");
         if (rc) return tdc_error(-EIO, "file table: cannot code its own rows in columns");
         cols = 1;
@@ -1062,6 +1085,9 @@ static int entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard, 
                 (version >= 3 && is_dev(e->type) && rd_varint(r, &e->rdev))))
         rc = -EBADMSG;
     if (!rc && version >= 2) rc = dec_xattrs(r, e);
+    uint64_t tz[4] = {0};
+    for (int k = 0; !rc && version >= 5 && k < 4; k++)
+        if (rd_varint(r, &tz[k])) rc = -EBADMSG;
     if (rc) return rc == -ENOMEM ? rc : -EPROTO; /* cut short or malformed */
     if (mode > 07777 || uid > 0xffffffffu || gid > 0xffffffffu || nsec >= 1000000000u)
         return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
@@ -1072,6 +1098,8 @@ static int entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard, 
     e->gid = (uint32_t)gid;
     e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
     e->mtime_nsec = (uint32_t)nsec;
+    if (times_from(tz, e))
+        return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
     return 0;
 }
 
@@ -1213,7 +1241,8 @@ static int check_entry(const arc *a, uint32_t i, dir_stack *st)
     const arc_entry *e = &a->ents[i];
     if (!arc_mode_of_type(e->type))
         return tdc_error(-EBADMSG, "file table: '%s' has unknown type %u", e->path, e->type);
-    if (e->mode > 07777 || e->mtime_nsec >= 1000000000u)
+    if (e->mode > 07777 || e->mtime_nsec >= 1000000000u || e->ctime_nsec >= 1000000000u ||
+        e->atime_nsec >= 1000000000u)
         return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);
     if (i == 0)
         return e->path[0] || e->type != ARC_DIR
@@ -1361,14 +1390,14 @@ static int unzstd_layout(const unsigned char *z, const arc_secinfo *s, const cha
 }
 
 /* A file table's frame of columns, back to its rows in *out (s->raw bytes). */
-static int uncols(const unsigned char *z, const arc_secinfo *s, const char *name,
+static int uncols(const unsigned char *z, const arc_secinfo *s, const char *name, uint32_t version,
                   unsigned char **out)
 {
     unsigned char *cols;
     uint64_t n;
     int rc = unzstd_layout(z, s, name, 256, &cols, &n);
     if (rc) return rc;
-    rc = ftcols_decode(cols, n, s->raw, out);
+    rc = ftcols_decode(cols, n, s->raw, version, out);
     free(cols);
     return rc;
 }
@@ -1393,8 +1422,8 @@ static int read_stored(int fd, const char *path, const arc_secinfo *s, unsigned 
 
 /* Read, verify and expand one section into a fresh buffer of *n bytes: its raw bytes, or for
  * a front-coded dictionary with `front` set, the front coding (dict_front_load's input). */
-static int read_section(int fd, const char *path, const arc_secinfo *s, int front,
-                        unsigned char **out, uint64_t *n)
+static int read_section(const arc *a, const arc_secinfo *s, int front, unsigned char **out,
+                        uint64_t *n)
 {
     const char *name = arc_section_name(s->type);
     unsigned char *st = NULL, *raw = NULL;
@@ -1404,14 +1433,14 @@ static int read_section(int fd, const char *path, const arc_secinfo *s, int fron
     if (s->raw > RAW_MAX || (stored_raw && s->raw != s->stored))
         return tdc_error(-EBADMSG, "section %s: declared size %llu is impossible", name,
                          (unsigned long long)s->raw);
-    if ((rc = read_stored(fd, path, s, &st))) return rc;
+    if ((rc = read_stored(a->fd, a->path, s, &st))) return rc;
     *n = s->raw;
     if (stored_raw) {
         *out = st;
         return 0;
     }
     if (s->codec == CODEC_ZSTD_COLS) {
-        rc = uncols(st, s, name, &raw);
+        rc = uncols(st, s, name, a->version, &raw);
     } else if (s->codec != CODEC_ZSTD_FRONT) {
         rc = unzstd(st, s->stored, s->raw, name, &raw);
     } else if (!(rc = unzstd_layout(st, s, name, 16, &raw, n)) && !front) {
@@ -1433,10 +1462,10 @@ fail:
 }
 
 /* Read, verify and expand one section into a fresh buffer of its raw bytes. */
-static int load_section(int fd, const char *path, const arc_secinfo *s, unsigned char **out)
+static int load_section(const arc *a, const arc_secinfo *s, unsigned char **out)
 {
     uint64_t n;
-    return read_section(fd, path, s, 0, out, &n);
+    return read_section(a, s, 0, out, &n);
 }
 
 int arc_long_words(const arc *a)
@@ -1465,7 +1494,7 @@ static uint8_t shard_long_words(const arc *a, uint32_t k)
         int front = s->codec == CODEC_ZSTD_FRONT;
         unsigned char *raw = NULL;
         uint64_t n;
-        rc = read_section(a->fd, a->path, s, front, &raw, &n);
+        rc = read_section(a, s, front, &raw, &n);
         if (!rc) rc = front ? dict_front_load(raw, n, s->raw, &d) : dict_decode(raw, n, &d);
         free(raw);
     }
@@ -1506,7 +1535,7 @@ int arc_shard_text(const arc *a, uint32_t k)
 int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
 {
     if (i >= a->nsecs || !a->path) return tdc_error(-EINVAL, "no section %u", i);
-    return load_section(a->fd, a->path, &a->secs[i], out);
+    return load_section(a, &a->secs[i], out);
 }
 
 /* Every regular file's run lies inside the archive's root of `root_syms` symbols. */
@@ -1680,14 +1709,14 @@ static int load_tables(arc *a)
     int rc = 0;
     uint32_t files = a->version >= 4 ? a->nsecs - 2 : 3;
     if (a->version >= 4) {
-        rc = load_section(a->fd, a->path, &a->secs[a->nsecs - 1], &p);
+        rc = load_section(a, &a->secs[a->nsecs - 1], &p);
         if (!rc) rc = dec_shards(a, p, a->secs[a->nsecs - 1].raw);
         free(p);
         p = NULL;
     } else {
         a->shards[0].root_syms = UINT64_MAX >> 8; /* known once loaded */
     }
-    if (!rc) rc = load_section(a->fd, a->path, &a->secs[files], &p);
+    if (!rc) rc = load_section(a, &a->secs[files], &p);
     if (!rc) rc = dec_files(a, p, a->secs[files].raw, a->version);
     free(p);
     if (!rc && a->version >= 4) rc = check_runs(a, total_root(a));
@@ -1861,7 +1890,7 @@ static int dict_load(side_job *j)
     int front = s->codec == CODEC_ZSTD_FRONT;
     unsigned char *raw = NULL;
     uint64_t n;
-    int rc = read_section(a->fd, a->path, s, front, &raw, &n);
+    int rc = read_section(a, s, front, &raw, &n);
     if (rc) return rc;
     uint32_t nt; /* both layouts start with the count */
     if (front && j->kinded && !dict_front_words(raw, n, &j->words_own, &nt))
@@ -1877,7 +1906,7 @@ static int dict_load(side_job *j)
 static int root_load(side_job *j)
 {
     unsigned char *raw = NULL;
-    int rc = load_section(j->a->fd, j->a->path, &j->secs[2], &raw);
+    int rc = load_section(j->a, &j->secs[2], &raw);
     const syms_kinds *k = !rc && j->kinded ? kinds_wait(j) : NULL;
     if (!rc && (k || !j->kinded)) /* else the rules failed */
         rc = syms_dec_root(j->g, k, raw, j->secs[2].raw);
@@ -1926,7 +1955,7 @@ static int side_wait(side_job *j, uint32_t *ntokens)
 static int load_rules(side_job *j, syms_kinds **k)
 {
     unsigned char *rules = NULL;
-    int rc = load_section(j->a->fd, j->a->path, &j->secs[1], &rules);
+    int rc = load_section(j->a, &j->secs[1], &rules);
     if (!rc && !side_wait(j, &j->g->ntokens))
         rc = syms_dec_rules(j->g, j->kinded ? j->words : NULL, rules, j->secs[1].raw, k,
                             j->kinded ? kinds_known : NULL, j);
@@ -1942,7 +1971,7 @@ static int load_text(const arc *a, uint32_t k, dict **d, gram *g)
     const arc_secinfo *dsec = &a->secs[sh->sec];
     unsigned char *raw = NULL;
     *d = NULL;
-    int rc = load_section(a->fd, a->path, dsec, &raw);
+    int rc = load_section(a, dsec, &raw);
     if (!rc)
         rc = textshard_grammar(raw, dsec->raw, dsec->codec == CODEC_ZSTD_BARE, sh->root_syms,
                                sh->ntokens, d, g, NULL);
@@ -2402,7 +2431,7 @@ static int run_cmp(const void *a, const void *b, void *ctx)
 static int text_payload(const arc *meta, const arc_secinfo *s, int lazy, arc_text *t)
 {
     if (!lazy || s->raw < TEXT_LAZY_MIN || s->raw > RAW_MAX)
-        return load_section(meta->fd, meta->path, s, &t->payload);
+        return load_section(meta, s, &t->payload);
     unsigned char *st;
     int rc = read_stored(meta->fd, meta->path, s, &st);
     if (rc) return rc;

@@ -20,7 +20,7 @@
  * journal binds to; version 3 added FIFOs, sockets and devices (with their rdev) and hard
  * links of any non-directory type; version 4 cut the grammar into shards (below). Versions
  * 1 to 3 are still read, as one shard (v1: inode = entry index + 1). */
-#define ARC_VERSION 4
+#define ARC_VERSION 5
 
 enum arc_type {
     ARC_REG = 1,
@@ -68,6 +68,10 @@ typedef struct arc_entry {
     int64_t mtime_sec;
     uint32_t mtime_nsec;
     uint32_t nxattrs; /* of xattrs, below (here, where it fills what would be padding) */
+    /* Access and change times (version 5; before it, and as pack writes them, the
+     * modification time): a compaction keeps what the mount showed. */
+    int64_t atime_sec, ctime_sec;
+    uint32_t atime_nsec, ctime_nsec;
     uint64_t size; /* bytes of content; a directory's st_size; a symlink's target length;
                       0 for FIFOs, sockets and devices */
     uint64_t rdev; /* device number of ARC_CHR and ARC_BLK entries (as st_rdev), else 0 */

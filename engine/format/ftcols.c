@@ -66,8 +66,9 @@ static void state_after(state *s, unsigned type, uint64_t shard, uint64_t start,
     }
 }
 
-/* The tail of a row that goes to C_EXTRA whole: rdev for a device, the xattrs. */
-static int skip_extra(rd *r, unsigned type)
+/* The tail of a row that goes to C_EXTRA whole: rdev for a device, the xattrs, and from
+ * version 5 the four differences of the change and access times from mtime. */
+static int skip_extra(rd *r, unsigned type, uint32_t version)
 {
     uint64_t x, nx, len;
     const unsigned char *p;
@@ -77,11 +78,14 @@ static int skip_extra(rd *r, unsigned type)
         if (rd_varint(r, &len) || rd_bytes(r, len, &p) || rd_varint(r, &len) ||
             rd_bytes(r, len, &p))
             return -1;
+    for (int k = 0; version >= 5 && k < 4; k++)
+        if (rd_varint(r, &x)) return -1;
     return 0;
 }
 
 /* One row's fields into the columns; -EBADMSG when it does not parse. */
-static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint64_t *prev_n)
+static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint64_t *prev_n,
+                      uint32_t version)
 {
     uint64_t n, mode, uid, gid, zz, nsec, size, shard, start, len, ino;
     const unsigned char *path, *t, *hash, *link, *extra;
@@ -93,7 +97,7 @@ static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint6
     uint64_t ln;
     if (rd_varint(r, &ln) || rd_bytes(r, ln, &link) || rd_varint(r, &ino)) return -EBADMSG;
     extra = r->p;
-    if (skip_extra(r, *t)) return -EBADMSG;
+    if (skip_extra(r, *t, version)) return -EBADMSG;
     uint64_t pre = 0;
     while (pre < n && pre < *prev_n && path[pre] == (*prev)[pre])
         pre++;
@@ -132,7 +136,7 @@ static int put_header(buf *b, uint64_t id, uint64_t prev, uint64_t next, uint64_
                : 0;
 }
 
-int ftcols_encode(const unsigned char *p, size_t n, buf *out)
+int ftcols_encode(const unsigned char *p, size_t n, uint32_t version, buf *out)
 {
     rd r = {p, p + n};
     uint64_t id, prev_id, next, count;
@@ -144,7 +148,7 @@ int ftcols_encode(const unsigned char *p, size_t n, buf *out)
     uint64_t prev_n = 0;
     int rc = 0;
     for (uint64_t i = 0; i < count && !rc; i++)
-        rc = encode_row(&r, c, &s, &prev, &prev_n);
+        rc = encode_row(&r, c, &s, &prev, &prev_n, version);
     if (rc == -EBADMSG || (!rc && r.p != r.end))
         rc = tdc_error(-EBADMSG, "file table: rows that cannot be coded in columns");
     if (!rc) rc = put_header(out, id, prev_id, next, count);
@@ -158,7 +162,7 @@ int ftcols_encode(const unsigned char *p, size_t n, buf *out)
 }
 
 /* Put one row back from the columns at c; -1 when they do not hold one, -ENOMEM. */
-static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n)
+static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n, uint32_t version)
 {
     uint64_t pre, n, mode, uid, gid, dm, nsec, size, dsh, dst, len, ln, dino;
     const unsigned char *suf, *t, *hash, *link, *extra;
@@ -173,7 +177,7 @@ static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n
         rd_varint(&c[C_INO], &dino))
         return -1;
     extra = c[C_EXTRA].p;
-    if (skip_extra(&c[C_EXTRA], *t)) return -1;
+    if (skip_extra(&c[C_EXTRA], *t, version)) return -1;
     size_t nextra = (size_t)(c[C_EXTRA].p - extra);
     uint64_t mtime = s->mtime + unzig(dm), shard = s->shard + unzig(dsh);
     uint64_t start = start_guess(s, *t, shard) + unzig(dst), ino = s->ino + 1 + unzig(dino);
@@ -199,7 +203,8 @@ static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n
     return 0;
 }
 
-int ftcols_decode(const unsigned char *p, size_t n, uint64_t want, unsigned char **out)
+int ftcols_decode(const unsigned char *p, size_t n, uint64_t want, uint32_t version,
+                  unsigned char **out)
 {
     *out = NULL;
     rd r = {p, p + n};
@@ -229,7 +234,7 @@ int ftcols_decode(const unsigned char *p, size_t n, uint64_t want, unsigned char
     int rc = buf_reserve(&o, want < ROWS_PER_COL_BYTE * n ? want : ROWS_PER_COL_BYTE * n);
     if (!rc) rc = put_header(&o, id, prev_id, next, count);
     for (uint64_t i = 0; i < count && !rc && o.n <= want; i++)
-        rc = decode_row(c, &o, &s, &prev_at, &prev_n);
+        rc = decode_row(c, &o, &s, &prev_at, &prev_n, version);
     for (int k = 0; k < NCOLS && !rc; k++)
         if (c[k].p != c[k].end) rc = -1;
     if (rc == -ENOMEM) {

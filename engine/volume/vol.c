@@ -644,8 +644,9 @@ static vnode *entry_node(vol *v, uint32_t i, uint64_t parent, uint32_t nkids, si
     n->uid = e->uid;
     n->gid = e->gid;
     n->nlink = 1;
-    n->atime.tv_sec = n->mtime.tv_sec = n->ctime.tv_sec = (time_t)e->mtime_sec;
-    n->atime.tv_nsec = n->mtime.tv_nsec = n->ctime.tv_nsec = e->mtime_nsec;
+    n->mtime = (struct timespec){(time_t)e->mtime_sec, e->mtime_nsec};
+    n->atime = (struct timespec){(time_t)e->atime_sec, e->atime_nsec};
+    n->ctime = (struct timespec){(time_t)e->ctime_sec, e->ctime_nsec};
     n->size = e->size;
     n->ent = i;
     n->parent = parent;

@@ -175,6 +175,10 @@ static int add_tree(cctx *c, const vnode *n, char *path, uint32_t *first)
     e->gid = n->gid;
     e->mtime_sec = n->mtime.tv_sec;
     e->mtime_nsec = (uint32_t)n->mtime.tv_nsec;
+    e->atime_sec = n->atime.tv_sec;
+    e->atime_nsec = (uint32_t)n->atime.tv_nsec;
+    e->ctime_sec = n->ctime.tv_sec;
+    e->ctime_nsec = (uint32_t)n->ctime.tv_nsec;
     e->size = n->size;
     e->ino = n->ino;
     c->ino[i] = n->ino;

@@ -220,7 +220,7 @@ old_mounted() { # V
 old_compacted() {
     umnt "$A"
     "$TADOC" compact --force "$A"
-    [ "$(version_of "$A")" = 4 ]
+    [ "$(version_of "$A")" = 5 ]
     "$TESTBIN/voldump" "$A" >"$S/after" 2>/dev/null
     diff "$S/before" "$S/after"
 }
@@ -236,6 +236,14 @@ old_compacted() {
     [ "$(stat -c %h "$M/d/hard2")" = 2 ]
     [ "$(stat -c %h "$M/d/s2")" = 2 ]
     [ -p "$M/d/fifo" ]
+    old_compacted
+}
+
+@test "a version 4 archive (made by the release before access and change times) opens, mounts, and compacts to the current version unchanged" {
+    old_mounted 4
+    [ "$(stat -c %h "$M/d/hard2")" = 2 ]
+    [ -p "$M/d/fifo" ]
+    [ "$(readlink "$M/d/sym")" = ../hard ]
     old_compacted
 }
 

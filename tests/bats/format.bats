@@ -91,8 +91,8 @@ agree() { # ARCHIVE
     done
 }
 
-@test "format: a compacted version 4 archive of every inode type reads the same from FORMAT.md" {
-    [ "$(od -An -tu4 -j8 -N4 "$BATS_FILE_TMPDIR/c.tdc" | tr -d ' ')" = 4 ]
+@test "format: a compacted version 5 archive of every inode type reads the same from FORMAT.md" {
+    [ "$(od -An -tu4 -j8 -N4 "$BATS_FILE_TMPDIR/c.tdc" | tr -d ' ')" = 5 ]
     [ ! -s "$BATS_FILE_TMPDIR/c.tdc.journal" ] || [ "$(stat -c %s "$BATS_FILE_TMPDIR/c.tdc.journal")" = 32 ]
     agree "$BATS_FILE_TMPDIR/c.tdc"
     # the listing holds what it should: devices with rdev, hard links, xattrs, a FIFO
@@ -152,9 +152,9 @@ agree() { # ARCHIVE
     diff "$S/c" "$S/py"
 }
 
-@test "format: a version 4 archive of three shards, a file running across both cuts, reads the same" {
+@test "format: a version 5 archive of three shards, a file running across both cuts, reads the same" {
     TDC_SHARD_KEEP="$S/sh.tdc" "$TESTBIN/test_shard" >/dev/null 2>&1
-    [ "$(od -An -tu4 -j8 -N4 "$S/sh.tdc" | tr -d ' ')" = 4 ]
+    [ "$(od -An -tu4 -j8 -N4 "$S/sh.tdc" | tr -d ' ')" = 5 ]
     [ "$(od -An -tu4 -j24 -N4 "$S/sh.tdc" | tr -d ' ')" = 11 ] # 3 * 3 + 2 sections
     "$TADOC" stat "$S/sh.tdc" | grep -qE '^shards +3$'
     agree "$S/sh.tdc"
@@ -218,6 +218,51 @@ EOF
     for an in wordcount seqcount; do
         cmp <("$TADOC" $an "$S/lie.tdc") <("$TADOC" $an "$S/some.tdc")
     done
+}
+
+# "path<TAB>atime<TAB>mtime<TAB>ctime" of every name under DIR (the root as "."), sorted.
+stat_times() {
+    python3 -c '
+import os, sys
+m = sys.argv[1]
+def line(p, rel):
+    st = os.lstat(p)
+    print("\t".join([rel] + ["%d.%09d" % divmod(t, 10**9)
+                             for t in (st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns)]))
+line(m, ".")
+for d, dirs, names in os.walk(m):
+    for f in dirs + names:
+        line(os.path.join(d, f), os.path.relpath(os.path.join(d, f), m))' "$1" | LC_ALL=C sort
+}
+
+@test "format: access and change times (version 5) survive a compaction and a new mount, as FORMAT.md lays them out" {
+    local t=$S/tm M=$S/tm.m
+    mkdir -p "$t/d" "$M"
+    printf 'a\n' >"$t/f"
+    printf 'b\n' >"$t/d/g"
+    ln -s f "$t/l"
+    mkfifo "$t/p"
+    touch -h -d 2001-01-01 "$t/f" "$t/d/g" "$t/l" "$t/p" "$t/d" "$t"
+    "$TADOC" pack -q "$t" -o "$S/tm.tdc"
+    [ "$(od -An -tu4 -j8 -N4 "$S/tm.tdc" | tr -d ' ')" = 5 ]
+    # pack writes the modification time as all three
+    python3 "$READFMT" times "$S/tm.tdc" | awk -F'\t' '$2 != $3 || $3 != $4 { print; bad = 1 } END { exit bad }'
+    "$TADOCFS" "$S/tm.tdc" "$M" 3>&-
+    printf 'more\n' >>"$M/f"                   # mtime and ctime
+    touch -a -d 2010-05-05T01:02:03.123456789 "$M/d/g" # atime (and ctime)
+    chmod 600 "$M/p"                           # ctime alone
+    touch -h -m -d 2002-02-02 "$M/l"           # a symlink's mtime
+    stat_times "$M" >"$S/before"
+    setfattr -n user.tadoc.compact -v 1 "$M"
+    umnt "$S/tm.tdc" "$M"
+    # the archive holds them (read from FORMAT.md alone), and a new mount shows them
+    diff "$S/before" <(python3 "$READFMT" times "$S/tm.tdc" | LC_ALL=C sort)
+    "$TADOCFS" -o ro "$S/tm.tdc" "$M" 3>&-
+    diff "$S/before" <(stat_times "$M")
+    umnt "$S/tm.tdc" "$M"
+    [ "$(awk -F'\t' '$1 == "d/g" { print $2 }' "$S/before")" = 1273021323.123456789 ]
+    "$TADOC" unpack "$S/tm.tdc" "$S/tm.out"
+    [ "$(stat -c %X "$S/tm.out/d/g")" = 1273021323 ]
 }
 
 @test "format: the journal's records replay to the same tree, every record type present" {

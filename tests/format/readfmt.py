@@ -12,6 +12,8 @@ usage: readfmt.py tree ARCHIVE     the tree the archive plus its journal shows
        readfmt.py cat ARCHIVE PATH the content of a regular file, as `tadoc cat` writes it
        readfmt.py records ARCHIVE  each journal record that replays: seq, type, body length,
                                    then the record's fields
+       readfmt.py times ARCHIVE    "path<TAB>atime<TAB>mtime<TAB>ctime" (SEC.NSEC) of every
+                                   entry of the file table (the root as "."), in its order
        readfmt.py long ARCHIVE     "header H, shards S": what the header's flags record of
                                    words of 1024 bytes or more (yes, no, unrecorded) and
                                    whether a shard's dictionary holds such a word (yes, no)
@@ -126,8 +128,8 @@ def unzig(z):
     return z >> 1 ^ (M64 if z & 1 else 0)
 
 
-def uncols(data, size):
-    # codec 5, a version 4 file table only: a zstd frame of its columns, back to the rows of
+def uncols(data, size, version):
+    # codec 5, a file table of version 4 on only: a zstd frame of its columns, back to the rows of
     # `size` bytes. Header as the rows have it (id, prev_id, next_ino, count), the byte length
     # of each of the 15 columns, then the columns; entry by entry, each field is read from its
     # column and written as the row has it.
@@ -167,6 +169,9 @@ def uncols(data, size):
         for _ in range(extra_c.varint()):
             extra_c.string()
             extra_c.string()
+        if version >= 5:  # the change and access times
+            for _ in range(4):
+                extra_c.varint()
         extra = extra_c.b[x0:extra_c.p]
         if typ == REG and rlen:
             end, end_shard = (start + rlen) & M64, shard
@@ -281,7 +286,7 @@ def read_archive(path):
     if xxh3(hdr[:32]) != u64(hdr, 32):
         raise Bad("header checksum mismatch")
     version, toff, nsec = u32(hdr, 8), u64(hdr, 16), u32(hdr, 24)
-    if not 1 <= version <= 4:
+    if not 1 <= version <= 5:
         raise Bad("unsupported version %d" % version)
     tlen = nsec * 40 + 8
     if nsec < 4 or toff < 40 or toff + tlen != len(data):
@@ -336,7 +341,7 @@ def read_archive(path):
             raise Bad("section %d: checksum mismatch" % i)
         secs[i] = body if codec in (0, 3) or empty else \
             unzstd(body, raw) if codec in (1, 4, 6, 7) else \
-            unfront(body, raw) if codec == 2 else uncols(body, raw)
+            unfront(body, raw) if codec == 2 else uncols(body, raw, version)
     a = {"version": version, "flags": u32(hdr, 12)}
     if version >= 4:
         shards = read_shards(secs[nsec - 1], nshards)
@@ -686,6 +691,11 @@ def read_files(a, sec, version, tab, tlen, shards=None):
                     raise Bad("file table: xattrs empty or out of order")
                 names.append(name)
                 e["xattrs"][name] = value
+        # version 5: ctime and atime as differences from mtime (seconds, nanoseconds); before
+        # it, and where they are 0, mtime's
+        d = [r.zigzag() for _ in range(4)] if version >= 5 else [0, 0, 0, 0]
+        e["ctime"] = (e["mtime"] + d[0], e["nsec"] + d[1])
+        e["atime"] = (e["mtime"] + d[2], e["nsec"] + d[3])
         if shards is not None:
             # root_start counts from the shard's root; the run may go on through the
             # following shards' roots: from here on, positions in the archive root
@@ -700,6 +710,7 @@ def read_files(a, sec, version, tab, tlen, shards=None):
     by_path = {}
     for i, e in enumerate(ents):
         if e["mode"] > 0o7777 or e["uid"] >= 1 << 32 or e["gid"] >= 1 << 32 \
+                or not all(0 <= t[1] < 10**9 for t in (e["ctime"], e["atime"])) \
                 or e["nsec"] >= 10**9:
             raise Bad("bad mode, owner or time")
         if e["type"] not in TYPE_BITS or (version < 3 and e["type"] > LNK):
@@ -1078,6 +1089,11 @@ def run(cmd, path, argv, out):
         ino = [e["ino"] for e in a["ents"] if e["path"] == argv[3].encode()][0]
         out.flush()
         sys.stdout.buffer.write(contents(a)[ino])
+    elif cmd == "times":
+        for e in a["ents"]:
+            out.write("%s\t%d.%09d\t%d.%09d\t%d.%09d\n" % (
+                e["path"].decode("utf-8", "surrogateescape") or ".", *e["atime"], e["mtime"],
+                e["nsec"], *e["ctime"]))
     elif cmd == "long":
         f = a["flags"]
         held = any(len(t) == 1024 and is_word_byte(t[0]) for g in a["shards"] for t in g["toks"])
@@ -1109,7 +1125,7 @@ def run_each(cmd, paths):
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("tree", "archive", "ls", "cat", "records", "long", "each"):
+    if len(argv) < 3 or argv[1] not in ("tree", "archive", "ls", "cat", "records", "long", "times", "each"):
         sys.stderr.write(__doc__)
         return 2
     if argv[1] == "each":

@@ -578,6 +578,8 @@ static void entry_cases(const char *basepath)
         {"ent-type.tdc", "has unknown type 9", 3},
         {"ent-mode.tdc", "has bad mode, owner or time", 3},
         {"ent-nsec.tdc", "has bad mode, owner or time", 3},
+        {"ent-ctime-nsec.tdc", "has bad mode, owner or time", 3},
+        {"ent-atime-nsec.tdc", "has bad mode, owner or time", 3},
         {"ent-root-range.tdc", "has a bad root range", 3},
         {"ent-dir-range.tdc", "has a bad root range", 3},
         {"ent-size.tdc", "records", 3},
@@ -614,6 +616,8 @@ static void entry_cases(const char *basepath)
         if (!strcmp(n, "ent-type.tdc")) E[ib].type = 9;
         if (!strcmp(n, "ent-mode.tdc")) E[ib].mode = 010644;
         if (!strcmp(n, "ent-nsec.tdc")) E[ib].mtime_nsec = 1000000000u;
+        if (!strcmp(n, "ent-ctime-nsec.tdc")) E[ib].ctime_nsec = 1000000000u;
+        if (!strcmp(n, "ent-atime-nsec.tdc")) E[ib].atime_nsec = 1000000000u;
         if (!strcmp(n, "ent-root-range.tdc")) E[ib].root_len = a->g.root.n + 5;
         if (!strcmp(n, "ent-dir-range.tdc")) E[id].root_len = 1;
         if (!strcmp(n, "ent-size.tdc")) E[ib].size += 1;

@@ -73,13 +73,13 @@ static void test_roundtrip(void **state)
     for (int round = 0; round < 200; round++) {
         random_rows(&seed, round == 0 ? 1 : (int)(tu_rand(&seed) % 300) + 1, &rows);
         cols.n = 0;
-        assert_int_equal(ftcols_encode(rows.p, rows.n, &cols), 0);
+        assert_int_equal(ftcols_encode(rows.p, rows.n, ARC_VERSION, &cols), 0);
         unsigned char *back;
-        assert_int_equal(ftcols_decode(cols.p, cols.n, rows.n, &back), 0);
+        assert_int_equal(ftcols_decode(cols.p, cols.n, rows.n, ARC_VERSION, &back), 0);
         assert_memory_equal(back, rows.p, rows.n);
         free(back);
         /* the declared size must match exactly */
-        assert_int_equal(ftcols_decode(cols.p, cols.n, rows.n + 1, &back), -EBADMSG);
+        assert_int_equal(ftcols_decode(cols.p, cols.n, rows.n + 1, ARC_VERSION, &back), -EBADMSG);
         assert_null(back);
     }
     buf_free(&rows);
@@ -95,23 +95,23 @@ static void test_rejects(void **state)
     uint64_t seed = 11;
     buf rows = {0}, cols = {0};
     random_rows(&seed, 40, &rows);
-    assert_int_equal(ftcols_encode(rows.p, rows.n, &cols), 0);
+    assert_int_equal(ftcols_encode(rows.p, rows.n, ARC_VERSION, &cols), 0);
     unsigned char *back;
     for (size_t n = 0; n < cols.n; n++) {
-        assert_int_equal(ftcols_decode(cols.p, n, rows.n, &back), -EBADMSG);
+        assert_int_equal(ftcols_decode(cols.p, n, rows.n, ARC_VERSION, &back), -EBADMSG);
         assert_non_null(strstr(tdc_errmsg(), "file table:"));
     }
     for (size_t i = 0; i < cols.n; i++)
         for (int bit = 0; bit < 8; bit++) {
             cols.p[i] ^= (unsigned char)(1 << bit);
-            int rc = ftcols_decode(cols.p, cols.n, rows.n, &back);
+            int rc = ftcols_decode(cols.p, cols.n, rows.n, ARC_VERSION, &back);
             assert_true(rc == 0 || rc == -EBADMSG);
             if (!rc) free(back);
             cols.p[i] ^= (unsigned char)(1 << bit);
         }
     buf junk = {0};
-    assert_int_equal(ftcols_encode(rows.p, rows.n - 1, &junk), -EBADMSG);
-    assert_int_equal(ftcols_encode(rows.p, 10, &junk), -EBADMSG);
+    assert_int_equal(ftcols_encode(rows.p, rows.n - 1, ARC_VERSION, &junk), -EBADMSG);
+    assert_int_equal(ftcols_encode(rows.p, 10, ARC_VERSION, &junk), -EBADMSG);
     buf_free(&junk);
     buf_free(&rows);
     buf_free(&cols);
