@@ -141,7 +141,7 @@ static const char usage[] =
     "                         shows it\n"
     "  -h, --help             this help;  -V, --version  version and backend\n"
     "\n"
-    "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs defaults 0 0\n"
+    "From /etc/fstab:  /data/corpus.tdc /mnt/corpus fuse.tadocfs nodev,nosuid 0 0\n"
     "Unmount with `fusermount3 -u MOUNTPOINT` or by sending the daemon SIGTERM.\n"
     "\n"
     "exit status: 0 unmounted cleanly, 1 mount or I/O failure, 2 usage error,\n"

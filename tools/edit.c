@@ -162,10 +162,11 @@ static int parse_parent(vol *v, char *path, size_t lineno, op *o)
     }
     if (!r && !(o->name = strdup(name))) r = -ENOMEM;
     if (r) fprintf(stderr, "%s: line %zu: %s: %s\n", prog, lineno, path, strerror(-r));
-    return r ? -1 : 0;
+    return r ? -2 : 0;
 }
 
-/* Parse one line into `o`; 1 for a line to skip, 0 for an op, -1 with a message. */
+/* Parse one line into `o`; 1 for a line to skip, 0 for an op, with a message -1 for a line
+ * that is not an op (a usage error) and -2 for one naming what is not there (a failure). */
 static int parse_line(vol *v, char *line, size_t lineno, op *o)
 {
     size_t n = strlen(line);
@@ -210,6 +211,7 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
     int r = vol_resolve(v, (char *)path.p, &o->ino);
     if (r) {
         fprintf(stderr, "%s: line %zu: %s: %s\n", prog, lineno, (char *)path.p, strerror(-r));
+        rc = -2;
         goto out;
     }
     if (o->kind == OP_DELETE) {
@@ -355,7 +357,7 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
         }
         int r = parse_line(v, line, lineno, &ops[nops]);
         if (r < 0) {
-            ret = EX_USAGE;
+            ret = r == -2 ? EX_FAIL : EX_USAGE;
             break;
         }
         if (r == 0) nops++;

@@ -118,6 +118,20 @@ static int drop_dashdash(int argc, char **argv)
     return argc;
 }
 
+/* For such a command: an argument before any "--" that looks like an option (--help aside),
+ * which it does not take: a usage error (exit 2) naming it, else -1 to continue. */
+static int no_options(int argc, char **argv, const char *usage)
+{
+    char msg[160];
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (argv[i][0] == '-' && argv[i][1]) {
+            snprintf(msg, sizeof msg,
+                     "%s: unknown option (use -- before a name that starts with -)", argv[i]);
+            return usage_err(usage, msg);
+        }
+    return -1;
+}
+
 /* Parse options common to every subcommand: --help prints `usage` to stdout. Returns -1 to
  * continue, or an exit code. */
 static int want_help(int argc, char **argv, const char *usage)
@@ -671,6 +685,7 @@ static int run_analytic(int argc, char **argv, int kind)
     snprintf(usage, sizeof usage, "usage: tadoc %s ARCHIVE [SCOPE]\n\n%s", ana_table[kind].name,
              ana_table[kind].doc);
     int h = want_help(argc, argv, usage);
+    if (h < 0) h = no_options(argc, argv, usage);
     if (h >= 0) return h;
     argc = drop_dashdash(argc, argv);
     if (argc != 2 && argc != 3) return usage_err(usage, "need ARCHIVE and an optional SCOPE");
@@ -877,6 +892,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
+        if (h < 0 && cmds[i].plain) h = no_options(argc - 1, argv + 1, cmds[i].usage);
         if (h >= 0) return h;
         if (cmds[i].plain) argc = drop_dashdash(argc - 1, argv + 1) + 1;
         return out_written(cmds[i].fn(argc - 1, argv + 1));

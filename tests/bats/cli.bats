@@ -23,6 +23,11 @@ teardown() { rm -rf "$S"; }
     [ "$status" -eq 2 ]
     run "$TADOC" extract a b 0x10 5
     [ "$status" -eq 2 ]
+    # an option a command does not take is a usage error, not the name of an archive
+    for c in wordcount stat verify cat; do
+        run "$TADOC" "$c" --bogus a
+        [ "$status" -eq 2 ] && [[ "$output" == *"--bogus: unknown option"* ]]
+    done
 }
 
 make_odd_tree() {

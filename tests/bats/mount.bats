@@ -603,6 +603,19 @@ refused() { # KIND
     cmp "$M/kernel/sched/core.c" "$L/kernel/sched/core.c"
     umount "$M"
     wait_unmounted "$M"
+    # the helper of type tadocfs mounts nodev and nosuid unless the options say otherwise
+    for o in ro ro,dev,suid; do
+        PATH="$(dirname "$TADOCFS"):$PATH" "$BATS_TEST_DIRNAME/../../tools/mount.tadocfs" "$A/l.tdc" "$M" -o "$o" 3>&-
+        opts=$(awk -v m="$M" '$2 == m { print $4 }' /proc/mounts)
+        umount "$M"
+        wait_unmounted "$M"
+        echo "$o: $opts"
+        if [ "$o" = ro ]; then
+            [[ ",$opts," == *,nosuid,* && ",$opts," == *,nodev,* ]]
+        else
+            [[ ",$opts," != *,nosuid,* && ",$opts," != *,nodev,* ]]
+        fi
+    done
 }
 
 @test "options: uid, gid, gpu and its read options, cache_size, journal_max, permissions" {
