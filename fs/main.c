@@ -111,6 +111,8 @@ static const char usage[] =
     "                         when its name is looked up\n"
     "  -o novirtual           no virtual files (.wordcount, .search, ...): those names are\n"
     "                         plain names, for trees that hold files of those names\n"
+    "  -o dev,suid            device nodes open and set-user-ID bits count (default:\n"
+    "                         nodev, nosuid: an archive from elsewhere grants nothing)\n"
     "  -o allow_other         let other users see the mount (needs user_allow_other)\n"
     "                         (permissions are always checked by the kernel against the\n"
     "                         files' modes: default_permissions is implied)\n"

@@ -692,8 +692,8 @@ int arc_sink_open(arc_sink *s, const char *path)
         arc_target_free(&s->to);
         return tdc_error(-ENOMEM, "out of memory writing %s", path);
     }
-    if ((s->fd = mkstemp(s->tmp)) < 0) {
-        rc = tdc_error(-errno, "%s: cannot create: %s", s->tmp, strerror(errno));
+    if ((s->fd = mkstemp(s->tmp)) < 0) { /* named as asked: the temporary name is ours */
+        rc = tdc_error(-errno, "%s: cannot create: %s", s->to.path, strerror(errno));
         free(s->tmp);
         s->tmp = NULL;
         arc_target_free(&s->to);

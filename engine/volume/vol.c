@@ -810,7 +810,10 @@ static int take_lock(const char *archive, int *fd)
     char *lp = malloc(strlen(archive) + 8);
     if (!lp) return -ENOMEM;
     sprintf(lp, "%s.lock", archive);
-    *fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* Readable by all, so a writer other than its creator can open it too (flock needs no
+     * write access); it holds nothing. */
+    *fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0 && errno == EACCES) *fd = open(lp, O_RDONLY | O_CLOEXEC);
     int locked = -1;
     for (int tries = 0; *fd >= 0 && tries < 60; tries++) {
         if ((locked = flock(*fd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
