@@ -93,6 +93,24 @@ int jrnl_rec_encode(buf *b, uint32_t type, uint64_t seq, const void *head, size_
 }
 
 /* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
+/* A new file `fd` for the journal at `path` takes its archive's read and write bits (and
+ * keeps its own owner's), and where this process may give it, the archive's owner: whoever
+ * may read the archive may read its edits, and the archive's owner may go on writing after
+ * root did. The archive is the journal's path less ".journal"; 0600 where it is not there. */
+static int take_archive_perm(int fd, const char *path)
+{
+    size_t n = strlen(path);
+    mode_t mode = 0600;
+    struct stat sb;
+    char *a = n > 8 && !strcmp(path + n - 8, ".journal") ? strndup(path, n - 8) : NULL;
+    if (a && stat(a, &sb) == 0) {
+        mode |= sb.st_mode & 0666;
+        if (geteuid() == 0 && fchown(fd, sb.st_uid, sb.st_gid) < 0) mode = 0600;
+    }
+    free(a);
+    return fchmod(fd, mode);
+}
+
 static int create_empty(const char *path, uint64_t id)
 {
     char *tmp = malloc(strlen(path) + 16);
@@ -107,7 +125,7 @@ static int create_empty(const char *path, uint64_t id)
     unsigned char h[JRNL_HDR];
     jrnl_header_encode(h, id);
     if ((rc = fio_write_all(fd, h, JRNL_HDR, tmp))) goto fail;
-    if (fsync(fd) < 0 || fchmod(fd, 0600) < 0) {
+    if (take_archive_perm(fd, path) < 0 || fsync(fd) < 0) {
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
     }
@@ -467,6 +485,8 @@ int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jr
     sprintf(n->path, "%s.next", j->path);
     n->fd = open(n->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int rc = n->fd < 0 ? tdc_error(-errno, "%s: cannot create: %s", n->path, strerror(errno)) : 0;
+    if (!rc && take_archive_perm(n->fd, j->path) < 0)
+        rc = tdc_error(-errno, "%s: %s", n->path, strerror(errno));
     unsigned char h[JRNL_HDR];
     jrnl_header_encode(h, id);
     if (!rc) rc = fio_write_all(n->fd, h, JRNL_HDR, n->path);

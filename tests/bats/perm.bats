@@ -289,3 +289,23 @@ backend_cpu_requests() {
     same_as_pipeline member "$S/m2"
     fusermount3 -u "$S/m2"
 }
+
+@test "the journal and the lock take their archive's permissions: its readers see its edits, its owner writes after root did" {
+    fusermount3 -u "$M"
+    local d=$S/own
+    mkdir "$d"
+    chmod 755 "$d"
+    cp "$BATS_FILE_TMPDIR/p.tdc" "$d/a.tdc"
+    chown 65534:65534 "$d" "$d/a.tdc"
+    chmod 644 "$d/a.tdc"
+    printf 'append\tpub/p.txt\troot was here\\n\n' | "$TADOC" apply -q "$d/a.tdc" -
+    [ "$(stat -c '%a %u' "$d/a.tdc.journal")" = "644 65534" ]
+    # another user who may read the archive reads its pending edits and verifies the journal
+    nobody "$TADOC" cat "$d/a.tdc" pub/p.txt >/dev/null
+    run nobody "$TADOC" verify "$d/a.tdc"
+    [ "$status" -eq 0 ] && [[ "$output" == *"journal: 1 records apply"* ]]
+    # the archive's owner goes on writing and compacts (the lock root left is no obstacle)
+    printf 'append\tpub/p.txt\tso was nobody\\n\n' | nobody "$TADOC" apply -q "$d/a.tdc" -
+    nobody "$TADOC" compact "$d/a.tdc" >/dev/null
+    [ "$(stat -c '%a %u' "$d/a.tdc")" = "644 65534" ]
+}
