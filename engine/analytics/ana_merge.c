@@ -1213,7 +1213,7 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
      * records its ranges parse, their output, the output's copy on the way out) */
     int paths = m->kind == ANA_TERMVECTOR;
     size_t nt = total < 65536 ? 1 : (size_t)m->nt, want = nt > 1 ? nt * 4 : 1, ns = 0;
-    uint64_t batch = m->spill_at > 8 ? m->spill_at / 8 : 1;
+    uint64_t batch = m->spill_at / 8 > ANA_MERGE_BATCH_MIN ? m->spill_at / 8 : ANA_MERGE_BATCH_MIN;
     uint64_t batches = m->fsize ? m->fsize / batch + 1 : 1;
     if (want < nt * batches) want = nt * batches;
     /* the samples' keys are copied, each followed by a tab and a NUL as line_key expects;

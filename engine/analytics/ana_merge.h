@@ -59,6 +59,13 @@ void ana_merge_free(ana_merge *m);
  * memory. Before any part is added. */
 void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at);
 
+/* The smallest pieces a merge that may spill works in, whatever its `at`: the parts the
+ * shards' analytics hand it (ana_opts.early_at) and the batches of ranges it reads its file
+ * back in. Pieces an eighth of a tiny `at` made their number, and the merge's tables of
+ * ranges by parts, grow with the output over `at` (past a GiB for 16 MB of CSV at 4K). */
+#define ANA_MERGE_PART_MIN ((uint64_t)256 << 10)
+#define ANA_MERGE_BATCH_MIN ((uint64_t)1 << 20)
+
 /* Bytes the merge has written to its spill file so far (0: it stayed in memory). */
 uint64_t ana_merge_spilled(const ana_merge *m);
 

@@ -328,6 +328,7 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
         o.early = early_part;
         o.early_arg = j.m;
         o.early_at = o.spill_at / nth / 8;
+        if (o.early_at < ANA_MERGE_PART_MIN) o.early_at = ANA_MERGE_PART_MIN;
     }
     if (!rc && (!(j.ctx = ana_ctx_new(&o)) || !(j.damage = calloc(meta->nshards, sizeof *j.damage))))
         rc = tdc_error(-ENOMEM, "out of memory");
