@@ -295,6 +295,8 @@ static int records(const arc *a, const counts *c, const uint32_t *order, uint32_
                 (ana_wrec){ana_prefix_key(wd, c->lwlen[i]), wd, (uint32_t)c->lwlen[i], (uint32_t)i};
         }
         if (ana_sort_words(l, c->nlw, 1)) goto nomem;
+        for (size_t i = 0; i < c->nlw; i++) /* the sort left keys of later bytes */
+            l[i].key = ana_prefix_key(l[i].w, l[i].n);
         size_t i = k, j = c->nlw, o = k + c->nlw;
         while (j) {
             ana_wrec y = {0};

@@ -238,7 +238,7 @@ uint64_t ana_prefix_key(const unsigned char *w, size_t n);
 int ana_wrec_cmp(const ana_wrec *a, const ana_wrec *b);
 
 /* Sort r[0..n), distinct words without NUL bytes, into byte order, on `threads` threads.
- * 0 or -ENOMEM (r unchanged then). */
+ * 0 or -ENOMEM (r unchanged then). Past 32 words the keys are left those of later bytes. */
 int ana_sort_words(ana_wrec *r, size_t n, int threads);
 
 /* A word and its count, as printed. */

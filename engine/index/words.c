@@ -20,6 +20,9 @@ struct idx_words {
     uint32_t gen;
     vec32 marked;
     pthread_mutex_t lock;
+    /* The dictionary holds a word token of TOK_CAP bytes: a word was cut, and its last piece
+     * is a token that a whole word's cannot be told from (by_text). */
+    int cut;
 };
 
 void idx_words_free(idx_words *w)
@@ -48,6 +51,7 @@ int idx_words_build(const idx *x, idx_words **out)
     pthread_mutex_init(&w->lock, NULL);
     w->x = x;
     w->a = a;
+    w->cut = dict_has_word_of(a->dict, TOK_CAP);
     w->w2r_at = calloc(nt + 1, sizeof *w->w2r_at);
     w->par_at = calloc(nr + 1, sizeof *w->par_at);
     w->stamp = calloc(nr, sizeof *w->stamp);
@@ -220,17 +224,19 @@ static int word_token(const idx_words *w, const char *word, size_t n, uint32_t *
     return dict_find(w->a->dict, (const unsigned char *)word, n, t);
 }
 
-/* 1 when the word is one the tokenizer cuts across tokens: TOK_CAP word bytes or more (a
- * word of exactly TOK_CAP bytes is one token, but so is each full piece of a longer one). */
-static int long_word(const char *word, size_t n)
+/* 1 when the word is counted from the file's text (scan_long) rather than from its token: a
+ * word the tokenizer cuts across tokens (TOK_CAP word bytes or more; a word of exactly
+ * TOK_CAP bytes is one token, but so is each full piece of a longer one), and any word of a
+ * grammar that holds a cut word, whose last piece (a token of its own) a short word's token
+ * cannot be told from. */
+static int by_text(const idx_words *w, const char *word, size_t n)
 {
-    return n >= TOK_CAP && tok_is_word(word, n);
+    return (n >= TOK_CAP || w->cut) && tok_is_word(word, n);
 }
 
-/* Occurrences of a long word (long_word) in entry `ent`: no token answers for it, so the
- * file's text is read through a cursor, block by block, and every maximal run of word bytes
- * equal to it counts (with its offset when out is not NULL). Such words are rare and the read
- * is the one a `grep -w` would make. */
+/* Occurrences of a word (by_text) in entry `ent`: the file's text is read through a cursor,
+ * block by block, and every maximal run of word bytes equal to it counts (with its offset
+ * when out is not NULL). Cut words are rare and the read is the one a `grep -w` would make. */
 static int scan_long(const idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *count,
                      vec64 *out)
 {
@@ -270,15 +276,15 @@ static int scan_long(const idx_words *w, uint32_t ent, const char *word, size_t 
 
 /* Start a query: check the entry, find the word's token, take the lock and mark the rules
  * holding it (all over the grammar, or within the file's rules when that is cheaper). Returns 1
- * with the lock held when there is something to look for, 0 when the word is not in the dictionary
- * (no occurrences), or a negative error. */
+ * with the lock held when there is something to look for, 0 when the word is counted from the
+ * text (by_text) or is not in the dictionary (no occurrences), or a negative error. */
 static int begin(idx_words *w, uint32_t ent, const char *word, size_t n, uint32_t *t)
 {
     if (ent >= w->a->nents || w->a->ents[ent].type != ARC_REG)
         return tdc_error(-EINVAL, "entry %u is not a regular file", ent);
     int rc = arc_entry_damaged(w->a, ent); /* its run is a stand-in's: no answer to give */
     if (rc) return rc;
-    if (word_token(w, word, n, t)) return 0;
+    if (by_text(w, word, n) || word_token(w, word, n, t)) return 0;
     const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     pthread_mutex_lock(&w->lock);
     /* The budget: about what the file's way costs (its part of the DAG is a few rules per
@@ -296,7 +302,7 @@ int idx_count(idx_words *w, uint32_t ent, const char *word, size_t n, uint64_t *
     uint32_t t;
     *count = 0;
     int rc = begin(w, ent, word, n, &t);
-    if (!rc && long_word(word, n)) return scan_long(w, ent, word, n, count, NULL);
+    if (!rc && by_text(w, word, n)) return scan_long(w, ent, word, n, count, NULL);
     if (rc <= 0) return rc;
     const arc_entry *f = &w->a->ents[arc_ino_entry(w->a, w->a->ents[ent].ino)];
     for (uint64_t i = f->root_start; i < f->root_start + f->root_len; i++) {
@@ -316,7 +322,7 @@ int idx_search(idx_words *w, uint32_t ent, const char *word, size_t n, vec64 *ou
     uint32_t t;
     uint64_t nlong;
     int rc = begin(w, ent, word, n, &t);
-    if (!rc && long_word(word, n)) return scan_long(w, ent, word, n, &nlong, out);
+    if (!rc && by_text(w, word, n)) return scan_long(w, ent, word, n, &nlong, out);
     if (rc <= 0) return rc;
     rc = 0;
     /* Depth-first over the file, descending only into rules that hold the word. */
