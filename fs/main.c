@@ -373,7 +373,15 @@ int main(int argc, char **argv)
             strchr(o.archive, ',') ? "tadocfs" : o.archive, o.ro ? ",ro" : "");
     rc = fuse_opt_add_arg(&args, fsname);
     free(fsname);
-    if (rc || fuse_parse_cmdline(&args, &co) != 0) {
+    if (!rc) rc = fuse_parse_cmdline(&args, &co);
+    if (rc) {
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    if (co.max_threads < 1 || co.max_threads > 1000 || o.gpu_read_wait > 1000000) {
+        /* libfuse takes "-1" for a number of threads, and fuse_opt "%u" a negative wait */
+        fprintf(stderr, "tadocfs: max_threads= must be 1 to 1000 and gpu_read_wait= 0 to "
+                        "1000000 microseconds\n");
         ret = EX_USAGE;
         goto out_args;
     }
@@ -390,9 +398,14 @@ int main(int argc, char **argv)
     uint64_t mem = 0, mem_auto = o.preload ? 0 : vol_mem_default();
     if (o.mem && !strcmp(o.mem, "whole")) {
         mem_auto = 0;
-    } else if (o.mem && (parse_size(o.mem, &mem) || !mem || o.preload)) {
+    } else if (o.mem && o.preload) {
+        fprintf(stderr, "tadocfs: mem= and preload do not go together (preload loads the whole "
+                        "archive)\n");
+        ret = EX_USAGE;
+        goto out_args;
+    } else if (o.mem && (parse_size(o.mem, &mem) || !mem)) {
         fprintf(stderr, "tadocfs: mem= must be a number of bytes above 0 (K, M, G allowed) or "
-                        "whole, without preload\n");
+                        "whole\n");
         ret = EX_USAGE;
         goto out_args;
     }

@@ -663,7 +663,9 @@ refused() { # KIND
     [[ "$output" == *tadocfs* ]]
     for args in "" "$A/l.tdc" "$A/l.tdc $M --frobnicate" "$A/l.tdc $M -o gpu=sometimes" \
         "$A/l.tdc $M -o cache_size=lots" "$A/l.tdc $M -o journal_max=lots" \
-        "$A/l.tdc $M -o nosuchoption" "$A/l.tdc $M extra"; do
+        "$A/l.tdc $M -o nosuchoption" "$A/l.tdc $M extra" "$A/l.tdc $M -o max_threads=-1" \
+        "$A/l.tdc $M -o max_threads=0" "$A/l.tdc $M -o gpu_read_wait=-5" \
+        "$A/l.tdc $M -o preload,mem=16M"; do
         run mnt $args
         [ "$status" -eq 2 ] || { echo "'$args': status $status: $output"; false; }
         not_mounted "$M"
