@@ -994,9 +994,10 @@ int pack_plan(const char *dir, const pack_opts *opts, pack_job **out)
         rc = tdc_error(-errno, "%s: %s", dir, strerror(errno));
     else if (!S_ISDIR(sb.st_mode))
         rc = tdc_error(-ENOTDIR, "%s: not a directory", dir);
-    else if (!(rc = add_entry(p, "", &sb, ARC_DIR)) && !(rc = read_xattrs(dir, &p->ents[0])) &&
-             !(rc = walk(p, dir, "")) && !(rc = hash_same_sizes(p)))
-        rc = plan_groups(p);
+    else if (!(rc = add_entry(p, "", &sb, ARC_DIR)) && !(rc = read_xattrs(dir, &p->ents[0]))) {
+        p->st.dirs = 1; /* the root counts, as find and tadoc stat count it */
+        if (!(rc = walk(p, dir, "")) && !(rc = hash_same_sizes(p))) rc = plan_groups(p);
+    }
     if (rc) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory while packing");
         pack_job_free(p);

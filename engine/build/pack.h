@@ -34,7 +34,8 @@ typedef struct pack_opts {
 } pack_opts;
 
 typedef struct pack_stats {
-    uint64_t files, dirs, links, special, skipped; /* special: FIFOs, sockets, devices */
+    uint64_t files, dirs, links, special, skipped; /* special: FIFOs, sockets, devices;
+                                                    * dirs: the root too */
     uint64_t changed; /* files that changed while they were read (warned of) */
     uint64_t bytes_in, bytes_out, tokens, dict_tokens, rules, segments, shards;
     uint64_t copies, copy_bytes; /* files packed after a file of the same content */

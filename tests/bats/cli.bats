@@ -394,3 +394,12 @@ newline"
     "$TADOC" verify "$S/a.tdc"
     cmp <("$TADOC" cat "$S/a.tdc" a-big.txt) "$S/in/a-big.txt"
 }
+
+@test "pack's summary and stat count files and directories as find does, the root included" {
+    mkdir -p "$S/t/a/b" "$S/t/c"
+    printf 'x\n' >"$S/t/a/f"
+    run "$TADOC" pack "$S/t" -o "$S/t.tdc"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"packed 1 files, $(find "$S/t" -type d | wc -l) dirs,"* ]]
+    "$TADOC" stat "$S/t.tdc" | grep -q "^content .* in 1 files, 4 directories,"
+}
