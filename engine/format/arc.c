@@ -265,9 +265,11 @@ int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
         if (enc_str(b, e->xattrs[k].name) || buf_put_str(b, e->xattrs[k].val, e->xattrs[k].len))
             return -ENOMEM;
     /* version 5: the change and access times, each as its difference from mtime (0 0 where
-     * they are equal, which costs nothing once compressed) */
-    const int64_t d[4] = {e->ctime_sec - e->mtime_sec, (int64_t)e->ctime_nsec - e->mtime_nsec,
-                          e->atime_sec - e->mtime_sec, (int64_t)e->atime_nsec - e->mtime_nsec};
+     * they are equal, which costs nothing once compressed); seconds wrap modulo 2^64 */
+    const int64_t d[4] = {(int64_t)((uint64_t)e->ctime_sec - (uint64_t)e->mtime_sec),
+                          (int64_t)e->ctime_nsec - e->mtime_nsec,
+                          (int64_t)((uint64_t)e->atime_sec - (uint64_t)e->mtime_sec),
+                          (int64_t)e->atime_nsec - e->mtime_nsec};
     for (int k = 0; k < 4; k++)
         if (buf_put_varint(b, (uint64_t)d[k] << 1 ^ (uint64_t)(d[k] >> 63))) return -ENOMEM;
     return 0;

@@ -92,7 +92,6 @@ int jrnl_rec_encode(buf *b, uint32_t type, uint64_t seq, const void *head, size_
     return 0;
 }
 
-/* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
 /* A new file `fd` for the journal at `path` takes its archive's read and write bits (and
  * keeps its own owner's), and where this process may give it, the archive's owner: whoever
  * may read the archive may read its edits, and the archive's owner may go on writing after
@@ -111,6 +110,7 @@ static int take_archive_perm(int fd, const char *path)
     return fchmod(fd, mode);
 }
 
+/* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
 static int create_empty(const char *path, uint64_t id)
 {
     char *tmp = malloc(strlen(path) + 16);
