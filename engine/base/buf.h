@@ -48,6 +48,16 @@ int buf_put(buf *b, const void *p, size_t n);
 int buf_put_u32(buf *b, uint32_t x); /* little-endian */
 int buf_put_u64(buf *b, uint64_t x); /* little-endian */
 int buf_put_varint(buf *b, uint64_t x);
+/* Zigzag, for a signed number (or a difference modulo 2^64) stored as a varint: 0, -1, 1,
+ * -2, ... become 0, 1, 2, 3, ... */
+static inline uint64_t zig64(uint64_t d)
+{
+    return d << 1 ^ (uint64_t)((int64_t)d >> 63);
+}
+static inline uint64_t unzig64(uint64_t z)
+{
+    return z >> 1 ^ (0 - (z & 1));
+}
 /* n bytes preceded by their count as a varint (the formats' strings). */
 int buf_put_str(buf *b, const void *p, size_t n);
 

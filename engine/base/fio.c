@@ -150,15 +150,10 @@ int fio_open_file(const char *path, int flags, struct stat *st)
 {
     int fd = open(path, flags | O_NONBLOCK);
     if (fd < 0) return -1;
-    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-        int e = S_ISREG(st->st_mode) ? errno : EINVAL;
-        close(fd);
-        errno = e;
-        return -1;
-    }
+    int e = fstat(fd, st) < 0 ? errno : S_ISREG(st->st_mode) ? 0 : EINVAL;
     /* a regular file's reads ignore O_NONBLOCK, but the descriptor is left as asked */
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-        int e = errno;
+    if (!e && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) e = errno;
+    if (e) {
         close(fd);
         errno = e;
         return -1;

@@ -251,8 +251,7 @@ static int enc_files(const arc *a, buf *b, int flat)
 
 int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
 {
-    int64_t t = e->mtime_sec;
-    uint64_t zz = (uint64_t)t << 1 ^ (uint64_t)(t >> 63);
+    uint64_t zz = zig64((uint64_t)e->mtime_sec);
     if (enc_str(b, e->path) || buf_put(b, &e->type, 1) || buf_put_varint(b, e->mode) ||
         buf_put_varint(b, e->uid) || buf_put_varint(b, e->gid) || buf_put_varint(b, zz) ||
         buf_put_varint(b, e->mtime_nsec) || buf_put_varint(b, e->size) ||
@@ -266,12 +265,11 @@ int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
             return -ENOMEM;
     /* version 5: the change and access times, each as its difference from mtime (0 0 where
      * they are equal, which costs nothing once compressed); seconds wrap modulo 2^64 */
-    const int64_t d[4] = {(int64_t)((uint64_t)e->ctime_sec - (uint64_t)e->mtime_sec),
-                          (int64_t)e->ctime_nsec - e->mtime_nsec,
-                          (int64_t)((uint64_t)e->atime_sec - (uint64_t)e->mtime_sec),
-                          (int64_t)e->atime_nsec - e->mtime_nsec};
+    const uint64_t d[4] = {
+        (uint64_t)e->ctime_sec - (uint64_t)e->mtime_sec, (uint64_t)e->ctime_nsec - e->mtime_nsec,
+        (uint64_t)e->atime_sec - (uint64_t)e->mtime_sec, (uint64_t)e->atime_nsec - e->mtime_nsec};
     for (int k = 0; k < 4; k++)
-        if (buf_put_varint(b, (uint64_t)d[k] << 1 ^ (uint64_t)(d[k] >> 63))) return -ENOMEM;
+        if (buf_put_varint(b, zig64(d[k]))) return -ENOMEM;
     return 0;
 }
 
@@ -279,14 +277,11 @@ int arc_entry_encode(buf *b, const arc_entry *e, uint32_t shard)
  * version 5: mtime's); -1 when a result is out of range. */
 static int times_from(const uint64_t z[4], arc_entry *e)
 {
-    int64_t d[4];
-    for (int k = 0; k < 4; k++)
-        d[k] = (int64_t)(z[k] >> 1) ^ -(int64_t)(z[k] & 1);
-    int64_t cn = (int64_t)e->mtime_nsec + d[1], an = (int64_t)e->mtime_nsec + d[3];
-    if (cn < 0 || cn >= 1000000000 || an < 0 || an >= 1000000000) return -1;
-    /* seconds wrap as the writer's differences did */
-    e->ctime_sec = (int64_t)((uint64_t)e->mtime_sec + (uint64_t)d[0]);
-    e->atime_sec = (int64_t)((uint64_t)e->mtime_sec + (uint64_t)d[2]);
+    /* sums modulo 2^64, as the writer's differences were taken */
+    uint64_t cn = e->mtime_nsec + unzig64(z[1]), an = e->mtime_nsec + unzig64(z[3]);
+    if (cn >= 1000000000u || an >= 1000000000u) return -1; /* below 0 wraps above too */
+    e->ctime_sec = (int64_t)((uint64_t)e->mtime_sec + unzig64(z[0]));
+    e->atime_sec = (int64_t)((uint64_t)e->mtime_sec + unzig64(z[2]));
     e->ctime_nsec = (uint32_t)cn;
     e->atime_nsec = (uint32_t)an;
     return 0;
@@ -1098,7 +1093,7 @@ static int entry_decode(rd *r, uint32_t version, arc_entry *e, uint64_t *shard, 
     e->mode = (uint32_t)mode;
     e->uid = (uint32_t)uid;
     e->gid = (uint32_t)gid;
-    e->mtime_sec = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+    e->mtime_sec = (int64_t)unzig64(zz);
     e->mtime_nsec = (uint32_t)nsec;
     if (times_from(tz, e))
         return tdc_error(-EBADMSG, "file table: '%s' has bad mode, owner or time", e->path);

@@ -34,16 +34,6 @@ enum {
  * come back whole). */
 #define ROWS_PER_COL_BYTE 8
 
-static uint64_t zig(uint64_t d)
-{
-    return d << 1 ^ (uint64_t)((int64_t)d >> 63);
-}
-
-static uint64_t unzig(uint64_t z)
-{
-    return z >> 1 ^ (0 - (z & 1));
-}
-
 /* What the entries before tell about the next one, on both sides. Differences wrap modulo
  * 2^64, so every value has a code. */
 typedef struct state {
@@ -101,16 +91,16 @@ static int encode_row(rd *r, buf *c, state *s, const unsigned char **prev, uint6
     uint64_t pre = 0;
     while (pre < n && pre < *prev_n && path[pre] == (*prev)[pre])
         pre++;
-    uint64_t mtime = unzig(zz);
+    uint64_t mtime = unzig64(zz);
     int rc =
         buf_put_varint(&c[C_PRE], pre) || buf_put_str(&c[C_SUF], path + pre, n - pre) ||
         buf_put(&c[C_TYPE], t, 1) || buf_put_varint(&c[C_MODE], mode) ||
         buf_put_varint(&c[C_OWNER], uid) || buf_put_varint(&c[C_OWNER], gid) ||
-        buf_put_varint(&c[C_MTIME], zig(mtime - s->mtime)) || buf_put_varint(&c[C_NSEC], nsec) ||
-        buf_put_varint(&c[C_SIZE], size) || buf_put_varint(&c[C_SHARD], zig(shard - s->shard)) ||
-        buf_put_varint(&c[C_START], zig(start - start_guess(s, *t, shard))) ||
+        buf_put_varint(&c[C_MTIME], zig64(mtime - s->mtime)) || buf_put_varint(&c[C_NSEC], nsec) ||
+        buf_put_varint(&c[C_SIZE], size) || buf_put_varint(&c[C_SHARD], zig64(shard - s->shard)) ||
+        buf_put_varint(&c[C_START], zig64(start - start_guess(s, *t, shard))) ||
         buf_put_varint(&c[C_LEN], len) || buf_put(&c[C_HASH], hash, 8) ||
-        buf_put_str(&c[C_LINK], link, ln) || buf_put_varint(&c[C_INO], zig(ino - s->ino - 1)) ||
+        buf_put_str(&c[C_LINK], link, ln) || buf_put_varint(&c[C_INO], zig64(ino - s->ino - 1)) ||
         buf_put(&c[C_EXTRA], extra, (size_t)(r->p - extra));
     if (rc) return -ENOMEM;
     s->mtime = mtime;
@@ -179,8 +169,8 @@ static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n
     extra = c[C_EXTRA].p;
     if (skip_extra(&c[C_EXTRA], *t, version)) return -1;
     size_t nextra = (size_t)(c[C_EXTRA].p - extra);
-    uint64_t mtime = s->mtime + unzig(dm), shard = s->shard + unzig(dsh);
-    uint64_t start = start_guess(s, *t, shard) + unzig(dst), ino = s->ino + 1 + unzig(dino);
+    uint64_t mtime = s->mtime + unzig64(dm), shard = s->shard + unzig64(dsh);
+    uint64_t start = start_guess(s, *t, shard) + unzig64(dst), ino = s->ino + 1 + unzig64(dino);
     /* The shared prefix comes from the previous path in o itself: room first, so it does
      * not move while it is copied. */
     if (buf_reserve(o, 10 + pre + n)) return -ENOMEM;
@@ -189,7 +179,7 @@ static int decode_row(rd *c, buf *o, state *s, size_t *prev_at, uint64_t *prev_n
     memcpy(o->p + o->n, o->p + *prev_at, pre);
     o->n += pre;
     if (buf_put(o, suf, n) || buf_put(o, t, 1) || buf_put_varint(o, mode) ||
-        buf_put_varint(o, uid) || buf_put_varint(o, gid) || buf_put_varint(o, zig(mtime)) ||
+        buf_put_varint(o, uid) || buf_put_varint(o, gid) || buf_put_varint(o, zig64(mtime)) ||
         buf_put_varint(o, nsec) || buf_put_varint(o, size) || buf_put_varint(o, shard) ||
         buf_put_varint(o, start) || buf_put_varint(o, len) || buf_put(o, hash, 8) ||
         buf_put_str(o, link, ln) || buf_put_varint(o, ino) || buf_put(o, extra, nextra))

@@ -103,15 +103,14 @@ const char *jrec_family(uint32_t type)
 
 static int put_time(buf *b, struct timespec t)
 {
-    uint64_t zz = (uint64_t)t.tv_sec << 1 ^ (uint64_t)((int64_t)t.tv_sec >> 63);
-    return buf_put_varint(b, zz) || buf_put_varint(b, (uint64_t)t.tv_nsec);
+    return buf_put_varint(b, zig64((uint64_t)t.tv_sec)) || buf_put_varint(b, (uint64_t)t.tv_nsec);
 }
 
 static int get_time(rd *r, struct timespec *t)
 {
     uint64_t zz, ns;
     if (rd_varint(r, &zz) || rd_varint(r, &ns) || ns >= 1000000000u) return -1;
-    t->tv_sec = (time_t)((int64_t)(zz >> 1) ^ -(int64_t)(zz & 1));
+    t->tv_sec = (time_t)(int64_t)unzig64(zz);
     t->tv_nsec = (long)ns;
     return 0;
 }

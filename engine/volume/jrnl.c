@@ -204,10 +204,6 @@ static uint64_t intact_after(const jrnl *j, uint64_t off, uint64_t size, uint64_
         *rc = tdc_error(-ENOMEM, "journal: out of memory");
         return 0;
     }
-    /* an intact record numbered s at p, as read_rec checks it */
-#define INTACT_AT(p, hp)                                                                           \
-    (le32((hp) + JRNL_REC_LEN) <= JRNL_MAX_BODY && le64((hp) + JRNL_REC_SEQ) > seq &&              \
-     le64((hp) + JRNL_REC_SEQ) <= most && !read_rec(j, p, size, le64((hp) + JRNL_REC_SEQ), b, rc))
     uint64_t from = off + 1;
     if (size - off >= JRNL_REC_BODY && !(*rc = fio_read_at(j->fd, h, sizeof h, off, j->path))) {
         uint64_t next = off + JRNL_REC_OVERHEAD + (uint64_t)le32(h + JRNL_REC_LEN);
@@ -216,10 +212,14 @@ static uint64_t intact_after(const jrnl *j, uint64_t off, uint64_t size, uint64_
     for (uint64_t p = from; !found && !*rc && p + JRNL_REC_OVERHEAD <= size; p += CHUNK) {
         size_t n = (size_t)(size - p < CHUNK + JRNL_REC_BODY ? size - p : CHUNK + JRNL_REC_BODY);
         if ((*rc = fio_read_at(j->fd, c, n, p, j->path))) break;
-        for (size_t i = 0; !found && !*rc && i < CHUNK && i + JRNL_REC_BODY <= n; i++)
-            if (INTACT_AT(p + i, c + i)) found = p + i;
+        for (size_t i = 0; !found && !*rc && i < CHUNK && i + JRNL_REC_BODY <= n; i++) {
+            /* a plausible header, then the record read whole as read_rec checks it */
+            uint64_t s = le64(c + i + JRNL_REC_SEQ);
+            if (le32(c + i + JRNL_REC_LEN) <= JRNL_MAX_BODY && s > seq && s <= most &&
+                !read_rec(j, p + i, size, s, b, rc))
+                found = p + i;
+        }
     }
-#undef INTACT_AT
     free(c);
     return *rc ? 0 : found;
 }

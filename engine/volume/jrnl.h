@@ -103,8 +103,7 @@ typedef struct jrnl_stats {
  * otherwise); a next journal bound to anything else is removed when `writable`. A journal of the
  * archive `prev_id` was folded in by such a compaction: it is discarded (replaced with an empty one
  * when writable). A journal of any other archive, or with a damaged header, is refused with
- * -EBADMSG and a message; nothing is changed. When `writable`, a dropped tail is cut off so new
- * records follow the last good one. */
+ * -EBADMSG and a message; nothing is changed. */
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out);
 
