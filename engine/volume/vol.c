@@ -887,6 +887,8 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     v->lockfd = -1;
     pthread_rwlock_init(&v->lock, NULL);
     pthread_rwlock_init(&v->alock, NULL);
+    pthread_mutex_init(&v->swlock, NULL);
+    pthread_cond_init(&v->swcond, NULL);
     pthread_mutex_init(&v->wlock, NULL);
     pthread_mutex_init(&v->cplock, NULL);
     pthread_mutex_init(&v->tlock, NULL);
@@ -982,9 +984,9 @@ static void load_data(vol *v, int defer_cache)
  * alock keeps a compaction from swapping and freeing the index meanwhile. */
 static void build_cache(vol *v)
 {
-    pthread_rwlock_rdlock(&v->alock);
+    vol_arc_rdlock(v);
     int rc = idx_build_flat(v->x, cache_budget(v), &v->closing);
-    pthread_rwlock_unlock(&v->alock);
+    vol_arc_unlock(v);
     if (rc == -ENOMEM && v->o.log)
         v->o.log(v->o.log_ctx, "no memory for the cache of short rules: reads descend into them");
 }
@@ -1046,9 +1048,9 @@ static void *loader(void *p)
     if (loaded_here) build_cache(v);
     /* Then the GPU copy, not at the first read or analytic (unless the volume is closing). */
     if (__atomic_load_n(&v->closing, __ATOMIC_RELAXED)) return NULL;
-    pthread_rwlock_rdlock(&v->alock);
+    vol_arc_rdlock(v);
     backend_prepare(v->o.be, v->a, v->gen + 1);
-    pthread_rwlock_unlock(&v->alock);
+    vol_arc_unlock(v);
     return NULL;
 }
 
@@ -1113,6 +1115,8 @@ void vol_close(vol *v)
     if (v->lockfd >= 0) close(v->lockfd);
     pthread_rwlock_destroy(&v->lock);
     pthread_rwlock_destroy(&v->alock);
+    pthread_mutex_destroy(&v->swlock);
+    pthread_cond_destroy(&v->swcond);
     pthread_mutex_destroy(&v->wlock);
     pthread_mutex_destroy(&v->cplock);
     pthread_mutex_destroy(&v->tlock);
@@ -1759,11 +1763,11 @@ const char *vol_path(const vol *v)
 int vol_rules(vol *v, uint64_t *n)
 {
     *n = 0;
-    pthread_rwlock_rdlock(&v->alock);
+    vol_arc_rdlock(v);
     int shards = v->a->version >= 4;
     for (uint32_t k = 0; shards && k < v->a->nshards; k++)
         *n += v->a->shards[k].nrules;
-    pthread_rwlock_unlock(&v->alock);
+    vol_arc_unlock(v);
     if (shards) return 0;
     const arc *a;
     const idx *x;
@@ -1774,15 +1778,53 @@ int vol_rules(vol *v, uint64_t *n)
     return 0;
 }
 
+/* alock holds of this thread (vol_arc_rdlock): any vol's, since one thread's holds nest. */
+static __thread unsigned arc_holds;
+
+void vol_arc_rdlock(vol *v)
+{
+    if (!arc_holds && __atomic_load_n(&v->switching, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&v->swlock);
+        while (__atomic_load_n(&v->switching, __ATOMIC_RELAXED))
+            pthread_cond_wait(&v->swcond, &v->swlock);
+        pthread_mutex_unlock(&v->swlock);
+    }
+    pthread_rwlock_rdlock(&v->alock);
+    arc_holds++;
+}
+
+void vol_arc_unlock(vol *v)
+{
+    arc_holds--;
+    pthread_rwlock_unlock(&v->alock);
+}
+
+void vol_arc_wrlock(vol *v)
+{
+    pthread_mutex_lock(&v->swlock);
+    __atomic_store_n(&v->switching, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&v->swlock);
+    pthread_rwlock_wrlock(&v->alock);
+}
+
+void vol_arc_wrunlock(vol *v)
+{
+    pthread_rwlock_unlock(&v->alock);
+    pthread_mutex_lock(&v->swlock);
+    __atomic_store_n(&v->switching, 0, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&v->swcond);
+    pthread_mutex_unlock(&v->swlock);
+}
+
 int vol_lock_arc(vol *v, const arc **a, const idx **x)
 {
     for (;;) {
         int rc = vol_data(v);
         if (rc) return rc;
-        pthread_rwlock_rdlock(&v->alock);
+        vol_arc_rdlock(v);
         /* A compaction under a budget may have put an archive not loaded in place since. */
         if (__atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2) break;
-        pthread_rwlock_unlock(&v->alock);
+        vol_arc_unlock(v);
     }
     *x = v->x;
     *a = v->a;
@@ -1791,7 +1833,7 @@ int vol_lock_arc(vol *v, const arc **a, const idx **x)
 
 void vol_unlock_arc(vol *v)
 {
-    pthread_rwlock_unlock(&v->alock);
+    vol_arc_unlock(v);
 }
 
 /* 1 if n and everything below it are as archived. */

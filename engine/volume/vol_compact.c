@@ -465,7 +465,7 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
         }
     }
     if (lazy && arc_meta_dup(lazy, &smeta)) smeta = NULL; /* the first span opens it */
-    pthread_rwlock_wrlock(&v->alock); /* analytics end first: they hold the old archive */
+    vol_arc_wrlock(v); /* analytics end first: they hold the old archive */
     pthread_mutex_lock(&v->wlock);
     vol_wrlock(v);
     rc = jrnl_next_copy(v->j, jn, jrnl_size(v->j), vol_model_replay, w);
@@ -478,7 +478,7 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     if (rc) {
         vol_unlock(v);
         pthread_mutex_unlock(&v->wlock);
-        pthread_rwlock_unlock(&v->alock);
+        vol_arc_wrunlock(v);
         if (lazy != na) arc_free(lazy);
         arc_free(smeta);
         return rc < 0 ? rc : -EIO;
@@ -515,7 +515,7 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     v->compactions++;
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
-    pthread_rwlock_unlock(&v->alock);
+    vol_arc_wrunlock(v);
     vol_model_free(w); /* the old model */
     backend_release(v->o.be, oa); /* its copy on the GPU, if any */
     idx_free(ox);
@@ -687,7 +687,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
      * for analytics shard by shard. */
     if (!need_idx && v->o.mem &&
         __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) != 2) {
-        pthread_rwlock_rdlock(&v->alock);
+        vol_arc_rdlock(v);
         const arc *m = vol_span_meta(v);
         int64_t e = m ? vol_clean_entry(v, ino) : -1;
         if (e >= 0) {
@@ -696,7 +696,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
             w->gen = v->gen + 1;
             return 0; /* alock is held until vol_view_close */
         }
-        pthread_rwlock_unlock(&v->alock);
+        vol_arc_unlock(v);
     }
     int rc = vol_lock_arc(v, &a, &x);
     if (rc) return rc;
@@ -714,7 +714,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
      * vol_lock_arc may have left the vol reading by shard: then load again). */
     cctx c = {.v = v, .view = 1};
     compact_stats cs;
-    pthread_rwlock_rdlock(&v->alock);
+    vol_arc_rdlock(v);
     pthread_mutex_lock(&v->wlock);
     vol_wrlock(v); /* no change while the snapshot is taken */
     int loaded = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
@@ -724,7 +724,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
     if (!rc && loaded) rc = build(v, &c, &cs);
-    pthread_rwlock_unlock(&v->alock);
+    vol_arc_unlock(v);
     if (!loaded) {
         cctx_free(&c);
         return vol_view_open(v, ino, need_idx, w);

@@ -56,7 +56,11 @@ struct vol {
     uint64_t gen;           /* archive generation: bumps when compaction swaps the archive */
     uint64_t changes;       /* changes applied since the open (atomic; vol_state) */
     pthread_rwlock_t lock;  /* the model: shared by readers, exclusive for changes */
-    pthread_rwlock_t alock; /* the archive: shared by analytics, exclusive for a swap */
+    pthread_rwlock_t alock; /* the archive: shared by analytics, exclusive for a swap; taken
+                             * through vol_arc_rdlock/vol_arc_wrlock, never directly */
+    pthread_mutex_t swlock; /* with swcond and switching: the gate of vol_arc_rdlock */
+    pthread_cond_t swcond;
+    int switching;          /* a compaction waits for alock, or holds it, to switch archives */
     pthread_mutex_t wlock;  /* serialises changes; a compaction holds them off only while it
                              * takes its snapshot and while it puts the new archive in place */
     pthread_mutex_t cplock; /* one compaction at a time */
@@ -147,6 +151,17 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
  * is none to have. */
 vol_span *vol_span_hold(vol *v, int64_t ent, uint64_t off);
 void vol_span_release(vol *v, vol_span *s); /* NULL is allowed */
+
+/* alock for reading, and its release. The lock lets readers in while a writer waits
+ * (glibc's default), so overlapping views of virtual files could hold a compaction's switch
+ * off forever: a thread's first hold waits while a switch is pending (`switching`), a hold
+ * within a hold does not (the switch waits for the outer one). Holds are per thread: the
+ * thread that takes one releases it. */
+void vol_arc_rdlock(vol *v);
+void vol_arc_unlock(vol *v);
+/* alock for a compaction's switch: new first holds wait from now until vol_arc_wrunlock. */
+void vol_arc_wrlock(vol *v);
+void vol_arc_wrunlock(vol *v);
 
 /* Whether the span holding entry ent's content (its byte `off`) is kept now, so that a read
  * there decodes nothing (a hint: it may be dropped before the read takes it). */

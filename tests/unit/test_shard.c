@@ -1438,6 +1438,89 @@ static void append_zz(vol *v)
     assert_int_equal(vol_write(v, ino, (uint64_t)sb.st_size, "more words\n", 11), 0);
 }
 
+/* A compaction's switch against views that overlap: while the switch waits for the archive,
+ * views opened after it wait for the switch, so views that follow one another without a gap
+ * cannot hold it off (the lock alone lets readers in while a writer waits). */
+typedef struct switch_race {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    vol *v;
+    int checked;   /* the compaction reached its last step before the switch */
+    int viewed;    /* the later view is open */
+    uint64_t seen; /* compactions done when the later view opened */
+    int compact_rc, view_rc;
+} switch_race;
+
+static int note_checked(void *ctx, int step, const char *tmp)
+{
+    (void)tmp;
+    switch_race *s = ctx;
+    if (step != VOL_STEP_CHECKED) return 0;
+    pthread_mutex_lock(&s->m);
+    s->checked = 1;
+    pthread_cond_broadcast(&s->c);
+    pthread_mutex_unlock(&s->m);
+    return 0;
+}
+
+static void *compact_main(void *p)
+{
+    switch_race *s = p;
+    vol_compact_stats st;
+    s->compact_rc = vol_compact(s->v, &st);
+    return NULL;
+}
+
+static void *later_view(void *p)
+{
+    switch_race *s = p;
+    vol_view w;
+    vol_info in;
+    int rc = vol_view_open(s->v, 1, 0, &w);
+    vol_get_info(s->v, &in);
+    if (!rc) vol_view_close(&w);
+    pthread_mutex_lock(&s->m);
+    s->view_rc = rc;
+    s->seen = in.compactions;
+    s->viewed = 1;
+    pthread_mutex_unlock(&s->m);
+    return NULL;
+}
+
+static void test_switch_before_later_views(void **state)
+{
+    (void)state;
+    char *p = copy_sharded("switch.tdc");
+    switch_race s = {.m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER};
+    vol_opts o = {.writable = 1, .compact_step = note_checked, .step_ctx = &s};
+    assert_int_equal(vol_open(p, &o, &s.v, NULL), 0);
+    assert_int_equal(vol_start(s.v), 0);
+    vol_view first;
+    assert_int_equal(vol_view_open(s.v, 1, 0, &first), 0); /* holds the archive */
+    append_zz(s.v);
+    pthread_t cth, vth;
+    assert_int_equal(pthread_create(&cth, NULL, compact_main, &s), 0);
+    pthread_mutex_lock(&s.m);
+    while (!s.checked)
+        pthread_cond_wait(&s.c, &s.m);
+    pthread_mutex_unlock(&s.m);
+    usleep(100 * 1000); /* the compaction goes on to wait for the archive */
+    assert_int_equal(pthread_create(&vth, NULL, later_view, &s), 0);
+    usleep(200 * 1000);
+    pthread_mutex_lock(&s.m);
+    int early = s.viewed;
+    pthread_mutex_unlock(&s.m);
+    assert_false(early); /* it waits behind the switch, which waits for `first` */
+    vol_view_close(&first);
+    pthread_join(cth, NULL);
+    pthread_join(vth, NULL);
+    assert_int_equal(s.compact_rc, 0);
+    assert_int_equal(s.view_rc, 0);
+    assert_int_equal(s.seen, 1); /* opened on the new archive */
+    vol_close(s.v);
+    drop_copy(p);
+}
+
 static void remove_big(vol *v)
 {
     assert_int_equal(vol_unlink(v, 1, "big", 0), 0);
@@ -1874,6 +1957,7 @@ int main(void)
         cmocka_unit_test(test_pack_streamed),
         cmocka_unit_test(test_pack_out_of_space),
         cmocka_unit_test(test_compaction_shard_size),
+        cmocka_unit_test(test_switch_before_later_views),
     };
     return cmocka_run_group_tests_name("shard", tests, setup, teardown);
 }
