@@ -151,8 +151,11 @@ mount_meta() {
     done
     wait "$job"
     echo "stats answered during the analytic: $n, the slowest in $((most / 1000000)) ms"
+    # A stat that waited for the analytic would end with it and not be counted: n tells. The
+    # bound on the slowest leaves room for a 2-core machine under a sanitizer build, where
+    # the analytic's worker and the stat's thread share the cores.
     [ "$n" -ge 3 ]
-    [ "$most" -lt 250000000 ]
+    [ "$most" -lt 1000000000 ]
     cmp "$S/seq" <("$TADOC" seqcount "$A/b.tdc")
     fusermount3 -u "$M"
     mnt "$A/b.tdc" "$M" -s
