@@ -871,14 +871,17 @@ typedef struct search_out {
 static int search_lines(void *ctx, size_t i, const vec64 *offs)
 {
     search_out *so = ctx;
-    const char *p = so->a->ents[so->files->p[i]].path + so->plen;
-    for (size_t j = 0; j < offs->n; j++) {
+    if (!offs->n) return 0;
+    buf p = {0}; /* the path escaped as the analytics write it: one line per occurrence */
+    int rc = ana_put_path(&p, so->a->ents[so->files->p[i]].path + so->plen);
+    for (size_t j = 0; j < offs->n && !rc; j++) {
         char num[32];
         int n = snprintf(num, sizeof num, ":%llu\n", (unsigned long long)offs->p[j]);
-        int rc = vtext_w_put(so->out, p, strlen(p));
-        if (rc || (rc = vtext_w_put(so->out, num, (size_t)n))) return rc;
+        rc = p.n ? vtext_w_put(so->out, p.p, p.n) : 0;
+        if (!rc) rc = vtext_w_put(so->out, num, (size_t)n);
     }
-    return 0;
+    buf_free(&p);
+    return rc;
 }
 
 /* "path:offset" for every occurrence of the word in the subtree's files visible in vis

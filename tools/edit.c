@@ -118,22 +118,22 @@ static int unescape(const char *s, size_t n, buf *out)
     return 0;
 }
 
-static void print_escaped(const unsigned char *p, size_t n)
+void put_escaped(FILE *f, const void *p, size_t n)
 {
+    const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = p[i];
+        unsigned char ch = b[i];
         if (ch == '\n')
-            fputs("\\n", stdout);
+            fputs("\\n", f);
         else if (ch == '\t')
-            fputs("\\t", stdout);
+            fputs("\\t", f);
         else if (ch == '\\')
-            fputs("\\\\", stdout);
+            fputs("\\\\", f);
         else if (ch < 0x20 || ch == 0x7f)
-            printf("\\x%02x", ch);
+            fprintf(f, "\\x%02x", ch);
         else
-            putchar(ch);
+            putc(ch, f);
     }
-    putchar('\n');
 }
 
 static int parse_u64(const char *s, size_t n, uint64_t *out)
@@ -204,7 +204,8 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
                 prog, lineno);
         return -1;
     }
-    if (unescape(f[1], strlen(f[1]), &path) || buf_put(&path, "", 1)) {
+    if (unescape(f[1], strlen(f[1]), &path) || (path.n && memchr(path.p, 0, path.n)) ||
+        buf_put(&path, "", 1)) { /* a NUL would end the path early: another file */
         fprintf(stderr, "%s: line %zu: bad escape in path\n", prog, lineno);
         goto out;
     }
@@ -216,6 +217,12 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
     }
     if (o->kind == OP_DELETE) {
         rc = parse_parent(v, (char *)path.p, lineno, o);
+        goto out;
+    }
+    struct stat st; /* no line changes a type: checked before anything is applied */
+    if (!vol_getattr(v, o->ino, &st) && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "%s: line %zu: %s: not a regular file\n", prog, lineno, (char *)path.p);
+        rc = -2;
         goto out;
     }
     if (o->kind != OP_APPEND && parse_u64(f[2], strlen(f[2]), &o->off)) {
@@ -246,14 +253,24 @@ out:
     return rc;
 }
 
+/* A failed operation's error: the vol's calls answer as the system calls do, with an errno
+ * alone (a full disk, a file too large), so the message names the line. */
+static int line_error(const op *o, int rc)
+{
+    return tdc_error(rc, "line %zu: %s", o->line, strerror(-rc));
+}
+
 static int do_extract(vol *v, vol_reader *r, const op *o)
 {
     unsigned char *b = malloc(o->len ? o->len : 1);
     if (!b) return tdc_error(-ENOMEM, "out of memory");
     ssize_t k = vol_read(v, r, o->ino, o->off, b, o->len);
-    if (k >= 0) print_escaped(b, (size_t)k);
+    if (k >= 0) {
+        put_escaped(stdout, b, (size_t)k);
+        putchar('\n');
+    }
     free(b);
-    return k < 0 ? (int)k : 0;
+    return k < 0 ? line_error(o, (int)k) : 0;
 }
 
 static int do_change(vol *v, const op *o)
@@ -266,19 +283,21 @@ static int do_change(vol *v, const op *o)
         return rc ? tdc_error(rc, "line %zu: delete %s: %s", o->line, o->name, strerror(-rc)) : 0;
     }
     rc = vol_getattr(v, o->ino, &st);
-    if (rc) /* removed by a line before: vol answers with an errno alone */
-        return tdc_error(rc, "line %zu: %s", o->line, strerror(-rc));
-    if (o->kind == OP_WRITE) return vol_write(v, o->ino, o->off, o->text.p, o->text.n);
-    if (o->kind == OP_TRUNCATE) {
+    if (rc) return line_error(o, rc); /* removed by a line before */
+    if (o->kind == OP_WRITE) {
+        rc = vol_write(v, o->ino, o->off, o->text.p, o->text.n);
+    } else if (o->kind == OP_TRUNCATE) {
         struct stat in = {.st_size = (off_t)o->off}, out;
-        return vol_setattr(v, o->ino, VOL_SET_SIZE, &in, &out);
+        rc = vol_setattr(v, o->ino, VOL_SET_SIZE, &in, &out);
+    } else if (o->kind == OP_APPEND) {
+        rc = vol_write(v, o->ino, (uint64_t)st.st_size, o->text.p, o->text.n);
+    } else {
+        if (o->off > (uint64_t)st.st_size)
+            return tdc_error(-EINVAL, "line %zu: offset %" PRIu64 " is past the end (%lld bytes)",
+                             o->line, o->off, (long long)st.st_size);
+        rc = vol_insert(v, o->ino, o->off, o->text.p, o->text.n);
     }
-    if (o->kind == OP_APPEND)
-        return vol_write(v, o->ino, (uint64_t)st.st_size, o->text.p, o->text.n);
-    if (o->off > (uint64_t)st.st_size)
-        return tdc_error(-EINVAL, "line %zu: offset %" PRIu64 " is past the end (%lld bytes)",
-                         o->line, o->off, (long long)st.st_size);
-    return vol_insert(v, o->ino, o->off, o->text.p, o->text.n);
+    return rc ? line_error(o, rc) : 0;
 }
 
 typedef struct ino_at {

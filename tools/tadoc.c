@@ -348,7 +348,8 @@ static int cmd_pack(int argc, char **argv)
 static const char usage_ls[] =
     "usage: tadoc ls [-l] ARCHIVE\n"
     "\n"
-    "List the archived paths, one per line, directories first in each subtree.\n"
+    "List the archived paths, one per line, directories first in each subtree; tab, newline,\n"
+    "backslash and other control bytes in names as C escapes (\\t \\n \\\\ \\xHH).\n"
     "  -l   also type, mode, owner, size and modification time\n";
 
 static int cmd_ls(int argc, char **argv)
@@ -377,12 +378,14 @@ static int cmd_ls(int argc, char **argv)
                 snprintf(size, sizeof size, "%u, %u", major(e->rdev), minor(e->rdev));
             else
                 snprintf(size, sizeof size, "%llu", (unsigned long long)e->size);
-            printf("%c%04o %5u %5u %12s %s %s", type, e->mode, e->uid, e->gid, size, tb, e->path);
-            if (e->type == ARC_LNK) printf(" -> %s", e->link);
-            putchar('\n');
-        } else {
-            puts(e->path);
+            printf("%c%04o %5u %5u %12s %s ", type, e->mode, e->uid, e->gid, size, tb);
         }
+        put_escaped(stdout, e->path, strlen(e->path));
+        if (lng && e->type == ARC_LNK) {
+            fputs(" -> ", stdout);
+            put_escaped(stdout, e->link, strlen(e->link));
+        }
+        putchar('\n');
     }
     arc_free(a);
     return EX_OK;

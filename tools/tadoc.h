@@ -21,6 +21,11 @@ int fail(int rc);
 /* Print msg (if any) and the usage text to stderr; returns EX_USAGE. */
 int usage_err(const char *usage, const char *msg);
 
+/* Write bytes p[0..n) to f with the C escapes `tadoc apply` reads back: \t \n \\ and \xHH for
+ * the other control bytes and DEL, so that one name or text is one line and no byte reaches a
+ * terminal as a control sequence. */
+void put_escaped(FILE *f, const void *p, size_t n);
+
 /* Say on stderr when the journal of archive `path` (opened as a) holds edits not folded in. */
 void note_journal(const char *path, const arc *a);
 

@@ -144,6 +144,10 @@ int ana_relink(const arc *a, const unsigned char *vis, uint32_t first, uint32_t 
  * its directory, or for a single file its parent directory. */
 size_t ana_scope_prefix(const arc *a, uint32_t first);
 
+/* Append path p with tab, newline and backslash written as C escapes, as every analytic (and
+ * the mount's word search) prints paths. 0 or -ENOMEM. */
+int ana_put_path(buf *b, const char *p);
+
 /* Word count: "count<TAB>word\n" lines, count descending, then word. Appends to out. */
 int ana_wordcount(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
                   const unsigned char *vis,

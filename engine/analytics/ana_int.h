@@ -219,10 +219,8 @@ void ana_wtab_free(ana_wtab *wt);
 
 /* ---- output (ana_docs.c) ---- */
 
-/* A number in decimal; a path with tab, newline and backslash written with C escapes (as every
- * analytic prints paths). 0 or -ENOMEM. */
+/* A number in decimal. 0 or -ENOMEM. */
 int ana_put_num(buf *b, uint64_t v);
-int ana_put_path(buf *b, const char *p);
 
 /* ---- words in byte order, word count output (ana_sort.c) ---- */
 

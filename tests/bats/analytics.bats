@@ -293,4 +293,14 @@ traversals_match() {
     done
     [ -d "$S/mnt/.search" ] && [ -z "$(ls -A "$S/mnt/.search")" ]
     ! ls -a "$S/mnt" | grep -q search
+    fusermount3 -u "$S/mnt"
+    # paths escaped as the analytics write them: one line an occurrence
+    mkdir "$S/odd"
+    echo 'hello there' >"$S/odd/"$'new\nline'
+    echo 'say hello' >"$S/odd/"$'tab\there'
+    echo 'hello' >"$S/odd/back\\slash"
+    "$TADOC" pack -q "$S/odd" -o "$S/o.tdc"
+    "$TADOCFS" "$S/o.tdc" "$S/mnt"
+    [ "$(cat "$S/mnt/.search/hello")" = "$(printf '%s\n' 'back\\slash:0' 'new\nline:0' 'tab\there:4')" ]
+    grep -F 'new\nline' "$S/mnt/.invindex"
 }

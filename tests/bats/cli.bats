@@ -123,10 +123,15 @@ newline"
     [ "$status" -eq 1 ] && [[ "$output" == *"no such file"* ]]
 }
 
+# The names `tadoc ls` lists, unescaped (printf %b reads its C escapes), NUL-terminated, sorted.
+ls_names() {
+    "$TADOC" ls "$1" | while IFS= read -r l; do printf '%b\0' "$l"; done | LC_ALL=C sort -z
+}
+
 @test "ls and stat describe the archive" {
     make_odd_tree "$S/in"
     "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
-    diff <("$TADOC" ls "$S/a.tdc" | LC_ALL=C sort) <(cd "$S/in" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort)
+    cmp <(ls_names "$S/a.tdc") <(cd "$S/in" && find . -mindepth 1 -printf '%P\0' | LC_ALL=C sort -z)
     run "$TADOC" ls -l "$S/a.tdc"
     [[ "$output" == *"l0777"*"dangling -> /nonexistent/target"* ]]
     run "$TADOC" stat "$S/a.tdc"
@@ -320,6 +325,31 @@ newline"
         run bash -c "'$TADOC' $c >/dev/full"
         [ "$status" -eq 1 ] && [[ "$output" == *"stdout: write: No space left"* ]]
     done
+}
+
+@test "ls writes control bytes in names and link targets as the C escapes apply reads back" {
+    mkdir -p "$S/in"
+    printf 'one\n' >"$S/in/"$'new\nline'
+    printf 'two\n' >"$S/in/"$'tab\there'
+    printf 'three\n' >"$S/in/back\\slash"
+    printf 'four\n' >"$S/in/"$'esc\e[31mred'
+    ln -s $'to\nthere' "$S/in/link"
+    "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    run "$TADOC" ls "$S/a.tdc"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 5 ] # one line a name
+    [[ "$output" == *'new\nline'* && "$output" == *'tab\there'* ]]
+    [[ "$output" == *'back\\slash'* && "$output" == *'esc\x1b[31mred'* ]]
+    [[ "$output" != *$'\e'* ]]
+    [[ "$("$TADOC" ls -l "$S/a.tdc")" == *'link -> to\nthere'* ]]
+    # printf %b reads them back into the names find lists
+    cmp <(ls_names "$S/a.tdc") <(cd "$S/in" && find . -mindepth 1 -printf '%P\0' | LC_ALL=C sort -z)
+    # and apply takes them as paths
+    "$TADOC" ls "$S/a.tdc" | grep -v link | while IFS= read -r l; do printf 'append\t%s\tmore\\n\n' "$l"; done |
+        "$TADOC" apply "$S/a.tdc" -
+    "$TADOC" compact "$S/a.tdc"
+    [ "$("$TADOC" cat "$S/a.tdc" $'new\nline')" = $'one\nmore' ]
+    [ "$("$TADOC" cat "$S/a.tdc" 'back\slash')" = $'three\nmore' ]
 }
 
 @test "paths are taken as written: slashes at either end or doubled and . components" {

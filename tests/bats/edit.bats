@@ -609,6 +609,19 @@ apply_case() { # sequence|batch
     run "$TADOC" apply -q "$A" "$S/bad"
     [ "$status" -ne 0 ]
     [[ "$output" == *"no/such/file"* ]]
+    # a path that is not a regular file, or that an escaped NUL would cut short (another
+    # file's name), is refused by name before anything changes
+    for l in 'truncate\tkernel\t0' 'append\tkernel/sched\tx' 'extract\tkernel\t0\t1'; do
+        printf "$l\n" >"$S/bad"
+        run "$TADOC" apply -q "$A" "$S/bad"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"line 1: kernel"*": not a regular file"* ]]
+    done
+    printf 'append\tkernel/sched/rt.c\\x00junk\tx\n' >"$S/bad"
+    run "$TADOC" apply -q "$A" "$S/bad"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"line 1: bad escape in path"* ]]
+    cmp "$A.journal" "$S/journal.before"
     # batch offsets are all checked before anything changes: one past the end, nothing applied
     size=$(stat -c %s "$X/kernel/sched/rt.c")
     printf 'insert\tkernel/sched/rt.c\t0\tfine\nappend\tkernel/sched/rt.c\tx\ninsert\tkernel/sched/rt.c\t%s\tlate\n' \

@@ -80,3 +80,26 @@ complete_words() {
     cd /
     rm -rf "$S"
 }
+
+@test "bash completion: names inside an archive are offered quoted and never run" {
+    [ "$(basename "$TADOC")" = tadoc ] || skip "the completion runs the tool as 'tadoc'"
+    scratch
+    cd "$S"
+    mkdir t
+    echo x >'t/$(touch ran)'
+    echo x >'t/`touch ran`'
+    echo x >'t/has space'
+    echo x >'t/${HOME}'
+    echo x >$'t/new\nline'
+    "$TADOC" pack t -o n.tdc -q
+    run complete_words tadoc cat n.tdc ''
+    echo "$output"
+    [ ! -e ran ]
+    [[ "$output" == *'\$\(touch\ ran\)'* ]]
+    [[ "$output" == *'has\ space'* ]]
+    [[ "$output" == *'\$\{HOME\}'* ]]
+    [[ "$output" == *"\$'new\\nline'"* ]]
+    [ "$(complete_words tadoc cat n.tdc has)" = 'has\ space' ]
+    cd /
+    rm -rf "$S"
+}

@@ -128,6 +128,15 @@ def unzig(z):
     return z >> 1 ^ (M64 if z & 1 else 0)
 
 
+def escaped(name):
+    """A name as `tadoc ls` writes it: \\t \\n \\\\ and \\xHH for the other control bytes."""
+    out = []
+    for b in name:
+        out.append({9: "\\t", 10: "\\n", 92: "\\\\"}.get(b) or
+                   ("\\x%02x" % b if b < 32 or b == 127 else bytes([b]).decode("latin-1")))
+    return "".join(out).encode("latin-1").decode("utf-8", "surrogateescape")
+
+
 def uncols(data, size, version):
     # codec 5, a file table of version 4 on only: a zstd frame of its columns, back to the rows of
     # `size` bytes. Header as the rows have it (id, prev_id, next_ino, count), the byte length
@@ -1083,8 +1092,7 @@ def run(cmd, path, argv, out):
             out.write("%s%04o %5d %5d %12s %s %s%s\n" % (
                 TYPE_CHARS[e["type"]], e["mode"], e["uid"], e["gid"], size,
                 time.strftime("%Y-%m-%d %H:%M", time.gmtime(e["mtime"])),
-                e["path"].decode("utf-8", "surrogateescape"),
-                " -> " + e["link"].decode("utf-8", "surrogateescape") if e["type"] == LNK else ""))
+                escaped(e["path"]), " -> " + escaped(e["link"]) if e["type"] == LNK else ""))
     elif cmd == "cat":
         ino = [e["ino"] for e in a["ents"] if e["path"] == argv[3].encode()][0]
         out.flush()
