@@ -442,7 +442,8 @@ int main(int argc, char **argv)
     }
     if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
-        fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
+        fprintf(stderr, "tadocfs: %s%s\n", tdc_errmsg(),
+                rc == -EROFS && !o.ro ? " (mount it with -o ro to read it there)" : "");
         ret = tdc_exit_status(rc);
         goto out_arc;
     }

@@ -372,7 +372,10 @@ static int cmd_ls(int argc, char **argv)
             char tb[32];
             time_t t = (time_t)e->mtime_sec;
             struct tm tm;
-            strftime(tb, sizeof tb, "%Y-%m-%d %H:%M", gmtime_r(&t, &tm));
+            if (gmtime_r(&t, &tm)) /* else a year past what struct tm holds: the seconds */
+                strftime(tb, sizeof tb, "%Y-%m-%d %H:%M", &tm);
+            else
+                snprintf(tb, sizeof tb, "@%lld", (long long)e->mtime_sec);
             char type = "?-dlpscb"[e->type], size[32];
             if (e->type == ARC_CHR || e->type == ARC_BLK) /* "major, minor", as ls(1) */
                 snprintf(size, sizeof size, "%u, %u", major(e->rdev), minor(e->rdev));

@@ -2333,6 +2333,7 @@ static int open_span(const arc *meta, uint32_t first, uint32_t last, int64_t par
                      vec32 *ids)
 {
     *out = NULL;
+    *ids = (vec32){0}; /* what a failure leaves: the caller frees it either way */
     if (!meta->pending || first > last || last >= meta->nshards)
         return tdc_error(-EINVAL, "shards %u to %u: not a span of an unloaded archive", first,
                          last);

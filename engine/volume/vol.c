@@ -375,7 +375,7 @@ static int ap_setattr(vol *v, const jrec *r)
 static int ap_truncate(vol *v, const jrec *r)
 {
     vnode *n = vol_node(v, r->ino);
-    if (!n || !S_ISREG(n->mode)) return BAD("truncate");
+    if (!n || !S_ISREG(n->mode) || r->size > VOL_MAX_FILE) return BAD("truncate");
     int rc = make_pt(v, n);
     if (rc || (rc = pt_truncate(n->pt, r->size))) return rc;
     n->size = r->size;
@@ -388,7 +388,10 @@ static int ap_data(vol *v, const jrec *r, uint64_t len, uint64_t doff, int inser
 {
     uint64_t off = r->off;
     vnode *n = vol_node(v, r->ino);
-    if (!n || !S_ISREG(n->mode) || (insert && off > n->size)) return BAD("write");
+    /* the writers' bound (vol_write, vol_insert): a record past it was never written by one */
+    if (!n || !S_ISREG(n->mode) || (insert && off > n->size) || off > VOL_MAX_FILE ||
+        len > VOL_MAX_FILE - off || (insert && len > VOL_MAX_FILE - n->size))
+        return BAD("write");
     int rc = make_pt(v, n);
     if (rc) return rc;
     rc = insert ? pt_insert(n->pt, off, len, PT_JRNL, doff)

@@ -239,6 +239,24 @@ ls_names() {
     [ "$("$TADOC" cat "$S/good.tdc" a.txt)" = $'hello world\nhello world' ]
 }
 
+@test "two archives a fuzzer made: a file over two shards whose second is refused, and a year past struct tm" {
+    D="$BATS_TEST_DIRNAME/../data"
+    # part-room.tdc: file adj in two parts, shard 1's root section declaring no room for
+    # its symbols (checksums valid): the part's span failed, then freed what it never set
+    for args in "verify $D/part-room.tdc" "cat $D/part-room.tdc adj"; do
+        run "$TADOC" $args
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"shard 1: section root: compressed frame does not match declared size"* ]]
+    done
+    run "$TADOC" unpack "$D/part-room.tdc" "$S/out"
+    [ "$status" -eq 3 ]
+    [ ! -e "$S/out/adj" ] && [ -s "$S/out/words" ]
+    # far-mtime.tdc: a file touched to @90000000000000000 through a mount, then compacted
+    run "$TADOC" ls -l "$D/far-mtime.tdc"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *" @90000000000000000 d/f" ]]
+}
+
 @test "unpack of some paths: those files and trees, the directories on the way, and a hard link whose first name is left out" {
     T=$S/t
     mkdir -p "$T/a/b" "$T/c/e" "$T/d"

@@ -813,6 +813,16 @@ static void record_cases(uint64_t id, uint64_t next_ino, uint64_t dir_ino, uint6
              "does not apply: write");
     one_jrec("j-insert-past-end.journal", id, data_rec(&r, JR_INSERT, file_ino, 1 << 20),
              "does not apply: write");
+    /* Past the writers' bound of VOL_MAX_FILE: none of them writes these, and a compaction
+     * would write the holes out */
+    one_jrec("j-write-past-max.journal", id, data_rec(&r, JR_WRITE, file_ino, VOL_MAX_FILE),
+             "does not apply: write");
+    one_jrec("j-write-wraps.journal", id, data_rec(&r, JR_WRITE, file_ino, UINT64_MAX - 1),
+             "does not apply: write");
+    r = rec_of(JR_TRUNCATE), r.ino = file_ino, r.size = VOL_MAX_FILE + 1;
+    one_jrec("j-truncate-past-max.journal", id, &r, "does not apply: truncate");
+    r.size = UINT64_MAX;
+    one_jrec("j-truncate-huge.journal", id, &r, "does not apply: truncate");
     /* Bodies cut short after their first field. */
     buf b = {0};
     OK(buf_put_varint(&b, file_ino));
