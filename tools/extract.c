@@ -293,21 +293,35 @@ const char usage_unpack[] =
     "  -j, --jobs N   shards written at once, each by a thread holding it (default: one per\n"
     "                 CPU, at most 4)\n";
 
+static int restore_meta_at(const char *path, const char *sys, const arc_entry *e);
+
+/* The archived metadata on the restored `path`: user.* attributes, owner (as root), mode,
+ * times. */
 static int restore_meta(const char *path, const arc_entry *e)
+{
+    fio_long l;
+    int rc = fio_long_path(path, &l);
+    if (!rc) rc = restore_meta_at(path, l.p, e);
+    fio_long_end(&l);
+    return rc;
+}
+
+/* restore_meta with `sys` the name of `path` for the system calls */
+static int restore_meta_at(const char *path, const char *sys, const arc_entry *e)
 {
     for (uint32_t k = 0; k < e->nxattrs; k++) {
         char name[300];
         snprintf(name, sizeof name, "user.%s", e->xattrs[k].name);
-        if (lsetxattr(path, name, e->xattrs[k].val, e->xattrs[k].len, 0) < 0 && errno != ENOTSUP &&
+        if (lsetxattr(sys, name, e->xattrs[k].val, e->xattrs[k].len, 0) < 0 && errno != ENOTSUP &&
             errno != EPERM)
             return tdc_error(-errno, "%s: set %s: %s", path, name, strerror(errno));
     }
     struct timespec ts[2] = {{e->atime_sec, e->atime_nsec}, {e->mtime_sec, e->mtime_nsec}};
-    if (geteuid() == 0 && lchown(path, e->uid, e->gid) < 0)
+    if (geteuid() == 0 && lchown(sys, e->uid, e->gid) < 0)
         return tdc_error(-errno, "%s: chown: %s", path, strerror(errno));
-    if (e->type != ARC_LNK && chmod(path, e->mode) < 0)
+    if (e->type != ARC_LNK && chmod(sys, e->mode) < 0)
         return tdc_error(-errno, "%s: chmod: %s", path, strerror(errno));
-    if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) < 0)
+    if (utimensat(AT_FDCWD, sys, ts, AT_SYMLINK_NOFOLLOW) < 0)
         return tdc_error(-errno, "%s: set times: %s", path, strerror(errno));
     return 0;
 }
@@ -437,9 +451,15 @@ static int unp_write(unp_state *s, const unp_file *f, uint32_t span_last)
     const arc_entry *o = &s->m->ents[f->out]; /* another name of e's inode, or e */
     char *path = unp_path(s->dir, o, f->out);
     if (!path) return tdc_error(-ENOMEM, "out of memory");
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    fio_long l;
+    if ((rc = fio_long_path(path, &l))) {
+        free(path);
+        return rc;
+    }
+    int fd = open(l.p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        fio_long_end(&l);
         free(path);
         return rc;
     }
@@ -458,12 +478,13 @@ static int unp_write(unp_state *s, const unp_file *f, uint32_t span_last)
     if (close(fd) < 0 && !rc) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
     if (rc == -EBADMSG) {
         if (!f->parts) tdc_error(rc, damaged_hash, o->path); /* parts_out said why */
-        unlink(path);
+        unlink(l.p);
         unp_lose(s, f->out);
         rc = 0;
     } else if (!rc) {
-        rc = restore_meta(path, o);
+        rc = restore_meta_at(path, l.p, o);
     }
+    fio_long_end(&l);
     free(path);
     return rc;
 }
@@ -501,21 +522,24 @@ static int unp_names(unp_state *s, unp_file *files, uint32_t *nfiles, uint64_t *
         }
         char *path = unp_path(s->dir, e, i);
         if (!path) return tdc_error(-ENOMEM, "out of memory");
-        if (e->type == ARC_DIR) {
-            if (mkdir(path, 0700) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
+        fio_long l;
+        if ((rc = fio_long_path(path, &l))) {
+        } else if (e->type == ARC_DIR) {
+            if (mkdir(l.p, 0700) < 0) rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         } else if (e->type == ARC_LNK) {
-            if (symlink(e->link, path) < 0)
+            if (symlink(e->link, l.p) < 0)
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
             else
-                rc = restore_meta(path, e);
-        } else if (mknod(path, arc_mode_of_type(e->type) | 0600, (dev_t)e->rdev) == 0) {
-            rc = restore_meta(path, e);
+                rc = restore_meta_at(path, l.p, e);
+        } else if (mknod(l.p, arc_mode_of_type(e->type) | 0600, (dev_t)e->rdev) == 0) {
+            rc = restore_meta_at(path, l.p, e);
         } else if (errno == EPERM && (e->type == ARC_CHR || e->type == ARC_BLK)) {
             fprintf(stderr, "%s: warning: %s: device not created (needs root)\n", prog, path);
             ++*skipped;
         } else {
             rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         }
+        fio_long_end(&l);
         free(path);
     }
     return rc;
@@ -534,9 +558,11 @@ static int unp_links_and_dirs(unp_state *s, uint64_t *skipped)
         if (first == i || (s->sel && !s->sel[i])) continue;
         const arc_entry *f = &a->ents[first];
         char *path = unp_path(s->dir, e, i), *to = unp_path(s->dir, f, first);
+        fio_long lp = {.fd = -1}, lt = {.fd = -1};
         if (!path || !to) {
             rc = tdc_error(-ENOMEM, "out of memory");
-        } else if (linkat(AT_FDCWD, to, AT_FDCWD, path, 0) < 0) {
+        } else if ((rc = fio_long_path(path, &lp)) || (rc = fio_long_path(to, &lt))) {
+        } else if (linkat(AT_FDCWD, lt.p, AT_FDCWD, lp.p, 0) < 0) {
             /* The first name may be a device left out for want of root, or a lost file. */
             if (errno == ENOENT && (f->type == ARC_CHR || f->type == ARC_BLK))
                 ++*skipped;
@@ -545,6 +571,8 @@ static int unp_links_and_dirs(unp_state *s, uint64_t *skipped)
             else
                 rc = tdc_error(-errno, "%s: %s", path, strerror(errno));
         }
+        fio_long_end(&lp);
+        fio_long_end(&lt);
         free(path);
         free(to);
     }

@@ -1,6 +1,8 @@
 #include "fio.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -159,4 +161,43 @@ int fio_open_file(const char *path, int flags, struct stat *st)
         return -1;
     }
     return fd;
+}
+
+int fio_long_path(const char *path, fio_long *l)
+{
+    *l = (fio_long){.p = path, .fd = -1};
+    if (strlen(path) < PATH_MAX) return 0;
+    /* room for REST beside "/proc/self/fd/N/" */
+    enum { ROOM = PATH_MAX - 64 };
+    const char *rest = path;
+    int fd = AT_FDCWD, err = 0;
+    while (!err && strlen(rest) >= ROOM) {
+        const char *cut = rest + ROOM - 1; /* the longest chunk that ends before a '/' */
+        while (cut > rest && *cut != '/')
+            cut--;
+        char *chunk = cut > rest ? strndup(rest, (size_t)(cut - rest)) : NULL;
+        int next = chunk ? openat(fd, chunk, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+        err = !chunk ? (cut > rest ? ENOMEM : ENAMETOOLONG) : next < 0 ? errno : 0;
+        free(chunk);
+        if (fd != AT_FDCWD) close(fd);
+        fd = next;
+        for (rest = cut; *rest == '/'; rest++)
+            ;
+    }
+    if (!err && !(l->mem = malloc(strlen(rest) + 32))) err = ENOMEM;
+    if (err) {
+        if (fd >= 0) close(fd);
+        return tdc_error(-err, "%s: %s", path, strerror(err));
+    }
+    sprintf(l->mem, "/proc/self/fd/%d/%s", fd, rest);
+    l->p = l->mem;
+    l->fd = fd;
+    return 0;
+}
+
+void fio_long_end(fio_long *l)
+{
+    if (l->fd >= 0) close(l->fd);
+    free(l->mem);
+    *l = (fio_long){.fd = -1};
 }

@@ -11,6 +11,19 @@ int fio_write_all(int fd, const void *p, size_t n, const char *path);
 
 struct stat;
 
+/* A path the system calls accept for `path`, however long: `path` itself when shorter than
+ * PATH_MAX (nothing is opened), else "/proc/self/fd/N/REST", N a descriptor of a directory on
+ * the way opened chunk by chunk (a tree deeper than PATH_MAX, which ext4 allows and tar
+ * walks). Use l->p until fio_long_end. 0, or -errno of an open on the way (with the thread's
+ * message naming `path`). */
+typedef struct fio_long {
+    const char *p;
+    int fd;    /* the directory REST is relative to, or -1 */
+    char *mem; /* l->p when made here */
+} fio_long;
+int fio_long_path(const char *path, fio_long *l);
+void fio_long_end(fio_long *l);
+
 /* open(path, flags) of a file that must be a regular one, without waiting where it is not (a
  * FIFO's open waits for the other end): the descriptor, its fstat in *st; or -1 with errno
  * set, EINVAL for something other than a regular file. */

@@ -430,11 +430,14 @@ static int by_name(const void *a, const void *b)
  * inside the archive ("" for the top), `abs` the path on disk. */
 static int walk(packer *p, const char *abs, const char *rel)
 {
-    DIR *dir = opendir(abs);
+    fio_long dl;
+    int rc = fio_long_path(abs, &dl);
+    if (rc) return rc;
+    DIR *dir = opendir(dl.p);
+    fio_long_end(&dl);
     if (!dir) return tdc_error(-errno, "%s: %s", abs, strerror(errno));
     char **names = NULL;
     size_t n = 0, cap = 0;
-    int rc = 0;
     struct dirent *de;
     while ((de = readdir(dir))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
@@ -467,23 +470,31 @@ static int walk(packer *p, const char *abs, const char *rel)
         sprintf(a, "%s/%s", abs, names[i]);
         sprintf(r, "%s%s%s", rel, lr ? "/" : "", names[i]);
         struct stat sb;
-        if (lstat(a, &sb) < 0) {
+        fio_long al; /* `a` for the system calls; messages name `a` */
+        if ((rc = fio_long_path(a, &al))) {
+            free(a);
+            free(r);
+            break;
+        }
+        if (lstat(al.p, &sb) < 0) {
             rc = tdc_error(-errno, "%s: %s", a, strerror(errno));
         } else if (S_ISDIR(sb.st_mode)) {
             p->st.dirs++;
             if (!(rc = add_entry(p, r, &sb, ARC_DIR)) &&
-                !(rc = read_xattrs(a, &p->ents[p->nents - 1])))
+                !(rc = read_xattrs(al.p, &p->ents[p->nents - 1]))) {
+                fio_long_end(&al); /* not held down the subtree: a descriptor a level */
                 rc = walk(p, a, r);
+            }
         } else if (S_ISREG(sb.st_mode)) {
             p->st.files++;
             rc = add_entry(p, r, &sb, ARC_REG);
-            if (!rc) rc = read_xattrs(a, &p->ents[p->nents - 1]);
+            if (!rc) rc = read_xattrs(al.p, &p->ents[p->nents - 1]);
             if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
             if (!rc && !p->ents[p->nents - 1].ino) p->total += (uint64_t)sb.st_size;
         } else if (S_ISLNK(sb.st_mode)) {
             p->st.links++;
             char *t = malloc((size_t)sb.st_size + 1);
-            ssize_t k = t ? readlink(a, t, (size_t)sb.st_size + 1) : -1;
+            ssize_t k = t ? readlink(al.p, t, (size_t)sb.st_size + 1) : -1;
             if (k < 0 || k > sb.st_size) {
                 rc = tdc_error(t ? -errno : -ENOMEM, "%s: cannot read link", a);
                 free(t);
@@ -493,7 +504,7 @@ static int walk(packer *p, const char *abs, const char *rel)
                 if (!rc) {
                     p->ents[p->nents - 1].link = t;
                     p->ents[p->nents - 1].size = (uint64_t)k;
-                    rc = read_xattrs(a, &p->ents[p->nents - 1]);
+                    rc = read_xattrs(al.p, &p->ents[p->nents - 1]);
                 } else {
                     free(t);
                 }
@@ -506,7 +517,7 @@ static int walk(packer *p, const char *abs, const char *rel)
                 arc_entry *e = &p->ents[p->nents - 1];
                 e->size = 0;
                 if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)) e->rdev = (uint64_t)sb.st_rdev;
-                rc = read_xattrs(a, e);
+                rc = read_xattrs(al.p, e);
             }
             if (!rc && sb.st_nlink > 1) rc = note_link(p, &sb);
         } else {
@@ -517,6 +528,7 @@ static int walk(packer *p, const char *abs, const char *rel)
                 p->o->warn(p->o->ctx, msg);
             }
         }
+        fio_long_end(&al);
         free(a);
         free(r);
     }
@@ -600,7 +612,16 @@ static int open_in_tree(const packer *p, const arc_entry *e, char **path)
         return -1;
     }
     sprintf(*path, "%s/%s", p->top, e->path);
-    int fd = fio_open_file(*path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, &st);
+    fio_long l;
+    int lr = fio_long_path(*path, &l);
+    if (lr) {
+        errno = -lr;
+        return -1;
+    }
+    int fd = fio_open_file(l.p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, &st);
+    int e2 = errno;
+    fio_long_end(&l);
+    errno = e2;
     if (fd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == EINVAL)) errno = ENOENT;
     return fd;
 }
