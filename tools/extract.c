@@ -694,13 +694,8 @@ static int unp_select(unp_state *s, char **paths, int n)
     uint32_t *parent = malloc(((size_t)a->nents + 1) * sizeof *parent);
     int rc = !sel || !parent || arc_parents(a, parent) ? tdc_error(-ENOMEM, "out of memory") : 0;
     for (int k = 0; k < n && !rc; k++) {
-        int64_t e = arc_lookup_user(a, paths[k]);
-        if (e < 0) {
-            rc = e == -ENOMEM
-                     ? tdc_error(-ENOMEM, "out of memory")
-                     : tdc_error(-ENOENT, "%s: '%s' is not in the archive", a->path, paths[k]);
-            continue;
-        }
+        uint32_t e;
+        if ((rc = arc_lookup_path(a, paths[k], &e))) continue;
         sel[e] = 3;
         for (uint32_t d = parent[e];; d = parent[d]) { /* the way to it */
             sel[d] |= 1;

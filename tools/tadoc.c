@@ -699,24 +699,19 @@ static int run_analytic(int argc, char **argv, int kind)
     int rc = arc_open_meta(argv[1], &a);
     if (rc) return fail(rc);
     note_journal(argv[1], a);
-    int64_t first = 0;
-    if (argc == 3) {
-        first = arc_lookup_user(a, argv[2]);
-        if (first < 0) {
-            arc_free(a);
-            return fail(first == -ENOMEM
-                            ? tdc_error(-ENOMEM, "out of memory")
-                            : tdc_error(-ENOENT, "%s: no such path in the archive", argv[2]));
-        }
+    uint32_t first = 0;
+    if (argc == 3 && (rc = arc_lookup_path(a, argv[2], &first))) {
+        arc_free(a);
+        return fail(rc);
     }
-    uint32_t end = ana_subtree_end(a, (uint32_t)first);
+    uint32_t end = ana_subtree_end(a, first);
     /* a hard-linked file whose first name is outside the scope counts under its name inside,
      * as the mount's virtual files count it: this process's copy of the file table says so */
-    if ((rc = ana_relink(a, NULL, (uint32_t)first, end, a->ents))) {
+    if ((rc = ana_relink(a, NULL, first, end, a->ents))) {
         arc_free(a);
         return fail(tdc_error(rc, "out of memory"));
     }
-    if (env_on("TADOC_VIA_MOUNT") && (rc = via_mount(argv[1], a, (uint32_t)first, kind)) <= 0) {
+    if (env_on("TADOC_VIA_MOUNT") && (rc = via_mount(argv[1], a, first, kind)) <= 0) {
         arc_free(a);
         return rc ? fail(rc) : EX_OK;
     }
@@ -738,7 +733,7 @@ static int run_analytic(int argc, char **argv, int kind)
     int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE, gpu = 0, done = 0;
     if (!whole) {
         uint64_t bytes, all;
-        backend_scope_bytes(a, (uint32_t)first, end, &bytes, &all);
+        backend_scope_bytes(a, first, end, &bytes, &all);
         unsigned cpus = backend_cpus();
         /* Asking the GPU whether the archive fits starts CUDA: only where the GPU can win. */
         int could = o.mode == BACKEND_ON || (o.mode == BACKEND_AUTO && bytes >= o.auto_min &&
@@ -758,7 +753,7 @@ static int run_analytic(int argc, char **argv, int kind)
         arc *meta = NULL;
         if (gpu && fits && !(rc = arc_meta_dup(a, &meta)) && !(rc = arc_load_data(a)) &&
             (dict_has_word_of(a->dict, TOK_CAP) ||
-             (rc = backend_gpu_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out)) == 1)) {
+             (rc = backend_gpu_analytic(be, kind, a, 1, first, end, NULL, &out)) == 1)) {
             rc = 0;
             gpu = o.mode == BACKEND_ON || backend_cli_gpu_wins(kind, bytes, all, cpus, 0);
             /* The refused upload goes: its device memory back for the shards, and no
@@ -775,7 +770,7 @@ static int run_analytic(int argc, char **argv, int kind)
     int fd = 1;
     if (!whole && !done && !rc) { /* written out as the merge makes it, never held whole */
         backend_set_mode(be, gpu ? BACKEND_ON : BACKEND_OFF);
-        rc = backend_by_shard_to(be, NULL, kind, a, (uint32_t)first, end, NULL, to_fd, &fd);
+        rc = backend_by_shard_to(be, NULL, kind, a, first, end, NULL, to_fd, &fd);
         if (rc == -ENOTSUP) {
             whole = 1;
             rc = 0;
@@ -784,7 +779,7 @@ static int run_analytic(int argc, char **argv, int kind)
         }
     }
     if (whole && !rc) rc = arc_load_data(a);
-    if (whole && !rc) rc = backend_analytic(be, kind, a, 1, (uint32_t)first, end, NULL, &out);
+    if (whole && !rc) rc = backend_analytic(be, kind, a, 1, first, end, NULL, &out);
     if (!rc) rc = fio_write_all(1, out.p, out.n, "stdout");
     buf_free(&out);
     backend_free(be);

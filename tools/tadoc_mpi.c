@@ -702,9 +702,8 @@ int main(int argc, char **argv)
     mpi_range_init(&out, tmpdir);
     int rc = be ? arc_open_meta(pos[1], &meta) : tdc_error(-ENOMEM, "out of memory");
     if (!rc && npos == 3) {
-        if ((first = arc_lookup_user(meta, pos[2])) < 0)
-            rc = first == -ENOMEM ? tdc_error(-ENOMEM, "out of memory")
-                                  : tdc_error(-ENOENT, "%s: no such path in the archive", pos[2]);
+        uint32_t e;
+        if (!(rc = arc_lookup_path(meta, pos[2], &e))) first = e;
     }
     uint32_t end = rc ? 0 : ana_subtree_end(meta, (uint32_t)first);
     if (!rc && meta->version < 4 && !rank) { /* one grammar: rank 0 alone, loaded whole */

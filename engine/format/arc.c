@@ -216,18 +216,28 @@ int64_t arc_lookup_user(const arc *a, const char *path)
         p += n;
     }
     *o = 0;
+    size_t n = strlen(path);
+    int dir = n && (path[n - 1] == '/' || (path[n - 1] == '.' && (n == 1 || path[n - 2] == '/')));
     int64_t i = arc_lookup(a, norm);
     free(norm);
-    return i;
+    return i >= 0 && dir && a->ents[i].type != ARC_DIR ? -ENOTDIR : i;
+}
+
+int arc_lookup_path(const arc *a, const char *path, uint32_t *ent)
+{
+    int64_t i = arc_lookup_user(a, path);
+    if (i >= 0) *ent = (uint32_t)i;
+    return i >= 0          ? 0
+           : i == -ENOMEM  ? tdc_error(-ENOMEM, "out of memory")
+           : i == -ENOTDIR ? tdc_error(-ENOTDIR, "%s: not a directory", path)
+                           : tdc_error(-ENOENT, "%s: no such path in the archive", path);
 }
 
 int arc_find_file(const arc *a, const char *path, uint32_t *ent)
 {
-    int64_t i = arc_lookup_user(a, path);
-    if (i == -ENOMEM) return tdc_error(-ENOMEM, "out of memory");
-    if (i < 0) return tdc_error(-ENOENT, "%s: no such file in the archive", path);
-    if (a->ents[i].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
-    *ent = (uint32_t)i;
+    int rc = arc_lookup_path(a, path, ent);
+    if (rc) return rc == -ENOENT ? tdc_error(rc, "%s: no such file in the archive", path) : rc;
+    if (a->ents[*ent].type != ARC_REG) return tdc_error(-EISDIR, "%s: not a regular file", path);
     return 0;
 }
 

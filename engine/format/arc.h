@@ -565,8 +565,13 @@ void arc_free(arc *a);
 int64_t arc_lookup(const arc *a, const char *path);
 
 /* arc_lookup of a path as a person writes it: slashes at either end or doubled and "."
- * components are ignored, so "/", "." and "" are the root and "dir/" is "dir". -ENOENT or
- * -ENOMEM. */
+ * components are ignored, so "/", "." and "" are the root and "dir/" is "dir"; a path that
+ * ends in "/" or "/." names a directory, as for open(2). -ENOENT, -ENOTDIR (it ends so but
+ * names no directory) or -ENOMEM. */
 int64_t arc_lookup_user(const arc *a, const char *path);
+
+/* arc_lookup_user with the thread's message on failure ("PATH: no such path in the
+ * archive", "PATH: not a directory"): 0 and *ent, or the error. */
+int arc_lookup_path(const arc *a, const char *path, uint32_t *ent);
 
 #endif
