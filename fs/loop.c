@@ -43,8 +43,10 @@ struct loop {
     job *head, *tail;    /* the workers' requests, oldest first */
     job *spare;          /* answered jobs whose buffers await reuse */
     unsigned nspare, most_spare;
-    unsigned idle; /* workers waiting (read without the lock by spin_wait) */
-    unsigned want; /* readers asked for and not yet started */
+    unsigned idle;    /* workers waiting (read without the lock by spin_wait) */
+    unsigned want;    /* readers asked for and not yet started */
+    unsigned reading; /* workers reading the device (help_read) */
+    unsigned workers; /* started (the reading thread's alone) */
     int done;      /* no more requests come: the workers finish the queue and end */
 };
 
@@ -126,9 +128,11 @@ static void *worker_main(void *arg)
             break;
         } else {
             l->want--;
+            l->reading++;
             pthread_mutex_unlock(&l->lock);
             help_read(w);
             pthread_mutex_lock(&l->lock);
+            l->reading--;
         }
     }
     pthread_mutex_unlock(&l->lock);
@@ -136,7 +140,10 @@ static void *worker_main(void *arg)
 }
 
 /* Queue the request in *b for the workers, giving *b a spare buffer (or none: libfuse makes
- * one at the next read). 0, or -ENOMEM (the request is still in *b). */
+ * one at the next read). 0; -EBUSY when every worker is reading the device, where each may
+ * block until another request comes (the one in *b may be the last its caller sends, so it
+ * would wait for ever: the reading thread answers it); -ENOMEM. The request stays in *b
+ * unless 0. */
 static int hand_over(loop *l, struct fuse_buf *b)
 {
     pthread_mutex_lock(&l->lock);
@@ -147,20 +154,27 @@ static int hand_over(loop *l, struct fuse_buf *b)
     }
     pthread_mutex_unlock(&l->lock);
     if (!j && !(j = calloc(1, sizeof *j))) return -ENOMEM;
-    void *next = j->mem;
-    j->mem = b->mem;
-    j->size = b->size;
-    j->next = NULL;
-    b->mem = next;
     pthread_mutex_lock(&l->lock);
-    if (l->tail)
-        l->tail->next = j;
-    else
-        l->head = j;
-    l->tail = j;
-    pthread_cond_signal(&l->more);
+    int stuck = !l->idle && l->reading == l->workers;
+    if (stuck) {
+        j->next = l->spare; /* back, unused */
+        l->spare = j;
+        l->nspare++;
+    } else {
+        void *next = j->mem;
+        j->mem = b->mem;
+        j->size = b->size;
+        j->next = NULL;
+        b->mem = next;
+        if (l->tail)
+            l->tail->next = j;
+        else
+            l->head = j;
+        l->tail = j;
+        pthread_cond_signal(&l->more);
+    }
     pthread_mutex_unlock(&l->lock);
-    return 0;
+    return stuck ? -EBUSY : 0;
 }
 
 /* One more worker reading the device, if one is idle. */
@@ -211,6 +225,7 @@ int fs_loop(struct fuse_session *se, unsigned workers, unsigned spin_us, fs_loop
         if (pthread_create(&w[n].th, NULL, worker_main, &w[n])) break;
         n++;
     }
+    l.workers = n; /* read by hand_over, on this thread */
     struct fuse_buf b = {0};
     int rc = 0, run = 0;
     /* Spin only while the requests come closer together than the spin lasts (from the

@@ -546,7 +546,7 @@ static void attrs_changed(fs_ctx *c, fuse_ino_t ino)
 static int written(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, const struct stat *st, int trunc)
 {
     struct stat in = {.st_size = 0, .st_mode = mode_after_write(req, st)};
-    unsigned valid = (trunc && st->st_size ? VOL_SET_SIZE : 0) |
+    unsigned valid = (trunc ? VOL_SET_SIZE : 0) | /* an empty file's times change too */
                      (in.st_mode != (st->st_mode & 07777) ? VOL_SET_MODE : 0);
     int rc = valid ? vol_setattr(c->v, ino, valid, &in, NULL) : 0;
     if (!rc && (valid & VOL_SET_MODE)) attrs_changed(c, ino);
@@ -581,6 +581,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) valid |= VOL_SET_MTIME;
     if (to_set & FUSE_SET_ATTR_ATIME_NOW) in.st_atim = now();
     if (to_set & FUSE_SET_ATTR_MTIME_NOW) in.st_mtim = now();
+    /* a SETATTR that sets nothing else still changes the ctime (chown(2) to -1, -1, below) */
+    if (!(to_set & ~FUSE_SET_ATTR_CTIME)) valid |= VOL_SET_CTIME;
     if (c->ro) {
         fuse_reply_err(req, EROFS);
         return;

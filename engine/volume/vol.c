@@ -153,13 +153,15 @@ static void fill_stat(const vol *v, const vnode *n, struct stat *st)
     memset(st, 0, sizeof *st);
     st->st_ino = (ino_t)n->ino;
     st->st_mode = n->mode;
-    /* A directory counts "." and its subdirectories' ".."; a removed one (still open) 0. */
+    /* A directory counts "." and its subdirectories' ".."; a removed one (still open) 0,
+     * and its size 0 (as ext4's). */
+    int gone_dir = S_ISDIR(n->mode) && !n->nlink;
     st->st_nlink = S_ISDIR(n->mode) ? (n->nlink ? 2 + n->nsub : 0) : n->nlink;
     st->st_uid = n->uid;
     st->st_gid = n->gid;
-    st->st_size = (off_t)n->size;
+    st->st_size = gone_dir ? 0 : (off_t)n->size;
     st->st_rdev = (dev_t)n->rdev;
-    st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+    st->st_blocks = (blkcnt_t)(((uint64_t)st->st_size + 511) / 512);
     st->st_blksize = 4096;
     st->st_atim = n->atime;
     st->st_mtim = n->mtime;
@@ -1372,11 +1374,12 @@ int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, str
         else
             rc = log_truncate(v, ino, (uint64_t)in->st_size);
     }
+    /* a record of its own unless the size's (TRUNCATE sets the change time too) */
     unsigned rest = valid & ~(unsigned)VOL_SET_SIZE;
-    if (!rc && rest) {
+    if (!rc && rest && (rest != VOL_SET_CTIME || !(valid & VOL_SET_SIZE))) {
         jrec r = {.type = JR_SETATTR,
                   .ino = ino,
-                  .valid = rest,
+                  .valid = rest & ~(unsigned)VOL_SET_CTIME, /* a record sets the ctime */
                   .mode = in->st_mode & 07777,
                   .uid = in->st_uid,
                   .gid = in->st_gid,

@@ -176,6 +176,7 @@ enum vol_set {
     VOL_SET_SIZE = 8,
     VOL_SET_ATIME = 16,
     VOL_SET_MTIME = 32,
+    VOL_SET_CTIME = 64, /* the change time, whatever else is set (a chown(2) to -1, -1) */
 };
 
 /* Change the attributes named in `valid` (from `in`; times are st_atim / st_mtim). The

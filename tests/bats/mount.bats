@@ -163,6 +163,44 @@ mount_meta() {
     cmp "$M/.seqcount" "$S/seq"
 }
 
+@test "with one or two workers, bursts of parallel requests the workers answer are all answered" {
+    # 24 threads each sending ioctls and getxattrs (requests the reading thread hands to the
+    # workers) for 50 ms, again and again: a worker called to read the device beside the
+    # reading thread could block there while the requests it should answer waited queued
+    for w in 1 2; do
+        mnt "$A/l.tdc" "$M" -o ro,max_threads=$w
+        run timeout 120 python3 - "$M/kernel/sched/rt.c" <<'EOF'
+import fcntl, os, sys, termios, threading, time
+f, stop = sys.argv[1], False
+os.close(os.open(f, os.O_RDONLY))  # there to open
+def burst():
+    fd = os.open(f, os.O_RDONLY)
+    while not stop:
+        try: fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+        except OSError: pass
+        try: os.getxattr(f, "user.none")
+        except OSError: pass
+    os.close(fd)
+for r in range(80):
+    stop = False
+    ts = [threading.Thread(target=burst, daemon=True) for _ in range(24)]
+    [t.start() for t in ts]
+    time.sleep(0.05)
+    stop = True
+    end = time.time() + 20
+    for t in ts: t.join(max(0, end - time.time()))
+    if any(t.is_alive() for t in ts):
+        print("round %d: callers waited 20 s" % r)
+        os._exit(1)
+print("80 rounds answered")
+os._exit(0)
+EOF
+        echo "max_threads=$w: $output"
+        [ "$status" -eq 0 ]
+        fusermount3 -u "$M"
+    done
+}
+
 @test "stat -f works and the mount is listed as fuse.tadocfs, rw by default and ro with -o ro" {
     mnt "$A/l.tdc" "$M"
     run stat -f -c %T "$M"
@@ -252,6 +290,37 @@ for mode, length in ((0, 5), (1, 4096), (0, 100)): # within the size, KEEP_SIZE,
     assert abs(st.st_mtime - t) < 5 and st.st_ctime >= st.st_mtime - 1, (mode, length, st)
 assert os.stat(p).st_size == 100
 ' "$M/f"
+}
+
+@test "open(O_TRUNC) of an empty file and chown to -1, -1 move the times, a removed open directory has size 0, as on ext4 (with and without -o open)" {
+    cp "$A/k.tdc" "$S/f.tdc" # written to: a copy
+    mkdir -p "$S/ext"
+    for opts in "" "-o open"; do
+        mnt "$S/f.tdc" "$M" $opts
+        for d in "$S/ext" "$M"; do
+            : >"$d/empty"
+            python3 -c '
+import os, sys, time
+p = sys.argv[1]
+os.utime(p, (1e9, 1e9))
+os.close(os.open(p, os.O_WRONLY | os.O_TRUNC))  # already empty
+st = os.stat(p)
+assert abs(st.st_mtime - time.time()) < 5 and abs(st.st_ctime - time.time()) < 5, st
+c = st.st_ctime_ns
+time.sleep(0.05)
+os.chown(p, -1, -1)
+assert os.stat(p).st_ctime_ns > c, (c, os.stat(p))
+d = os.path.join(os.path.dirname(p), "gone")  # a removed directory still open
+os.mkdir(d)
+fd = os.open(d, os.O_RDONLY)
+os.rmdir(d)
+st = os.fstat(fd)
+assert (st.st_size, st.st_nlink) == (0, 0), st
+os.close(fd)
+' "$d/empty"
+        done
+        fusermount3 -u "$M"
+    done
 }
 
 @test "an archive under its own mountpoint is refused for a writable mount (it would write through itself), served with -o ro" {
