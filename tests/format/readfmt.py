@@ -932,6 +932,9 @@ def name_ok(name):
     return 0 < len(name) <= 255 and b"/" not in name and name not in (b".", b"..")
 
 
+MAX_FILE = 1 << 40  # the largest file a record may make (FORMAT.md, TRUNCATE and WRITE)
+
+
 def apply(st, typ, f):
     """Apply one record to the tree `st` ({"nodes": by inode, "next": next inode number}),
     refusing what the format says does not apply."""
@@ -1036,14 +1039,16 @@ def apply(st, typ, f):
             n["mtime"] = f["mtime"]
     elif typ == "truncate":
         n = node(f["ino"])
-        if not n or n["mode"] & S_IFMT != S_IFREG:
+        if not n or n["mode"] & S_IFMT != S_IFREG or f["size"] > MAX_FILE:
             bad("truncate")
         n["data"] = n["data"][:f["size"]].ljust(f["size"], b"\0")
         n["size"] = f["size"]
         n["mtime"] = f["time"]
     elif typ in ("write", "insert"):
         n = node(f["ino"])
-        if not n or n["mode"] & S_IFMT != S_IFREG or (typ == "insert" and f["off"] > n["size"]):
+        if (not n or n["mode"] & S_IFMT != S_IFREG or (typ == "insert" and f["off"] > n["size"])
+                or f["off"] + len(f["data"]) > MAX_FILE
+                or (typ == "insert" and n["size"] + len(f["data"]) > MAX_FILE)):
             bad("write")
         d, off, new = n["data"], f["off"], f["data"]
         if typ == "insert":
