@@ -293,7 +293,8 @@ static int cmd_pack(int argc, char **argv)
             return usage_err(usage_pack, NULL);
         }
     }
-    if (optind + 1 != argc || !out) return usage_err(usage_pack, "need DIR and -o ARCHIVE");
+    if (optind + 1 != argc || !out || !*out)
+        return usage_err(usage_pack, "need DIR and -o ARCHIVE");
     pr.tty = !quiet && isatty(2);
     pr.start = pr.last = now();
     o.progress = on_progress;

@@ -834,17 +834,28 @@ static int take_lock(const char *archive, int *fd)
     return rc;
 }
 
-int vol_replace_begin(const char *archive, vol_replace *r)
+int vol_replace_begin(const char *path, vol_replace *r)
 {
     r->lockfd = -1;
-    if (!(r->jpath = malloc(strlen(archive) + 16))) return -ENOMEM;
-    sprintf(r->jpath, "%s.journal", archive);
+    r->jpath = NULL;
+    /* The archive a symbolic link names is the one replaced: its journal and lock are those
+     * beside it, as a writer (vol_open) finds them. */
+    char *real = realpath(path, NULL);
+    const char *archive = real ? real : path;
     struct stat sb;
     int rc = 0;
+    /* Something other than a regular file is not replaced (the writer refuses it): no lock
+     * file beside /dev/full or a directory. */
+    if (real && stat(real, &sb) == 0 && !S_ISREG(sb.st_mode)) goto out;
+    if (!(r->jpath = malloc(strlen(archive) + 16))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    sprintf(r->jpath, "%s.journal", archive);
     if (stat(r->jpath, &sb) < 0 && errno != ENOENT) {
         rc = tdc_error(-errno, "%s: %s", r->jpath, strerror(errno));
         vol_replace_end(r, 0);
-        return rc;
+        goto out;
     }
     /* Held until the new archive is in place, so that a writer opening the old one meanwhile
      * neither takes its temporary file for a dead writer's (remove_stale_temps) nor starts
@@ -852,12 +863,13 @@ int vol_replace_begin(const char *archive, vol_replace *r)
     if (stat(archive, &sb) < 0 && errno == ENOENT && stat(r->jpath, &sb) < 0) {
         free(r->jpath);
         r->jpath = NULL; /* nothing there to guard */
-        return 0;
+        goto out;
     }
     if ((rc = take_lock(archive, &r->lockfd))) {
         vol_replace_end(r, 0);
-        return rc;
+        goto out;
     }
+    if (real) remove_stale_temps(real); /* a killed pack's or compaction's, now the holder */
     /* Taken under the lock: a writer that held it has written out its last records. */
     if (stat(r->jpath, &sb) == 0 && sb.st_size > JRNL_HDR) {
         rc = tdc_error(-EEXIST,
@@ -866,6 +878,8 @@ int vol_replace_begin(const char *archive, vol_replace *r)
                        r->jpath, archive, archive);
         vol_replace_end(r, 0);
     }
+out:
+    free(real);
     return rc;
 }
 

@@ -102,7 +102,10 @@ enum vol_step {
  * vol_replace_begin refuses (-EEXIST, with a message) when `archive`.journal holds records,
  * and -EBUSY while a writer (mount, compact, apply) holds the archive; otherwise it keeps the
  * writers' lock until vol_replace_end, which removes the empty journal when `replaced` (the
- * new archive is in place). Without an archive or a journal there is nothing to guard. */
+ * new archive is in place). Without an archive or a journal there is nothing to guard. A
+ * symbolic link stands for the archive it names; something other than a regular file is not
+ * guarded (the writer refuses it). The lock's holder removes temporary files a killed
+ * writer left beside the archive. */
 typedef struct vol_replace {
     char *jpath;
     int lockfd;

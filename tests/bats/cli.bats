@@ -367,6 +367,7 @@ ls_names() {
     done
     [ -p "$S/fifo" ] && [ -c "$S/null" ] && [ -d "$S/dir" ] && [ -L "$S/dangling" ]
     [ -z "$(ls "$S/dir")" ] && [ "$(ls "$S" | grep -c tmp)" -eq 0 ]
+    [ "$(ls "$S" | grep -c lock)" -eq 0 ] # nor a lock file beside them
     echo old >"$S/target" && chmod 640 "$S/target" && ln -s target "$S/link"
     "$TADOC" pack -q "$S/in" -o "$S/link"
     [ -L "$S/link" ] && [ "$(stat -c %a "$S/target")" = 640 ]
@@ -374,6 +375,22 @@ ls_names() {
     "$TADOC" compact "$S/link"
     [ -L "$S/link" ] && [ "$(stat -c %a "$S/target")" = 640 ]
     [ "$("$TADOC" cat "$S/link" f)" = "hello world" ]
+    # through the link, the archive it names is guarded as when named: edits pending in its
+    # journal, or a writer holding it, refuse the pack, and the archive stays
+    printf 'append\tf\tmore\n\n' | "$TADOC" apply -q "$S/target" -
+    run "$TADOC" pack -q "$S/in" -o "$S/link"
+    [ "$status" -eq 1 ] && [[ "$output" == *"target.journal holds edits not yet folded"* ]]
+    "$TADOC" compact "$S/target"
+    mkdir "$S/m" && "$TADOCFS" "$S/target" "$S/m" 3>&-
+    run "$TADOC" pack -q "$S/in" -o "$S/link"
+    fusermount3 -u "$S/m"
+    [ "$status" -eq 1 ] && [[ "$output" == *"in use by another writer"* ]]
+    [ "$("$TADOC" cat "$S/link" f)" = "$(printf 'hello world\nmore')" ]
+    [ ! -e "$S/link.lock" ]
+    # a killed pack's temporary file beside the archive goes with the next pack over it
+    : >"$S/target.tmpAbc123"
+    "$TADOC" pack -q "$S/in" -o "$S/link"
+    [ ! -e "$S/target.tmpAbc123" ]
     (umask 077 && "$TADOC" pack -q "$S/in" -o "$S/private.tdc")
     [ "$(stat -c %a "$S/private.tdc")" = 600 ]
 }
