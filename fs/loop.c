@@ -50,11 +50,12 @@ struct loop {
     int done;      /* no more requests come: the workers finish the queue and end */
 };
 
-/* Whether a request waits on the device. */
+/* Whether a request waits on the device, or the connection ended (a read then says so:
+ * the reading thread must not poll on after an unmount). */
 static int waiting(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLERR | POLLHUP));
 }
 
 static uint64_t now_us(void)

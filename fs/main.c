@@ -40,11 +40,10 @@ typedef struct options {
     char *journal_max;
     char *gpu_read_min;
     char *mem;
-    unsigned gpu_read_wait;
-    unsigned spin;
+    /* numbers as given, parsed by parse_uint (fuse_opt's %u takes "5x" for 5, "-1" for
+     * 2^32 - 1) */
+    char *gpu_read_wait, *spin, *max_threads, *uid, *gid;
     int ro, preload, open, novirtual;
-    unsigned uid, gid;
-    int uid_set, gid_set;
     int help, version;
 } options;
 
@@ -56,8 +55,9 @@ static const struct fuse_opt spec[] = {
     {"compact_threshold=%s", offsetof(options, compact_threshold), 0},
     {"journal_max=%s", offsetof(options, journal_max), 0},
     {"gpu_read_min=%s", offsetof(options, gpu_read_min), 0},
-    {"gpu_read_wait=%u", offsetof(options, gpu_read_wait), 0},
-    {"spin=%u", offsetof(options, spin), 0},
+    {"gpu_read_wait=%s", offsetof(options, gpu_read_wait), 0},
+    {"spin=%s", offsetof(options, spin), 0},
+    {"max_threads=%s", offsetof(options, max_threads), 0}, /* libfuse's, taken here */
     {"mem=%s", offsetof(options, mem), 0},
     {"ro", offsetof(options, ro), 1},
     {"rw", offsetof(options, ro), 0},
@@ -65,10 +65,8 @@ static const struct fuse_opt spec[] = {
     {"open", offsetof(options, open), 1},
     {"noopen", offsetof(options, open), 0},
     {"novirtual", offsetof(options, novirtual), 1},
-    {"uid=%u", offsetof(options, uid), 0},
-    {"uid=", offsetof(options, uid_set), 1},
-    {"gid=%u", offsetof(options, gid), 0},
-    {"gid=", offsetof(options, gid_set), 1},
+    {"uid=%s", offsetof(options, uid), 0},
+    {"gid=%s", offsetof(options, gid), 0},
     /* Words of fstab's options field that mean nothing to the daemon: mount.fuse3 hands
      * "defaults" (and with -t, what mount(8) passes) on to us. */
     FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
@@ -98,8 +96,8 @@ static const char usage[] =
     "                         answered by the thread that reads them)\n"
     "  -o spin=US             while requests follow each other closer than US\n"
     "                         microseconds, the thread that reads them polls for the next\n"
-    "                         one that long before it sleeps (default 50; 0 = never): a\n"
-    "                         request less to wake a thread for\n"
+    "                         one that long before it sleeps (default 50; 0 = never; at\n"
+    "                         most 1000000): a request less to wake a thread for\n"
     "  -o ro                  read-only (the journal is replayed but never written; the\n"
     "                         small files after one read are stored ahead in the kernel's\n"
     "                         cache)\n"
@@ -294,7 +292,7 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct fuse_cmdline_opts co = {0};
     struct fuse_session *se = NULL;
-    options o = {.gpu_read_wait = BACKEND_READ_WAIT_US, .spin = FS_SPIN_US};
+    options o = {0};
     fs_ctx c = {0};
     daemon_link dl = {-1};
     int ret = EX_FAIL, rc;
@@ -378,12 +376,26 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
-    if (co.max_threads < 1 || co.max_threads > 1000 || o.gpu_read_wait > 1000000) {
-        /* libfuse takes "-1" for a number of threads, and fuse_opt "%u" a negative wait */
-        fprintf(stderr, "tadocfs: max_threads= must be 1 to 1000 and gpu_read_wait= 0 to "
-                        "1000000 microseconds\n");
-        ret = EX_USAGE;
-        goto out_args;
+    /* The numbers: each within its range, digits alone. */
+    uint64_t read_wait = BACKEND_READ_WAIT_US, spin = FS_SPIN_US, workers = FS_WORKERS, uid = 0,
+             gid = 0;
+    const struct {
+        const char *name, *given;
+        uint64_t *to, lo, hi;
+    } nums[] = {{"max_threads", o.max_threads, &workers, 1, 1000},
+                {"gpu_read_wait", o.gpu_read_wait, &read_wait, 0, 1000000},
+                {"spin", o.spin, &spin, 0, 1000000},
+                {"uid", o.uid, &uid, 0, UINT32_MAX - 1},
+                {"gid", o.gid, &gid, 0, UINT32_MAX - 1}};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        if (!nums[i].given) continue;
+        if (parse_uint(nums[i].given, nums[i].to) || *nums[i].to < nums[i].lo ||
+            *nums[i].to > nums[i].hi) {
+            fprintf(stderr, "tadocfs: %s= must be a number from %llu to %llu\n", nums[i].name,
+                    (unsigned long long)nums[i].lo, (unsigned long long)nums[i].hi);
+            ret = EX_USAGE;
+            goto out_args;
+        }
     }
     /* Fork while the process is small, and before CUDA starts (it does not survive a fork);
      * from here on the daemon's messages reach the caller's terminal until it is ready. */
@@ -417,7 +429,7 @@ int main(int argc, char **argv)
     bo.mode = gpu_mode;
     bo.reads = 1; /* file reads may be batched onto the GPU (engine/backend/backend_read.c) */
     bo.read_min = (size_t)read_min;
-    bo.read_wait_us = o.gpu_read_wait;
+    bo.read_wait_us = (unsigned)read_wait;
     tdc_env_settings(&bo); /* the analytics' TADOC_* variables (lib/env.h) */
     if (backend_new(&bo, &c.be)) {
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
@@ -459,8 +471,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: out of memory\n");
         goto out_arc;
     }
-    c.uid = o.uid_set ? o.uid : (uint32_t)-1;
-    c.gid = o.gid_set ? o.gid : (uint32_t)-1;
+    c.uid = o.uid ? (uint32_t)uid : (uint32_t)-1;
+    c.gid = o.gid ? (uint32_t)gid : (uint32_t)-1;
     /* Every change goes through this daemon, which tells the kernel about it. */
     c.timeout = 86400;
     vol_info vi;
@@ -504,10 +516,8 @@ int main(int argc, char **argv)
     if (co.singlethread) {
         rc = fuse_session_loop(se);
     } else {
-        /* Quick requests on the thread reading the device, the rest on max_threads workers
-         * (libfuse's option; its default otherwise). */
-        rc = fs_loop(se, co.max_threads <= 100000 ? co.max_threads : FS_WORKERS, o.spin, fs_quick,
-                     &c);
+        /* Quick requests on the thread reading the device, the rest on max_threads workers */
+        rc = fs_loop(se, (unsigned)workers, (unsigned)spin, fs_quick, &c);
     }
     /* libfuse's loop reports the signal that ended it; SIGTERM, SIGINT and SIGHUP are clean
      * exits, as is the end of fs_loop. */

@@ -139,13 +139,10 @@ void put_escaped(FILE *f, const void *p, size_t n)
 static int parse_u64(const char *s, size_t n, uint64_t *out)
 {
     char tmp[32];
-    char *end;
     if (!n || n >= sizeof tmp) return -1;
     memcpy(tmp, s, n);
     tmp[n] = 0;
-    errno = 0;
-    *out = strtoull(tmp, &end, 10);
-    return errno || *end || tmp[0] == '-' ? -1 : 0;
+    return parse_uint(tmp, out);
 }
 
 /* A delete names its parent directory and last component: resolve the one, keep the other. */
@@ -510,14 +507,18 @@ int cmd_compact(int argc, char **argv)
             if (parse_size(optarg, &mem) || mem < ((uint64_t)1 << 20))
                 return usage_err(usage_compact, "--mem must be a size of 1M or more");
         } else if (c == 'j') {
-            jobs = atoi(optarg);
-            if (jobs < 1 || jobs > 1024) return usage_err(usage_compact, "-j is 1..1024");
+            uint64_t n;
+            if (parse_uint(optarg, &n) || n < 1 || n > 1024)
+                return usage_err(usage_compact, "-j is 1..1024");
+            jobs = (int)n;
         } else if (c == 'S') {
             if (parse_size(optarg, &shard_size) || shard_size < 1024)
                 return usage_err(usage_compact, "--shard-size must be a size of 1K or more");
         } else if (c == 'l') {
-            level = atoi(optarg);
-            if (level < 1 || level > 22) return usage_err(usage_compact, "level is 1..22");
+            uint64_t n;
+            if (parse_uint(optarg, &n) || n < 1 || n > 22)
+                return usage_err(usage_compact, "level is 1..22");
+            level = (int)n;
         } else if (c == 'f') {
             force = 1;
         } else {

@@ -259,20 +259,11 @@ const char usage_extract[] =
     "Only the rules on the way to OFFSET are visited: the file is never expanded whole.\n";
 
 /* A decimal number (as every number tadoc reads: "010" is ten, not eight). */
-static int parse_u64(const char *s, uint64_t *v)
-{
-    char *end;
-    errno = 0;
-    if (*s < '0' || *s > '9') return -1;
-    *v = strtoull(s, &end, 10);
-    return *end || errno ? -1 : 0;
-}
-
 int cmd_extract(int argc, char **argv)
 {
     uint64_t off, len;
     if (argc != 5) return usage_err(usage_extract, "need ARCHIVE PATH OFFSET LENGTH");
-    if (parse_u64(argv[3], &off) || parse_u64(argv[4], &len))
+    if (parse_uint(argv[3], &off) || parse_uint(argv[4], &len))
         return usage_err(usage_extract, "OFFSET and LENGTH must be non-negative integers");
     return file_out(argv[1], argv[2], off, len, 0);
 }
@@ -725,11 +716,11 @@ int cmd_unpack(int argc, char **argv)
     static const struct option longs[] = {{"jobs", required_argument, NULL, 'j'}, {0}};
     jobs = jobs < 1 ? 1 : jobs > UNP_THREADS_MAX ? UNP_THREADS_MAX : jobs;
     while ((c = getopt_long(argc, argv, "j:", longs, NULL)) != -1) {
-        char *end;
+        uint64_t n;
         if (c != 'j') return usage_err(usage_unpack, NULL);
-        jobs = strtol(optarg, &end, 10);
-        if (*end || jobs < 1 || jobs > 1024)
+        if (parse_uint(optarg, &n) || n < 1 || n > 1024)
             return usage_err(usage_unpack, "--jobs takes a number from 1 to 1024");
+        jobs = (int)n;
     }
     if (optind + 2 > argc) return usage_err(usage_unpack, "need ARCHIVE and DIR");
     const char *path = argv[optind];

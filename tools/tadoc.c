@@ -261,31 +261,30 @@ static int cmd_pack(int argc, char **argv)
     pack_opts o = {0};
     progress pr = {0};
     while ((c = getopt_long(argc, argv, "o:l:s:S:j:q", lo, NULL)) != -1) {
-        char *end;
+        uint64_t n;
         switch (c) {
         case 'o':
             out = optarg;
             break;
         case 'l':
-            o.level = (int)strtol(optarg, &end, 10);
-            if (*end || o.level < 1 || o.level > 22)
+            if (parse_uint(optarg, &n) || n < 1 || n > 22)
                 return usage_err(usage_pack, "--level must be 1..22");
+            o.level = (int)n;
             break;
         case 's':
-            o.seg_tokens = strtoull(optarg, &end, 10);
-            if (*end || o.seg_tokens < 1024 || o.seg_tokens > ((uint64_t)1 << 31))
+            if (parse_uint(optarg, &o.seg_tokens) || o.seg_tokens < 1024 ||
+                o.seg_tokens > ((uint64_t)1 << 31))
                 return usage_err(usage_pack, "--segment must be 1024..2^31");
             break;
         case 'S':
             if (parse_size(optarg, &o.shard_size) || o.shard_size < 1024)
                 return usage_err(usage_pack, "--shard-size must be a size of 1K or more");
             break;
-        case 'j': {
-            unsigned long j = strtoul(optarg, &end, 10);
-            if (*end || j < 1 || j > 1024) return usage_err(usage_pack, "--jobs must be 1..1024");
-            o.jobs = (unsigned)j;
+        case 'j':
+            if (parse_uint(optarg, &n) || n < 1 || n > 1024)
+                return usage_err(usage_pack, "--jobs must be 1..1024");
+            o.jobs = (unsigned)n;
             break;
-        }
         case 'q':
             quiet = 1;
             break;

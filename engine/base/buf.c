@@ -172,14 +172,25 @@ int rd_varint_long(rd *r, uint64_t *x)
     return -EBADMSG;
 }
 
+int parse_uint(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9') return -1; /* strtoull would take a sign or a space */
+    errno = 0;
+    uint64_t v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
 int parse_size(const char *s, uint64_t *out)
 {
     char *end;
+    if (*s < '0' || *s > '9') return -1;
     errno = 0;
     uint64_t v = strtoull(s, &end, 10);
     int shift = !strcmp(end, "K") ? 10 : !strcmp(end, "M") ? 20 : !strcmp(end, "G") ? 30 : 0;
-    if (errno || s[0] == '-' || end == s || (*end && !shift) || v > (UINT64_MAX >> shift))
-        return -1;
+    if (errno || (*end && !shift) || v > (UINT64_MAX >> shift)) return -1;
     *out = v << shift;
     return 0;
 }

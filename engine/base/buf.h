@@ -154,6 +154,10 @@ static inline void sort_r(void *base, size_t n, size_t size,
     if (n > 1) qsort_r(base, n, size, cmp, ctx);
 }
 
+/* Parse a decimal number, digits alone (no sign, space or suffix), at most 2^64 - 1, as
+ * options and fields are given; 0, or -1 for anything else. */
+int parse_uint(const char *s, uint64_t *out);
+
 /* Parse a byte count with an optional K, M or G suffix (command-line sizes); 0, or -1 for
  * anything else. */
 int parse_size(const char *s, uint64_t *out);

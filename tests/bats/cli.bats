@@ -23,6 +23,19 @@ teardown() { rm -rf "$S"; }
     [ "$status" -eq 2 ]
     run "$TADOC" extract a b 0x10 5
     [ "$status" -eq 2 ]
+    # numbers are digits alone, in range: no wrap of a sign, no trailing junk, no 2^32 + 9
+    mkdir -p "$S/in" && echo hi >"$S/in/f" && "$TADOC" pack -q "$S/in" -o "$S/a.tdc"
+    for args in "pack -l 4294967305" "pack -l 9abc" "pack -s -18446744073709550592" \
+        "pack -j -18446744073709551615" "pack -S +1M" "pack -S ' 1M'"; do
+        eval "run \"\$TADOC\" $args \"\$S/in\" -o \"\$S/y.tdc\""
+        [ "$status" -eq 2 ] || { echo "$args: $status"; false; }
+    done
+    for args in "compact -l 9abc" "compact -l 4294967305" "compact -j 2x" "compact -j 1e3"; do
+        run "$TADOC" $args "$S/a.tdc"
+        [ "$status" -eq 2 ] || { echo "$args: $status"; false; }
+    done
+    run "$TADOC" unpack -j +2 "$S/a.tdc" "$S/out"
+    [ "$status" -eq 2 ] && [ ! -e "$S/out" ] && [ ! -e "$S/y.tdc" ]
     # an option a command does not take is a usage error, not the name of an archive
     for c in wordcount stat verify cat; do
         run "$TADOC" "$c" --bogus a

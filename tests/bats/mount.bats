@@ -737,6 +737,9 @@ refused() { # KIND
         "$A/l.tdc $M -o cache_size=lots" "$A/l.tdc $M -o journal_max=lots" \
         "$A/l.tdc $M -o nosuchoption" "$A/l.tdc $M extra" "$A/l.tdc $M -o max_threads=-1" \
         "$A/l.tdc $M -o max_threads=0" "$A/l.tdc $M -o gpu_read_wait=-5" \
+        "$A/l.tdc $M -o max_threads=5x" "$A/l.tdc $M -o max_threads=4294967297" \
+        "$A/l.tdc $M -o spin=-1" "$A/l.tdc $M -o spin=20000000" "$A/l.tdc $M -o uid=-1" \
+        "$A/l.tdc $M -o gid=1e3" "$A/l.tdc $M -o compact_threshold=+1K" \
         "$A/l.tdc $M -o preload,mem=16M"; do
         run mnt $args
         [ "$status" -eq 2 ] || { echo "'$args': status $status: $output"; false; }
