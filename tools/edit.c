@@ -2,6 +2,7 @@
  * and `tadoc compact` (fold the journal into the archive). */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,34 @@ static int hexval(char c)
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
            : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                   : -1;
+}
+
+volatile sig_atomic_t tool_stopped;
+static void (*stop_hook)(void);
+
+static void on_stop(int sig)
+{
+    if (!tool_stopped) tool_stopped = sig;
+    if (stop_hook) stop_hook();
+}
+
+void tool_catch_stops(void (*hook)(void))
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    stop_hook = hook;
+    struct sigaction sa = {.sa_handler = on_stop}, old;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+}
+
+void tool_die_if_stopped(void)
+{
+    int sig = tool_stopped;
+    if (!sig) return;
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 /* Decode C escapes of s[0..n) into out. -1 on a bad escape. */
@@ -353,6 +382,13 @@ static double secs(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* -EINTR with a message once a signal asked the batch to stop (tool_catch_stops). */
+static int stopped(void)
+{
+    int sig = tool_stopped;
+    return sig ? tdc_error(-EINTR, "stopped by %s", strsignal(sig)) : 0;
+}
+
 int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
 {
     op *ops = NULL;
@@ -360,7 +396,11 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     char *line = NULL;
     int rc = 0, ret = EX_OK;
     memset(as, 0, sizeof *as);
-    while (getline(&line, &len, in) >= 0) {
+    while (getline(&line, &len, in) >= 0 || (ferror(in) && errno == EINTR && !tool_stopped)) {
+        if (ferror(in)) { /* a signal during the read: read on */
+            clearerr(in);
+            continue;
+        }
         lineno++;
         if (nops == cap) {
             cap = cap ? cap * 2 : 1024;
@@ -378,6 +418,10 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
         }
         if (r == 0) nops++;
     }
+    /* the end of the input, not an error that would look like it: a batch cut short */
+    if (!rc && ret == EX_OK && ferror(in))
+        rc = tdc_error(errno ? -errno : -EIO, "line %zu: read: %s", lineno + 1,
+                       strerror(errno ? errno : EIO));
     free(line);
     vol_reader rd;
     vol_reader_init(&rd);
@@ -386,7 +430,9 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     double t0 = secs();
     if (!rc && ret == EX_OK && !batch) {
         for (size_t i = 0; i < nops && !rc; i++)
-            rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
+            rc = stopped()                   ? stopped()
+                 : ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i])
+                                             : do_change(v, &ops[i]);
     } else if (!rc && ret == EX_OK) {
         for (size_t i = 0; i < nops && !rc; i++)
             if (ops[i].kind >= OP_WRITE)
@@ -404,9 +450,16 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
             else
                 chg[nch++] = &ops[i];
         }
+        if (!rc) rc = stopped();
         if (!rc) rc = batch_changes(v, be, chg, nch, &as->offsets_gpu);
         free(chg);
     }
+    /* The extracts' output written out before the batch counts as applied: where it cannot
+     * be (a closed pipe, a full disk), nothing of it is; nor when a signal came (then stdout,
+     * which may be what blocked, is not flushed again). */
+    if (!rc && ret == EX_OK) rc = stopped();
+    if (!rc && ret == EX_OK && (fflush(stdout) == EOF || ferror(stdout)))
+        rc = tdc_error(errno ? -errno : -EIO, "stdout: write: %s", strerror(errno ? errno : EIO));
     if (!rc && ret == EX_OK) rc = vol_sync(v);
     as->secs = secs() - t0;
     for (size_t i = 0; i < nops; i++) {
@@ -420,7 +473,7 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     }
     free(ops);
     vol_reader_free(&rd);
-    fflush(stdout);
+    if (!tool_stopped) fflush(stdout);
     if (rc) {
         int ex = fail(rc), u = vol_undo(v, &mark);
         if (u)
@@ -477,6 +530,8 @@ int cmd_apply(int argc, char **argv)
         return fail(rc);
     }
     apply_stats as;
+    tool_catch_stops(NULL);
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout fails the batch (undone), not the process */
     int ret = apply_stream(v, be, in, batch, &as);
     if (in != stdin) fclose(in);
     if (ret == EX_OK && !quiet) {
@@ -491,7 +546,16 @@ int cmd_apply(int argc, char **argv)
     }
     vol_close(v);
     backend_free(be);
+    tool_die_if_stopped();
     return ret;
+}
+
+/* The compaction a signal stops (tool_catch_stops's hook). */
+static vol *cancel_vol;
+
+static void cancel_compaction(void)
+{
+    vol_cancel(cancel_vol);
 }
 
 int cmd_compact(int argc, char **argv)
@@ -546,6 +610,8 @@ int cmd_compact(int argc, char **argv)
         return EX_OK;
     }
     vol_compact_stats st;
+    cancel_vol = v;
+    tool_catch_stops(cancel_compaction);
     rc = vol_compact(v, &st);
     if (!rc)
         printf("compacted %" PRIu64 " records: %" PRIu64 " files rewritten (%" PRIu64
@@ -558,5 +624,7 @@ int cmd_compact(int argc, char **argv)
                st.build_threads, st.write_s, st.swap_s, st.check_s, st.check_files, st.check_bytes,
                st.check_read_s);
     vol_close(v);
-    return rc ? fail(rc) : EX_OK;
+    if (rc) fail(rc);
+    tool_die_if_stopped();
+    return rc ? tdc_exit_status(rc) : EX_OK;
 }

@@ -309,13 +309,19 @@ static int cmd_pack(int argc, char **argv)
     o.ctx = &pr;
     pack_stats st;
     vol_replace vr; /* packing over an archive: its journal must hold no edit, then goes */
+    tool_catch_stops(NULL);
+    o.stop = &tool_stopped;
     int rc = vol_replace_begin(out, &vr);
     if (!rc) {
         rc = pack_dir(argv[optind], out, &o, &st);
         vol_replace_end(&vr, !rc);
     }
     if (pr.tty) fputs("\r\033[K", stderr);
-    if (rc) return fail(rc);
+    if (rc) {
+        int ex = fail(rc);
+        tool_die_if_stopped();
+        return ex;
+    }
     if (!quiet) {
         double secs = now() - pr.start;
         struct rusage ru;
@@ -848,13 +854,29 @@ static int cmd_search(int argc, char **argv)
 }
 
 /* A command's exit status `rc`, made a failure where what it printed to stdout through stdio
- * did not all reach it (a full disk, a closed pipe): the output is not there to rely on. */
+ * did not all reach it (a full disk, a closed pipe): the output is not there to rely on. A
+ * command that failed has said why already. */
 static int out_written(int rc)
 {
     int e = fflush(stdout) ? errno : ferror(stdout) ? EIO : 0;
-    if (!e) return rc;
+    if (!e || rc) return rc;
     fprintf(stderr, "%s: stdout: write: %s\n", prog, strerror(e));
-    return rc ? rc : EX_FAIL;
+    return EX_FAIL;
+}
+
+/* A standard descriptor the caller closed: held by /dev/null opened the wrong way, so that
+ * reading stdin or writing stdout fails (EBADF) as on the closed descriptor would, and no file
+ * this process opens takes its number (an extract written into the archive's lock file). */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", fd ? O_RDONLY : O_WRONLY);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
 }
 
 int main(int argc, char **argv)
@@ -876,6 +898,7 @@ int main(int argc, char **argv)
                 {"search", cmd_search, usage_search, 1},
                 {"apply", cmd_apply, usage_apply, 0},
                 {"compact", cmd_compact, usage_compact, 0}};
+    hold_std_fds();
     if (argc < 2) return usage_err(usage_main, "missing command");
     /* The environment (usage_main lists it) sets the engine's options for this process. */
     backend_opts_init(&tool_opts);
@@ -883,18 +906,18 @@ int main(int argc, char **argv)
     tool_opts.mode = tdc_env_gpu_mode();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
-        return EX_OK;
+        return out_written(EX_OK);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("tadoc %s (%s)\n", TADOC_VERSION, backend_describe());
-        return EX_OK;
+        return out_written(EX_OK);
     }
     heap_huge(HEAP_HUGE_MIN); /* every command opens an archive's file table first */
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         int h = want_help(argc - 1, argv + 1, cmds[i].usage);
         if (h < 0 && cmds[i].plain) h = no_options(argc - 1, argv + 1, cmds[i].usage);
-        if (h >= 0) return h;
+        if (h >= 0) return out_written(h);
         if (cmds[i].plain) argc = drop_dashdash(argc - 1, argv + 1) + 1;
         return out_written(cmds[i].fn(argc - 1, argv + 1));
     }

@@ -2,6 +2,7 @@
 #ifndef TDC_TADOC_H
 #define TDC_TADOC_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,6 +26,14 @@ int usage_err(const char *usage, const char *msg);
  * the other control bytes and DEL, so that one name or text is one line and no byte reaches a
  * terminal as a control sequence. */
 void put_escaped(FILE *f, const void *p, size_t n);
+
+/* SIGINT, SIGTERM and SIGHUP while a command writes (pack, compact, apply): caught (where
+ * not ignored), so that the command stops at its next step and undoes what it began (its
+ * temporary file, its batch); tool_stopped is the signal (0: none), `hook` (optional) runs in
+ * the handler. tool_die_if_stopped then dies of it, as the command would have. In edit.c. */
+extern volatile sig_atomic_t tool_stopped;
+void tool_catch_stops(void (*hook)(void));
+void tool_die_if_stopped(void);
 
 /* Say on stderr when the journal of archive `path` (opened as a) holds edits not folded in. */
 void note_journal(const char *path, const arc *a);

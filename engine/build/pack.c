@@ -538,13 +538,14 @@ static int walk(packer *p, const char *abs, const char *rel)
     return rc;
 }
 
-/* Count bytes read for the progress report. */
-static void progress(packer *p, uint64_t k)
+/* Count bytes read for the progress report; -ECANCELED once the caller says stop. */
+static int progress(packer *p, uint64_t k)
 {
     pthread_mutex_lock(&p->lock);
     p->done += k;
     if (p->o->progress) p->o->progress(p->o->ctx, p->done, p->total);
     pthread_mutex_unlock(&p->lock);
+    return p->o->stop && *p->o->stop ? tdc_error(-ECANCELED, "stopped by a signal") : 0;
 }
 
 /* A file that changed while it was packed (written to, grown or cut since the walk saw it),
@@ -660,7 +661,7 @@ static int pack_file(sbuild *gb, sbuild *tb, ZSTD_CCtx *cc, uint32_t ent, int co
         XXH3_64bits_update(hs, blk, (size_t)k);
         size += (uint64_t)k;
         rc = tok_feed(&ts, blk, (size_t)k, emit, b);
-        progress(b->p, (uint64_t)k);
+        if (!rc) rc = progress(b->p, (uint64_t)k);
     }
     if (!b && !rc) rc = start_file(b = gb, ent, 0, 0); /* nothing read: empty */
     if (!rc) rc = tok_finish(&ts, emit, b);

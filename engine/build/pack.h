@@ -11,6 +11,7 @@
 #ifndef TDC_PACK_H
 #define TDC_PACK_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "../base/buf.h"
@@ -31,6 +32,9 @@ typedef struct pack_opts {
     void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
     void (*warn)(void *ctx, const char *msg);
     void *ctx;
+    /* Optional: once *stop is nonzero (a signal handler sets it), the pack fails with
+     * -ECANCELED at its next read, leaving nothing under the archive's name. */
+    const volatile sig_atomic_t *stop;
 } pack_opts;
 
 typedef struct pack_stats {

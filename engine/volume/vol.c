@@ -1836,6 +1836,11 @@ void vol_arc_wrunlock(vol *v)
     pthread_mutex_unlock(&v->swlock);
 }
 
+void vol_cancel(vol *v)
+{
+    __atomic_store_n(&v->stop, 1, __ATOMIC_RELAXED);
+}
+
 int vol_lock_arc(vol *v, const arc **a, const idx **x)
 {
     for (;;) {

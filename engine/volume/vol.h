@@ -124,6 +124,11 @@ int vol_start(vol *v);
 /* Close; the vol is freed. */
 void vol_close(vol *v);
 
+/* Stop a compaction in flight at its next read of content, as a failure (-ECANCELED: the
+ * old archive and journal stay), and every later one: for a signal handler (it only stores
+ * a flag). */
+void vol_cancel(vol *v);
+
 /* ---- namespace ---- */
 
 /* Attributes of inode `ino`: 0 or -ENOENT. */

@@ -79,7 +79,7 @@ static int read_new(void *p, uint32_t ent, uint64_t off, void *dst, size_t n)
     /* A mount closing stops a compaction (a huge file's can take long): it fails, as any
      * failure does, before anything is replaced. */
     if (__atomic_load_n(&c->v->stop, __ATOMIC_RELAXED))
-        return tdc_error(-ECANCELED, "stopped: the volume is closing");
+        return tdc_error(-ECANCELED, "stopped: the volume is closing or a signal came");
     /* A file kept as archived: its entry in the old archive. */
     vnode kept = {.mode = S_IFREG, .ent = c->src[ent]};
     if (!c->snap[ent] && c->src[ent] < 0)

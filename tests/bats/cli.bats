@@ -9,6 +9,10 @@ teardown() { rm -rf "$S"; }
 @test "--help works for every subcommand and bad usage exits 2" {
     run "$TADOC" --help
     [ "$status" -eq 0 ] && [[ "$output" == *"exit status"* ]]
+    for args in --help --version "pack --help"; do # help that could not be written
+        run "$TADOC" $args >/dev/full
+        [ "$status" -eq 1 ] && [[ "$output" == *"stdout: write: No space left on device"* ]]
+    done
     for c in pack unpack ls cat extract stat verify; do
         run "$TADOC" "$c" --help
         [ "$status" -eq 0 ] && [[ "$output" == "usage: tadoc $c"* ]]
@@ -406,6 +410,65 @@ ls_names() {
     [ ! -e "$S/target.tmpAbc123" ]
     (umask 077 && "$TADOC" pack -q "$S/in" -o "$S/private.tdc")
     [ "$(stat -c %a "$S/private.tdc")" = 600 ]
+}
+
+# until_there GLOB [MIN]: wait (at most 60 s) until a file matching GLOB holds more than MIN
+# bytes (default 0)
+until_there() {
+    local i f
+    for ((i = 0; i < 600; i++)); do
+        for f in $1; do
+            [ "$(stat -c %s "$f" 2>/dev/null || echo -1)" -gt "${2:-0}" ] && return 0
+        done
+        sleep 0.1
+    done
+    return 1
+}
+
+@test "SIGTERM or SIGHUP (or SIGINT) stop pack, compact and apply midway: nothing half done is left, and the command dies of the signal" {
+    mkdir -p "$S/big" "$S/small"
+    for i in 1 2 3 4 5 6; do cp -r "$CORPORA/brown" "$S/big/b$i"; done
+    echo small >"$S/small/f"
+    "$TADOC" pack -q "$S/small" -o "$S/a.tdc"
+    cp "$S/a.tdc" "$S/a.before"
+    # pack over an archive, stopped once its temporary file is there
+    "$TADOC" pack -q -j 1 "$S/big" -o "$S/a.tdc" 3>&- &
+    local p=$!
+    until_there "$S/a.tdc.tmp*"
+    kill -TERM "$p" # (a background job of a script ignores SIGINT, which is caught alike)
+    wait "$p" && st=0 || st=$?
+    [ "$st" -eq 143 ]
+    cmp "$S/a.tdc" "$S/a.before" && [ -z "$(ls "$S" | grep tmp)" ]
+    # a compaction of 3,030 edited files, stopped once its temporary archive is there
+    "$TADOC" pack -q "$S/big" -o "$S/c.tdc"
+    for f in $(cd "$S/big" && find . -type f -printf '%P\n'); do
+        printf 'append\t%s\tmore words\\n\n' "$f"
+    done >"$S/ops"
+    "$TADOC" apply -q "$S/c.tdc" "$S/ops"
+    cp "$S/c.tdc" "$S/c.before" && cp "$S/c.tdc.journal" "$S/j.before"
+    "$TADOC" compact -j 1 "$S/c.tdc" >/dev/null 3>&- &
+    p=$!
+    until_there "$S/c.tdc.tmp*"
+    kill -TERM "$p"
+    wait "$p" && st=0 || st=$?
+    [ "$st" -eq 143 ]
+    cmp "$S/c.tdc" "$S/c.before" && cmp "$S/c.tdc.journal" "$S/j.before"
+    [ -z "$(ls "$S" | grep tmp)" ]
+    # apply, stopped once some of its batch is journaled (its extracts fill a pipe no one reads)
+    for i in $(seq 2000); do printf 'append\tb1/ca01\tL%d\\n\nextract\tb1/ca01\t0\t200\n' "$i"; done >"$S/ops2"
+    mkfifo "$S/pipe"
+    exec 4<>"$S/pipe"
+    local j0
+    j0=$(stat -c %s "$S/c.tdc.journal")
+    "$TADOC" apply -q "$S/c.tdc" "$S/ops2" >"$S/pipe" 3>&- 4>&- &
+    p=$!
+    until_there "$S/c.tdc.journal" "$j0"
+    kill -HUP "$p"
+    wait "$p" && st=0 || st=$?
+    exec 4>&-
+    [ "$st" -eq 129 ]
+    cmp "$S/c.tdc.journal" "$S/j.before" # cut back to where the batch began
+    "$TADOC" verify "$S/c.tdc"
 }
 
 @test "a command whose output cannot be written (a full disk) fails with a message" {

@@ -617,6 +617,11 @@ apply_case() { # sequence|batch
         [ "$status" -eq 1 ]
         [[ "$output" == *"line 1: kernel"*": not a regular file"* ]]
     done
+    # an ops file that cannot be read is no empty batch
+    for src in "$S" "-"; do
+        "$TADOC" apply -q "$A" "$src" <&- 2>"$S/err" && st=0 || st=$?
+        [ "$st" -eq 1 ] && grep -q "line 1: read: " "$S/err"
+    done
     printf 'append\tkernel/sched/rt.c\\x00junk\tx\n' >"$S/bad"
     run "$TADOC" apply -q "$A" "$S/bad"
     [ "$status" -eq 2 ]
