@@ -430,7 +430,11 @@ int main(int argc, char **argv)
     bo.reads = 1; /* file reads may be batched onto the GPU (engine/backend/backend_read.c) */
     bo.read_min = (size_t)read_min;
     bo.read_wait_us = (unsigned)read_wait;
-    tdc_env_settings(&bo); /* the analytics' TADOC_* variables (lib/env.h) */
+    if (tdc_env_settings(&bo)) { /* the analytics' TADOC_* variables (lib/env.h) */
+        fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
+        ret = EX_USAGE;
+        goto out_args;
+    }
     if (backend_new(&bo, &c.be)) {
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
         goto out_args;

@@ -11,8 +11,9 @@
  * TADOC_GPU_WIDE_SEQ (1: on), TADOC_SHARDS (N shards analysed at once, or "whole") and
  * TADOC_GPU_MEM (device bytes a whole archive may take; K, M, G) and TADOC_MERGE_MEM (bytes
  * a merge of shards' outputs holds before it goes on in a file; the tool then sets the
- * directory). Unset variables leave o as it was. */
-void tdc_env_settings(backend_opts *o);
+ * directory). Unset or empty variables leave o as it was. 0, or -EINVAL with a message naming
+ * a variable set to a value it does not take. */
+int tdc_env_settings(backend_opts *o);
 
 /* The tools' bound on a merge of shards' outputs (ana_opts.spill_at), TADOC_MERGE_MEM unless
  * set: past it a merge goes on in an unlinked file of the temporary directory, as sort(1)
@@ -20,8 +21,8 @@ void tdc_env_settings(backend_opts *o);
 #define TDC_MERGE_MEM ((uint64_t)64 << 20)
 void tdc_env_merge_spill(backend_opts *o);
 
-/* The tools' mode from TADOC_GPU: on, off or auto (unset or empty: auto; anything else: off).
- * (tadocfs takes its mode from its -o gpu= option instead.) */
+/* The tools' mode from TADOC_GPU: on, off or auto (unset or empty: auto); -EINVAL with a
+ * message for anything else. (tadocfs takes its mode from its -o gpu= option instead.) */
 int tdc_env_gpu_mode(void);
 
 #endif

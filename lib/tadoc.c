@@ -49,7 +49,11 @@ int tadoc_open(const char *path, tadoc_archive **out)
     /* The analytics' TADOC_* variables hold for programs using the library too. */
     backend_opts o;
     backend_opts_init(&o);
-    tdc_env_settings(&o);
+    int env = tdc_env_settings(&o);
+    if (env) {
+        free(t);
+        return env;
+    }
     if (!(t->ana = ana_ctx_new(&o.ana))) {
         free(t);
         return tdc_error(-ENOMEM, "out of memory");

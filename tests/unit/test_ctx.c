@@ -18,6 +18,7 @@
 #include "../../engine/backend/backend.h"
 #include "../../engine/build/pack.h"
 #include "../../engine/format/arc.h"
+#include "../../engine/base/err.h"
 #include "../../lib/env.h"
 #include "testutil.h"
 
@@ -205,7 +206,7 @@ static void test_env(void **state)
     unsetenv("TADOC_ANA_CACHE");
     unsetenv("TADOC_GPU_WIDE_SEQ");
     unsetenv("TADOC_MERGE_MEM");
-    tdc_env_settings(&o);
+    assert_int_equal(tdc_env_settings(&o), 0);
     assert_int_equal(o.ana.traversal, ANA_AUTO);
     assert_int_equal(o.ana.spill_at, 0);
     assert_int_equal(o.ana.threads, 0);
@@ -217,7 +218,7 @@ static void test_env(void **state)
     setenv("TADOC_ANA_CACHE", "0", 1);
     setenv("TADOC_GPU_WIDE_SEQ", "1", 1);
     setenv("TADOC_MERGE_MEM", "3M", 1);
-    tdc_env_settings(&o);
+    assert_int_equal(tdc_env_settings(&o), 0);
     assert_int_equal(o.ana.spill_at, 3 << 20);
     assert_int_equal(o.ana.traversal, ANA_BOTTOMUP);
     assert_int_equal(o.ana.threads, 2);
@@ -225,6 +226,19 @@ static void test_env(void **state)
     assert_int_equal(o.ana.cache, 0);
     assert_int_equal(o.wide_seq, 1);
     assert_int_equal(o.mode, BACKEND_AUTO); /* TADOC_GPU is the tools' to read */
+    /* a value a variable does not take is refused, naming it */
+    static const char *bad[][2] = {{"TADOC_TRAVERSAL", "sideways"}, {"TADOC_THREADS", "abc"},
+                                   {"TADOC_ANA_VERBOSE", "x"},      {"TADOC_SHARDS", "-1"},
+                                   {"TADOC_GPU_MEM", "x"},          {"TADOC_MERGE_MEM", " 1M"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        assert_int_equal(tdc_env_settings(&o), -EINVAL);
+        assert_non_null(strstr(tdc_errmsg(), bad[i][0]));
+        unsetenv(bad[i][0]);
+    }
+    setenv("TADOC_GPU", "maybe", 1);
+    assert_int_equal(tdc_env_gpu_mode(), -EINVAL);
+    unsetenv("TADOC_GPU");
 }
 
 /* The ranks of a host share its GPUs: one each while they are as many as the GPUs or more,
