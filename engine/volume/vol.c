@@ -1109,7 +1109,11 @@ int vol_start(vol *v)
     pthread_mutex_unlock(&v->dlock);
     if (!v->o.writable || v->th_running) return 0;
     v->th_running = !pthread_create(&v->th, NULL, background, v);
-    return v->th_running ? 0 : tdc_error(-EAGAIN, "cannot start the journal thread");
+    if (!v->th_running) return tdc_error(-EAGAIN, "cannot start the journal thread");
+    /* A journal already past the threshold (a mount before held it, briefly) is compacted now,
+     * not at the next write. */
+    if (v->o.compact_threshold && jrnl_size(v->j) > v->o.compact_threshold) vol_compact_async(v);
+    return 0;
 }
 
 void vol_close(vol *v)

@@ -339,3 +339,19 @@ for f in (lambda: os.pwrite(fd, b"x", 1 << 40), lambda: os.posix_fallocate(fd, (
     [ "$(stat -c %s "$M/holes")" = $((64 << 30)) ]
     umnt "$S/a.tdc"
 }
+
+@test "a journal already past compact_threshold at mount is compacted then, not at the next write" {
+    M=$S/m
+    mkdir "$M"
+    local j
+    j=$(stat -c %s "$S/a.tdc.journal")
+    mnt "$S/a.tdc" "$M" -o compact_threshold=$((j / 2))
+    for _ in $(seq 300); do
+        [ "$(getfattr --only-values -n user.tadoc.compactions "$M")" -gt 0 ] && break
+        sleep 0.1
+    done
+    [ "$(getfattr --only-values -n user.tadoc.compactions "$M")" -eq 1 ]
+    umnt "$S/a.tdc"
+    [ "$(stat -c %s "$S/a.tdc.journal")" -lt "$j" ]
+    same_view
+}
