@@ -558,6 +558,11 @@ out_args:
     free(o.journal_max);
     free(o.gpu_read_min);
     free(o.mem);
+    free(o.gpu_read_wait);
+    free(o.spin);
+    free(o.max_threads);
+    free(o.uid);
+    free(o.gid);
     fuse_opt_free_args(&args);
     daemon_exit(&dl, ret); /* a daemon that never got ready: its status is the command's */
     return ret;

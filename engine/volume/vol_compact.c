@@ -30,6 +30,7 @@
 #include "../backend/backend.h"
 #include "../build/compact.h"
 #include "../build/compact_shards.h"
+#include "../build/pack.h"
 #include "../base/err.h"
 #include "vol_int.h"
 
@@ -270,16 +271,27 @@ static int make_readers(cctx *c, unsigned n)
 static int build(vol *v, cctx *c, compact_stats *cs)
 {
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
+    uint64_t size = v->o.shard_size, total = 0;
+    int shards = !c->view && compact_by_shards(c->old, size);
+    /* An archive small enough for one grammar that the edits make large (gigabytes written to
+     * it): shard by shard too, at the shard size pack would choose for the new content, not
+     * one grammar of everything in memory (about fifteen times the new content). */
+    for (uint32_t i = 0; !shards && !c->view && i < c->nw.nents; i++)
+        if (c->nw.ents[i].type == ARC_REG) total += c->nw.ents[i].size;
+    if (!shards && !c->view && c->old->version >= 4 && total > PACK_ONE_SHARD_MAX) {
+        shards = 1;
+        if (!size) size = pack_shard_size(total);
+    }
     int rc;
-    if (!c->view && compact_by_shards(c->old, v->o.shard_size)) {
-        uint64_t each = COMPACT_BUILD_MEM(compact_shard_size(c->old, v->o.shard_size));
+    if (shards) {
+        uint64_t each = COMPACT_BUILD_MEM(compact_shard_size(c->old, size));
         unsigned n = build_workers(v, c->bg, each);
         rc = make_readers(c, n);
         compact_workers cw = {c->rds, sizeof *c->rds, n, v->bud, each, same_prefix};
         if (!rc) rc = arc_sink_open(&c->sink, v->path);
         if (!rc)
-            rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, v->o.shard_size, v->o.level,
-                                &c->sink, cs, &c->sh, &c->nsh);
+            rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, size, v->o.level, &c->sink,
+                                cs, &c->sh, &c->nsh);
     } else {
         rc = make_readers(c, 1);
         if (!rc) rc = compact_build(c->old, &c->nw, c->src, read_new, &c->rds[0], flags, cs);
