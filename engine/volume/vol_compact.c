@@ -53,6 +53,9 @@ struct cctx {
     vol *v;
     arc nw;
     arc_coded *sh; /* shard by shard (compact_shards): the shards' figures, in order */
+    int grew;      /* shard by shard because the edits made a one-grammar archive large: the
+                    * new archive is checked span by span and put in place unloaded, as under a
+                    * budget, not loaded whole (many times its content) */
     uint32_t nsh;
     arc_sink sink; /* shard by shard: the temporary archive the shards go to as made */
     size_t cap;
@@ -279,7 +282,7 @@ static int build(vol *v, cctx *c, compact_stats *cs)
     for (uint32_t i = 0; !shards && !c->view && i < c->nw.nents; i++)
         if (c->nw.ents[i].type == ARC_REG) total += c->nw.ents[i].size;
     if (!shards && !c->view && c->old->version >= 4 && total > PACK_ONE_SHARD_MAX) {
-        shards = 1;
+        shards = c->grew = 1;
         if (!size) size = pack_shard_size(total);
     }
     int rc;
@@ -624,7 +627,9 @@ static int compact(vol *v, vol_compact_stats *st, int bg)
     st->write_s = secs() - t1;
     if (!rc) rc = step_done(v, VOL_STEP_WRITTEN, tmp);
     double t3 = secs();
-    if (!rc) rc = c.meta ? check_new_spans(&c, tmp, &na, st) : check_new(v, &c, tmp, &na, &nx, st);
+    if (!rc)
+        rc = c.meta || (c.grew && v->o.lazy) ? check_new_spans(&c, tmp, &na, st)
+                                             : check_new(v, &c, tmp, &na, &nx, st);
     st->check_s = secs() - t3;
     if (!rc) rc = step_done(v, VOL_STEP_CHECKED, tmp);
     double t2 = secs();
