@@ -165,15 +165,6 @@ void put_escaped(FILE *f, const void *p, size_t n)
     }
 }
 
-static int parse_u64(const char *s, size_t n, uint64_t *out)
-{
-    char tmp[32];
-    if (!n || n >= sizeof tmp) return -1;
-    memcpy(tmp, s, n);
-    tmp[n] = 0;
-    return parse_uint(tmp, out);
-}
-
 /* A delete names its parent directory and last component: resolve the one, keep the other. */
 static int parse_parent(vol *v, char *path, size_t lineno, op *o)
 {
@@ -251,7 +242,7 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
         rc = -2;
         goto out;
     }
-    if (o->kind != OP_APPEND && parse_u64(f[2], strlen(f[2]), &o->off)) {
+    if (o->kind != OP_APPEND && parse_uint(f[2], &o->off)) {
         fprintf(stderr, "%s: line %zu: bad %s\n", prog, lineno,
                 o->kind == OP_TRUNCATE ? "size" : "offset");
         goto out;
@@ -261,7 +252,7 @@ static int parse_line(vol *v, char *line, size_t lineno, op *o)
         goto out;
     }
     if (o->kind == OP_EXTRACT) {
-        if (parse_u64(f[3], strlen(f[3]), &o->len) || o->len > (1u << 30)) {
+        if (parse_uint(f[3], &o->len) || o->len > (1u << 30)) {
             fprintf(stderr, "%s: line %zu: bad length\n", prog, lineno);
             goto out;
         }
@@ -429,10 +420,8 @@ int apply_stream(vol *v, backend *be, FILE *in, int batch, apply_stats *as)
     vol_mark_get(v, &mark);
     double t0 = secs();
     if (!rc && ret == EX_OK && !batch) {
-        for (size_t i = 0; i < nops && !rc; i++)
-            rc = stopped()                   ? stopped()
-                 : ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i])
-                                             : do_change(v, &ops[i]);
+        for (size_t i = 0; i < nops && !rc && !(rc = stopped()); i++)
+            rc = ops[i].kind == OP_EXTRACT ? do_extract(v, &rd, &ops[i]) : do_change(v, &ops[i]);
     } else if (!rc && ret == EX_OK) {
         for (size_t i = 0; i < nops && !rc; i++)
             if (ops[i].kind >= OP_WRITE)

@@ -284,20 +284,8 @@ const char usage_unpack[] =
     "  -j, --jobs N   shards written at once, each by a thread holding it (default: one per\n"
     "                 CPU, at most 4)\n";
 
-static int restore_meta_at(const char *path, const char *sys, const arc_entry *e);
-
-/* The archived metadata on the restored `path`: user.* attributes, owner (as root), mode,
- * times. */
-static int restore_meta(const char *path, const arc_entry *e)
-{
-    fio_long l;
-    int rc = fio_long_path(path, &l);
-    if (!rc) rc = restore_meta_at(path, l.p, e);
-    fio_long_end(&l);
-    return rc;
-}
-
-/* restore_meta with `sys` the name of `path` for the system calls */
+/* The archived metadata on the restored `path` (`sys`: its name for the system calls,
+ * fio_long_path): user.* attributes, owner (as root), mode, times. */
 static int restore_meta_at(const char *path, const char *sys, const arc_entry *e)
 {
     for (uint32_t k = 0; k < e->nxattrs; k++) {
@@ -315,6 +303,16 @@ static int restore_meta_at(const char *path, const char *sys, const arc_entry *e
     if (utimensat(AT_FDCWD, sys, ts, AT_SYMLINK_NOFOLLOW) < 0)
         return tdc_error(-errno, "%s: set times: %s", path, strerror(errno));
     return 0;
+}
+
+/* restore_meta_at of a path not yet named for the system calls */
+static int restore_meta(const char *path, const arc_entry *e)
+{
+    fio_long l;
+    int rc = fio_long_path(path, &l);
+    if (!rc) rc = restore_meta_at(path, l.p, e);
+    fio_long_end(&l);
+    return rc;
 }
 
 /* The files unpack writes content to: the first name of each regular inode, with the shards

@@ -1392,12 +1392,13 @@ int vol_setattr(vol *v, uint64_t ino, unsigned valid, const struct stat *in, str
         else
             rc = log_truncate(v, ino, (uint64_t)in->st_size);
     }
-    /* a record of its own unless the size's (TRUNCATE sets the change time too) */
+    /* Every record sets the change time: VOL_SET_CTIME alone needs one, unless the TRUNCATE */
     unsigned rest = valid & ~(unsigned)VOL_SET_SIZE;
-    if (!rc && rest && (rest != VOL_SET_CTIME || !(valid & VOL_SET_SIZE))) {
+    if (valid & VOL_SET_SIZE) rest &= ~(unsigned)VOL_SET_CTIME;
+    if (!rc && rest) {
         jrec r = {.type = JR_SETATTR,
                   .ino = ino,
-                  .valid = rest & ~(unsigned)VOL_SET_CTIME, /* a record sets the ctime */
+                  .valid = rest & ~(unsigned)VOL_SET_CTIME,
                   .mode = in->st_mode & 07777,
                   .uid = in->st_uid,
                   .gid = in->st_gid,

@@ -274,16 +274,19 @@ static int make_readers(cctx *c, unsigned n)
 static int build(vol *v, cctx *c, compact_stats *cs)
 {
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
-    uint64_t size = v->o.shard_size, total = 0;
+    uint64_t size = v->o.shard_size;
     int shards = !c->view && compact_by_shards(c->old, size);
     /* An archive small enough for one grammar that the edits make large (gigabytes written to
      * it): shard by shard too, at the shard size pack would choose for the new content, not
      * one grammar of everything in memory (about fifteen times the new content). */
-    for (uint32_t i = 0; !shards && !c->view && i < c->nw.nents; i++)
-        if (c->nw.ents[i].type == ARC_REG) total += c->nw.ents[i].size;
-    if (!shards && !c->view && c->old->version >= 4 && total > PACK_ONE_SHARD_MAX) {
-        shards = c->grew = 1;
-        if (!size) size = pack_shard_size(total);
+    if (!shards && !c->view && c->old->version >= 4) {
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < c->nw.nents; i++)
+            if (c->nw.ents[i].type == ARC_REG) total += c->nw.ents[i].size;
+        if (total > PACK_ONE_SHARD_MAX) {
+            shards = c->grew = 1;
+            if (!size) size = pack_shard_size(total);
+        }
     }
     int rc;
     if (shards) {
