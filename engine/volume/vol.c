@@ -1672,12 +1672,15 @@ static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, siz
 {
     wbegin(v);
     vnode *n = vol_node(v, ino);
-    int rc = n ? 0 : -ENOENT, have = 0;
+    int rc = n ? 0 : -ENOENT, have = 0, same = 0;
     if (!rc && (!name[0] || strlen(name) > VOL_NAME_MAX)) rc = name[0] ? -ERANGE : -EINVAL;
     /* the names as listxattr(2) returns them: "user." prefixed, each NUL-terminated */
     size_t list = rc ? 0 : strlen(name) + 6;
     for (uint32_t k = 0; !rc && k < n->nxa; k++) {
-        have |= !strcmp(n->xa[k].name, name);
+        if (!strcmp(n->xa[k].name, name)) {
+            have = 1;
+            same = set && n->xa[k].len == len && (!len || !memcmp(n->xa[k].val, val, len));
+        }
         list += strlen(n->xa[k].name) + 6;
     }
     if (!rc && set && (flags & 1) && have) rc = -EEXIST;
@@ -1687,7 +1690,8 @@ static int xattr_op(vol *v, uint64_t ino, const char *name, const void *val, siz
     /* a name more would make a list no listxattr could return (XATTR_LIST_MAX): as a full
      * ext4 inode, no room */
     if (!rc && set && !have && list > 65536) rc = -ENOSPC;
-    if (!rc) {
+    /* the value it already has: as ext4, nothing changes, not even the ctime */
+    if (!rc && !same) {
         jrec r = {.type = set ? JR_SETXATTR : JR_RMXATTR, .ino = ino, .time = now()};
         set_str(r.name, sizeof r.name, name);
         if (set) r.tail = val, r.ntail = len;

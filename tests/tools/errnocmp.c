@@ -38,6 +38,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NOBODY 65534 /* the unprivileged pass's uid and gid */
@@ -680,12 +681,27 @@ static long xset(const char *p, const char *name, const char *v, int flags)
                flags);
 }
 
+/* Whether setting user.a to v moves p's ctime: ext4 leaves it where the value is the same. */
+static void xset_ctime(const char *p, const char *v)
+{
+    struct stat a, b;
+    struct timespec pause = {0, 2000000};
+    int ok =
+        !lstat(p, &a) && !nanosleep(&pause, NULL) && xset(p, "user.a", v, 0) == 0 && !lstat(p, &b);
+    fprintf(out, "setxattr %s user.a %s: ctime moved %d\n", nm(p), v,
+            ok ? a.st_ctim.tv_sec != b.st_ctim.tv_sec || a.st_ctim.tv_nsec != b.st_ctim.tv_nsec
+               : -1);
+}
+
 static void xattrs_on(const char *p)
 {
     char b[256];
     xset(p, "user.a", "one", 0);
     xset(p, "user.a", "two", XATTR_CREATE);
     xset(p, "user.a", "three", XATTR_REPLACE);
+    xset_ctime(p, "three");
+    xset_ctime(p, "3");
+    xset_ctime(p, "three");
     xset(p, "user.b", "four", XATTR_REPLACE);
     xset(p, "user.b", "", XATTR_CREATE);
     xset(p, "user.", "x", 0);
