@@ -19,10 +19,6 @@
 /* Virtual files per directory that inode numbers leave room for. */
 #define FS_VKINDS 8
 
-/* Sizes of virtual files kept (a power of two): a table indexed by a hash of the file and
- * the visible set, where a newer size replaces an older one of the same index. */
-#define FS_VSIZE_SLOTS 4096
-
 /* The size from which a virtual file's text goes to a file rather than the heap (at most). */
 #define FS_SPILL_AT ((uint64_t)1 << 20)
 
@@ -40,12 +36,7 @@ typedef struct fs_ctx {
     pthread_mutex_t slock;   /* guards the word index */
     struct idx_words *words; /* word index of archive generation `words_gen` (0: none yet) */
     uint64_t words_gen;
-    sreg search; /* .search/WORD inodes the kernel holds; slot = inode - FS_SEARCH_BASE */
-    pthread_mutex_t vlock; /* guards vsize */
-    struct fs_vsize {
-        uint64_t ino, size;
-        uint64_t vis[2]; /* the visible set it was computed for (fs_vis_key) */
-    } * vsize;           /* FS_VSIZE_SLOTS sizes of virtual files computed (ino 0: none) */
+    sreg search;           /* .search/WORD inodes the kernel holds; slot = inode - FS_SEARCH_BASE */
     pthread_mutex_t dlock; /* guards damaged; ndamaged is also read without it */
     uint64_t *damaged;     /* inodes whose content failed its hash; reads fail */
     size_t ndamaged;

@@ -298,7 +298,6 @@ int main(int argc, char **argv)
     int ret = EX_FAIL, rc;
 
     pthread_mutex_init(&c.slock, NULL);
-    pthread_mutex_init(&c.vlock, NULL);
     pthread_mutex_init(&c.dlock, NULL);
     pthread_mutex_init(&c.hlock, NULL);
     pthread_mutex_init(&c.vc.lock, NULL);
@@ -452,10 +451,6 @@ int main(int argc, char **argv)
                    .mem_auto = mem_auto,
                    .log = log_event};
     jrnl_stats js;
-    if (!(c.vsize = calloc(FS_VSIZE_SLOTS, sizeof *c.vsize))) {
-        fprintf(stderr, "tadocfs: out of memory\n");
-        goto out_arc;
-    }
     if ((rc = vol_open(o.archive, &vo, &c.v, &js))) {
         if (rc == -ENOMEM) tdc_error(rc, "out of memory loading the archive");
         fprintf(stderr, "tadocfs: %s%s\n", tdc_errmsg(),
@@ -540,12 +535,10 @@ out_arc:
     sreg_free(&c.search);
     idx_words_free(c.words);
     pthread_mutex_destroy(&c.slock);
-    pthread_mutex_destroy(&c.vlock);
     pthread_mutex_destroy(&c.dlock);
     pthread_mutex_destroy(&c.hlock);
     vcache_clear(&c.vc);
     pthread_mutex_destroy(&c.vc.lock);
-    free(c.vsize);
     free(c.damaged);
 out_args:
     backend_free(c.be);

@@ -110,56 +110,6 @@ static int vino_of(fuse_ino_t ino, uint64_t *dir, uint32_t *kind)
     return *kind <= SEARCH_DIR ? 0 : -1;
 }
 
-/* The vsize entry for virtual file `ino` and visible set `key`. */
-static struct fs_vsize *vsize_slot(fs_ctx *c, uint64_t ino, const uint64_t key[2])
-{
-    uint64_t k[3] = {ino, key[0], key[1]};
-    return &c->vsize[XXH3_64bits(k, sizeof k) & (FS_VSIZE_SLOTS - 1)];
-}
-
-/* The size of virtual file `ino` last computed for the visible set `key` (0 if none is
- * kept). */
-static uint64_t vsize_get(fs_ctx *c, uint64_t ino, const uint64_t key[2])
-{
-    uint64_t s = 0;
-    pthread_mutex_lock(&c->vlock);
-    const struct fs_vsize *e = vsize_slot(c, ino, key);
-    if (e->ino == ino && e->vis[0] == key[0] && e->vis[1] == key[1]) s = e->size;
-    pthread_mutex_unlock(&c->vlock);
-    return s;
-}
-
-static void vsize_set(fs_ctx *c, uint64_t ino, const uint64_t key[2], uint64_t size)
-{
-    pthread_mutex_lock(&c->vlock);
-    *vsize_slot(c, ino, key) = (struct fs_vsize){ino, size, {key[0], key[1]}};
-    pthread_mutex_unlock(&c->vlock);
-}
-
-/* The key (fs_vis_key) of the files below directory `dir` that the caller of req may see,
- * when the archive itself shows them: 0; -EAGAIN when changes are pending below dir (that
- * would take a snapshot, which a getattr does not build); -ENOMEM; a load error. */
-static int caller_key(fuse_req_t req, fs_ctx *c, uint64_t dir, uint64_t key[2])
-{
-    fs_who who;
-    key[0] = key[1] = 0;
-    int rc = fs_who_of(req, c, &who);
-    if (rc || who.all) return rc;
-    const arc *a;
-    const idx *x;
-    if (!(rc = vol_lock_arc(c->v, &a, &x))) {
-        int64_t e = vol_clean_entry(c->v, dir);
-        unsigned char *vis = NULL;
-        uint32_t first = e < 0 ? 0 : (uint32_t)e, end = e < 0 ? 0 : ana_subtree_end(a, first);
-        rc = e < 0 ? -EAGAIN : fs_vis_build(c, &who, a, first, end, &vis);
-        if (!rc) fs_vis_key(vis, first, end, key);
-        free(vis);
-        vol_unlock_arc(c->v);
-    }
-    fs_who_free(&who);
-    return rc;
-}
-
 /* 1 if `ino` is a search file's inode number (registered or not). */
 static int is_sfile(fuse_ino_t ino)
 {
@@ -177,10 +127,11 @@ static int sfile_of(fs_ctx *c, fuse_ino_t ino, uint64_t *dir, uint32_t *kind, ch
 }
 
 /* Attributes of any virtual inode; 0 if `ino` is one whose directory still exists. The size
- * of a virtual file is its own text's (noopen), else the one last computed for the visible
- * set of req's caller (0 when none was, or when that set is not known without a snapshot):
- * never another set's. */
-static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
+ * of a virtual file is its own text's (noopen: each text has an inode of its own), else 0,
+ * as a /proc file's: under -o open the callers of every visible set share the inode, so
+ * its size and its pages in the kernel's cache would be theirs all; with size 0, read(2)
+ * (direct I/O) reads the opener's text to its end and a mapping holds none. */
+static int vattr(fs_ctx *c, fuse_ino_t ino, struct stat *st)
 {
     uint64_t dir;
     uint32_t kind = 0;
@@ -198,10 +149,7 @@ static int vattr(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, struct stat *st)
     st->st_ino = (ino_t)ino;
     st->st_mode = isdir ? S_IFDIR | 0555 : S_IFREG | 0444;
     st->st_nlink = isdir ? 2 : 1;
-    uint64_t key[2];
-    st->st_size = t                                              ? (off_t)t->n
-                  : reg || isdir || caller_key(req, c, dir, key) ? 0
-                                                                 : (off_t)vsize_get(c, ino, key);
+    st->st_size = t ? (off_t)t->n : 0;
     vtext_put(t);
     st->st_blocks = (st->st_size + 511) / 512;
     if (c->uid != (uint32_t)-1) st->st_uid = c->uid;
@@ -426,7 +374,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return;
         }
         fuse_ino_t ino = 0;
-        if (search_register(c, sdir, name, &ino) || vattr(c, req, ino, &st)) {
+        if (search_register(c, sdir, name, &ino) || vattr(c, ino, &st)) {
             if (ino) sreg_forget(&c->search, ino - FS_SEARCH_BASE, 1);
             fuse_reply_err(req, ENOMEM);
             return;
@@ -449,7 +397,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         }
         struct fuse_entry_param ve = {.ino = k >= 0 ? vino(parent, (uint32_t)k) : 0,
                                       .generation = 1};
-        if (k >= 0 && !vattr(c, req, ve.ino, &ve.attr)) {
+        if (k >= 0 && !vattr(c, ve.ino, &ve.attr)) {
             fuse_reply_entry(req, &ve); /* not cached: the size changes once computed */
             return;
         }
@@ -471,7 +419,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fs_ctx *c = ctx_of(req);
     struct stat st;
     if (!is_real(ino)) {
-        if (vattr(c, req, ino, &st))
+        if (vattr(c, ino, &st))
             fuse_reply_err(req, ENOENT);
         else
             fuse_reply_attr(req, &st, 0);
@@ -986,12 +934,13 @@ static int analytic_text(fs_ctx *c, const vol_view *w, uint32_t kind, const unsi
 /* The text of virtual file `kind` of directory `dir`, or with a word of `.search/word`, as
  * caller `who` may see it: over the files it may reach (fs/perm.h), from the cache of
  * texts when one was computed for the same scope, archive generation and visible set, else
- * computed (into a spill file from spill_at bytes on, vtext.h). The key of that set goes to
- * key; *out gets a reference to the text. */
+ * computed (into a spill file from spill_at bytes on, vtext.h); *out gets a reference to
+ * the text. */
 static int virtual_text(const fs_who *who, fs_ctx *c, uint64_t dir, uint32_t kind, const char *word,
-                        uint64_t spill_at, vtext **out, uint64_t key[2])
+                        uint64_t spill_at, vtext **out)
 {
     vol_view w;
+    uint64_t key[2];
     unsigned char *vis = NULL;
     /* A search under -o mem= goes span by span over the file table alone where it can; a
      * view that is not the file table needs its index. */
@@ -1057,11 +1006,10 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
         return;
     }
     fs_file *f = calloc(1, sizeof *f);
-    uint64_t key[2];
     fs_who who;
     int rc = !f || (search && !word) ? -ENOMEM : fs_who_of(req, c, &who);
     if (!rc) {
-        rc = virtual_text(&who, c, dir, search ? SEARCH_DIR : kind, word, c->spill_at, &f->vt, key);
+        rc = virtual_text(&who, c, dir, search ? SEARCH_DIR : kind, word, c->spill_at, &f->vt);
         fs_who_free(&who);
     }
     free(word);
@@ -1075,7 +1023,6 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
     pthread_mutex_init(&f->lock, NULL);
     f->virt = 1;
     handle_add(c, &f->h, 0);
-    if (!search) vsize_set(c, ino, key, f->vt->n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->direct_io = 1;
     fi->noflush = 1;
@@ -1087,9 +1034,9 @@ static void open_virtual(fuse_req_t req, fs_ctx *c, fuse_ino_t ino, struct fuse_
 static void caller_tag(const fs_who *who, fs_ctx *c, uint64_t tag[4])
 {
     tag[0] = tag[1] = 0;
-    if (!who->all) { /* uid and gid as they are (never both 0: root sees everything) */
+    if (!who->all) { /* uid, gid and groups; never all zeros (root may lack the rights) */
         tag[0] = (uint64_t)who->uid << 32 | who->gid;
-        tag[1] = XXH3_64bits(who->groups, who->ngroups * sizeof *who->groups);
+        tag[1] = XXH3_64bits(who->groups, who->ngroups * sizeof *who->groups) | 1;
     }
     vol_state(c->v, tag + 2);
 }
@@ -1114,8 +1061,8 @@ static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, co
     if (!(rc = sreg_ref(&c->search, &k, &slot, &t)) && !t) {
         /* The texts the kernel holds stay in memory up to the bound of the cache of texts;
          * past it they go to spill files however small. */
-        uint64_t key[2], spill_at = sreg_mem(&c->search) < c->vc.mem ? c->spill_at : 0;
-        rc = virtual_text(&who, c, dir, kind, word, spill_at, &t, key);
+        uint64_t spill_at = sreg_mem(&c->search) < c->vc.mem ? c->spill_at : 0;
+        rc = virtual_text(&who, c, dir, kind, word, spill_at, &t);
         if (!rc)
             sreg_set_text(&c->search, slot, t);
         else
@@ -1128,7 +1075,7 @@ static int kept_vfile(fuse_req_t req, fs_ctx *c, uint64_t dir, uint32_t kind, co
     e->ino = FS_SEARCH_BASE + slot;
     e->generation = 1;
     e->attr_timeout = c->timeout;          /* they stay as they are while the inode lives */
-    if (vattr(c, req, e->ino, &e->attr)) { /* its directory went meanwhile */
+    if (vattr(c, e->ino, &e->attr)) {      /* its directory went meanwhile */
         sreg_forget(&c->search, slot, 1);
         return -ENOENT;
     }
@@ -1465,19 +1412,12 @@ static int root_rules(fs_ctx *c, char *v, size_t n)
     return rc;
 }
 
-/* 1 when the caller of req is root or the mount's owner. The root directory's tadoc
- * attributes describe the whole archive (file count, content bytes, rules, journal activity,
- * the backend's request counts), private files included, so only they see them; the kernel
- * already asks for read permission on a file before its own attributes (size, share, rules,
- * pending) are read. */
-static int sees_all(fuse_req_t req, const fs_ctx *c)
-{
-    uint32_t uid = fuse_req_ctx(req)->uid;
-    return uid == 0 || uid == c->owner;
-}
-
 /* Value of tadoc attribute `name` (without prefix) of inode `ino` into v; `all`: the caller
- * may see archive-wide values (sees_all). */
+ * may see archive-wide values (fs_sees_all). The root directory's tadoc attributes describe
+ * the whole archive (file count, content bytes, rules, journal activity, the backend's
+ * request counts), private files included, so only those who see every file get them; the
+ * kernel already asks for read permission on a file before its own attributes (size,
+ * share, rules, pending) are read. */
 static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *v, size_t n)
 {
     struct stat st;
@@ -1592,7 +1532,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     }
     if (!strncmp(name, TADOC_PREFIX, strlen(TADOC_PREFIX))) {
         char v[1024]; /* the longest, the backend's counters */
-        int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), sees_all(req, c), v, sizeof v);
+        int rc = attr_value(c, ino, name + strlen(TADOC_PREFIX), fs_sees_all(req, c), v, sizeof v);
         if (rc)
             reply_rc(req, logged(rc, "getxattr")); /* a file in a damaged shard: EIO */
         else

@@ -1,13 +1,46 @@
 #include "perm.h"
 
 #include <errno.h>
+#include <linux/capability.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "../engine/analytics/ana.h"
 
 enum { MAY_X = 1, MAY_R = 4 };
+
+/* 1 when thread `pid` holds CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH in the daemon's user
+ * namespace, with which the kernel lets it read every file and list every directory of the
+ * mount; 0 when it holds neither, belongs to another user namespace (its capabilities count
+ * only there) or cannot be looked at (pid 0: a caller in another PID namespace), which can
+ * only hide more. Being uid 0 is not enough: root without those capabilities reads only
+ * what its modes allow. */
+static int reads_everything(pid_t pid)
+{
+    char path[64], ns[64] = "", own[64] = "", line[256];
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    ssize_t n = pid > 0 ? readlink(path, ns, sizeof ns - 1) : -1;
+    ssize_t m = readlink("/proc/self/ns/user", own, sizeof own - 1);
+    if (n <= 0 || n != m || memcmp(ns, own, (size_t)n)) return 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    unsigned long long caps = 0;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "CapEff: %llx", &caps) == 1;
+    if (f) fclose(f);
+    return found && (caps & (1ULL << CAP_DAC_OVERRIDE | 1ULL << CAP_DAC_READ_SEARCH));
+}
+
+int fs_sees_all(fuse_req_t req, const fs_ctx *c)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    /* the owner of a user's mount can read its archive; root's is judged by its rights */
+    return (ctx->uid == c->owner && c->owner != 0) || reads_everything(ctx->pid);
+}
 
 int fs_who_of(fuse_req_t req, const fs_ctx *c, fs_who *w)
 {
@@ -15,7 +48,7 @@ int fs_who_of(fuse_req_t req, const fs_ctx *c, fs_who *w)
     memset(w, 0, sizeof *w);
     w->uid = ctx->uid;
     w->gid = ctx->gid;
-    w->all = ctx->uid == 0 || ctx->uid == c->owner;
+    w->all = fs_sees_all(req, c);
     if (w->all) return 0;
     /* The count may exceed the buffer: ask again with room for all of them. */
     int size = 32;
@@ -92,14 +125,14 @@ int fs_vis_build(const fs_ctx *c, const fs_who *w, const arc *a, uint32_t first,
     dstack s = {0};
     int rc = m ? 0 : -ENOMEM, hidden = 0;
     /* Entries are in path order: a directory's subtree follows it, so the innermost open
-     * directory whose subtree holds e is e's parent. The scope's own directory needs x too. */
+     * directory whose subtree holds e is e's parent. The scope's own directory counts too. */
     for (uint32_t e = first; e < end && !rc; e++) {
         while (s.n && s.p[s.n - 1].end <= e)
             s.n--;
         int up = s.n ? s.p[s.n - 1].ok : 1;
         const arc_entry *x = &a->ents[e];
         if (x->type == ARC_DIR) {
-            rc = push(&s, ana_subtree_end(a, e), up && may(c, w, x, MAY_X));
+            rc = push(&s, ana_subtree_end(a, e), up && may(c, w, x, MAY_R | MAY_X));
         } else if (x->type == ARC_REG) {
             m[e] = (unsigned char)(up && may(c, w, x, MAY_R));
             hidden |= !m[e];

@@ -2,14 +2,18 @@
  *
  * The kernel judges every lookup and open with default_permissions; the virtual files and
  * `.search/WORD` are computed by the daemon over many files at once, so the daemon judges
- * each of those files the same way: read permission on the file and search (x) permission on
- * every directory from the scope's directory down to it, with the caller's uid, gid and
- * supplementary groups (owner bits when the uid matches the owner, else group bits when the
- * gid or a supplementary group matches the group, else other bits). Owners are the ones the
- * mount shows (the -o uid=/gid= options replace the archived ones). Root and the mount's
- * owner see everything. The result is a visibility mask (engine/analytics/ana.h) over the entries of
- * the archive view being analysed, whose modes and owners are the live ones (vol_view_open
- * snapshots the model whenever anything below the scope changed, a chmod included). */
+ * each of those files as the kernel would judge a caller who finds it by listing the
+ * directories: read permission on the file, read and search (r and x) permission on every
+ * directory from the scope's directory down to it (search alone lets a caller open names it
+ * already knows, never learn them, and the analytics print names), with the caller's uid,
+ * gid and supplementary groups (owner bits when the uid matches the owner, else group bits
+ * when the gid or a supplementary group matches the group, else other bits). Owners are the
+ * ones the mount shows (the -o uid=/gid= options replace the archived ones). A caller with
+ * CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH (root as usual, not root stripped of them) and
+ * the mount's owner (who can read the archive itself) see everything. The result is a visibility
+ * mask (engine/analytics/ana.h) over the entries of the archive view being analysed, whose modes
+ * and owners are the live ones (vol_view_open snapshots the model whenever anything below the scope
+ * changed, a chmod included). */
 #ifndef TDC_FS_PERM_H
 #define TDC_FS_PERM_H
 
@@ -23,8 +27,12 @@ typedef struct fs_who {
     uint32_t uid, gid;
     gid_t *groups; /* supplementary groups (malloc'ed), from /proc of the calling thread */
     size_t ngroups;
-    int all; /* root or the mount's owner: every entry is visible */
+    int all; /* reads everything, or the mount's owner: every entry is visible */
 } fs_who;
+
+/* 1 when the caller of req sees every file: CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH in the
+ * daemon's user namespace, or the owner of a mount started by another user than root. */
+int fs_sees_all(fuse_req_t req, const fs_ctx *c);
 
 /* The credentials of request `req` into w (fs_who_free it). When the supplementary groups
  * cannot be read (the caller has exited), none are taken: that can only hide more. 0 or
