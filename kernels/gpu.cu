@@ -125,6 +125,7 @@ static int upload(gpu_gram *g, const gpu_src *s)
         int word = s->tok_word[t];
         uint64_t l = s->tok_off[t + 1] - s->tok_off[t];
         tf[t] = (uint8_t)(word ? TF_WORD : 0) | (uint8_t)(word && l == TOK_CAP ? TF_CUT : 0);
+        g->has_cut |= word && l == TOK_CAP;
     }
     for (uint32_t e = 0; e < g->nents; e++) {
         ent[e] = g->ents[e].root_start;

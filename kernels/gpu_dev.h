@@ -67,6 +67,7 @@ struct gpu_gram {
     size_t out_cap;
     /* word index (gpu_words_build); symbols are 0..nsym-1 with nsym = ntokens + nrules + 1 */
     int wbuilt;
+    int has_cut; /* a word token of TOK_CAP bytes: a word was cut (the word queries refuse) */
     u64 *bocc_at, *bocc; /* per symbol, its positions in syms (ascending) */
     u64 *rocc_at, *rocc; /* per symbol, its positions in root (ascending) */
     uint32_t *owner;     /* per syms position, the rule whose body holds it */

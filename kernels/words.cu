@@ -469,6 +469,7 @@ static int count(gpu_gram *g, uint32_t n)
 extern "C" int gpu_count(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts)
 {
     int rc;
+    if (g->has_cut) return -ENOTSUP;
     if (!g->wbuilt && (rc = gpu_words_build(g))) return rc;
     if (!n) return 0;
     if ((rc = stage(g, q, n)) || (rc = gpu_time_begin(g)) || (rc = count(g, (uint32_t)n)) ||
@@ -484,6 +485,7 @@ extern "C" int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *c
 {
     int rc;
     *offs = NULL;
+    if (g->has_cut) return -ENOTSUP;
     if (!g->wbuilt && (rc = gpu_words_build(g))) return rc;
     if (!n) return 0;
     uint32_t nframes = g->nlevels + 1; /* the word, then at most one rule per level */

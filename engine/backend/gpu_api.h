@@ -120,12 +120,14 @@ typedef struct gpu_query {
 } gpu_query;
 
 /* counts[i] = occurrences of q[i].tok in q[i].ent, as idx_count. -EINVAL for an entry that is
- * not a regular file or a token out of range. */
+ * not a regular file or a token out of range; -ENOTSUP for a grammar that holds a cut word
+ * (a word token of TOK_CAP bytes), whose words idx_count answers from the files' text: the
+ * last piece of a cut word is a token a short word's cannot be told from. */
 int gpu_count(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts);
 
 /* Byte offsets of every occurrence, as idx_search: counts[i] as gpu_count, and *offs (malloc'ed,
  * the caller frees it; NULL when there is none) holds query 0's offsets ascending, then query
- * 1's, and so on. */
+ * 1's, and so on. -ENOTSUP as gpu_count. */
 int gpu_search(gpu_gram *g, const gpu_query *q, size_t n, uint64_t *counts, uint64_t **offs);
 
 /* The analytics' ids, one for each backend and layer: engine/analytics/analytics.h has their table
