@@ -73,6 +73,7 @@ typedef struct fs_file {
     uint64_t ino;
     vol_reader rd;
     hashck hc; /* the content-hash check of an unchanged file read in order */
+    struct timespec hc_ctime; /* the file's ctime when hc began: a change moves it */
 } fs_file;
 
 /* A directory handle: a snapshot of the entries, taken at opendir and at rewinddir. */
@@ -1092,8 +1093,22 @@ static void read_state(fs_ctx *c, fs_file *f, uint64_t ino)
     vol_reader_init(&f->rd);
     uint64_t want;
     struct stat st;
-    if (vol_clean_hash(c->v, ino, &want) && !vol_getattr(c->v, ino, &st))
+    if (vol_clean_hash(c->v, ino, &want) && !vol_getattr(c->v, ino, &st)) {
         hashck_init(&f->hc, want, (uint64_t)st.st_size);
+        f->hc_ctime = st.st_ctim;
+    }
+}
+
+/* 1 when the whole of file `ino` read in order through f hashed other than its archived hash,
+ * the file clean and unchanged since the check began: its archive data is damaged. A file
+ * written meanwhile (even back to its archived bytes, then compacted: clean, the same hash)
+ * gave the check bytes of both, and says nothing. */
+static int hash_differs(fs_ctx *c, const fs_file *f, uint64_t ino)
+{
+    uint64_t want;
+    struct stat st;
+    return vol_clean_hash(c->v, ino, &want) && want == f->hc.want && !vol_getattr(c->v, ino, &st) &&
+           st.st_ctim.tv_sec == f->hc_ctime.tv_sec && st.st_ctim.tv_nsec == f->hc_ctime.tv_nsec;
 }
 
 static fs_file *new_file(fs_ctx *c, uint64_t ino)
@@ -1278,12 +1293,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         vol_reader_init(&(f = &own)->rd);
     ssize_t n = vol_read(c->v, &f->rd, ino, (uint64_t)off, rbuf, size);
     int bad = 0;
-    if (n > 0 && hashck_feed(&f->hc, (uint64_t)off, rbuf, (size_t)n)) {
-        /* The whole file read in order and its hash differs: damage, unless the file was
-         * changed since it was opened. */
-        uint64_t want;
-        bad = vol_clean_hash(c->v, ino, &want) && want == f->hc.want;
-    }
+    if (n > 0 && hashck_feed(&f->hc, (uint64_t)off, rbuf, (size_t)n)) bad = hash_differs(c, f, ino);
     if (f == &own)
         vol_reader_free(&own.rd);
     else
