@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -110,6 +111,28 @@ static int take_archive_perm(int fd, const char *path)
     return fchmod(fd, mode);
 }
 
+/* Lock a writable journal's file descriptor for as long as it is open (jrnl_held). */
+static int hold(int fd, const char *path)
+{
+    if (!flock(fd, LOCK_EX | LOCK_NB)) return 0;
+    return errno == EWOULDBLOCK
+               ? tdc_error(-EBUSY, "%s: the journal is held by another writer", path)
+               : tdc_error(-errno, "%s: lock: %s", path, strerror(errno));
+}
+
+int jrnl_held(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), rc = 0;
+    if (fd < 0) return 0; /* none (or none that a writer could hold either) */
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+        rc = tdc_error(-EBUSY,
+                       "%s: the archive is in use by another writer whose lock file "
+                       "was removed (a mount, compact, apply or pack)",
+                       path);
+    close(fd); /* the lock taken here goes with it */
+    return rc;
+}
+
 /* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
 static int create_empty(const char *path, uint64_t id)
 {
@@ -124,7 +147,7 @@ static int create_empty(const char *path, uint64_t id)
     }
     unsigned char h[JRNL_HDR];
     jrnl_header_encode(h, id);
-    if ((rc = fio_write_all(fd, h, JRNL_HDR, tmp))) goto fail;
+    if ((rc = fio_write_all(fd, h, JRNL_HDR, tmp)) || (rc = hold(fd, tmp))) goto fail;
     if (take_archive_perm(fd, path) < 0 || fsync(fd) < 0) {
         rc = tdc_error(-errno, "%s: %s", tmp, strerror(errno));
         goto fail;
@@ -333,6 +356,7 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
                  : tdc_error(-errno, "%s: %s", path, strerror(errno));
         goto fail;
     }
+    if (j->fd >= 0 && writable && (rc = hold(j->fd, path))) goto fail;
     if (j->fd >= 0) {
         if ((uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
             jrnl_header_decode(h, &hid)) {
@@ -485,6 +509,7 @@ int jrnl_next_begin(const jrnl *j, uint64_t id, uint64_t from, uint64_t seq0, jr
     sprintf(n->path, "%s.next", j->path);
     n->fd = open(n->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int rc = n->fd < 0 ? tdc_error(-errno, "%s: cannot create: %s", n->path, strerror(errno)) : 0;
+    if (!rc) rc = hold(n->fd, n->path); /* the journal's lock once renamed into place */
     if (!rc && take_archive_perm(n->fd, j->path) < 0)
         rc = tdc_error(-errno, "%s: %s", n->path, strerror(errno));
     unsigned char h[JRNL_HDR];

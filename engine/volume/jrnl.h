@@ -110,6 +110,12 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
 /* Close (the file synced). */
 void jrnl_close(jrnl *j);
 
+/* -EBUSY, with a message, when a writer holds the journal at `path`: a writable journal's
+ * file is locked (flock) for as long as it is open, the next journal that replaces it
+ * locked before the rename, so a live writer is found here even when the lock file beside
+ * the archive was removed under it. 0 when none does or there is no journal. */
+int jrnl_held(const char *path);
+
 /* Append a record whose body is `head` followed by `data`, written to the file at once (a
  * crash of this process keeps it; jrnl_sync makes it survive a system crash); *data_off
  * receives the journal offset where `data` lies. 0, -ENOSPC, -EIO or -ENOMEM; on failure

@@ -812,7 +812,7 @@ static void remove_stale_temps(const char *archive)
  * for it a moment before calling the archive busy. */
 static int take_lock(const char *archive, int *fd)
 {
-    char *lp = malloc(strlen(archive) + 8);
+    char *lp = malloc(strlen(archive) + 16);
     if (!lp) return -ENOMEM;
     sprintf(lp, "%s.lock", archive);
     /* Readable by all, so a writer other than its creator can open it too (flock needs no
@@ -830,6 +830,15 @@ static int take_lock(const char *archive, int *fd)
                        errno == EWOULDBLOCK ? "the archive is in use by another writer "
                                               "(a mount, compact, apply or pack)"
                                             : strerror(errno));
+    /* A writer whose lock file was removed (a cleaner, a user) still holds its journal. */
+    if (!rc) {
+        sprintf(lp, "%s.journal", archive);
+        rc = jrnl_held(lp);
+    }
+    if (rc && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
     free(lp);
     return rc;
 }

@@ -680,6 +680,32 @@ damaged_mount() { # GOOD CUT WHY [intact]
     umnt "$S/full/a.tdc"
 }
 
+@test "two writers: the lock file removed under a writer, a second writer is still refused, before and after a compaction" {
+    cp "$A/s.tdc" "$S/a.tdc"
+    mnt "$S/a.tdc" "$M"
+    printf 'edit 1\n' >>"$M/log.txt"
+    mkdir "$S/m2"
+    for round in before after; do
+        rm "$S/a.tdc.lock" # a cleaner of old empty files, or a user
+        run mnt "$S/a.tdc" "$S/m2"
+        [ "$status" -eq 1 ] && [[ "$output" == *"in use by another writer"* ]] ||
+            { echo "$round: $output"; false; }
+        not_mounted "$S/m2"
+        run "$TADOC" compact "$S/a.tdc"
+        [ "$status" -eq 1 ] && [[ "$output" == *"in use"* ]]
+        printf 'append\tlog.txt\tfrom apply\\n\n' >"$S/ops"
+        run "$TADOC" apply "$S/a.tdc" "$S/ops"
+        [ "$status" -eq 1 ] && [[ "$output" == *"in use"* ]]
+        printf 'edit %s\n' "$round" >>"$M/log.txt"
+        # the writer's own compaction replaces the journal: the new one is held as well
+        setfattr -n user.tadoc.compact -v 1 "$M"
+        printf 'edit %s compacted\n' "$round" >>"$M/log.txt"
+    done
+    umnt "$S/a.tdc"
+    mnt -o ro "$S/a.tdc" "$M"
+    [ "$(tail -n 5 "$M/log.txt")" = "$(printf 'edit 1\nedit before\nedit before compacted\nedit after\nedit after compacted')" ]
+}
+
 @test "two writers: a second writable mount, tadoc compact and tadoc apply on a mounted archive fail with 'in use' (exit 1)" {
     cp "$A/s.tdc" "$S/a.tdc"
     mnt "$S/a.tdc" "$M"
