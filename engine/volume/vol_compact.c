@@ -466,6 +466,23 @@ static int carry_tail(vol *v, jrnl_next *jn, vol *w)
  * again. 0 once the archive is renamed (na, nx and w are then taken over, and *after is
  * the test hook's error or the journal rename's, the switch made regardless), else the
  * failure. */
+/* 0 when the archive's path still names the file v serves: one that a user put in its
+ * place meanwhile, or its removal or move, is not overwritten by a compaction of the file
+ * that is gone from there. */
+static int still_there(const vol *v)
+{
+    struct stat a, p;
+    if (fstat(v->a->fd, &a) < 0) return tdc_error(-errno, "%s: %s", v->path, strerror(errno));
+    int gone = stat(v->path, &p) < 0;
+    if (gone && errno != ENOENT) return tdc_error(-errno, "%s: %s", v->path, strerror(errno));
+    if (gone || a.st_dev != p.st_dev || a.st_ino != p.st_ino)
+        return tdc_error(-ESTALE,
+                         "%s: the archive was replaced, moved or removed while in use: not "
+                         "compacted (unmount; the edits are in the journal of the file it was)",
+                         v->path);
+    return 0;
+}
+
 static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_next *jn,
                         int *after)
 {
@@ -489,6 +506,7 @@ static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_
     rc = jrnl_next_copy(v->j, jn, jrnl_size(v->j), vol_model_replay, w);
     if (!rc) rc = vol_model_check(v, w);
     if (!rc) rc = jrnl_next_sync(jn);
+    if (!rc) rc = still_there(v);
     /* renamed but its directory not synced: reported once the switch is made, since a later
      * sync of the directory (the journal's rename) need not mean that one is on disk */
     int unsynced = 0;

@@ -363,3 +363,24 @@ print(os.pwrite(fd, b"0123456789", (1 << 40) - 5), os.fstat(fd).st_size == 1 << 
     [ "$(stat -c %s "$S/a.tdc.journal")" -lt "$j" ]
     same_view
 }
+
+@test "a compaction never overwrites an archive put in the mounted one's place, nor brings back a removed one" {
+    M=$S/m
+    mkdir "$M" "$S/other"
+    printf 'another tree\n' >"$S/other/x.txt"
+    "$TADOC" pack -q "$S/other" -o "$S/b.tdc"
+    cp "$S/b.tdc" "$S/b.copy"
+    mnt -o compact_threshold=0 "$S/a.tdc" "$M"
+    mv "$S/b.tdc" "$S/a.tdc" # the user's replacement, beside the mount's journal
+    echo w >"$M/w"
+    run setfattr -n user.tadoc.compact -v 1 "$M"
+    [ "$status" -ne 0 ]
+    getfattr --only-values -n user.tadoc.compact_error "$M" | grep -q 'replaced, moved or removed'
+    cmp "$S/a.tdc" "$S/b.copy"
+    [ "$(cat "$M/w")" = w ] # the mount goes on as it was
+    rm "$S/a.tdc"
+    run setfattr -n user.tadoc.compact -v 1 "$M"
+    [ "$status" -ne 0 ]
+    [ ! -e "$S/a.tdc" ]
+    [ "$(temps)" -eq 0 ]
+}
