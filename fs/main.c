@@ -173,13 +173,17 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
     return 1;
 }
 
-/* Background events: syslog, and the terminal of a foreground daemon. */
+/* Whether syslog copies every line to the terminal (LOG_PERROR: a foreground daemon). */
+static int log_perror;
+
+/* Background events: syslog, and the terminal (which a background daemon holds until it is
+ * ready, so that what the mount found reaches the user who mounted). */
 static void log_event(void *ctx, const char *msg)
 {
     (void)ctx;
     int bad = strstr(msg, "failed") || !strncmp(msg, "cannot", 6);
     syslog(bad ? LOG_ERR : LOG_INFO, "%s", msg);
-    fprintf(stderr, "tadocfs: %s\n", msg);
+    if (!log_perror) fprintf(stderr, "tadocfs: %s\n", msg);
 }
 
 /* Whether a GPU is usable, asked in a child process: a CUDA context does not survive the
@@ -402,6 +406,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: cannot start the daemon: %s\n", strerror(errno));
         goto out_args;
     }
+    /* A foreground daemon's log lines go to its terminal too (where there may be no syslog). */
+    log_perror = co.foreground;
+    openlog("tadocfs", LOG_PID | (log_perror ? LOG_PERROR : 0), LOG_DAEMON);
     if (gpu_mode == BACKEND_ON && !gpu_usable_probe()) {
         fprintf(stderr, "tadocfs: gpu=on but no usable GPU: %s\n", backend_describe());
         goto out_args;
@@ -503,7 +510,6 @@ int main(int argc, char **argv)
     free(real);
     c.se = se;
     fs_killpriv_arm(fuse_session_fd(se)); /* a GETXATTR less per write(2) */
-    openlog("tadocfs", LOG_PID, LOG_DAEMON);
     daemon_ready(&dl);
     if (vol_start(c.v)) {
         syslog(LOG_ERR, "%s", tdc_errmsg());

@@ -1306,8 +1306,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         set_damaged(c, ino); /* every later read of this file fails too, not only this one */
         syslog(LOG_ERR, "inode %llu: content hash mismatch: archive data is damaged",
                (unsigned long long)ino);
-        fprintf(stderr, "tadocfs: inode %llu: content hash mismatch: archive data is damaged\n",
-                (unsigned long long)ino);
         fuse_reply_err(req, EIO);
     } else {
         /* the start of a file read without an open: store the next files ahead (push.h) */

@@ -813,18 +813,27 @@ static void remove_stale_temps(const char *archive)
 static int take_lock(const char *archive, int *fd)
 {
     char *lp = malloc(strlen(archive) + 16);
+    int rc;
     if (!lp) return -ENOMEM;
     sprintf(lp, "%s.lock", archive);
     /* Readable by all, so a writer other than its creator can open it too (flock needs no
      * write access); it holds nothing. */
     *fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (*fd < 0 && errno == EACCES) *fd = open(lp, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0 && errno == EACCES && (*fd = open(lp, O_RDONLY | O_CLOEXEC)) < 0 &&
+        errno == ENOENT) { /* none there, and no right to make one: the first error says it */
+        rc = tdc_error(-EACCES,
+                       "%s: cannot create the lock file: %s (a read-only mount, -o ro, "
+                       "takes none)",
+                       lp, strerror(EACCES));
+        free(lp);
+        return rc;
+    }
     int locked = -1;
     for (int tries = 0; *fd >= 0 && tries < 60; tries++) {
         if ((locked = flock(*fd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
         usleep(50000);
     }
-    int rc = 0;
+    rc = 0;
     if (*fd < 0 || locked < 0)
         rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
                        errno == EWOULDBLOCK ? "the archive is in use by another writer "

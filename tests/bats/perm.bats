@@ -349,3 +349,13 @@ backend_cpu_requests() {
     nobody "$TADOC" compact "$d/a.tdc" >/dev/null
     [ "$(stat -c '%a %u' "$d/a.tdc")" = "644 65534" ]
 }
+
+@test "a writer that may not create the lock file beside the archive says so (not ENOENT)" {
+    mkdir "$S/ro-dir"
+    cp "$S/p.tdc" "$S/ro-dir/a.tdc"
+    chown 65534 "$S/ro-dir/a.tdc"
+    run nobody "$TADOC" compact "$S/ro-dir/a.tdc"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"a.tdc.lock: cannot create the lock file: Permission denied"* ]]
+    [ ! -e "$S/ro-dir/a.tdc.lock" ]
+}
