@@ -1,6 +1,7 @@
 /* edit: `tadoc apply` (batches of the papers' insert/append/extract operations, journaled)
  * and `tadoc compact` (fold the journal into the archive). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <inttypes.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../engine/backend/backend.h"
 #include "../engine/base/buf.h"
@@ -85,8 +87,17 @@ static void (*stop_hook)(void);
 
 static void on_stop(int sig)
 {
+    int e = errno;
     if (!tool_stopped) tool_stopped = sig;
+    /* Output that blocks (a pipe no one reads) must not keep a stopped command from its next
+     * check: what it writes from now on goes nowhere (what it stops is undone anyway). */
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        close(fd);
+    }
     if (stop_hook) stop_hook();
+    errno = e;
 }
 
 void tool_catch_stops(void (*hook)(void))
@@ -150,7 +161,9 @@ static int unescape(const char *s, size_t n, buf *out)
 void put_escaped(FILE *f, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
+    /* Once a write failed (a signal came while it blocked on a pipe no one reads, a closed
+     * pipe, a full disk), the next one would block or fail again: nothing more is put. */
+    for (size_t i = 0; i < n && !ferror(f); i++) {
         unsigned char ch = b[i];
         if (ch == '\n')
             fputs("\\n", f);
@@ -282,9 +295,9 @@ static int do_extract(vol *v, vol_reader *r, const op *o)
     unsigned char *b = malloc(o->len ? o->len : 1);
     if (!b) return tdc_error(-ENOMEM, "out of memory");
     ssize_t k = vol_read(v, r, o->ino, o->off, b, o->len);
-    if (k >= 0) {
+    if (k >= 0 && !ferror(stdout)) {
         put_escaped(stdout, b, (size_t)k);
-        putchar('\n');
+        if (!ferror(stdout)) putchar('\n');
     }
     free(b);
     return k < 0 ? line_error(o, (int)k) : 0;

@@ -692,6 +692,11 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         uint32_t c;
+        if (!w->a->ents[files[i]].size) { /* no content, so no span: no occurrence */
+            offs.n = 0;
+            rc = emit(ctx, i, &offs);
+            continue;
+        }
         vol_span *t = span_get(v, s, files[i], 0, 1, &c, !s); /* waits while it holds none */
         if (!t) {
             rc = -EAGAIN;

@@ -713,3 +713,23 @@ with open(sys.argv[1], "w") as f:
     echo "# peak $(cat "$S/rss") KiB" >&3
     [ "$(cat "$S/rss")" -lt 65536 ]
 }
+
+@test "a search under a budget goes shard by shard past empty files (it loaded the whole archive)" {
+    : >"$T/a/empty"
+    : >"$T/zz-empty"
+    "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 32K
+    M=$S/m
+    mkdir "$M"
+    mnt "$S/a.tdc" "$M" -o ro,mem=whole
+    wait_mounted "$M"
+    cp "$M/.search/the" "$S/want"
+    cp "$M/a/.search/the" "$S/want-a"
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    mnt "$S/a.tdc" "$M" -o ro,mem=256K
+    wait_mounted "$M"
+    cmp "$M/.search/the" "$S/want"
+    cmp "$M/a/.search/the" "$S/want-a"
+    [ -s "$S/want" ]
+    [ "$(cache_field "$M" whole-archive)" -eq 0 ]
+}
