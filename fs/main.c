@@ -446,6 +446,13 @@ int main(int argc, char **argv)
         goto out_args;
     }
 
+    /* libfuse's own options checked before anything is made beside the archive (a lock
+     * file, a journal): a usage error leaves nothing behind. */
+    se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &c);
+    if (!se) {
+        ret = EX_USAGE;
+        goto out_args;
+    }
     /* Open and check the file table (with -o preload the whole archive) and replay the
      * journal before mounting, so errors reach the terminal. */
     vol_opts vo = {.writable = !o.ro,
@@ -463,7 +470,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tadocfs: %s%s\n", tdc_errmsg(),
                 rc == -EROFS && !o.ro ? " (mount it with -o ro to read it there)" : "");
         ret = tdc_exit_status(rc);
-        goto out_arc;
+        goto out_session;
     }
     if (js.dropped)
         fprintf(stderr, "tadocfs: %s.journal: dropped %llu bytes (%s)%s\n", o.archive,
@@ -475,7 +482,7 @@ int main(int argc, char **argv)
     c.novirtual = o.novirtual;
     if (!o.open && fs_kept_init(&c)) {
         fprintf(stderr, "tadocfs: out of memory\n");
-        goto out_arc;
+        goto out_session;
     }
     c.uid = o.uid ? (uint32_t)uid : (uint32_t)-1;
     c.gid = o.gid ? (uint32_t)gid : (uint32_t)-1;
@@ -495,11 +502,6 @@ int main(int argc, char **argv)
     c.spill_at = c.vc.mem / 4 < FS_SPILL_AT ? c.vc.mem / 4 : FS_SPILL_AT;
     c.spill_dir = fio_tmpdir();
 
-    se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &c);
-    if (!se) {
-        ret = EX_USAGE;
-        goto out_arc;
-    }
     if (fuse_set_signal_handlers(se) != 0) goto out_session;
     char *real = realpath(co.mountpoint, NULL);
     if (fuse_session_mount(se, co.mountpoint) != 0) {
@@ -534,7 +536,6 @@ out_signals:
     fuse_remove_signal_handlers(se);
 out_session:
     fuse_session_destroy(se);
-out_arc:
     fs_handles_free(&c);
     fs_kept_free(&c);
     vol_close(c.v); /* writes out buffered records */

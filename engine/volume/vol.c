@@ -947,7 +947,14 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     }
     sprintf(v->jpath, "%s.journal", archive);
     if (o->writable) {
-        if ((rc = take_lock(archive, &v->lockfd))) goto fail;
+        /* What is no archive (a directory, a FIFO, an empty file) is refused, with the
+         * reader's message, before a lock file is made beside it. */
+        struct stat sb;
+        int none = stat(archive, &sb) < 0 || !S_ISREG(sb.st_mode) || !sb.st_size;
+        rc = 0;
+        if (none && !(rc = arc_open_meta(archive, &v->a)))
+            rc = tdc_error(-EINVAL, "%s: not an archive", archive);
+        if (rc || (rc = take_lock(archive, &v->lockfd))) goto fail;
     }
     if (o->writable) remove_stale_temps(archive);
     if ((rc = arc_open_meta(archive, &v->a))) goto fail;

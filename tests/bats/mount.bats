@@ -745,6 +745,20 @@ refused() { # KIND
         [ "$status" -eq 2 ] || { echo "'$args': status $status: $output"; false; }
         not_mounted "$M"
     done
+    # a usage error leaves nothing beside the archive (no lock file, no journal)
+    cp "$A/l.tdc" "$S/u.tdc"
+    for args in "-o nosuchoption" "--frobnicate" "-o gpu=sometimes"; do
+        run mnt "$S/u.tdc" "$M" $args
+        [ "$status" -eq 2 ]
+        [ "$(ls "$S" | grep -c '^u\.tdc')" -eq 1 ] || { echo "$args: $(ls "$S")"; false; }
+    done
+    # nor is anything made beside what is no archive
+    : >"$S/empty.tdc"
+    mkdir "$S/dir.tdc"
+    for a in empty.tdc dir.tdc; do
+        run mnt "$S/$a" "$M"
+        [ "$status" -ne 0 ] && [ ! -e "$S/$a.lock" ] && [ ! -e "$S/$a.journal" ]
+    done
     run mnt "$A/l.tdc" "$S/nodir"
     [ "$status" -eq 1 ]
     run mnt "$S/missing.tdc" "$M"
