@@ -890,9 +890,12 @@ int vol_replace_begin(const char *path, vol_replace *r)
     if (real) remove_stale_temps(real); /* a killed pack's or compaction's, now the holder */
     /* Taken under the lock: a writer that held it has written out its last records. */
     if (stat(r->jpath, &sb) == 0 && sb.st_size > JRNL_HDR) {
+        int gone = stat(archive, &sb) < 0; /* a journal without its archive: nothing to fold */
         rc = tdc_error(-EEXIST,
-                       "%s holds edits not yet folded into %s: run `tadoc compact %s` first, "
-                       "or remove the journal to drop them",
+                       gone ? "%s holds edits of an archive no longer at %s: move the journal "
+                              "aside (or put that archive back and run `tadoc compact %s`)"
+                            : "%s holds edits not yet folded into %s: run `tadoc compact %s` "
+                              "first, or remove the journal to drop them",
                        r->jpath, archive, archive);
         vol_replace_end(r, 0);
     }
@@ -1929,8 +1932,10 @@ static void *compactor(void *p)
     if (rc) __atomic_store_n(&v->retry_at, size + v->o.compact_threshold, __ATOMIC_RELAXED);
     if (v->o.log) {
         char msg[512];
-        if (rc)
-            snprintf(msg, sizeof msg, "compaction failed: %s", tdc_errmsg());
+        const char *why = tdc_errmsg();
+        if (rc) /* the message may say it already */
+            snprintf(msg, sizeof msg, "%s%s",
+                     strncmp(why, "compaction failed", 17) ? "compaction failed: " : "", why);
         else
             snprintf(msg, sizeof msg,
                      "compacted %" PRIu64 " dirty files (%" PRIu64 " bytes): archive %" PRIu64
