@@ -478,6 +478,11 @@ int main(int argc, char **argv)
     if (js.stale)
         fprintf(stderr, "tadocfs: %s.journal: already folded into the archive; discarded\n",
                 o.archive);
+    if (js.unread) /* read-only: the archive as written, the journal left as it is */
+        fprintf(stderr,
+                "tadocfs: %s.journal: %s: left unread; the archive is shown without its "
+                "pending edits\n",
+                o.archive, js.why);
     c.ro = o.ro;
     c.novirtual = o.novirtual;
     if (!o.open && fs_kept_init(&c)) {

@@ -176,6 +176,7 @@ void note_journal(const char *path, const arc *a)
                     "%s: note: %s holds %llu edits not in the archive yet (run 'tadoc compact' "
                     "to fold them in; a mount shows them)\n",
                     prog, jp, (unsigned long long)n);
+        if (st.unread) fprintf(stderr, "%s: note: %s: %s; left unread\n", prog, jp, st.why);
         jrnl_close(j);
     }
     free(jp);
@@ -608,6 +609,13 @@ static int cmd_verify(int argc, char **argv)
     vol_info in;
     vol_get_info(v, &in);
     vol_close(v);
+    if (js.unread) {
+        fprintf(stderr,
+                "%s: %s.journal: %s; move the file aside to use the archive without its "
+                "pending edits\n",
+                prog, argv[1], js.why);
+        return EX_CORRUPT;
+    }
     if (js.dropped) {
         /* A record cut short is what a crash mid-append leaves; anything else is damage. */
         int torn = !strncmp(js.why, "torn", 4);

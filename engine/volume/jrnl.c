@@ -358,15 +358,23 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
     }
     if (j->fd >= 0 && writable && (rc = hold(j->fd, path))) goto fail;
     if (j->fd >= 0) {
-        if ((uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
-            jrnl_header_decode(h, &hid)) {
+        int bad = (uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
+                  jrnl_header_decode(h, &hid);
+        if (!writable && (bad || (hid != id && !(hid == prev_id && prev_id)))) {
+            st->unread = (uint64_t)sb.st_size ? (uint64_t)sb.st_size : 1;
+            snprintf(st->why, sizeof st->why, "%s",
+                     bad ? "journal header is damaged" : "journal belongs to another archive");
+            close(j->fd);
+            j->fd = -1;
+        } else if (bad) {
             rc = tdc_error(-EBADMSG,
                            "%s: journal header is damaged; move the file aside to use the archive "
-                           "without its pending edits",
+                           "without its pending edits (a read-only open, -o ro, leaves it unread)",
                            path);
             goto fail;
         }
-        if (hid == prev_id && prev_id) {
+        if (j->fd < 0) { /* left unread */
+        } else if (hid == prev_id && prev_id) {
             /* Folded in by a compaction that stopped before resetting the journal. */
             st->stale = (uint64_t)sb.st_size;
             close(j->fd);

@@ -91,7 +91,10 @@ typedef struct jrnl_stats {
      * read-only one replays the records before the damage. 0: none. */
     uint64_t intact_at;
     uint64_t stale;   /* bytes of a journal already folded into the archive, discarded */
-    char why[128];    /* why the tail was dropped */
+    /* Bytes of a journal a read-only open left unread: its header damaged or another
+     * archive's (a writable open refuses it); the archive is read as written. why says it. */
+    uint64_t unread;
+    char why[128]; /* why the tail was dropped, or the journal left unread */
 } jrnl_stats;
 
 /* Open the journal at `path` for the archive with identity `id` (compacted from `prev_id`)
@@ -103,7 +106,8 @@ typedef struct jrnl_stats {
  * otherwise); a next journal bound to anything else is removed when `writable`. A journal of the
  * archive `prev_id` was folded in by such a compaction: it is discarded (replaced with an empty one
  * when writable). A journal of any other archive, or with a damaged header, is refused with
- * -EBADMSG and a message; nothing is changed. */
+ * -EBADMSG and a message by a writable open (nothing is changed); a read-only one leaves it
+ * unread (jrnl_stats.unread) and reads the archive as written. */
 int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrnl_apply_fn fn,
               void *ctx, jrnl_stats *st, jrnl **out);
 

@@ -973,6 +973,12 @@ int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs)
     rc = jrnl_open(v->jpath, v->a->id, v->a->prev_id, o->writable, vol_model_replay, v, &st,
                    &v->j);
     v->replaying = 0;
+    /* a journal left unread is for a caller that says so (rs); others refuse it as before */
+    if (!rc && st.unread && !rs)
+        rc = tdc_error(-EBADMSG,
+                       "%s: %s; move the file aside to use the archive without its "
+                       "pending edits",
+                       v->jpath, st.why);
     if (rc) goto fail;
     /* Inodes whose last name went during replay had no opener to wait for. */
     for (uint64_t i = 0; i < v->cap; i++)

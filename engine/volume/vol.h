@@ -113,7 +113,9 @@ typedef struct vol_replace {
 int vol_replace_begin(const char *archive, vol_replace *r);
 void vol_replace_end(vol_replace *r, int replaced);
 
-/* Open `archive` and replay `archive`.journal. *rs (optional) receives what replay did. */
+/* Open `archive` and replay `archive`.journal. *rs (optional) receives what replay did; a
+ * read-only open with rs leaves a journal whose header is damaged or names another archive
+ * unread (rs->unread), one without rs refuses it (-EBADMSG), as a writable open does. */
 int vol_open(const char *archive, const vol_opts *o, vol **out, jrnl_stats *rs);
 
 /* Start the background threads: for a lazy open, the one that loads the archive's data; for

@@ -567,20 +567,24 @@ damaged_mount() { # GOOD CUT WHY [intact]
     done
 }
 
-@test "a damaged journal header or another archive's journal: the mount fails with exit 3 and a clear message" {
+@test "a damaged journal header or another archive's journal: the mount fails with exit 3 and a clear message (read-only: left unread, said so)" {
     make_edits
     for off in 0 7 8 16 20 24 31; do
         cp "$S/good.journal" "$J"
         flip_byte "$J" "$off"
         cp "$J" "$S/want.journal"
-        for o in rw ro; do
-            run mnt -o "$o" "$S/a.tdc" "$M"
-            echo "flip $off ($o): $output"
-            [ "$status" -eq 3 ]
-            [[ "$output" == *"a.tdc.journal: journal header is damaged; move the file aside"* ]]
-            not_mounted "$M"
-            cmp "$J" "$S/want.journal"
-        done
+        run mnt -o rw "$S/a.tdc" "$M"
+        echo "flip $off: $output"
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"a.tdc.journal: journal header is damaged; move the file aside"* ]]
+        not_mounted "$M"
+        cmp "$J" "$S/want.journal"
+        # read-only (where it could not be moved aside): the archive as written, said so
+        run mnt -o ro "$S/a.tdc" "$M"
+        [ "$status" -eq 0 ] && [[ "$output" == *"journal header is damaged: left unread"* ]]
+        expect_log 0
+        fusermount3 -u "$M"
+        cmp "$J" "$S/want.journal"
         run "$TADOC" verify "$S/a.tdc"
         [ "$status" -eq 3 ]
         [[ "$output" == *"journal header is damaged"* ]]

@@ -19,6 +19,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "voldump: %s\n", tdc_errmsg());
         return tdc_exit_status(rc);
     }
+    if (js.unread) { /* replay is what this tool checks: a journal it could not read fails */
+        fprintf(stderr, "voldump: %s.journal: %s\n", argv[1], js.why);
+        vol_close(v);
+        return 3;
+    }
     buf b = {0};
     fz_dump(v, (size_t)1 << 30, &b);
     vol_close(v);
