@@ -703,11 +703,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     vol_ref(c->v, ino, 1);
     handle_add(c, &d->h, 1);
     fi->fh = (uint64_t)(uintptr_t)d;
-    /* The kernel may keep the listing and answer the next listings of this directory from it
-     * (a READDIR round trip less each): a listing changes only through this mount, and the
-     * kernel drops what it kept when it creates, removes or renames in the directory. */
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
+    /* On a read-only mount the kernel may keep the listing and answer the next listings of
+     * this directory from it (a READDIR round trip less each): nothing changes there. Not
+     * where it can change: the kernel's one listing per directory is filled by whichever
+     * handle reads next, and each handle's offsets count in its own snapshot, so a handle
+     * opened before a change went on in a listing made after it, shifted (an entry no one
+     * touched skipped or given twice). */
+    fi->cache_readdir = fi->keep_cache = c->ro;
     fuse_reply_open(req, fi);
 }
 
@@ -749,7 +751,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         memset(&ep, 0, sizeof ep);
         size_t need;
         if (plus) {
-            if (vol_getattr(c->v, ent, &ep.attr)) continue; /* removed since the snapshot */
+            /* An entry gives the kernel a name for the inode: only while the name is still
+             * that inode's (not removed or renamed since the snapshot), else it is left out,
+             * as POSIX lets a listing leave out what changed since it began. */
+            if (k < 2 ? vol_getattr(c->v, ent, &ep.attr)
+                      : vol_lookup(c->v, ino, name, &ep.attr) || ep.attr.st_ino != (ino_t)ent)
+                continue;
             owners(c, &ep.attr);
             ep.ino = ent;
             ep.generation = 1;

@@ -114,6 +114,9 @@ put_u32() {
         start_fg "$S/a.tdc" "$M" "$S/daemon.err"
         timeout 60 "$W" write "$M/t$i" 4 "$S/log$i" "$RANDOM$i" >"$S/out$i" 2>&1 &
         local wpid=$!
+        # the kill comes while lines are being acknowledged (a loaded machine may start the
+        # writer late)
+        for _ in $(seq 200); do grep -q '^S ' "$S/log$i" 2>/dev/null && break; sleep 0.05; done
         sleep "$(delay 100 600)"
         kill_fg
         # The writer notices (it gets an error, it does not hang) and says so.

@@ -816,3 +816,64 @@ refused() { # KIND
     grep -q "killed by signal 9 .* before it mounted" "$S/err"
     not_mounted "$M"
 }
+
+@test "listings read while the directory changes, as on ext4: no name comes back from the dead, no untouched entry is skipped or given twice" {
+    cp "$A/l.tdc" "$S/w.tdc"
+    mnt "$S/w.tdc" "$M"
+    mkdir "$S/ext4"
+    # Two handles: A reads a first part, an entry it listed goes, B lists it all, A goes on.
+    # Then a listing read across an unlink and renames (of a file, of a directory), after
+    # which the old names must be gone.
+    cat >"$S/dirs.py" <<'PY'
+import collections, ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def getdents(fd):
+    buf = ctypes.create_string_buffer(1024)
+    n, i, out = libc.syscall(217, fd, buf, 1024), 0, []
+    while i < n:
+        reclen = int.from_bytes(buf.raw[i + 16:i + 18], "little")
+        out.append(buf.raw[i + 19:i + reclen].split(b"\0")[0].decode())
+        i += reclen
+    return out
+def rest(fd):
+    got = []
+    while True:
+        x = getdents(fd)
+        if not x:
+            return got
+        got += x
+D = os.path.join(sys.argv[1], "D")
+os.mkdir(D)
+names = ["s%03d_%s" % (i, "p" * 150) for i in range(100)]
+for n in names + ["zz_gone", "zz_old"]:
+    open(os.path.join(D, n), "w").write("s")
+os.mkdir(os.path.join(D, "zz_dir"))
+a = os.open(D, os.O_RDONLY | os.O_DIRECTORY)
+la = getdents(a)
+os.unlink(os.path.join(D, names[0]))
+b = os.open(D, os.O_RDONLY | os.O_DIRECTORY)
+rest(b)
+la += rest(a)
+c = collections.Counter(n for n in la if n in names[1:])
+print("twice", sorted(n[:4] for n, k in c.items() if k > 1))
+print("skipped", [n[:4] for n in names[1:] if n not in c])
+os.lseek(a, 0, os.SEEK_SET)
+getdents(a)
+os.unlink(os.path.join(D, "zz_gone"))
+os.rename(os.path.join(D, "zz_old"), os.path.join(D, "zz_new"))
+os.rename(os.path.join(D, "zz_dir"), os.path.join(D, "zz_dir2"))
+rest(a)
+for n in ("zz_gone", "zz_old", "zz_new", "zz_dir", "zz_dir2"):
+    try:
+        os.lstat(os.path.join(D, n))
+        print(n, "there")
+    except OSError as e:
+        print(n, errno.errorcode[e.errno])
+PY
+    python3 "$S/dirs.py" "$S/ext4" >"$S/want"
+    python3 "$S/dirs.py" "$M" >"$S/got"
+    diff "$S/want" "$S/got"
+    grep -qx 'zz_old ENOENT' "$S/got"
+    # the old names hold no inode: a compaction goes ahead
+    setfattr -n user.tadoc.compact -v 1 "$M"
+}
