@@ -460,7 +460,8 @@ until_there() {
     exec 4<>"$S/pipe"
     local j0
     j0=$(stat -c %s "$S/c.tdc.journal")
-    "$TADOC" apply -q "$S/c.tdc" "$S/ops2" >"$S/pipe" 3>&- 4>&- &
+    # (with SIGHUP's default action, whatever the suite inherited: under nohup it is ignored)
+    env --default-signal=HUP "$TADOC" apply -q "$S/c.tdc" "$S/ops2" >"$S/pipe" 3>&- 4>&- &
     p=$!
     until_there "$S/c.tdc.journal" "$j0"
     kill -HUP "$p"
