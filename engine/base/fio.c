@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -200,4 +201,31 @@ void fio_long_end(fio_long *l)
     if (l->fd >= 0) close(l->fd);
     free(l->mem);
     *l = (fio_long){.fd = -1};
+}
+
+void fio_flock_holder(int fd, char *who, size_t n)
+{
+    struct stat st;
+    char line[256], comm[64] = "";
+    unsigned maj, min;
+    unsigned long long ino;
+    long pid = 0;
+    FILE *f = fstat(fd, &st) == 0 ? fopen("/proc/locks", "re") : NULL;
+    who[0] = 0;
+    /* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": the device in hex, the inode */
+    while (f && !pid && fgets(line, sizeof line, f)) {
+        long p;
+        if (strstr(line, " FLOCK ") &&
+            sscanf(line, "%*s %*s %*s %*s %ld %x:%x:%llu", &p, &maj, &min, &ino) == 4 &&
+            ino == (unsigned long long)st.st_ino && maj == major(st.st_dev) &&
+            min == minor(st.st_dev) && p != (long)getpid())
+            pid = p;
+    }
+    if (f) fclose(f);
+    if (!pid) return;
+    snprintf(line, sizeof line, "/proc/%ld/comm", pid);
+    FILE *c = fopen(line, "re");
+    if (c && fgets(comm, sizeof comm, c)) comm[strcspn(comm, "\n")] = 0;
+    if (c) fclose(c);
+    snprintf(who, n, comm[0] ? "pid %ld (%s)" : "pid %ld", pid, comm);
 }

@@ -48,6 +48,11 @@ int fio_tmpfile(const char *dir);
  * is on disk where /tmp may be memory). */
 const char *fio_tmpdir(void);
 
+/* Who else holds an flock on the file open at fd, for a message: "pid N (command)" into
+ * who[n] from /proc/locks, or "" where that cannot be told (another PID namespace, no
+ * /proc). */
+void fio_flock_holder(int fd, char *who, size_t n);
+
 /* Physical memory in bytes, or the cgroup's memory limit where that is lower; 0 if unknown. */
 uint64_t fio_ram(void);
 

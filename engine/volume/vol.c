@@ -834,11 +834,16 @@ static int take_lock(const char *archive, int *fd)
         usleep(50000);
     }
     rc = 0;
-    if (*fd < 0 || locked < 0)
-        rc = tdc_error(errno == EWOULDBLOCK ? -EBUSY : -errno, "%s: %s", lp,
-                       errno == EWOULDBLOCK ? "the archive is in use by another writer "
-                                              "(a mount, compact, apply or pack)"
-                                            : strerror(errno));
+    if (*fd >= 0 && locked < 0 && errno == EWOULDBLOCK) {
+        char who[128];
+        fio_flock_holder(*fd, who, sizeof who);
+        rc = tdc_error(-EBUSY,
+                       "%s: the archive is in use by another writer (a mount, compact, apply or "
+                       "pack%s%s)",
+                       lp, who[0] ? ": " : "", who);
+    } else if (*fd < 0 || locked < 0) {
+        rc = tdc_error(-errno, "%s: %s", lp, strerror(errno));
+    }
     /* A writer whose lock file was removed (a cleaner, a user) still holds its journal. */
     if (!rc) {
         sprintf(lp, "%s.journal", archive);

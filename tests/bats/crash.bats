@@ -724,7 +724,7 @@ damaged_mount() { # GOOD CUT WHY [intact]
     run mnt "$S/a.tdc" "$S/m2"
     echo "$output"
     [ "$status" -eq 1 ]
-    [[ "$output" == *"in use"* ]]
+    [[ "$output" == *"in use"*"pid "*"(tadocfs)"* ]] # who holds it
     not_mounted "$S/m2"
     # The same archive named another way.
     run mnt "$(cd "$S" && pwd -P)/./a.tdc" "$S/m2"
