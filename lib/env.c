@@ -78,6 +78,14 @@ int tdc_env_gpu_mode(void)
     return m < 0 ? bad("TADOC_GPU", e, "off, auto or on") : m;
 }
 
+int tdc_env_tool(backend_opts *o)
+{
+    int rc = tdc_env_settings(o), mode = rc ? rc : tdc_env_gpu_mode();
+    if (mode < 0) return mode;
+    o->mode = mode;
+    return 0;
+}
+
 void tdc_env_merge_spill(backend_opts *o)
 {
     if (!o->ana.spill_at) o->ana.spill_at = TDC_MERGE_MEM;

@@ -25,4 +25,8 @@ void tdc_env_merge_spill(backend_opts *o);
  * message for anything else. (tadocfs takes its mode from its -o gpu= option instead.) */
 int tdc_env_gpu_mode(void);
 
+/* A tool's settings from the environment: tdc_env_settings and the mode of tdc_env_gpu_mode
+ * into o. 0, or -EINVAL with a message naming the variable. */
+int tdc_env_tool(backend_opts *o);
+
 #endif

@@ -910,12 +910,10 @@ int main(int argc, char **argv)
     if (argc < 2) return usage_err(usage_main, "missing command");
     /* The environment (usage_main lists it) sets the engine's options for this process. */
     backend_opts_init(&tool_opts);
-    int env = tdc_env_settings(&tool_opts), mode = env ? env : tdc_env_gpu_mode();
-    if (mode < 0) {
+    if (tdc_env_tool(&tool_opts)) {
         fprintf(stderr, "%s: %s\n", prog, tdc_errmsg());
         return EX_USAGE;
     }
-    tool_opts.mode = mode;
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage_main, stdout);
         return out_written(EX_OK);

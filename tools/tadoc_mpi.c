@@ -305,14 +305,11 @@ static backend *rank_backend(int local, int nlocal)
     backend_opts o;
     backend *b;
     backend_opts_init(&o);
-    int mode = tdc_env_settings(&o);
-    if (!mode) mode = tdc_env_gpu_mode();
-    if (mode < 0) {
+    if (tdc_env_tool(&o)) {
         fprintf(stderr, "tadoc-mpi: %s\n", tdc_errmsg());
         return NULL;
     }
     tdc_env_merge_spill(&o); /* a rank's merges bounded as tadoc's are */
-    o.mode = mode;
     o.gpu_share = local;
     o.gpu_shares = nlocal;
     return backend_new(&o, &b) ? NULL : b;

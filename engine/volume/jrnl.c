@@ -120,17 +120,16 @@ static int hold(int fd, const char *path)
                : tdc_error(-errno, "%s: lock: %s", path, strerror(errno));
 }
 
-int jrnl_held(const char *path)
+int jrnl_held(const char *path, char *who, size_t n)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), rc = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), held = 0;
     if (fd < 0) return 0; /* none (or none that a writer could hold either) */
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK)
-        rc = tdc_error(-EBUSY,
-                       "%s: the archive is in use by another writer whose lock file "
-                       "was removed (a mount, compact, apply or pack)",
-                       path);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+        held = 1;
+        fio_flock_holder(fd, who, n);
+    }
     close(fd); /* the lock taken here goes with it */
-    return rc;
+    return held;
 }
 
 /* Create an empty journal for archive `id` at `path` atomically; returns its fd. */
@@ -360,8 +359,9 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
     if (j->fd >= 0) {
         int bad = (uint64_t)sb.st_size < JRNL_HDR || fio_read_at(j->fd, h, JRNL_HDR, 0, path) ||
                   jrnl_header_decode(h, &hid);
-        if (!writable && (bad || (hid != id && !(hid == prev_id && prev_id)))) {
-            st->unread = (uint64_t)sb.st_size ? (uint64_t)sb.st_size : 1;
+        int stale = !bad && hid == prev_id && prev_id;
+        if (!writable && (bad || (hid != id && !stale))) { /* left unread, said why */
+            st->unread = 1;
             snprintf(st->why, sizeof st->why, "%s",
                      bad ? "journal header is damaged" : "journal belongs to another archive");
             close(j->fd);
@@ -372,9 +372,7 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
                            "without its pending edits (a read-only open, -o ro, leaves it unread)",
                            path);
             goto fail;
-        }
-        if (j->fd < 0) { /* left unread */
-        } else if (hid == prev_id && prev_id) {
+        } else if (stale) {
             /* Folded in by a compaction that stopped before resetting the journal. */
             st->stale = (uint64_t)sb.st_size;
             close(j->fd);

@@ -91,9 +91,9 @@ typedef struct jrnl_stats {
      * read-only one replays the records before the damage. 0: none. */
     uint64_t intact_at;
     uint64_t stale;   /* bytes of a journal already folded into the archive, discarded */
-    /* Bytes of a journal a read-only open left unread: its header damaged or another
+    /* 1 when a read-only open left the journal unread: its header damaged or another
      * archive's (a writable open refuses it); the archive is read as written. why says it. */
-    uint64_t unread;
+    int unread;
     char why[128]; /* why the tail was dropped, or the journal left unread */
 } jrnl_stats;
 
@@ -114,11 +114,11 @@ int jrnl_open(const char *path, uint64_t id, uint64_t prev_id, int writable, jrn
 /* Close (the file synced). */
 void jrnl_close(jrnl *j);
 
-/* -EBUSY, with a message, when a writer holds the journal at `path`: a writable journal's
- * file is locked (flock) for as long as it is open, the next journal that replaces it
- * locked before the rename, so a live writer is found here even when the lock file beside
- * the archive was removed under it. 0 when none does or there is no journal. */
-int jrnl_held(const char *path);
+/* 1 when a writer holds the journal at `path` (who[n]: that writer, fio_flock_holder): a
+ * writable journal's file is locked (flock) for as long as it is open, the next journal that
+ * replaces it locked before the rename, so a live writer is found here even when the lock
+ * file beside the archive was removed under it. 0 when none does or there is no journal. */
+int jrnl_held(const char *path, char *who, size_t n);
 
 /* Append a record whose body is `head` followed by `data`, written to the file at once (a
  * crash of this process keeps it; jrnl_sync makes it survive a system crash); *data_off

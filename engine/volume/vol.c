@@ -833,22 +833,23 @@ static int take_lock(const char *archive, int *fd)
         if ((locked = flock(*fd, LOCK_EX | LOCK_NB)) == 0 || errno != EWOULDBLOCK) break;
         usleep(50000);
     }
+    char who[128] = "";
+    int busy = 0;
     rc = 0;
-    if (*fd >= 0 && locked < 0 && errno == EWOULDBLOCK) {
-        char who[128];
+    if (*fd < 0 || (locked < 0 && errno != EWOULDBLOCK)) {
+        rc = tdc_error(-errno, "%s: %s", lp, strerror(errno));
+    } else if (locked < 0) {
+        busy = 1;
         fio_flock_holder(*fd, who, sizeof who);
+    } else { /* a writer whose lock file was removed (a cleaner, a user) holds its journal */
+        sprintf(lp, "%s.journal", archive);
+        busy = jrnl_held(lp, who, sizeof who);
+    }
+    if (busy)
         rc = tdc_error(-EBUSY,
                        "%s: the archive is in use by another writer (a mount, compact, apply or "
                        "pack%s%s)",
                        lp, who[0] ? ": " : "", who);
-    } else if (*fd < 0 || locked < 0) {
-        rc = tdc_error(-errno, "%s: %s", lp, strerror(errno));
-    }
-    /* A writer whose lock file was removed (a cleaner, a user) still holds its journal. */
-    if (!rc) {
-        sprintf(lp, "%s.journal", archive);
-        rc = jrnl_held(lp);
-    }
     if (rc && *fd >= 0) {
         close(*fd);
         *fd = -1;

@@ -454,18 +454,6 @@ static int carry_tail(vol *v, jrnl_next *jn, vol *w)
     return rc;
 }
 
-/* Put the checked archive `tmp` (na: loaded whole with its index nx, or its file table alone)
- * in place, with the records written since the snapshot. With changes held: the last records
- * are copied into the next journal jn and replayed into w (the new archive's model, which
- * must hold every open inode), jn is synced, the archive renamed over the old one, jn over
- * the journal; the vol then switches to the new archive, journal and model. A failure before
- * the archive's rename leaves the old archive, journal and vol as they were (tmp removed;
- * the caller removes jn). Under a memory budget the vol goes back to reading shard by shard:
- * it takes the new archive's file table alone, and na, loaded whole for the check, is
- * dropped, so memory returns within the budget; what needs the whole archive loads it
- * again. 0 once the archive is renamed (na, nx and w are then taken over, and *after is
- * the test hook's error or the journal rename's, the switch made regardless), else the
- * failure. */
 /* 0 when the archive's path still names the file v serves: one that a user put in its
  * place meanwhile, or its removal or move, is not overwritten by a compaction of the file
  * that is gone from there. */
@@ -483,6 +471,18 @@ static int still_there(const vol *v)
     return 0;
 }
 
+/* Put the checked archive `tmp` (na: loaded whole with its index nx, or its file table alone)
+ * in place, with the records written since the snapshot. With changes held: the last records
+ * are copied into the next journal jn and replayed into w (the new archive's model, which
+ * must hold every open inode), jn is synced, the archive renamed over the old one, jn over
+ * the journal; the vol then switches to the new archive, journal and model. A failure before
+ * the archive's rename leaves the old archive, journal and vol as they were (tmp removed;
+ * the caller removes jn). Under a memory budget the vol goes back to reading shard by shard:
+ * it takes the new archive's file table alone, and na, loaded whole for the check, is
+ * dropped, so memory returns within the budget; what needs the whole archive loads it
+ * again. 0 once the archive is renamed (na, nx and w are then taken over, and *after is
+ * the test hook's error or the journal rename's, the switch made regardless), else the
+ * failure. */
 static int put_in_place(vol *v, const char *tmp, arc *na, idx *nx, vol *w, jrnl_next *jn,
                         int *after)
 {
