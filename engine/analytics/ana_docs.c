@@ -88,17 +88,27 @@ static int word_cmp(const docs *d, uint32_t x, uint32_t y)
 
 /* The output sorts compare words over and over; ranking the distinct words of a result once
  * (one sort of those words by their bytes) turns every later comparison into an integer one.
- * Mark the words with rank[w] = 1, then ranks_make. */
+ * Mark the words (ranks_mark), then ranks_make: its work grows with the words marked, not
+ * with the dictionary, as the analytics that hand their records on in parts make ranks for
+ * each part. */
 typedef struct ranks {
     uint32_t *rank; /* per word id (dictionary, then long words) */
     uint32_t *ids;  /* rank -> word id */
+    vec32 marked;   /* the word ids marked, each once */
 } ranks;
 
 static int ranks_init(const docs *d, ranks *r)
 {
-    r->ids = NULL;
+    *r = (ranks){0};
     r->rank = calloc((size_t)d->g->ntokens + dict_count(d->longw) + 1, sizeof *r->rank);
     return r->rank ? 0 : -ENOMEM;
+}
+
+static int ranks_mark(ranks *r, uint32_t w)
+{
+    if (r->rank[w]) return 0;
+    r->rank[w] = 1;
+    return vec32_push(&r->marked, w) ? -ENOMEM : 0;
 }
 
 /* A word to rank: its first 8 bytes big-endian (zero-padded; words hold no zero byte), so
@@ -112,24 +122,23 @@ static int by_rkey(const void *x, const void *y, void *ctx)
 {
     const rkey *a = x, *b = y;
     if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    return word_cmp(ctx, a->id, b->id);
+    int c = word_cmp(ctx, a->id, b->id);
+    return c ? c : (a->id > b->id) - (a->id < b->id);
 }
 
 static int ranks_make(const docs *d, ranks *r)
 {
-    size_t nid = (size_t)d->g->ntokens + dict_count(d->longw), n = 0;
-    for (size_t w = 0; w < nid; w++)
-        n += r->rank[w] != 0;
+    size_t n = r->marked.n;
     rkey *k = malloc((n ? n : 1) * sizeof *k);
     if (!k || !(r->ids = malloc((n ? n : 1) * sizeof *r->ids))) {
         free(k);
         return -ENOMEM;
     }
     n = 0;
-    for (size_t w = 0; w < nid; w++) {
-        if (!r->rank[w]) continue;
+    for (size_t m = 0; m < r->marked.n; m++) {
+        uint32_t w = r->marked.p[m];
         size_t len;
-        const unsigned char *b = word_bytes(d, (uint32_t)w, &len);
+        const unsigned char *b = word_bytes(d, w, &len);
         uint64_t key = 0;
         for (size_t i = 0; i < 8; i++)
             key = key << 8 | (i < len ? b[i] : 0);
@@ -148,6 +157,7 @@ static void ranks_free(ranks *r)
 {
     free(r->rank);
     free(r->ids);
+    vec32_free(&r->marked);
 }
 
 /* ---- sinks: what a traversal produces ---- */
@@ -554,6 +564,10 @@ typedef struct ssink {
     int part, nparts;
     const docs *d;        /* with early: the words' bytes */
     const ana_opts *early; /* or NULL: the table grows (ana_opts.early) */
+    /* With early: hands on what the table holds and empties it, where its growing would take
+     * it past full_at bytes. */
+    int (*full)(struct ssink *k);
+    uint64_t full_at;
 } ssink;
 
 /* Bytes of a sequence table of cap slots. */
@@ -585,8 +599,8 @@ static int ss_seq(sink *s, const uint32_t q[3], uint64_t n)
     uint64_t h = seq_mix(q);
     if (k->nparts > 1 && (int)(h >> 63) != k->part) return 0;
     if (k->early && k->t.cap && (k->t.n + 1) * 2 > k->t.cap &&
-        seq_bytes(k->t.cap * 2) > k->early->early_at) {
-        int rc = ss_early(k);
+        seq_bytes(k->t.cap * 2) > k->full_at) {
+        int rc = k->full(k);
         if (rc) return rc;
     }
     return seq_add_h(&k->t, q, n, h);
@@ -945,7 +959,7 @@ int ana_termvector(ana_ctx *c, const arc *a, uint32_t first, uint32_t end,
         size_t nid = (size_t)d.g->ntokens + dict_count(d.longw);
         rc = ranks_init(&d, &rk);
         for (size_t w = 0; w < nid && !rc; w++)
-            rk.rank[w] = w >= d.g->ntokens || is_word(&d, (uint32_t)w);
+            if (w >= d.g->ntokens || is_word(&d, (uint32_t)w)) rc = ranks_mark(&rk, (uint32_t)w);
         if (!rc) rc = ranks_make(&d, &rk);
         j.rank = rk.rank;
     }
@@ -1052,7 +1066,7 @@ static int ii_emit(const docs *d, const paths *paths, vec32 *pairs, int threads,
     ranks rk = {0};
     int rc = ranks_init(d, &rk);
     for (size_t m = 0; m < pairs->n && !rc; m += 2)
-        rk.rank[pairs->p[m]] = 1;
+        rc = ranks_mark(&rk, pairs->p[m]);
     if (!rc) rc = ranks_make(d, &rk);
     for (size_t m = 0; m < pairs->n && !rc; m += 2) {
         uint64_t k = (uint64_t)rk.rank[pairs->p[m]] << 32 | pairs->p[m + 1];
@@ -1114,8 +1128,8 @@ static int rank_seqs(const docs *d, ranks *rk, void *base, size_t n, size_t size
     int rc = ranks_init(d, rk);
     unsigned char *p = base;
     for (size_t i = 0; i < n && !rc; i++)
-        for (int k = 0; k < 3; k++)
-            rk->rank[((uint32_t *)(p + i * size))[k]] = 1;
+        for (int k = 0; k < 3 && !rc; k++)
+            rc = ranks_mark(rk, ((uint32_t *)(p + i * size))[k]);
     if (!rc) rc = ranks_make(d, rk);
     for (size_t i = 0; i < n && !rc; i++)
         for (int k = 0; k < 3; k++) {
@@ -1173,6 +1187,8 @@ static int sc_task(void *x, const ana_team *t)
     k->nparts = t->n;
     k->d = d;
     k->early = j->early;
+    k->full = ss_early;
+    k->full_at = j->early ? j->early->early_at : 0;
     int rc = 0;
     for (size_t i = 0; i < d->cutf.n && !rc; i++)
         rc = walk_stream(d, &k->s, d->cutf.p[i]);
@@ -1256,48 +1272,84 @@ static int by_seq_then_rank(const void *x, const void *y, void *ctx)
 static int ri_emit(const docs *d, const paths *paths, rankrec *recs, size_t nr, int threads,
                    const ana_opts *early, buf *out);
 
+/* One thread's sequences of the file it walks, and where their records go. */
+typedef struct ri_sink {
+    ssink k;
+    pfjob *j;
+    int tid;
+    size_t file; /* the file's index in the scope's files */
+    buf text;    /* with early: the lines handed on */
+} ri_sink;
+
+/* The table's sequences as records of the file, appended to the thread's records. */
+static int ri_take(ri_sink *r)
+{
+    pfjob *j = r->j;
+    size_t *nrec = &j->nrec[r->tid], *cap = &j->caprec[r->tid];
+    if (*nrec + r->k.t.n > *cap) {
+        size_t nc = *cap ? *cap : 1024;
+        while (nc < *nrec + r->k.t.n)
+            nc *= 2;
+        rankrec *p = realloc(j->recs[r->tid], nc * sizeof *p);
+        if (!p) return -ENOMEM;
+        j->recs[r->tid] = p;
+        *cap = nc;
+    }
+    for (size_t m = 0; m < r->k.t.n; m++) {
+        const sslot *e = seq_at(&r->k.t, m);
+        rankrec *q = &j->recs[r->tid][(*nrec)++];
+        memcpy(q->q, e->q, sizeof q->q);
+        q->file = (uint32_t)r->file;
+        q->n = e->v;
+    }
+    seq_clear(&r->k.t);
+    return 0;
+}
+
+/* The thread's records handed on as lines (ana_opts.early), and dropped. */
+static int ri_early(ri_sink *r)
+{
+    pfjob *j = r->j;
+    int rc = ri_emit(j->d, &j->paths, j->recs[r->tid], j->nrec[r->tid], 1, j->early, &r->text);
+    j->nrec[r->tid] = 0;
+    return emit_early(j->early, rc, &r->text);
+}
+
+/* A file with more sequences than its table may hold: those so far go on as records of a
+ * part of their own, so that none holds one file's sequence twice (the merge sums the
+ * parts). The table may hold eight times what a part holds, the merge's share of one thread:
+ * each part costs the merge a lookup per range of keys. */
+static int ri_full(ssink *k)
+{
+    ri_sink *r = (ri_sink *)k;
+    int rc = ri_take(r);
+    return rc ? rc : ri_early(r);
+}
+
 static int ri_task(void *x, const ana_team *t)
 {
     pfjob *j = x;
     const docs *d = j->d;
     scratch s;
-    ssink k = {.s = {.seq = ss_seq}};
-    buf text = {0};
-    size_t at[3], *nrec = &j->nrec[t->tid], *cap = &j->caprec[t->tid];
+    ri_sink r = {.k = {.s = {.seq = ss_seq},
+                       .d = d,
+                       .early = j->early,
+                       .full = ri_full,
+                       .full_at = j->early ? j->early->early_at * 8 : 0},
+                 .j = j,
+                 .tid = t->tid};
+    size_t at[3];
     ana_split_files(d->a, d->files.p, d->files.n, t->n, at);
     int rc = scratch_init(&s, d);
     for (size_t i = at[t->tid]; i < at[t->tid + 1] && !rc; i++) {
-        seq_clear(&k.t);
-        if ((rc = walk_file(d, &s, &k.s, d->files.p[i]))) break;
-        if (*nrec + k.t.n > *cap) {
-            size_t nc = *cap ? *cap : 1024;
-            while (nc < *nrec + k.t.n)
-                nc *= 2;
-            rankrec *r = realloc(j->recs[t->tid], nc * sizeof *r);
-            if (!r) {
-                rc = -ENOMEM;
-                break;
-            }
-            j->recs[t->tid] = r;
-            *cap = nc;
-        }
-        for (size_t m = 0; m < k.t.n; m++) {
-            const sslot *e = seq_at(&k.t, m);
-            rankrec *r = &j->recs[t->tid][(*nrec)++];
-            memcpy(r->q, e->q, sizeof r->q);
-            r->file = (uint32_t)i;
-            r->n = e->v;
-        }
-        if (j->early && *nrec * sizeof(rankrec) > j->early->early_at) {
-            rc = emit_early(j->early,
-                            ri_emit(d, &j->paths, j->recs[t->tid], *nrec, 1, j->early, &text),
-                            &text);
-            *nrec = 0;
-        }
+        seq_clear(&r.k.t);
+        r.file = i;
+        if ((rc = walk_file(d, &s, &r.k.s, d->files.p[i])) || (rc = ri_take(&r))) break;
+        if (j->early && j->nrec[t->tid] * sizeof(rankrec) > j->early->early_at) rc = ri_early(&r);
     }
     scratch_free(&s);
-    seqtab_free(&k.t);
-    buf_free(&text);
+    seqtab_free(&r.k.t);
+    buf_free(&r.text);
     return rc;
 }
 

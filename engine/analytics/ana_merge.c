@@ -1250,41 +1250,43 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     free(soff);
     sort_r(smp, ns, sizeof *smp, by_key, &paths);
     size_t nranges = ns ? (want < ns ? want : ns) : 1, np = m->nparts ? m->nparts : 1;
-    ljob *j = calloc(nranges, sizeof *j);
-    run *r = calloc(nranges * np, sizeof *r);
-    size_t *cut = calloc(nranges * np, sizeof *cut); /* cut[h * np + i]: range h's end in part i */
+    /* One batch's tables, whatever the number of batches: its ranges' runs of every part, and
+     * where each ends in each part, cut[(h + 1) * np + i] for its range h, after row 0: where
+     * the batch before ended. */
+    ljob *j = calloc(nt, sizeof *j);
+    run *r = calloc(nt * np, sizeof *r);
+    size_t *cut = calloc((nt + 1) * np, sizeof *cut);
     buf slice = {0}, win = {0}; /* the batch's spilled text; a block an index named */
     if (!j || !r || !cut) rc = tdc_error(-ENOMEM, "analytics: out of memory");
     /* the ranges, nt at a time, each batch's output appended and dropped at once */
     for (size_t g = 0; !rc && g < nranges; g += nt) {
         size_t n = nranges - g < nt ? nranges - g : nt;
-        /* range h: from where range h - 1 ends to the key of sample (h + 1) * ns / nranges
-         * (the end for the last) */
-        for (size_t h = g; !rc && h < g + n; h++) {
+        /* range g + h: from where the range before ends to the key of sample
+         * (g + h + 1) * ns / nranges (the end for the last) */
+        for (size_t h = 0; !rc && h < n; h++) {
             j[h] = (ljob){.m = m, .r = r + h * m->nparts, .nr = m->nparts};
-            const unsigned char *hi = h + 1 < nranges ? smp[(h + 1) * ns / nranges] : NULL;
+            const unsigned char *hi = g + h + 1 < nranges ? smp[(g + h + 1) * ns / nranges] : NULL;
             for (size_t i = 0; !rc && i < m->nparts; i++) {
                 const buf *t = &m->part[i];
                 int held = m->foff[i] == NOT_SPILLED;
-                size_t a = h ? cut[(h - 1) * np + i] : 0, len = held ? t->n - 1 : t->n;
+                size_t a = cut[h * np + i], len = held ? t->n - 1 : t->n;
                 int64_t b = !hi   ? (int64_t)len
                             : held ? (int64_t)lower_from(m->kind, t, a, hi, line_key(hi))
                                    : spilled_lower(m, i, len, a, hi, line_key(hi), &win);
                 if (b < 0) rc = (int)b;
-                cut[h * np + i] = b < 0 ? a : (size_t)b;
+                cut[(h + 1) * np + i] = b < 0 ? a : (size_t)b;
             }
         }
         /* each spilled part's text for the batch, read into one buffer */
         size_t need = 0;
         for (size_t i = 0; !rc && i < m->nparts; i++)
-            if (m->foff[i] != NOT_SPILLED)
-                need += cut[(g + n - 1) * np + i] - (g ? cut[(g - 1) * np + i] : 0) + 1;
+            if (m->foff[i] != NOT_SPILLED) need += cut[n * np + i] - cut[i] + 1;
         slice.n = 0;
         if (!rc && need > slice.cap && buf_reserve(&slice, need))
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
         for (size_t i = 0; !rc && i < m->nparts; i++) {
             int held = m->foff[i] == NOT_SPILLED;
-            size_t lo = g ? cut[(g - 1) * np + i] : 0, hi = cut[(g + n - 1) * np + i];
+            size_t lo = cut[i], hi = cut[n * np + i];
             const unsigned char *base = m->part[i].p; /* where offset 0 of part i lies */
             if (!held) {
                 rc = fio_read_at(m->fd, slice.p + slice.n, hi - lo, m->foff[i] + lo,
@@ -1293,24 +1295,25 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
                 base = slice.p + slice.n - lo;
                 slice.n += hi - lo + 1;
             }
-            for (size_t h = g; !rc && h < g + n; h++)
-                j[h].r[i] = (run){base + (h ? cut[(h - 1) * np + i] : 0), base + cut[h * np + i]};
+            for (size_t h = 0; !rc && h < n; h++)
+                j[h].r[i] = (run){base + cut[h * np + i], base + cut[(h + 1) * np + i]};
         }
         if (rc) break;
-        par_run((unsigned)n, list_main, j + g, sizeof *j);
-        for (size_t i = g; i < g + n && !rc; i++) {
-            if (j[i].rc == -ENOMEM)
+        par_run((unsigned)n, list_main, j, sizeof *j);
+        for (size_t h = 0; h < n && !rc; h++) {
+            if (j[h].rc == -ENOMEM)
                 rc = tdc_error(-ENOMEM, "analytics: out of memory");
-            else if (j[i].rc)
+            else if (j[h].rc)
                 rc = tdc_error(-EBADMSG, "analytics: a part's %s output has a malformed record",
                                ana_table[m->kind].name);
-            else if (j[i].out.n)
-                rc = sink(sctx, j[i].out.p, j[i].out.n);
-            buf_free(&j[i].out);
+            else if (j[h].out.n)
+                rc = sink(sctx, j[h].out.p, j[h].out.n);
+            buf_free(&j[h].out);
         }
+        memcpy(cut, cut + n * np, np * sizeof *cut);
     }
-    for (size_t g = 0; j && g < nranges; g++)
-        buf_free(&j[g].out);
+    for (size_t h = 0; j && h < nt; h++)
+        buf_free(&j[h].out);
     buf_free(&slice);
     buf_free(&win);
     free(cut);

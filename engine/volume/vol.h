@@ -371,11 +371,13 @@ void vol_view_close(vol_view *w);
 
 /* For a view of the file table alone (w->a->pending): the byte offsets of every whole-word
  * occurrence of `word` in each of files[0..n) (entries of w->a), from the word index of the
- * shards that hold the file, built for one span at a time (spans come from and go back to
- * the read cache, so memory stays within the budget plus one span's word index); emit(ctx,
- * i, offs) for each file in order. -EAGAIN when the whole archive was loaded meanwhile (the
- * spans are gone: open the view again), -EBADMSG for a file in a damaged shard, or emit's
- * error. */
+ * shards that hold the file, built for one span at a time: a file's shards, or each part of a
+ * file cut over shards of its own (arc_entry_parts) in turn. Spans come from and go back to the
+ * read cache, waited for with none held, so memory stays within the budget plus one span's
+ * word index and one part's offsets, whatever the file's size. emit(ctx, i, offs) for each
+ * file in order that has occurrences, in one call or one per part, offsets ascending. -EAGAIN
+ * when the whole archive was loaded meanwhile (the spans are gone: open the view again),
+ * -EBADMSG for a file in a damaged shard, or emit's error. */
 int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
                     int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx);
 

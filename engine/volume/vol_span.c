@@ -29,6 +29,7 @@
 
 #include "vol_int.h"
 #include "../base/err.h"
+#include "../base/tok.h"
 #include "../base/mbud.h"
 #include "../index/words.h"
 
@@ -289,11 +290,12 @@ const arc *vol_span_meta(vol *v)
 }
 
 /* The span holding byte `off` of a file's content: the shard of its part there for a file
- * read part by part, unless `whole`; else every shard its run touches. */
-static void key_of(const arc *m, uint32_t c, uint64_t off, int whole, span_key *key)
+ * read part by part, else every shard its run touches; for a shard stored as its text, its
+ * bytes, unless `grammar` asks for its grammar. */
+static void key_of(const arc *m, uint32_t c, uint64_t off, int grammar, span_key *key)
 {
     *key = (span_key){.part = -1, .end = UINT64_MAX};
-    if (whole || !arc_entry_parts(m, c, &key->first, &key->last)) {
+    if (!arc_entry_parts(m, c, &key->first, &key->last)) {
         arc_entry_shards(m, c, &key->first, &key->last);
     } else {
         uint32_t k = key->first;
@@ -301,13 +303,12 @@ static void key_of(const arc *m, uint32_t c, uint64_t off, int whole, span_key *
             key->off += m->shards[k++].bytes;
         *key = (span_key){k, k, c, key->off, key->off + m->shards[k].bytes, 0};
     }
-    key->text = !whole && key->first == key->last && arc_shard_text(m, key->first);
+    key->text = !grammar && key->first == key->last && arc_shard_text(m, key->first);
 }
 
 /* The entry holding ent's content, and the key of the span holding its byte `off` (key_of),
  * from the file table's copy. v->splock held. */
-static int span_of(vol *v, int64_t ent, uint64_t off, int whole, uint32_t *content,
-                   span_key *key)
+static int span_of(vol *v, int64_t ent, uint64_t off, int grammar, uint32_t *content, span_key *key)
 {
     int rc = open_smeta(v);
     if (rc) return rc;
@@ -316,7 +317,7 @@ static int span_of(vol *v, int64_t ent, uint64_t off, int whole, uint32_t *conte
     int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);
     if (c < 0) return -EAGAIN;
     *content = (uint32_t)c;
-    key_of(v->smeta, (uint32_t)c, off, whole, key);
+    key_of(v->smeta, (uint32_t)c, off, grammar, key);
     return 0;
 }
 
@@ -461,8 +462,8 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
     return s;
 }
 
-/* The span holding entry ent's content (its byte `off` for a file read part by part,
- * unless `whole`: key_of), with a reference for the caller (*content: that content's entry
+/* The span holding entry ent's content (its byte `off` for a file read part by part; its
+ * grammar with `grammar`: key_of), with a reference for the caller (*content: that content's entry
  * in v->a; *key: the span's): `held` when it is that span, a kept one, or one loaded now (kept
  * under a budget, and without one while fewer than VOL_EARLY_SPANS are); NULL when the spans
  * are dropped or cannot serve ent (read the whole archive instead). Under a budget a load
@@ -470,12 +471,12 @@ static vol_span *span_range(vol *v, const span_key *key, uint64_t gen, int how, 
  * span or the model lock, which a waiter could need). NULL too when a compaction put a new
  * archive in place meanwhile (only a caller without the model lock sees that: ent may be the
  * old archive's; its read, under the lock, looks again). */
-static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint64_t off, int whole,
+static vol_span *span_get(vol *v, vol_span *held, int64_t ent, uint64_t off, int grammar,
                           uint32_t *content, int wait)
 {
     span_key key;
     pthread_mutex_lock(&v->splock);
-    if (v->spans_done || span_of(v, ent, off, whole, content, &key)) {
+    if (v->spans_done || span_of(v, ent, off, grammar, content, &key)) {
         pthread_mutex_unlock(&v->splock);
         return NULL;
     }
@@ -682,45 +683,147 @@ ssize_t vol_span_read(vol *v, vol_span *held, int64_t ent, uint64_t off, void *d
     return (ssize_t)done;
 }
 
+/* A search's state between the parts of a file read part by part. Pack and compaction cut a
+ * file only where no word continues, so each part's occurrences are the file's; a word that
+ * another writer cut between two parts must still be found whole, and neither piece of it
+ * alone. */
+typedef struct part_search {
+    const char *word;
+    size_t wn;
+    uint64_t pend; /* an occurrence ending where the last part ended, held until the next
+                      part's first byte says whether the word goes on there */
+    int has_pend;
+    int open;            /* a cut word's run covered the last part whole: it goes on */
+    unsigned char *run;  /* the word bytes ending the text so far, at most wn + 1 of them */
+    size_t run_n;        /* (wn + 1: a run too long to be the word) */
+    uint64_t run_at;     /* where that run starts in the file */
+    unsigned char *edge; /* a part's first or last bytes, wn + 1 of them */
+} part_search;
+
+/* The run of word bytes that crosses into the part, completed by the part's first h of them
+ * (wn + 1: more than the word). */
+static void run_add(part_search *ps, size_t h)
+{
+    size_t add = h < ps->wn + 1 - ps->run_n ? h : ps->wn + 1 - ps->run_n;
+    memcpy(ps->run + ps->run_n, ps->edge, add);
+    ps->run_n += add;
+}
+
+/* A run of word bytes that crossed a cut ended: where it is the word, its offset to offs. */
+static int run_end(part_search *ps, vec64 *offs)
+{
+    int is = ps->open && ps->run_n == ps->wn && !memcmp(ps->run, ps->word, ps->wn);
+    ps->open = 0;
+    return is ? vec64_push(offs, ps->run_at) : 0;
+}
+
+/* The occurrences in one part of a file (span s, its entry l; the part is bytes [base, base
+ * + len) of the file), as offsets in the file appended to offs: the part's own, less those
+ * at a cut, plus a cut word that ends in it; one ending at the part's end held in ps. */
+static int search_part(part_search *ps, const vol_span *s, uint32_t l, idx_words *words,
+                       uint64_t base, uint64_t len, vec64 *offs)
+{
+    size_t cap = ps->wn + 1, n = len < cap ? (size_t)len : cap, h = 0;
+    ssize_t k = idx_extract(s->x, l, 0, ps->edge, n);
+    if (k < 0) return (int)k;
+    while (h < (size_t)k && tok_is_word_byte(ps->edge[h]))
+        h++;
+    int cut = ps->run_n && h; /* a word goes on across the cut */
+    if (ps->has_pend && !cut && vec64_push(offs, ps->pend)) return -ENOMEM;
+    ps->has_pend = 0;
+    if (cut) {
+        run_add(ps, h);
+        ps->open = 1;
+        if (h == len) return 0; /* the part is that word's middle */
+    }
+    if (run_end(ps, offs)) return -ENOMEM;
+    size_t from = offs->n, to = from;
+    int rc = idx_search(words, l, ps->word, ps->wn, offs);
+    for (size_t j = from; j < offs->n && !rc; j++) {
+        uint64_t o = offs->p[j];
+        if (cut && o == 0) continue; /* the cut word's last piece */
+        if (o + ps->wn == len) {     /* the word may go on in the next part */
+            ps->pend = base + o;
+            ps->has_pend = 1;
+            continue;
+        }
+        offs->p[to++] = base + o;
+    }
+    offs->n = to;
+    if (rc) return rc;
+    /* the run of word bytes the part ends with, for the next part */
+    n = len < cap ? (size_t)len : cap;
+    if ((k = idx_extract(s->x, l, len - n, ps->edge, n)) != (ssize_t)n)
+        return k < 0 ? (int)k : -EBADMSG;
+    size_t t = 0;
+    while (t < n && tok_is_word_byte(ps->edge[n - 1 - t]))
+        t++;
+    memcpy(ps->run, ps->edge + n - t, t);
+    ps->run_n = t;
+    ps->run_at = base + len - t;
+    return 0;
+}
+
+/* The span for the search of entry ent's byte `off` (span_get's with its grammar) in *s, with
+ * its word index in *words: the one held when it is that, else one got after putting the held
+ * one back, so that waiting for room holds nothing a reader could need. 0, or -EAGAIN where
+ * the spans cannot serve it, or the index's error. */
+static int search_span(vol *v, vol_span **s, idx_words **words, int64_t ent, uint64_t off,
+                       uint32_t *c)
+{
+    span_key key;
+    pthread_mutex_lock(&v->splock);
+    int rc = v->spans_done || span_of(v, ent, off, 1, c, &key) ? -EAGAIN : 0;
+    int same = !rc && *s && same_key(&(*s)->k, &key) && (*s)->gen == v->span_gen;
+    pthread_mutex_unlock(&v->splock);
+    if (rc || same) return rc;
+    idx_words_free(*words);
+    *words = NULL;
+    if (*s) span_put(v, *s);
+    if (!(*s = span_get(v, NULL, ent, off, 1, c, 1))) return -EAGAIN;
+    return idx_words_build((*s)->x, words);
+}
+
 int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
                     int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx)
 {
     vol *v = w->v;
     vol_span *s = NULL;
-    idx_words *words = NULL; /* s's word index, built when s changes */
+    idx_words *words = NULL; /* s's word index */
     vec64 offs = {0};
-    int rc = 0;
+    part_search ps = {word, wn, 0, 0, 0, malloc(wn + 1), 0, 0, malloc(wn + 1)};
+    int rc = ps.run && ps.edge ? 0 : -ENOMEM;
     for (size_t i = 0; i < n && !rc; i++) {
-        uint32_t c;
-        if (!w->a->ents[files[i]].size) { /* no content, so no span: no occurrence */
+        uint64_t size = w->a->ents[files[i]].size, off = 0;
+        ps.has_pend = ps.open = 0;
+        ps.run_n = 0;
+        while (off < size && !rc) { /* the file's span, or each of its parts in turn */
+            uint32_t c;
+            rc = search_span(v, &s, &words, files[i], off, &c);
+            int64_t l = rc ? -1 : local_entry(s, c);
+            if (!rc && l < 0) rc = -EAGAIN;
+            if (!rc) rc = arc_entry_damaged(s->a, (uint32_t)l);
+            if (rc) break;
             offs.n = 0;
-            rc = emit(ctx, i, &offs);
-            continue;
+            if (s->k.part < 0) {
+                rc = idx_search(words, (uint32_t)l, word, wn, &offs);
+                off = size;
+            } else {
+                rc = search_part(&ps, s, (uint32_t)l, words, s->k.off, s->k.end - s->k.off, &offs);
+                off = s->k.end;
+            }
+            if (!rc && offs.n) rc = emit(ctx, i, &offs);
         }
-        vol_span *t = span_get(v, s, files[i], 0, 1, &c, !s); /* waits while it holds none */
-        if (!t) {
-            rc = -EAGAIN;
-            break;
-        }
-        if (t == s) {
-            span_put(v, t); /* the reference held already */
-        } else {
-            idx_words_free(words);
-            words = NULL;
-            if (s) span_put(v, s);
-            s = t;
-            rc = idx_words_build(s->x, &words);
-        }
-        int64_t l = rc ? -1 : local_entry(s, c);
-        offs.n = 0;
-        if (!rc && l < 0) rc = -EAGAIN;
-        if (!rc) rc = arc_entry_damaged(s->a, (uint32_t)l);
-        if (!rc) rc = idx_search(words, (uint32_t)l, word, wn, &offs);
-        if (!rc) rc = emit(ctx, i, &offs);
+        offs.n = 0; /* what the file's last part left open */
+        if (!rc && ps.has_pend) rc = vec64_push(&offs, ps.pend);
+        if (!rc) rc = run_end(&ps, &offs);
+        if (!rc && offs.n) rc = emit(ctx, i, &offs);
     }
     idx_words_free(words);
     if (s) span_put(v, s);
     vec64_free(&offs);
+    free(ps.run);
+    free(ps.edge);
     return rc;
 }
 

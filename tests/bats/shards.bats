@@ -714,6 +714,31 @@ with open(sys.argv[1], "w") as f:
     [ "$(cat "$S/rss")" -lt 65536 ]
 }
 
+@test "shards: a file part of many distinct sequences hands them to the merge in pieces: the ranked index's memory stays small" {
+    # 8 MB of random three-word sequences in one file, in 4 MB shards: about 1.2 million
+    # distinct sequences in each part, whose table alone took 200 MB before it was cut
+    mkdir -p "$S/prose/d"
+    python3 -c '
+import random, sys
+r = random.Random(5)
+words = ["w%d" % i for i in range(20000)]
+with open(sys.argv[1], "w") as f:
+    for i in range(120000):
+        f.write(" ".join(r.choice(words) for _ in range(10)) + "\n")' "$S/prose/d/text"
+    local tadoc
+    tadoc="$(dirname "$TADOCFS_PLAIN")/tadoc" # measured without a sanitizer
+    "$tadoc" pack -q -S 4M "$S/prose" -o "$S/p.tdc"
+    [ "$(shards_of "$S/p.tdc")" -eq 2 ]
+    TADOC_SHARDS=whole "$tadoc" rankedinvindex "$S/p.tdc" >"$S/want"
+    mkdir "$S/tmp"
+    TMPDIR=$S/tmp TADOC_MERGE_MEM=4K TADOC_ANA_VERBOSE=1 /usr/bin/time -f "%M" -o "$S/rss" \
+        "$tadoc" rankedinvindex "$S/p.tdc" >"$S/got" 2>"$S/err"
+    cmp "$S/want" "$S/got"
+    grep -q "the merge went on in a file" "$S/err"
+    echo "# peak $(cat "$S/rss") KiB" >&3
+    [ "$(cat "$S/rss")" -lt 98304 ]
+}
+
 @test "a search under a budget goes shard by shard past empty files (it loaded the whole archive)" {
     : >"$T/a/empty"
     : >"$T/zz-empty"

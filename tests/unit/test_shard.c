@@ -544,6 +544,112 @@ static void test_analytics_by_shard(void **state)
     free(cut);
 }
 
+/* Write `out`: "big" alone, cut over n + 1 shards of its own at cuts[0..n) (ascending). */
+static void write_parts(const char *out, const size_t *cuts, size_t n)
+{
+    arc **p = calloc(n + 1, sizeof *p);
+    arc_coded *c = calloc(n + 1, sizeof *c);
+    assert_true(p && c);
+    for (size_t k = 0; k <= n; k++) {
+        char sub[32];
+        size_t from = k ? cuts[k - 1] : 0, to = k < n ? cuts[k] : big.n;
+        snprintf(sub, sizeof sub, "q%zu", k);
+        put(sub, "big", big.p + from, to - from);
+        p[k] = pack_part(sub);
+        assert_int_equal(arc_shard_encode(p[k]->dict, &p[k]->g, p[k]->shards[0].bytes, 3, 0, &c[k]),
+                         0);
+    }
+    arc w = {0};
+    w.nents = 2;
+    w.ents = calloc(2, sizeof *w.ents);
+    w.ents[0] = copy_entry(&p[0]->ents[0], 0);
+    w.ents[1] = copy_entry(&p[0]->ents[1], 0);
+    for (size_t k = 1; k <= n; k++)
+        w.ents[1].root_len += p[k]->ents[1].root_len;
+    w.ents[1].size = big.n;
+    w.ents[1].hash = XXH3_64bits(big.p, big.n);
+    if (arc_write_coded(out, &w, c, (uint32_t)n + 1, 3)) fail_msg("%s", tdc_errmsg());
+    for (size_t k = 0; k <= n; k++) {
+        arc_coded_free(&c[k]);
+        arc_free(p[k]);
+    }
+    for (uint32_t i = 0; i < w.nents; i++)
+        arc_entry_clear(&w.ents[i]);
+    free(w.ents);
+    free(w.byino);
+    free(p);
+    free(c);
+}
+
+/* Where `pat` occurs in big from byte `from` on (it must). */
+static size_t find_in_big(const char *pat, size_t from)
+{
+    size_t n = strlen(pat);
+    for (size_t i = from; i + n <= big.n; i++)
+        if (!memcmp(big.p + i, pat, n)) return i;
+    fail_msg("no '%s' in the text", pat);
+    return 0;
+}
+
+static int collect_offsets(void *ctx, size_t i, const vec64 *offs)
+{
+    vec64 *all = ctx;
+    assert_int_equal(i, 0);
+    assert_true(offs->n > 0);
+    for (size_t j = 0; j < offs->n; j++) {
+        assert_true(!all->n || all->p[all->n - 1] < offs->p[j]); /* ascending */
+        assert_int_equal(vec64_push(all, offs->p[j]), 0);
+    }
+    return 0;
+}
+
+/* Under a budget, .search goes through a file cut over shards of its own part by part, and
+ * finds exactly its whole-word occurrences where the cuts fall between words and where a
+ * writer other than pack cut inside one: a word's pieces are not found alone, the word is,
+ * whatever the pieces (one a part of its own). */
+static void test_search_part_by_part(void **state)
+{
+    (void)state;
+    size_t a = find_in_big(" alpha ", 2000) + 1, z = find_in_big(" zeta ", 8000) + 1;
+    size_t b = find_in_big(" beta ", 14000) + 1, g = find_in_big(" gamma", 20000) + 1;
+    size_t cuts[] = {a + 1, a + 4, z + 1, b + 4, g}; /* al|lph|a, z|eta, beta| , |gamma */
+    char *path = tu_tmppath("parts.tdc");
+    write_parts(path, cuts, 5);
+    vol_opts o = {.lazy = 1, .mem = (uint64_t)1 << 20};
+    vol *v;
+    assert_int_equal(vol_open(path, &o, &v, NULL), 0);
+    assert_int_equal(vol_start(v), 0);
+    vol_view w;
+    assert_int_equal(vol_view_open(v, 1, 0, &w), 0);
+    assert_int_equal(w.a->pending, 1);
+    uint32_t first, last, file = 1;
+    assert_int_equal(arc_entry_parts(w.a, file, &first, &last), 1);
+    assert_int_equal(last - first, 5);
+    static const char *words[] = {"alpha", "al",   "lph",   "pha",   "a",   "zeta", "eta",
+                                  "z",     "beta", "gamma", "delta", "eps", "omega"};
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
+        size_t n = strlen(words[k]);
+        vec64 got = {0}, want = {0};
+        for (size_t i = 0; i + n <= big.n; i++) /* maximal runs of word bytes equal to it */
+            if (!memcmp(big.p + i, words[k], n) && (!i || !tok_is_word_byte(big.p[i - 1])) &&
+                (i + n == big.n || !tok_is_word_byte(big.p[i + n])))
+                assert_int_equal(vec64_push(&want, i), 0);
+        assert_int_equal(vol_view_search(&w, &file, 1, words[k], n, collect_offsets, &got), 0);
+        if (got.n != want.n) fail_msg("'%s': %zu found, %zu in the text", words[k], got.n, want.n);
+        if (want.n) assert_memory_equal(got.p, want.p, want.n * sizeof *want.p);
+        vec64_free(&got);
+        vec64_free(&want);
+    }
+    vol_view_close(&w);
+    vol_info in;
+    vol_get_info(v, &in);
+    assert_int_equal(in.whole, 0);
+    assert_true(in.span_loads >= 6); /* a span per part */
+    vol_close(v);
+    unlink(path);
+    free(path);
+}
+
 /* A copy of the sharded archive with one byte of shard k's section i (0 dictionary, 1 rules,
  * 2 root) flipped in its middle; its path (free it). */
 static char *damaged_copy(uint32_t k, int i)
@@ -1938,6 +2044,7 @@ int main(void)
         cmocka_unit_test(test_edited_reads_under_a_budget),
         cmocka_unit_test(test_analytics_as_one_grammar),
         cmocka_unit_test(test_analytics_by_shard),
+        cmocka_unit_test(test_search_part_by_part),
         cmocka_unit_test(test_damaged_shard_costs_its_files),
         cmocka_unit_test(test_shard_table_disagreement),
         cmocka_unit_test(test_check_spans),
