@@ -69,7 +69,7 @@ static void free_node(vol *v, vnode *n)
     v->ninodes--;
     for (uint32_t k = 0; k < n->nkids; k++)
         free_name(v, n->kids[k].name);
-    free(n->kids);
+    free(n->kids - n->kids_off);
     for (uint32_t k = 0; k < n->nxa; k++) {
         free(n->xa[k].name);
         free(n->xa[k].val);
@@ -116,14 +116,21 @@ static int put_kid(vnode *d, char *nm, uint64_t ino)
     int found;
     uint32_t k = kid_pos(d, nm, &found);
     if (found) return -EEXIST;
-    if (d->nkids == d->capkids) {
-        uint32_t cap = d->capkids ? d->capkids * 2 : 8;
-        vdent *p = realloc(d->kids, cap * sizeof *p);
-        if (!p) return -ENOMEM;
-        d->kids = p;
-        d->capkids = cap;
+    if (d->kids_off && (k < d->nkids / 2 || d->nkids == d->capkids)) { /* room before */
+        d->kids--;
+        d->kids_off--;
+        d->capkids++;
+        memmove(d->kids, d->kids + 1, k * sizeof *d->kids);
+    } else {
+        if (d->nkids == d->capkids) {
+            uint32_t cap = d->capkids ? d->capkids * 2 : 8;
+            vdent *p = realloc(d->kids, cap * sizeof *p); /* kids_off is 0 here */
+            if (!p) return -ENOMEM;
+            d->kids = p;
+            d->capkids = cap;
+        }
+        memmove(d->kids + k + 1, d->kids + k, (d->nkids - k) * sizeof *d->kids);
     }
-    memmove(d->kids + k + 1, d->kids + k, (d->nkids - k) * sizeof *d->kids);
     d->kids[k] = (vdent){nm, ino};
     d->nkids++;
     return 0;
@@ -143,7 +150,14 @@ static void del_kid(const vol *v, vnode *d, const char *name)
     uint32_t k = kid_pos(d, name, &found);
     if (!found) return;
     free_name(v, d->kids[k].name);
-    memmove(d->kids + k, d->kids + k + 1, (d->nkids - k - 1) * sizeof *d->kids);
+    if (k < d->nkids / 2) { /* the names before it move up one */
+        memmove(d->kids + 1, d->kids, k * sizeof *d->kids);
+        d->kids++;
+        d->kids_off++;
+        d->capkids--;
+    } else {
+        memmove(d->kids + k, d->kids + k + 1, (d->nkids - k - 1) * sizeof *d->kids);
+    }
     d->nkids--;
 }
 

@@ -43,6 +43,8 @@ typedef struct vnode {
     char *link;
     vdent *kids; /* directories: children sorted by name */
     uint32_t nkids, capkids;
+    uint32_t kids_off; /* slots before kids in its allocation: a removal in the first half
+                          moves the names before it, so removing names in order is O(1) */
     uint64_t parent; /* directories: the parent (the root is its own) */
     arc_xattr *xa;   /* sorted by name (nxa of them) */
 } vnode;
