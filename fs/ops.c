@@ -950,10 +950,10 @@ static int virtual_text(const fs_who *who, fs_ctx *c, uint64_t dir, uint32_t kin
     vol_view w;
     uint64_t key[2];
     unsigned char *vis = NULL;
-    /* A search under -o mem= goes span by span over the file table alone where it can; a
-     * view that is not the file table needs its index. */
+    /* A search under -o mem= goes span by span over the archive's file table alone where it
+     * can; any other view needs its index. */
     int rc = vol_view_open(c->v, dir, word != NULL && !c->mem, &w);
-    if (!rc && word && !w.a->pending && !w.x) {
+    if (!rc && word && !w.x && (!w.a->pending || w.own)) {
         vol_view_close(&w);
         rc = vol_view_open(c->v, dir, 1, &w);
     }
@@ -962,7 +962,7 @@ static int virtual_text(const fs_who *who, fs_ctx *c, uint64_t dir, uint32_t kin
     if (!(rc = fs_vis_build(c, who, w.a, first, end, &vis))) {
         fs_vis_key(vis, first, end, key);
         vcache_key k = {.dir = dir,
-                        .gen = w.own ? 0 : w.gen, /* snapshots are not kept */
+                        .gen = w.gen, /* 0 for a snapshot in memory: not kept */
                         .kind = kind,
                         .word = word,
                         .vis = {key[0], key[1]}};

@@ -49,12 +49,12 @@ typedef struct vol_opts {
     int lazy; /* open only the file table; vol_start loads the rest in the background, and
                  whatever needs content waits for it (and fails with the load's error), except
                  reads, which meanwhile load only their file's shards */
-    uint64_t mem; /* with lazy: no background load; reads load only their file's shards,
-                     within a budget of `mem` bytes (vol_budget) that spans being decoded,
-                     read and kept share with the analytics shard by shard (least recently
-                     used dropped, loads waiting for room). What needs the whole archive
-                     (compaction, analytics of edited directories) still loads it, and the
-                     budget holds no more after. 0: none, or mem_auto's choice */
+    uint64_t mem;      /* with lazy: no background load; reads load only their file's shards,
+                          within a budget of `mem` bytes (vol_budget) that spans being decoded,
+                          read and kept share with the analytics shard by shard (least recently
+                          used dropped, loads waiting for room). What needs the whole archive
+                          (searches of edited directories) still loads it, and the
+                          budget holds no more after. 0: none, or mem_auto's choice */
     uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem for an
                           archive of shards (format 4), reads and analytics then going by shard
                           as under mem. 0: load it whole in the background from the start */
@@ -350,14 +350,19 @@ int64_t vol_clean_entry(vol *v, uint64_t ino);
 /* A read-only archive showing directory or file `ino` as it is now, for analytics: the
  * archive itself when nothing below `ino` changed since it was written (held steady until
  * vol_view_close), otherwise an in-memory recompression of the current state (changes wait
- * while its snapshot is taken; its cost follows the edited data plus a pass over the grammar). `ent`
- * is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). A snapshot
+ * while its snapshot is taken; its cost follows the edited data plus a pass over the grammar).
+ * `ent` is the entry of `ino` in it; `x` its index (for a snapshot only when need_idx). A snapshot
  * of an archive with a file in a damaged shard fails (-EBADMSG naming it). Under a memory
  * budget (vol_opts.mem), before anything loaded the whole archive, the view of an unchanged
  * subtree without need_idx is the archive's file table alone (a->pending, no index), to be
- * analysed shard by shard (ana_by_shard), which keeps memory to the shards worked on. */
+ * analysed shard by shard (ana_by_shard), which keeps memory to the shards worked on; that
+ * of an edited directory without need_idx, of a version 4 archive, is its subtree compacted
+ * shard by shard within the budget into an unlinked temporary archive, whose file table the
+ * view owns (own and a->pending: analysed shard by shard, never searched span by span). */
 typedef struct vol_view {
-    uint64_t gen; /* archive generation of a view of the archive itself (0 for a snapshot) */
+    uint64_t gen; /* archive generation of a view of the archive itself; for one of an edited
+                     directory compacted into a temporary archive, a key of the state it
+                     shows (high bit set); 0 for a snapshot in memory */
     const arc *a;
     const idx *x;
     int64_t ent;

@@ -32,6 +32,7 @@
 #include "../build/compact_shards.h"
 #include "../build/pack.h"
 #include "../base/err.h"
+#include "../base/fio.h"
 #include "vol_int.h"
 
 static double secs(void)
@@ -63,7 +64,9 @@ struct cctx {
     uint64_t *ino; /* per new entry */
     creader *rds;  /* nrds of them, the first the build's own */
     unsigned nrds;
-    int view; /* building an in-memory view, not an archive to write */
+    int view; /* building a view (vol_view_open), not the archive's replacement */
+    /* a view shard by shard, into a temporary archive beside this path (view_by_shards) */
+    const char *view_at;
     int bg;   /* a background compaction (vol_compact_bg) */
     const arc *old; /* the archive compacted: v->a loaded, or under a budget `meta` */
     arc *meta;      /* a copy of v->a's file table alone, which a load cannot change */
@@ -221,8 +224,9 @@ static void free_entries(cctx *c)
 }
 
 /* The snapshot of the model the build works from (c->nw's entries, c->src, c->ino,
- * c->snap, c->first). Caller holds wlock (no changes) and the shared model lock. */
-static int snapshot(vol *v, cctx *c)
+ * c->snap, c->first): the tree below directory `top` (the root, 1, for a compaction), `top`
+ * its root. Caller holds wlock (no changes) and the shared model lock. */
+static int snapshot(vol *v, cctx *c, uint64_t top)
 {
     char *root = strdup("");
     c->v = v;
@@ -231,7 +235,7 @@ static int snapshot(vol *v, cctx *c)
         free(root);
         return -ENOMEM;
     }
-    int rc = add_tree(c, vol_node(v, 1), root, c->first);
+    int rc = add_tree(c, vol_node(v, top), root, c->first);
     /* A file kept as archived in a damaged shard: its run is a stand-in's, never copied. */
     for (uint32_t i = 0; !rc && i < c->nw.nents; i++)
         if (c->src[i] >= 0) rc = arc_entry_damaged(c->old, (uint32_t)c->src[i]);
@@ -275,7 +279,7 @@ static int build(vol *v, cctx *c, compact_stats *cs)
 {
     unsigned flags = c->view ? 0 : COMPACT_MAY_REBUILD;
     uint64_t size = v->o.shard_size;
-    int shards = !c->view && compact_by_shards(c->old, size);
+    int shards = c->view ? c->view_at != NULL : compact_by_shards(c->old, size);
     /* An archive small enough for one grammar that the edits make large (gigabytes written to
      * it): shard by shard too, at the shard size pack would choose for the new content, not
      * one grammar of everything in memory (about fifteen times the new content). */
@@ -294,7 +298,7 @@ static int build(vol *v, cctx *c, compact_stats *cs)
         unsigned n = build_workers(v, c->bg, each);
         rc = make_readers(c, n);
         compact_workers cw = {c->rds, sizeof *c->rds, n, v->bud, each, same_prefix};
-        if (!rc) rc = arc_sink_open(&c->sink, v->path);
+        if (!rc) rc = arc_sink_open(&c->sink, c->view_at ? c->view_at : v->path);
         if (!rc)
             rc = compact_shards(c->old, &c->nw, c->src, read_new, &cw, size, v->o.level, &c->sink,
                                 cs, &c->sh, &c->nsh);
@@ -614,7 +618,7 @@ static int take_snapshot(vol *v, cctx *c, vol_compact_stats *st)
             if (v->nodes[i] && v->nodes[i]->nlink == 0)
                 rc = tdc_error(-EBUSY,
                                "a removed file is still open: compact again once it is closed");
-        if (!rc) rc = snapshot(v, c);
+        if (!rc) rc = snapshot(v, c, 1);
         vol_unlock(v);
     }
     pthread_mutex_unlock(&v->wlock);
@@ -715,6 +719,59 @@ void vol_compact_error(vol *v, char *msg, size_t n)
     pthread_mutex_unlock(&v->tlock);
 }
 
+/* vol_view_open's view of directory `ino` with edits below it, under a memory budget and
+ * with the archive not loaded: its subtree as it is now, compacted shard by shard as a
+ * compaction under the budget builds (reading content through the spans), into an unlinked
+ * temporary archive in the temporary directory, whose file table the view holds, to be
+ * analysed shard by shard. Its memory is the compaction's, its disk the subtree's archive.
+ * -ENOTSUP where this does not apply (the caller builds the view in memory). */
+static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
+{
+    char *at = NULL;
+    if (asprintf(&at, "%s/tadocfs-view.tdc", fio_tmpdir()) < 0) return -ENOMEM;
+    cctx c = {.v = v, .view = 1, .view_at = at};
+    compact_stats cs;
+    uint64_t state = 0;
+    int rc = 0;
+    vol_arc_rdlock(v); /* no compaction replaces the archive the build reads */
+    pthread_mutex_lock(&v->wlock);
+    pthread_mutex_lock(&v->dlock);
+    if (v->dstate != 0 || v->a->version < 4) rc = -ENOTSUP;
+    pthread_mutex_unlock(&v->dlock);
+    if (!rc) rc = arc_meta_dup(v->a, &c.meta);
+    if (!rc) {
+        c.old = c.meta;
+        rc = refuse_damaged(c.old);
+    }
+    if (!rc) {
+        vol_rdlock(v); /* reads go on; changes wait for wlock */
+        const vnode *n = vol_node(v, ino);
+        rc = !n ? -ENOENT : !S_ISDIR(n->mode) ? -ENOTSUP : snapshot(v, &c, ino);
+        vol_unlock(v);
+        if (!rc) c.nw.ents[0].ino = 1; /* an archive's root */
+        /* The state it shows, which changes with every record and compaction (the high bit:
+         * never an archive's generation) */
+        state = (uint64_t)1 << 63 | (v->gen & 0x7fffff) << 40 | jrnl_records(v->j);
+    }
+    pthread_mutex_unlock(&v->wlock);
+    if (!rc) rc = build(v, &c, &cs);
+    vol_arc_unlock(v);
+    char *tmp = NULL;
+    arc *own = NULL;
+    if (!rc) rc = arc_sink_finish(&c.sink, &c.nw, c.sh, c.nsh, v->o.level, &tmp);
+    if (!rc) rc = arc_open_meta(tmp, &own);
+    if (tmp) unlink(tmp); /* the view's descriptor keeps it */
+    free(tmp);
+    cctx_free(&c);
+    free(at);
+    if (rc) return rc;
+    w->own = own;
+    w->a = own;
+    w->ent = 0;
+    w->gen = state;
+    return 0;
+}
+
 int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
 {
     memset(w, 0, sizeof *w);
@@ -735,6 +792,8 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
             return 0; /* alock is held until vol_view_close */
         }
         vol_arc_unlock(v);
+        int rc = m ? view_by_shards(v, ino, w) : -ENOTSUP;
+        if (rc != -ENOTSUP) return rc;
     }
     int rc = vol_lock_arc(v, &a, &x);
     if (rc) return rc;
@@ -758,7 +817,7 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     int loaded = __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) == 2;
     c.old = v->a;
     rc = !loaded || vol_node(v, ino) ? 0 : -ENOENT;
-    if (!rc && loaded) rc = snapshot(v, &c);
+    if (!rc && loaded) rc = snapshot(v, &c, 1);
     vol_unlock(v);
     pthread_mutex_unlock(&v->wlock);
     if (!rc && loaded) rc = build(v, &c, &cs);
