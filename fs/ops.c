@@ -950,10 +950,11 @@ static int virtual_text(const fs_who *who, fs_ctx *c, uint64_t dir, uint32_t kin
     vol_view w;
     uint64_t key[2];
     unsigned char *vis = NULL;
-    /* A search under -o mem= goes span by span over the archive's file table alone where it
-     * can; any other view needs its index. */
+    /* A search under -o mem= goes span by span over the file table alone where it can (the
+     * archive's, or an edited directory's temporary archive); a view that is not the file
+     * table needs its index. */
     int rc = vol_view_open(c->v, dir, word != NULL && !c->mem, &w);
-    if (!rc && word && !w.x && (!w.a->pending || w.own)) {
+    if (!rc && word && !w.a->pending && !w.x) {
         vol_view_close(&w);
         rc = vol_view_open(c->v, dir, 1, &w);
     }

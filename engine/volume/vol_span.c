@@ -764,30 +764,62 @@ static int search_part(part_search *ps, const vol_span *s, uint32_t l, idx_words
     return 0;
 }
 
+/* Put back a span search_span gave for view w. */
+static void search_put(const vol_view *w, vol_span *s)
+{
+    if (s && w->own)
+        span_free(w->v, s);
+    else if (s)
+        span_put(w->v, s);
+}
+
 /* The span for the search of entry ent's byte `off` (span_get's with its grammar) in *s, with
  * its word index in *words: the one held when it is that, else one got after putting the held
- * one back, so that waiting for room holds nothing a reader could need. 0, or -EAGAIN where
- * the spans cannot serve it, or the index's error. */
-static int search_span(vol *v, vol_span **s, idx_words **words, int64_t ent, uint64_t off,
-                       uint32_t *c)
+ * one back, so that waiting for room holds nothing a reader could need: from the cache of
+ * reads, or for a view that owns its file table (a temporary archive) loaded from that alone,
+ * its estimate held in the budget while it lives. 0, or -EAGAIN where the spans cannot serve
+ * it, or the load's or the index's error. */
+static int search_span(const vol_view *w, vol_span **s, idx_words **words, int64_t ent,
+                       uint64_t off, uint32_t *c)
 {
+    vol *v = w->v;
     span_key key;
-    pthread_mutex_lock(&v->splock);
-    int rc = v->spans_done || span_of(v, ent, off, 1, c, &key) ? -EAGAIN : 0;
-    int same = !rc && *s && same_key(&(*s)->k, &key) && (*s)->gen == v->span_gen;
-    pthread_mutex_unlock(&v->splock);
+    int rc = 0, same;
+    if (w->own) {
+        const arc_entry *e = &w->a->ents[ent];
+        int64_t ce = e->root_len ? ent : arc_ino_entry(w->a, e->ino);
+        if (ce < 0) return -EAGAIN;
+        *c = (uint32_t)ce;
+        key_of(w->a, *c, off, 1, &key);
+        same = *s && same_key(&(*s)->k, &key);
+    } else {
+        pthread_mutex_lock(&v->splock);
+        rc = v->spans_done || span_of(v, ent, off, 1, c, &key) ? -EAGAIN : 0;
+        same = !rc && *s && same_key(&(*s)->k, &key) && (*s)->gen == v->span_gen;
+        pthread_mutex_unlock(&v->splock);
+    }
     if (rc || same) return rc;
     idx_words_free(*words);
     *words = NULL;
-    if (*s) span_put(v, *s);
-    if (!(*s = span_get(v, NULL, ent, off, 1, c, 1))) return -EAGAIN;
+    search_put(w, *s);
+    *s = NULL;
+    if (w->own) {
+        uint64_t est = v->bud ? span_estimate(v, w->a, &key) : 0;
+        if (est) mbud_take(v->bud, est, 1);
+        if ((rc = span_load(v, w->a, &key, 0, s))) {
+            if (est) mbud_give(v->bud, est);
+            return rc;
+        }
+        (*s)->taken = est; /* given back when it is freed */
+    } else if (!(*s = span_get(v, NULL, ent, off, 1, c, 1))) {
+        return -EAGAIN;
+    }
     return idx_words_build((*s)->x, words);
 }
 
 int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
                     int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx)
 {
-    vol *v = w->v;
     vol_span *s = NULL;
     idx_words *words = NULL; /* s's word index */
     vec64 offs = {0};
@@ -799,7 +831,7 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
         ps.run_n = 0;
         while (off < size && !rc) { /* the file's span, or each of its parts in turn */
             uint32_t c;
-            rc = search_span(v, &s, &words, files[i], off, &c);
+            rc = search_span(w, &s, &words, files[i], off, &c);
             int64_t l = rc ? -1 : local_entry(s, c);
             if (!rc && l < 0) rc = -EAGAIN;
             if (!rc) rc = arc_entry_damaged(s->a, (uint32_t)l);
@@ -820,7 +852,7 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
         if (!rc && offs.n) rc = emit(ctx, i, &offs);
     }
     idx_words_free(words);
-    if (s) span_put(v, s);
+    search_put(w, s);
     vec64_free(&offs);
     free(ps.run);
     free(ps.edge);

@@ -80,6 +80,20 @@ static void make_text(void)
     }
 }
 
+/* Free what a hand-made archive was written from: the parts packed apart, their coded
+ * shards (n of each) and the file table. */
+static void free_parts(arc **p, arc_coded *c, size_t n, arc *w)
+{
+    for (size_t k = 0; k < n; k++) {
+        arc_coded_free(&c[k]);
+        arc_free(p[k]);
+    }
+    for (uint32_t i = 0; i < w->nents; i++)
+        arc_entry_clear(&w->ents[i]);
+    free(w->ents);
+    free(w->byino);
+}
+
 /* Write `out`: the tree of "all" in three shards, hand-cut: "big" cut at c1 and c2 (after a
  * space, or inside a word for an archive no pack writes), going on from shard 0 through shard
  * 1 into shard 2. With `mis`, also that archive with one rule too many in shard 1's
@@ -126,14 +140,7 @@ static void write_sharded(const char *out, const char *mis, const char *bad, siz
     w.ents[1].hash ^= 1;
     if (bad && arc_write_coded(bad, &w, c, 3, 3)) fail_msg("%s", tdc_errmsg());
     w.ents[1].hash ^= 1;
-    for (int k = 0; k < 3; k++) {
-        arc_coded_free(&c[k]);
-        arc_free(p[k]);
-    }
-    for (uint32_t i = 0; i < w.nents; i++)
-        arc_entry_clear(&w.ents[i]);
-    free(w.ents);
-    free(w.byino);
+    free_parts(p, c, 3, &w);
 }
 
 static int setup(void **state)
@@ -569,14 +576,7 @@ static void write_parts(const char *out, const size_t *cuts, size_t n)
     w.ents[1].size = big.n;
     w.ents[1].hash = XXH3_64bits(big.p, big.n);
     if (arc_write_coded(out, &w, c, (uint32_t)n + 1, 3)) fail_msg("%s", tdc_errmsg());
-    for (size_t k = 0; k <= n; k++) {
-        arc_coded_free(&c[k]);
-        arc_free(p[k]);
-    }
-    for (uint32_t i = 0; i < w.nents; i++)
-        arc_entry_clear(&w.ents[i]);
-    free(w.ents);
-    free(w.byino);
+    free_parts(p, c, n + 1, &w);
     free(p);
     free(c);
 }
