@@ -53,7 +53,7 @@ typedef struct vol_opts {
                           within a budget of `mem` bytes (vol_budget) that spans being decoded,
                           read and kept share with the analytics shard by shard (least recently
                           used dropped, loads waiting for room). What needs the whole archive
-                          (searches of edited directories) still loads it, and the
+                          (idx_file_footprint) still loads it, and the
                           budget holds no more after. 0: none, or mem_auto's choice */
     uint64_t mem_auto; /* with lazy and no mem: the budget the volume takes as mem for an
                           archive of shards (format 4), reads and analytics then going by shard
@@ -358,7 +358,7 @@ int64_t vol_clean_entry(vol *v, uint64_t ino);
  * analysed shard by shard (ana_by_shard), which keeps memory to the shards worked on; that
  * of an edited directory without need_idx, of a version 4 archive, is its subtree compacted
  * shard by shard within the budget into an unlinked temporary archive, whose file table the
- * view owns (own and a->pending: analysed shard by shard, never searched span by span). */
+ * view owns (own and a->pending: analysed shard by shard, searched span by span). */
 typedef struct vol_view {
     uint64_t gen; /* archive generation of a view of the archive itself; for one of an edited
                      directory compacted into a temporary archive, a key of the state it
@@ -376,9 +376,10 @@ void vol_view_close(vol_view *w);
 
 /* For a view of the file table alone (w->a->pending): the byte offsets of every whole-word
  * occurrence of `word` in each of files[0..n) (entries of w->a), from the word index of the
- * shards that hold the file, built for one span at a time: a file's shards, or each part of a
- * file cut over shards of its own (arc_entry_parts) in turn. Spans come from and go back to the
- * read cache, waited for with none held, so memory stays within the budget plus one span's
+ * shards that hold the file, built for one span at a time (from the read cache, or for a view
+ * that owns its file table, loaded from that alone): a file's shards, or each part of a
+ * file cut over shards of its own (arc_entry_parts) in turn. Spans are waited for with none
+ * held and hold their estimate of the budget, so memory stays within the budget plus one span's
  * word index and one part's offsets, whatever the file's size. emit(ctx, i, offs) for each
  * file in order that has occurrences, in one call or one per part, offsets ascending. -EAGAIN
  * when the whole archive was loaded meanwhile (the spans are gone: open the view again),
