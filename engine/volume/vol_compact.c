@@ -724,7 +724,9 @@ void vol_compact_error(vol *v, char *msg, size_t n)
  * compaction under the budget builds (reading content through the spans), into an unlinked
  * temporary archive in the temporary directory, whose file table the view holds, to be
  * analysed shard by shard. Its memory is the compaction's, its disk the subtree's archive.
- * -ENOTSUP where this does not apply (the caller builds the view in memory). */
+ * -ENOTSUP where this does not apply, or where the temporary directory cannot take the
+ * archive (full, read-only, not there: said in the log): the caller builds the view in
+ * memory. */
 static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
 {
     char *at = NULL;
@@ -763,6 +765,14 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     if (tmp) unlink(tmp); /* the view's descriptor keeps it */
     free(tmp);
     cctx_free(&c);
+    if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG || rc == -EACCES || rc == -EPERM ||
+        rc == -EROFS || rc == -ENOENT || rc == -ENOTDIR) {
+        char line[1280];
+        snprintf(line, sizeof line, "analytics of an edited directory: %s; computed in memory",
+                 tdc_errmsg());
+        if (v->o.log) v->o.log(v->o.log_ctx, line);
+        rc = -ENOTSUP;
+    }
     free(at);
     if (rc) return rc;
     w->own = own;

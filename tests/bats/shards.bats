@@ -657,6 +657,16 @@ EOF_PY
     echo "edit" >>"$M/linux-slice/new"
     echo "edit" >>"$T/linux-slice/new"
     diff <(oracle_wordcount "$T/linux-slice") "$M/linux-slice/.wordcount"
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    # Where the temporary directory cannot take the archive, the state is compacted in
+    # memory instead, as the log says: the same answers.
+    TMPDIR=$S/nosuch "$TADOCFS" -f "$S/a.tdc" "$M" -o mem=2M 3>&- 2>"$S/fg.log" &
+    wait_mounted "$M"
+    diff <(oracle_wordcount "$T/linux-slice") "$M/linux-slice/.wordcount"
+    diff <(oracle_search_tree "$T" edit) "$M/.search/edit"
+    grep -q "analytics of an edited directory: .*nosuch.*; computed in memory" "$S/fg.log"
+    [ "$(cache_field "$M" whole-archive)" -eq 1 ]
 }
 
 # The peak resident memory in KiB of the command given, from getrusage.
