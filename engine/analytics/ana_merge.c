@@ -41,9 +41,12 @@
 #define PRINT_SLICE ((size_t)1 << 20) /* records of a counts merge printed at once */
 #define SPILL_BUCKETS 256              /* a spilled counts merge's buckets, each merged alone */
 /* The index of a list part in the spill file: the first line at or after every step bytes
- * (a thousandth of the merge's bound, from 64 bytes to 64 KiB), its offset in the part and
- * its key (each followed by a tab and a NUL in keys, as
- * line_key expects), so that a search for a key reads one block of the file. */
+ * (a thousandth of the merge's bound, from 64 bytes to 64 KiB, and at least a
+ * SPIDX_ENTRIES-th of the part: the indexes of all parts grow with the output, which a
+ * bound's thousandth made many times the bound), its offset in the part and its key (each
+ * followed by a tab and a NUL in keys, as line_key expects), so that a search for a key
+ * reads one block of the file. */
+#define SPIDX_ENTRIES 64
 typedef struct spidx {
     vec64 off, kat; /* each entry's line offset, and its key's offset in keys */
     buf keys;
@@ -480,6 +483,7 @@ static size_t line_key(const unsigned char *p);
 /* Index a spilled list part's text (every line holds a tab, check_lines saw to it). */
 static int index_part(spidx *x, const buf *text, size_t step)
 {
+    if (step < text->n / SPIDX_ENTRIES) step = text->n / SPIDX_ENTRIES;
     for (size_t at = 0; at < text->n;) {
         size_t kn = line_key(text->p + at);
         if (vec64_push(&x->off, at) || vec64_push(&x->kat, x->keys.n) ||

@@ -1199,6 +1199,7 @@ void vol_close(vol *v)
     pthread_mutex_destroy(&v->tlock);
     pthread_cond_destroy(&v->tcond);
     pthread_cond_destroy(&v->drained);
+    vol_tview_put(v->tview);
     mbud_free(v->bud);
     arc_free(v->smeta);
     pthread_mutex_destroy(&v->splock);

@@ -369,10 +369,15 @@ typedef struct vol_view {
     arc *own;
     idx *ownx;
     vol *v;
+    struct vol_tview *tv; /* where own is a kept temporary archive's file table */
 } vol_view;
 
 int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w);
 void vol_view_close(vol_view *w);
+
+/* Drop a reference to a kept temporary archive of an edited directory (vol_view.tv; NULL is
+ * allowed): the last frees it. */
+void vol_tview_put(struct vol_tview *t);
 
 /* For a view of the file table alone (w->a->pending): the byte offsets of every whole-word
  * occurrence of `word` in each of files[0..n) (entries of w->a), from the word index of the

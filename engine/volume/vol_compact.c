@@ -719,12 +719,42 @@ void vol_compact_error(vol *v, char *msg, size_t n)
     pthread_mutex_unlock(&v->tlock);
 }
 
+/* A temporary archive of an edited directory's state (view_by_shards): its file table, the
+ * directory and the state (vol_view.gen), and the references of the views using it and of
+ * the vol that keeps it. */
+struct vol_tview {
+    arc *meta;
+    uint64_t ino, state;
+    int refs; /* atomic */
+};
+
+void vol_tview_put(struct vol_tview *t)
+{
+    if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        arc_free(t->meta);
+        free(t);
+    }
+}
+
+/* The view of temporary archive t for its directory, with a reference. */
+static void tview_use(struct vol_tview *t, vol_view *w)
+{
+    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    w->tv = t;
+    w->own = t->meta;
+    w->a = t->meta;
+    w->ent = 0;
+    w->gen = t->state;
+}
+
 /* vol_view_open's view of directory `ino` with edits below it, under a memory budget and
  * with the archive not loaded: its subtree as it is now, compacted shard by shard as a
  * compaction under the budget builds (reading content through the spans), into an unlinked
  * temporary archive in the temporary directory, whose file table the view holds, to be
  * analysed shard by shard. Its memory is the compaction's, its disk the subtree's archive.
- * -ENOTSUP where this does not apply, or where the temporary directory cannot take the
+ * The last one made is kept for the views of the same directory in the same state (the other
+ * analytics read after one). -ENOTSUP where this does not apply, or where the temporary
+ * directory cannot take the
  * archive (full, read-only, not there: said in the log): the caller builds the view in
  * memory. */
 static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
@@ -733,13 +763,22 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     if (asprintf(&at, "%s/tadocfs-view.tdc", fio_tmpdir()) < 0) return -ENOMEM;
     cctx c = {.v = v, .view = 1, .view_at = at};
     compact_stats cs;
-    uint64_t state = 0;
     int rc = 0;
     vol_arc_rdlock(v); /* no compaction replaces the archive the build reads */
     pthread_mutex_lock(&v->wlock);
     pthread_mutex_lock(&v->dlock);
     if (v->dstate != 0 || v->a->version < 4) rc = -ENOTSUP;
     pthread_mutex_unlock(&v->dlock);
+    /* The state it shows, which changes with every record and compaction (the high bit:
+     * never an archive's generation) */
+    uint64_t state = (uint64_t)1 << 63 | (v->gen & 0x7fffff) << 40 | jrnl_records(v->j);
+    pthread_mutex_lock(&v->tlock);
+    struct vol_tview *kept = v->tview;
+    if (!rc && kept && kept->ino == ino && kept->state == state) {
+        tview_use(kept, w);
+        rc = 1;
+    }
+    pthread_mutex_unlock(&v->tlock);
     if (!rc) rc = arc_meta_dup(v->a, &c.meta);
     if (!rc) {
         c.old = c.meta;
@@ -751,13 +790,15 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
         rc = !n ? -ENOENT : !S_ISDIR(n->mode) ? -ENOTSUP : snapshot(v, &c, ino);
         vol_unlock(v);
         if (!rc) c.nw.ents[0].ino = 1; /* an archive's root */
-        /* The state it shows, which changes with every record and compaction (the high bit:
-         * never an archive's generation) */
-        state = (uint64_t)1 << 63 | (v->gen & 0x7fffff) << 40 | jrnl_records(v->j);
     }
     pthread_mutex_unlock(&v->wlock);
     if (!rc) rc = build(v, &c, &cs);
     vol_arc_unlock(v);
+    if (rc == 1) { /* the kept one */
+        cctx_free(&c);
+        free(at);
+        return 0;
+    }
     char *tmp = NULL;
     arc *own = NULL;
     if (!rc) rc = arc_sink_finish(&c.sink, &c.nw, c.sh, c.nsh, v->o.level, &tmp);
@@ -765,6 +806,7 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     if (tmp) unlink(tmp); /* the view's descriptor keeps it */
     free(tmp);
     cctx_free(&c);
+    malloc_trim(0); /* what the build held goes back before the view's work */
     if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG || rc == -EACCES || rc == -EPERM ||
         rc == -EROFS || rc == -ENOENT || rc == -ENOTDIR) {
         char line[1280];
@@ -774,11 +816,19 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
         rc = -ENOTSUP;
     }
     free(at);
-    if (rc) return rc;
-    w->own = own;
-    w->a = own;
-    w->ent = 0;
-    w->gen = state;
+    struct vol_tview *t = rc ? NULL : calloc(1, sizeof *t);
+    if (!rc && !t) rc = -ENOMEM;
+    if (rc) {
+        arc_free(own);
+        return rc;
+    }
+    *t = (struct vol_tview){own, ino, state, 1}; /* the vol's reference */
+    tview_use(t, w);
+    pthread_mutex_lock(&v->tlock);
+    kept = v->tview;
+    v->tview = t;
+    pthread_mutex_unlock(&v->tlock);
+    vol_tview_put(kept);
     return 0;
 }
 
@@ -859,7 +909,9 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
 
 void vol_view_close(vol_view *w)
 {
-    if (w->own) {
+    if (w->tv) {
+        vol_tview_put(w->tv);
+    } else if (w->own) {
         idx_free(w->ownx);
         arc_free(w->own);
     } else if (w->a) {

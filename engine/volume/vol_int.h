@@ -91,6 +91,9 @@ struct vol {
     uint64_t cth_ends; /* background compactions finished, either way (tlock) */
     pthread_cond_t drained; /* a background compaction finished, or the volume closes */
     char compact_err[512]; /* why the last compaction failed, "" if it did not (tlock) */
+    /* The last view of an edited directory compacted into a temporary archive, kept for the
+     * next view of the same directory in the same state (view_by_shards; tlock) */
+    struct vol_tview *tview;
     uint64_t retry_at;     /* journal size before which a failed background compaction waits */
     /* The archive's data (dictionary, grammar, index): loaded in vol_open, or for a lazy
      * open by the loader thread vol_start starts (or by the first caller of vol_data). */
