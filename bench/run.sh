@@ -189,6 +189,8 @@ run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.s
 run shardsize.md "The shard size: archive size, first byte, word count" "bench/shardsize.sh" \
     shardsize_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
+run membound.md "The daemon's peak memory under -o mem=" "bench/membound.sh" \
+    "$top/bench/membound.sh" "$build" "$data/linux-source-6.1/fs" "Linux 6.1 fs/" 64K "1M 4M 16M"
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run anashards.md "Analytics shard by shard" "bench/anashards.sh" anashards_all
 run viamount.md "tadoc's analytics computed, or read from a mount (TADOC_VIA_MOUNT=1)" "bench/viamount.sh" \

@@ -629,6 +629,44 @@ static int take_snapshot(vol *v, cctx *c, vol_compact_stats *st)
     return rc;
 }
 
+/* A temporary archive of an edited directory's state (view_by_shards): its file table, the
+ * directory and the state (vol_view.gen), and the references of the views using it and of
+ * the vol that keeps it. */
+struct vol_tview {
+    arc *meta;
+    uint64_t ino, state;
+    int refs; /* atomic */
+};
+
+void vol_tview_put(struct vol_tview *t)
+{
+    if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        arc_free(t->meta);
+        free(t);
+    }
+}
+
+/* Drop the kept temporary archive (a compaction changed the state it shows). */
+static void tview_drop(vol *v)
+{
+    pthread_mutex_lock(&v->tlock);
+    struct vol_tview *t = v->tview;
+    v->tview = NULL;
+    pthread_mutex_unlock(&v->tlock);
+    vol_tview_put(t);
+}
+
+/* The view of temporary archive t for its directory, with a reference. */
+static void tview_use(struct vol_tview *t, vol_view *w)
+{
+    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    w->tv = t;
+    w->own = t->meta;
+    w->a = t->meta;
+    w->ent = 0;
+    w->gen = t->state;
+}
+
 /* vol_compact under cplock; `bg` for a background one. */
 static int compact(vol *v, vol_compact_stats *st, int bg)
 {
@@ -681,6 +719,7 @@ static int compact(vol *v, vol_compact_stats *st, int bg)
         st->build_threads = cs.workers ? cs.workers : 1;
         st->files = c.nw.nents;
         st->archive_after = v->a->file_size;
+        tview_drop(v);
         rc = after ? after : step_done(v, VOL_STEP_RESET, NULL);
     }
     free(tmp);
@@ -719,41 +758,14 @@ void vol_compact_error(vol *v, char *msg, size_t n)
     pthread_mutex_unlock(&v->tlock);
 }
 
-/* A temporary archive of an edited directory's state (view_by_shards): its file table, the
- * directory and the state (vol_view.gen), and the references of the views using it and of
- * the vol that keeps it. */
-struct vol_tview {
-    arc *meta;
-    uint64_t ino, state;
-    int refs; /* atomic */
-};
-
-void vol_tview_put(struct vol_tview *t)
-{
-    if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        arc_free(t->meta);
-        free(t);
-    }
-}
-
-/* The view of temporary archive t for its directory, with a reference. */
-static void tview_use(struct vol_tview *t, vol_view *w)
-{
-    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
-    w->tv = t;
-    w->own = t->meta;
-    w->a = t->meta;
-    w->ent = 0;
-    w->gen = t->state;
-}
-
 /* vol_view_open's view of directory `ino` with edits below it, under a memory budget and
  * with the archive not loaded: its subtree as it is now, compacted shard by shard as a
  * compaction under the budget builds (reading content through the spans), into an unlinked
  * temporary archive in the temporary directory, whose file table the view holds, to be
  * analysed shard by shard. Its memory is the compaction's, its disk the subtree's archive.
  * The last one made is kept for the views of the same directory in the same state (the other
- * analytics read after one). -ENOTSUP where this does not apply, or where the temporary
+ * analytics read after one), until a view of another state or directory or a compaction
+ * (its disk is given back then). -ENOTSUP where this does not apply, or where the temporary
  * directory cannot take the
  * archive (full, read-only, not there: said in the log): the caller builds the view in
  * memory. */
@@ -772,13 +784,18 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     /* The state it shows, which changes with every record and compaction (the high bit:
      * never an archive's generation) */
     uint64_t state = (uint64_t)1 << 63 | (v->gen & 0x7fffff) << 40 | jrnl_records(v->j);
+    struct vol_tview *stale = NULL;
     pthread_mutex_lock(&v->tlock);
     struct vol_tview *kept = v->tview;
     if (!rc && kept && kept->ino == ino && kept->state == state) {
         tview_use(kept, w);
         rc = 1;
+    } else if (!rc) { /* its disk goes back before another is written */
+        stale = kept;
+        v->tview = NULL;
     }
     pthread_mutex_unlock(&v->tlock);
+    vol_tview_put(stale);
     if (!rc) rc = arc_meta_dup(v->a, &c.meta);
     if (!rc) {
         c.old = c.meta;
