@@ -97,8 +97,10 @@ typedef struct ana_opts {
      * what it holds to early(early_arg, text) as lines of its output, and goes on from empty,
      * each time that passes early_at bytes: seqcount its table of sequences (lines in no
      * order), invindex, termvector and rankedinvindex the records of the files done so far
-     * (lines in the output's order; a file's records are never split). The merge sums or
-     * unites a key that comes several times. NULL: everything goes into the output. */
+     * (lines in the output's order; a file's records are never split, but for the ranked
+     * index of a file with more sequences than eight times early_at holds, whose sequences
+     * so far go on as a part of their own). The merge sums or unites a key that comes several
+     * times. NULL: everything goes into the output. */
     int (*early)(void *arg, buf *text);
     void *early_arg;
     uint64_t early_at;

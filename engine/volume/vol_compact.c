@@ -667,6 +667,51 @@ static void tview_use(struct vol_tview *t, vol_view *w)
     w->gen = t->state;
 }
 
+/* The kept temporary archive as view w where it shows directory ino in `state` (1); else it is
+ * dropped, its disk given back before another is written (0). */
+static int tview_take(vol *v, uint64_t ino, uint64_t state, vol_view *w)
+{
+    struct vol_tview *stale = NULL;
+    pthread_mutex_lock(&v->tlock);
+    struct vol_tview *t = v->tview;
+    int same = t && t->ino == ino && t->state == state;
+    if (same) {
+        tview_use(t, w);
+    } else {
+        stale = t;
+        v->tview = NULL;
+    }
+    pthread_mutex_unlock(&v->tlock);
+    vol_tview_put(stale);
+    return same;
+}
+
+/* Keep the temporary archive `meta` (taken over) of directory ino in `state`, and make it
+ * view w. 0 or -ENOMEM (meta freed). */
+static int tview_keep(vol *v, arc *meta, uint64_t ino, uint64_t state, vol_view *w)
+{
+    struct vol_tview *t = calloc(1, sizeof *t);
+    if (!t) {
+        arc_free(meta);
+        return -ENOMEM;
+    }
+    *t = (struct vol_tview){meta, ino, state, 1}; /* the vol's reference */
+    tview_use(t, w);
+    pthread_mutex_lock(&v->tlock);
+    struct vol_tview *old = v->tview; /* another view's, made meanwhile */
+    v->tview = t;
+    pthread_mutex_unlock(&v->tlock);
+    vol_tview_put(old);
+    return 0;
+}
+
+/* Whether error rc says the temporary directory cannot take an archive (view_by_shards). */
+static int tmpdir_refused(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG || rc == -EACCES || rc == -EPERM ||
+           rc == -EROFS || rc == -ENOENT || rc == -ENOTDIR;
+}
+
 /* vol_compact under cplock; `bg` for a background one. */
 static int compact(vol *v, vol_compact_stats *st, int bg)
 {
@@ -766,9 +811,8 @@ void vol_compact_error(vol *v, char *msg, size_t n)
  * The last one made is kept for the views of the same directory in the same state (the other
  * analytics read after one), until a view of another state or directory or a compaction
  * (its disk is given back then). -ENOTSUP where this does not apply, or where the temporary
- * directory cannot take the
- * archive (full, read-only, not there: said in the log): the caller builds the view in
- * memory. */
+ * directory cannot take the archive (full, read-only, not there: said in the log): the caller
+ * builds the view in memory. */
 static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
 {
     char *at = NULL;
@@ -784,18 +828,7 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     /* The state it shows, which changes with every record and compaction (the high bit:
      * never an archive's generation) */
     uint64_t state = (uint64_t)1 << 63 | (v->gen & 0x7fffff) << 40 | jrnl_records(v->j);
-    struct vol_tview *stale = NULL;
-    pthread_mutex_lock(&v->tlock);
-    struct vol_tview *kept = v->tview;
-    if (!rc && kept && kept->ino == ino && kept->state == state) {
-        tview_use(kept, w);
-        rc = 1;
-    } else if (!rc) { /* its disk goes back before another is written */
-        stale = kept;
-        v->tview = NULL;
-    }
-    pthread_mutex_unlock(&v->tlock);
-    vol_tview_put(stale);
+    if (!rc) rc = tview_take(v, ino, state, w);
     if (!rc) rc = arc_meta_dup(v->a, &c.meta);
     if (!rc) {
         c.old = c.meta;
@@ -809,6 +842,7 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
         if (!rc) c.nw.ents[0].ino = 1; /* an archive's root */
     }
     pthread_mutex_unlock(&v->wlock);
+    int built = !rc; /* from here on an error may be the temporary directory's */
     if (!rc) rc = build(v, &c, &cs);
     vol_arc_unlock(v);
     if (rc == 1) { /* the kept one */
@@ -824,29 +858,19 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     free(tmp);
     cctx_free(&c);
     malloc_trim(0); /* what the build held goes back before the view's work */
-    if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG || rc == -EACCES || rc == -EPERM ||
-        rc == -EROFS || rc == -ENOENT || rc == -ENOTDIR) {
+    free(at);
+    if (built && tmpdir_refused(rc)) {
         char line[1280];
         snprintf(line, sizeof line, "analytics of an edited directory: %s; computed in memory",
                  tdc_errmsg());
         if (v->o.log) v->o.log(v->o.log_ctx, line);
         rc = -ENOTSUP;
     }
-    free(at);
-    struct vol_tview *t = rc ? NULL : calloc(1, sizeof *t);
-    if (!rc && !t) rc = -ENOMEM;
     if (rc) {
         arc_free(own);
         return rc;
     }
-    *t = (struct vol_tview){own, ino, state, 1}; /* the vol's reference */
-    tview_use(t, w);
-    pthread_mutex_lock(&v->tlock);
-    kept = v->tview;
-    v->tview = t;
-    pthread_mutex_unlock(&v->tlock);
-    vol_tview_put(kept);
-    return 0;
+    return tview_keep(v, own, ino, state, w);
 }
 
 int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
@@ -856,7 +880,8 @@ int vol_view_open(vol *v, uint64_t ino, int need_idx, vol_view *w)
     const idx *x;
     const arc *a;
     /* Under a memory budget, before anything loaded the whole archive: its file table alone,
-     * for analytics shard by shard. */
+     * for analytics shard by shard, or for an edited directory its state compacted into a
+     * temporary archive (view_by_shards). */
     if (!need_idx && v->o.mem &&
         __atomic_load_n(&v->dstate, __ATOMIC_ACQUIRE) != 2) {
         vol_arc_rdlock(v);
