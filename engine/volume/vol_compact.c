@@ -828,24 +828,21 @@ static int view_by_shards(vol *v, uint64_t ino, vol_view *w)
     /* The state it shows, which changes with every record and compaction (the high bit:
      * never an archive's generation) */
     uint64_t state = (uint64_t)1 << 63 | (v->gen & 0x7fffff) << 40 | jrnl_records(v->j);
-    if (!rc) rc = tview_take(v, ino, state, w);
-    if (!rc) rc = arc_meta_dup(v->a, &c.meta);
-    if (!rc) {
+    int kept = !rc && tview_take(v, ino, state, w);
+    if (!rc && !kept && !(rc = arc_meta_dup(v->a, &c.meta))) {
         c.old = c.meta;
         rc = refuse_damaged(c.old);
-    }
-    if (!rc) {
         vol_rdlock(v); /* reads go on; changes wait for wlock */
         const vnode *n = vol_node(v, ino);
-        rc = !n ? -ENOENT : !S_ISDIR(n->mode) ? -ENOTSUP : snapshot(v, &c, ino);
+        if (!rc) rc = !n ? -ENOENT : !S_ISDIR(n->mode) ? -ENOTSUP : snapshot(v, &c, ino);
         vol_unlock(v);
         if (!rc) c.nw.ents[0].ino = 1; /* an archive's root */
     }
     pthread_mutex_unlock(&v->wlock);
-    int built = !rc; /* from here on an error may be the temporary directory's */
-    if (!rc) rc = build(v, &c, &cs);
+    int built = !rc && !kept; /* from here on an error may be the temporary directory's */
+    if (built) rc = build(v, &c, &cs);
     vol_arc_unlock(v);
-    if (rc == 1) { /* the kept one */
+    if (kept) {
         cctx_free(&c);
         free(at);
         return 0;

@@ -306,19 +306,25 @@ static void key_of(const arc *m, uint32_t c, uint64_t off, int grammar, span_key
     key->text = !grammar && key->first == key->last && arc_shard_text(m, key->first);
 }
 
-/* The entry holding ent's content, and the key of the span holding its byte `off` (key_of),
- * from the file table's copy. v->splock held. */
+/* The entry of file table m holding ent's content, and the key of the span holding its byte
+ * `off` (key_of); -EAGAIN where m has no such entry. */
+static int content_key(const arc *m, int64_t ent, uint64_t off, int grammar, uint32_t *content,
+                       span_key *key)
+{
+    if ((uint64_t)ent >= m->nents) return -EAGAIN;
+    const arc_entry *e = &m->ents[ent];
+    int64_t c = e->root_len ? ent : arc_ino_entry(m, e->ino);
+    if (c < 0) return -EAGAIN;
+    *content = (uint32_t)c;
+    key_of(m, (uint32_t)c, off, grammar, key);
+    return 0;
+}
+
+/* content_key from the file table's copy. v->splock held. */
 static int span_of(vol *v, int64_t ent, uint64_t off, int grammar, uint32_t *content, span_key *key)
 {
     int rc = open_smeta(v);
-    if (rc) return rc;
-    if ((uint64_t)ent >= v->smeta->nents) return -EAGAIN;
-    const arc_entry *e = &v->smeta->ents[ent];
-    int64_t c = e->root_len ? ent : arc_ino_entry(v->smeta, e->ino);
-    if (c < 0) return -EAGAIN;
-    *content = (uint32_t)c;
-    key_of(v->smeta, (uint32_t)c, off, grammar, key);
-    return 0;
+    return rc ? rc : content_key(v->smeta, ent, off, grammar, content, key);
 }
 
 /* Whether the span of `key` of the current file table is being decoded. v->splock held. */
@@ -724,9 +730,9 @@ static int search_part(part_search *ps, const vol_span *s, uint32_t l, idx_words
                        uint64_t base, uint64_t len, vec64 *offs)
 {
     size_t cap = ps->wn + 1, n = len < cap ? (size_t)len : cap, h = 0;
-    ssize_t k = idx_extract(s->x, l, 0, ps->edge, n);
-    if (k < 0) return (int)k;
-    while (h < (size_t)k && tok_is_word_byte(ps->edge[h]))
+    ssize_t k = 0;
+    if (ps->run_n && (k = idx_extract(s->x, l, 0, ps->edge, n)) < 0) return (int)k;
+    while (h < (size_t)k && tok_is_word_byte(ps->edge[h])) /* only a run can cross in */
         h++;
     int cut = ps->run_n && h; /* a word goes on across the cut */
     if (ps->has_pend && !cut && vec64_push(offs, ps->pend)) return -ENOMEM;
@@ -786,12 +792,8 @@ static int search_span(const vol_view *w, vol_span **s, idx_words **words, int64
     span_key key;
     int rc = 0, same;
     if (w->own) {
-        const arc_entry *e = &w->a->ents[ent];
-        int64_t ce = e->root_len ? ent : arc_ino_entry(w->a, e->ino);
-        if (ce < 0) return -EAGAIN;
-        *c = (uint32_t)ce;
-        key_of(w->a, *c, off, 1, &key);
-        same = *s && same_key(&(*s)->k, &key);
+        rc = content_key(w->a, ent, off, 1, c, &key);
+        same = !rc && *s && same_key(&(*s)->k, &key);
     } else {
         pthread_mutex_lock(&v->splock);
         rc = v->spans_done || span_of(v, ent, off, 1, c, &key) ? -EAGAIN : 0;

@@ -392,6 +392,16 @@ daemon_pid() { pgrep -n -f "$(basename "$TADOCFS_PLAIN") $1"; }
 # Its peak resident memory (VmHWM) in KiB.
 peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 
+# The normal build's daemon (whose resident memory these tests measure) mounting $S/a.tdc on
+# $S/m with options $1: sets M and pid.
+mount_plain() {
+    M=$S/m
+    mkdir -p "$M"
+    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o "$1" 3>&-
+    wait_mounted "$M"
+    pid=$(daemon_pid "$S/a.tdc")
+}
+
 @test "shards: under -o mem= the daemon's peak memory stays within the budget plus a fixed overhead" {
     # The normal build's daemon: under a sanitizer, resident memory is mostly the sanitizer's
     # (shadow memory, the freed-memory quarantine). Tree: the test corpora, about 14 MB, in
@@ -399,11 +409,7 @@ peak_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
     cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
     [ "$(shards_of "$S/a.tdc")" -gt 150 ]
-    M=$S/m
-    mkdir "$M"
-    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o ro,mem=2M 3>&-
-    wait_mounted "$M"
-    pid=$(daemon_pid "$S/a.tdc")
+    mount_plain ro,mem=2M
     [ "$(cache_field "$M" budget)" -eq 2097152 ]
     # Metadata never loads a shard; the first byte of a file loads its shard alone.
     # (With no budget an archive this small would load whole.)
@@ -519,11 +525,7 @@ EOF_PY
     [ "$(shards_of "$S/a.tdc")" -gt 30 ]
     "$TADOC" wordcount "$S/a.tdc" >"$S/wc"
     "$TADOC" invindex "$S/a.tdc" >"$S/inv"
-    M=$S/m
-    mkdir "$M"
-    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o ro,mem=4M 3>&-
-    wait_mounted "$M"
-    pid=$(daemon_pid "$S/a.tdc")
+    mount_plain ro,mem=4M
     for i in 1 2 3 4 5 6 7 8; do random_reads "$M" . "$T" 6 >"$S/reads.$i" & done
     sleep 1
     cmp "$M/.wordcount" "$S/wc" &
@@ -556,11 +558,7 @@ EOF_PY
     cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
     n=$(shards_of "$S/a.tdc")
-    M=$S/m
-    mkdir "$M"
-    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o mem=2M 3>&-
-    wait_mounted "$M"
-    pid=$(daemon_pid "$S/a.tdc")
+    mount_plain mem=2M
     local round i f
     for round in 1 2; do
         for i in 1 2 3 4; do random_reads "$M" brown "$T" 4 >"$S/reads.$i" & done
@@ -618,11 +616,7 @@ EOF_PY
     # loaded whole, and the daemon stays within the bound a compaction keeps.
     cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
-    M=$S/m
-    mkdir "$M"
-    "$TADOCFS_PLAIN" "$S/a.tdc" "$M" -o mem=2M 3>&-
-    wait_mounted "$M"
-    pid=$(daemon_pid "$S/a.tdc")
+    mount_plain mem=2M
     local d f i
     (cd "$T" && find linux-slice -type f | sort | awk 'NR % 9 == 0') >"$S/edited"
     for d in "$T" "$M"; do
