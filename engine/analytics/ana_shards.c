@@ -92,6 +92,11 @@ typedef struct wide {
     uint32_t ent, rank, first, last;
 } wide;
 
+/* A part: shards [first, last] of the archive, analysed as one grammar. */
+typedef struct span {
+    uint32_t first, last;
+} span;
+
 typedef struct job {
     ana_ctx *ctx; /* each shard's analytic: the caller's options on one thread, nothing kept */
     ana_part_fn fn; /* or this, with arg */
@@ -100,7 +105,7 @@ typedef struct job {
     const arc *meta;
     uint32_t first, end;
     const unsigned char *vis;
-    const uint32_t *todo; /* the shards to work on */
+    const span *todo; /* the parts to work on: consecutive shards each */
     uint32_t ntodo;
     const wide *wide;
     size_t nwide;
@@ -122,32 +127,30 @@ static void job_fail(job *j, int rc)
     pthread_mutex_unlock(&j->lock);
 }
 
-/* do_shard's work once the budget, if any, has room for it. */
-static int do_shard_loaded(job *j, uint32_t k)
+static int do_part_loaded(job *j, span t);
+
+/* The part of piece p (shards t of meta): its output and the edges of the wide files cut
+ * between it and another part, into the merge. */
+static int piece_part(job *j, const arc *p, span t)
 {
-    arc *p;
-    int rc = arc_open_piece(j->meta, k, &p);
-    if (rc == -EBADMSG) { /* whether it matters depends on the files (damage_check) */
-        pthread_mutex_lock(&j->lock);
-        j->damage[k] = strdup(tdc_errmsg());
-        pthread_mutex_unlock(&j->lock);
-        return j->damage[k] ? 0 : tdc_error(-ENOMEM, "out of memory");
-    }
-    if (rc) return tdc_error_ctx(rc, "%s", j->meta->path);
     buf part = {0};
     size_t ne = 0;
     ana_edge *e = calloc(j->nwide ? j->nwide : 1, sizeof *e);
+    int rc = 0;
     if (!e)
         rc = tdc_error(-ENOMEM, "out of memory");
     else if (j->fn)
         rc = j->fn(j->arg, j->kind, p, j->first, j->end, j->vis, &part);
     else
         rc = ana_table[j->kind].cpu(j->ctx, p, j->first, j->end, j->vis, &part);
-    for (size_t i = 0; !rc && i < j->nwide; i++)
-        if (j->wide[i].first <= k && k <= j->wide[i].last && p->ents[j->wide[i].ent].root_len &&
-            !(rc = piece_edge(p, j->wide[i].ent, j->wide[i].rank, k, &e[ne])))
+    for (size_t i = 0; !rc && i < j->nwide; i++) {
+        const wide *w = &j->wide[i];
+        int meets = w->first <= t.last && t.first <= w->last;
+        int inside = t.first <= w->first && w->last <= t.last; /* no cut in this part */
+        if (meets && !inside && p->ents[w->ent].root_len &&
+            !(rc = piece_edge(p, w->ent, w->rank, t.first, &e[ne])))
             ne++;
-    arc_piece_free(p);
+    }
     if (!rc) rc = ana_merge_part(j->m, &part);
     for (size_t i = 0; !rc && i < ne; i++)
         rc = ana_merge_edge(j->m, &e[i]);
@@ -158,18 +161,50 @@ static int do_shard_loaded(job *j, uint32_t k)
     return rc;
 }
 
+/* do_part's work once the budget, if any, has room for it. A part of several shards one of
+ * which is damaged goes shard by shard instead, so that the damage is the shard's alone. */
+static int do_part_loaded(job *j, span t)
+{
+    arc *p;
+    int rc = arc_open_pieces(j->meta, t.first, t.last, &p);
+    if (rc == -EBADMSG && t.first < t.last) {
+        for (uint32_t k = t.first; !rc && k <= t.last; k++)
+            rc = do_part_loaded(j, (span){k, k});
+        return rc;
+    }
+    if (rc == -EBADMSG) { /* whether it matters depends on the files (damage_check) */
+        pthread_mutex_lock(&j->lock);
+        j->damage[t.first] = strdup(tdc_errmsg());
+        pthread_mutex_unlock(&j->lock);
+        return j->damage[t.first] ? 0 : tdc_error(-ENOMEM, "out of memory");
+    }
+    if (rc) return tdc_error_ctx(rc, "%s", j->meta->path);
+    rc = piece_part(j, p, t);
+    arc_piece_free(p);
+    return rc;
+}
+
 uint64_t ana_shard_mem(const arc *meta, uint32_t k)
 {
     return 2 * arc_shard_mem_estimate(meta, k);
 }
 
-/* Shard k: its output and the edges of the wide files in it, into the merge. */
-static int do_shard(job *j, uint32_t k)
+/* What part t is expected to hold while analysed (ana_shard_mem of its shards). */
+static uint64_t part_mem(const arc *meta, span t)
+{
+    uint64_t n = 0;
+    for (uint32_t k = t.first; k <= t.last; k++)
+        n += ana_shard_mem(meta, k);
+    return n;
+}
+
+/* Part t: its output and the edges of the wide files in it, into the merge. */
+static int do_part(job *j, span t)
 {
     mbud *b = ana_ctx_opts(j->ctx)->budget;
-    uint64_t need = b ? ana_shard_mem(j->meta, k) : 0;
+    uint64_t need = b ? part_mem(j->meta, t) : 0;
     if (b) mbud_take(b, need, 1);
-    int rc = do_shard_loaded(j, k);
+    int rc = do_part_loaded(j, t);
     if (b) mbud_give(b, need);
     return rc;
 }
@@ -182,7 +217,7 @@ static void *worker(void *arg)
         uint32_t i = j->rc ? j->ntodo : j->next++;
         pthread_mutex_unlock(&j->lock);
         if (i >= j->ntodo) return NULL;
-        int rc = do_shard(j, j->todo[i]);
+        int rc = do_part(j, j->todo[i]);
         if (rc) job_fail(j, rc);
     }
 }
@@ -242,6 +277,54 @@ int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigne
     vec32_free(&files);
     vec32_free(&todo);
     return rc;
+}
+
+/* The shards of todo (in order) gathered into parts (ana_opts.group_room) in *parts, *n of
+ * them: as many as the room needs, at least group_min, each of about the same need, cut
+ * where the shards needed are not consecutive, and a part closed before it would pass the
+ * room or half the budget; a shard of need UINT64_MAX is a part alone. */
+static int group(const arc *meta, const ana_opts *o, const vec32 *todo, span **parts, uint32_t *n)
+{
+    span *t = malloc((todo->n ? todo->n : 1) * sizeof *t);
+    if (!(*parts = t)) return tdc_error(-ENOMEM, "out of memory");
+    uint64_t room = o->group_need ? o->group_room : 0, total = 0, host = UINT64_MAX, m = 1;
+    for (size_t i = 0; room && i < todo->n; i++) {
+        uint64_t nk = o->group_need(meta, todo->p[i]);
+        total += nk == UINT64_MAX ? 0 : nk;
+    }
+    if (room) {
+        m = (total + room - 1) / room;
+        if (m < (uint64_t)o->group_min) m = (uint64_t)o->group_min;
+    }
+    if (room && o->budget) {
+        mbud_stats st;
+        mbud_get_stats(o->budget, &st);
+        host = st.limit / 2;
+    }
+    uint32_t np = 0;
+    uint64_t cum = 0, need = 0, mem = 0, was = 0;
+    for (size_t i = 0; i < todo->n; i++) {
+        uint32_t k = todo->p[i];
+        uint64_t nk = room ? o->group_need(meta, k) : 0, mk = ana_shard_mem(meta, k);
+        /* the share of the total this shard's middle falls in */
+        uint64_t g = total && nk != UINT64_MAX
+                         ? (uint64_t)(((double)cum + (double)nk / 2) * (double)m / (double)total)
+                         : UINT64_MAX;
+        cum += nk == UINT64_MAX ? 0 : nk;
+        if (np && room && t[np - 1].last + 1 == k && g == was && g != UINT64_MAX && need <= room &&
+            nk <= room - need && mem <= host && mk <= host - mem) {
+            t[np - 1].last = k;
+            need += nk;
+            mem += mk;
+        } else {
+            t[np++] = (span){k, k};
+            need = nk;
+            mem = mk;
+        }
+        was = g;
+    }
+    *n = np;
+    return 0;
 }
 
 /* The error of the whole archive's load for this scope: the first visible file (in entry
@@ -311,13 +394,19 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
              .vis = vis};
     vec32 todo = {0};
     wide *wd = NULL;
+    span *parts = NULL;
+    uint32_t nparts = 0;
     ana_opts o = *ana_ctx_opts(c);
     int rc = ana_merge_new(kind, meta, first, end, vis, &j.m);
     if (!rc && o.spill_dir) ana_merge_spill(j.m, o.spill_dir, o.spill_at);
     if (!rc) rc = plan(meta, ana_merge_files(j.m), sh ? sh->take : NULL, &todo, &wd, &j.nwide);
+    if (!rc) rc = group(meta, &o, &todo, &parts, &nparts);
+    if (!rc && o.verbose && nparts < todo.n)
+        fprintf(stderr, "tadoc: %s: %zu shards in %u parts\n", ana_table[kind].name, todo.n,
+                nparts);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = o.shards > 0 ? (uint32_t)o.shards : cpus > 1 ? (uint32_t)cpus : 1;
-    if (nth > todo.n) nth = (uint32_t)todo.n;
+    if (nth > nparts) nth = nparts;
     o.cache = 0; /* every shard is another grammar */
     if (nth > 1) o.threads = 1;
     /* A shard's analysis hands what it holds to the merge each time it passes an eighth of
@@ -333,8 +422,8 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
     if (!rc && (!(j.ctx = ana_ctx_new(&o)) || !(j.damage = calloc(meta->nshards, sizeof *j.damage))))
         rc = tdc_error(-ENOMEM, "out of memory");
     if (!rc) {
-        j.todo = todo.p;
-        j.ntodo = (uint32_t)todo.n;
+        j.todo = parts;
+        j.ntodo = nparts;
         j.wide = wd;
         pthread_mutex_init(&j.lock, NULL);
         par_run(nth ? nth : 1, worker, &j, 0);
@@ -355,6 +444,7 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
     ana_ctx_free(j.ctx);
     ana_merge_free(j.m);
     vec32_free(&todo);
+    free(parts);
     free(wd);
     return rc;
 }

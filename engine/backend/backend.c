@@ -486,17 +486,45 @@ unsigned backend_cpus(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
+#ifdef TDC_HAVE_CUDA
+/* Device bytes shard k of a is estimated to take uploaded, indexed and analysed
+ * (backend_gpu_fits), without the file table's. */
+static uint64_t shard_gpu_need(const arc *a, uint32_t k)
+{
+    const arc_shard *s = &a->shards[k];
+    return 64 * (s->root_syms + 3 * (uint64_t)s->nrules) + 2 * a->secs[s->sec].raw;
+}
+
+/* shard_gpu_need for gathering shards into parts (ana_opts.group_need): a shard holding a
+ * word of TOK_CAP bytes is a part alone, as the GPU leaves such a part to the CPU. */
+static uint64_t group_gpu_need(const arc *a, uint32_t k)
+{
+    return a->shards[k].long_words == ARC_LONG_YES ? UINT64_MAX : shard_gpu_need(a, k);
+}
+
+/* Device bytes the file table of a takes uploaded (every piece carries all of it). */
+static uint64_t table_gpu_need(const arc *a)
+{
+    return 128 * (uint64_t)a->nents;
+}
+
+/* Device bytes a whole upload may take: b's gpu_mem, or half of the device's free memory
+ * (0 when it cannot say). */
+static uint64_t gpu_room(backend *b)
+{
+    uint64_t free_b = 0, total = 0;
+    if (b->o.gpu_mem) return b->o.gpu_mem;
+    return gpu_mem_info(&free_b, &total) ? 0 : free_b / 2;
+}
+#endif
+
 int backend_gpu_fits(backend *b, const arc *a)
 {
 #ifdef TDC_HAVE_CUDA
-    uint64_t need = 128 * (uint64_t)a->nents, free_b = 0, total = 0;
-    for (uint32_t k = 0; k < a->nshards; k++) {
-        const arc_shard *s = &a->shards[k];
-        need += 64 * (s->root_syms + 3 * (uint64_t)s->nrules) + 2 * a->secs[s->sec].raw;
-    }
-    if (!backend_gpu_available()) return 0;
-    if (b->o.gpu_mem) return need <= b->o.gpu_mem;
-    return !gpu_mem_info(&free_b, &total) && need <= free_b / 2;
+    uint64_t need = table_gpu_need(a);
+    for (uint32_t k = 0; k < a->nshards; k++)
+        need += shard_gpu_need(a, k);
+    return backend_gpu_available() && need <= gpu_room(b);
 #else
     (void)b;
     (void)a;
@@ -576,8 +604,24 @@ int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint3
     ana_part_fn fn = backend_part_fn(b, kind, meta, first, end);
     counted k = {sink, sctx, 0};
     uint64_t parts = dev_parts(b);
-    int rc = ana_by_shard_to(c ? c : b->ana, fn, b, kind, meta, first, end, vis, count_sink, &k);
+    ana_ctx *own = NULL;
+    if (!c) c = b->ana;
+#ifdef TDC_HAVE_CUDA
+    /* On the GPUs, consecutive shards go up as one part while they fit the room a whole
+     * upload may take: fewer uploads, preparations and parts to merge; at least one part per
+     * device, so that each has its share. */
+    uint64_t room = fn ? gpu_room(b) : 0;
+    if (room > table_gpu_need(meta)) {
+        ana_opts o = *ana_ctx_opts(c);
+        o.group_room = room - table_gpu_need(meta);
+        o.group_min = b->ndev;
+        o.group_need = group_gpu_need;
+        if (!(c = own = ana_ctx_new(&o))) return tdc_error(-ENOMEM, "out of memory");
+    }
+#endif
+    int rc = ana_by_shard_to(c, fn, b, kind, meta, first, end, vis, count_sink, &k);
     if (!rc) account(b, dev_parts(b) == parts, k.bytes); /* the GPUs' if they took parts */
+    ana_ctx_free(own);
     return rc;
 }
 

@@ -2549,25 +2549,56 @@ int arc_open_part(const arc *meta, uint32_t ent, uint32_t k, arc **out)
     return rc;
 }
 
-void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start, uint64_t *len)
+void arc_entry_in_span(const arc *a, uint32_t ent, uint32_t first, uint32_t last, uint64_t *start,
+                       uint64_t *len)
 {
     const arc_entry *e = &a->ents[ent];
-    const arc_shard *sh = &a->shards[k];
-    uint64_t lo = e->root_start > sh->root_off ? e->root_start : sh->root_off;
-    uint64_t hi = e->root_start + e->root_len, top = sh->root_off + sh->root_syms;
+    const arc_shard *f = &a->shards[first], *l = &a->shards[last];
+    uint64_t lo = e->root_start > f->root_off ? e->root_start : f->root_off;
+    uint64_t hi = e->root_start + e->root_len, top = l->root_off + l->root_syms;
     if (hi > top) hi = top;
     *start = *len = 0;
     if (e->type == ARC_REG && hi > lo) {
-        *start = lo - sh->root_off;
+        *start = lo - f->root_off;
         *len = hi - lo;
     }
 }
 
-int arc_open_piece(const arc *meta, uint32_t k, arc **out)
+void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start, uint64_t *len)
+{
+    arc_entry_in_span(a, ent, k, k, start, len);
+}
+
+/* Shards [first, first + n) of meta loaded (several threads) and merged into one grammar in
+ * p; a damaged one fails the whole (-EBADMSG, its message). */
+static int load_pieces(const arc *meta, uint32_t first, uint32_t n, arc *p)
+{
+    if (n == 1) return load_shard(meta, first, &p->dict, &p->g); /* checked against the table */
+    dict **d = calloc(n, sizeof *d);
+    gram *g = calloc(n, sizeof *g);
+    char **damage = calloc(n, sizeof *damage);
+    int rc = d && g && damage ? load_shards(meta, first, n, d, g, damage)
+                              : tdc_error(-ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if (damage[i]) rc = tdc_error(-EBADMSG, "%s", damage[i]);
+    if (!rc) rc = gram_merge(d, g, n, &p->dict, &p->g);
+    for (uint32_t i = 0; d && g && damage && i < n; i++) {
+        dict_free(d[i]);
+        gram_free(&g[i]);
+        free(damage[i]);
+    }
+    free(d);
+    free(g);
+    free(damage);
+    return rc;
+}
+
+int arc_open_pieces(const arc *meta, uint32_t first, uint32_t last, arc **out)
 {
     *out = NULL;
-    if (!meta->pending || k >= meta->nshards || meta->version < 4)
-        return tdc_error(-EINVAL, "shard %u: not a shard of an unloaded version 4 archive", k);
+    if (!meta->pending || first > last || last >= meta->nshards || meta->version < 4)
+        return tdc_error(-EINVAL, "shards %u to %u: not shards of an unloaded version 4 archive",
+                         first, last);
     arc *p = calloc(1, sizeof *p);
     if (!p || !(p->ents = malloc((meta->nents ? meta->nents : 1) * sizeof *p->ents))) {
         free(p);
@@ -2588,15 +2619,20 @@ int arc_open_piece(const arc *meta, uint32_t k, arc **out)
         e->xattrs = NULL;
         e->nxattrs = 0;
         e->shard = 0;
-        arc_entry_in_shard(meta, i, k, &e->root_start, &e->root_len);
+        arc_entry_in_span(meta, i, first, last, &e->root_start, &e->root_len);
     }
-    int rc = load_shard(meta, k, &p->dict, &p->g); /* checks it against the shard table */
+    int rc = load_pieces(meta, first, last - first + 1, p);
     if (rc) {
         arc_piece_free(p);
         return rc;
     }
     *out = p;
     return 0;
+}
+
+int arc_open_piece(const arc *meta, uint32_t k, arc **out)
+{
+    return arc_open_pieces(meta, k, k, out);
 }
 
 /* arc_entry_copy of an entry of `from` into `to`, whose block of strings is a copy of

@@ -504,6 +504,11 @@ int arc_meta_dup(const arc *meta, arc **out);
  * arc_piece_free, before meta. Errors as arc_load_data, except that a damaged shard fails
  * (-EBADMSG), and the message names "shard K" but not the archive. */
 int arc_open_piece(const arc *meta, uint32_t k, arc **out);
+
+/* arc_open_piece of the consecutive shards [first, last] together: their grammars merged into
+ * one (the shards loaded on several threads), each regular file's run cut to the part that
+ * lies in them, relative to shard first's root. A damaged shard fails it all (-EBADMSG). */
+int arc_open_pieces(const arc *meta, uint32_t first, uint32_t last, arc **out);
 void arc_piece_free(arc *p);
 
 /* The regular file at `path` (leading slashes ignored): its entry in *ent, or -ENOENT (no such
@@ -513,6 +518,10 @@ int arc_find_file(const arc *a, const char *path, uint32_t *ent);
 /* Where entry ent's content lies, as [start, start + len) of shard k's root (see arc_entry;
  * len 0 where it has none in shard k). */
 void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start, uint64_t *len);
+
+/* The same for the consecutive shards [first, last], relative to shard first's root. */
+void arc_entry_in_span(const arc *a, uint32_t ent, uint32_t first, uint32_t last, uint64_t *start,
+                       uint64_t *len);
 
 /* The message arc_entry_damaged gives for entry `ent` when shard k, damaged for the reason
  * `why`, holds part of its content: -EBADMSG. */

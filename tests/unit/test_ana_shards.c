@@ -99,6 +99,13 @@ static void compare(ana_ctx *c, const arc *meta, const arc *w, int k, uint32_t f
     buf_free(&want);
 }
 
+/* A part's need, for the rounds that gather shards: the shard's content and a byte; every
+ * fifth shard a part alone. */
+static uint64_t shard_need(const arc *meta, uint32_t k)
+{
+    return k % 5 == 3 ? UINT64_MAX : meta->shards[k].bytes + 1;
+}
+
 static void test_by_shard_equals_whole(void **state)
 {
     (void)state;
@@ -139,7 +146,22 @@ static void test_by_shard_equals_whole(void **state)
                        round == 2 ? 1 : 2000,
                        NULL,
                        NULL,
-                       0};
+                       0,
+                       0,
+                       0,
+                       NULL};
+        /* Most rounds gather consecutive shards into parts of one grammar each: a room of a
+         * fraction of the content, at least 1 to 3 parts; under the tiny budget of rounds 3
+         * and 7 every part stays one shard (half the budget). */
+        if (round % 4 != 1) {
+            uint64_t all = 0;
+            for (uint32_t k = 0; k < meta->nshards; k++)
+                all += meta->shards[k].bytes + 1;
+            op.group_need = shard_need;
+            uint64_t gs = 77 + (uint64_t)round; /* its own draws: the trees stay as they were */
+            op.group_room = all * (1 + tu_rand(&gs) % 3) / (2 + tu_rand(&gs) % 6);
+            op.group_min = 1 + round % 3;
+        }
         ana_ctx *c = ana_ctx_new(&op);
         assert_non_null(c);
         for (int k = 0; k < ANA_NIDS; k++) {

@@ -106,8 +106,20 @@ static void test_mask_equals_subset(void **state)
             if (all->ents[e].type == ARC_DIR) vis[e] = (unsigned char)(tu_rand(&seed) % 2);
         arc *part = pack_tree("vis-part", keep, 99);
         for (int t = 0; t < 4; t++) {
-            ana_opts o = {
-                t % 2 ? ANA_BOTTOMUP : ANA_TOPDOWN, t < 2 ? 1 : 2, 1, 0, 0, NULL, NULL, 0, NULL, NULL, 0};
+            ana_opts o = {t % 2 ? ANA_BOTTOMUP : ANA_TOPDOWN,
+                          t < 2 ? 1 : 2,
+                          1,
+                          0,
+                          0,
+                          NULL,
+                          NULL,
+                          0,
+                          NULL,
+                          NULL,
+                          0,
+                          0,
+                          0,
+                          NULL};
             ana_ctx *c = ana_ctx_new(&o);
             assert_non_null(c);
             compare_scope(c, all, vis, part, "");

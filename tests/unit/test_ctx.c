@@ -102,7 +102,8 @@ static void test_contexts_agree(void **state)
     job j[12];
     pthread_t th[12];
     for (int i = 0; i < 12; i++) {
-        ana_opts o = {i % 3, 1 + (i / 3) % 2, i < 6, 0, 0, NULL, NULL, 0, NULL, NULL, 0};
+        ana_opts o = {i % 3, 1 + (i / 3) % 2, i < 6, 0, 0, NULL, NULL, 0, NULL, NULL, 0, 0, 0,
+                      NULL};
         memset(&j[i], 0, sizeof j[i]);
         assert_non_null(j[i].c = ana_ctx_new(&o));
         assert_int_equal(ana_ctx_opts(j[i].c)->traversal, i % 3);
@@ -129,7 +130,7 @@ static void test_options_normalized(void **state)
     assert_int_equal(d->traversal, ANA_AUTO);
     assert_int_equal(d->threads, 0);
     assert_int_equal(d->cache, 1);
-    ana_opts o = {7, 9, 1, -3, 0, NULL, NULL, 0, NULL, NULL, 0};
+    ana_opts o = {7, 9, 1, -3, 0, NULL, NULL, 0, NULL, NULL, 0, 0, 0, NULL};
     ana_ctx *c = ana_ctx_new(&o);
     assert_non_null(c);
     assert_int_equal(ana_ctx_opts(c)->traversal, ANA_AUTO);
