@@ -742,8 +742,9 @@ static int run_analytic(int argc, char **argv, int kind)
     rc = backend_new(&o, &be);
     /* An archive of several shards is analysed shard by shard, each shard loaded alone, on
      * every core; where auto's threshold (or on) gives the scope to the GPU, whole on one GPU
-     * when it fits there (faster), else one shard at a time on every GPU. One that cannot be
-     * (a word cut between shards) is loaded whole. */
+     * when it fits there and there is one (faster), else in parts of consecutive shards as
+     * large as a GPU takes, at least one per GPU. One that cannot be (a word cut between
+     * shards) is loaded whole. */
     int whole = rc || a->nshards < 2 || o.ana.shards == ANA_WHOLE, gpu = 0, done = 0;
     if (!whole) {
         uint64_t bytes, all;
@@ -765,7 +766,8 @@ static int run_analytic(int argc, char **argv, int kind)
          * a word token of TOK_CAP bytes has none, one with such a token skips all that (an
          * archive whose writer did not record it in the header). */
         arc *meta = NULL;
-        if (gpu && fits && !(rc = arc_meta_dup(a, &meta)) && !(rc = arc_load_data(a)) &&
+        int one = gpu && fits && backend_gpu_devices(be) == 1;
+        if (one && !(rc = arc_meta_dup(a, &meta)) && !(rc = arc_load_data(a)) &&
             (dict_has_word_of(a->dict, TOK_CAP) ||
              (rc = backend_gpu_analytic(be, kind, a, 1, first, end, NULL, &out)) == 1)) {
             rc = 0;
@@ -776,7 +778,7 @@ static int run_analytic(int argc, char **argv, int kind)
             arc_free(a);
             a = meta;
             meta = NULL;
-        } else if (gpu && fits) {
+        } else if (one) {
             done = !rc;
         }
         arc_free(meta);

@@ -548,6 +548,23 @@ int backend_pick_devices(int n, int share, int shares, int *dev)
     return k;
 }
 
+int backend_gpu_devices(backend *b)
+{
+#ifdef TDC_HAVE_CUDA
+    if (!backend_gpu_available()) return 0;
+    pthread_mutex_lock(&b->gpu_lock);
+    if (!b->ndev) {
+        int n = gpu_device_count();
+        b->ndev = n < 1 ? -1 : backend_pick_devices(n, b->o.gpu_share, b->o.gpu_shares, b->dev);
+    }
+    pthread_mutex_unlock(&b->gpu_lock);
+    return b->ndev > 0 ? b->ndev : 0;
+#else
+    (void)b;
+    return 0;
+#endif
+}
+
 ana_part_fn backend_part_fn(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end)
 {
 #ifdef TDC_HAVE_CUDA
@@ -557,14 +574,7 @@ ana_part_fn backend_part_fn(backend *b, int kind, const arc *meta, uint32_t firs
         backend_scope_bytes(meta, first, end, &scope, &all);
         on = scope >= b->o.auto_min && backend_cli_gpu_wins(kind, scope, all, backend_cpus(), 0);
     }
-    if (!on || !backend_gpu_available()) return NULL;
-    pthread_mutex_lock(&b->gpu_lock);
-    if (!b->ndev) {
-        int n = gpu_device_count();
-        b->ndev = n < 1 ? -1 : backend_pick_devices(n, b->o.gpu_share, b->o.gpu_shares, b->dev);
-    }
-    pthread_mutex_unlock(&b->gpu_lock);
-    return b->ndev > 0 ? part_on_gpu : NULL;
+    return on && backend_gpu_devices(b) ? part_on_gpu : NULL;
 #else
     (void)b;
     (void)kind;

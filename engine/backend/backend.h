@@ -166,6 +166,10 @@ int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t
  * mode, backend_cli_gpu_wins give them the scope; NULL for the CPU alone. */
 ana_part_fn backend_part_fn(backend *b, int kind, const arc *meta, uint32_t first, uint32_t end);
 
+/* The GPUs b uses (backend_pick_devices of the visible ones); 0 without a usable GPU. The
+ * first call starts CUDA. */
+int backend_gpu_devices(backend *b);
+
 /* The devices a backend with gpu_share and gpu_shares (backend_opts) uses of n visible ones
  * (at most BACKEND_MAX_GPUS counted): their numbers into dev, in order; their count. */
 int backend_pick_devices(int n, int share, int shares, int *dev);
