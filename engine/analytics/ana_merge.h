@@ -25,7 +25,7 @@
 /* The words at the ends of one file's content in one part. */
 typedef struct ana_edge {
     uint32_t file;  /* its rank among the scope's files (ana_scope_files) */
-    uint32_t part;  /* the part (shard) number: a file's pieces follow in part order */
+    uint32_t part;  /* the part's (first) shard: a file's pieces follow in part order */
     uint32_t nw;    /* words in `words` */
     int whole;      /* 1: `words` are all the piece's words (4 or fewer); 0: the first two and
                        the last two of a piece of five or more */

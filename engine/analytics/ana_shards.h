@@ -2,7 +2,9 @@
  * shard"): each shard the scope touches is loaded alone (arc_open_piece), analysed with the
  * CPU analytic on one thread, and dropped; worker threads take one shard each, and the
  * shards' results are merged exactly (ana_merge). Memory follows the shards being worked on,
- * not the archive, and the work spreads over every core. */
+ * not the archive, and the work spreads over every core. Where ana_opts.group_room asks
+ * (a GPU's parts), a part is several consecutive shards loaded as one grammar
+ * (arc_open_pieces) instead of one shard. */
 #ifndef TDC_ANA_SHARDS_H
 #define TDC_ANA_SHARDS_H
 

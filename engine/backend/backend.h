@@ -151,12 +151,13 @@ int backend_gpu_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint3
  * loaded: shard by shard (ana_by_shard with the analytics context c, or b's own when NULL:
  * c's options say how many shards at once), each shard loaded alone. With b's mode on and a
  * usable GPU, or in auto mode where backend_cli_gpu_wins gives the scope's shards to the GPU
- * (a scope of at least auto_min bytes), each shard's part is computed on the GPU (the shard
- * uploaded for it alone and
- * dropped after, so an archive of any size streams through the GPU's memory one shard at a
- * time while worker threads decode the next shards), spread over every visible device
- * (CUDA_VISIBLE_DEVICES; up to BACKEND_MAX_GPUS, one shard at a time on each); else, or when
- * the GPU fails on a shard (counted as a fallback), on the CPU. The output is the same either
+ * (a scope of at least auto_min bytes), the parts are computed on the GPU: consecutive shards
+ * gathered into parts of one grammar each, as large as a whole upload may be (gpu_mem) and at
+ * least one per device (ana_opts.group_*), each uploaded for its analytic alone and dropped
+ * after, so an archive of any size streams through the GPU's memory a part at a time while
+ * worker threads decode the next parts, spread over every visible device
+ * (CUDA_VISIBLE_DEVICES; up to BACKEND_MAX_GPUS, one part at a time on each); else, or when
+ * the GPU fails on a part (counted as a fallback), on the CPU. The output is the same either
  * way; errors as ana_by_shard. */
 int backend_by_shard(backend *b, ana_ctx *c, int kind, const arc *meta, uint32_t first,
                      uint32_t end, const unsigned char *vis, buf *out);
