@@ -634,12 +634,13 @@ static unsigned long long gpu_requests(char *st, size_t n)
     return r[0];
 }
 
-/* ---- backend_by_shard: every analytic one shard at a time through the GPU ---- */
+/* ---- backend_by_shard: every analytic in parts of shards through the GPU ---- */
 
 /* An archive of several shards (a, loaded whole; path to open it again unloaded): every
- * analytic, over the whole archive and random scopes, shard by shard with each shard's part
- * on the GPU equals the CPU on the archive loaded whole; each shard went to the GPU (no
- * fallback), and every visible device took parts. Prints the times of the whole archive's
+ * analytic, over the whole archive and random scopes, in parts of consecutive shards on the
+ * GPU (as large as the device room allows, at least one per device) equals the CPU on the
+ * archive loaded whole; each part went to the GPU (no fallback), and every visible device
+ * took parts. Prints the times of the whole archive's
  * analytics: by shard on the GPUs (a second run, the devices started), by shard on every
  * core, whole on the CPU. --shards runs only this. */
 static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
@@ -650,7 +651,7 @@ static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
     char st[1024];
     buf want = {0}, got = {0};
     printf("backend_by_shard, %u shards, whole archive (ms):\n  %-14s %14s %14s %14s\n",
-           m->nshards, "analytic", "gpu by shard", "cpu by shard", "cpu whole");
+           m->nshards, "analytic", "gpu in parts", "cpu by shard", "cpu whole");
     for (int k = 0; k < ANA_NIDS; k++) {
         for (int s = 0; s < 4; s++) {
             uint32_t first = s ? (uint32_t)(rnd(seed) % a->nents) : 0,
@@ -693,7 +694,7 @@ static void check_by_shard(const char *path, const arc *a, uint64_t *seed)
     int ndev = gpu_device_count();
     if (used < (ndev < BACKEND_MAX_GPUS ? ndev : BACKEND_MAX_GPUS) && m->nshards >= (uint32_t)ndev)
         FAIL("backend_by_shard: %d of %d devices took parts: %s", used, ndev, st);
-    printf("backend_by_shard: every analytic, whole archive and 3 scopes, each shard on the GPU: "
+    printf("backend_by_shard: every analytic, whole archive and 3 scopes, each part on the GPU: "
            "%s\n  stats: %s\n", fails > before ? "DIFFER" : "agree", st);
     buf_free(&want);
     buf_free(&got);

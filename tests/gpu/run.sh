@@ -177,13 +177,18 @@ for name in $([ -z "${READS_ONLY:-}" ] && echo linux-slice brown edge shards cop
     done
 done
 echo "tadoc with TADOC_GPU=on: every analytic checked against TADOC_GPU=off"
-# A device budget smaller than the sharded archive: each shard goes through the GPU alone.
-for an in wordcount sort invindex termvector seqcount rankedinvindex; do
-    cmp -s <(TADOC_GPU=on TADOC_GPU_MEM=64K build/rel/tadoc $an "$tmp/shards.tdc") \
-        <(TADOC_GPU=off build/rel/tadoc $an "$tmp/shards.tdc") ||
-        { echo "tadoc $an shards with TADOC_GPU_MEM=64K: differs from TADOC_GPU=off"; status=1; }
+# A device budget smaller than the sharded archive: parts of consecutive shards as large as
+# it allows go through the GPU one after another (64K: each shard alone).
+for mem in 64K 2M 8M; do
+    for an in wordcount sort invindex termvector seqcount rankedinvindex; do
+        cmp -s <(TADOC_GPU=on TADOC_GPU_MEM=$mem build/rel/tadoc $an "$tmp/shards.tdc") \
+            <(TADOC_GPU=off build/rel/tadoc $an "$tmp/shards.tdc") ||
+            { echo "tadoc $an shards with TADOC_GPU_MEM=$mem: differs from TADOC_GPU=off"; status=1; }
+    done
+    parts=$(TADOC_GPU=on TADOC_GPU_MEM=$mem TADOC_ANA_VERBOSE=1 build/rel/tadoc wordcount \
+        "$tmp/shards.tdc" 2>&1 >/dev/null | grep -o "[0-9]* shards in [0-9]* parts")
+    echo "tadoc with TADOC_GPU_MEM=$mem below the archive: every analytic checked (${parts:-each shard a part})"
 done
-echo "tadoc with TADOC_GPU_MEM below the archive (shard by shard through the GPU): every analytic checked"
 command -v mpirun >/dev/null && [ -x build/rel/tadoc-mpi ] && mpi_check "$tmp/shards.tdc"
 # tadoc apply --offsets=batch: the batch's offsets from the GPU (TADOC_GPU=on; its summary must
 # say so) give the same extracts and, once compacted, the same files as from the CPU. 20,000 inserts and 5,000
