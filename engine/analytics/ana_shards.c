@@ -168,6 +168,7 @@ static int do_part_loaded(job *j, span t)
     arc *p;
     int rc = arc_open_pieces(j->meta, t.first, t.last, &p);
     if (rc == -EBADMSG && t.first < t.last) {
+        rc = 0;
         for (uint32_t k = t.first; !rc && k <= t.last; k++)
             rc = do_part_loaded(j, (span){k, k});
         return rc;

@@ -650,6 +650,14 @@ static void test_search_part_by_part(void **state)
     free(path);
 }
 
+/* A part's need of a byte a shard (ana_opts.group_need). */
+static uint64_t one_byte(const arc *meta, uint32_t k)
+{
+    (void)meta;
+    (void)k;
+    return 1;
+}
+
 /* A copy of the sharded archive with one byte of shard k's section i (0 dictionary, 1 rules,
  * 2 root) flipped in its middle; its path (free it). */
 static char *damaged_copy(uint32_t k, int i)
@@ -725,6 +733,22 @@ static void test_damaged_shard_costs_its_files(void **state)
         assert_int_equal(backend_analytic(be, ANA_WORDCOUNT, a, 0, 3, 4, NULL, &c), 0);
         assert_int_equal(b.n, c.n);
         assert_memory_equal(b.p, c.p, c.n);
+        /* every shard in one part (ana_opts.group_*): the damaged one makes that part go
+         * shard by shard, with the same error and the same words */
+        ana_opts go = ANA_OPTS_INIT;
+        go.group_room = UINT64_MAX / 2;
+        go.group_need = one_byte;
+        ana_ctx *gc = ana_ctx_new(&go);
+        assert_non_null(gc);
+        buf g = {0};
+        assert_int_equal(ana_by_shard(gc, NULL, NULL, ANA_WORDCOUNT, m, 0, m->nents, NULL, &g),
+                         -EBADMSG);
+        assert_non_null(strstr(tdc_errmsg(), "'big'"));
+        assert_int_equal(ana_by_shard(gc, NULL, NULL, ANA_WORDCOUNT, m, 3, 4, NULL, &g), 0);
+        assert_int_equal(g.n, c.n);
+        assert_memory_equal(g.p, c.p, c.n);
+        buf_free(&g);
+        ana_ctx_free(gc);
         buf_free(&c);
         arc_free(m);
         b.n = 0;
