@@ -19,6 +19,9 @@
 /* Virtual files per directory that inode numbers leave room for. */
 #define FS_VKINDS 8
 
+/* The read buffer a loop thread keeps between reads under a small budget (fs_ctx.lean). */
+#define FS_RBUF_KEEP ((size_t)128 << 10)
+
 /* The size from which a virtual file's text goes to a file rather than the heap (at most). */
 #define FS_SPILL_AT ((uint64_t)1 << 20)
 
@@ -33,6 +36,7 @@ typedef struct fs_ctx {
     uint32_t owner;          /* the uid that started the daemon: sees every virtual file whole */
     double timeout;          /* entry and attribute cache timeout, seconds */
     uint64_t mem;            /* -o mem= (0: none): analytics shard by shard keep about this */
+    int lean;                /* a budget under HEAP_HUGE_MIN: memory before speed (op_read) */
     pthread_mutex_t slock;   /* guards the word index */
     struct idx_words *words; /* word index of archive generation `words_gen` (0: none yet) */
     uint64_t words_gen;

@@ -496,6 +496,7 @@ int main(int argc, char **argv)
     vol_info vi;
     vol_get_info(c.v, &vi);
     c.mem = vi.budget; /* mem=, or the default budget the archive's size called for */
+    c.lean = c.mem && c.mem < HEAP_HUGE_MIN;
     /* Under a budget, one allocator arena for every thread: memory freed in the arenas of
      * other threads (a compaction's whole load, a span decoded by a FUSE thread) stayed
      * resident after malloc_trim, tens of MB on the test corpora, where one arena gives it

@@ -1266,10 +1266,10 @@ static ssize_t virtual_read(fs_ctx *c, fs_file *f, fuse_ino_t ino, off_t off, si
     return n;
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+/* op_read's work, its reply included. */
+static void read_reply(fs_ctx *c, fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
 {
-    fs_ctx *c = ctx_of(req);
     fs_file *f = (fs_file *)(uintptr_t)fi->fh; /* NULL: opened without the daemon (noopen) */
     if (size > rcap) {
         unsigned char *b = realloc(rbuf, size);
@@ -1319,6 +1319,22 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         /* the start of a file read without an open: store the next files ahead (push.h) */
         if (c->push && !off && !fi->fh) fs_push_hint(c, ino);
         fuse_reply_buf(req, (const char *)rbuf, (size_t)n);
+    }
+}
+
+/* READ: replies once, with the bytes or an error. Under a small budget (lean) a thread keeps
+ * no read buffer past FS_RBUF_KEEP between reads: the workers each held the largest read's
+ * (1 MiB with the kernel's readahead), ten of them more than such a budget. */
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    fs_ctx *c = ctx_of(req);
+    read_reply(c, req, ino, size, off, fi);
+    if (c->lean && rcap > FS_RBUF_KEEP) {
+        free(rbuf);
+        rbuf = NULL;
+        rcap = 0;
+        pthread_setspecific(rbuf_key, NULL);
     }
 }
 

@@ -102,14 +102,21 @@ static size_t field(const unsigned char *p, const unsigned char *end)
 
 /* ---- the merge ---- */
 
-/* A spilled counts merge's chunks of one bucket in the spill file (dump_table). */
+/* A stretch of the spill file: a bucket's run (finish_spilled), or a chunk of a spilled
+ * counts merge's bucket (dump_table): its header (CHUNK_HEAD bytes: the bucket's chunk
+ * before it, off and n, off NOT_SPILLED for none) at off, its n bytes of lines after. */
 typedef struct chunk {
     uint64_t off, n;
 } chunk;
 
+#define CHUNK_HEAD 16
+
+/* A spilled counts merge's bucket in the file: its last chunk, which leads back through the
+ * others (a list in the file, so that the memory of a bucket does not grow with the times
+ * the tables were emptied), and the bytes of lines in all of them. */
 typedef struct chunks {
-    chunk *c;
-    size_t n, cap;
+    chunk last;
+    uint64_t bytes;
 } chunks;
 
 /* counts: the keys of one hash bucket and their sums so far, under its lock. */
@@ -136,7 +143,7 @@ struct ana_merge {
     int fd;                  /* the spill file (-1 until the first part spilled) */
     uint64_t fsize;          /* its bytes: the spilled parts, each followed by a NUL */
     struct ctab *sum;        /* counts: nt tables, one per hash bucket */
-    chunks *sb;              /* counts spilled: SPILL_BUCKETS buckets' chunks in the file */
+    chunks *sb;              /* counts spilled: SPILL_BUCKETS buckets in the file */
     int spilled, dumping;    /* counts: a chunk is in the file; a thread is writing some */
     ana_edge *e;             /* edges of pieces of files that span parts */
     size_t ne, cape;
@@ -202,8 +209,6 @@ void ana_merge_free(ana_merge *m)
         buf_free(&m->sx[i].keys);
     }
     free(m->sx);
-    for (size_t b = 0; m->sb && b < SPILL_BUCKETS; b++)
-        free(m->sb[b].c);
     free(m->sb);
     if (m->fd >= 0) close(m->fd);
     for (int t = 0; m->sum && t < m->nt; t++) {
@@ -396,7 +401,11 @@ static int dump_table(ana_merge *m, ctab *c, buf *bk)
         const unsigned char *k = dict_bytes(c->keys, id, &kn);
         if (id >= c->cnt.n || !c->cnt.p[id]) continue;
         buf *b = &bk[bucket(k, kn, 2, SPILL_BUCKETS)];
-        if (m->kind == ANA_SORT)
+        static const unsigned char head[CHUNK_HEAD]; /* filled in below */
+        if (!b->n && buf_put(b, head, CHUNK_HEAD)) rc = -ENOMEM;
+        if (rc)
+            break;
+        else if (m->kind == ANA_SORT)
             rc = buf_put(b, k, kn) || buf_put(b, "\t", 1) || ana_put_num(b, c->cnt.p[id]);
         else
             rc = ana_put_num(b, c->cnt.p[id]) || buf_put(b, "\t", 1) || buf_put(b, k, kn);
@@ -409,26 +418,22 @@ static int dump_table(ana_merge *m, ctab *c, buf *bk)
     uint64_t at = m->fsize;
     if (!rc && m->fd < 0) m->fd = fio_tmpfile(m->dir);
     if (!rc && m->fd < 0) rc = 1;
-    if (!rc && !m->sb && !(m->sb = calloc(SPILL_BUCKETS, sizeof *m->sb))) rc = -ENOMEM;
+    if (!rc && !m->sb) {
+        if (!(m->sb = calloc(SPILL_BUCKETS, sizeof *m->sb))) rc = -ENOMEM;
+        for (size_t i = 0; !rc && i < SPILL_BUCKETS; i++)
+            m->sb[i].last.off = NOT_SPILLED;
+    }
     if (!rc) m->fsize += total;
+    for (size_t i = 0; !rc && i < SPILL_BUCKETS; i++) /* each chunk names its bucket's last */
+        if (bk[i].n) memcpy(bk[i].p, &m->sb[i].last, CHUNK_HEAD);
     pthread_mutex_unlock(&m->lock);
     for (size_t i = 0, off = 0; !rc && i < SPILL_BUCKETS; off += bk[i++].n)
         if (fio_pwrite_all(m->fd, bk[i].p, bk[i].n, at + off, "analytics merge")) rc = 1;
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0, off = 0; !rc && i < SPILL_BUCKETS; off += bk[i++].n) {
-        chunks *cs = &m->sb[i];
         if (!bk[i].n) continue;
-        if (cs->n == cs->cap) {
-            size_t cap = cs->cap ? cs->cap * 2 : 16;
-            chunk *x = realloc(cs->c, cap * sizeof *x);
-            if (!x) {
-                rc = -ENOMEM; /* the buckets before hold their chunks: none can be undone */
-                break;
-            }
-            cs->c = x;
-            cs->cap = cap;
-        }
-        cs->c[cs->n++] = (chunk){at + off, bk[i].n};
+        m->sb[i].last = (chunk){at + off, bk[i].n - CHUNK_HEAD};
+        m->sb[i].bytes += bk[i].n - CHUNK_HEAD;
         m->spilled = 1;
     }
     if (rc == 1) {
@@ -1343,15 +1348,24 @@ typedef struct bqueue {
 static int bucket_run(ana_merge *m, size_t b, chunk *r)
 {
     const chunks *cs = &m->sb[b];
-    uint64_t len = 0;
-    for (size_t i = 0; i < cs->n; i++)
-        len += cs->c[i].n;
     buf text = {0}, out = {0};
     ctab c = {.keys = dict_new()};
-    int rc = c.keys && !buf_reserve(&text, len) ? 0 : -ENOMEM;
-    for (size_t i = 0; !rc && i < cs->n; i++) {
-        rc = fio_read_at(m->fd, text.p + text.n, cs->c[i].n, cs->c[i].off, "analytics merge");
-        text.n += cs->c[i].n;
+    int rc = c.keys && !buf_reserve(&text, cs->bytes + CHUNK_HEAD) ? 0 : -ENOMEM;
+    /* the chunks from the last back, each read with the header of the one before it; the
+     * lines of each go after those read so far, as a sum of counts need no order */
+    chunk at = cs->last;
+    while (!rc && at.off != NOT_SPILLED) {
+        if (text.n + CHUNK_HEAD + at.n > cs->bytes + CHUNK_HEAD) {
+            rc = tdc_error(-EIO, "analytics merge: a bucket's chunks disagree");
+            break;
+        }
+        unsigned char *q = text.p + text.n;
+        rc = fio_read_at(m->fd, q, CHUNK_HEAD + at.n, at.off, "analytics merge");
+        chunk prev;
+        memcpy(&prev, q, CHUNK_HEAD);
+        memmove(q, q + CHUNK_HEAD, at.n);
+        text.n += at.n;
+        at = prev;
     }
     if (!rc) rc = sum_lines(m->kind, &c, &text);
     buf_free(&text);
