@@ -503,6 +503,8 @@ static int index_part(spidx *x, const buf *text, size_t step)
     return 0;
 }
 
+static int merge_held(ana_merge *m, buf *text);
+
 int ana_merge_part(ana_merge *m, buf *text)
 {
     if (!m->lists) {
@@ -534,7 +536,12 @@ int ana_merge_part(ana_merge *m, buf *text)
         }
     }
     if (!rc) {
-        uint64_t at = m->dir && m->held + text->n > m->spill_at ? spill(m, text) : NOT_SPILLED;
+        /* Past the bound the parts held and this one go to the file as one part, merged: the
+         * parts in the file are then about spill_at bytes each, not each shard's (thousands
+         * of tiny parts, each with its index, when the shards are small) */
+        int over = m->dir && m->held + text->n > m->spill_at;
+        if (over) rc = merge_held(m, text);
+        uint64_t at = over && !rc ? spill(m, text) : NOT_SPILLED;
         if (at != NOT_SPILLED && index_part(&m->sx[m->nparts], text, m->step)) {
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
             at = NOT_SPILLED; /* kept in memory: the part in the file is never read */
@@ -1158,6 +1165,51 @@ static void *list_main(void *arg)
     free(hp.h);
     free(grp);
     return NULL;
+}
+
+/* The parts held in memory and `text` merged into one part (the records of a key that several
+ * hold united, as at the end), left in text; the held parts leave the merge's tables (their
+ * order among the parts does not matter: a key's records are ordered when united). m->lock
+ * held. 0, -ENOMEM or -EBADMSG. */
+static int merge_held(ana_merge *m, buf *text)
+{
+    size_t nh = 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        nh += m->foff[i] == NOT_SPILLED;
+    if (!nh) return 0;
+    run *r = malloc((nh + 1) * sizeof *r);
+    if (!r) return tdc_error(-ENOMEM, "analytics: out of memory");
+    size_t nr = 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->foff[i] == NOT_SPILLED) r[nr++] = (run){m->part[i].p, m->part[i].p + m->part[i].n};
+    r[nr++] = (run){text->p, text->p + text->n};
+    ljob j = {.m = m, .r = r, .nr = nr};
+    list_main(&j);
+    free(r);
+    if (j.rc) {
+        buf_free(&j.out);
+        return j.rc == -ENOMEM ? tdc_error(-ENOMEM, "analytics: out of memory")
+                               : tdc_error(-EBADMSG,
+                                           "analytics: a part's %s output has a "
+                                           "malformed record",
+                                           ana_table[m->kind].name);
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < m->nparts; i++) {
+        if (m->foff[i] == NOT_SPILLED) {
+            buf_free(&m->part[i]);
+            continue;
+        }
+        m->part[w] = m->part[i];
+        m->foff[w] = m->foff[i];
+        m->sx[w++] = m->sx[i];
+    }
+    memset(m->sx + w, 0, (m->nparts - w) * sizeof *m->sx);
+    m->nparts = w;
+    m->held = 0;
+    buf_free(text);
+    *text = j.out;
+    return 0;
 }
 
 static int by_key(const void *x, const void *y, void *ctx)
