@@ -51,7 +51,8 @@ void ana_merge_free(ana_merge *m);
 
 /* Bound the merge's memory by an unlinked file in directory dir, used from the point where it
  * would hold more than `at` bytes: a list merge (invindex, termvector, rankedinvindex) keeps
- * the parts' texts there, each with a sparse index of its keys in memory, and reads them
+ * the parts' texts there (each time the parts held would pass `at`, those and the new one
+ * merged into one), each with a sparse index of its keys in memory, and reads them
  * back with pread in batches of about an eighth of `at`; a counts merge (wordcount, sort,
  * seqcount) writes its tables out in hash buckets, sums each bucket alone at the end and
  * merges the buckets' sorted outputs.
