@@ -143,6 +143,11 @@ static int piece_part(job *j, const arc *p, span t)
         rc = j->fn(j->arg, j->kind, p, j->first, j->end, j->vis, &part);
     else
         rc = ana_table[j->kind].cpu(j->ctx, p, j->first, j->end, j->vis, &part);
+    if (rc == ANA_PART_SPLIT) { /* nothing of it goes to the merge */
+        free(e);
+        buf_free(&part);
+        return rc;
+    }
     for (size_t i = 0; !rc && i < j->nwide; i++) {
         const wide *w = &j->wide[i];
         int meets = w->first <= t.last && t.first <= w->last;
@@ -161,18 +166,23 @@ static int piece_part(job *j, const arc *p, span t)
     return rc;
 }
 
+/* Each shard of part t as a part of its own. */
+static int shard_by_shard(job *j, span t)
+{
+    int rc = 0;
+    for (uint32_t k = t.first; !rc && k <= t.last; k++)
+        rc = do_part_loaded(j, (span){k, k});
+    return rc;
+}
+
 /* do_part's work once the budget, if any, has room for it. A part of several shards one of
- * which is damaged goes shard by shard instead, so that the damage is the shard's alone. */
+ * which is damaged goes shard by shard instead, so that the damage is the shard's alone, as
+ * does one the part function does not take whole (ANA_PART_SPLIT). */
 static int do_part_loaded(job *j, span t)
 {
     arc *p;
     int rc = arc_open_pieces(j->meta, t.first, t.last, &p);
-    if (rc == -EBADMSG && t.first < t.last) {
-        rc = 0;
-        for (uint32_t k = t.first; !rc && k <= t.last; k++)
-            rc = do_part_loaded(j, (span){k, k});
-        return rc;
-    }
+    if (rc == -EBADMSG && t.first < t.last) return shard_by_shard(j, t);
     if (rc == -EBADMSG) { /* whether it matters depends on the files (damage_check) */
         pthread_mutex_lock(&j->lock);
         j->damage[t.first] = strdup(tdc_errmsg());
@@ -182,7 +192,7 @@ static int do_part_loaded(job *j, span t)
     if (rc) return tdc_error_ctx(rc, "%s", j->meta->path);
     rc = piece_part(j, p, t);
     arc_piece_free(p);
-    return rc;
+    return rc == ANA_PART_SPLIT && t.first < t.last ? shard_by_shard(j, t) : rc;
 }
 
 uint64_t ana_shard_mem(const arc *meta, uint32_t k)

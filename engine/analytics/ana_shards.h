@@ -13,9 +13,12 @@
 #include "ana.h"
 #include "ana_merge.h"
 
-/* What computes one shard's part (the analytic of the scope on piece p, arc_open_piece),
- * appended to out, exactly as the CPU analytic would print it; arg is the caller's. Called
- * from the worker threads, several at once. */
+/* What computes one part (the analytic of the scope on piece p, arc_open_piece or, for a part
+ * of several shards, arc_open_pieces), appended to out, exactly as the CPU analytic would
+ * print it; arg is the caller's. Called from the worker threads, several at once. For a part
+ * of several shards (p->piece > 1) it may return ANA_PART_SPLIT instead, with out as it was:
+ * the part then goes shard by shard. */
+#define ANA_PART_SPLIT 1
 typedef int (*ana_part_fn)(void *arg, int kind, const arc *p, uint32_t first, uint32_t end,
                            const unsigned char *vis, buf *out);
 

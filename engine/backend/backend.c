@@ -423,6 +423,10 @@ int backend_analytic(backend *b, int kind, const arc *a, uint64_t gen, uint32_t 
 static int part_gpu(backend *b, int kind, const arc *p, uint32_t first, uint32_t end,
                     const unsigned char *vis, buf *out)
 {
+    /* A part of several shards with a word of TOK_CAP bytes goes shard by shard at once
+     * (part_on_gpu): the GPU would refuse it, where its scope holds the word, only after the
+     * upload and its index. */
+    if (p->piece > 1 && dict_has_word_of(p->dict, TOK_CAP)) return 1;
     int n = b->ndev, d = -1;
     unsigned at = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < n && d < 0; i++)
@@ -442,12 +446,15 @@ static int part_gpu(backend *b, int kind, const arc *p, uint32_t first, uint32_t
     return rc == 0 ? 0 : rc == -ENOTSUP ? 1 : -1;
 }
 
-/* backend_by_shard's part function on the GPUs, the CPU serving what they do not take. */
+/* backend_by_shard's part function on the GPUs, the CPU serving what they do not take: a
+ * part of several shards the GPU leaves (a word of TOK_CAP bytes in one of them) goes shard
+ * by shard, the shards without such words on the GPU. */
 static int part_on_gpu(void *arg, int kind, const arc *p, uint32_t first, uint32_t end,
                        const unsigned char *vis, buf *out)
 {
     size_t n0 = out->n;
     int r = part_gpu(arg, kind, p, first, end, vis, out);
+    if (r == 1 && p->piece > 1) return ANA_PART_SPLIT;
     return served(arg, r, kind, p, first, end, vis, out, n0, 0); /* counted whole */
 }
 #endif

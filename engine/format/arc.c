@@ -2610,7 +2610,7 @@ int arc_open_pieces(const arc *meta, uint32_t first, uint32_t last, arc **out)
     p->id = meta->id;
     p->nents = meta->nents;
     p->partial = 1;
-    p->piece = 1;
+    p->piece = (int)(last - first + 1);
     p->nshards = 1;
     for (uint32_t i = 0; i < meta->nents; i++) {
         arc_entry *e = &p->ents[i];

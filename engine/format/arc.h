@@ -222,8 +222,8 @@ typedef struct arc {
     unsigned plain;   /* writer: ARC_PLAIN_* techniques left out (ablation measurements) */
     int pending;      /* 1 between arc_open_meta and arc_load_data: dict and g are empty */
     int partial;      /* loaded by arc_load_span: only some shards (never written back) */
-    int piece;        /* one shard of an archive (arc_open_piece): each file's size is the
-                       * whole file's, its run only its part in that shard */
+    int piece;        /* shards of an archive (arc_open_piece: 1, arc_open_pieces: how many):
+                       * each file's size is the whole file's, its run only its part in them */
     int fd;           /* the archive's file, open from arc_open_meta to arc_free */
 } arc;
 
