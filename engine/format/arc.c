@@ -2081,12 +2081,37 @@ static void *shard_load_main(void *arg)
     }
 }
 
-/* Load shards [first, first + n), on up to one thread per CPU, into d[k - first] and
- * g[k - first]; damage[k - first] receives the message of each damaged shard that does not
- * fail the load. */
-static int load_shards(const arc *a, uint32_t first, uint32_t n, dict **d, gram *g, char **damage)
+/* Shards decoded alone (load_shards), before they are merged: per shard its dictionary and
+ * grammar, and for a damaged one why. */
+typedef struct decoded {
+    uint32_t n;
+    dict **d;
+    gram *g;
+    char **damage;
+} decoded;
+
+static void decoded_free(decoded *s)
 {
-    shard_load l = {.a = a, .first = first, .end = first + n, .d = d, .g = g, .damage = damage};
+    for (uint32_t k = 0; s->d && s->g && s->damage && k < s->n; k++) {
+        dict_free(s->d[k]);
+        gram_free(&s->g[k]);
+        free(s->damage[k]);
+    }
+    free(s->d);
+    free(s->g);
+    free(s->damage);
+}
+
+/* Load shards [first, first + n), on up to one thread per CPU, into s (free it with
+ * decoded_free whatever the result): s->d[k - first] and s->g[k - first]; s->damage[k - first]
+ * receives the message of each damaged shard that does not fail the load. */
+static int load_shards(const arc *a, uint32_t first, uint32_t n, decoded *s)
+{
+    *s = (decoded){n, calloc(n, sizeof *s->d), calloc(n, sizeof *s->g),
+                   calloc(n, sizeof *s->damage)};
+    if (!s->d || !s->g || !s->damage) return tdc_error(-ENOMEM, "out of memory");
+    shard_load l = {
+        .a = a, .first = first, .end = first + n, .d = s->d, .g = s->g, .damage = s->damage};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nth = n < (cpus > 1 ? (uint32_t)cpus : 1) ? n : (uint32_t)cpus;
     pthread_mutex_init(&l.lock, NULL);
@@ -2243,31 +2268,21 @@ static int load_span(arc *a, uint32_t first, uint32_t last)
     if (!a->pending) return 0; /* loaded already */
     uint32_t n = last - first + 1;
     int all = n == a->nshards;
-    dict **d = calloc(n, sizeof *d);
-    gram *g = calloc(n, sizeof *g);
-    char **damage = calloc(n, sizeof *damage);
-    int rc = d && g && damage ? load_shards(a, first, n, d, g, damage)
-                              : tdc_error(-ENOMEM, "out of memory");
+    decoded s;
+    int rc = load_shards(a, first, n, &s);
     if (!rc && a->version < 4) {
-        a->shards[0].root_syms = g[0].root.n;
-        a->shards[0].ntokens = g[0].ntokens;
-        a->shards[0].nrules = g[0].nrules;
+        a->shards[0].root_syms = s.g[0].root.n;
+        a->shards[0].ntokens = s.g[0].ntokens;
+        a->shards[0].nrules = s.g[0].nrules;
     }
-    if (!rc) rc = take_damage(a, first, n, d, g, damage);
-    if (!rc) rc = gram_merge(d, g, n, &a->dict, &a->g);
+    if (!rc) rc = take_damage(a, first, n, s.d, s.g, s.damage);
+    if (!rc) rc = gram_merge(s.d, s.g, n, &a->dict, &a->g);
     if (!rc) {
         mark_damaged(a);
         if (!all) keep_span(a, first, last);
         rc = check_runs(a, a->g.root.n);
     }
-    for (uint32_t k = 0; d && g && damage && k < n; k++) {
-        dict_free(d[k]);
-        gram_free(&g[k]);
-        free(damage[k]);
-    }
-    free(d);
-    free(g);
-    free(damage);
+    decoded_free(&s);
     if (rc) {
         /* Leave the archive as arc_open_meta made it: a later call fails the same way. */
         dict_free(a->dict);
@@ -2574,22 +2589,12 @@ void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start,
 static int load_pieces(const arc *meta, uint32_t first, uint32_t n, arc *p)
 {
     if (n == 1) return load_shard(meta, first, &p->dict, &p->g); /* checked against the table */
-    dict **d = calloc(n, sizeof *d);
-    gram *g = calloc(n, sizeof *g);
-    char **damage = calloc(n, sizeof *damage);
-    int rc = d && g && damage ? load_shards(meta, first, n, d, g, damage)
-                              : tdc_error(-ENOMEM, "out of memory");
+    decoded s;
+    int rc = load_shards(meta, first, n, &s);
     for (uint32_t i = 0; !rc && i < n; i++)
-        if (damage[i]) rc = tdc_error(-EBADMSG, "%s", damage[i]);
-    if (!rc) rc = gram_merge(d, g, n, &p->dict, &p->g);
-    for (uint32_t i = 0; d && g && damage && i < n; i++) {
-        dict_free(d[i]);
-        gram_free(&g[i]);
-        free(damage[i]);
-    }
-    free(d);
-    free(g);
-    free(damage);
+        if (s.damage[i]) rc = tdc_error(-EBADMSG, "%s", s.damage[i]);
+    if (!rc) rc = gram_merge(s.d, s.g, n, &p->dict, &p->g);
+    decoded_free(&s);
     return rc;
 }
 
