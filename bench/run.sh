@@ -41,6 +41,13 @@ pack_all() {
     echo
     "$top/bench/pack.sh" "$build" "Linux 6.1 source tree" "$data/linux-source-6.1"
 }
+# The daemon's memory bound in 64 KiB shards, then in 16 KiB ones (thousands of shards: the
+# merges' parts and their indexes).
+membound_all() {
+    "$top/bench/membound.sh" "$build" "$data/linux-source-6.1/fs" "Linux 6.1 fs/" 64K "1M 4M 16M"
+    echo
+    "$top/bench/membound.sh" "$build" "$data/linux-source-6.1/fs" "Linux 6.1 fs/" 16K "1M 4M"
+}
 # Pack against threads and the shard size against one shard (WordNet where Debian's
 # wordnet-base is installed).
 packscale_all() {
@@ -189,8 +196,7 @@ run pack-scale.md "Pack on all cores: threads, shards, peers" "bench/packscale.s
 run shardsize.md "The shard size: archive size, first byte, word count" "bench/shardsize.sh" \
     shardsize_all
 run mount.md "Mounted reads" "bench/mount.sh" mount_all
-run membound.md "The daemon's peak memory under -o mem=" "bench/membound.sh" \
-    "$top/bench/membound.sh" "$build" "$data/linux-source-6.1/fs" "Linux 6.1 fs/" 64K "1M 4M 16M"
+run membound.md "The daemon's peak memory under -o mem=" "bench/membound.sh" membound_all
 run analytics.md "Analytics on the grammar vs pipelines over the raw files" "bench/analytics.sh" analytics_all
 run anashards.md "Analytics shard by shard" "bench/anashards.sh" anashards_all
 run viamount.md "tadoc's analytics computed, or read from a mount (TADOC_VIA_MOUNT=1)" "bench/viamount.sh" \
