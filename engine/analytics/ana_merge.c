@@ -1212,6 +1212,19 @@ static int merge_held(ana_merge *m, buf *text)
     return 0;
 }
 
+/* The keys finish_lists samples from part i of m: its share of `want` by its bytes among the
+ * parts' `total`, 1 to SPIDX_ENTRIES (and its index's entries, spilled), 0 for an empty one. */
+static size_t part_samples(const ana_merge *m, size_t i, size_t total, size_t want)
+{
+    int held = m->foff[i] == NOT_SPILLED;
+    size_t n = m->part[i].n - held; /* a held part ends in the NUL finish_lists added */
+    size_t most = held ? SPIDX_ENTRIES : m->sx[i].off.n;
+    if (!n || !most) return 0;
+    size_t k = total ? (size_t)(((uint64_t)n * want + total - 1) / total) : 1;
+    k = k < 1 ? 1 : k;
+    return k < most ? k : most;
+}
+
 static int by_key(const void *x, const void *y, void *ctx)
 {
     const unsigned char *a = *(const unsigned char *const *)x,
@@ -1278,23 +1291,30 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     uint64_t batches = m->fsize ? m->fsize / batch + 1 : 1;
     if (want < nt * batches) want = nt * batches;
     /* the samples' keys are copied, each followed by a tab and a NUL as line_key expects;
-     * a spilled part's are its index's */
-    const unsigned char **smp = malloc((m->nparts * 16 + 1) * sizeof *smp);
-    size_t *soff = malloc((m->nparts * 16 + 1) * sizeof *soff);
+     * a spilled part's are its index's. About four a range, spread over the parts by their
+     * bytes (1 to SPIDX_ENTRIES a part), so that ranges cut at every so many samples hold
+     * about as many bytes: as many samples from every part let the large ones (merge_held's,
+     * holding the files of consecutive shards) fall whole into one batch, 9 MB at mem=16M */
+    size_t nsmp = 1;
+    for (size_t i = 0; i < m->nparts; i++)
+        nsmp += part_samples(m, i, total, want * 4);
+    const unsigned char **smp = malloc(nsmp * sizeof *smp);
+    size_t *soff = malloc(nsmp * sizeof *soff);
     buf keys = {0};
     for (size_t i = 0; smp && soff && !rc && want > 1 && i < m->nparts; i++) {
         const buf *t = &m->part[i];
         const spidx *x = &m->sx[i];
         int held = m->foff[i] == NOT_SPILLED;
-        for (size_t s = 1; !rc && s <= 16 && (held ? t->n > 1 : x->off.n > 0); s++) {
+        size_t per = part_samples(m, i, total, want * 4);
+        for (size_t s = 1; !rc && s <= per; s++) {
             const unsigned char *p;
             if (held) {
-                size_t at = (t->n - 1) * s / 17;
+                size_t at = (t->n - 1) * s / (per + 1);
                 while (at && t->p[at - 1] != '\n')
                     at--;
                 p = t->p + at;
             } else {
-                p = x->keys.p + x->kat.p[x->off.n * (s - 1) / 16];
+                p = x->keys.p + x->kat.p[x->off.n * (s - 1) / per];
             }
             soff[ns++] = keys.n;
             if (buf_put(&keys, p, line_key(p)) || buf_put(&keys, "\t", 2)) rc = -ENOMEM;
