@@ -107,10 +107,9 @@ typedef struct ana_opts {
     /* Parts of several shards: ana_by_shard gathers consecutive shards of the scope into one
      * part, loaded as one grammar (arc_open_pieces) and analysed at once, while the sum of
      * group_need(meta, k) over its shards stays within group_room (a shard needing more is a
-     * part alone, as is one whose need is UINT64_MAX), in at least group_min parts where
-     * the scope has that many shards, and within half the budget, if any. For a GPU: one
-     * upload per part rather than per shard, and fewer parts to merge. group_room 0: one
-     * shard a part. */
+     * part alone), in at least group_min parts where the scope has that many shards, and
+     * within half the budget, if any. For a GPU: one upload per part rather than per shard,
+     * and fewer parts to merge. group_room 0: one shard a part. */
     uint64_t group_room;
     int group_min;
     uint64_t (*group_need)(const arc *meta, uint32_t k);

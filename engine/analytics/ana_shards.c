@@ -293,16 +293,14 @@ int ana_shards_deal(const arc *meta, uint32_t first, uint32_t end, const unsigne
 /* The shards of todo (in order) gathered into parts (ana_opts.group_room) in *parts, *n of
  * them: as many as the room needs, at least group_min, each of about the same need, cut
  * where the shards needed are not consecutive, and a part closed before it would pass the
- * room or half the budget; a shard of need UINT64_MAX is a part alone. */
+ * room or half the budget. */
 static int group(const arc *meta, const ana_opts *o, const vec32 *todo, span **parts, uint32_t *n)
 {
     span *t = malloc((todo->n ? todo->n : 1) * sizeof *t);
     if (!(*parts = t)) return tdc_error(-ENOMEM, "out of memory");
     uint64_t room = o->group_need ? o->group_room : 0, total = 0, host = UINT64_MAX, m = 1;
-    for (size_t i = 0; room && i < todo->n; i++) {
-        uint64_t nk = o->group_need(meta, todo->p[i]);
-        total += nk == UINT64_MAX ? 0 : nk;
-    }
+    for (size_t i = 0; room && i < todo->n; i++)
+        total += o->group_need(meta, todo->p[i]);
     if (room) {
         m = (total + room - 1) / room;
         if (m < (uint64_t)o->group_min) m = (uint64_t)o->group_min;
@@ -318,11 +316,10 @@ static int group(const arc *meta, const ana_opts *o, const vec32 *todo, span **p
         uint32_t k = todo->p[i];
         uint64_t nk = room ? o->group_need(meta, k) : 0, mk = ana_shard_mem(meta, k);
         /* the share of the total this shard's middle falls in */
-        uint64_t g = total && nk != UINT64_MAX
-                         ? (uint64_t)(((double)cum + (double)nk / 2) * (double)m / (double)total)
-                         : UINT64_MAX;
-        cum += nk == UINT64_MAX ? 0 : nk;
-        if (np && room && t[np - 1].last + 1 == k && g == was && g != UINT64_MAX && need <= room &&
+        uint64_t g =
+            total ? (uint64_t)(((double)cum + (double)nk / 2) * (double)m / (double)total) : 0;
+        cum += nk;
+        if (np && room && t[np - 1].last + 1 == k && g == was && need <= room &&
             nk <= room - need && mem <= host && mk <= host - mem) {
             t[np - 1].last = k;
             need += nk;

@@ -502,13 +502,6 @@ static uint64_t shard_gpu_need(const arc *a, uint32_t k)
     return 64 * (s->root_syms + 3 * (uint64_t)s->nrules) + 2 * a->secs[s->sec].raw;
 }
 
-/* shard_gpu_need for gathering shards into parts (ana_opts.group_need): a shard holding a
- * word of TOK_CAP bytes is a part alone, as the GPU leaves such a part to the CPU. */
-static uint64_t group_gpu_need(const arc *a, uint32_t k)
-{
-    return a->shards[k].long_words == ARC_LONG_YES ? UINT64_MAX : shard_gpu_need(a, k);
-}
-
 /* Device bytes the file table of a takes uploaded (every piece carries all of it). */
 static uint64_t table_gpu_need(const arc *a)
 {
@@ -632,7 +625,7 @@ int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint3
         ana_opts o = *ana_ctx_opts(c);
         o.group_room = room - table_gpu_need(meta);
         o.group_min = b->ndev;
-        o.group_need = group_gpu_need;
+        o.group_need = shard_gpu_need;
         if (!(c = own = ana_ctx_new(&o))) return tdc_error(-ENOMEM, "out of memory");
     }
 #endif
