@@ -401,11 +401,12 @@ static int dump_table(ana_merge *m, ctab *c, buf *bk)
         const unsigned char *k = dict_bytes(c->keys, id, &kn);
         if (id >= c->cnt.n || !c->cnt.p[id]) continue;
         buf *b = &bk[bucket(k, kn, 2, SPILL_BUCKETS)];
-        static const unsigned char head[CHUNK_HEAD]; /* filled in below */
-        if (!b->n && buf_put(b, head, CHUNK_HEAD)) rc = -ENOMEM;
-        if (rc)
+        static const unsigned char head[CHUNK_HEAD]; /* a chunk's header, filled in below */
+        if (!b->n && buf_put(b, head, CHUNK_HEAD)) {
+            rc = -ENOMEM;
             break;
-        else if (m->kind == ANA_SORT)
+        }
+        if (m->kind == ANA_SORT)
             rc = buf_put(b, k, kn) || buf_put(b, "\t", 1) || ana_put_num(b, c->cnt.p[id]);
         else
             rc = ana_put_num(b, c->cnt.p[id]) || buf_put(b, "\t", 1) || buf_put(b, k, kn);
@@ -1167,6 +1168,15 @@ static void *list_main(void *arg)
     return NULL;
 }
 
+/* A list_main job's failure as the merge reports it: 0, -ENOMEM or -EBADMSG. */
+static int job_error(const ana_merge *m, int rc)
+{
+    if (rc == -ENOMEM) return tdc_error(-ENOMEM, "analytics: out of memory");
+    return rc ? tdc_error(-EBADMSG, "analytics: a part's %s output has a malformed record",
+                          ana_table[m->kind].name)
+              : 0;
+}
+
 /* The parts held in memory and `text` merged into one part (the records of a key that several
  * hold united, as at the end), left in text; the held parts leave the merge's tables (their
  * order among the parts does not matter: a key's records are ordered when united). m->lock
@@ -1188,11 +1198,7 @@ static int merge_held(ana_merge *m, buf *text)
     free(r);
     if (j.rc) {
         buf_free(&j.out);
-        return j.rc == -ENOMEM ? tdc_error(-ENOMEM, "analytics: out of memory")
-                               : tdc_error(-EBADMSG,
-                                           "analytics: a part's %s output has a "
-                                           "malformed record",
-                                           ana_table[m->kind].name);
+        return job_error(m, j.rc);
     }
     size_t w = 0;
     for (size_t i = 0; i < m->nparts; i++) {
@@ -1382,13 +1388,8 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
         if (rc) break;
         par_run((unsigned)n, list_main, j, sizeof *j);
         for (size_t h = 0; h < n && !rc; h++) {
-            if (j[h].rc == -ENOMEM)
-                rc = tdc_error(-ENOMEM, "analytics: out of memory");
-            else if (j[h].rc)
-                rc = tdc_error(-EBADMSG, "analytics: a part's %s output has a malformed record",
-                               ana_table[m->kind].name);
-            else if (j[h].out.n)
-                rc = sink(sctx, j[h].out.p, j[h].out.n);
+            rc = job_error(m, j[h].rc);
+            if (!rc && j[h].out.n) rc = sink(sctx, j[h].out.p, j[h].out.n);
             buf_free(&j[h].out);
         }
         memcpy(cut, cut + n * np, np * sizeof *cut);
@@ -1422,24 +1423,27 @@ static int bucket_run(ana_merge *m, size_t b, chunk *r)
     const chunks *cs = &m->sb[b];
     buf text = {0}, out = {0};
     ctab c = {.keys = dict_new()};
-    int rc = c.keys && !buf_reserve(&text, cs->bytes + CHUNK_HEAD) ? 0 : -ENOMEM;
-    /* the chunks from the last back, each read with the header of the one before it; the
-     * lines of each go after those read so far, as a sum of counts need no order */
+    int rc = c.keys && !buf_reserve(&text, CHUNK_HEAD + cs->bytes) ? 0 : -ENOMEM;
+    /* The chunks from the last back, the lines of each after those read so far (a sum of
+     * counts needs no order), from CHUNK_HEAD on. Each chunk is read with its header over
+     * the last CHUNK_HEAD bytes before it, which are put back: no chunk's lines are moved. */
     chunk at = cs->last;
+    if (!rc) memset(text.p, 0, CHUNK_HEAD);
+    text.n = CHUNK_HEAD;
     while (!rc && at.off != NOT_SPILLED) {
-        if (text.n + CHUNK_HEAD + at.n > cs->bytes + CHUNK_HEAD) {
+        if (text.n + at.n > CHUNK_HEAD + cs->bytes) {
             rc = tdc_error(-EIO, "analytics merge: a bucket's chunks disagree");
             break;
         }
-        unsigned char *q = text.p + text.n;
+        unsigned char *q = text.p + text.n - CHUNK_HEAD, kept[CHUNK_HEAD];
+        memcpy(kept, q, CHUNK_HEAD);
         rc = fio_read_at(m->fd, q, CHUNK_HEAD + at.n, at.off, "analytics merge");
-        chunk prev;
-        memcpy(&prev, q, CHUNK_HEAD);
-        memmove(q, q + CHUNK_HEAD, at.n);
         text.n += at.n;
-        at = prev;
+        memcpy(&at, q, CHUNK_HEAD); /* the chunk before it */
+        memcpy(q, kept, CHUNK_HEAD);
     }
-    if (!rc) rc = sum_lines(m->kind, &c, &text);
+    buf lines = {text.p + CHUNK_HEAD, text.n - CHUNK_HEAD, 0};
+    if (!rc) rc = sum_lines(m->kind, &c, &lines);
     buf_free(&text);
     if (!rc) rc = print_tables(m->kind, &c, 1, 1, ana_sink_buf, &out);
     dict_free(c.keys);

@@ -2584,11 +2584,11 @@ void arc_entry_in_shard(const arc *a, uint32_t ent, uint32_t k, uint64_t *start,
     arc_entry_in_span(a, ent, k, k, start, len);
 }
 
-/* Shards [first, first + n) of meta loaded (several threads) and merged into one grammar in
- * p; a damaged one fails the whole (-EBADMSG, its message). */
+/* Shards [first, first + n) of meta loaded (several threads; each checked against the shard
+ * table) and merged into one grammar in p; a damaged one fails the whole (-EBADMSG, its
+ * message). */
 static int load_pieces(const arc *meta, uint32_t first, uint32_t n, arc *p)
 {
-    if (n == 1) return load_shard(meta, first, &p->dict, &p->g); /* checked against the table */
     decoded s;
     int rc = load_shards(meta, first, n, &s);
     for (uint32_t i = 0; !rc && i < n; i++)
