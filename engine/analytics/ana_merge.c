@@ -142,6 +142,8 @@ struct ana_merge {
     size_t step;             /* lists: a spilled part's index step (spidx) */
     int fd;                  /* the spill file (-1 until the first part spilled) */
     uint64_t fsize;          /* its bytes: the spilled parts, each followed by a NUL */
+    uint64_t splits;         /* lists: ranges finish_lists split where they held too much */
+    uint64_t widest;         /* lists: the most spilled text one of its batches read */
     struct ctab *sum;        /* counts: nt tables, one per hash bucket */
     chunks *sb;              /* counts spilled: SPILL_BUCKETS buckets in the file */
     int spilled, dumping;    /* counts: a chunk is in the file; a thread is writing some */
@@ -359,6 +361,12 @@ void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at)
 uint64_t ana_merge_spilled(const ana_merge *m)
 {
     return m->fsize;
+}
+
+void ana_merge_batches(const ana_merge *m, uint64_t *splits, uint64_t *widest)
+{
+    *splits = m->splits;
+    *widest = m->widest;
 }
 
 /* Append a part's text and a NUL to the spill file (m->lock held): its offset there, or
@@ -1265,6 +1273,65 @@ static int64_t spilled_lower(const ana_merge *m, size_t i, size_t n, size_t a,
     return (int64_t)(from + ana_merge_lower(m->kind, win->p, end - from, k, kn));
 }
 
+/* Where every part's lines with keys below k end, from where lo says each range begins (k
+ * NULL: the parts' ends), in hi. 0 or a negative errno. */
+static int cut_at(const ana_merge *m, const size_t *lo, size_t *hi, const unsigned char *k,
+                  buf *win)
+{
+    for (size_t i = 0; i < m->nparts; i++) {
+        const buf *t = &m->part[i];
+        int held = m->foff[i] == NOT_SPILLED;
+        size_t len = held ? t->n - 1 : t->n;
+        int64_t b = !k     ? (int64_t)len
+                    : held ? (int64_t)lower_from(m->kind, t, lo[i], k, line_key(k))
+                           : spilled_lower(m, i, len, lo[i], k, line_key(k), win);
+        if (b < 0) return (int)b;
+        hi[i] = (size_t)b;
+    }
+    return 0;
+}
+
+static uint64_t range_bytes(const ana_merge *m, const size_t *lo, const size_t *hi)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        n += hi[i] - lo[i];
+    return n;
+}
+
+/* How far split_key looks past the middle of a part's range for a line's start and key. */
+#define SPLIT_WINDOW (64u << 10)
+
+/* A key inside the range [lo, hi) of the parts, in *key (followed by a tab and a NUL, as
+ * line_key expects): that of the first line which starts past the middle of the part that
+ * holds most of the range. 1 with a key; 0 where there is none within SPLIT_WINDOW (the part's
+ * range one line, or a line longer than that); a negative errno where the part cannot be
+ * read. The caller checks that the key cuts the range (a termvector group may not be). */
+static int split_key(const ana_merge *m, const size_t *lo, const size_t *hi, buf *key, buf *win)
+{
+    size_t big = 0;
+    for (size_t i = 1; i < m->nparts; i++)
+        if (hi[i] - lo[i] > hi[big] - lo[big]) big = i;
+    if (!m->nparts || hi[big] - lo[big] < 2) return 0;
+    size_t mid = lo[big] + (hi[big] - lo[big]) / 2;
+    size_t n = hi[big] - mid < SPLIT_WINDOW ? hi[big] - mid : SPLIT_WINDOW;
+    const unsigned char *p = m->part[big].p + mid;
+    if (m->foff[big] != NOT_SPILLED) {
+        win->n = 0;
+        if (buf_reserve(win, n + 1)) return tdc_error(-ENOMEM, "analytics: out of memory");
+        int rc = fio_read_at(m->fd, win->p, n, m->foff[big] + mid, "analytics merge");
+        if (rc) return rc;
+        p = win->p;
+    }
+    const unsigned char *nl = memchr(p, '\n', n), *s = nl ? nl + 1 : NULL;
+    const unsigned char *tab = s ? memchr(s, '\t', n - (size_t)(s - p)) : NULL;
+    if (!tab) return 0;
+    key->n = 0;
+    if (buf_put(key, s, (size_t)(tab - s)) || buf_put(key, "\t", 2))
+        return tdc_error(-ENOMEM, "analytics: out of memory");
+    return 1;
+}
+
 static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
 {
     buf extra = {0};
@@ -1337,38 +1404,48 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     free(soff);
     sort_r(smp, ns, sizeof *smp, by_key, &paths);
     size_t nranges = ns ? (want < ns ? want : ns) : 1, np = m->nparts ? m->nparts : 1;
+    /* With parts spilled, a range is split while it holds more than twice its share of a
+     * batch: the samples, a few a part, miss the keys that many parts hold a little of each */
+    uint64_t most = m->fsize ? 2 * batch / nt : UINT64_MAX;
     /* One batch's tables, whatever the number of batches: its ranges' runs of every part, and
      * where each ends in each part, cut[(h + 1) * np + i] for its range h, after row 0: where
-     * the batch before ended. */
+     * the batch before ended; row nt + 1 a split's trial. */
     ljob *j = calloc(nt, sizeof *j);
     run *r = calloc(nt * np, sizeof *r);
-    size_t *cut = calloc((nt + 1) * np, sizeof *cut);
-    buf slice = {0}, win = {0}; /* the batch's spilled text; a block an index named */
+    size_t *cut = calloc((nt + 2) * np, sizeof *cut);
+    buf slice = {0}, win = {0}, split = {0}; /* the batch's spilled text; a block; a split key */
     if (!j || !r || !cut) rc = tdc_error(-ENOMEM, "analytics: out of memory");
-    /* the ranges, nt at a time, each batch's output appended and dropped at once */
-    for (size_t g = 0; !rc && g < nranges; g += nt) {
-        size_t n = nranges - g < nt ? nranges - g : nt;
-        /* range g + h: from where the range before ends to the key of sample
-         * (g + h + 1) * ns / nranges (the end for the last) */
-        for (size_t h = 0; !rc && h < n; h++) {
-            j[h] = (ljob){.m = m, .r = r + h * m->nparts, .nr = m->nparts};
-            const unsigned char *hi = g + h + 1 < nranges ? smp[(g + h + 1) * ns / nranges] : NULL;
-            for (size_t i = 0; !rc && i < m->nparts; i++) {
-                const buf *t = &m->part[i];
-                int held = m->foff[i] == NOT_SPILLED;
-                size_t a = cut[h * np + i], len = held ? t->n - 1 : t->n;
-                int64_t b = !hi   ? (int64_t)len
-                            : held ? (int64_t)lower_from(m->kind, t, a, hi, line_key(hi))
-                                   : spilled_lower(m, i, len, a, hi, line_key(hi), &win);
-                if (b < 0) rc = (int)b;
-                cut[(h + 1) * np + i] = b < 0 ? a : (size_t)b;
+    /* the ranges, nt at a time, each batch's output appended and dropped at once; q ranges of
+     * the samples are done: the next ends at the key of sample (q + 1) * ns / nranges (the end
+     * for the last), or where a split put it */
+    for (size_t q = 0; !rc && q < nranges;) {
+        size_t n = 0;
+        for (; !rc && n < nt && q < nranges; n++) {
+            j[n] = (ljob){.m = m, .r = r + n * m->nparts, .nr = m->nparts};
+            const size_t *lo = cut + n * np;
+            size_t *hi = cut + (n + 1) * np, *trial = cut + (nt + 1) * np;
+            rc = cut_at(m, lo, hi, q + 1 < nranges ? smp[(q + 1) * ns / nranges] : NULL, &win);
+            int was_split = 0;
+            while (!rc && range_bytes(m, lo, hi) > most) {
+                int found = split_key(m, lo, hi, &split, &win);
+                if (found > 0 && !(rc = cut_at(m, lo, trial, split.p, &win)) &&
+                    range_bytes(m, lo, trial) > 0) {
+                    memcpy(hi, trial, np * sizeof *hi);
+                    was_split = 1;
+                    m->splits++;
+                    continue;
+                }
+                if (found < 0) rc = found;
+                break; /* one line, or one key's group: the range as it is */
             }
+            q += !was_split; /* a split range's sample ends the next */
         }
         /* each spilled part's text for the batch, read into one buffer */
         size_t need = 0;
         for (size_t i = 0; !rc && i < m->nparts; i++)
             if (m->foff[i] != NOT_SPILLED) need += cut[n * np + i] - cut[i] + 1;
         slice.n = 0;
+        if (need > m->widest) m->widest = need;
         if (!rc && need > slice.cap && buf_reserve(&slice, need))
             rc = tdc_error(-ENOMEM, "analytics: out of memory");
         for (size_t i = 0; !rc && i < m->nparts; i++) {
@@ -1394,6 +1471,7 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
         }
         memcpy(cut, cut + n * np, np * sizeof *cut);
     }
+    buf_free(&split);
     for (size_t h = 0; j && h < nt; h++)
         buf_free(&j[h].out);
     buf_free(&slice);

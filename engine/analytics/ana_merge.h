@@ -64,14 +64,20 @@ void ana_merge_spill(ana_merge *m, const char *dir, uint64_t at);
  * shards' analytics hand it (ana_opts.early_at) and the batches of ranges it reads its file
  * back in. Pieces an eighth of a tiny `at` made their number, and the merge's tables of
  * ranges by parts, grow with the output over `at` (past a GiB for 16 MB of CSV at 4K).
- * Batches of 1 MiB, held about four times over and up to three times their size where keys
- * cluster, took the ranked index of Linux's fs/ to 20-22 MiB under a budget of 1 MiB (15 with
- * the fixed overhead); of 256 KiB, 12-15 MiB, and the merge about a third slower. */
+ * Batches of 1 MiB, held about four times over, took the ranked index of Linux's fs/ to
+ * 20-22 MiB under a budget of 1 MiB (15 with the fixed overhead); of 256 KiB, 12-15 MiB, and
+ * the merge about a third slower. A range the samples cut too wide is split (twice its
+ * share of a batch at most, unless one line or key's group is longer). */
 #define ANA_MERGE_PART_MIN ((uint64_t)256 << 10)
 #define ANA_MERGE_BATCH_MIN ((uint64_t)256 << 10)
 
 /* Bytes the merge has written to its spill file so far (0: it stayed in memory). */
 uint64_t ana_merge_spilled(const ana_merge *m);
+
+/* A spilled list merge's batches: how many of their ranges were split where they held more
+ * than twice their share of a batch (keys that many parts hold a little of, between two
+ * samples), and the most spilled text one batch read back. */
+void ana_merge_batches(const ana_merge *m, uint64_t *splits, uint64_t *widest);
 
 /* The scope's files in rank order (ana_scope_files), as the merge holds them. */
 const vec32 *ana_merge_files(const ana_merge *m);
