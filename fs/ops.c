@@ -1512,15 +1512,9 @@ static int attr_value(fs_ctx *c, uint64_t ino, const char *name, int all, char *
      * content, so it is the archive-wide attributes' readers' alone. */
     if (!all) return -ENODATA;
     if (!clean) return -ENODATA; /* edited: its grammar share is known after compaction */
-    const idx *x;
-    const arc *a;
-    int rc = vol_lock_arc(c->v, &a, &x);
-    if (rc) return rc;
-    int64_t e = vol_clean_entry(c->v, ino);
-    uint64_t rules = 0;
-    double share = 0;
-    rc = e < 0 ? -ENODATA : idx_file_footprint(x, (uint32_t)e, &rules, &share);
-    vol_unlock_arc(c->v);
+    uint64_t rules;
+    double share;
+    int rc = vol_file_footprint(c->v, ino, &rules, &share);
     if (rc) return rc;
     if (!strcmp(name, "rules"))
         snprintf(v, n, "%" PRIu64, rules);

@@ -1539,6 +1539,30 @@ int arc_shard_text(const arc *a, uint32_t k)
     return s->codec == CODEC_ZSTD_BARE ? 2 : is_text(s);
 }
 
+int arc_shard_rule_syms(const arc *a, uint32_t k, uint64_t *n)
+{
+    *n = 0;
+    if (k >= a->nshards || a->version < 4)
+        return tdc_error(-EINVAL, "%s: no shard %u in the shard table", a->path, k);
+    const arc_secinfo *s = &a->secs[a->shards[k].sec + 1];
+    if (arc_shard_text(a, k) || !s->raw) return 0;
+    unsigned char *p;
+    int rc = load_section(a, s, &p);
+    if (rc) return rc;
+    rd r = {p, p + s->raw};
+    uint64_t nr, len;
+    if (rd_varint(&r, &nr) || nr != a->shards[k].nrules)
+        rc = tdc_error(-EBADMSG, "shard %u: rules section: bad rule count", k);
+    for (uint64_t i = 0; !rc && i < nr; i++)
+        if (rd_varint(&r, &len) || len > s->raw)
+            rc = tdc_error(-EBADMSG, "shard %u: rules section: bad length of rule %llu", k,
+                           (unsigned long long)i + 1);
+        else
+            *n += len;
+    free(p);
+    return rc;
+}
+
 int arc_section_bytes(arc *a, uint32_t i, unsigned char **out)
 {
     if (i >= a->nsecs || !a->path) return tdc_error(-EINVAL, "no section %u", i);

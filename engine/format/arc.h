@@ -316,6 +316,11 @@ int arc_shard_check(const arc *a, uint32_t k);
  * references (zstd-text), 2 bare (zstd-bare), else 0. */
 int arc_shard_text(const arc *a, uint32_t k);
 
+/* The symbols in the rule bodies of shard k of an opened archive (not in the shard table),
+ * read from the lengths that begin its rules section, which is read and decoded alone:
+ * a shard stored as its text has none. 0, -EBADMSG, -EIO or -ENOMEM. */
+int arc_shard_rule_syms(const arc *a, uint32_t k, uint64_t *n);
+
 /* arc_write_tmp for an archive whose grammar comes as coded shards (a->dict and a->g unused):
  * every entry's run is given on-disk style (shard and root_start within it, see arc_entry).
  * The table and the runs are checked as arc_write_tmp does. */

@@ -392,6 +392,13 @@ void vol_tview_put(struct vol_tview *t);
 int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
                     int (*emit)(void *ctx, size_t i, const vec64 *offs), void *ctx);
 
+/* Clean regular file ino's place in the grammar (idx_file_footprint): the rules it uses and
+ * its share of the grammar's symbols. Under a memory budget, with the archive not loaded,
+ * from each span of the file's shards in turn (as vol_view_search) over the symbols of every
+ * shard, counted once per file table from the shard table and the rules sections; else from
+ * the archive loaded whole. -ENODATA for a file with edits pending. */
+int vol_file_footprint(vol *v, uint64_t ino, uint64_t *rules, double *share);
+
 /* The archive's path. */
 const char *vol_path(const vol *v);
 

@@ -129,6 +129,8 @@ struct vol {
     } loading[VOL_SPAN_LOADS + VOL_AHEAD_MAX]; /* spans being decoded (for reads, or ahead),
                                                 * which their readers wait for */
     uint64_t span_gen; /* bumped when a compaction puts a new archive's file table in smeta */
+    uint64_t syms, syms_gen; /* the symbols of smeta's shards (vol_file_footprint), and
+                                span_gen + 1 when they were counted (0: not yet) */
     pthread_cond_t spcond; /* a decoding ended */
     mbud *bud; /* the budget (o.mem) spans and analytics shard by shard share, or NULL */
     /* Bytes freed spans gave back to the budget since the last malloc_trim (atomic), and

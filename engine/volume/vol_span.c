@@ -770,7 +770,7 @@ static int search_part(part_search *ps, const vol_span *s, uint32_t l, idx_words
     return 0;
 }
 
-/* Put back a span search_span gave for view w. */
+/* Put back a span view_span gave for view w. */
 static void search_put(const vol_view *w, vol_span *s)
 {
     if (s && w->own)
@@ -779,14 +779,14 @@ static void search_put(const vol_view *w, vol_span *s)
         span_put(w->v, s);
 }
 
-/* The span for the search of entry ent's byte `off` (span_get's with its grammar) in *s, with
- * its word index in *words: the one held when it is that, else one got after putting the held
- * one back, so that waiting for room holds nothing a reader could need: from the cache of
- * reads, or for a view that owns its file table (a temporary archive) loaded from that alone,
- * its estimate held in the budget while it lives. 0, or -EAGAIN where the spans cannot serve
- * it, or the load's or the index's error. */
-static int search_span(const vol_view *w, vol_span **s, idx_words **words, int64_t ent,
-                       uint64_t off, uint32_t *c)
+/* The span of entry ent's byte `off` for view w (span_get's with its grammar) in *s: the one
+ * held when it is that, else one got after putting the held one back (and freeing its word
+ * index *words, where words is given), so that waiting for room holds nothing a reader could
+ * need: from the cache of reads, or for a view that owns its file table (a temporary archive)
+ * loaded from that alone, its estimate held in the budget while it lives. 0, or -EAGAIN where
+ * the spans cannot serve it, or the load's error. */
+static int view_span(const vol_view *w, vol_span **s, idx_words **words, int64_t ent, uint64_t off,
+                     uint32_t *c)
 {
     vol *v = w->v;
     span_key key;
@@ -801,8 +801,10 @@ static int search_span(const vol_view *w, vol_span **s, idx_words **words, int64
         pthread_mutex_unlock(&v->splock);
     }
     if (rc || same) return rc;
-    idx_words_free(*words);
-    *words = NULL;
+    if (words) {
+        idx_words_free(*words);
+        *words = NULL;
+    }
     search_put(w, *s);
     *s = NULL;
     if (w->own) {
@@ -816,7 +818,15 @@ static int search_span(const vol_view *w, vol_span **s, idx_words **words, int64
     } else if (!(*s = span_get(v, NULL, ent, off, 1, c, 1))) {
         return -EAGAIN;
     }
-    return idx_words_build((*s)->x, words);
+    return 0;
+}
+
+/* view_span with the span's word index in *words, built where the span is new. */
+static int search_span(const vol_view *w, vol_span **s, idx_words **words, int64_t ent,
+                       uint64_t off, uint32_t *c)
+{
+    int rc = view_span(w, s, words, ent, off, c);
+    return rc || *words ? rc : idx_words_build((*s)->x, words);
 }
 
 int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const char *word, size_t wn,
@@ -858,6 +868,83 @@ int vol_view_search(const vol_view *w, const uint32_t *files, size_t n, const ch
     vec64_free(&offs);
     free(ps.run);
     free(ps.edge);
+    return rc;
+}
+
+/* The symbols of every shard of the view's file table (roots and rule bodies), counted once
+ * per file table (v->syms; span_gen is stable while the view holds the archive lock). A
+ * damaged shard counts none, as the archive loaded whole leaves it out. */
+static int view_syms(const vol_view *w, uint64_t *total)
+{
+    vol *v = w->v;
+    pthread_mutex_lock(&v->splock);
+    uint64_t gen = v->span_gen + 1;
+    int counted = v->syms_gen == gen;
+    *total = v->syms;
+    pthread_mutex_unlock(&v->splock);
+    if (counted) return 0;
+    uint64_t n = 0;
+    for (uint32_t k = 0; k < w->a->nshards; k++) {
+        uint64_t r;
+        int rc = arc_shard_rule_syms(w->a, k, &r);
+        if (rc && rc != -EBADMSG) return rc;
+        n += rc ? 0 : r + w->a->shards[k].root_syms;
+    }
+    pthread_mutex_lock(&v->splock);
+    v->syms = n;
+    v->syms_gen = gen;
+    pthread_mutex_unlock(&v->splock);
+    *total = n;
+    return 0;
+}
+
+/* vol_file_footprint for a view of the file table alone: each span of the file in turn
+ * gives its rules and its part of the span's symbols (a span holds every file of its
+ * shards, or a part of the file alone in shards of its own, so its occurrence counts are
+ * those of the whole grammar). */
+static int view_footprint(const vol_view *w, uint64_t *rules, double *share)
+{
+    uint64_t size = w->a->ents[w->ent].size, off = 0, total;
+    double part = 0;
+    vol_span *s = NULL;
+    int rc = view_syms(w, &total);
+    while (!rc && off < size) {
+        uint32_t c;
+        uint64_t r;
+        double sh;
+        rc = view_span(w, &s, NULL, w->ent, off, &c);
+        int64_t l = rc ? -1 : local_entry(s, c);
+        if (!rc && l < 0) rc = -EAGAIN;
+        if (!rc) rc = idx_file_footprint(s->x, (uint32_t)l, &r, &sh);
+        if (rc) break;
+        const gram *g = &s->a->g;
+        *rules += r;
+        part += sh * (double)(g->root.n + g->syms.n);
+        off = s->k.part < 0 ? size : s->k.end;
+    }
+    search_put(w, s);
+    *share = !rc && total ? part / (double)total : 0;
+    return rc;
+}
+
+int vol_file_footprint(vol *v, uint64_t ino, uint64_t *rules, double *share)
+{
+    *rules = 0;
+    *share = 0;
+    vol_view w;
+    int rc = vol_view_open(v, ino, 0, &w);
+    if (!rc && !w.x && !(w.a->pending && w.a->version >= 4 && !w.own)) {
+        vol_view_close(&w); /* one grammar (versions 1 to 3): loaded whole */
+        rc = vol_view_open(v, ino, 1, &w);
+    }
+    if (rc) return rc;
+    if (w.own || w.ent < 0)
+        rc = -ENODATA;
+    else if (w.x)
+        rc = idx_file_footprint(w.x, (uint32_t)w.ent, rules, share);
+    else
+        rc = view_footprint(&w, rules, share);
+    vol_view_close(&w);
     return rc;
 }
 

@@ -219,10 +219,25 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     diff <(TADOC_SHARDS=whole "$TADOC" termvector "$S/a.tdc" a) "$M/a/.termvector"
     diff <(TADOC_SHARDS=whole "$TADOC" rankedinvindex "$S/a.tdc" a) "$M/a/.rankedinvindex"
     cp "$M/b/.termvector" "$S/b.tv" # b/cb09's content is held by a/0-link, outside b
+    # A file's place in the grammar comes span by span as well (a file cut over shards of
+    # its own part by part), over the symbols of every shard; compared with the archive
+    # loaded whole below.
+    local f
+    for f in a/ca01 b/cb09 big; do
+        printf '%s %s %s\n' "$f" "$(getfattr -n user.tadoc.rules --only-values "$M/$f")" \
+            "$(getfattr -n user.tadoc.share --only-values "$M/$f")"
+    done >"$S/footprint"
     [ "$(cache_field "$M" whole-archive)" -eq 0 ]
-    # What needs the whole archive (a file's share of the grammar) loads it; reads then go
-    # there, and the spans are gone.
-    [ "$(getfattr -n user.tadoc.rules --only-values "$M/a/ca01")" -gt 0 ]
+    fusermount3 -u "$M"
+    wait_unmounted "$M"
+    # What needs the whole archive (here an analytic told to by TADOC_SHARDS) loads it; reads
+    # then go there, and the spans are gone.
+    TADOC_SHARDS=whole mnt "$S/a.tdc" "$M" -o ro,mem=1M
+    wait_mounted "$M"
+    diff -r "$T" "$M"
+    reads=$(cache_field "$M" reads)
+    [ "$(cache_field "$M" spans)" -gt 0 ]
+    cat "$M/.wordcount" >/dev/null
     diff -r "$T" "$M"
     [ "$(cache_field "$M" reads)" -eq "$reads" ]
     [ "$(cache_field "$M" spans)" -eq 0 ]
@@ -244,6 +259,14 @@ cache_field() { getfattr -n user.tadoc.shard_cache --only-values "$1" | tr ';,' 
     wait_mounted "$M"
     [ "$(cache_field "$M" budget)" -eq 0 ]
     diff -r "$T" "$M"
+    local fl rules share
+    while read -r f rules share; do
+        fl=$(getfattr -n user.tadoc.share --only-values "$M/$f")
+        echo "$f: rules $rules, share $share under the budget, $fl whole"
+        [ "$(getfattr -n user.tadoc.rules --only-values "$M/$f")" -eq "$rules" ]
+        [ "$rules" -gt 0 ]
+        awk -v a="$share" -v b="$fl" 'BEGIN { d = a - b; exit !(b > 0 && d * d < 1e-16) }'
+    done <"$S/footprint"
     fusermount3 -u "$M"
     wait_unmounted "$M"
     # By default reads go by shard within a budget, reading ahead for a reader that goes
@@ -557,12 +580,12 @@ EOF_PY
     # The normal build's daemon, for its resident memory (as above). Readers of brown/ run
     # through two compactions of edits to linux-slice/. The first reads what it keeps through
     # the spans and checks the new archive span by span, within the bound; before the second
-    # a file's user.tadoc.share loads the archive whole, so it compacts from that. After each
-    # the daemon reads the new archive shard by shard and holds no whole load.
+    # an analytic loads the archive whole (TADOC_SHARDS=whole), so it compacts from that.
+    # After each the daemon reads the new archive shard by shard and holds no whole load.
     cp -r "$CORPORA"/brown "$CORPORA"/linux-slice "$T/"
     "$TADOC" pack -q "$T" -o "$S/a.tdc" --shard-size 64K
     n=$(shards_of "$S/a.tdc")
-    mount_plain mem=2M
+    TADOC_SHARDS=whole mount_plain mem=2M
     local round i f
     for round in 1 2; do
         for i in 1 2 3 4; do random_reads "$M" brown "$T" 4 >"$S/reads.$i" & done
@@ -578,7 +601,7 @@ EOF_PY
         fi
         sleep 1
         if [ "$round" = 2 ]; then
-            getfattr -n user.tadoc.share "$M/brown/cn01" >/dev/null
+            cat "$M/brown/.wordcount" >/dev/null
             [ "$(cache_field "$M" whole-archive)" -eq 1 ]
         fi
         setfattr -n user.tadoc.compact -v 1 "$M"

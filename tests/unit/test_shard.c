@@ -1826,6 +1826,34 @@ static void test_same_content(void **state)
     arc_free(b);
 }
 
+/* The rule symbols of every shard, read from its rules section alone, add up to those of the
+ * grammar loaded whole (the shards' grammars merged, rule for rule); a shard number past the
+ * table is refused, and a rules section whose rule count disagrees with the shard table is
+ * damage. */
+static void test_shard_rule_syms(void **state)
+{
+    (void)state;
+    arc *m, *a;
+    assert_int_equal(arc_open_meta(sharded, &m), 0);
+    assert_int_equal(arc_open(sharded, &a), 0);
+    uint64_t sum = 0, n, rules = 0;
+    for (uint32_t k = 0; k < m->nshards; k++) {
+        assert_int_equal(arc_shard_rule_syms(m, k, &n), 0);
+        sum += n;
+        rules += m->shards[k].nrules;
+    }
+    assert_true(rules > 0);
+    assert_int_equal(sum, a->g.syms.n);
+    assert_int_equal(arc_shard_rule_syms(m, m->nshards, &n), -EINVAL);
+    uint32_t k = 0;
+    while (!m->shards[k].nrules)
+        k++;
+    m->shards[k].nrules++;
+    assert_int_equal(arc_shard_rule_syms(m, k, &n), -EBADMSG);
+    arc_free(m);
+    arc_free(a);
+}
+
 /* arc_meta_dup gives what arc_open_meta gives, and a copy that outlives its source serves
  * spans: every entry equal field by field (strings by value, in memory of its own), and a
  * span loaded from the copy after the source is freed reads big's content. */
@@ -2076,6 +2104,7 @@ int main(void)
         cmocka_unit_test(test_damaged_shard_not_compacted),
         cmocka_unit_test(test_compaction_by_shard),
         cmocka_unit_test(test_same_content),
+        cmocka_unit_test(test_shard_rule_syms),
         cmocka_unit_test(test_meta_dup),
         cmocka_unit_test(test_compaction_check_follows_the_edit),
         cmocka_unit_test(test_default_shard_size),
