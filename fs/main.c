@@ -4,6 +4,7 @@
  * Exit status: 0 clean unmount, 1 mount or I/O failure, 2 usage error, 3 corrupt archive. */
 #include <dirent.h>
 #include <libgen.h>
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
 #include <inttypes.h>
@@ -39,6 +40,7 @@ typedef struct options {
     char *compact_threshold;
     char *journal_max;
     char *gpu_read_min;
+    char *gpu_mem, *gpus;
     char *mem;
     /* numbers as given, parsed by parse_uint (fuse_opt's %u takes "5x" for 5, "-1" for
      * 2^32 - 1) */
@@ -55,6 +57,8 @@ static const struct fuse_opt spec[] = {
     {"compact_threshold=%s", offsetof(options, compact_threshold), 0},
     {"journal_max=%s", offsetof(options, journal_max), 0},
     {"gpu_read_min=%s", offsetof(options, gpu_read_min), 0},
+    {"gpu_mem=%s", offsetof(options, gpu_mem), 0},
+    {"gpus=%s", offsetof(options, gpus), 0},
     {"gpu_read_wait=%s", offsetof(options, gpu_read_wait), 0},
     {"spin=%s", offsetof(options, spin), 0},
     {"max_threads=%s", offsetof(options, max_threads), 0}, /* libfuse's, taken here */
@@ -125,6 +129,12 @@ static const char usage[] =
     "                         (K, M suffixes; default 64K, the crossover measured on an H100)\n"
     "  -o gpu_read_wait=US    how long a batch of reads waits for more (default 0: batches\n"
     "                         form from the reads that arrive while one runs)\n"
+    "  -o gpu_mem=BYTES       device memory a part of an analytic may take on a GPU (K, M,\n"
+    "                         G; default TADOC_GPU_MEM, else half the free memory): under\n"
+    "                         mem= analytics go through the GPUs in parts of consecutive\n"
+    "                         shards of at most that\n"
+    "  -o gpus=LIST           the GPUs to use, as CUDA_VISIBLE_DEVICES names them, separated\n"
+    "                         by ':' (e.g. 0:1); default: every visible GPU\n"
     "  -o cache_size=BYTES    memory for pre-expanded short rules, which reads copy whole\n"
     "                         instead of descending (K, M, G suffixes; default 256M; 0 = none)\n"
     "  -o preload             load and check the whole archive before mounting (default:\n"
@@ -146,6 +156,24 @@ static const char usage[] =
     "\n"
     "exit status: 0 unmounted cleanly, 1 mount or I/O failure, 2 usage error,\n"
     "             3 the archive is corrupt\n";
+
+/* gpus=LIST as CUDA_VISIBLE_DEVICES: names of letters, digits and '-' (an index, a GPU-
+ * or MIG- UUID) separated by ':' (a comma would split the mount options). 0, or -1 said. */
+static int set_gpus(const char *list)
+{
+    char *v = strdup(list);
+    int ok = v && *v && list[strlen(list) - 1] != ':' && *list != ':' && !strstr(list, "::");
+    for (char *p = v; ok && *p; p++) {
+        if (*p == ':')
+            *p = ',';
+        else if (!isalnum((unsigned char)*p) && *p != '-')
+            ok = 0;
+    }
+    if (ok && setenv("CUDA_VISIBLE_DEVICES", v, 1)) ok = 0;
+    if (!ok) fprintf(stderr, "tadocfs: gpus= must name GPUs (numbers or UUIDs) separated by ':'\n");
+    free(v);
+    return ok ? 0 : -1;
+}
 
 static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
@@ -365,6 +393,18 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    uint64_t gpu_mem = 0;
+    if (o.gpu_mem && (parse_size(o.gpu_mem, &gpu_mem) || !gpu_mem)) {
+        fprintf(stderr, "tadocfs: gpu_mem= must be a number of bytes above 0 (K, M, G allowed)\n");
+        ret = EX_USAGE;
+        goto out_args;
+    }
+    /* Before anything starts CUDA (gpu_usable_probe, the backend): it reads the variable
+     * once. */
+    if (o.gpus && set_gpus(o.gpus)) {
+        ret = EX_USAGE;
+        goto out_args;
+    }
     if (check_mountpoint(o.mountpoint)) goto out_args;
     if (!o.ro && check_archive_outside(o.archive, o.mountpoint)) goto out_args;
     char *fsname = malloc(strlen(o.archive) + 64);
@@ -441,6 +481,7 @@ int main(int argc, char **argv)
         ret = EX_USAGE;
         goto out_args;
     }
+    if (gpu_mem) bo.gpu_mem = gpu_mem; /* the option over TADOC_GPU_MEM */
     if (backend_new(&bo, &c.be)) {
         fprintf(stderr, "tadocfs: %s\n", tdc_errmsg());
         goto out_args;

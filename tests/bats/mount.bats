@@ -690,13 +690,18 @@ refused() { # KIND
     done
 }
 
-@test "options: uid, gid, gpu and its read options, cache_size, journal_max, permissions" {
+@test "options: uid, gid, gpu and its read options, gpus, gpu_mem, cache_size, journal_max, permissions" {
     mnt "$A/k.tdc" "$M" -o uid=4242,gid=4343,gpu=off,cache_size=1048576,allow_other,default_permissions
     [ "$(cd "$M" && find . -printf '%U:%G\n' | sort -u)" = 4242:4343 ]
     diff -r --no-dereference "$K" "$M"
     fusermount3 -u "$M"
     mnt "$A/l.tdc" "$M" -o gpu=auto,cache_size=4096,gpu_read_min=16K,gpu_read_wait=50,journal_max=0
     diff -r "$L" "$M"
+    fusermount3 -u "$M"
+    # the GPUs' options (tests/gpu/run.sh sees what they do on a GPU host)
+    mnt "$A/l.tdc" "$M" -o gpu=auto,gpus=0:1:GPU-8a2f-03,gpu_mem=64M
+    diff -r "$L" "$M"
+    diff <("$TADOC" wordcount "$A/l.tdc") "$M/.wordcount"
     fusermount3 -u "$M"
     run "$TADOCFS" -o gpu_read_min=lots "$A/l.tdc" "$M"
     [ "$status" -eq 2 ]
@@ -740,7 +745,9 @@ refused() { # KIND
         "$A/l.tdc $M -o max_threads=5x" "$A/l.tdc $M -o max_threads=4294967297" \
         "$A/l.tdc $M -o spin=-1" "$A/l.tdc $M -o spin=20000000" "$A/l.tdc $M -o uid=-1" \
         "$A/l.tdc $M -o gid=1e3" "$A/l.tdc $M -o compact_threshold=+1K" \
-        "$A/l.tdc $M -o preload,mem=16M"; do
+        "$A/l.tdc $M -o preload,mem=16M" "$A/l.tdc $M -o gpu_mem=lots" \
+        "$A/l.tdc $M -o gpu_mem=0" "$A/l.tdc $M -o gpus=:0" "$A/l.tdc $M -o gpus=0::1" \
+        "$A/l.tdc $M -o gpus=0;1" "$A/l.tdc $M -o gpus="; do
         run mnt $args
         [ "$status" -eq 2 ] || { echo "'$args': status $status: $output"; false; }
         not_mounted "$M"

@@ -308,6 +308,25 @@ if make -j"$(nproc)" GPU=1 "${fuseflags[@]}" build/rel/tadocfs >/dev/null 2>&1; 
         echo "mount shards gpu=$mode,mem=1M: every virtual file shard by shard equals the CPU; $(backend_of "$m")"
         umount "$m" 2>/dev/null || fusermount3 -u "$m"
     done
+    # -o gpus= and gpu_mem=: on GPU 0 alone, the sharded archive's word count goes up in a part
+    # per shard where a part may take 64 KiB of the device, in fewer parts where 512 MiB.
+    if [ -z "${READS_ONLY:-}" ]; then
+        declare -A nparts
+        for gm in 64K 512M; do
+            if build/rel/tadocfs -o ro,gpu=on,mem=1M,gpus=0,gpu_mem=$gm "$tmp/shards.tdc" "$m"; then
+                cmp -s <(TADOC_GPU=off build/rel/tadoc wordcount "$tmp/shards.tdc") "$m/.wordcount" ||
+                    { echo "gpus=0,gpu_mem=$gm: .wordcount DIFFERS from the CPU's"; status=1; }
+                nparts[$gm]=$(backend_of "$m" | sed -n 's/.*shard parts by gpu: 0: \([0-9]*\).*/\1/p')
+                umount "$m" 2>/dev/null || fusermount3 -u "$m"
+            else
+                echo "mount -o gpus=0,gpu_mem=$gm of shards FAILED"
+                status=1
+            fi
+        done
+        echo "gpus=0: .wordcount in ${nparts[64K]:-no} parts at gpu_mem=64K, ${nparts[512M]:-no} at 512M"
+        [ "${nparts[64K]:-0}" -gt "${nparts[512M]:-0}" ] && [ "${nparts[512M]:-0}" -gt 0 ] ||
+            { echo "gpu_mem= did not change the parts"; status=1; }
+    fi
     # Mounted read throughput by mode, on an archive of large files (READS_ARCHIVE, default
     # tests/tmp/gpubig/linux-cat.tdc when present; tests/gpu/mkcat.sh makes it): the crossover
     # table first, then each mode on a fresh mount (the FUSE page cache empty; the load and the
