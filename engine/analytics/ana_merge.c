@@ -1409,10 +1409,12 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
     uint64_t most = m->fsize ? 2 * batch / nt : UINT64_MAX;
     /* One batch's tables, whatever the number of batches: its ranges' runs of every part, and
      * where each ends in each part, cut[(h + 1) * np + i] for its range h, after row 0: where
-     * the batch before ended; row nt + 1 a split's trial. */
+     * the batch before ended; row nt + 1 a split's trial; row nt + 2 where the sample a split
+     * range was to end at cuts the parts (the next range ends there, unless split again). */
     ljob *j = calloc(nt, sizeof *j);
     run *r = calloc(nt * np, sizeof *r);
-    size_t *cut = calloc((nt + 2) * np, sizeof *cut);
+    size_t *cut = calloc((nt + 3) * np, sizeof *cut), *sampled = cut + (nt + 2) * np;
+    size_t sampled_q = SIZE_MAX;             /* the q whose sample's cuts `sampled` holds */
     buf slice = {0}, win = {0}, split = {0}; /* the batch's spilled text; a block; a split key */
     if (!j || !r || !cut) rc = tdc_error(-ENOMEM, "analytics: out of memory");
     /* the ranges, nt at a time, each batch's output appended and dropped at once; q ranges of
@@ -1424,12 +1426,17 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
             j[n] = (ljob){.m = m, .r = r + n * m->nparts, .nr = m->nparts};
             const size_t *lo = cut + n * np;
             size_t *hi = cut + (n + 1) * np, *trial = cut + (nt + 1) * np;
-            rc = cut_at(m, lo, hi, q + 1 < nranges ? smp[(q + 1) * ns / nranges] : NULL, &win);
+            if (sampled_q == q) /* a split key lies below the sample: its cuts stand */
+                memcpy(hi, sampled, np * sizeof *hi);
+            else
+                rc = cut_at(m, lo, hi, q + 1 < nranges ? smp[(q + 1) * ns / nranges] : NULL, &win);
             int was_split = 0;
             while (!rc && range_bytes(m, lo, hi) > most) {
                 int found = split_key(m, lo, hi, &split, &win);
                 if (found > 0 && !(rc = cut_at(m, lo, trial, split.p, &win)) &&
                     range_bytes(m, lo, trial) > 0) {
+                    if (sampled_q != q) memcpy(sampled, hi, np * sizeof *hi);
+                    sampled_q = q;
                     memcpy(hi, trial, np * sizeof *hi);
                     was_split = 1;
                     m->splits++;
