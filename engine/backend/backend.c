@@ -618,9 +618,11 @@ int backend_by_shard_to(backend *b, ana_ctx *c, int kind, const arc *meta, uint3
     if (!c) c = b->ana;
 #ifdef TDC_HAVE_CUDA
     /* On the GPUs, consecutive shards go up as one part while they fit the room a whole
-     * upload may take: fewer uploads, preparations and parts to merge; at least one part per
-     * device, so that each has its share. */
+     * upload may take, BACKEND_PART_ROOM at most unless gpu_mem says: fewer uploads,
+     * preparations and parts to merge; at least one part per device, so that each has its
+     * share. */
     uint64_t room = fn ? gpu_room(b) : 0;
+    if (!b->o.gpu_mem && room > BACKEND_PART_ROOM) room = BACKEND_PART_ROOM;
     if (room > table_gpu_need(meta)) {
         ana_opts o = *ana_ctx_opts(c);
         o.group_room = room - table_gpu_need(meta);
