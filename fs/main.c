@@ -604,6 +604,8 @@ out_args:
     free(o.compact_threshold);
     free(o.journal_max);
     free(o.gpu_read_min);
+    free(o.gpu_mem);
+    free(o.gpus);
     free(o.mem);
     free(o.gpu_read_wait);
     free(o.spin);
