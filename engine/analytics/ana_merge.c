@@ -1074,6 +1074,18 @@ static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l,
     }
     if (kind != ANA_INVINDEX) sort_r(g, m, sizeof *g, grec_by_v, &paths);
     buf *o = &j->out;
+    /* The group's lines at once, rather than doubling up to them: a large file's termvector
+     * group is much of what such a merge holds */
+    uint64_t need = kind != ANA_TERMVECTOR ? kn + 1 : 0;
+    for (size_t i = 0; i < m; i++) {
+        size_t digits = 1;
+        for (uint64_t v = g[i].v; v >= 10; v /= 10)
+            digits++;
+        need += g[i].n + (kind == ANA_TERMVECTOR       ? kn + digits + 3
+                          : kind == ANA_RANKEDINVINDEX ? digits + 2
+                                                       : 1);
+    }
+    if (!rc && buf_reserve(o, need)) rc = -ENOMEM;
     if (!rc && kind != ANA_TERMVECTOR) rc = buf_put(o, k, kn);
     for (size_t i = 0; !rc && i < m; i++) {
         if (kind == ANA_TERMVECTOR)
