@@ -755,6 +755,14 @@ int ana_put_num(buf *b, uint64_t v)
     return buf_put(b, t + i, sizeof t - i);
 }
 
+size_t ana_num_len(uint64_t v)
+{
+    size_t d = 1;
+    for (; v >= 10; v /= 10)
+        d++;
+    return d;
+}
+
 int ana_put_path(buf *b, const char *p)
 {
     size_t plain = strcspn(p, "\t\n\\");

@@ -222,6 +222,9 @@ void ana_wtab_free(ana_wtab *wt);
 /* A number in decimal. 0 or -ENOMEM. */
 int ana_put_num(buf *b, uint64_t v);
 
+/* How many digits ana_put_num writes for v. */
+size_t ana_num_len(uint64_t v);
+
 /* ---- words in byte order, word count output (ana_sort.c) ---- */
 
 typedef struct ana_wrec {

@@ -1077,14 +1077,10 @@ static int merge_group(ljob *j, const unsigned char *k, size_t kn, const run *l,
     /* The group's lines at once, rather than doubling up to them: a large file's termvector
      * group is much of what such a merge holds */
     uint64_t need = kind != ANA_TERMVECTOR ? kn + 1 : 0;
-    for (size_t i = 0; i < m; i++) {
-        size_t digits = 1;
-        for (uint64_t v = g[i].v; v >= 10; v /= 10)
-            digits++;
-        need += g[i].n + (kind == ANA_TERMVECTOR       ? kn + digits + 3
-                          : kind == ANA_RANKEDINVINDEX ? digits + 2
+    for (size_t i = 0; i < m; i++)
+        need += g[i].n + (kind == ANA_TERMVECTOR       ? kn + ana_num_len(g[i].v) + 3
+                          : kind == ANA_RANKEDINVINDEX ? ana_num_len(g[i].v) + 2
                                                        : 1);
-    }
     if (!rc && buf_reserve(o, need)) rc = -ENOMEM;
     if (!rc && kind != ANA_TERMVECTOR) rc = buf_put(o, k, kn);
     for (size_t i = 0; !rc && i < m; i++) {
@@ -1443,13 +1439,15 @@ static int finish_lists(ana_merge *m, ana_sink sink, void *sctx)
             else
                 rc = cut_at(m, lo, hi, q + 1 < nranges ? smp[(q + 1) * ns / nranges] : NULL, &win);
             int was_split = 0;
-            while (!rc && range_bytes(m, lo, hi) > most) {
+            uint64_t bytes = rc ? 0 : range_bytes(m, lo, hi), part;
+            while (!rc && bytes > most) {
                 int found = split_key(m, lo, hi, &split, &win);
                 if (found > 0 && !(rc = cut_at(m, lo, trial, split.p, &win)) &&
-                    range_bytes(m, lo, trial) > 0) {
+                    (part = range_bytes(m, lo, trial)) > 0) {
                     if (sampled_q != q) memcpy(sampled, hi, np * sizeof *hi);
                     sampled_q = q;
                     memcpy(hi, trial, np * sizeof *hi);
+                    bytes = part;
                     was_split = 1;
                     m->splits++;
                     continue;

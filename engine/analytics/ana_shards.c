@@ -445,12 +445,14 @@ static int by_shard(ana_ctx *c, ana_part_fn fn, void *arg, int kind, const arc *
     if (!rc) rc = ana_merge_finish_to(j.m, sink, sctx);
     if (!rc && o.verbose && ana_merge_spilled(j.m)) {
         uint64_t splits, widest;
+        char batches[96] = ""; /* a list merge's: read back in batches */
         ana_merge_batches(j.m, &splits, &widest);
-        fprintf(stderr,
-                "tadoc: %s: the merge went on in a file in %s (%llu bytes; batches of at most "
-                "%llu bytes, %llu ranges split)\n",
+        if (widest)
+            snprintf(batches, sizeof batches, "; batches of at most %llu bytes, %llu ranges split",
+                     (unsigned long long)widest, (unsigned long long)splits);
+        fprintf(stderr, "tadoc: %s: the merge went on in a file in %s (%llu bytes%s)\n",
                 ana_table[kind].name, o.spill_dir, (unsigned long long)ana_merge_spilled(j.m),
-                (unsigned long long)widest, (unsigned long long)splits);
+                batches);
     }
     for (uint32_t k = 0; j.damage && k < meta->nshards; k++)
         free(j.damage[k]);

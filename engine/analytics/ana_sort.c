@@ -193,16 +193,6 @@ int ana_by_count(ana_crec *r, size_t n)
     return 0;
 }
 
-static size_t digits(uint64_t v)
-{
-    size_t d = 1;
-    while (v >= 10) {
-        v /= 10;
-        d++;
-    }
-    return d;
-}
-
 static char *put_dec(char *o, uint64_t v, size_t d)
 {
     char *e = o + d;
@@ -229,7 +219,7 @@ static int print_task(void *x, const ana_team *t)
     for (size_t i = lo; i < hi; i++) {
         const ana_crec *e = &j->r[i];
         if (i + 16 < hi) __builtin_prefetch(j->r[i + 16].w); /* words lie all over the dictionary */
-        size_t d = digits(e->cnt);
+        size_t d = ana_num_len(e->cnt);
         if (j->count_first) {
             o = put_dec(o, e->cnt, d);
             *o++ = '\t';
@@ -251,7 +241,7 @@ int ana_print_counts(const ana_crec *r, size_t n, int count_first, buf *out, int
     size_t mid = n / 2, total = 0, first = 0;
     for (size_t i = 0; i < n; i++) {
         if (i == mid) first = total;
-        total += digits(r[i].cnt) + r[i].n + 2;
+        total += ana_num_len(r[i].cnt) + r[i].n + 2;
     }
     if (buf_reserve(out, total)) return tdc_error(-ENOMEM, "analytics: out of memory");
     unsigned char *o = out->p + out->n;
